@@ -1,0 +1,36 @@
+//! Command-line interface: one module per subcommand, each with its clap
+//! argument struct (doc comments are the help text) and a `run` function.
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// ttp: how long a program or a database query really took, and why.
+///
+/// eBPF programs keep an in-kernel ledger of where every thread's time went
+/// (on CPU, run-queue wait, sleep, blocked, iowait, disk I/O); the commands
+/// below apply measurement protocols to it. Most need root (CAP_BPF and
+/// CAP_PERFMON): run them with sudo.
+#[derive(Debug, Parser)]
+#[command(name = "ttp-ebpf", version, propagate_version = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {}
+
+/// Parses the command line, runs the command and maps errors to exit codes:
+/// 0 success, 1 a failure while measuring, 2 a usage error.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    crate::sys::logging::init();
+    let result: anyhow::Result<()> = match cli.command {};
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("Error: {e:#}");
+            ExitCode::from(crate::error::exit_code(&e))
+        }
+    }
+}

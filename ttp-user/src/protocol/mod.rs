@@ -1,0 +1,2 @@
+//! Measurement protocols applied to the ledger: each turns measured images
+//! into results with their sanity checks.

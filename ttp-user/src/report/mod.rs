@@ -1,0 +1,3 @@
+//! Output shared by every command: atomic result files, and (in submodules
+//! per format) terminal tables, JSON, SVG plots.
+pub mod atomic;

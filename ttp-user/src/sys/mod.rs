@@ -1,0 +1,3 @@
+//! The machine: privileges, the invoking user, signals and guards that undo
+//! every change the tool makes.
+pub mod logging;
