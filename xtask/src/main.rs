@@ -56,11 +56,21 @@ fn main() -> anyhow::Result<()> {
 
 fn run(args: Vec<String>) -> anyhow::Result<()> {
     setup::all()?;
-    util::cargo(&["build", "--release", "-p", "ttp-user", "-p", "ttp-tests", "--bins"])?;
+    util::cargo(&[
+        "build",
+        "--release",
+        "-p",
+        "ttp-user",
+        "-p",
+        "ttp-tests",
+        "--bins",
+    ])?;
     let bin = util::target_dir().join("release/ttp-ebpf");
     let args = if args.is_empty() {
         let demo = util::target_dir().join("release/fixture-mixed");
-        println!("xtask: no arguments: measuring the demo workload (CPU work and O_DIRECT reads) with TTPv2, 10 executions");
+        println!(
+            "xtask: no arguments: measuring the demo workload (CPU work and O_DIRECT reads) with TTPv2, 10 executions"
+        );
         vec![
             "run".into(),
             "-n".into(),

@@ -8,7 +8,12 @@ use crate::util::{is_root, output, status};
 
 pub const BPF_LINKER_VERSION: &str = "0.13.0";
 const LLVM_PREFIX: &str = "/usr/lib/llvm-22";
-const APT_LLVM: &[&str] = &["llvm-22-dev", "libpolly-22-dev", "libzstd-dev", "zlib1g-dev"];
+const APT_LLVM: &[&str] = &[
+    "llvm-22-dev",
+    "libpolly-22-dev",
+    "libzstd-dev",
+    "zlib1g-dev",
+];
 
 pub fn all() -> anyhow::Result<()> {
     rust_src()?;
@@ -17,12 +22,17 @@ pub fn all() -> anyhow::Result<()> {
 }
 
 fn rust_src() -> anyhow::Result<()> {
-    let installed = output("rustup", &["component", "list", "--toolchain", "nightly", "--installed"])
-        .context("rustup is needed (the eBPF programs build with the nightly toolchain)")?;
+    let installed = output(
+        "rustup",
+        &["component", "list", "--toolchain", "nightly", "--installed"],
+    )
+    .context("rustup is needed (the eBPF programs build with the nightly toolchain)")?;
     if installed.lines().any(|l| l.starts_with("rust-src")) {
         return Ok(());
     }
-    println!("xtask: installing rust-src for the nightly toolchain (the eBPF target builds core from source)");
+    println!(
+        "xtask: installing rust-src for the nightly toolchain (the eBPF target builds core from source)"
+    );
     status(Command::new("rustup").args(["component", "add", "rust-src", "--toolchain", "nightly"]))
 }
 
@@ -33,8 +43,13 @@ fn bpf_linker() -> anyhow::Result<()> {
     if !Path::new(LLVM_PREFIX).join("lib/libLLVM.so").exists() {
         apt_install(APT_LLVM, "LLVM 22 development files, to build bpf-linker")?;
     }
-    println!("xtask: building bpf-linker {BPF_LINKER_VERSION} against LLVM 22 (a few minutes, once)");
-    let path = format!("{LLVM_PREFIX}/bin:{}", std::env::var("PATH").unwrap_or_default());
+    println!(
+        "xtask: building bpf-linker {BPF_LINKER_VERSION} against LLVM 22 (a few minutes, once)"
+    );
+    let path = format!(
+        "{LLVM_PREFIX}/bin:{}",
+        std::env::var("PATH").unwrap_or_default()
+    );
     status(
         Command::new(env!("CARGO"))
             .args([
@@ -74,7 +89,8 @@ pub fn apt_install(packages: &[&str], why: &str) -> anyhow::Result<()> {
 /// True when every one of `packages` is installed.
 pub fn dpkg_installed(packages: &[&str]) -> bool {
     packages.iter().all(|p| {
-        output("dpkg-query", &["-W", "-f=${Status}", p]).is_some_and(|s| s.contains("install ok installed"))
+        output("dpkg-query", &["-W", "-f=${Status}", p])
+            .is_some_and(|s| s.contains("install ok installed"))
     })
 }
 
@@ -83,4 +99,18 @@ pub fn ensure_packages(packages: &[&str], why: &str) -> anyhow::Result<()> {
         return Ok(());
     }
     apt_install(packages, why)
+}
+
+/// Mounts tracefs for tools that need classic tracepoints (bpftrace);
+/// returns whether it mounted it (the caller unmounts it again).
+pub fn mount_tracefs() -> anyhow::Result<bool> {
+    if Path::new("/sys/kernel/tracing/events").exists() {
+        return Ok(false);
+    }
+    status(Command::new("mount").args(["-t", "tracefs", "nodev", "/sys/kernel/tracing"]))?;
+    Ok(true)
+}
+
+pub fn umount_tracefs() {
+    let _ = Command::new("umount").arg("/sys/kernel/tracing").status();
 }

@@ -8,7 +8,10 @@ use std::{
 use anyhow::{Context, bail};
 
 pub fn root_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root")
+        .to_path_buf()
 }
 
 pub fn target_dir() -> PathBuf {
@@ -27,7 +30,11 @@ pub fn status(cmd: &mut Command) -> anyhow::Result<()> {
 }
 
 pub fn cargo(args: &[&str]) -> anyhow::Result<()> {
-    status(Command::new(env!("CARGO")).args(args).current_dir(root_dir()))
+    status(
+        Command::new(env!("CARGO"))
+            .args(args)
+            .current_dir(root_dir()),
+    )
 }
 
 /// Runs cargo with the nightly toolchain in the eBPF crate, for its target.
@@ -36,7 +43,13 @@ pub fn cargo_nightly_ebpf(args: &[&str]) -> anyhow::Result<()> {
     status(
         Command::new("rustup")
             .args(["run", "nightly", "cargo", sub])
-            .args(["-Z", "build-std=core", "--target", "bpfel-unknown-none", "--release"])
+            .args([
+                "-Z",
+                "build-std=core",
+                "--target",
+                "bpfel-unknown-none",
+                "--release",
+            ])
             .args(rest)
             .current_dir(root_dir().join("ttp-ebpf"))
             .env_remove("RUSTC")
@@ -47,7 +60,9 @@ pub fn cargo_nightly_ebpf(args: &[&str]) -> anyhow::Result<()> {
 /// Output of a command, or None if it cannot run.
 pub fn output(cmd: &str, args: &[&str]) -> Option<String> {
     let out = Command::new(cmd).args(args).output().ok()?;
-    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 pub fn is_root() -> bool {

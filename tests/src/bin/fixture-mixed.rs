@@ -36,7 +36,8 @@ fn aligned(len: usize) -> &'static mut [u8] {
 fn main() -> std::io::Result<()> {
     let cpu_ms: u64 = ttp_tests::arg("--cpu-ms", 100);
     let read_mib: usize = ttp_tests::arg("--read-mib", 4);
-    let default_file = std::env::temp_dir().join(format!("ttp-fixture-{}.dat", unsafe { libc::getuid() }));
+    let default_file =
+        std::env::temp_dir().join(format!("ttp-fixture-{}.dat", unsafe { libc::getuid() }));
     let file: PathBuf = ttp_tests::arg("--file", default_file);
     let wait = ttp_tests::flag("--wait-stdin");
     ensure_file(&file, read_mib * BLOCK)?;
@@ -47,7 +48,10 @@ fn main() -> std::io::Result<()> {
         stdin.lock().read_line(&mut line)?;
     }
     let used = ttp_tests::burn(Duration::from_millis(cpu_ms));
-    let mut f = OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(&file)?;
+    let mut f = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(&file)?;
     let buf = aligned(BLOCK);
     let mut read = 0usize;
     while read < read_mib * BLOCK {
@@ -57,7 +61,10 @@ fn main() -> std::io::Result<()> {
         }
         read += n;
     }
-    println!("{{\"cpu_ns\": {}, \"read_bytes\": {read}}}", used.as_nanos());
+    println!(
+        "{{\"cpu_ns\": {}, \"read_bytes\": {read}}}",
+        used.as_nanos()
+    );
     std::io::stdout().flush()?;
     if wait {
         let mut rest = Vec::new();

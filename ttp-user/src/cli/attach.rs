@@ -52,10 +52,14 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
         ));
     }
     let stop = StopFlag::install().context("installing signal handlers")?;
+    let started = crate::sys::clock::monotonic_ns();
     let mut ledger = Ledger::attach().map_err(probe_error_ctx)?;
-    ledger.seed(&seed::threads_from_proc());
-    let mut session =
-        report::attach::Session::start(&mut ledger, args.pid, args.children, args.all)?;
+    let seeded = ledger.seed(&seed::threads_from_proc());
+    eprintln!(
+        "ttp: ledger attached in {:.1} ms ({seeded} existing threads seeded); Ctrl-C ends with the summary",
+        (ledger.ready_ns - started) as f64 / 1e6
+    );
+    let session = report::attach::Session::start(&mut ledger, args.pid, args.children, args.all)?;
     let end_at = args.duration.map(|d| std::time::Instant::now() + d);
     let mut exits = Vec::new();
     let mut last = session.first_image().clone();

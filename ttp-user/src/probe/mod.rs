@@ -51,10 +51,10 @@ pub enum ProbeError {
     )]
     NotPermitted {
         #[source]
-        source: aya::EbpfError,
+        source: Box<aya::EbpfError>,
     },
     #[error("loading the eBPF object failed")]
-    Load(#[source] aya::EbpfError),
+    Load(#[source] Box<aya::EbpfError>),
     #[error("program {program} missing from the eBPF object")]
     MissingProgram { program: String },
     #[error("map {map} missing from the eBPF object")]
@@ -64,13 +64,13 @@ pub enum ProbeError {
         program: String,
         tracepoint: String,
         #[source]
-        source: aya::programs::ProgramError,
+        source: Box<aya::programs::ProgramError>,
     },
     #[error("map {map}: {source}")]
     Map {
         map: String,
         #[source]
-        source: aya::maps::MapError,
+        source: Box<aya::maps::MapError>,
     },
 }
 
@@ -113,9 +113,11 @@ impl Ledger {
         }
         let mut ebpf = loader.load(OBJECT).map_err(|e| {
             if is_permission_error(&e) {
-                ProbeError::NotPermitted { source: e }
+                ProbeError::NotPermitted {
+                    source: Box::new(e),
+                }
             } else {
-                ProbeError::Load(e)
+                ProbeError::Load(Box::new(e))
             }
         })?;
         let btf = aya::Btf::from_sys_fs().map_err(|e| ProbeError::BadBtf {
@@ -126,7 +128,7 @@ impl Ledger {
             let prog_err = |source| ProbeError::Program {
                 program: (*program).into(),
                 tracepoint: (*tracepoint).into(),
-                source,
+                source: Box::new(source),
             };
             let prog: &mut BtfTracePoint = ebpf
                 .program_mut(program)
@@ -161,7 +163,7 @@ where
         .ok_or_else(|| ProbeError::MissingMap { map: name.into() })?;
     T::try_from(map).map_err(|source| ProbeError::Map {
         map: name.into(),
-        source,
+        source: Box::new(source),
     })
 }
 

@@ -86,7 +86,7 @@ pub struct Snapshot {
 fn map_err(map: &str) -> impl Fn(MapError) -> ProbeError + '_ {
     move |source| ProbeError::Map {
         map: map.into(),
-        source,
+        source: Box::new(source),
     }
 }
 
