@@ -109,9 +109,11 @@ fn sentence(
     share: f64,
 ) -> String {
     let who = match (kind, pid) {
-        (CauseKind::Unknown, _) | (_, None) => {
-            "unknown causes (steal, interrupts, requests without an owner)".to_string()
-        }
+        (CauseKind::Unknown, _) | (_, None) => match resource {
+            Resource::Cpu => "unknown causes (steal, interrupts, untracked threads)".to_string(),
+            Resource::Disk => "unknown causes (requests without a known owner)".to_string(),
+            Resource::Memory => "unknown causes".to_string(),
+        },
         (CauseKind::Own, Some(p)) => format!("the victim's own threads in {process} (pid {p})"),
         (CauseKind::Known, Some(p)) => format!("known process {process} (pid {p})"),
         (CauseKind::Concurrent, Some(p)) => format!("process {process} (pid {p})"),
