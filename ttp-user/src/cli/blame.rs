@@ -90,6 +90,9 @@ pub enum DiskArg {
 const DEFAULT_WINDOW: Duration = Duration::from_millis(50);
 
 pub fn run(args: Args) -> anyhow::Result<()> {
+    if args.known.iter().any(|k| k.is_empty()) {
+        return usage("--known needs a process name prefix, e.g. --known backup");
+    }
     let opts = Options {
         disk_by: match args.disk_by {
             DiskArg::Bytes => DiskMeasure::Bytes,

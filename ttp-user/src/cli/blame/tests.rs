@@ -112,6 +112,9 @@ fn wrong_victim_or_file_is_a_usage_error() {
     let err = run(args(&["--from", bad.to_str().unwrap()])).unwrap_err();
     assert_eq!(exit_code(&err), 2);
     let _ = std::fs::remove_file(bad);
+    // An empty --known would make every process a known cause.
+    let err = run(args(&["--known", "", "--from", ex.to_str().unwrap()])).unwrap_err();
+    assert_eq!(exit_code(&err), 2);
     // Live without --pid.
     let err = run(args(&[])).unwrap_err();
     assert_eq!(exit_code(&err), 2);
