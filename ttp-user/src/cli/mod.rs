@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+pub mod attach;
 pub mod blame;
 
 /// ttp: how long a program or a database query really took, and why.
@@ -21,6 +22,7 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    Attach(attach::AttachArgs),
     Blame(blame::Args),
 }
 
@@ -30,6 +32,7 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     crate::sys::logging::init();
     let result: anyhow::Result<()> = match cli.command {
+        Command::Attach(a) => attach::run(a),
         Command::Blame(args) => blame::run(args),
     };
     match result {

@@ -19,6 +19,7 @@ fn args(extra: &[&str]) -> Args {
     argv.extend_from_slice(extra);
     match Cli::try_parse_from(argv).expect("arguments parse").command {
         Command::Blame(a) => a,
+        other => panic!("parsed as {other:?}"),
     }
 }
 
