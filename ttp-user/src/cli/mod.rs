@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 pub mod attach;
+pub mod blame;
 
 /// ttp: how long a program or a database query really took, and why.
 ///
@@ -22,6 +23,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     Attach(attach::AttachArgs),
+    Blame(blame::Args),
 }
 
 /// Parses the command line, runs the command and maps errors to exit codes:
@@ -31,6 +33,7 @@ pub fn main() -> ExitCode {
     crate::sys::logging::init();
     let result: anyhow::Result<()> = match cli.command {
         Command::Attach(a) => attach::run(a),
+        Command::Blame(args) => blame::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
