@@ -50,6 +50,9 @@ pub fn lock_at(cpu: u32, now: u64) -> Option<LockedCpu> {
 }
 
 impl LockedCpu {
+    /// The account, writable: holding the guard is what makes the access
+    /// exclusive, not the borrow of `self`.
+    #[allow(clippy::mut_from_ref)]
     #[inline(always)]
     pub fn get(&self) -> &mut CpuAccount {
         // SAFETY: held under the lock.

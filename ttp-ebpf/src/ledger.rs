@@ -64,7 +64,8 @@ pub fn create(tid: u32, task: &Task, now: u64, parent_tgid: u32) -> Option<Acct>
     a.parent_tgid = parent_tgid;
     a.first_seen_ns = now;
     a.state_since_ns = now;
-    if THREADS.insert(tid, &*a, 0).is_err() {
+    let built: &ThreadAccount = a;
+    if THREADS.insert(tid, built, 0).is_err() {
         crate::count(stat::THREAD_MAP_FULL);
         return None;
     }

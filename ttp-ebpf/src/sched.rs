@@ -119,12 +119,10 @@ fn on_wakeup(task: Task, new: bool) -> i32 {
         // Already runnable or on a CPU (ttwu of a task that had not yet
         // switched out): no state change.
         state::RUNNING | state::RUNNABLE => return 0,
-        state::BLOCKED if a.flags & flag::SEEDED != 0 => {
-            // Seeded from /proc as D at attach: in_iowait is still set at
-            // wakeup time (io_schedule_finish runs after the task resumes).
-            if task.in_iowait().unwrap_or(false) {
-                a.state = state::IOWAIT;
-            }
+        // Seeded from /proc as D at attach: in_iowait is still set at
+        // wakeup time (io_schedule_finish runs after the task resumes).
+        state::BLOCKED if a.flags & flag::SEEDED != 0 && task.in_iowait().unwrap_or(false) => {
+            a.state = state::IOWAIT;
         }
         _ => {}
     }
