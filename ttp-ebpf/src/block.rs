@@ -28,7 +28,7 @@ static DISK: Array<DiskAccount> = Array::with_max_entries(1, 0);
 static PROC_DISK: HashMap<u32, ProcDisk> = HashMap::with_max_entries(MAX_IO_PROCS, 0);
 
 #[map]
-static REQUESTS: HashMap<u64, RequestInfo> = HashMap::with_max_entries(MAX_REQUESTS, 0);
+pub(crate) static REQUESTS: HashMap<u64, RequestInfo> = HashMap::with_max_entries(MAX_REQUESTS, 0);
 
 /// Brings the disk clock up to `now` (caller holds the lock).
 #[inline(always)]

@@ -10,6 +10,7 @@
 
 mod block;
 mod cpu;
+mod detail;
 mod kernel;
 mod ledger;
 mod lock;

@@ -11,7 +11,7 @@ use aya_ebpf::{macros::btf_tracepoint, programs::BtfTracePointContext};
 use ttp_common::{flag, stat, state};
 
 use crate::{
-    block, cpu,
+    block, cpu, detail,
     kernel::{
         TASK_DEAD, TASK_INTERRUPTIBLE, TASK_NOLOAD, TASK_RUNNING, TASK_UNINTERRUPTIBLE, Task,
     },
@@ -44,6 +44,7 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
     if prev_tid != 0
         && let Some(a) = ledger::get_or_create(prev_tid, &prev, now, 0)
     {
+        detail::switched_out(a, cpu_id, now);
         close_interval(a, now, cpu.as_ref());
         if prev_state & TASK_DEAD != 0 {
             ledger::retire(prev_tid, a, now);
@@ -81,9 +82,11 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
             // probes attached): its earlier wait is closed where it is.
             crate::count(stat::WAKEUP_UNSEEN);
         }
+        detail::switched_in(a, cpu_id, now);
         close_interval(a, now, cpu.as_ref());
         a.state = state::RUNNING;
     }
+    detail::switch_seen(cpu_id, prev_tid, next_tid, now);
 
     if let Some(c) = &cpu {
         let c = c.get();

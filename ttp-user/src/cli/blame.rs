@@ -15,6 +15,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::{
     error::usage,
+    probe::probe_error_ctx,
     protocol::blame::{
         self, BlameError, DiskMeasure, GroupBy, Options, Recording, VictimSpec, dot,
         source::{self, SourceError, StopReason},
@@ -190,8 +191,16 @@ fn measure(args: &Args) -> anyhow::Result<Recording> {
     let mut src = match source::open_live(&victim, duration_ns(window)) {
         Ok(s) => s,
         Err(e @ SourceError::NoSuchProcess { .. }) => return usage(e.to_string()),
-        Err(e) => return Err(e.into()),
+        Err(SourceError::Probe(e)) => return Err(probe_error_ctx(e)),
     };
+    eprintln!(
+        "Measuring pid {pid} every {}; stops when it exits{}, or on Ctrl-C.",
+        humantime::format_duration(window),
+        match args.duration {
+            Some(d) => format!(", after {}", humantime::format_duration(d)),
+            None => String::new(),
+        }
+    );
     let stop = Arc::new(AtomicBool::new(false));
     watch_ctrl_c(stop.clone());
     let limit_ns = args.duration.map(duration_ns);

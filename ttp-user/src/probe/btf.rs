@@ -141,6 +141,45 @@ impl KernelBtf {
     }
 }
 
+/// Offsets the blame-detail programs read (ttp-ebpf/src/detail.rs), by the
+/// source that needs them: a kernel without one field loses that source only.
+#[derive(Debug)]
+pub struct DetailOffsets {
+    /// rq->q->disk->{major, first_minor} and rq->__data_len, for disk I/O
+    /// per device (block_rq_complete).
+    pub disk: Result<Vec<(&'static str, u32)>, ProbeError>,
+    /// compact_control.direct_compaction, to tell direct compaction from
+    /// kcompactd's.
+    pub compaction: Result<(&'static str, u32), ProbeError>,
+}
+
+impl KernelBtf {
+    pub fn detail_offsets(&self) -> DetailOffsets {
+        let disk = (|| {
+            Ok(vec![
+                ("OFF_RQ_Q", self.field("request", &["q"])?.byte),
+                (
+                    "OFF_RQ_DATA_LEN",
+                    self.field("request", &["__data_len"])?.byte,
+                ),
+                (
+                    "OFF_QUEUE_DISK",
+                    self.field("request_queue", &["disk"])?.byte,
+                ),
+                ("OFF_DISK_MAJOR", self.field("gendisk", &["major"])?.byte),
+                (
+                    "OFF_DISK_FIRST_MINOR",
+                    self.field("gendisk", &["first_minor"])?.byte,
+                ),
+            ])
+        })();
+        let compaction = self
+            .field("compact_control", &["direct_compaction"])
+            .map(|f| ("OFF_CC_DIRECT_COMPACTION", f.byte));
+        DetailOffsets { disk, compaction }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -162,5 +201,22 @@ mod tests {
         assert!(btf.field("task_struct", &["no_such_field"]).is_err());
         let offs = btf.ledger_offsets().unwrap();
         assert_eq!(offs.globals.len(), 9);
+    }
+
+    /// Catches wrong detail offsets on the running kernel: gendisk's major
+    /// and first_minor are adjacent ints (include/linux/blkdev.h), and every
+    /// disk offset lies inside its struct.
+    #[test]
+    fn detail_offsets_are_consistent() {
+        let Ok(btf) = KernelBtf::load() else {
+            eprintln!("skipped: no {VMLINUX_BTF}");
+            return;
+        };
+        let d = btf.detail_offsets();
+        let disk = d.disk.unwrap();
+        let get = |n: &str| disk.iter().find(|(k, _)| *k == n).unwrap().1;
+        assert_eq!(get("OFF_DISK_FIRST_MINOR"), get("OFF_DISK_MAJOR") + 4);
+        assert_eq!(disk.len(), 5);
+        assert!(d.compaction.is_ok());
     }
 }

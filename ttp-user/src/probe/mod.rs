@@ -3,7 +3,9 @@
 //!
 //! [`Ledger`] owns the loaded object: dropping it detaches every program and
 //! frees every map (the RAII guard for everything the probes change).
+mod batch;
 pub mod btf;
+pub mod detail;
 mod read;
 pub mod seed;
 
@@ -14,6 +16,7 @@ use aya::{
 };
 use ttp_common::{CpuAccount, DiskAccount, ProcDisk, ThreadAccount};
 
+pub use detail::{DetailAvailability, DetailSnapshot, DetailStats, ThreadDetailKeys};
 pub use read::{KernelStats, SeedThread, Snapshot};
 
 /// The eBPF object built by build.rs (empty when built with AYA_BUILD_SKIP=1).
@@ -91,6 +94,8 @@ pub struct Ledger {
     pub(crate) proc_disk: HashMap<MapData, u32, ProcDisk>,
     pub(crate) stats: PerCpuArray<MapData, u64>,
     pub(crate) exits: RingBuf<MapData>,
+    /// The blame detail, in blame mode only.
+    detail: Option<detail::DetailMaps>,
     _ebpf: Ebpf,
     /// CLOCK_MONOTONIC ns when every program was attached.
     pub ready_ns: u64,
@@ -101,15 +106,32 @@ impl Ledger {
     /// attempted but not required (kernels ≥ 5.11 charge BPF memory to the
     /// memory cgroup instead).
     pub fn attach() -> Result<Self, ProbeError> {
+        Self::load(false)
+    }
+
+    /// The ledger plus the blame detail (per-CPU splits, disk I/O per
+    /// device, memory stalls; ttp-ebpf/src/detail.rs), for `blame`. Parts of
+    /// the detail this kernel cannot run are left out and listed in
+    /// [`Ledger::detail_availability`].
+    pub fn attach_blame() -> Result<Self, ProbeError> {
+        Self::load(true)
+    }
+
+    fn load(blame: bool) -> Result<Self, ProbeError> {
         if OBJECT.is_empty() {
             return Err(ProbeError::NoObject);
         }
         raise_memlock();
         let kbtf = btf::KernelBtf::load()?;
         let offsets = kbtf.ledger_offsets()?;
+        let plan = blame.then(|| detail::Plan::new(kbtf.detail_offsets()));
         let mut loader = EbpfLoader::new();
         for (name, value) in &offsets.globals {
             loader.override_global(name, value, true);
+        }
+        match &plan {
+            Some(p) => p.configure(&mut loader),
+            None => detail::shrink_maps(&mut loader),
         }
         let mut ebpf = loader.load(OBJECT).map_err(|e| {
             if is_permission_error(&e) {
@@ -125,21 +147,15 @@ impl Ledger {
             reason: e.to_string(),
         })?;
         for (program, tracepoint) in LEDGER_PROGRAMS {
-            let prog_err = |source| ProbeError::Program {
-                program: (*program).into(),
-                tracepoint: (*tracepoint).into(),
-                source: Box::new(source),
-            };
-            let prog: &mut BtfTracePoint = ebpf
-                .program_mut(program)
-                .ok_or_else(|| ProbeError::MissingProgram {
-                    program: (*program).into(),
-                })?
-                .try_into()
-                .map_err(prog_err)?;
-            prog.load(tracepoint, &btf).map_err(prog_err)?;
-            prog.attach().map_err(prog_err)?;
+            attach_program(&mut ebpf, &btf, program, tracepoint)?;
         }
+        let detail = match plan {
+            Some(plan) => {
+                let availability = attach_detail(&mut ebpf, &btf, plan);
+                Some(detail::DetailMaps::take(&mut ebpf, availability)?)
+            }
+            None => None,
+        };
         let ready_ns = crate::sys::clock::monotonic_ns();
         Ok(Self {
             threads: take(&mut ebpf, "THREADS")?,
@@ -148,10 +164,71 @@ impl Ledger {
             proc_disk: take(&mut ebpf, "PROC_DISK")?,
             stats: take(&mut ebpf, "STATS")?,
             exits: take(&mut ebpf, "EXITS")?,
+            detail,
             _ebpf: ebpf,
             ready_ns,
         })
     }
+
+    /// Size in bytes of a loaded program's JIT-compiled code (what every
+    /// event it handles runs); `None` if it is not loaded.
+    pub fn program_jited_bytes(&self, program: &str) -> Option<u32> {
+        let info = self._ebpf.program(program)?.info().ok()?;
+        Some(info.size_jitted())
+    }
+}
+
+fn attach_program(
+    ebpf: &mut Ebpf,
+    btf: &aya::Btf,
+    program: &str,
+    tracepoint: &str,
+) -> Result<(), ProbeError> {
+    let prog_err = |source| ProbeError::Program {
+        program: program.into(),
+        tracepoint: tracepoint.into(),
+        source: Box::new(source),
+    };
+    let prog: &mut BtfTracePoint = ebpf
+        .program_mut(program)
+        .ok_or_else(|| ProbeError::MissingProgram {
+            program: program.into(),
+        })?
+        .try_into()
+        .map_err(prog_err)?;
+    prog.load(tracepoint, btf).map_err(prog_err)?;
+    prog.attach().map_err(prog_err)?;
+    Ok(())
+}
+
+/// Attaches the detail programs this kernel supports. A part whose program
+/// fails (its tracepoint is not in this kernel, e.g. no CONFIG_COMPACTION)
+/// is marked unavailable, with the reason, instead of failing the command.
+fn attach_detail(
+    ebpf: &mut Ebpf,
+    btf: &aya::Btf,
+    plan: detail::Plan,
+) -> detail::DetailAvailability {
+    let mut avail = detail::DetailAvailability {
+        notes: plan.notes.clone(),
+        ..Default::default()
+    };
+    let mut failed = Vec::new();
+    for (program, tracepoint, part) in detail::DETAIL_PROGRAMS {
+        if plan.skip.contains(part) || failed.contains(part) {
+            continue;
+        }
+        match attach_program(ebpf, btf, program, tracepoint) {
+            Ok(()) => avail.set(*part, true),
+            Err(e) => {
+                log::warn!("{e:#}");
+                avail.notes.push(format!("{tracepoint} not attached: {e}"));
+                avail.set(*part, false);
+                failed.push(*part);
+            }
+        }
+    }
+    avail
 }
 
 fn take<T>(ebpf: &mut Ebpf, name: &str) -> Result<T, ProbeError>

@@ -8,7 +8,7 @@ use ttp_common::{
     CpuAccount, DiskAccount, ExitRecord, ProcDisk, TASK_COMM_LEN, ThreadAccount, flag, stat, state,
 };
 
-use super::{Ledger, ProbeError};
+use super::{Ledger, ProbeError, batch};
 
 /// Kernel-side counters, summed over CPUs: losses and failures are reported,
 /// never hidden.
@@ -91,33 +91,19 @@ fn map_err(map: &str) -> impl Fn(MapError) -> ProbeError + '_ {
 }
 
 impl Ledger {
-    /// Reads every map. Entries that vanish while iterating (a thread exits
-    /// between the key walk and the lookup) are skipped: their exit record
-    /// carries them.
+    /// Reads every map. Entries that vanish while reading (a thread exits)
+    /// are skipped: their exit record carries them.
     pub fn snapshot(&self) -> Result<Snapshot, ProbeError> {
-        let threads = self
-            .threads
-            .iter()
-            .filter_map(|r| match r {
-                Ok((_, v)) => Some(Ok(v)),
-                Err(MapError::KeyNotFound) => None,
-                Err(e) => Some(Err(e)),
-            })
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(map_err("THREADS"))?;
-        let online = aya::util::online_cpus().unwrap_or_default();
-        let mut cpus = Vec::with_capacity(online.len());
-        for cpu in online {
-            let c = self.cpus.get(&cpu, 0).map_err(map_err("CPUS"))?;
-            if c.valid != 0 {
-                cpus.push((cpu, c));
-            }
-        }
+        let threads = batch::hash_entries(&self.threads)
+            .map_err(map_err("THREADS"))?
+            .into_iter()
+            .map(|(_, v)| v)
+            .collect();
+        let cpus = self.cpu_accounts()?;
         let disk = self.disk.get(&0, 0).map_err(map_err("DISK"))?;
-        let proc_disk = self
-            .proc_disk
-            .iter()
-            .filter_map(Result::ok)
+        let proc_disk = batch::hash_entries(&self.proc_disk)
+            .map_err(map_err("PROC_DISK"))?
+            .into_iter()
             .collect::<StdHashMap<_, _>>();
         let mut counters = [0u64; stat::COUNT as usize];
         for (i, slot) in counters.iter_mut().enumerate() {
@@ -132,6 +118,19 @@ impl Ledger {
             proc_disk,
             stats: KernelStats::from_counters(&counters),
         })
+    }
+
+    /// (cpu id, account) of the online CPUs the ledger has seen.
+    pub fn cpu_accounts(&self) -> Result<Vec<(u32, CpuAccount)>, ProbeError> {
+        let online = aya::util::online_cpus().unwrap_or_default();
+        let mut cpus = Vec::with_capacity(online.len());
+        for cpu in online {
+            let c = self.cpus.get(&cpu, 0).map_err(map_err("CPUS"))?;
+            if c.valid != 0 {
+                cpus.push((cpu, c));
+            }
+        }
+        Ok(cpus)
     }
 
     /// Moves every pending exit record into `out`.

@@ -7,7 +7,7 @@
 //! (BC, Impact Factor, DOR, Sec. 4.1–4.2) → [`explain`] (ranked
 //! explanations) and [`baseline`] (overlap method, Sec. 6.1) →
 //! [`report::BlameReport`] (text, JSON `ttp.blame/1`) and [`dot`].
-//! [`source`] is where live windows come from.
+//! [`source`] is where windows come from; [`live`] measures them.
 pub mod attribute;
 pub mod baseline;
 pub mod cause;
@@ -15,6 +15,7 @@ pub mod dot;
 pub mod explain;
 pub mod graph;
 pub mod input;
+mod live;
 pub mod report;
 pub mod source;
 mod text;

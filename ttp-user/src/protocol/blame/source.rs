@@ -1,5 +1,5 @@
 //! Where windows come from. [`WindowSource`] is implemented on top of the
-//! kernel ledger (per-window in-kernel aggregation); [`collect`] turns a
+//! kernel ledger (per-window in-kernel aggregation, [`super::live`]); [`collect`] turns a
 //! source into a [`Recording`], stopping when the victim exits, the
 //! duration is reached or the user interrupts.
 use std::{
@@ -29,13 +29,9 @@ pub trait WindowSource {
 pub enum SourceError {
     #[error("no process with pid {pid}; check it with `ps -p {pid}` and start the victim first")]
     NoSuchProcess { pid: u32 },
-    #[error(
-        "live blame is not available: {reason}; analyse a recording with \
-         `ttp-ebpf blame --from FILE` meanwhile"
-    )]
-    Unavailable { reason: String },
-    #[error("reading the kernel ledger failed: {detail}")]
-    Ledger { detail: String },
+    /// Loading or reading the kernel ledger failed.
+    #[error(transparent)]
+    Probe(#[from] crate::probe::ProbeError),
 }
 
 /// Why [`collect`] stopped.
@@ -55,18 +51,13 @@ pub fn check_victim(proc_root: &Path, pid: u32) -> Result<(), SourceError> {
     Ok(())
 }
 
-/// Opens the live source for `victim`. The kernel side fills windows of
-/// `window_ns` from the ledger's per-window blame aggregation
-/// (docs/blame.md, "Recorded format", lists every field it must produce).
+/// Opens the live source for `victim`: the kernel ledger with the blame
+/// detail, read every `window_ns` (docs/blame.md, "Live measurement").
 pub fn open_live(
     victim: &VictimSpec,
     window_ns: u64,
 ) -> Result<Box<dyn WindowSource>, SourceError> {
-    check_victim(Path::new("/proc"), victim.pid)?;
-    let _ = window_ns;
-    Err(SourceError::Unavailable {
-        reason: "this build's kernel ledger does not export per-window blame aggregates".into(),
-    })
+    Ok(Box::new(super::live::LiveSource::open(victim, window_ns)?))
 }
 
 /// Reads windows from `source` until the victim exits, `limit_ns` of
