@@ -94,7 +94,7 @@ fn global(v: &'static u32) -> u32 {
 }
 
 #[inline(always)]
-fn enabled() -> bool {
+pub fn enabled() -> bool {
     global(&DETAIL_ENABLED) != 0
 }
 
@@ -111,39 +111,68 @@ unsafe fn read<T>(base: *const u8, off: u32) -> Result<T, i32> {
     unsafe { bpf_probe_read_kernel(base.add(off as usize) as *const T) }
 }
 
-/// Hook in sched_switch, before the ledger closes `a`'s interval: `a` leaves
-/// CPU `cpu` at `now` and is charged the time since it was switched in here.
+/// Hook at the start of sched_switch, on CPU `cpu`, switching `prev_tid`
+/// out and `next_tid` in at `now`.
 ///
 /// Some kernels do not report every switch: on the machines ttp was
 /// developed on, the switch-outs of some tasks (a VM agent's threads) never
-/// reach the tracepoint, so the switch-in of the task that follows is not
-/// reported either. That task then has no switch-in time here; it is charged
-/// from the last switch reported on this CPU (it started running after it),
-/// and its run-queue wait, if the ledger saw it wait, ends there.
+/// reach the tracepoint, and with them the switch-in of the task that
+/// followed. The task last switched in on this CPU is then not `prev_tid`:
+/// it left unseen, and `prev_tid` came in unseen, after it. The one's open
+/// interval is closed without further time, the other's is opened at that
+/// last reported switch (the hidden task ran briefly; the time goes to the
+/// task found running), so no time is counted twice or left running.
 #[inline(always)]
-pub fn switched_out(a: &ThreadAccount, cpu: u32, now: u64) {
-    if !enabled() {
+pub fn switch_seen(on: bool, cpu: u32, prev_tid: u32, next_tid: u32, now: u64) {
+    if !on {
         return;
     }
+    let Some(c) = CURRENT.get_ptr_mut(0) else {
+        return;
+    };
     // SAFETY: per-CPU slot of this CPU.
-    let seen = CURRENT.get_ptr(0).map(|c| unsafe { *c });
+    let c = unsafe { &mut *c };
+    if c.tid != prev_tid && c.since_ns != 0 {
+        count(stat::UNREPORTED_SWITCH);
+        if c.tid != 0
+            && let Some(e) = THREAD_CPU.get_ptr_mut(ThreadCpuKey { tid: c.tid, cpu })
+        {
+            // SAFETY: map value written only by this CPU.
+            unsafe { (*e).running_since_ns = 0 };
+        }
+        if prev_tid != 0
+            && let Some(a) = ledger::lookup(prev_tid)
+            && let Some(e) = thread_cpu(a, cpu)
+            && e.running_since_ns == 0
+        {
+            e.running_since_ns = c.since_ns;
+        }
+    }
+    c.tid = next_tid;
+    c.since_ns = now;
+}
+
+/// Hook in sched_switch, before the ledger closes `a`'s interval: `a` leaves
+/// CPU `cpu` at `now` and is charged the time since it was switched in here.
+/// A thread the ledger still sees runnable was switched in unseen (see
+/// [`switch_seen`], which marked when): its wait ended then.
+#[inline(always)]
+pub fn switched_out(on: bool, a: &ThreadAccount, cpu: u32, now: u64) {
+    if !on {
+        return;
+    }
     let Some(e) = thread_cpu(a, cpu) else {
         return;
     };
-    let start = if e.running_since_ns != 0 {
-        e.running_since_ns
-    } else {
-        match seen {
-            Some(c) if c.since_ns != 0 => {
-                if a.state == state::RUNNABLE {
-                    e.runq_wait_ns += c.since_ns.saturating_sub(a.state_since_ns);
-                }
-                c.since_ns.max(a.state_since_ns)
+    let start = match e.running_since_ns {
+        // Running since before the detail was loaded: the ledger's interval.
+        0 if a.state == state::RUNNING => a.state_since_ns,
+        0 => now,
+        since => {
+            if a.state == state::RUNNABLE {
+                e.runq_wait_ns += since.saturating_sub(a.state_since_ns);
             }
-            // Running since before the detail was loaded: the ledger's
-            // interval.
-            _ if a.state == state::RUNNING => a.state_since_ns,
-            _ => now,
+            since.max(a.state_since_ns)
         }
     };
     e.on_cpu_ns += now.saturating_sub(start);
@@ -157,8 +186,8 @@ pub fn switched_out(a: &ThreadAccount, cpu: u32, now: u64) {
 /// switched in on CPU `cpu` at `now`. A run-queue wait is charged to the CPU
 /// the thread is switched in on (the queue it left).
 #[inline(always)]
-pub fn switched_in(a: &ThreadAccount, cpu: u32, now: u64) {
-    if !enabled() {
+pub fn switched_in(on: bool, a: &ThreadAccount, cpu: u32, now: u64) {
+    if !on {
         return;
     }
     if let Some(e) = thread_cpu(a, cpu) {
@@ -168,33 +197,6 @@ pub fn switched_in(a: &ThreadAccount, cpu: u32, now: u64) {
         e.running_since_ns = now;
         e.switched_in_ns = now;
     }
-}
-
-/// Hook at the end of sched_switch: CPU `cpu` now runs `next_tid`. If the
-/// task last switched in here is not `prev_tid`, it left without a reported
-/// switch-out: its open interval is closed without further time (the task
-/// found running gets it, see [`switched_out`]), so it does not run on in
-/// the reader's eyes.
-#[inline(always)]
-pub fn switch_seen(cpu: u32, prev_tid: u32, next_tid: u32, now: u64) {
-    if !enabled() {
-        return;
-    }
-    let Some(c) = CURRENT.get_ptr_mut(0) else {
-        return;
-    };
-    // SAFETY: per-CPU slot of this CPU.
-    let c = unsafe { &mut *c };
-    if c.tid != 0
-        && c.tid != prev_tid
-        && let Some(e) = THREAD_CPU.get_ptr_mut(ThreadCpuKey { tid: c.tid, cpu })
-    {
-        // SAFETY: map value written only by this CPU.
-        unsafe { (*e).running_since_ns = 0 };
-        count(stat::UNREPORTED_SWITCH);
-    }
-    c.tid = next_tid;
-    c.since_ns = now;
 }
 
 /// The (thread, CPU) entry of `a`, created or reset for a new thread.

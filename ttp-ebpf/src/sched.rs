@@ -37,6 +37,8 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
         crate::count(stat::READ_FAILED);
         return 0;
     };
+    let detail_on = detail::enabled();
+    detail::switch_seen(detail_on, cpu_id, prev_tid, next_tid, now);
     let cpu = cpu::lock_at(cpu_id, now);
 
     // The idle task is pid 0 on every CPU: it has no account; its time is
@@ -44,7 +46,7 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
     if prev_tid != 0
         && let Some(a) = ledger::get_or_create(prev_tid, &prev, now, 0)
     {
-        detail::switched_out(a, cpu_id, now);
+        detail::switched_out(detail_on, a, cpu_id, now);
         close_interval(a, now, cpu.as_ref());
         if prev_state & TASK_DEAD != 0 {
             ledger::retire(prev_tid, a, now);
@@ -82,11 +84,10 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
             // probes attached): its earlier wait is closed where it is.
             crate::count(stat::WAKEUP_UNSEEN);
         }
-        detail::switched_in(a, cpu_id, now);
+        detail::switched_in(detail_on, a, cpu_id, now);
         close_interval(a, now, cpu.as_ref());
         a.state = state::RUNNING;
     }
-    detail::switch_seen(cpu_id, prev_tid, next_tid, now);
 
     if let Some(c) = &cpu {
         let c = c.get();

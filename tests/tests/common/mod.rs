@@ -33,6 +33,7 @@ pub fn fixture(name: &str) -> PathBuf {
     match name {
         "fixture-mixed" => PathBuf::from(env!("CARGO_BIN_EXE_fixture-mixed")),
         "fixture-forker" => PathBuf::from(env!("CARGO_BIN_EXE_fixture-forker")),
+        "fixture-blame" => PathBuf::from(env!("CARGO_BIN_EXE_fixture-blame")),
         other => panic!("unknown fixture {other}"),
     }
 }

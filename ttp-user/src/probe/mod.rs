@@ -170,11 +170,10 @@ impl Ledger {
         })
     }
 
-    /// Size in bytes of a loaded program's JIT-compiled code (what every
-    /// event it handles runs); `None` if it is not loaded.
-    pub fn program_jited_bytes(&self, program: &str) -> Option<u32> {
-        let info = self._ebpf.program(program)?.info().ok()?;
-        Some(info.size_jitted())
+    /// Size in bytes of a loaded program as the verifier left it (what
+    /// every event it handles runs, before JIT); `None` if not loaded.
+    pub fn program_xlated_bytes(&self, program: &str) -> Option<u32> {
+        self._ebpf.program(program)?.info().ok()?.size_translated()
     }
 }
 

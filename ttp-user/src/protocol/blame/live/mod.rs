@@ -37,6 +37,9 @@ use crate::{
 /// How often exit records are polled between edges.
 pub const EXIT_POLL: Duration = Duration::from_millis(5);
 
+/// Polls to wait for the victim's exit records once it is gone (200 ms).
+const EXIT_WAIT_POLLS: u32 = 40;
+
 /// Windows of the live ledger for one victim.
 pub struct LiveSource {
     ledger: Ledger,
@@ -228,6 +231,27 @@ impl LiveSource {
         pids
     }
 
+    /// Once the victim is gone from /proc's view (a zombie), waits briefly
+    /// for the exit records of its threads (sent at their final switch-out,
+    /// just after), so that the last window includes their exit.
+    fn await_exit_records(&mut self) {
+        let victim = self.victim_pids();
+        let waiting = |pending: &[ExitRecord], tasks: &[TaskInfo]| {
+            tasks.iter().any(|t| {
+                victim.contains(&t.pid)
+                    && t.exit_ns.is_none()
+                    && !pending.iter().any(|e| e.account.tid == t.tid)
+            })
+        };
+        for _ in 0..EXIT_WAIT_POLLS {
+            self.ledger.drain_exits(&mut self.pending_exits);
+            if !waiting(&self.pending_exits, &self.tasks) {
+                return;
+            }
+            std::thread::sleep(EXIT_POLL);
+        }
+    }
+
     fn victim_alive(&self) -> bool {
         self.victim_pids().into_iter().any(|p| self.procs.alive(p))
     }
@@ -279,6 +303,9 @@ impl WindowSource for LiveSource {
             if victim_exit && !self.victim_alive() {
                 break;
             }
+        }
+        if !self.victim_alive() {
+            self.await_exit_records();
         }
         let (mut cur, stats) = self.sample()?;
         self.report_losses(stats);
