@@ -6,6 +6,7 @@
 //! report (terminal, JSON, SVG, traces). `collect` reads what Linux itself
 //! reports (/proc, schedstat, taskstats) for the cross-checks.
 pub mod cli;
+pub mod collect;
 pub mod error;
 pub mod protocol;
 pub mod report;
