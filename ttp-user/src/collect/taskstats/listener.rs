@@ -24,7 +24,10 @@ use neli::nl::{NlPayload, Nlmsghdr, NlmsghdrBuilder};
 use neli::socket::synchronous::NlSocketHandle;
 use neli::utils::Groups;
 
-use super::{Genl, TaskstatsError, TaskstatsRecord, decode_message, family_id, get_command, uapi};
+use super::{
+    Genl, Origin, TaskstatsError, TaskstatsRecord, decode_message, delayacct_on, family_id,
+    get_command, uapi,
+};
 
 /// Receive buffer asked for (SO_RCVBUFFORCE, which root may use beyond
 /// net.core.rmem_max; else SO_RCVBUF, capped there). One exit message is
@@ -275,7 +278,13 @@ fn deliver(msg: &Nlmsghdr<u16, Genl>, tx: &Sender<TaskstatsRecord>, counters: &C
         return;
     }
     counters.messages.fetch_add(1, Ordering::Relaxed);
-    match decode_message(genl, true) {
+    match decode_message(
+        genl,
+        Origin {
+            exit: true,
+            delayacct_on: delayacct_on(),
+        },
+    ) {
         Ok(records) => {
             for r in records {
                 counters.records.fetch_add(1, Ordering::Relaxed);

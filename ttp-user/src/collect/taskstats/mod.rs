@@ -30,7 +30,7 @@ use neli::types::GenlBuffer;
 use neli::utils::Groups;
 
 pub use listener::{ExitListener, ListenerStats};
-pub use record::{MIN_LEN, MIN_VERSION, Scope, Taskstats};
+pub use record::{MIN_LEN, MIN_VERSION, Origin, Scope, Taskstats};
 
 /// Constants of include/uapi/linux/taskstats.h.
 pub(crate) mod uapi {
@@ -117,7 +117,7 @@ pub struct TaskstatsRecord {
 /// (`TASKSTATS_TYPE_NULL`) are skipped.
 pub(crate) fn decode_message(
     genl: &Genl,
-    exit: bool,
+    origin: Origin,
 ) -> Result<Vec<TaskstatsRecord>, TaskstatsError> {
     let malformed = |what: &str| TaskstatsError::Malformed(what.to_string());
     let mut records = Vec::new();
@@ -136,7 +136,7 @@ pub(crate) fn decode_message(
         let stats = nested
             .get_attribute(uapi::TYPE_STATS)
             .ok_or_else(|| malformed("aggregate without a stats struct"))?;
-        let stats = Taskstats::decode(stats.nla_payload().as_ref(), scope, exit)?;
+        let stats = Taskstats::decode(stats.nla_payload().as_ref(), scope, origin)?;
         records.push(TaskstatsRecord { scope, id, stats });
     }
     Ok(records)
@@ -164,6 +164,13 @@ where
         .attrs(std::iter::once(attr).collect::<GenlBuffer<_, _>>())
         .build()
         .map_err(|e| build_err(&e))
+}
+
+/// Whether the kernel currently measures block-I/O and swap-in delays
+/// (`kernel.task_delayacct`, Linux 5.14+). Kernels without the sysctl had
+/// delay accounting on unless booted with `nodelayacct`.
+pub fn delayacct_on() -> bool {
+    std::fs::read_to_string("/proc/sys/kernel/task_delayacct").map_or(true, |v| v.trim() != "0")
 }
 
 /// Resolves the TASKSTATS family id on an open router.
@@ -227,7 +234,11 @@ impl TaskstatsClient {
             let Some(genl) = reply.get_payload() else {
                 continue;
             };
-            if let Some(r) = decode_message(genl, false)?
+            let origin = Origin {
+                exit: false,
+                delayacct_on: delayacct_on(),
+            };
+            if let Some(r) = decode_message(genl, origin)?
                 .into_iter()
                 .find(|r| r.scope == scope && r.id == id)
             {

@@ -69,16 +69,30 @@ pub enum Scope {
     ThreadGroup,
 }
 
+/// Where a record came from, which decides what its zeros mean.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Origin {
+    /// An exit notification (only those carry an exit code).
+    pub exit: bool,
+    /// Whether `kernel.task_delayacct` was 1 when the record was read.
+    pub delayacct_on: bool,
+}
+
 /// One decoded taskstats record.
 ///
-/// What is `None` and why (kernel/taskstats.c, kernel/delayacct.c):
-/// - the delay-accounting group (`cpu_*`, `blkio_*`, `swapin_*`) is filled
-///   only while `kernel.task_delayacct` is 1; with it off the kernel leaves
-///   all of it zero, and a record whose group is entirely zero is decoded as
-///   absent. Note the kernel's names: `cpu_run_real_total_ns` is utime+stime
-///   as task_cputime() reports them (tick-sampled under tick accounting),
-///   `cpu_run_virtual_total_ns` is `sum_exec_runtime` (what schedstat shows),
-///   and `cpu_delay_total_ns` is schedstat's run-queue wait;
+/// What is `None` and why (kernel/taskstats.c, kernel/delayacct.c,
+/// kernel/tsacct.c):
+/// - the CPU part of the delay group (`cpu_count`, `cpu_delay_total_ns`,
+///   `cpu_run_real_total_ns`, `cpu_run_virtual_total_ns`) is absent when all
+///   of it is zero: kernels that skip delay accounting for a task leave it
+///   so. Note the kernel's names: `cpu_run_real_total_ns` is utime+stime as
+///   task_cputime() reports them (tick-sampled under tick accounting),
+///   `cpu_run_virtual_total_ns` is `sum_exec_runtime` (schedstat's first
+///   field), `cpu_delay_total_ns` is schedstat's run-queue wait;
+/// - the block-I/O and swap-in delays are measured only while
+///   `kernel.task_delayacct` is 1: a zero read while it is 0 means "not
+///   measured" and is absent (a non-zero value, gathered while it was on, is
+///   kept);
 /// - thread-group records carry only what the kernel sums per thread group:
 ///   the delay group, and for live groups elapsed/user/system time and
 ///   context switches (`fill_stats_for_tgid`); a thread-group *exit* record
@@ -122,9 +136,11 @@ pub struct Taskstats {
     pub ac_btime_s: Option<u64>,
     /// Elapsed time since start, µs.
     pub ac_etime_us: Option<u64>,
-    /// User CPU time, µs (scaled like /proc utime: cputime_adjust).
+    /// User CPU time, µs, as task_cputime() reports it: under tick-based
+    /// accounting a count of sampled kernel ticks, not rescaled to the
+    /// exact runtime the way /proc's utime is (cputime_adjust).
     pub ac_utime_us: Option<u64>,
-    /// System CPU time, µs.
+    /// System CPU time, µs (like `ac_utime_us`).
     pub ac_stime_us: Option<u64>,
     pub ac_minflt: Option<u64>,
     pub ac_majflt: Option<u64>,
@@ -164,12 +180,9 @@ fn u32_at(b: &[u8], at: usize) -> u32 {
 }
 
 impl Taskstats {
-    /// Decodes the payload of a `TASKSTATS_TYPE_STATS` attribute.
-    ///
-    /// `exit` says whether it came from an exit notification (only those
-    /// carry an exit code). Payloads shorter than a version-5 record, or of a
-    /// version below 5, are refused.
-    pub fn decode(b: &[u8], scope: Scope, exit: bool) -> Result<Taskstats, TaskstatsError> {
+    /// Decodes the payload of a `TASKSTATS_TYPE_STATS` attribute. Payloads
+    /// shorter than a version-5 record, or of a version below 5, are refused.
+    pub fn decode(b: &[u8], scope: Scope, origin: Origin) -> Result<Taskstats, TaskstatsError> {
         if b.len() < 2 {
             return Err(TaskstatsError::TooShort {
                 len: b.len(),
@@ -188,18 +201,26 @@ impl Taskstats {
         let has = |v: u16, end: usize| version >= v && b.len() >= end;
         let u = |at| u64_at(b, at);
 
-        let delay = [
+        let cpu_part = [
             off::CPU_COUNT,
             off::CPU_DELAY_TOTAL,
-            off::BLKIO_COUNT,
-            off::BLKIO_DELAY_TOTAL,
-            off::SWAPIN_COUNT,
-            off::SWAPIN_DELAY_TOTAL,
             off::CPU_RUN_REAL_TOTAL,
             off::CPU_RUN_VIRTUAL_TOTAL,
         ];
-        let delay_filled = delay.iter().any(|&at| u(at) != 0);
-        let d = |at| delay_filled.then(|| u(at));
+        let cpu_filled = cpu_part.iter().any(|&at| u(at) != 0);
+        let d = |at| cpu_filled.then(|| u(at));
+        // A (count, total) pair of a delay measured only while
+        // task_delayacct is 1.
+        let measured = |count_at, total_at| {
+            let pair = (u(count_at), u(total_at));
+            if origin.delayacct_on || pair != (0, 0) {
+                (Some(pair.0), Some(pair.1))
+            } else {
+                (None, None)
+            }
+        };
+        let (blkio_count, blkio_delay) = measured(off::BLKIO_COUNT, off::BLKIO_DELAY_TOTAL);
+        let (swapin_count, swapin_delay) = measured(off::SWAPIN_COUNT, off::SWAPIN_DELAY_TOTAL);
 
         let task = scope == Scope::Task;
         // Fields the kernel fills for single tasks only.
@@ -224,15 +245,15 @@ impl Taskstats {
         Ok(Taskstats {
             scope,
             version,
-            ac_exitcode: (exit && task).then(|| u32_at(b, off::AC_EXITCODE)),
+            ac_exitcode: (origin.exit && task).then(|| u32_at(b, off::AC_EXITCODE)),
             ac_flag: b[off::AC_FLAG],
             ac_nice: i8::from_ne_bytes([b[off::AC_NICE]]),
             cpu_count: d(off::CPU_COUNT),
             cpu_delay_total_ns: d(off::CPU_DELAY_TOTAL),
-            blkio_count: d(off::BLKIO_COUNT),
-            blkio_delay_total_ns: d(off::BLKIO_DELAY_TOTAL),
-            swapin_count: d(off::SWAPIN_COUNT),
-            swapin_delay_total_ns: d(off::SWAPIN_DELAY_TOTAL),
+            blkio_count,
+            blkio_delay_total_ns: blkio_delay,
+            swapin_count,
+            swapin_delay_total_ns: swapin_delay,
             cpu_run_real_total_ns: d(off::CPU_RUN_REAL_TOTAL),
             cpu_run_virtual_total_ns: d(off::CPU_RUN_VIRTUAL_TOTAL),
             ac_comm: comm,
@@ -268,6 +289,15 @@ impl Taskstats {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const QUERY: Origin = Origin {
+        exit: false,
+        delayacct_on: true,
+    };
+    const EXIT: Origin = Origin {
+        exit: true,
+        delayacct_on: true,
+    };
 
     /// A record laid out as the UAPI header says, built field by field.
     fn record(version: u16, len: usize) -> Vec<u8> {
@@ -305,7 +335,7 @@ mod tests {
     #[test]
     fn decodes_each_field_at_its_offset() {
         // Catches a shifted offset (every value is distinct).
-        let t = Taskstats::decode(&record(13, 416), Scope::Task, true).unwrap();
+        let t = Taskstats::decode(&record(13, 416), Scope::Task, EXIT).unwrap();
         assert_eq!(t.version, 13);
         assert_eq!(t.ac_exitcode, Some(768));
         assert_eq!(t.ac_nice, -5);
@@ -335,12 +365,12 @@ mod tests {
     fn older_versions_use_what_they_have() {
         // A version-8 record (344 bytes): catches reading v10/v12 fields
         // from beyond the payload or from a version that lacks them.
-        let t = Taskstats::decode(&record(8, 344), Scope::Task, false).unwrap();
+        let t = Taskstats::decode(&record(8, 344), Scope::Task, QUERY).unwrap();
         assert_eq!(t.ac_btime_s, Some(1_700_000_000));
         assert_eq!(t.ac_tgid, None);
         assert_eq!(t.ac_exitcode, None);
         // A newer, longer record still decodes (fields only grow at the end).
-        let t = Taskstats::decode(&record(16, 512), Scope::Task, false).unwrap();
+        let t = Taskstats::decode(&record(16, 512), Scope::Task, QUERY).unwrap();
         assert_eq!(t.nivcsw, Some(22));
     }
 
@@ -349,14 +379,14 @@ mod tests {
         // Catches slicing past the end (a panic) on a truncated attribute.
         for len in [0, 1, 100, MIN_LEN - 1] {
             let b = record(13, len.max(2));
-            let err = Taskstats::decode(&b[..len], Scope::Task, false).unwrap_err();
+            let err = Taskstats::decode(&b[..len], Scope::Task, QUERY).unwrap_err();
             assert!(
                 matches!(err, TaskstatsError::TooShort { .. }),
                 "{len}: {err:?}"
             );
         }
         // Version 4 predates the context-switch counters.
-        let err = Taskstats::decode(&record(4, 416), Scope::Task, false).unwrap_err();
+        let err = Taskstats::decode(&record(4, 416), Scope::Task, QUERY).unwrap_err();
         assert!(matches!(
             err,
             TaskstatsError::TooShort {
@@ -367,16 +397,33 @@ mod tests {
     }
 
     #[test]
-    fn delay_group_absent_when_unfilled() {
-        // Delay accounting off: the kernel leaves the group zero. Catches
-        // reporting a blkio delay of 0 ns as if it had been measured.
+    fn unmeasured_delays_are_absent() {
+        // task_delayacct off and no I/O delay recorded: catches reporting a
+        // blkio delay of 0 ns as if it had been measured.
         let mut b = record(13, 416);
+        b[off::BLKIO_DELAY_TOTAL..off::BLKIO_DELAY_TOTAL + 8].fill(0);
+        let off_now = Origin {
+            exit: false,
+            delayacct_on: false,
+        };
+        let t = Taskstats::decode(&b, Scope::Task, off_now).unwrap();
+        assert_eq!((t.blkio_count, t.blkio_delay_total_ns), (None, None));
+        assert_eq!((t.swapin_count, t.swapin_delay_total_ns), (None, None));
+        // The CPU part does not depend on the sysctl on current kernels.
+        assert_eq!(t.cpu_run_virtual_total_ns, Some(201_234_567));
+        // With accounting on, a zero is a measured zero.
+        let t = Taskstats::decode(&b, Scope::Task, QUERY).unwrap();
+        assert_eq!(t.blkio_delay_total_ns, Some(0));
+        // A delay gathered while it was on is kept after it is turned off.
+        let t = Taskstats::decode(&record(13, 416), Scope::Task, off_now).unwrap();
+        assert_eq!(t.blkio_delay_total_ns, Some(13_000));
+        // Kernels that skip delay accounting leave the CPU part zero too.
         for at in (off::CPU_COUNT..off::AC_COMM).step_by(8) {
             b[at..at + 8].fill(0);
         }
-        let t = Taskstats::decode(&b, Scope::Task, false).unwrap();
-        assert_eq!(t.blkio_delay_total_ns, None);
+        let t = Taskstats::decode(&b, Scope::Task, off_now).unwrap();
         assert_eq!(t.cpu_run_virtual_total_ns, None);
+        assert_eq!(t.cpu_count, None);
         assert_eq!(t.ac_utime_us, Some(150_000));
     }
 
@@ -384,7 +431,7 @@ mod tests {
     fn thread_group_records() {
         // Live thread-group query: times and switches summed, per-task fields
         // not. Catches reporting the zero I/O of a tgid record as real.
-        let t = Taskstats::decode(&record(13, 416), Scope::ThreadGroup, false).unwrap();
+        let t = Taskstats::decode(&record(13, 416), Scope::ThreadGroup, QUERY).unwrap();
         assert_eq!(t.ac_utime_us, Some(150_000));
         assert_eq!(t.nivcsw, Some(22));
         assert_eq!(t.read_bytes, None);
@@ -395,7 +442,7 @@ mod tests {
         for at in (off::AC_ETIME..off::V5_END).step_by(8) {
             b[at..at + 8].fill(0);
         }
-        let t = Taskstats::decode(&b, Scope::ThreadGroup, true).unwrap();
+        let t = Taskstats::decode(&b, Scope::ThreadGroup, EXIT).unwrap();
         assert_eq!(t.ac_utime_us, None);
         assert_eq!(t.nvcsw, None);
         assert_eq!(t.ac_exitcode, None);
