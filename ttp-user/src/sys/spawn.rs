@@ -248,13 +248,12 @@ fn hold_in_child(fds: &HoldFds, creds: Option<&(u32, u32, Vec<u32>)>) -> io::Res
         // when the parent dies, instead of blocking forever.
         libc::close(fds.go_w);
         libc::close(fds.ready_r);
-        if let Some((uid, gid, groups)) = creds {
-            if libc::setgroups(groups.len(), groups.as_ptr()) != 0
+        if let Some((uid, gid, groups)) = creds
+            && (libc::setgroups(groups.len(), groups.as_ptr()) != 0
                 || libc::setgid(*gid) != 0
-                || libc::setuid(*uid) != 0
-            {
-                return Err(io::Error::last_os_error());
-            }
+                || libc::setuid(*uid) != 0)
+        {
+            return Err(io::Error::last_os_error());
         }
         let pid = libc::getpid().to_ne_bytes();
         let mut off = 0;

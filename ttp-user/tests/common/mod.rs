@@ -14,7 +14,13 @@ pub fn require_root(test: &str) -> bool {
     if std::env::var("CI").as_deref() == Ok("true") {
         panic!("{test} needs root, and CI=true: run the tests as root");
     }
-    eprintln!("skipped {test}: needs root (run the tests with sudo)");
+    // Straight to stderr, past the test harness's output capture, so the
+    // skip is visible in a normal run.
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stderr(),
+        "skipped {test}: needs root (run the tests with sudo)"
+    );
     false
 }
 
