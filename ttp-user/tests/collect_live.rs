@@ -210,6 +210,70 @@ fn exit_listener_sees_all_of_50_children() {
     drop(listener); // stops the thread and deregisters; must not hang
 }
 
+/// Not a test: the multi-threaded process that
+/// `exit_listener_sees_thread_group_exit` runs (this binary, re-executed).
+#[test]
+#[ignore = "helper process for exit_listener_sees_thread_group_exit"]
+fn helper_two_more_threads() {
+    let threads: Vec<_> = (0..2)
+        .map(|_| std::thread::spawn(|| std::thread::sleep(Duration::from_millis(20))))
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+}
+
+#[test]
+fn exit_listener_sees_thread_group_exit() {
+    if !require_root("exit_listener_sees_thread_group_exit") {
+        return;
+    }
+    let (_listener, exits) = ExitListener::start().unwrap();
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--ignored",
+            "--exact",
+            "helper_two_more_threads",
+            "--test-threads=1",
+            "-q",
+        ])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    assert!(child.wait().unwrap().success());
+    let mut tasks = Vec::new();
+    let mut group = None;
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while group.is_none() && Instant::now() < deadline {
+        let Ok(r) = exits.recv_timeout(Duration::from_millis(100)) else {
+            continue;
+        };
+        match r.scope {
+            Scope::Task if r.stats.ac_tgid == Some(pid) => tasks.push(r),
+            Scope::ThreadGroup if r.id == pid => group = Some(r),
+            _ => {}
+        }
+    }
+    let group = group.expect("no thread-group exit record for a multi-threaded process");
+    // Main thread plus the two helper threads (plus any the harness made).
+    assert!(tasks.len() >= 3, "{} task records", tasks.len());
+    assert!(tasks.iter().any(|t| t.id == pid));
+    // The group record accumulates every exiting thread's delay accounting
+    // (fill_tgid_exit): its runtime is exactly the sum over the per-task
+    // records. Catches a group record decoded from the wrong attribute.
+    let sum: u64 = tasks
+        .iter()
+        .map(|t| t.stats.cpu_run_virtual_total_ns.unwrap())
+        .sum();
+    assert_eq!(group.stats.cpu_run_virtual_total_ns, Some(sum));
+    let count: u64 = tasks.iter().map(|t| t.stats.cpu_count.unwrap()).sum();
+    assert_eq!(group.stats.cpu_count, Some(count));
+    // Fields the kernel does not put in thread-group exit records.
+    assert_eq!(group.stats.ac_pid, None);
+    assert_eq!(group.stats.read_bytes, None);
+}
+
 #[test]
 fn sysctl_guard_restores_the_real_knob() {
     if !require_root("sysctl_guard_restores_the_real_knob") {

@@ -79,6 +79,8 @@ pub enum TaskstatsError {
     Malformed(String),
     #[error("the taskstats listener thread could not be started: {0}")]
     Thread(#[source] io::Error),
+    #[error("taskstats records of different tasks cannot be subtracted ({before} vs {after})")]
+    DifferentTask { before: String, after: String },
 }
 
 impl TaskstatsError {

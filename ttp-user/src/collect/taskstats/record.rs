@@ -286,6 +286,72 @@ impl Taskstats {
     }
 }
 
+/// The cumulative counters of a record, for deltas.
+type Counter = (&'static str, fn(&mut Taskstats) -> &mut Option<u64>);
+const COUNTERS: [Counter; 20] = [
+    ("cpu_count", |t| &mut t.cpu_count),
+    ("cpu_delay_total_ns", |t| &mut t.cpu_delay_total_ns),
+    ("blkio_count", |t| &mut t.blkio_count),
+    ("blkio_delay_total_ns", |t| &mut t.blkio_delay_total_ns),
+    ("swapin_count", |t| &mut t.swapin_count),
+    ("swapin_delay_total_ns", |t| &mut t.swapin_delay_total_ns),
+    ("cpu_run_real_total_ns", |t| &mut t.cpu_run_real_total_ns),
+    ("cpu_run_virtual_total_ns", |t| {
+        &mut t.cpu_run_virtual_total_ns
+    }),
+    ("ac_etime_us", |t| &mut t.ac_etime_us),
+    ("ac_utime_us", |t| &mut t.ac_utime_us),
+    ("ac_stime_us", |t| &mut t.ac_stime_us),
+    ("ac_minflt", |t| &mut t.ac_minflt),
+    ("ac_majflt", |t| &mut t.ac_majflt),
+    ("read_char_bytes", |t| &mut t.read_char_bytes),
+    ("write_char_bytes", |t| &mut t.write_char_bytes),
+    ("read_syscalls", |t| &mut t.read_syscalls),
+    ("write_syscalls", |t| &mut t.write_syscalls),
+    ("read_bytes", |t| &mut t.read_bytes),
+    ("write_bytes", |t| &mut t.write_bytes),
+    ("cancelled_write_bytes", |t| &mut t.cancelled_write_bytes),
+];
+const SWITCHES: [Counter; 2] = [("nvcsw", |t| &mut t.nvcsw), ("nivcsw", |t| &mut t.nivcsw)];
+
+impl Taskstats {
+    /// `after - self` for two records of the same task or thread group
+    /// (EMP Sec. 3.1: the before and after images around one execution).
+    /// Identity fields are `after`'s; every cumulative counter is the
+    /// difference, `None` when absent from either side or when it went
+    /// backwards (those are named in the second value). Records of different
+    /// scopes, pids or start times are refused.
+    pub fn delta(
+        &self,
+        after: &Taskstats,
+    ) -> Result<(Taskstats, Vec<&'static str>), TaskstatsError> {
+        let who = |t: &Taskstats| {
+            format!(
+                "{:?} pid {:?} started {:?}",
+                t.scope, t.ac_pid, t.ac_btime_s
+            )
+        };
+        if self.scope != after.scope
+            || self.ac_pid != after.ac_pid
+            || self.ac_btime_s != after.ac_btime_s
+        {
+            return Err(TaskstatsError::DifferentTask {
+                before: who(self),
+                after: who(after),
+            });
+        }
+        let mut before = self.clone();
+        let mut d = after.clone();
+        let mut regressions = crate::collect::Regressions::default();
+        for (name, field) in COUNTERS.iter().chain(&SWITCHES) {
+            let b = *field(&mut before);
+            let slot = field(&mut d);
+            *slot = regressions.sub(name, b, *slot);
+        }
+        Ok((d, regressions.0))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -447,5 +513,29 @@ mod tests {
         assert_eq!(t.nvcsw, None);
         assert_eq!(t.ac_exitcode, None);
         assert_eq!(t.blkio_delay_total_ns, Some(13_000));
+    }
+
+    #[test]
+    fn delta_of_two_records() {
+        let before = Taskstats::decode(&record(13, 416), Scope::Task, QUERY).unwrap();
+        let mut b = record(13, 416);
+        b[off::AC_UTIME..off::AC_UTIME + 8].copy_from_slice(&190_000u64.to_ne_bytes());
+        b[off::NIVCSW..off::NIVCSW + 8].copy_from_slice(&20u64.to_ne_bytes());
+        let after = Taskstats::decode(&b, Scope::Task, QUERY).unwrap();
+        let (d, back) = before.delta(&after).unwrap();
+        assert_eq!(d.ac_utime_us, Some(40_000));
+        assert_eq!(d.ac_stime_us, Some(0));
+        // Catches wrapping a counter that decreased (22 -> 20).
+        assert_eq!(d.nivcsw, None);
+        assert_eq!(back, vec!["nivcsw"]);
+        // Identity is kept, not subtracted.
+        assert_eq!(d.ac_pid, Some(4242));
+        // Catches subtracting the record of a reused pid.
+        let mut other = after.clone();
+        other.ac_btime_s = Some(1_800_000_001);
+        assert!(matches!(
+            before.delta(&other),
+            Err(TaskstatsError::DifferentTask { .. })
+        ));
     }
 }
