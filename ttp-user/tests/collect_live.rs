@@ -314,3 +314,24 @@ fn live_proc_images_of_this_process() {
             .contains(&pid)
     );
 }
+
+#[test]
+fn kernel_hz_from_jiffies_matches_config() {
+    if !require_root("kernel_hz_from_jiffies_matches_config") {
+        return;
+    }
+    // A proc root with only timer_list (root-only readable): HZ must come
+    // from the jiffies rate and agree with CONFIG_HZ of the real tree.
+    let Some(from_config) = kernel_hz(Path::new("/proc"), Path::new("/boot")) else {
+        eprintln!("note: this kernel exposes no config; nothing to compare with");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink("/proc/timer_list", dir.path().join("timer_list")).unwrap();
+    let measured = kernel_hz(dir.path(), Path::new("/nonexistent")).unwrap();
+    assert_eq!(
+        measured.source,
+        ttp_user::collect::clock::HzSource::TimerList
+    );
+    assert_eq!(measured.hz, from_config.hz);
+}
