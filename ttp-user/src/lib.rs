@@ -7,6 +7,7 @@
 //! reports (/proc, schedstat, taskstats) for the cross-checks.
 pub mod accounts;
 pub mod cli;
+pub mod collect;
 pub mod error;
 pub mod probe;
 pub mod protocol;
