@@ -13,3 +13,4 @@ pub mod probe;
 pub mod protocol;
 pub mod report;
 pub mod sys;
+pub mod window;
