@@ -1,0 +1,35 @@
+//! The Tucson Timing Protocol, version 2 (TTPv2; Currim, Snodgrass, Suh,
+//! Zhang, "DBMS Metrology: Measuring Query Time", ACM TODS 2016), applied to
+//! measured query executions.
+//!
+//! Data flows: [`model`] (what was measured per QE) → [`calc`] (Step 4 per
+//! QE: eq. 1–3 and the exact ledger time) → [`checks`] (Step 1) →
+//! [`drops`] (Steps 2–3) → [`post`] (Step 5) → [`analysis`] (the result and
+//! the JSON documents) → [`paragraph`] (Sec. 9) and [`report`] (terminal).
+//! [`import`] reads saved runs and external CSV data; [`correlations`]
+//! tests the causal model of Sec. 5.
+//!
+//! The `run` command fills a [`model::QcInput`] (one [`model::QeRecord`] per
+//! QE) and [`paragraph::MachineFacts`], then calls
+//! [`analysis::RunDocument::new`] after each QE and writes it.
+pub mod analysis;
+pub mod calc;
+pub mod checks;
+pub mod correlations;
+pub mod drops;
+pub mod ephemeral;
+pub mod import;
+pub mod model;
+pub mod paragraph;
+pub mod post;
+pub mod report;
+pub mod stats;
+#[cfg(test)]
+mod testutil;
+
+pub use analysis::{Analysis, AnalyzeDocument, QcResult, RunDocument, analyse};
+pub use model::{
+    Measures, OverallMeasures, ProcKey, ProcessClass, ProcessDetail, ProcessMeasures, ProcessSets,
+    QcInput, QeRecord, Setup, identify_query_process,
+};
+pub use paragraph::MachineFacts;
