@@ -26,6 +26,8 @@ pub mod report;
 pub mod stats;
 #[cfg(test)]
 mod testutil;
+#[cfg(test)]
+mod worked_example;
 
 pub use analysis::{Analysis, AnalyzeDocument, QcResult, RunDocument, analyse};
 pub use model::{

@@ -229,7 +229,9 @@ pub fn paragraph(p: &ParagraphInput) -> String {
         .filter(|c| c.is_na())
         .map(|c| c.id.as_str())
         .collect();
-    if violated.is_empty() {
+    if !x.is_empty() && na.len() == x.len() {
+        s += "The experiment-wide sanity checks could not be applied to this data";
+    } else if violated.is_empty() {
         s += "No runs violated the experiment-wide sanity checks";
     } else {
         s += &format!(
@@ -237,7 +239,7 @@ pub fn paragraph(p: &ParagraphInput) -> String {
             violated.join(", ")
         );
     }
-    if !na.is_empty() {
+    if !na.is_empty() && na.len() < x.len() {
         s += &format!(" ({} could not be applied to this data)", na.join(", "));
     }
     // (8) QEs and Q@Cs dropped.

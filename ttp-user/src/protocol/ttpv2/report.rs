@@ -148,8 +148,8 @@ fn qc_section(out: &mut String, d: &QcDocument) {
 }
 
 fn check_line(out: &mut String, c: &CheckResult) {
-    let result = if let Some(reason) = &c.na_reason {
-        format!("n/a — {reason}")
+    let result = if c.is_na() {
+        "n/a".to_string()
     } else if let Some(v) = c.value {
         format!("{v:.1}% over {} Q@C(s)", c.evaluated.unwrap_or(0))
     } else {
@@ -166,9 +166,12 @@ fn check_line(out: &mut String, c: &CheckResult) {
     let flag = if c.violated() { "!" } else { " " };
     let _ = writeln!(
         out,
-        "{flag}{:<6} {:<44} paper {:<6} {}",
+        "{flag}{:<6} {:<24} paper {:<6} {}",
         c.id, result, c.paper_observed, c.name
     );
+    if let Some(reason) = &c.na_reason {
+        let _ = writeln!(out, "        n/a: {reason}");
+    }
     if c.violated() && !c.offenders.is_empty() {
         let shown: Vec<&str> = c.offenders.iter().take(6).map(String::as_str).collect();
         let more = c.offenders.len().saturating_sub(shown.len());
@@ -200,35 +203,33 @@ pub fn render(a: &Analysis, correlations: Option<&[CorrelationRow]>) -> String {
             out,
             "\nCausal model (Table IV), Pearson r after per-experiment min–max scaling:"
         );
+        let mut unexpressed = Vec::new();
         for r in rows {
-            match r.r {
-                Some(v) => {
-                    let _ = writeln!(
-                        out,
-                        "  {:<6} {:<24} / {:<24} predicted {:<4} observed {:>6.3} {} ({}, n={})",
-                        r.id,
-                        r.x,
-                        r.y,
-                        format!("{:?}", r.predicted).to_lowercase(),
-                        v,
-                        r.observed
-                            .map(|o| format!("{o:?}").to_lowercase())
-                            .unwrap_or_default(),
-                        r.agreement.clone().unwrap_or_default(),
-                        r.n
-                    );
-                }
-                None => {
-                    let _ = writeln!(
-                        out,
-                        "  {:<6} {:<24} / {:<24} not expressed: {}",
-                        r.id,
-                        r.x,
-                        r.y,
-                        r.not_expressed.clone().unwrap_or_default()
-                    );
-                }
-            }
+            let Some(v) = r.r else {
+                unexpressed.push(r.id.as_str());
+                continue;
+            };
+            let _ = writeln!(
+                out,
+                "  {:<6} {:<24} / {:<24} predicted {:<4} observed {:>6.3} {} ({}, n={})",
+                r.id,
+                r.x,
+                r.y,
+                format!("{:?}", r.predicted).to_lowercase(),
+                v,
+                r.observed
+                    .map(|o| format!("{o:?}").to_lowercase())
+                    .unwrap_or_default(),
+                r.agreement.clone().unwrap_or_default(),
+                r.n
+            );
+        }
+        if !unexpressed.is_empty() {
+            let _ = writeln!(
+                out,
+                "  not expressed by this data (a measure absent or constant; reasons in the JSON): {}",
+                unexpressed.join(" ")
+            );
         }
     }
     let _ = writeln!(out, "\n{}", a.paragraph);
