@@ -10,6 +10,7 @@ use crate::protocol::ttpv2::correlations::retained_correlations;
 use crate::protocol::ttpv2::import::{read_qe_csv, read_run_json};
 use crate::protocol::ttpv2::model::{QcInput, Setup};
 use crate::protocol::ttpv2::report::render;
+use crate::protocol::ttpv2::svg::render_svg;
 use crate::report::atomic::write_json;
 
 /// Apply the Tucson Timing Protocol v2 to saved runs or external data.
@@ -32,6 +33,10 @@ pub struct Args {
     /// Write the analysis as JSON (schema ttp.analyze/1).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Write a chart of every Q@C as SVG: per QE, Time_meas, Time_calc and
+    /// the exact time, with dropped QEs marked.
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
     /// Also report the Pearson correlations of the causal model (Table IV)
     /// over the retained QEs, after per-experiment min-max scaling.
     #[arg(long)]
@@ -77,6 +82,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .then(|| retained_correlations(&qcs, &analysis));
     print!("{}", render(&analysis, correlations.as_deref()));
 
+    if let Some(path) = &args.svg {
+        let svg = render_svg(&analysis)?;
+        crate::report::atomic::write(path, svg.as_bytes())
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
     if let Some(path) = &args.json {
         let doc = AnalyzeDocument {
             schema: ANALYZE_SCHEMA.into(),

@@ -7,7 +7,7 @@
 //! [`drops`] (Steps 2–3) → [`post`] (Step 5) → [`analysis`] (the result and
 //! the JSON documents) → [`paragraph`] (Sec. 9) and [`report`] (terminal).
 //! [`import`] reads saved runs and external CSV data; [`correlations`]
-//! tests the causal model of Sec. 5.
+//! tests the causal model of Sec. 5; [`svg`] charts the QEs.
 //!
 //! The `run` command fills a [`model::QcInput`] (one [`model::QeRecord`] per
 //! QE) and [`paragraph::MachineFacts`], then calls
@@ -24,6 +24,7 @@ pub mod paragraph;
 pub mod post;
 pub mod report;
 pub mod stats;
+pub mod svg;
 #[cfg(test)]
 mod testutil;
 #[cfg(test)]
