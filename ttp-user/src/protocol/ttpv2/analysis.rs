@@ -296,6 +296,17 @@ impl RunDocument {
     }
 }
 
+impl RunDocument {
+    /// The analysis this document holds, for [`super::report::render`].
+    pub fn to_analysis(&self) -> Analysis {
+        Analysis {
+            qcs: vec![self.qc.clone()],
+            checks: self.checks.clone(),
+            paragraph: self.paragraph.clone(),
+        }
+    }
+}
+
 /// The raw part of a saved run JSON: what `analyze` re-reads. Derived
 /// fields in the file are ignored and recomputed.
 #[derive(Clone, Debug, Deserialize)]

@@ -101,12 +101,12 @@ pub fn deviations(machine: Option<&MachineFacts>, qcs: &[QcInput]) -> Vec<String
                 "the machine is a virtual machine ({v}), so steal time may occur"
             ));
         }
-        if let (Some(h), Some(u)) = (m.config_hz, m.user_hz) {
-            if h != u {
-                d.push(format!(
-                    "the kernel accounts CPU time at CONFIG_HZ={h} and reports it in USER_HZ={u} ticks"
-                ));
-            }
+        if let (Some(h), Some(u)) = (m.config_hz, m.user_hz)
+            && h != u
+        {
+            d.push(format!(
+                "the kernel accounts CPU time at CONFIG_HZ={h} and reports it in USER_HZ={u} ticks"
+            ));
         }
         if m.delay_accounting_switched_on {
             d.push("delay accounting (kernel.task_delayacct) was switched on for the measurement and restored afterwards".into());

@@ -13,6 +13,9 @@ fn err<E: std::fmt::Display>(e: E) -> SvgError {
     SvgError(e.to_string())
 }
 
+/// A named, coloured series of (QE, ms) points.
+type Line = (&'static str, RGBColor, Vec<(u32, f64)>);
+
 const PANEL_HEIGHT: u32 = 320;
 const WIDTH: u32 = 860;
 
@@ -66,7 +69,7 @@ fn panel(
             .filter_map(|e| f(e).map(|v| (e.record.qe, v)))
             .collect()
     };
-    let lines: [(&str, RGBColor, Vec<(u32, f64)>); 3] = [
+    let lines: [Line; 3] = [
         (
             "Time_meas",
             RGBColor(128, 128, 128),
