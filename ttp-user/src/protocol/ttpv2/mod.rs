@@ -10,11 +10,13 @@
 //! tests the causal model of Sec. 5; [`svg`] charts the QEs.
 //!
 //! The `run` command fills a [`model::QcInput`] (one [`model::QeRecord`] per
-//! QE) and [`paragraph::MachineFacts`], then calls
+//! QE) and [`paragraph::MachineFacts`] (with
+//! [`classify::identify_query_process`] for `--query-process NAME`), then calls
 //! [`analysis::RunDocument::new`] after each QE and writes it.
 pub mod analysis;
 pub mod calc;
 pub mod checks;
+pub mod classify;
 pub mod correlations;
 pub mod drops;
 pub mod ephemeral;
@@ -31,8 +33,9 @@ mod testutil;
 mod worked_example;
 
 pub use analysis::{Analysis, AnalyzeDocument, QcResult, RunDocument, analyse};
+pub use classify::identify_query_process;
 pub use model::{
     Measures, OverallMeasures, ProcKey, ProcessClass, ProcessDetail, ProcessMeasures, ProcessSets,
-    QcInput, QeRecord, Setup, identify_query_process,
+    QcInput, QeRecord, Setup,
 };
 pub use paragraph::MachineFacts;

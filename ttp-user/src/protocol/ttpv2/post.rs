@@ -243,6 +243,11 @@ mod tests {
         let o = owned(vec![mk("10", 50), mk("20", 0)], vec![false, false]);
         assert_eq!(post(&o)[1].violations, Some(1));
         assert_eq!(post(&o)[2].violations, Some(1));
+        let o = owned(vec![mk("10", 0), mk("20", 50)], vec![false, false]);
+        assert_eq!(
+            (post(&o)[1].violations, post(&o)[2].violations),
+            (Some(0), Some(0))
+        );
         let o = owned(vec![mk("10", 50), mk("20", 0)], vec![false, true]);
         assert!(post(&o)[1].is_na());
     }

@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 
 use super::analysis::{Analysis, QcDocument};
-use super::checks::{CheckResult, spec_of};
+use super::checks::{CheckResult, SPECS};
 use super::correlations::CorrelationRow;
 use super::stats::Summary;
 
@@ -81,11 +81,9 @@ fn qc_section(out: &mut String, d: &QcDocument) {
             let why: Vec<String> = e
                 .dropped_by
                 .iter()
-                .map(|id| {
-                    format!(
-                        "{id} {}",
-                        spec_of(id).name.trim_start_matches("Percentage of ")
-                    )
+                .map(|id| match SPECS.iter().find(|s| s.id == id) {
+                    Some(s) => format!("{id} {}", s.name.trim_start_matches("Percentage of ")),
+                    None => id.clone(),
                 })
                 .collect();
             let _ = writeln!(out, "  QE {}: {}", e.record.qe, why.join("; "));
@@ -234,4 +232,37 @@ pub fn render(a: &Analysis, correlations: Option<&[CorrelationRow]>) -> String {
     }
     let _ = writeln!(out, "\n{}", a.paragraph);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::ttpv2::analysis::{RunDocument, analyse};
+    use crate::protocol::ttpv2::testutil::clean_qc;
+
+    /// The report names each dropped QE with the checks that dropped it,
+    /// says when the Q@C is dropped and why, and gives no result for it.
+    /// Catches a dropped Q@C presented as a result.
+    #[test]
+    fn dropped_qes_and_qc_are_explained() {
+        let mut qc = clean_qc(6);
+        qc.qes[1].overall.iowait_ticks = Some(41);
+        let text = render(&analyse(&[qc], None), None);
+        assert!(text.contains("QE 2: QE9 IOWait Time Violations"), "{text}");
+        assert!(
+            text.contains("Q@C dropped — Step 3 (iv): 5 QE(s) retained"),
+            "{text}"
+        );
+        assert!(!text.contains("Result: Time_calc"), "{text}");
+        assert!(text.contains("!QE9"), "violated checks are marked: {text}");
+    }
+
+    /// A document read back from a file may name checks this version does
+    /// not know; rendering it must not panic.
+    #[test]
+    fn unknown_check_ids_render() {
+        let mut doc = RunDocument::new(&clean_qc(8), None);
+        doc.qc.qes[0].dropped_by = vec!["QE99".into()];
+        assert!(render(&doc.to_analysis(), None).contains("QE 1: QE99"));
+    }
 }
