@@ -11,10 +11,26 @@ fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_ttp-ebpf"))
 }
 
-fn tmp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("ttp-analyze-it-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
+/// A fresh directory for one test, removed when dropped.
+struct TmpDir(PathBuf);
+
+impl TmpDir {
+    fn new(test: &str) -> TmpDir {
+        let dir =
+            std::env::temp_dir().join(format!("ttp-analyze-it-{}-{test}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        TmpDir(dir)
+    }
+
+    fn join(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for TmpDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 fn read_json(path: &Path) -> serde_json::Value {
@@ -28,7 +44,8 @@ fn read_json(path: &Path) -> serde_json::Value {
 fn table_ix_through_the_cli() {
     let csv =
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/ttpv2/table_ix.csv");
-    let out = tmp("table_ix.json");
+    let dir = TmpDir::new("table_ix");
+    let out = dir.join("table_ix.json");
     let o = bin()
         .args(["analyze", "--qe-csv"])
         .arg(&csv)
@@ -116,14 +133,15 @@ fn run_at(cardinality: u32, u: u64) -> QcInput {
 /// one instead of as one experiment.
 #[test]
 fn saved_runs_get_monotonicity_checks() {
+    let dir = TmpDir::new("saved_runs");
     let mut files = Vec::new();
     for (card, u) in [(100, 50), (200, 200), (300, 150)] {
-        let path = tmp(&format!("run-{card}.json"));
+        let path = dir.join(&format!("run-{card}.json"));
         let doc = RunDocument::new(&run_at(card, u), None);
         std::fs::write(&path, serde_json::to_string_pretty(&doc).unwrap()).unwrap();
         files.push(path);
     }
-    let out = tmp("three.json");
+    let out = dir.join("three.json");
     let o = bin()
         .arg("analyze")
         .args(&files)
@@ -155,7 +173,8 @@ fn usage_errors() {
     let o = bin().arg("analyze").output().unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--qe-csv"));
-    let bad = tmp("bad.csv");
+    let dir = TmpDir::new("usage");
+    let bad = dir.join("bad.csv");
     std::fs::write(&bad, "qe,time_meas_ms\n1,2\n").unwrap();
     let o = bin()
         .args(["analyze", "--qe-csv"])

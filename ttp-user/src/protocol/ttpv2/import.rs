@@ -400,12 +400,31 @@ pub fn read_qe_csv(path: &Path, setup: &Setup) -> Result<Vec<QcInput>, ImportErr
 mod tests {
     use super::*;
 
-    fn write(name: &str, text: &str) -> PathBuf {
+    /// A temporary file, removed (with its directory, once empty) on drop.
+    struct Tmp(PathBuf);
+
+    impl std::ops::Deref for Tmp {
+        type Target = Path;
+        fn deref(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for Tmp {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+            if let Some(dir) = self.0.parent() {
+                let _ = std::fs::remove_dir(dir);
+            }
+        }
+    }
+
+    fn write(name: &str, text: &str) -> Tmp {
         let dir = std::env::temp_dir().join(format!("ttp-ttpv2-import-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join(name);
         std::fs::write(&path, text).unwrap();
-        path
+        Tmp(path)
     }
 
     /// Catches a column mapped to the wrong class or measure.
