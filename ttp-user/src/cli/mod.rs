@@ -1,10 +1,12 @@
 //! Command-line interface: one module per subcommand, each with its clap
 //! argument struct (doc comments are the help text) and a `run` function.
-pub mod analyze;
-
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+
+pub mod analyze;
+pub mod attach;
+pub mod blame;
 
 /// ttp: how long a program or a database query really took, and why.
 ///
@@ -22,6 +24,8 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     Analyze(analyze::Args),
+    Attach(attach::AttachArgs),
+    Blame(blame::Args),
 }
 
 /// Parses the command line, runs the command and maps errors to exit codes:
@@ -31,6 +35,8 @@ pub fn main() -> ExitCode {
     crate::sys::logging::init();
     let result: anyhow::Result<()> = match cli.command {
         Command::Analyze(args) => analyze::run(args),
+        Command::Attach(a) => attach::run(a),
+        Command::Blame(args) => blame::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
