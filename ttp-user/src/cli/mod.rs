@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+pub mod analyze;
 pub mod attach;
 pub mod blame;
 
@@ -22,6 +23,7 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    Analyze(analyze::Args),
     Attach(attach::AttachArgs),
     Blame(blame::Args),
 }
@@ -32,6 +34,7 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     crate::sys::logging::init();
     let result: anyhow::Result<()> = match cli.command {
+        Command::Analyze(args) => analyze::run(args),
         Command::Attach(a) => attach::run(a),
         Command::Blame(args) => blame::run(args),
     };
