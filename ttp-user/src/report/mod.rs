@@ -1,3 +1,4 @@
 //! Output shared by every command: atomic result files, and (in submodules
 //! per format) terminal tables, JSON, SVG plots.
 pub mod atomic;
+pub mod emp;

@@ -124,4 +124,4 @@ pub fn analyze(
 
 #[cfg(test)]
 #[path = "tests.rs"]
-mod tests;
+pub(crate) mod tests;
