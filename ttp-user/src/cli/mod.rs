@@ -1,5 +1,8 @@
 //! Command-line interface: one module per subcommand, each with its clap
 //! argument struct (doc comments are the help text) and a `run` function.
+pub mod check;
+pub mod inc;
+
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -18,14 +21,20 @@ pub struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {}
+pub enum Command {
+    Check(check::Args),
+    Inc(inc::Args),
+}
 
 /// Parses the command line, runs the command and maps errors to exit codes:
 /// 0 success, 1 a failure while measuring, 2 a usage error.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     crate::sys::logging::init();
-    let result: anyhow::Result<()> = match cli.command {};
+    let result: anyhow::Result<()> = match cli.command {
+        Command::Check(a) => check::run(a),
+        Command::Inc(a) => inc::run(a),
+    };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -1,3 +1,4 @@
 //! The machine: privileges, the invoking user, signals and guards that undo
 //! every change the tool makes.
 pub mod logging;
+pub mod setup_check;

@@ -255,7 +255,7 @@ fn render_analysis(s: &mut String, a: &CalibrationAnalysis) {
         );
     }
     let mut central: Vec<_> = a.central_daemons.iter().collect();
-    central.sort_by(|x, y| y.1.max_pt_ns.cmp(&x.1.max_pt_ns));
+    central.sort_by_key(|d| std::cmp::Reverse(d.1.max_pt_ns));
     let _ = writeln!(
         s,
         "  Step 4: {} daemons in the central cluster (largest maxima):",

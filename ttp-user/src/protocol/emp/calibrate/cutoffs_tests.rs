@@ -9,6 +9,9 @@ use crate::protocol::emp::calibrate::{
 };
 
 const MS: u64 = 1_000_000;
+
+/// (daemon, minimum PT in the L-samples in ms, periodicity in hours).
+type LRow<'a> = (&'a str, u64, Option<(PeriodKind, u64)>);
 const HOUR_NS: u64 = 3_600_000_000_000;
 
 fn central(max_ms: u64, sd_ms: f64) -> CentralDaemon {
@@ -21,10 +24,7 @@ fn central(max_ms: u64, sd_ms: f64) -> CentralDaemon {
     }
 }
 
-fn analysis(
-    central_tab: &[(&str, u64, f64)],
-    l_tab: &[(&str, u64, Option<(PeriodKind, u64)>)],
-) -> CalibrationAnalysis {
+fn analysis(central_tab: &[(&str, u64, f64)], l_tab: &[LRow]) -> CalibrationAnalysis {
     let central_daemons: BTreeMap<String, CentralDaemon> = central_tab
         .iter()
         .map(|&(n, m, s)| (n.to_string(), central(m, s)))
