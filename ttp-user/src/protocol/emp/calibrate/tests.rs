@@ -207,3 +207,36 @@ fn periodicity_tolerance() {
     assert!(periodicity(&[0, 40, 100, 140], None, 1.0, 0.1).is_none());
     assert!(periodicity(&[5], None, 1.0, 0.1).is_none());
 }
+
+/// Step 7 as a separate calibration merged in: a long calibration where
+/// rhn_check runs 900 ms gives a long cut-off of 450 ms; rhn_check's period
+/// (40 runs of 1.1 s = 44 s) makes the task time 2.2 s. Programs shorter
+/// than that keep 225 ms, longer ones get max(225, 450). Catches the two
+/// calibrations' roles swapped in the merge.
+#[test]
+fn merged_long_calibration_adds_the_long_case() {
+    let short = build_profile(analysed(), None, 2.0);
+    let mut runs = synthetic_runs();
+    for r in &mut runs {
+        for d in &mut r.daemons {
+            if d.name == "rhn_check" {
+                d.pt_ns = 900 * MS;
+            }
+        }
+    }
+    let long = build_profile(
+        analyze(&[], &runs, &CalibrationConfig::default()).unwrap(),
+        None,
+        2.0,
+    );
+    let merged = merge_profiles(&short, &long, 2.0).unwrap();
+    assert_eq!(merged.calibrations.len(), 2);
+    let rhn = merged
+        .daemons
+        .iter()
+        .find(|d| d.name == "rhn_check")
+        .unwrap();
+    assert_eq!(rhn.task_time_ns, Some(2_200 * MS));
+    assert_eq!(rhn.cutoff_for(2_199 * MS), Some(225 * MS));
+    assert_eq!(rhn.cutoff_for(2_200 * MS), Some(450 * MS));
+}
