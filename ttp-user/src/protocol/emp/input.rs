@@ -89,7 +89,7 @@ impl EmpRuns {
 
 /// Which PT source a protocol uses for all runs of a set (one source for the
 /// whole set: the two account time differently, see docs/emp.md).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
 pub enum PtSource {
     /// The ledger if every usable run has it, else taskstats if every usable

@@ -84,7 +84,7 @@ mod tests {
             t.contains("dropped (daemon cut-off): rhn_check[1077] 450.000 ms > 225.000 ms"),
             "{t}"
         );
-        assert!(t.contains("first check, daemon cut-offs (4 daemons"));
+        assert!(t.contains("first check, daemon cut-offs (4 daemon(s)"));
         assert!(t.contains("6 dropped"));
         assert!(t.contains("process time (PT)      mean 999.520 ms"), "{t}");
         let c = terminal::render_calibration(&p);

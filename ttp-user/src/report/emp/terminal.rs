@@ -109,7 +109,7 @@ pub fn render_outcome(o: &EmpOutcome) -> String {
         Some(c) => {
             let _ = writeln!(
                 s,
-                "  first check, daemon cut-offs ({} daemons, chosen for a {} ms program): {} dropped",
+                "  first check, daemon cut-offs ({} daemon(s), chosen for a {} ms program): {} dropped",
                 c.cutoffs_ns.len(),
                 ms(c.program_ns as f64),
                 d.daemon_cutoff

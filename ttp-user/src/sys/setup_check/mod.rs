@@ -33,7 +33,7 @@ pub enum Status {
 /// A change `--fix` can make. Each persists until reboot (or until changed
 /// back by hand); `--fix` does not restore them, that is its purpose.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "fix", rename_all = "snake_case")]
+#[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Fix {
     /// `mount -t tracefs nodev /sys/kernel/tracing`.
     MountTracefs,
