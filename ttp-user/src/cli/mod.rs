@@ -1,11 +1,13 @@
 //! Command-line interface: one module per subcommand, each with its clap
 //! argument struct (doc comments are the help text) and a `run` function.
-pub mod check;
-pub mod inc;
-
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+
+pub mod attach;
+pub mod blame;
+pub mod check;
+pub mod inc;
 
 /// ttp: how long a program or a database query really took, and why.
 ///
@@ -22,6 +24,8 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    Attach(attach::AttachArgs),
+    Blame(blame::Args),
     Check(check::Args),
     Inc(inc::Args),
 }
@@ -32,6 +36,8 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     crate::sys::logging::init();
     let result: anyhow::Result<()> = match cli.command {
+        Command::Attach(a) => attach::run(a),
+        Command::Blame(args) => blame::run(args),
         Command::Check(a) => check::run(a),
         Command::Inc(a) => inc::run(a),
     };

@@ -1,4 +1,6 @@
 //! Output shared by every command: atomic result files, and (in submodules
 //! per format) terminal tables, JSON, SVG plots.
 pub mod atomic;
+pub mod attach;
 pub mod emp;
+pub mod units;

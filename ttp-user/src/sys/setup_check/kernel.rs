@@ -5,8 +5,9 @@ use std::collections::BTreeMap;
 
 use super::{CheckItem, Fix, Probes, Status, read::Root, read::kernel_version};
 
-/// ttp's probes use the BPF ring buffer, new in 5.8.
-const MIN_KERNEL: (u32, u32) = (5, 8);
+/// ttp's ledger attaches to the block_io_start / block_io_done tracepoints,
+/// new in 6.5.
+const MIN_KERNEL: (u32, u32) = (6, 5);
 
 pub fn release(release: Option<&str>) -> CheckItem {
     let src = "EMPv4 (Sec. 4.4): an up-to-date kernel; TTPv2 Step 0 (3c)";
@@ -29,7 +30,10 @@ pub fn release(release: Option<&str>) -> CheckItem {
             "Kernel release",
             src,
             Status::Fail,
-            format!("Linux {rel}: older than {}.{}, which ttp's eBPF probes need (BPF ring buffer)", MIN_KERNEL.0, MIN_KERNEL.1),
+            format!(
+                "Linux {rel}: older than {}.{}, which ttp's ledger needs (block_io_start/block_io_done tracepoints)",
+                MIN_KERNEL.0, MIN_KERNEL.1
+            ),
         )
         .remedy("install a current kernel from the distribution (EMPv4 found an outdated kernel to be a source of variance)"),
         None => CheckItem::new("kernel", "Kernel release", src, Status::Warn, format!("cannot parse release {rel:?}"))
@@ -54,7 +58,7 @@ pub fn btf(r: &Root) -> CheckItem {
 }
 
 pub fn tracefs(r: &Root) -> CheckItem {
-    let src = "ttp's classic tracepoints (block and scheduler)";
+    let src = "classic tracepoints: perf, bpftrace, tracefs-based uprobes";
     let at = super::read::mounts_of(r, "tracefs");
     if let Some(m) = at.first() {
         CheckItem::new(
@@ -70,7 +74,7 @@ pub fn tracefs(r: &Root) -> CheckItem {
             "tracefs",
             src,
             Status::Warn,
-            "not mounted: classic tracepoints cannot be attached",
+            "not mounted: classic tracepoints cannot be attached (ttp's ledger uses BTF tracepoints and does not need it)",
         )
         .remedy("mount -t tracefs nodev /sys/kernel/tracing")
         .fix(Fix::MountTracefs)

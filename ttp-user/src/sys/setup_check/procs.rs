@@ -297,7 +297,7 @@ pub fn busy(w: &Window, probes: &dyn Probes) -> CheckItem {
         title,
         src,
         Status::Warn,
-        format!("{} processes above {BUSY_CPU_PERCENT} % of a CPU: {}", busy.len(), list.join(", ")),
+        format!("{} process(es) above {BUSY_CPU_PERCENT} % of a CPU: {}", busy.len(), list.join(", ")),
     )
     .remedy("stop them or measure when the machine is idle: they take CPU time, caches and memory bandwidth from the program")
 }
