@@ -134,6 +134,12 @@ pub struct DropCounts {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EmpOutcome {
     pub schema: String,
+    /// The measured command (set by the caller; empty when unknown).
+    #[serde(default)]
+    pub command: Vec<String>,
+    /// The profile the cut-offs came from (set by the caller).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile_path: Option<std::path::PathBuf>,
     pub pt_source: PtSource,
     pub sigma_k: f64,
     /// `None` when no profile was given: the first sanity check was skipped.
@@ -279,6 +285,8 @@ pub fn apply(
 
     Ok(EmpOutcome {
         schema: SCHEMA.to_string(),
+        command: Vec::new(),
+        profile_path: None,
         pt_source: source,
         sigma_k: cfg.sigma_k,
         cutoffs: applied,
