@@ -7,6 +7,8 @@ use clap::{Parser, Subcommand};
 pub mod analyze;
 pub mod attach;
 pub mod blame;
+pub mod check;
+pub mod inc;
 
 /// ttp: how long a program or a database query really took, and why.
 ///
@@ -26,6 +28,8 @@ pub enum Command {
     Analyze(analyze::Args),
     Attach(attach::AttachArgs),
     Blame(blame::Args),
+    Check(check::Args),
+    Inc(inc::Args),
 }
 
 /// Parses the command line, runs the command and maps errors to exit codes:
@@ -37,6 +41,8 @@ pub fn main() -> ExitCode {
         Command::Analyze(args) => analyze::run(args),
         Command::Attach(a) => attach::run(a),
         Command::Blame(args) => blame::run(args),
+        Command::Check(a) => check::run(a),
+        Command::Inc(a) => inc::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -4,6 +4,7 @@ pub mod clock;
 pub mod invoker;
 pub mod logging;
 pub mod privileges;
+pub mod setup_check;
 pub mod signals;
 pub mod spawn;
 pub mod sysctl;
