@@ -1,8 +1,5 @@
 //! Measurement protocols applied to the ledger: each turns measured images
 //! into results with their sanity checks.
 pub mod blame;
-<<<<<<< HEAD
-pub mod ttpv2;
-=======
 pub mod emp;
->>>>>>> emp
+pub mod ttpv2;
