@@ -1,0 +1,318 @@
+//! `ttp-ebpf load`: latency under load without coordinated omission.
+use std::{
+    io::IsTerminal,
+    path::PathBuf,
+    sync::Arc,
+    time::{Duration, SystemTime, UNIX_EPOCH},
+};
+
+use anyhow::Context;
+use clap::ArgGroup;
+
+use crate::{
+    error::usage,
+    protocol::load::{
+        Model, PhasePlan,
+        analytic::expected_open_latencies_ns,
+        clock::ClockKind,
+        driver::{PhaseHooks, run_phase},
+        output::{LoadReport, OutputFiles},
+        schedule::Arrivals,
+        simulator::{Hiccup, SimParams, SimulateFactory},
+        svg,
+        targets::{ExecFactory, TargetFactory},
+    },
+    report::atomic,
+};
+
+/// Which load models to run; `all` runs the open model, then the closed one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ModelChoice {
+    /// Open system model: each request sent at its intended time (Sec. 3).
+    Open,
+    /// Closed system model: YCSB's loop of N connections (Sec. 2).
+    Closed,
+    /// Both, one after the other, reported side by side.
+    All,
+}
+
+/// Measure latency under load without coordinated omission.
+///
+/// Requests are scheduled at a fixed rate and each one's latency is measured
+/// from the time it was meant to start (the open model), so a stall of the
+/// target shows in the percentiles instead of pausing the load. The closed
+/// model (YCSB's loop, with its intended-latency correction) can be run for
+/// comparison. Needs no privileges.
+///
+/// Targets: --simulate (the SickStore queue model, whose latencies are known)
+/// or --exec -- CMD… (one process per request; exit status 0 is success).
+#[derive(Debug, clap::Args)]
+#[command(group(ArgGroup::new("target").required(true).args(["simulate", "exec"])))]
+pub struct LoadArgs {
+    /// Requests per second to send (the open model's arrival rate, the
+    /// closed model's target throughput).
+    #[arg(long, value_name = "R")]
+    pub rate: f64,
+
+    /// Inter-arrival times: uniform (request i at i/R) or poisson
+    /// (exponential gaps, seeded).
+    #[arg(long, value_enum, default_value = "uniform")]
+    pub arrivals: Arrivals,
+
+    /// Seed of the Poisson schedule (default: taken from the clock). Always
+    /// recorded in the output so a run can be repeated.
+    #[arg(long)]
+    pub seed: Option<u64>,
+
+    /// Measured duration, e.g. 30s or 2m.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub duration: Duration,
+
+    /// Load sent before the measured duration and left out of the results.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "0s")]
+    pub warmup: Duration,
+
+    /// How long requests still in flight when the schedule ends may take
+    /// before they are counted as `unfinished` errors.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "1s")]
+    pub grace: Duration,
+
+    /// Per-request timeout: a request without a response by then is
+    /// abandoned and counted as a `timeout` error. Default: none.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub timeout: Option<Duration>,
+
+    /// Open model: most requests in flight at once. A request over the bound
+    /// waits in a queue, its latency still counting from its intended time.
+    #[arg(long, default_value_t = 4096, value_name = "N")]
+    pub max_in_flight: usize,
+
+    /// Load model(s) to run.
+    #[arg(long, value_enum, default_value = "open")]
+    pub model: ModelChoice,
+
+    /// Closed model: number of connections (YCSB client threads), each
+    /// sending its next request only after the previous response.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub connections: usize,
+
+    /// Target: the SickStore queue model (Friedrich et al., Sec. 4) in process.
+    #[arg(long, requires = "capacity")]
+    pub simulate: bool,
+
+    /// --simulate: requests per second the simulated server can serve.
+    #[arg(long, value_name = "C")]
+    pub capacity: Option<f64>,
+
+    /// --simulate: when the hiccup starts, from the start of each phase.
+    #[arg(long, value_parser = humantime::parse_duration, requires = "hiccup_for")]
+    pub hiccup_at: Option<Duration>,
+
+    /// --simulate: how long the hiccup lasts.
+    #[arg(long, value_parser = humantime::parse_duration, requires = "hiccup_at")]
+    pub hiccup_for: Option<Duration>,
+
+    /// --simulate: latency of every response on top of its queueing wait.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub service_latency: Option<Duration>,
+
+    /// Clock to run on: virtual (simulated time; exact, instant; the default
+    /// for --simulate) or real (the default, and the only choice, for --exec).
+    #[arg(long, value_enum)]
+    pub clock: Option<ClockKind>,
+
+    /// Target: run the command given after `--` once per request.
+    #[arg(long)]
+    pub exec: bool,
+
+    /// The command for --exec, after `--`.
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
+
+    /// Write the results as JSON (schema "ttp.load/1").
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+
+    /// Write HdrHistogram percentile distributions: FILE gets the headline
+    /// latency, FILE's stem + .<series>.hgrm every distribution.
+    #[arg(long, value_name = "FILE")]
+    pub hgrm: Option<PathBuf>,
+
+    /// Write the percentile spectrum of every distribution as SVG.
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
+}
+
+/// The options, checked once.
+pub struct LoadConfig {
+    pub plan: PhasePlan,
+    pub models: Vec<Model>,
+    pub clock: ClockKind,
+    pub factory: Arc<dyn TargetFactory>,
+    pub sim: Option<SimParams>,
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+const MAX_RATE_PER_S: f64 = 1e8;
+
+impl LoadArgs {
+    pub fn validate(&self) -> anyhow::Result<LoadConfig> {
+        if !(self.rate.is_finite() && self.rate > 0.0 && self.rate <= MAX_RATE_PER_S) {
+            return usage(format!(
+                "--rate must be a number of requests per second in (0, {MAX_RATE_PER_S:e}], got {}",
+                self.rate
+            ));
+        }
+        if self.duration.is_zero() {
+            return usage("--duration must be positive, e.g. --duration 30s");
+        }
+        if self.max_in_flight == 0 || self.connections == 0 {
+            return usage("--max-in-flight and --connections must be at least 1");
+        }
+        if self.timeout.is_some_and(|t| t.is_zero()) {
+            return usage("--timeout must be positive (leave it out for no timeout)");
+        }
+        let sim_only =
+            self.capacity.is_some() || self.hiccup_at.is_some() || self.service_latency.is_some();
+        let (factory, sim, clock): (Arc<dyn TargetFactory>, _, _) = if self.simulate {
+            if !self.command.is_empty() {
+                return usage("a command after `--` needs --exec, not --simulate");
+            }
+            let capacity = self.capacity.unwrap_or(0.0);
+            if !(capacity.is_finite() && capacity > 0.0) {
+                return usage("--capacity must be a positive number of requests per second");
+            }
+            let params = SimParams {
+                capacity_per_s: capacity,
+                hiccup: match (self.hiccup_at, self.hiccup_for) {
+                    (Some(at), Some(f)) => Some(Hiccup {
+                        at_ns: nanos(at),
+                        for_ns: nanos(f),
+                    }),
+                    _ => None,
+                },
+                // Sec. 2: the paper's SickStore requests took < 50 µs.
+                service_latency_ns: nanos(
+                    self.service_latency.unwrap_or(Duration::from_micros(50)),
+                ),
+            };
+            let clock = self.clock.unwrap_or(ClockKind::Virtual);
+            (Arc::new(SimulateFactory { params }), Some(params), clock)
+        } else {
+            if sim_only {
+                return usage(
+                    "--capacity, --hiccup-at/--hiccup-for and --service-latency apply only to --simulate",
+                );
+            }
+            if self.clock == Some(ClockKind::Virtual) {
+                return usage(
+                    "--exec runs real processes and needs the real clock; drop --clock virtual",
+                );
+            }
+            let f = ExecFactory::new(self.command.clone()).or_else(usage)?;
+            (Arc::new(f), None, ClockKind::Real)
+        };
+        let seed = self.seed.unwrap_or_else(|| {
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(0)
+        });
+        Ok(LoadConfig {
+            plan: PhasePlan {
+                rate_per_s: self.rate,
+                arrivals: self.arrivals,
+                seed,
+                warmup_ns: nanos(self.warmup),
+                duration_ns: nanos(self.duration),
+                grace_ns: nanos(self.grace),
+                timeout_ns: self.timeout.map(nanos),
+                max_in_flight: self.max_in_flight,
+                connections: self.connections,
+            },
+            models: match self.model {
+                ModelChoice::Open => vec![Model::Open],
+                ModelChoice::Closed => vec![Model::Closed],
+                ModelChoice::All => vec![Model::Open, Model::Closed],
+            },
+            clock,
+            factory,
+            sim,
+        })
+    }
+}
+
+fn progress_bar(plan: &PhasePlan, model: Model) -> Option<indicatif::ProgressBar> {
+    if !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let bar = indicatif::ProgressBar::new((plan.warmup_ns + plan.duration_ns) / 1_000_000);
+    let style = indicatif::ProgressStyle::with_template(&format!(
+        "{:<6} model {{bar:40}} {{pos}}/{{len}} ms",
+        match model {
+            Model::Open => "open",
+            Model::Closed => "closed",
+        }
+    ))
+    .ok()?;
+    bar.set_style(style);
+    Some(bar)
+}
+
+/// Runs every phase and assembles the report.
+pub fn measure(cfg: &LoadConfig) -> anyhow::Result<LoadReport> {
+    let mut phases = Vec::new();
+    for &model in &cfg.models {
+        let hooks = PhaseHooks {
+            samplers: Vec::new(),
+            progress: match cfg.clock {
+                ClockKind::Real => progress_bar(&cfg.plan, model),
+                ClockKind::Virtual => None,
+            },
+        };
+        let phase = run_phase(model, cfg.plan, cfg.clock, cfg.factory.clone(), hooks)
+            .with_context(|| format!("{model:?} model phase failed"))?;
+        phases.push(phase);
+    }
+    Ok(LoadReport {
+        target: cfg.factory.describe(),
+        target_summary: cfg.factory.summary(),
+        clock: cfg.clock,
+        plan: cfg.plan,
+        expected_ns: cfg
+            .sim
+            .filter(|_| cfg.models.contains(&Model::Open))
+            .and_then(|p| expected_open_latencies_ns(&p, &cfg.plan)),
+        phases,
+    })
+}
+
+pub fn run(args: LoadArgs) -> anyhow::Result<()> {
+    let cfg = args.validate()?;
+    let report = measure(&cfg)?;
+    print!("{}", report.render());
+    let mut files = OutputFiles::default();
+    if let Some(path) = &args.hgrm {
+        files.hgrm = report
+            .write_hgrm(path)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let Some(path) = &args.svg {
+        match svg::render(&report) {
+            Ok(text) => {
+                atomic::write(path, text.as_bytes())
+                    .with_context(|| format!("writing {}", path.display()))?;
+                files.svg = Some(path.clone());
+            }
+            Err(e) => log::warn!("{} not written: {e}", path.display()),
+        }
+    }
+    if let Some(path) = &args.json {
+        atomic::write_json(path, &report.json_doc(&files))
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}
