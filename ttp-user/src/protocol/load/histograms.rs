@@ -64,6 +64,8 @@ pub struct Recorder {
     /// Measured requests that completed with an error.
     pub failed: u64,
     pub timeline: Vec<SecondRow>,
+    /// Completion time of the last measured request (ns from phase start).
+    pub last_done_ns: u64,
     closed: bool,
 }
 
@@ -88,6 +90,7 @@ impl Recorder {
             ok: 0,
             failed: 0,
             timeline,
+            last_done_ns: 0,
             closed: false,
         }
     }
@@ -149,6 +152,7 @@ impl Recorder {
         if !self.measured(intended_ns) {
             return;
         }
+        self.last_done_ns = self.last_done_ns.max(done_ns);
         match result {
             Ok(()) => {
                 self.ok += 1;
@@ -161,6 +165,13 @@ impl Recorder {
                 self.count_error(e.kind(), 1);
             }
         }
+    }
+
+    /// The measured span: from the end of the warm-up to the end of the
+    /// duration, or to the last measured completion if that came later (a
+    /// generator or closed loop catching up during the grace period).
+    pub fn measured_span_ns(&self) -> u64 {
+        self.end_ns.max(self.last_done_ns) - self.warmup_ns
     }
 
     pub fn count_error(&mut self, kind: String, n: u64) {
@@ -417,8 +428,19 @@ mod tests {
             2_100_000_000,
             &Err(RequestError::ExitStatus { code: 1 }),
         );
+        assert_eq!(r.measured_span_ns(), 2_000_000_000);
+        // A late completion (intended 2.9 s, done 3.5 s) stretches the span
+        // the achieved rate is computed over.
+        r.on_send(2_900_000_000, 2_900_000_000);
+        r.on_complete(
+            2_900_000_000,
+            2_900_000_000,
+            3_500_000_000,
+            &Err(RequestError::Timeout),
+        );
+        assert_eq!(r.measured_span_ns(), 2_500_000_000);
         r.close();
-        assert_eq!((r.sent, r.ok, r.failed), (2, 1, 1));
+        assert_eq!((r.sent, r.ok, r.failed), (3, 1, 2));
         assert_eq!(r.from_intended.len(), 1);
         assert!(
             r.from_intended
@@ -430,6 +452,6 @@ mod tests {
         assert!(r.timeline[0].warmup && !r.timeline[1].warmup);
         assert_eq!(r.timeline[0].latency_mean_ns, Some(100_000_000));
         assert_eq!(r.timeline[1].latency_max_ns, Some(300_000_000));
-        assert_eq!(r.timeline[2].errors, 1);
+        assert_eq!(r.timeline[2].errors, 2);
     }
 }

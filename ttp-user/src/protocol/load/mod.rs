@@ -45,8 +45,10 @@ pub struct PhasePlan {
     pub warmup_ns: u64,
     /// Measured span after the warm-up.
     pub duration_ns: u64,
-    /// How long requests still in flight at the end of the schedule may take
-    /// to complete before they are counted as `unfinished`.
+    /// After the schedule ends, how long the run still sends requests that
+    /// were due before its end (late) and waits for responses; then the
+    /// unsent ones count as `not_sent` (closed model: omitted) and those in
+    /// flight as `unfinished`.
     pub grace_ns: u64,
     /// Per-request timeout (error kind `timeout`), if any.
     pub timeout_ns: Option<u64>,

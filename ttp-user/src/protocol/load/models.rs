@@ -32,11 +32,12 @@ use super::{
 pub struct ModelCounts {
     /// Requests the schedule asked for.
     pub scheduled: u64,
-    /// Open model: requests still queued behind the in-flight bound when the
-    /// duration ended (counted as errors of kind `not_sent`).
+    /// Open model: requests never sent — still queued behind the in-flight
+    /// bound, or the generator too far behind, when the run ended at the
+    /// end of the grace period (counted as errors of kind `not_sent`).
     pub not_sent: u64,
-    /// Closed model: scheduled requests no connection got to before the
-    /// duration ended — the measurements coordinated omission leaves out.
+    /// Closed model: scheduled requests no connection got to before the run
+    /// ended — the measurements coordinated omission leaves out.
     pub omitted: u64,
     /// Nanoseconds from the phase start to the end of the drain.
     pub elapsed_ns: u64,
@@ -63,8 +64,17 @@ impl Ctx {
         self.clock.now_ns().saturating_sub(self.t0_ns)
     }
 
+    /// End of the schedule: requests intended from here on are not sent.
     fn end_ns(&self) -> u64 {
         self.plan.warmup_ns + self.plan.duration_ns
+    }
+
+    /// End of the run: requests intended before `end_ns` may still be sent
+    /// (late) and completed until the grace period is over; whatever is
+    /// left then is `not_sent` (open model), omitted (closed model) or
+    /// `unfinished`.
+    fn cutoff_ns(&self) -> u64 {
+        self.end_ns() + self.plan.grace_ns
     }
 
     async fn sleep_until(&self, t_ns: u64) {
@@ -182,11 +192,11 @@ pub(crate) async fn run_open(ctx: Ctx) -> ModelCounts {
             Err(_) => tokio::select! {
                 biased;
                 p = permits.clone().acquire_owned() => p.ok(),
-                _ = ctx.clock.sleep_until(ctx.t0_ns + end) => None,
+                _ = ctx.clock.sleep_until(ctx.t0_ns + ctx.cutoff_ns()) => None,
             },
         };
         let sent = ctx.now();
-        let Some(permit) = permit.filter(|_| sent < end) else {
+        let Some(permit) = permit.filter(|_| sent < ctx.cutoff_ns()) else {
             let left = ctx.count_measured_left(&mut schedule);
             counts.not_sent += u64::from(measured) + left;
             counts.scheduled += left;
@@ -204,7 +214,7 @@ pub(crate) async fn run_open(ctx: Ctx) -> ModelCounts {
             task_in_flight.done();
         });
     }
-    in_flight.drain(&ctx, end + plan.grace_ns).await;
+    in_flight.drain(&ctx, ctx.cutoff_ns()).await;
     ctx.finish(&mut counts);
     counts
 }
@@ -224,7 +234,7 @@ pub(crate) async fn run_closed(ctx: Ctx) -> ModelCounts {
             running.done();
         });
     }
-    running.drain(&ctx, ctx.end_ns() + plan.grace_ns).await;
+    running.drain(&ctx, ctx.cutoff_ns()).await;
     // What the schedule asked for, counted from the schedule itself so that
     // connections still stuck in a call cannot race the count.
     let mut all = Schedule::new(plan.rate_per_s, plan.arrivals, plan.seed);
@@ -250,7 +260,7 @@ async fn connection(ctx: &Ctx, schedule: Schedule) {
         ctx.sleep_until(deadline).await;
         // Line 4: startTime.
         let start = ctx.now();
-        if start >= end {
+        if start >= ctx.cutoff_ns() {
             return;
         }
         lock(&ctx.rec).on_send(deadline, start);
@@ -258,7 +268,7 @@ async fn connection(ctx: &Ctx, schedule: Schedule) {
         let result = tokio::select! {
             biased;
             r = ctx.with_timeout(ctx.target.call(), start) => r,
-            _ = ctx.clock.sleep_until(ctx.t0_ns + end + ctx.plan.grace_ns) => return,
+            _ = ctx.clock.sleep_until(ctx.t0_ns + ctx.cutoff_ns()) => return,
         };
         // Line 6: endTime. Lines 7–8 measure endTime − startTime; the
         // correction of Sec. 2.1 measures endTime − deadline.

@@ -73,11 +73,15 @@ impl PhaseResult {
         self.recorder.errors.values().sum()
     }
 
-    /// Successful measured requests per second of the measured duration.
+    /// Successful measured requests per second of the measured span (the
+    /// duration, stretched to the last measured completion if that came
+    /// later), so a generator that only caught up in the grace period does
+    /// not claim the requested rate.
     pub fn achieved_rate_per_s(&self) -> f64 {
-        per_second(self.recorder.ok, self.plan.duration_ns)
+        per_second(self.recorder.ok, self.recorder.measured_span_ns())
     }
 
+    /// Measured requests sent per second of the measured duration.
     pub fn sent_rate_per_s(&self) -> f64 {
         per_second(self.recorder.sent, self.plan.duration_ns)
     }
