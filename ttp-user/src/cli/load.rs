@@ -28,9 +28,9 @@ use crate::{
 /// Which load models to run; `all` runs the open model, then the closed one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ModelChoice {
-    /// Open system model: each request sent at its intended time (Sec. 3).
+    /// Open system model: each request sent at its intended time.
     Open,
-    /// Closed system model: YCSB's loop of N connections (Sec. 2).
+    /// Closed system model: YCSB's loop of N connections.
     Closed,
     /// Both, one after the other, reported side by side.
     All,
@@ -59,8 +59,9 @@ pub struct LoadArgs {
     #[arg(long, value_enum, default_value = "uniform")]
     pub arrivals: Arrivals,
 
-    /// Seed of the Poisson schedule (default: taken from the clock). Always
-    /// recorded in the output so a run can be repeated.
+    /// Seed of the Poisson schedule (default: taken from the clock; 0 for
+    /// uniform arrivals). Always recorded in the output so a run can be
+    /// repeated.
     #[arg(long)]
     pub seed: Option<u64>,
 
@@ -218,12 +219,15 @@ impl LoadArgs {
             let f = ExecFactory::new(self.command.clone()).or_else(usage)?;
             (Arc::new(f), None, ClockKind::Real)
         };
-        let seed = self.seed.unwrap_or_else(|| {
-            SystemTime::now()
+        // A uniform schedule uses no randomness; its seed is 0 unless given.
+        let seed = match (self.seed, self.arrivals) {
+            (Some(s), _) => s,
+            (None, Arrivals::Uniform) => 0,
+            (None, Arrivals::Poisson) => SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .map(|d| d.as_nanos() as u64)
-                .unwrap_or(0)
-        });
+                .unwrap_or(0),
+        };
         Ok(LoadConfig {
             plan: PhasePlan {
                 rate_per_s: self.rate,

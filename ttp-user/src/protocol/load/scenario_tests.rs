@@ -374,3 +374,41 @@ fn unsustainable_rate_ends_on_time_and_reports_achieved_rate() {
     assert_eq!(open.recorder.sent + not_sent, 2_500_000);
     assert!(open.achieved_rate_per_s() < 5e6 && open.achieved_rate_per_s() > 0.0);
 }
+
+/// The extension point for per-second timelines (e.g. a kernel ledger):
+/// catches a sampler that is not called once per whole second of the phase,
+/// or whose rows do not reach the result.
+#[test]
+fn timeline_samplers_are_called_every_second() {
+    use super::driver::TimelineSampler;
+    struct Seconds;
+    impl TimelineSampler for Seconds {
+        fn name(&self) -> &'static str {
+            "seconds"
+        }
+        fn sample(&mut self, second: u64) -> serde_json::Value {
+            serde_json::json!(second)
+        }
+    }
+    let hooks = PhaseHooks {
+        samplers: vec![Box::new(Seconds)],
+        progress: None,
+    };
+    let f: Arc<dyn TargetFactory> = Arc::new(SimulateFactory {
+        params: paper_params(50_000),
+    });
+    let r = run_phase(
+        Model::Open,
+        plan(100.0, 3 * S, 1),
+        ClockKind::Virtual,
+        f,
+        hooks,
+    )
+    .unwrap();
+    // The last request is intended at 2.99 s and done 50 µs later, so the
+    // phase spans whole seconds 1 and 2.
+    assert_eq!(
+        r.samples["seconds"],
+        vec![serde_json::json!(1), serde_json::json!(2)]
+    );
+}

@@ -26,7 +26,7 @@ pub trait Target: Send + Sync {
 
 /// A target as the user described it, able to connect once per phase.
 pub trait TargetFactory: Send + Sync {
-    /// The target's description for reports and JSON (`"kind"` first).
+    /// The target's description for reports and JSON, with a `"kind"` field.
     fn describe(&self) -> serde_json::Value;
 
     /// One line for the terminal.
