@@ -267,27 +267,41 @@ impl LoadReport {
             head2.push_str(&format!("{b:>width$}"));
         }
         out.push_str(&format!("{head1}\n{head2}\n"));
-        for pct in REPORTED_PERCENTILES {
-            let mut row = format!("{:<10}", format!("p{pct}"));
-            for (_, st) in &cols {
-                row.push_str(&format!("{:>width$}", fmt_ns(st.percentile(pct))));
+        // A distribution with no successful request has no latencies: "-",
+        // not a misleading 0.
+        let value = |st: &Stats, v: u64| {
+            if st.count == 0 {
+                "-".to_string()
+            } else {
+                fmt_ns(v)
             }
-            out.push_str(&row);
-            out.push('\n');
-        }
-        for (name, f) in [
-            (
-                "max",
-                (|st: &Stats| fmt_ns(st.max_ns)) as fn(&Stats) -> String,
-            ),
-            ("mean", |st| fmt_ns(st.mean_ns.round() as u64)),
-            ("requests", |st| st.count.to_string()),
-        ] {
-            let mut row = format!("{name:<10}");
-            for (_, st) in &cols {
-                row.push_str(&format!("{:>width$}", f(st)));
+        };
+        let mut rows: Vec<(String, Vec<String>)> = REPORTED_PERCENTILES
+            .iter()
+            .map(|&pct| {
+                let cells = cols.iter().map(|(_, st)| value(st, st.percentile(pct)));
+                (format!("p{pct}"), cells.collect())
+            })
+            .collect();
+        rows.push((
+            "max".into(),
+            cols.iter().map(|(_, st)| value(st, st.max_ns)).collect(),
+        ));
+        rows.push((
+            "mean".into(),
+            cols.iter()
+                .map(|(_, st)| value(st, st.mean_ns.round() as u64))
+                .collect(),
+        ));
+        rows.push((
+            "requests".into(),
+            cols.iter().map(|(_, st)| st.count.to_string()).collect(),
+        ));
+        for (name, cells) in rows {
+            out.push_str(&format!("{name:<10}"));
+            for c in cells {
+                out.push_str(&format!("{c:>width$}"));
             }
-            out.push_str(&row);
             out.push('\n');
         }
         out.push('\n');
