@@ -336,6 +336,7 @@ mod tests {
         argv.extend_from_slice(args);
         match Cli::try_parse_from(argv).unwrap().command {
             Command::Load(a) => a,
+            other => panic!("parsed as {other:?}"),
         }
     }
 

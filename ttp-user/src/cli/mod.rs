@@ -4,6 +4,9 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+pub mod analyze;
+pub mod attach;
+pub mod blame;
 pub mod load;
 
 /// ttp: how long a program or a database query really took, and why.
@@ -21,6 +24,9 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    Analyze(analyze::Args),
+    Attach(attach::AttachArgs),
+    Blame(blame::Args),
     Load(load::LoadArgs),
 }
 
@@ -30,6 +36,9 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     crate::sys::logging::init();
     let result: anyhow::Result<()> = match cli.command {
+        Command::Analyze(args) => analyze::run(args),
+        Command::Attach(a) => attach::run(a),
+        Command::Blame(args) => blame::run(args),
         Command::Load(args) => load::run(args),
     };
     match result {

@@ -1,3 +1,9 @@
 //! The machine: privileges, the invoking user, signals and guards that undo
 //! every change the tool makes.
+pub mod clock;
+pub mod invoker;
 pub mod logging;
+pub mod privileges;
+pub mod signals;
+pub mod spawn;
+pub mod sysctl;
