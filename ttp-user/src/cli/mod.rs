@@ -9,6 +9,7 @@ pub mod attach;
 pub mod blame;
 pub mod check;
 pub mod inc;
+pub mod load;
 
 /// ttp: how long a program or a database query really took, and why.
 ///
@@ -30,6 +31,7 @@ pub enum Command {
     Blame(blame::Args),
     Check(check::Args),
     Inc(inc::Args),
+    Load(load::LoadArgs),
 }
 
 /// Parses the command line, runs the command and maps errors to exit codes:
@@ -43,6 +45,7 @@ pub fn main() -> ExitCode {
         Command::Blame(args) => blame::run(args),
         Command::Check(a) => check::run(a),
         Command::Inc(a) => inc::run(a),
+        Command::Load(args) => load::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -2,4 +2,5 @@
 //! into results with their sanity checks.
 pub mod blame;
 pub mod emp;
+pub mod load;
 pub mod ttpv2;
