@@ -101,6 +101,8 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
     loop {
         let left = end_at.map(|e| e.saturating_duration_since(Instant::now()));
         stop.sleep(left.map_or(args.interval, |l| l.min(args.interval)));
+        let image = Image::from_snapshot(&ledger.snapshot().map_err(probe_error_ctx)?);
+        // After the image: a thread missing from it has its record queued.
         ledger.drain_exits(&mut exits);
         if let Some((_, rx)) = &listener {
             exited_by_taskstats.extend(
@@ -109,7 +111,6 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
                     .filter_map(|r| r.stats.ac_pid),
             );
         }
-        let image = Image::from_snapshot(&ledger.snapshot().map_err(probe_error_ctx)?);
         if !args.quiet {
             report::attach::print_interval(
                 &Window::between(&last, &image, &exits),

@@ -10,6 +10,7 @@ pub mod blame;
 pub mod check;
 pub mod inc;
 pub mod load;
+pub mod run;
 
 /// ttp: how long a program or a database query really took, and why.
 ///
@@ -32,6 +33,7 @@ pub enum Command {
     Check(check::Args),
     Inc(inc::Args),
     Load(load::LoadArgs),
+    Run(run::RunArgs),
 }
 
 /// Parses the command line, runs the command and maps errors to exit codes:
@@ -46,6 +48,7 @@ pub fn main() -> ExitCode {
         Command::Check(a) => check::run(a),
         Command::Inc(a) => inc::run(a),
         Command::Load(args) => load::run(args),
+        Command::Run(a) => run::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

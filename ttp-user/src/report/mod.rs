@@ -3,4 +3,5 @@
 pub mod atomic;
 pub mod attach;
 pub mod emp;
+pub mod progress;
 pub mod units;

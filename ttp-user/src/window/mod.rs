@@ -2,3 +2,4 @@
 //! same window as the ledger, and how the two agree.
 pub mod crosscheck;
 pub mod procs;
+pub mod qe;
