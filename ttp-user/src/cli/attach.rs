@@ -72,10 +72,7 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
     let mut ledger = Ledger::attach().map_err(probe_error_ctx)?;
     let existing = seed::threads_from_proc();
     let seeded = ledger.seed(&existing);
-    eprintln!(
-        "ttp: ledger attached in {:.1} ms ({seeded} existing threads seeded); Ctrl-C ends with the summary",
-        (ledger.ready_ns - started) as f64 / 1e6
-    );
+    let attached_ms = (ledger.ready_ns - started) as f64 / 1e6;
     let parents: HashMap<u32, u32> = existing.iter().map(|t| (t.tgid, t.ppid)).collect();
     let targets = Targets {
         pid: args.pid,
@@ -92,6 +89,11 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
         targets.of(&Window::default(), &parents)
     };
     let procs_before = ProcSet::read(&initial, taskstats.as_ref());
+    // The window starts at the first image; say so only now, so whoever
+    // waits for this line starts the workload inside the window.
+    eprintln!(
+        "ttp: ledger attached in {attached_ms:.1} ms ({seeded} existing threads seeded); measuring, Ctrl-C ends with the summary"
+    );
 
     let end_at = args.duration.map(|d| Instant::now() + d);
     let mut exits = Vec::new();
