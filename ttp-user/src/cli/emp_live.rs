@@ -129,6 +129,19 @@ pub fn measure(
         {
             taskstats_missing += 1;
         }
+        let lost = &outcome.window.lost;
+        if lost.losses() > 0 || outcome.window.vanished_threads > 0 {
+            out.notes.push(format!(
+                "run {index}: ledger records incomplete (exit records lost {}, thread map full {}, task reads failed {}, request map full {}, per-process disk map full {}, CPU out of range {}, threads vanished {})",
+                lost.exit_records_lost,
+                lost.thread_map_full,
+                lost.read_failed,
+                lost.request_map_full,
+                lost.proc_disk_map_full,
+                lost.cpu_out_of_range,
+                outcome.window.vanished_threads
+            ));
+        }
         let first = *first_start_ns.get_or_insert(outcome.window.start_ns);
         let run = emp_runs::emp_run(index, &outcome, first, index == 0);
         let pt = run.pt.ledger_on_cpu_ns.map(|n| n as f64 / 1e6);
