@@ -52,3 +52,61 @@ pub fn run(path: &Path, args: &SampleSizeArgs, json: Option<&Path>) -> anyhow::R
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::emp::{EmpRun, ProgramTime, RunFlags};
+
+    /// 40 runs, PT 100 ms ± 1 ms alternating, one 150 ms outlier (run 5).
+    fn runs() -> Vec<EmpRun> {
+        (0u32..40)
+            .map(|i| EmpRun {
+                index: i,
+                et_ns: 110_000_000,
+                start_offset_ns: None,
+                pt: ProgramTime {
+                    ledger_on_cpu_ns: Some(if i == 5 {
+                        150_000_000
+                    } else {
+                        100_000_000 + u64::from(i % 2) * 2_000_000
+                    }),
+                    ..ProgramTime::default()
+                },
+                daemons: vec![],
+                flags: RunFlags::default(),
+            })
+            .collect()
+    }
+
+    /// `analyze --sample-size` reads a record and writes the EMPv6 report
+    /// over the halving subsets 20, 10, 5. Catches the wiring dropping runs
+    /// or the sizes.
+    #[test]
+    fn sample_size_reads_a_record_and_writes_the_report() {
+        let dir = std::env::temp_dir().join(format!("ttp-ss-cli-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let rec = dir.join("runs.json");
+        let out = dir.join("ss.json");
+        super::super::emp_live::write_record(&rec, &["prog".into()], &runs()).unwrap();
+        let a = SampleSizeArgs {
+            sample_size: Some(rec.clone()),
+            cutoffs: None,
+            sizes: vec![],
+        };
+        run(&rec, &a, Some(&out)).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+        assert_eq!(v["schema"], "ttp.emp-sample-size/1");
+        assert_eq!(v["full"]["size"], 40);
+        // The 150 ms run is the whole set's one ±2σ outlier.
+        assert_eq!(v["full"]["dropped_two_sigma"], 1);
+        let sizes: Vec<u64> = v["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["size"].as_u64().unwrap())
+            .collect();
+        assert_eq!(sizes, [20, 10, 5]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,7 +1,7 @@
 //! `ttp-ebpf calibrate`: the daemon cut-offs of EMPv5 (paper 001, Sec.
 //! 4.5.1, Steps 1–8) measured on this machine and saved as a profile.
 use std::{
-    path::PathBuf,
+    path::{Path, PathBuf},
     time::{Duration, Instant},
 };
 
@@ -186,4 +186,58 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::emp::calibrate::tests::synthetic_runs;
+
+    fn args(from: &Path, out: &Path, pair: bool) -> Args {
+        Args {
+            runs: 800,
+            inc_seconds: 1.0,
+            pair,
+            out: out.to_path_buf(),
+            plot: None,
+            record: None,
+            from: Some(from.to_path_buf()),
+            timeout: Duration::from_secs(60),
+            as_root: false,
+            command: vec![],
+        }
+    }
+
+    /// A recorded run set goes through Steps 2–8 into a profile file, and
+    /// --pair stores the second calibration beside the first. Catches the
+    /// record/profile plumbing losing runs or the short calibration (the
+    /// synthetic set's rhn_check cut-off is 225 ms: (0 + 450) / 2).
+    #[test]
+    fn calibrates_a_recorded_run_set_and_pairs_a_second() {
+        let dir = std::env::temp_dir().join(format!("ttp-cal-cli-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let rec = dir.join("runs.json");
+        let out = dir.join("profile.json");
+        emp_live::write_record(&rec, &["prog".into()], &synthetic_runs()).unwrap();
+        run(args(&rec, &out, false)).unwrap();
+        let p = Profile::load(&out).unwrap();
+        assert_eq!(p.calibrations.len(), 1);
+        assert_eq!(p.calibrations[0].usable_runs, 200);
+        assert_eq!(p.calibrations[0].command, ["prog"]);
+        let rhn = p.daemons.iter().find(|d| d.name == "rhn_check").unwrap();
+        assert_eq!(rhn.cutoff_for(1_000_000_000), Some(225_000_000));
+        run(args(&rec, &out, true)).unwrap();
+        assert_eq!(Profile::load(&out).unwrap().calibrations.len(), 2);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// --pair without a profile to pair with is a usage error naming the
+    /// remedy. Catches a long calibration run for hours and then lost.
+    #[test]
+    fn pair_without_a_profile_is_refused_first() {
+        let missing = std::env::temp_dir().join("ttp-no-such-profile.json");
+        let e = run(args(&missing, &missing, true)).unwrap_err();
+        assert_eq!(crate::error::exit_code(&e), 2);
+        assert!(e.to_string().contains("--pair"), "{e}");
+    }
 }

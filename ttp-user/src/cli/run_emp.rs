@@ -203,3 +203,57 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         None => Ok(()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use crate::cli::{Cli, Command};
+
+    fn run_args(words: &[&str]) -> super::RunArgs {
+        let argv = ["ttp-ebpf", "run"].iter().chain(words);
+        match Cli::try_parse_from(argv)
+            .expect("valid command line")
+            .command
+        {
+            Command::Run(a) => a,
+            _ => unreachable!(),
+        }
+    }
+
+    fn usage_message(words: &[&str]) -> String {
+        let e = crate::cli::run::run(run_args(words)).expect_err("refused");
+        assert_eq!(crate::error::exit_code(&e), 2, "{e}");
+        e.to_string()
+    }
+
+    /// Options of the other protocol are refused before anything is
+    /// measured, with what to do. Catches --cold-cache silently ignored
+    /// under EMP (which measures warm) or --cutoffs ignored under TTPv2.
+    #[test]
+    fn options_of_the_other_protocol_are_refused() {
+        let m = usage_message(&["--protocol", "emp", "--cold-cache", "--", "true"]);
+        assert!(m.contains("--cold-cache is a TTPv2 option"), "{m}");
+        let m = usage_message(&["--protocol", "emp", "--svg", "x.svg", "--", "true"]);
+        assert!(m.contains("--plot DIR"), "{m}");
+        let m = usage_message(&["--cutoffs", "p.json", "--", "true"]);
+        assert!(m.contains("--protocol emp"), "{m}");
+        let m = usage_message(&["--protocol", "emp", "-n", "0", "--", "true"]);
+        assert!(m.contains("-n must be at least 1"), "{m}");
+    }
+
+    /// A profile that cannot be read stops the command before it measures.
+    /// Catches a measurement of many runs whose first check then fails.
+    #[test]
+    fn unreadable_profile_is_a_usage_error() {
+        let m = usage_message(&[
+            "--protocol",
+            "emp",
+            "--cutoffs",
+            "/nonexistent/ttp-profile.json",
+            "--",
+            "true",
+        ]);
+        assert!(m.contains("cannot read the EMP profile"), "{m}");
+    }
+}
