@@ -1,7 +1,7 @@
 //! `ttp-ebpf calibrate`: the daemon cut-offs of EMPv5 (paper 001, Sec.
 //! 4.5.1, Steps 1–8) measured on this machine and saved as a profile.
 use std::{
-    path::{Path, PathBuf},
+    path::PathBuf,
     time::{Duration, Instant},
 };
 
@@ -190,6 +190,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
     use super::*;
     use crate::protocol::emp::calibrate::tests::synthetic_runs;
 
