@@ -214,7 +214,7 @@ fn overhead_rounds(rounds: u32, loops: u32, with_bpftrace: bool) -> anyhow::Resu
         );
     }
     println!(
-        "attach-to-ready (spawn to 'ledger attached'): median {:.1} ms",
+        "attach-to-ready (as ttp reports it: BTF, maps, verification, attach): median {:.1} ms",
         median(&mut ready)
     );
     println!("userspace peak RSS: median {:.1} MiB", median(&mut rss));
