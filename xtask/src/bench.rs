@@ -84,8 +84,14 @@ struct Tracer {
 
 fn cpu_ticks(pid: u32) -> u64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let f: Vec<&str> = stat.rsplit(')').next().unwrap_or("").split_whitespace().collect();
-    f.get(11).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0) + f.get(12).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0)
+    let f: Vec<&str> = stat
+        .rsplit(')')
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    f.get(11).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0)
+        + f.get(12).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0)
 }
 
 impl Tracer {
@@ -142,7 +148,11 @@ fn start_tracer(mut cmd: Command, ready_marker: &str) -> anyhow::Result<Tracer> 
     // Keep draining stderr so the tracer never blocks on a full pipe.
     std::thread::spawn(move || for _ in lines {});
     let ticks_at_ready = cpu_ticks(child.id());
-    Ok(Tracer { child, ready_ms, ticks_at_ready })
+    Ok(Tracer {
+        child,
+        ready_ms,
+        ticks_at_ready,
+    })
 }
 
 fn overhead(rounds: u32, loops: u32, with_bpftrace: bool) -> anyhow::Result<()> {
@@ -254,8 +264,10 @@ fn start_bpftrace(mut cmd: Command) -> anyhow::Result<Tracer> {
         }
     }
     std::thread::spawn(move || for _ in lines {});
+    let ticks_at_ready = cpu_ticks(child.id());
     Ok(Tracer {
         child,
         ready_ms: t0.elapsed().as_secs_f64() * 1e3,
+        ticks_at_ready,
     })
 }
