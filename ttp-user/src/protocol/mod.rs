@@ -1,2 +1,3 @@
 //! Measurement protocols applied to the ledger: each turns measured images
 //! into results with their sanity checks.
+pub mod variance;
