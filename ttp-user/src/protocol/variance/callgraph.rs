@@ -267,13 +267,20 @@ impl<'a> CallGraph<'a> {
     }
 }
 
-/// `name`, or `name[0xaddr]` when another function has the same name.
+/// `name`; `name@VERSION` when a plain name would bind to another version;
+/// `name[0xaddr]` when static functions of several files share the name.
 pub fn unique_name(elf: &ElfImage, i: usize) -> String {
     let f = &elf.functions()[i];
-    match elf.lookup(&f.name) {
-        Ok(j) if j == i => f.name.clone(),
-        _ => format!("{}[{:#x}]", f.name, f.address),
+    if matches!(elf.lookup(&f.name), Ok(j) if j == i) {
+        return f.name.clone();
     }
+    if let Some(v) = &f.version {
+        let versioned = format!("{}@{v}", f.name);
+        if matches!(elf.lookup(&versioned), Ok(j) if j == i) {
+            return versioned;
+        }
+    }
+    format!("{}[{:#x}]", f.name, f.address)
 }
 
 /// Heights over the strongly connected components (Tarjan, iterative): a

@@ -171,8 +171,9 @@ pub struct ElfImage {
     source: SymbolSource,
     /// Sorted by address.
     functions: Vec<Function>,
-    /// Plain and versioned names → indices into `functions`.
-    by_name: HashMap<String, Vec<usize>>,
+    /// Plain and versioned names → (index into `functions`, whether the
+    /// name is the default version `@@` or unversioned).
+    by_name: HashMap<String, Vec<(usize, bool)>>,
     /// GOT slot address → what it is bound to.
     got: HashMap<u64, Import>,
     /// Imported names (undefined `.dynsym` entries), for error messages.
@@ -287,8 +288,8 @@ impl ElfImage {
             .elf_section_table()
             .versions(endian, &*data)
             .map_err(malformed)?;
-        let mut dynsyms: Vec<RawSymbol> = Vec::new();
-        let mut dyn_defined: Vec<bool> = Vec::new();
+        let mut dynsyms: HashMap<usize, RawSymbol> = HashMap::new();
+        let mut dyn_defined: HashMap<usize, bool> = HashMap::new();
         let mut imported = HashMap::new();
         if let Some(table) = file.dynamic_symbol_table() {
             for sym in table.symbols() {
@@ -309,8 +310,8 @@ impl ElfImage {
                 if sym.is_undefined() && !base.is_empty() {
                     imported.insert(base.to_owned(), version.clone());
                 }
-                dyn_defined.push(!sym.is_undefined());
-                dynsyms.push(RawSymbol {
+                dyn_defined.insert(sym.index().0, !sym.is_undefined());
+                dynsyms.insert(sym.index().0, RawSymbol {
                     name: base.to_owned(),
                     version,
                     default_version,
@@ -318,7 +319,8 @@ impl ElfImage {
                     size: sym.size(),
                     global: sym.is_global(),
                     ifunc: sym.elf_symbol().st_type() == elf::STT_GNU_IFUNC,
-                });
+                    },
+                );
             }
         }
 
@@ -347,11 +349,11 @@ impl ElfImage {
             _ => {
                 let syms = file
                     .dynamic_symbols()
-                    .zip(dynsyms.iter())
-                    .filter(|(s, _)| {
+                    .filter(|s| {
                         s.kind() == SymbolKind::Text && !s.is_undefined() && s.address() != 0
                     })
-                    .map(|(_, r)| RawSymbol {
+                    .filter_map(|s| dynsyms.get(&s.index().0))
+                    .map(|r| RawSymbol {
                         name: r.name.clone(),
                         version: r.version.clone(),
                         default_version: r.default_version,
@@ -368,16 +370,16 @@ impl ElfImage {
             return Err(ElfError::Stripped { path });
         }
         let functions = group_functions(raw, &code);
-        let mut by_name: HashMap<String, Vec<usize>> = HashMap::new();
+        let mut by_name: HashMap<String, Vec<(usize, bool)>> = HashMap::new();
         for (i, f) in functions.iter().enumerate() {
-            let mut names: Vec<String> = vec![f.name.clone()];
-            names.extend(f.aliases.iter().cloned());
-            for n in names {
-                let (base, _, _) = split_version(&n);
-                for key in [n.clone(), base.to_owned()] {
-                    let e = by_name.entry(key).or_default();
-                    if !e.contains(&i) {
-                        e.push(i);
+            // A versioned name is in `aliases` in full (`memcpy@GLIBC_2.2.5`).
+            let plain = f.version.is_none().then(|| f.name.clone());
+            for full in plain.iter().chain(f.aliases.iter()) {
+                let (base, _, default) = split_version(full);
+                for key in [full.as_str(), base] {
+                    let e = by_name.entry(key.to_owned()).or_default();
+                    if !e.iter().any(|&(j, _)| j == i) {
+                        e.push((i, default));
                     }
                 }
             }
@@ -406,11 +408,11 @@ impl ElfImage {
                 };
                 let import = match (r_type, reloc.target()) {
                     (elf::R_X86_64_JUMP_SLOT | elf::R_X86_64_GLOB_DAT, RelocationTarget::Symbol(i)) => {
-                        let Some(sym) = dynsyms.get(i.0) else { continue };
+                        let Some(sym) = dynsyms.get(&i.0) else { continue };
                         if sym.name.is_empty() {
                             continue;
                         }
-                        let local = if dyn_defined[i.0] {
+                        let local = if dyn_defined.get(&i.0) == Some(&true) {
                             image.function_at(sym.address)
                         } else {
                             None
@@ -511,14 +513,14 @@ impl ElfImage {
                 path: self.path.clone(),
             });
         }
-        let (base, version, default_version) = split_version(name);
-        let found: Vec<usize> = match self.by_name.get(name) {
+        let (base, version, _) = split_version(name);
+        let found: Vec<(usize, bool)> = match self.by_name.get(name) {
             Some(v) => v.clone(),
             None if version.is_some() => Vec::new(),
             None => self.by_name.get(base).cloned().unwrap_or_default(),
         };
         match found.len() {
-            1 => Ok(found[0]),
+            1 => Ok(found[0].0),
             0 => {
                 if let Some(v) = self.imported.get(base) {
                     return Err(ElfError::Imported {
@@ -539,11 +541,8 @@ impl ElfImage {
                 // default version (`@@`), as the linker would bind it.
                 let default: Vec<usize> = found
                     .iter()
-                    .copied()
-                    .filter(|&i| {
-                        let f = &self.functions[i];
-                        f.name == base && (version.is_none() || default_version)
-                    })
+                    .filter(|&&(_, d)| d && version.is_none())
+                    .map(|&(i, _)| i)
                     .collect();
                 if default.len() == 1 {
                     return Ok(default[0]);
@@ -551,7 +550,7 @@ impl ElfImage {
                 Err(ElfError::Ambiguous {
                     name: name.to_owned(),
                     path: self.path.clone(),
-                    addresses: found.iter().map(|&i| self.functions[i].address).collect(),
+                    addresses: found.iter().map(|&(i, _)| self.functions[i].address).collect(),
                 })
             }
         }
@@ -621,10 +620,7 @@ fn group_functions(mut raw: Vec<RawSymbol>, code: &[CodeSection]) -> Vec<Functio
                 Some(v) => format!("{}@{}{}", s.name, if s.default_version { "@" } else { "" }, v),
                 None => s.name.clone(),
             };
-            if s.name != last.name && !last.aliases.contains(&s.name) {
-                last.aliases.push(s.name.clone());
-            }
-            if full != s.name && !last.aliases.contains(&full) {
+            if full != last.name && !last.aliases.contains(&full) {
                 last.aliases.push(full);
             }
             last.size_bytes = last.size_bytes.max(s.size);

@@ -14,3 +14,8 @@ pub mod select;
 mod stats;
 pub mod svg;
 pub mod tree;
+
+#[cfg(test)]
+mod fixture;
+#[cfg(test)]
+mod fixture_tests;
