@@ -170,6 +170,9 @@ pub struct CallGraph<'a> {
     root: usize,
     calls: HashMap<usize, FunctionCalls>,
     heights: HashMap<usize, u32>,
+    /// Display name → function, for every function reachable from the root
+    /// and every import they call.
+    names: HashMap<String, ChildKey>,
 }
 
 impl<'a> CallGraph<'a> {
@@ -192,11 +195,21 @@ impl<'a> CallGraph<'a> {
             calls.insert(f, fc);
         }
         let heights = heights(root, &calls);
+        let mut names = HashMap::new();
+        for (&f, fc) in &calls {
+            names.insert(unique_name(elf, f), ChildKey::Local(f));
+            for cs in &fc.call_sites {
+                if let Callee::Import { name } = &cs.callee {
+                    names.insert(name.clone(), ChildKey::Import(name.clone()));
+                }
+            }
+        }
         Self {
             elf,
             root,
             calls,
             heights,
+            names,
         }
     }
 
@@ -228,6 +241,11 @@ impl<'a> CallGraph<'a> {
     /// height(call_graph) of eq. 2: the height of the root.
     pub fn root_height(&self) -> u32 {
         self.height(&ChildKey::Local(self.root))
+    }
+
+    /// The function a display name stands for.
+    pub fn key(&self, name: &str) -> Option<ChildKey> {
+        self.names.get(name).cloned()
     }
 
     /// Display name of a function, unique within the file (a static name
@@ -411,7 +429,14 @@ mod tests {
     #[test]
     fn heights_on_dag_with_cycle() {
         // 0 → 1 → 3 (leaf); 0 → 2 → 4 ⇄ 5 → 3; 2 also calls an import.
-        let mut g = graph(&[(0, &[1, 2]), (1, &[3]), (2, &[4]), (3, &[]), (4, &[5]), (5, &[4, 3])]);
+        let mut g = graph(&[
+            (0, &[1, 2]),
+            (1, &[3]),
+            (2, &[4]),
+            (3, &[]),
+            (4, &[5]),
+            (5, &[4, 3]),
+        ]);
         g.get_mut(&2).unwrap().call_sites.push(site(Callee::Import {
             name: "usleep".into(),
         }));

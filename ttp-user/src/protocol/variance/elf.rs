@@ -101,7 +101,9 @@ pub enum ElfError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("{path} is not an ELF file: pass the program's executable or shared library with --binary")]
+    #[error(
+        "{path} is not an ELF file: pass the program's executable or shared library with --binary"
+    )]
     NotElf { path: PathBuf },
     #[error(
         "{path} is a {class}-bit ELF file for machine {machine}; only x86-64 (64-bit, EM_X86_64) binaries can be profiled"
@@ -262,8 +264,8 @@ impl ElfImage {
             if name.starts_with(".plt") {
                 plt.push((section.address(), size));
             }
-            let exec = section.elf_section_header().sh_flags(endian) & u64::from(elf::SHF_EXECINSTR)
-                != 0;
+            let exec =
+                section.elf_section_header().sh_flags(endian) & u64::from(elf::SHF_EXECINSTR) != 0;
             if exec && section.kind() == SectionKind::Text {
                 code.push(CodeSection {
                     address: section.address(),
@@ -311,14 +313,16 @@ impl ElfImage {
                     imported.insert(base.to_owned(), version.clone());
                 }
                 dyn_defined.insert(sym.index().0, !sym.is_undefined());
-                dynsyms.insert(sym.index().0, RawSymbol {
-                    name: base.to_owned(),
-                    version,
-                    default_version,
-                    address: sym.address(),
-                    size: sym.size(),
-                    global: sym.is_global(),
-                    ifunc: sym.elf_symbol().st_type() == elf::STT_GNU_IFUNC,
+                dynsyms.insert(
+                    sym.index().0,
+                    RawSymbol {
+                        name: base.to_owned(),
+                        version,
+                        default_version,
+                        address: sym.address(),
+                        size: sym.size(),
+                        global: sym.is_global(),
+                        ifunc: sym.elf_symbol().st_type() == elf::STT_GNU_IFUNC,
                     },
                 );
             }
@@ -332,7 +336,8 @@ impl ElfImage {
                         s.kind() == SymbolKind::Text && !s.is_undefined() && s.address() != 0
                     })
                     .map(|s| {
-                        let (base, version, default_version) = split_version(s.name().unwrap_or(""));
+                        let (base, version, default_version) =
+                            split_version(s.name().unwrap_or(""));
                         RawSymbol {
                             name: base.to_owned(),
                             version: version.map(str::to_owned),
@@ -407,8 +412,13 @@ impl ElfImage {
                     continue;
                 };
                 let import = match (r_type, reloc.target()) {
-                    (elf::R_X86_64_JUMP_SLOT | elf::R_X86_64_GLOB_DAT, RelocationTarget::Symbol(i)) => {
-                        let Some(sym) = dynsyms.get(&i.0) else { continue };
+                    (
+                        elf::R_X86_64_JUMP_SLOT | elf::R_X86_64_GLOB_DAT,
+                        RelocationTarget::Symbol(i),
+                    ) => {
+                        let Some(sym) = dynsyms.get(&i.0) else {
+                            continue;
+                        };
                         if sym.name.is_empty() {
                             continue;
                         }
@@ -550,7 +560,10 @@ impl ElfImage {
                 Err(ElfError::Ambiguous {
                     name: name.to_owned(),
                     path: self.path.clone(),
-                    addresses: found.iter().map(|&(i, _)| self.functions[i].address).collect(),
+                    addresses: found
+                        .iter()
+                        .map(|&(i, _)| self.functions[i].address)
+                        .collect(),
                 })
             }
         }
@@ -575,7 +588,11 @@ impl ElfImage {
             })
             .collect();
         scored.sort_by(|a, b| (a.0, a.1.len(), a.1).cmp(&(b.0, b.1.len(), b.1)));
-        scored.into_iter().take(n).map(|(_, k)| k.to_owned()).collect()
+        scored
+            .into_iter()
+            .take(n)
+            .map(|(_, k)| k.to_owned())
+            .collect()
     }
 }
 
@@ -617,7 +634,12 @@ fn group_functions(mut raw: Vec<RawSymbol>, code: &[CodeSection]) -> Vec<Functio
             && last.address == s.address
         {
             let full = match &s.version {
-                Some(v) => format!("{}@{}{}", s.name, if s.default_version { "@" } else { "" }, v),
+                Some(v) => format!(
+                    "{}@{}{}",
+                    s.name,
+                    if s.default_version { "@" } else { "" },
+                    v
+                ),
                 None => s.name.clone(),
             };
             if full != last.name && !last.aliases.contains(&full) {
@@ -720,7 +742,11 @@ mod tests {
         aarch64[18] = 183; // EM_AARCH64
         assert!(matches!(
             ElfImage::parse(p, aarch64),
-            Err(ElfError::NotX86_64 { machine: 183, class: 64, .. })
+            Err(ElfError::NotX86_64 {
+                machine: 183,
+                class: 64,
+                ..
+            })
         ));
     }
 }

@@ -23,7 +23,11 @@ fn objdump_calls(binary: &Path, start: u64, end: u64) -> Vec<ObjdumpCall> {
         .arg(binary)
         .output()
         .expect("run objdump (binutils, installed with the C compiler)");
-    assert!(out.status.success(), "objdump failed on {}", binary.display());
+    assert!(
+        out.status.success(),
+        "objdump failed on {}",
+        binary.display()
+    );
     let text = String::from_utf8_lossy(&out.stdout);
     let mut calls = Vec::new();
     for line in text.lines() {
@@ -120,18 +124,32 @@ fn fixture_root_children_match_source_and_objdump() {
     let names: Vec<String> = graph.children(root).into_iter().map(|c| c.name).collect();
     assert_eq!(
         names,
-        ["clock_gettime", "vt_jitter", "vt_scan", "vt_sum", "vt_steady"]
+        [
+            "clock_gettime",
+            "vt_jitter",
+            "vt_scan",
+            "vt_sum",
+            "vt_steady"
+        ]
     );
     let clock = &graph.children(root)[0];
     assert_eq!(clock.key, ChildKey::Import("clock_gettime".into()));
-    assert_eq!(clock.call_sites.len(), 4, "two clock reads for the root, two for its body");
+    assert_eq!(
+        clock.call_sites.len(),
+        4,
+        "two clock reads for the root, two for its body"
+    );
     // Heights (eq. 2): vt_jitter calls only imports (1), the root one above.
     let jitter = ChildKey::Local(elf.lookup("vt_jitter").unwrap());
     assert_eq!(graph.height(&jitter), 1);
     assert_eq!(graph.root_height(), 2);
     let deep = elf.lookup("vt_root_deep").unwrap();
     let deep_graph = CallGraph::build(&elf, deep);
-    assert_eq!(deep_graph.root_height(), 3, "vt_root_deep → vt_mid → vt_jitter → usleep");
+    assert_eq!(
+        deep_graph.root_height(),
+        3,
+        "vt_root_deep → vt_mid → vt_jitter → usleep"
+    );
     for name in ["vt_jitter", "vt_mid", "main"] {
         assert_matches_objdump(&elf, &bin, elf.lookup(name).unwrap());
     }
@@ -176,11 +194,17 @@ fn missing_symbol_suggests_close_names() {
     let elf = ElfImage::load(&fixture::build(Variant::Pie)).unwrap();
     match elf.lookup("vt_roots") {
         Err(ElfError::SymbolNotFound { suggestions, .. }) => {
-            assert!(suggestions.contains(&"vt_root".to_string()), "{suggestions:?}");
+            assert!(
+                suggestions.contains(&"vt_root".to_string()),
+                "{suggestions:?}"
+            );
         }
         other => panic!("expected SymbolNotFound, got {other:?}"),
     }
-    assert!(matches!(elf.lookup("usleep"), Err(ElfError::Imported { .. })));
+    assert!(matches!(
+        elf.lookup("usleep"),
+        Err(ElfError::Imported { .. })
+    ));
     let root = elf.lookup("vt_root").unwrap();
     let by_address = format!("{:#x}", elf.functions()[root].address);
     assert_eq!(elf.lookup(&by_address).unwrap(), root);
@@ -219,7 +243,10 @@ fn libc_symbols_versions_and_callees() {
     let graph = CallGraph::build(&elf, perror);
     let names: Vec<String> = graph.children(perror).into_iter().map(|c| c.name).collect();
     for callee in ["fileno", "dup"] {
-        assert!(names.contains(&callee.to_string()), "perror children: {names:?}");
+        assert!(
+            names.contains(&callee.to_string()),
+            "perror children: {names:?}"
+        );
     }
     assert!(graph.root_height() >= 2, "perror → fdopen → malloc …");
 
@@ -230,7 +257,11 @@ fn libc_symbols_versions_and_callees() {
         panic!("this libc lacks the two memcpy versions of x86-64 glibc");
     };
     let at = |name: &str| elf.functions()[elf.lookup(name).unwrap()].address;
-    assert_eq!(at("memcpy"), new, "a plain name binds to the default version");
+    assert_eq!(
+        at("memcpy"),
+        new,
+        "a plain name binds to the default version"
+    );
     assert_eq!(at("memcpy@@GLIBC_2.14"), new);
     assert_eq!(at("memcpy@GLIBC_2.2.5"), old);
     // Aliases: every nm name at perror's address resolves to it.

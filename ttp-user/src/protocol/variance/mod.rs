@@ -19,3 +19,5 @@ pub mod tree;
 mod fixture;
 #[cfg(test)]
 mod fixture_tests;
+#[cfg(test)]
+mod fixture_variance_tests;

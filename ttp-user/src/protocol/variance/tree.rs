@@ -108,7 +108,11 @@ pub enum Term {
 
 impl Term {
     pub fn cov(a: FnName, b: FnName) -> Self {
-        if a <= b { Term::Cov(a, b) } else { Term::Cov(b, a) }
+        if a <= b {
+            Term::Cov(a, b)
+        } else {
+            Term::Cov(b, a)
+        }
     }
 }
 
@@ -385,12 +389,18 @@ mod tests {
         assert!(close(find(&t, &Term::Var(y.clone())).value_ns2, 5.0 / 3.0));
         assert!(close(find(&t, &Term::Var(z.clone())).value_ns2, 20.0 / 3.0));
         assert!(close(find(&t, &Term::Var(img.clone())).value_ns2, 0.25));
-        assert!(close(find(&t, &Term::cov(y.clone(), z.clone())).value_ns2, 20.0 / 3.0));
+        assert!(close(
+            find(&t, &Term::cov(y.clone(), z.clone())).value_ns2,
+            20.0 / 3.0
+        ));
         assert!(close(find(&t, &Term::cov(img.clone(), y)).value_ns2, 1.0));
         assert!(close(find(&t, &Term::cov(z, img.clone())).value_ns2, 2.0));
         assert!(close(find(&t, &Term::Var(img)).mean_ns.unwrap(), 10.25));
         let sum: f64 = t.root().children.iter().map(|&c| t.nodes[c].share).sum();
-        assert!(close(sum, 1.0), "shares of the root's children sum to {sum}");
+        assert!(
+            close(sum, 1.0),
+            "shares of the root's children sum to {sum}"
+        );
     }
 
     /// Two levels in one round: the slot of a grandchild hangs under its
@@ -409,7 +419,10 @@ mod tests {
             .iter()
             .position(|n| n.term == Term::Var(FnName::real("B")))
             .unwrap();
-        assert_eq!(t.nodes[b_id].context, vec!["R".to_string(), "A".to_string()]);
+        assert_eq!(
+            t.nodes[b_id].context,
+            vec!["R".to_string(), "A".to_string()]
+        );
         assert_eq!(
             t.instance_path(b_id).unwrap(),
             vec!["R".to_string(), "A".into(), "B".into()]
@@ -451,8 +464,7 @@ mod tests {
     fn counts_negative_img() {
         let mut table = ChildTable::new("R");
         table.slots = vec![slot(None, "A")];
-        let t = VarianceTree::compute(&table, &[inv(5, &[6]), inv(9, &[2]), inv(7, &[3])])
-            .unwrap();
+        let t = VarianceTree::compute(&table, &[inv(5, &[6]), inv(9, &[2]), inv(7, &[3])]).unwrap();
         assert_eq!(
             find(&t, &Term::Var(FnName::img("R"))).negative_invocations,
             1
