@@ -2,3 +2,6 @@
 //! once. Every type is `#[repr(C)]`, `Copy`, with padding spelled out, and
 //! implements `aya::Pod` behind the `user` feature.
 #![no_std]
+
+// ---- vprof: uprobe records of `vprofile` (VProfiler, paper 004) ----
+pub mod vprof;

@@ -21,3 +21,5 @@ mod fixture;
 mod fixture_tests;
 #[cfg(test)]
 mod fixture_variance_tests;
+#[cfg(test)]
+mod report_tests;
