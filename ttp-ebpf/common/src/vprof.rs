@@ -61,7 +61,11 @@ pub const fn cookie(site: u32, parent: u32, slot: u32) -> u64 {
 
 /// (site, parent, slot) of a cookie.
 pub const fn decode_cookie(c: u64) -> (u32, u32, u32) {
-    ((c >> 32) as u32, ((c >> 16) & 0xffff) as u32, (c & 0xffff) as u32)
+    (
+        (c >> 32) as u32,
+        ((c >> 16) & 0xffff) as u32,
+        (c & 0xffff) as u32,
+    )
 }
 
 #[cfg(feature = "user")]
@@ -81,7 +85,10 @@ mod tests {
     /// Catches fields overlapping in the cookie encoding.
     #[test]
     fn cookie_round_trip() {
-        assert_eq!(decode_cookie(cookie(7, PARENT_ROOT, 3)), (7, PARENT_ROOT, 3));
+        assert_eq!(
+            decode_cookie(cookie(7, PARENT_ROOT, 3)),
+            (7, PARENT_ROOT, 3)
+        );
         assert_eq!(decode_cookie(cookie(u32::MAX, 127, 0)), (u32::MAX, 127, 0));
     }
 }

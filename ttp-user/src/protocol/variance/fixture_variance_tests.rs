@@ -209,3 +209,77 @@ fn deep_breakdown_descends_to_the_source() {
         );
     }
 }
+
+/// Stands in for the uprobes: answers each round from the fixture's own
+/// records, and checks the plan it is given against the binary's bytes.
+struct Replay<'a> {
+    records: &'a Records,
+    bytes: Vec<u8>,
+    rounds: usize,
+}
+
+impl super::driver::InvocationSource for Replay<'_> {
+    fn measure(
+        &mut self,
+        table: &super::tree::ChildTable,
+        plan: &super::plan::ProbePlan,
+        _stop: super::driver::Stop,
+    ) -> Result<super::driver::RoundData, Box<dyn std::error::Error + Send + Sync>> {
+        self.rounds += 1;
+        for site in &plan.sites {
+            // A direct call is E8 rel32 (5 bytes); through the GOT, FF 15.
+            let op = self.bytes[site.call_offset as usize];
+            assert!(
+                op == 0xe8 || op == 0xff,
+                "no call at offset {:#x}",
+                site.call_offset
+            );
+            if op == 0xe8 {
+                assert_eq!(site.return_offset, site.call_offset + 5);
+            }
+        }
+        Ok(super::driver::RoundData {
+            invocations: self.records.invocations(table),
+            probe_hits: 10,
+            probe_ns: 1500,
+            ..Default::default()
+        })
+    }
+}
+
+/// The whole pipeline on the fixture, from ELF to report: probe offsets
+/// land on the call instructions in the file (both PIE and non-PIE), the
+/// rounds reach the sleep, and the JSON and SVG are produced. Catches
+/// uprobe offsets computed from virtual addresses, and a driver that
+/// loses the measurement counters.
+#[test]
+fn driver_plans_probes_on_call_instructions() {
+    for variant in [Variant::Pie, Variant::NoPie] {
+        let bin = fixture::build(variant);
+        let elf = ElfImage::load(&bin).unwrap();
+        let root = elf.lookup("vt_root_deep").unwrap();
+        let graph = CallGraph::build(&elf, root);
+        let records = fixture::run(&bin, "deep", 60);
+        let mut source = Replay {
+            records: &records,
+            bytes: std::fs::read(&bin).unwrap(),
+            rounds: 0,
+        };
+        let report = super::driver::drive(
+            &elf,
+            &graph,
+            CONFIG,
+            super::driver::Stop::Invocations(60),
+            &mut source,
+            None,
+        )
+        .unwrap();
+        assert_eq!(source.rounds, 3);
+        assert_eq!(report.selected[0], "Var(usleep)");
+        assert_eq!(report.measurement.probe_hits, Some(30));
+        assert_eq!(report.measurement.probe_overhead_ns_per_hit, Some(150.0));
+        let json = serde_json::to_string(&report).unwrap();
+        assert!(json.contains("\"schema\":\"ttp.vprofile/1\""));
+        assert!(super::svg::icicle(&report).unwrap().contains("Var(usleep)"));
+    }
+}

@@ -5,10 +5,13 @@
 //! calls, children, heights) → [`tree`] (per-invocation durations → the
 //! variance tree of eq. 1) → [`select`] (factors, specificity eq. 2,
 //! responsibility eq. 3, Algorithm 1) → [`breakdown`] (Algorithm 2, round by
-//! round) → [`render`] / [`svg`] (text, JSON `ttp.vprofile/1`, SVG).
+//! round, driven by [`driver`] through the probes of [`plan`]) →
+//! [`render`] / [`svg`] (text, JSON `ttp.vprofile/1`, SVG).
 pub mod breakdown;
 pub mod callgraph;
+pub mod driver;
 pub mod elf;
+pub mod plan;
 pub mod render;
 pub mod select;
 mod stats;

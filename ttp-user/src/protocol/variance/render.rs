@@ -245,10 +245,20 @@ impl VprofileReport {
         } else {
             ("├─ ", format!("{prefix}│  "))
         };
-        let mean = n.mean_ns.map(|m| format!("  mean {}", ms(m))).unwrap_or_default();
-        let zeroed = if n.zeroed { "  (explained by a child)" } else { "" };
+        let mean = n
+            .mean_ns
+            .map(|m| format!("  mean {}", ms(m)))
+            .unwrap_or_default();
+        let zeroed = if n.zeroed {
+            "  (explained by a child)"
+        } else {
+            ""
+        };
         let neg = if n.negative_invocations > 0 {
-            format!("  ({} invocations with children longer than the parent)", n.negative_invocations)
+            format!(
+                "  ({} invocations with children longer than the parent)",
+                n.negative_invocations
+            )
         } else {
             String::new()
         };

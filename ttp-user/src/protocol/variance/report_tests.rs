@@ -16,7 +16,10 @@ struct Fake(HashMap<&'static str, Vec<&'static str>>);
 
 impl Fake {
     fn new() -> Self {
-        Self(HashMap::from([("R", vec!["A", "B"]), ("A", vec!["C", "D"])]))
+        Self(HashMap::from([
+            ("R", vec!["A", "B"]),
+            ("A", vec!["C", "D"]),
+        ]))
     }
 }
 
@@ -114,12 +117,19 @@ fn algorithm2_descends_and_stops_at_a_leaf() {
     assert!(b.is_done());
     assert_eq!(b.rounds().len(), 2);
     assert_eq!(b.rounds()[0].next, vec!["A".to_string()]);
-    assert_eq!(b.rounds()[1].broken_down, vec![vec!["R".to_string(), "A".into()]]);
+    assert_eq!(
+        b.rounds()[1].broken_down,
+        vec![vec!["R".to_string(), "A".into()]]
+    );
     assert!(b.rounds()[1].next.is_empty());
     let first = &b.factors()[b.selected()[0]];
     assert_eq!(first.term.to_string(), "Var(C)");
     assert!(first.pinned);
-    assert!(b.adjustments().zeroed.contains(&vec!["R".to_string(), "A".into()]));
+    assert!(
+        b.adjustments()
+            .zeroed
+            .contains(&vec!["R".to_string(), "A".into()])
+    );
     // Var(C) = the variance of c over 8 invocations = 600000/7 ns².
     assert!((first.contribution_ns2 - 600000.0 / 7.0).abs() < 1e-6);
 }
@@ -158,7 +168,11 @@ fn outputs_agree_with_the_tree() {
         if !kids.is_empty() {
             let sum: f64 = kids.iter().map(|c| c["value_ns2"].as_f64().unwrap()).sum();
             let v = node["value_ns2"].as_f64().unwrap();
-            assert!((sum - v).abs() <= 1e-9 * v.abs().max(1.0), "{}: {sum} vs {v}", node["term"]);
+            assert!(
+                (sum - v).abs() <= 1e-9 * v.abs().max(1.0),
+                "{}: {sum} vs {v}",
+                node["term"]
+            );
         }
     }
     let text = r.to_text(0.0);

@@ -72,12 +72,20 @@ pub fn icicle(report: &VprofileReport) -> Result<String, SvgError> {
                 let label = format!("{} {:.1}%", n.term, n.share * 100.0);
                 let max_chars = (w / 7).max(1) as usize;
                 let label: String = if label.chars().count() > max_chars {
-                    label.chars().take(max_chars.saturating_sub(1)).chain(['…']).collect()
+                    label
+                        .chars()
+                        .take(max_chars.saturating_sub(1))
+                        .chain(['…'])
+                        .collect()
                 } else {
                     label
                 };
-                area.draw(&Text::new(label, (x0 + 4, y0 + 14), ("sans-serif", 12).into_font()))
-                    .map_err(|e| SvgError(e.to_string()))?;
+                area.draw(&Text::new(
+                    label,
+                    (x0 + 4, y0 + 14),
+                    ("sans-serif", 12).into_font(),
+                ))
+                .map_err(|e| SvgError(e.to_string()))?;
                 if n.zeroed {
                     area.draw(&Text::new(
                         "explained by a child",
