@@ -26,7 +26,7 @@ use std::collections::{HashMap, HashSet};
 
 use super::{
     callgraph::{CallGraph, Child, ChildKey},
-    select::{Adjustments, Factor, factors, select},
+    select::{Adjustments, Factor, factors, rank_order, select},
     tree::{ChildSlot, ChildTable, FnName, Invocation, Term, TreeError, VarianceTree},
 };
 
@@ -210,10 +210,18 @@ impl Breakdown {
             self.stopped_early = true;
             next.clear();
         }
+        // Show the factors kept in this round among the pinned ones, as the
+        // next ranking would (their order among themselves is unchanged).
         let mut ranked = ranked;
         for f in ranked.iter_mut() {
             f.pinned |= pin.contains(&f.term);
         }
+        let selected_terms: Vec<Term> = selected.iter().map(|&i| ranked[i].term.clone()).collect();
+        ranked.sort_by(rank_order);
+        let selected: Vec<usize> = selected_terms
+            .iter()
+            .filter_map(|t| ranked.iter().position(|f| &f.term == t))
+            .collect();
         self.adjustments.pinned.extend(pin);
         self.pending = next.clone();
         self.rounds.push(RoundSummary {

@@ -87,15 +87,18 @@ pub fn factors(
             f
         })
         .collect();
-    // Line 14, with pinned (contri = ∞) factors ahead of every other.
-    out.sort_by(|a, b| {
-        b.pinned
-            .cmp(&a.pinned)
-            .then(b.responsibility.total_cmp(&a.responsibility))
-            .then(b.contribution_ns2.total_cmp(&a.contribution_ns2))
-            .then(a.term.cmp(&b.term))
-    });
+    out.sort_by(rank_order);
     out
+}
+
+/// Line 14: descending responsibility, with pinned (contri = ∞) factors
+/// ahead of every other; ties by contribution, then name.
+pub fn rank_order(a: &Factor, b: &Factor) -> std::cmp::Ordering {
+    b.pinned
+        .cmp(&a.pinned)
+        .then(b.responsibility.total_cmp(&a.responsibility))
+        .then(b.contribution_ns2.total_cmp(&a.contribution_ns2))
+        .then(a.term.cmp(&b.term))
 }
 
 /// Algorithm 1, lines 15–23: of the first `k` factors by responsibility,
