@@ -48,7 +48,7 @@ pub fn icicle(report: &VprofileReport) -> Result<String, SvgError> {
         );
         area.draw(&Text::new(title, (10, 16), ("sans-serif", 16).into_font()))
             .map_err(|e| SvgError(e.to_string()))?;
-        X
+        let legend = "blue: Var(function) · grey: Var(img_F), F's own code · orange / red: 2·Cov, positive / negative · black frame: selected factor";
         area.draw(&Text::new(legend, (10, 34), ("sans-serif", 12).into_font()))
             .map_err(|e| SvgError(e.to_string()))?;
         let selected: Vec<&str> = report.selected.iter().map(String::as_str).collect();
