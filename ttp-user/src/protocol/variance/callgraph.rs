@@ -341,8 +341,8 @@ fn heights(root: usize, calls: &HashMap<usize, FunctionCalls>) -> HashMap<usize,
             let w = succs[*pos];
             *pos += 1;
             let Some(w) = w else { continue };
-            if !index.contains_key(&w) {
-                index.insert(w, next);
+            if let std::collections::hash_map::Entry::Vacant(e) = index.entry(w) {
+                e.insert(next);
                 low.insert(w, next);
                 next += 1;
                 stack.push(w);

@@ -16,6 +16,7 @@ pub mod render;
 pub mod select;
 mod stats;
 pub mod svg;
+mod symbols;
 pub mod tree;
 
 #[cfg(test)]

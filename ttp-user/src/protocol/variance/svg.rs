@@ -6,7 +6,7 @@ use plotters::{
     backend::SVGBackend,
     drawing::IntoDrawingArea,
     element::{Rectangle, Text},
-    style::{Color, IntoFont, RGBColor, ShapeStyle, WHITE},
+    style::{IntoFont, RGBColor, ShapeStyle, WHITE},
 };
 
 use super::render::VprofileReport;

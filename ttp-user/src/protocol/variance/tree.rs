@@ -273,7 +273,7 @@ impl VarianceTree {
                 .collect();
             names.push(FnName::img(&parent_name));
             let (means, cov) = covariance_matrix(&series);
-            let mut add = |tree: &mut VarianceTree, term, slot, value: f64, mean, neg| {
+            let add = |tree: &mut VarianceTree, term, slot, value: f64, mean, neg| {
                 let id = tree.nodes.len();
                 tree.nodes.push(Node {
                     term,
