@@ -5,8 +5,10 @@
 //! around one execution) → protocol (TTPv2, EMP, variance, blame, load) →
 //! report (terminal, JSON, SVG, traces). `collect` reads what Linux itself
 //! reports (/proc, schedstat, taskstats) for the cross-checks.
+pub mod accounts;
 pub mod cli;
 pub mod error;
+pub mod probe;
 pub mod protocol;
 pub mod report;
 pub mod sys;

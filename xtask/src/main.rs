@@ -1,1 +1,103 @@
-fn main() {}
+//! Developer tasks: `cargo xtask setup | run | test | bench`.
+//!
+//! Every task first makes sure the build prerequisites are installed
+//! (idempotently), so a fresh machine needs only `cargo xtask run` and
+//! `cargo xtask test`.
+mod bench;
+mod setup;
+mod util;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "xtask")]
+struct Cli {
+    #[command(subcommand)]
+    task: Task,
+}
+
+#[derive(Subcommand)]
+enum Task {
+    /// Install what building and testing need: nightly rust-src, LLVM 22
+    /// development files, bpf-linker 0.13.0, PostgreSQL for the DBMS tests.
+    Setup,
+    /// Build ttp (release) and run it. Without arguments, measures the bundled
+    /// demo workload with the TTPv2 protocol and prints the report.
+    Run {
+        /// Arguments for ttp-ebpf (e.g. `attach --pid 42`).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// Format check, clippy (-D warnings) on every crate, then every test
+    /// (privileged ones too when run as root).
+    Test {
+        /// Extra arguments for `cargo test` (e.g. a test name filter).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// Benchmarks; figures go to docs/benchmarks.md.
+    Bench {
+        #[command(subcommand)]
+        which: bench::Which,
+    },
+}
+
+fn main() -> anyhow::Result<()> {
+    match Cli::parse().task {
+        Task::Setup => setup::all(),
+        Task::Run { args } => run(args),
+        Task::Test { args } => test(args),
+        Task::Bench { which } => {
+            setup::all()?;
+            bench::run(which)
+        }
+    }
+}
+
+fn run(args: Vec<String>) -> anyhow::Result<()> {
+    setup::all()?;
+    util::cargo(&[
+        "build",
+        "--release",
+        "-p",
+        "ttp-user",
+        "-p",
+        "ttp-tests",
+        "--bins",
+    ])?;
+    let bin = util::target_dir().join("release/ttp-ebpf");
+    let args = if args.is_empty() {
+        let demo = util::target_dir().join("release/fixture-mixed");
+        println!(
+            "xtask: no arguments: measuring the demo workload (CPU work and O_DIRECT reads) with TTPv2, 10 executions"
+        );
+        vec![
+            "run".into(),
+            "-n".into(),
+            "10".into(),
+            "--cold-cache".into(),
+            "--".into(),
+            demo.display().to_string(),
+            "--cpu-ms".into(),
+            "150".into(),
+            "--read-mib".into(),
+            "8".into(),
+        ]
+    } else {
+        args
+    };
+    util::sudo_run(&bin, &args)
+}
+
+fn test(args: Vec<String>) -> anyhow::Result<()> {
+    setup::all()?;
+    util::cargo(&["fmt", "--all", "--check"])?;
+    // Host-side commands use the default members: the eBPF crate builds only
+    // for its own target (checked by the nightly clippy below).
+    util::cargo(&["clippy", "--all-targets", "--", "-D", "warnings"])?;
+    util::cargo_nightly_ebpf(&["clippy", "--", "-D", "warnings"])?;
+    util::cargo(&["build", "--bins"])?;
+    let mut test_args = vec!["test"];
+    test_args.extend(args.iter().map(String::as_str));
+    util::cargo(&test_args)
+}

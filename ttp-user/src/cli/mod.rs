@@ -4,6 +4,9 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+pub mod attach;
+pub mod blame;
+
 /// ttp: how long a program or a database query really took, and why.
 ///
 /// eBPF programs keep an in-kernel ledger of where every thread's time went
@@ -18,14 +21,20 @@ pub struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {}
+pub enum Command {
+    Attach(attach::AttachArgs),
+    Blame(blame::Args),
+}
 
 /// Parses the command line, runs the command and maps errors to exit codes:
 /// 0 success, 1 a failure while measuring, 2 a usage error.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     crate::sys::logging::init();
-    let result: anyhow::Result<()> = match cli.command {};
+    let result: anyhow::Result<()> = match cli.command {
+        Command::Attach(a) => attach::run(a),
+        Command::Blame(args) => blame::run(args),
+    };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

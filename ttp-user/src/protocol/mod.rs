@@ -1,3 +1,4 @@
 //! Measurement protocols applied to the ledger: each turns measured images
 //! into results with their sanity checks.
+pub mod blame;
 pub mod variance;

@@ -1,3 +1,5 @@
 //! Output shared by every command: atomic result files, and (in submodules
 //! per format) terminal tables, JSON, SVG plots.
 pub mod atomic;
+pub mod attach;
+pub mod units;

@@ -1,0 +1,74 @@
+//! A workload with known behaviour: burns `--cpu-ms` of CPU, then reads
+//! `--read-mib` MiB with O_DIRECT (bypassing the page cache, so every byte
+//! comes from the disk) from `--file` (created once if missing). With
+//! `--wait-stdin` it waits for a line on stdin before working and for EOF
+//! after, so a test can attach first and read /proc after. Prints what it
+//! did as JSON on stdout.
+use std::{
+    fs::{File, OpenOptions},
+    io::{BufRead, Read, Write},
+    os::unix::fs::OpenOptionsExt,
+    path::PathBuf,
+    time::Duration,
+};
+
+const BLOCK: usize = 1 << 20;
+
+fn ensure_file(path: &PathBuf, bytes: usize) -> std::io::Result<()> {
+    if std::fs::metadata(path).is_ok_and(|m| m.len() as usize >= bytes) {
+        return Ok(());
+    }
+    let mut f = File::create(path)?;
+    let chunk = vec![0x5au8; BLOCK];
+    for _ in 0..bytes.div_ceil(BLOCK) {
+        f.write_all(&chunk)?;
+    }
+    f.sync_all()
+}
+
+/// A 4096-aligned buffer, as O_DIRECT requires.
+fn aligned(len: usize) -> &'static mut [u8] {
+    let layout = std::alloc::Layout::from_size_align(len, 4096).expect("layout");
+    // SAFETY: non-zero size; leaked on purpose (one buffer per run).
+    unsafe { std::slice::from_raw_parts_mut(std::alloc::alloc_zeroed(layout), len) }
+}
+
+fn main() -> std::io::Result<()> {
+    let cpu_ms: u64 = ttp_tests::arg("--cpu-ms", 100);
+    let read_mib: usize = ttp_tests::arg("--read-mib", 4);
+    let default_file =
+        std::env::temp_dir().join(format!("ttp-fixture-{}.dat", unsafe { libc::getuid() }));
+    let file: PathBuf = ttp_tests::arg("--file", default_file);
+    let wait = ttp_tests::flag("--wait-stdin");
+    ensure_file(&file, read_mib * BLOCK)?;
+    let stdin = std::io::stdin();
+    if wait {
+        println!("ready");
+        let mut line = String::new();
+        stdin.lock().read_line(&mut line)?;
+    }
+    let used = ttp_tests::burn(Duration::from_millis(cpu_ms));
+    let mut f = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(&file)?;
+    let buf = aligned(BLOCK);
+    let mut read = 0usize;
+    while read < read_mib * BLOCK {
+        let n = f.read(buf)?;
+        if n == 0 {
+            break;
+        }
+        read += n;
+    }
+    println!(
+        "{{\"cpu_ns\": {}, \"read_bytes\": {read}}}",
+        used.as_nanos()
+    );
+    std::io::stdout().flush()?;
+    if wait {
+        let mut rest = Vec::new();
+        stdin.lock().read_to_end(&mut rest)?;
+    }
+    Ok(())
+}

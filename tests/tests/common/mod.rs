@@ -1,0 +1,142 @@
+//! Shared by the privileged integration tests.
+#![allow(dead_code)]
+use std::{
+    io::{BufRead, BufReader, Write},
+    path::PathBuf,
+    process::{Child, ChildStdin, ChildStdout, Command, Stdio},
+    sync::{Mutex, MutexGuard},
+};
+
+/// True when the test may load eBPF. Not root: under CI=true that is a
+/// failure (privileged tests must run there), elsewhere the test is skipped
+/// with a message.
+pub fn root_or_skip(test: &str) -> bool {
+    // SAFETY: no arguments.
+    if unsafe { libc::geteuid() } == 0 {
+        return true;
+    }
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("{test}: privileged test needs root and CI=true forbids skipping it");
+    }
+    eprintln!("SKIPPED {test}: needs root to load eBPF (run `sudo cargo xtask test`)");
+    false
+}
+
+/// Measurements from different tests must not overlap: each one asserts
+/// that nothing else of its own used the disk or the CPU.
+pub fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+pub fn fixture(name: &str) -> PathBuf {
+    match name {
+        "fixture-mixed" => PathBuf::from(env!("CARGO_BIN_EXE_fixture-mixed")),
+        "fixture-forker" => PathBuf::from(env!("CARGO_BIN_EXE_fixture-forker")),
+        other => panic!("unknown fixture {other}"),
+    }
+}
+
+/// The ttp-ebpf binary of the same build (cargo builds every bin of the
+/// workspace before the tests when run through `cargo xtask test`).
+pub fn ttp_bin() -> PathBuf {
+    let p = fixture("fixture-mixed").with_file_name("ttp-ebpf");
+    assert!(
+        p.exists(),
+        "{} missing: run `cargo build -p ttp-user` first",
+        p.display()
+    );
+    p
+}
+
+/// A fixture started with --wait-stdin: it has printed "ready" and waits
+/// for `go()`.
+pub struct Held {
+    pub child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Held {
+    pub fn start(name: &str, args: &[&str]) -> Self {
+        let mut child = Command::new(fixture(name))
+            .args(args)
+            .arg("--wait-stdin")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start fixture");
+        let stdin = child.stdin.take();
+        let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+        let mut line = String::new();
+        stdout.read_line(&mut line).expect("fixture output");
+        assert_eq!(line.trim(), "ready", "fixture did not start");
+        Self {
+            child,
+            stdin,
+            stdout,
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn go(&mut self) {
+        let s = self.stdin.as_mut().expect("stdin");
+        s.write_all(b"go\n").expect("release fixture");
+        s.flush().expect("flush");
+    }
+
+    /// The fixture's next output line (blocks until it is done working).
+    pub fn line(&mut self) -> String {
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).expect("fixture output");
+        line
+    }
+
+    pub fn lines_to_end(mut self) -> Vec<String> {
+        drop(self.stdin.take());
+        let lines: Vec<String> = self.stdout.lines().map_while(Result::ok).collect();
+        let _ = self.child.wait();
+        lines
+    }
+
+    pub fn finish(mut self) {
+        drop(self.stdin.take());
+        let _ = self.child.wait();
+    }
+}
+
+/// /proc/PID/schedstat: (sum_exec_runtime ns, run_delay ns).
+pub fn schedstat(pid: u32) -> (u64, u64) {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/schedstat")).expect("schedstat");
+    let v: Vec<u64> = s.split_whitespace().map(|x| x.parse().unwrap()).collect();
+    (v[0], v[1])
+}
+
+/// /proc/PID/io read_bytes.
+pub fn proc_read_bytes(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/io")).expect("io");
+    s.lines()
+        .find_map(|l| l.strip_prefix("read_bytes: "))
+        .expect("read_bytes")
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// Machine-wide iowait ticks from /proc/stat's "cpu" line.
+pub fn proc_stat_iowait_ticks() -> u64 {
+    let s = std::fs::read_to_string("/proc/stat").expect("/proc/stat");
+    let cpu = s.lines().next().expect("cpu line");
+    cpu.split_whitespace()
+        .nth(5)
+        .expect("iowait")
+        .parse()
+        .unwrap()
+}
+
+pub fn within(a: f64, b: f64, rel: f64, abs: f64) -> bool {
+    (a - b).abs() <= (b.abs() * rel).max(abs)
+}

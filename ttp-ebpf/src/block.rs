@@ -1,0 +1,210 @@
+//! Block I/O (tp_btf): what each thread submitted (requests, bytes, queue
+//! and device time) and the machine's "whose I/O is the disk serving" clock.
+//!
+//! A request belongs to the thread that created it (block_io_start runs in
+//! the submitter's context); bytes are counted per bio at block_bio_queue, in
+//! the submitter's context, as /proc/PID/io read_bytes counts them in
+//! submit_bio(). A request is in service from block_rq_issue (handed to the
+//! driver) to block_io_done. While several processes have requests in
+//! service, the disk's time is split evenly among them: the process-level
+//! own-I/O clock (`ProcDisk`) advances at 1/n.
+use aya_ebpf::{
+    helpers::bpf_get_current_task,
+    macros::{btf_tracepoint, map},
+    maps::{Array, HashMap},
+    programs::BtfTracePointContext,
+};
+use ttp_common::{DiskAccount, MAX_IO_PROCS, MAX_REQUESTS, ProcDisk, RequestInfo, stat};
+
+use crate::{
+    kernel::{Bio, REQ_OP_READ, REQ_OP_WRITE, Request, Task},
+    ledger, lock, now_ns,
+};
+
+#[map]
+static DISK: Array<DiskAccount> = Array::with_max_entries(1, 0);
+
+#[map]
+static PROC_DISK: HashMap<u32, ProcDisk> = HashMap::with_max_entries(MAX_IO_PROCS, 0);
+
+#[map]
+static REQUESTS: HashMap<u64, RequestInfo> = HashMap::with_max_entries(MAX_REQUESTS, 0);
+
+/// Brings the disk clock up to `now` (caller holds the lock).
+#[inline(always)]
+fn advance(d: &mut DiskAccount, now: u64) {
+    if now > d.last_ns {
+        let dt = now - d.last_ns;
+        if d.busy_procs > 0 {
+            d.g_cum_ns += dt / d.busy_procs as u64;
+            d.busy_ns += dt;
+        }
+        d.last_ns = now;
+    }
+}
+
+/// Process `tgid`'s own-I/O clock at `now`: the disk time spent on its
+/// requests so far. None when the disk lock stayed contended.
+#[inline(always)]
+pub fn own_clock(tgid: u32, now: u64) -> Option<u64> {
+    let d = DISK.get_ptr_mut(0)?;
+    let _g = lock::try_lock(unsafe { &raw mut (*d).lock })?;
+    // SAFETY: map value, under the lock.
+    let d = unsafe { &mut *d };
+    advance(d, now);
+    let p = match PROC_DISK.get_ptr(tgid) {
+        Some(p) => unsafe { &*p },
+        None => return Some(0),
+    };
+    Some(if p.inflight > 0 {
+        p.own_cum_ns + d.g_cum_ns.saturating_sub(p.g_snap_ns)
+    } else {
+        p.own_cum_ns
+    })
+}
+
+/// Marks one more (`delta` = 1) or one fewer (-1) request of `tgid` in
+/// service at `now`.
+#[inline(always)]
+fn in_service(tgid: u32, now: u64, start: bool) {
+    let Some(d) = DISK.get_ptr_mut(0) else { return };
+    let Some(_g) = lock::try_lock(unsafe { &raw mut (*d).lock }) else {
+        return;
+    };
+    let d = unsafe { &mut *d };
+    advance(d, now);
+    let p = match PROC_DISK.get_ptr_mut(tgid) {
+        Some(p) => p,
+        None if start => {
+            if PROC_DISK.insert(tgid, ProcDisk::default(), 0).is_err() {
+                crate::count(stat::PROC_DISK_MAP_FULL);
+                return;
+            }
+            match PROC_DISK.get_ptr_mut(tgid) {
+                Some(p) => p,
+                None => return,
+            }
+        }
+        None => return,
+    };
+    let p = unsafe { &mut *p };
+    if start {
+        if p.inflight == 0 {
+            p.g_snap_ns = d.g_cum_ns;
+            d.busy_procs += 1;
+        }
+        p.inflight += 1;
+    } else if p.inflight > 0 {
+        p.inflight -= 1;
+        if p.inflight == 0 {
+            p.own_cum_ns += d.g_cum_ns.saturating_sub(p.g_snap_ns);
+            d.busy_procs = d.busy_procs.saturating_sub(1);
+        }
+    }
+}
+
+#[inline(always)]
+fn current() -> (u32, Task) {
+    // SAFETY: helper without arguments.
+    let task = Task(unsafe { bpf_get_current_task() } as *const u8);
+    let tid = aya_ebpf::helpers::bpf_get_current_pid_tgid() as u32;
+    (tid, task)
+}
+
+/// block_bio_queue(struct bio *bio): bytes submitted, per bio.
+#[btf_tracepoint(function = "block_bio_queue")]
+pub fn block_bio_queue(ctx: BtfTracePointContext) -> i32 {
+    let bio = Bio(ctx.arg::<*const u8>(0));
+    let (tid, task) = current();
+    if tid == 0 {
+        return 0;
+    }
+    let (Ok(op), Ok(size)) = (bio.op(), bio.size()) else {
+        crate::count(stat::READ_FAILED);
+        return 0;
+    };
+    if let Some(a) = ledger::get_or_create(tid, &task, now_ns(), 0) {
+        match op {
+            REQ_OP_READ => a.io.read_bytes += size as u64,
+            REQ_OP_WRITE => a.io.write_bytes += size as u64,
+            _ => {}
+        }
+    }
+    0
+}
+
+/// block_io_start(struct request *rq): a request is created for the
+/// submitting thread.
+#[btf_tracepoint(function = "block_io_start")]
+pub fn block_io_start(ctx: BtfTracePointContext) -> i32 {
+    let rq_ptr = ctx.arg::<*const u8>(0);
+    let (tid, task) = current();
+    let now = now_ns();
+    let Some(a) = ledger::get_or_create(tid, &task, now, 0) else {
+        return 0;
+    };
+    match Request(rq_ptr).op() {
+        Ok(REQ_OP_READ) => a.io.read_requests += 1,
+        Ok(REQ_OP_WRITE) => a.io.write_requests += 1,
+        Ok(_) => {}
+        Err(_) => crate::count(stat::READ_FAILED),
+    }
+    let info = RequestInfo {
+        tid,
+        tgid: a.tgid,
+        thread_start_ns: a.start_time_ns,
+        start_ns: now,
+        issue_ns: 0,
+    };
+    if REQUESTS.insert(rq_ptr as u64, info, 0).is_err() {
+        crate::count(stat::REQUEST_MAP_FULL);
+    }
+    0
+}
+
+/// The account of a request's owner, if that thread still exists.
+#[inline(always)]
+fn owner(info: &RequestInfo) -> Option<ledger::Acct> {
+    ledger::lookup(info.tid).filter(|a| a.start_time_ns == info.thread_start_ns)
+}
+
+/// block_rq_issue(struct request *rq): handed to the driver.
+#[btf_tracepoint(function = "block_rq_issue")]
+pub fn block_rq_issue(ctx: BtfTracePointContext) -> i32 {
+    let rq = ctx.arg::<*const u8>(0) as u64;
+    let Some(info) = REQUESTS.get_ptr_mut(rq) else {
+        return 0;
+    };
+    // SAFETY: map value pointer.
+    let info = unsafe { &mut *info };
+    if info.issue_ns != 0 {
+        return 0; // requeued and issued again: in service since the first issue
+    }
+    let now = now_ns();
+    info.issue_ns = now;
+    if let Some(a) = owner(info) {
+        a.io.queue_ns += now.saturating_sub(info.start_ns);
+    }
+    in_service(info.tgid, now, true);
+    0
+}
+
+/// block_io_done(struct request *rq): the request is complete.
+#[btf_tracepoint(function = "block_io_done")]
+pub fn block_io_done(ctx: BtfTracePointContext) -> i32 {
+    let rq = ctx.arg::<*const u8>(0) as u64;
+    let Some(info) = REQUESTS.get_ptr(rq) else {
+        return 0;
+    };
+    // SAFETY: map value pointer; copied before the entry is removed.
+    let info = unsafe { *info };
+    let now = now_ns();
+    if info.issue_ns != 0 {
+        if let Some(a) = owner(&info) {
+            a.io.device_ns += now.saturating_sub(info.issue_ns);
+        }
+        in_service(info.tgid, now, false);
+    }
+    let _ = REQUESTS.remove(rq);
+    0
+}

@@ -1,0 +1,129 @@
+//! The per-thread accounts (`THREADS`, keyed by tid) and the exit records.
+use aya_ebpf::{
+    macros::map,
+    maps::{HashMap, PerCpuArray, RingBuf},
+};
+use ttp_common::{
+    CpuAccount, EXIT_RING_BYTES, ExitRecord, MAX_THREADS, ThreadAccount, flag, stat, state,
+};
+
+use crate::{
+    block,
+    cpu::{self, LockedCpu},
+    kernel::Task,
+};
+
+#[map]
+pub static THREADS: HashMap<u32, ThreadAccount> = HashMap::with_max_entries(MAX_THREADS, 0);
+
+#[map]
+static EXITS: RingBuf = RingBuf::with_byte_size(EXIT_RING_BYTES, 0);
+
+/// Room to build a new account: it is too large for the 512-byte BPF stack
+/// alongside the callers' frames.
+#[map]
+static SCRATCH: PerCpuArray<ThreadAccount> = PerCpuArray::with_max_entries(1, 0);
+
+pub type Acct = &'static mut ThreadAccount;
+
+#[inline(always)]
+pub fn lookup(tid: u32) -> Option<Acct> {
+    // SAFETY: map value pointer; a thread's account is only updated by events
+    // the scheduler serialises for that thread (its own switches, its wakeup
+    // once it is off the CPU), so no two programs write it at once.
+    THREADS.get_ptr_mut(tid).map(|p| unsafe { &mut *p })
+}
+
+/// The account of `task`, created (state unknown) if the ledger has not seen
+/// it yet.
+#[inline(always)]
+pub fn get_or_create(tid: u32, task: &Task, now: u64, parent_tgid: u32) -> Option<Acct> {
+    if let Some(a) = lookup(tid) {
+        return Some(a);
+    }
+    create(tid, task, now, parent_tgid)
+}
+
+#[inline(always)]
+pub fn create(tid: u32, task: &Task, now: u64, parent_tgid: u32) -> Option<Acct> {
+    let scratch = SCRATCH.get_ptr_mut(0)?;
+    // SAFETY: per-CPU scratch slot.
+    let a = unsafe { &mut *scratch };
+    *a = ThreadAccount::zeroed();
+    a.tid = tid;
+    match (task.tgid(), task.start_time()) {
+        (Ok(tgid), Ok(start)) => {
+            a.tgid = tgid;
+            a.start_time_ns = start;
+        }
+        _ => crate::count(stat::READ_FAILED),
+    }
+    if let Ok(comm) = task.comm() {
+        a.comm = comm;
+    }
+    a.parent_tgid = parent_tgid;
+    a.first_seen_ns = now;
+    a.state_since_ns = now;
+    let built: &ThreadAccount = a;
+    if THREADS.insert(tid, built, 0).is_err() {
+        crate::count(stat::THREAD_MAP_FULL);
+        return None;
+    }
+    lookup(tid)
+}
+
+/// Closes the open interval of `a` at `now` into the field of its state.
+/// Ending an iowait interval also closes its share of the CPU's iowait and
+/// its own-I/O time. `held` is a CPU account the caller already locked (the
+/// try-lock is not re-entrant).
+#[inline(always)]
+pub fn close_interval(a: &mut ThreadAccount, now: u64, held: Option<&LockedCpu>) {
+    let dt = now.saturating_sub(a.state_since_ns);
+    match a.state {
+        state::RUNNING => a.on_cpu_ns += dt,
+        state::RUNNABLE => a.runq_wait_ns += dt,
+        state::SLEEPING => a.sleep_ns += dt,
+        state::BLOCKED => a.blocked_ns += dt,
+        state::IOWAIT => {
+            a.iowait_ns += dt;
+            if a.flags & flag::IOWAIT_COUNTED != 0 {
+                a.flags &= !flag::IOWAIT_COUNTED;
+                let mut end_share = |c: &mut CpuAccount| {
+                    a.iowait_share_ns += c.share_cum_ns.saturating_sub(a.share_snap);
+                    c.nr_iowait = c.nr_iowait.saturating_sub(1);
+                };
+                match held {
+                    Some(h) if h.cpu == a.iowait_cpu => end_share(h.get()),
+                    _ => {
+                        if let Some(c) = cpu::lock_at(a.iowait_cpu, now) {
+                            end_share(c.get());
+                        }
+                    }
+                }
+                if let Some(own) = block::own_clock(a.tgid, now) {
+                    a.iowait_own_ns += own.saturating_sub(a.own_snap);
+                }
+            }
+        }
+        _ => {}
+    }
+    a.state_since_ns = now;
+}
+
+/// Sends the final account of a thread and forgets it.
+#[inline(always)]
+pub fn retire(tid: u32, a: &mut ThreadAccount, now: u64) {
+    a.state = state::DEAD;
+    match EXITS.reserve::<ExitRecord>(0) {
+        Some(mut slot) => {
+            slot.write(ExitRecord {
+                exit_ns: now,
+                account: *a,
+            });
+            slot.submit(0);
+            crate::count(stat::EXIT_RECORDS);
+        }
+        None => crate::count(stat::EXIT_RECORD_LOST),
+    }
+    let _ = THREADS.remove(tid);
+}

@@ -1,0 +1,178 @@
+//! Scheduler tracepoints (tp_btf): every thread's on-CPU, run-queue wait,
+//! sleep, blocked and iowait time, its switches and wakeups.
+//!
+//! States follow the kernel's own accounting: run-queue wait runs from a
+//! wakeup or a preemption to the switch-in (schedstat run_delay); iowait runs
+//! from a switch-out with `in_iowait` set to the wakeup (delay accounting's
+//! blkio delay, TTPv2's BlockIO); a switch is voluntary when the task blocks
+//! (nvcsw), involuntary when it is preempted or yields while runnable
+//! (nivcsw).
+use aya_ebpf::{macros::btf_tracepoint, programs::BtfTracePointContext};
+use ttp_common::{flag, stat, state};
+
+use crate::{
+    block, cpu,
+    kernel::{
+        TASK_DEAD, TASK_INTERRUPTIBLE, TASK_NOLOAD, TASK_RUNNING, TASK_UNINTERRUPTIBLE, Task,
+    },
+    ledger::{self, close_interval},
+    now_ns,
+};
+
+/// sched_switch(bool preempt, struct task_struct *prev,
+///              struct task_struct *next, unsigned int prev_state)
+#[btf_tracepoint(function = "sched_switch")]
+pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
+    let preempt: u64 = ctx.arg(0);
+    let prev = Task(ctx.arg::<*const u8>(1));
+    let next = Task(ctx.arg::<*const u8>(2));
+    let prev_state: u64 = ctx.arg(3);
+    let prev_state = prev_state as u32;
+    let now = now_ns();
+    // SAFETY: helper without arguments.
+    let cpu_id = unsafe { aya_ebpf::helpers::bpf_get_smp_processor_id() };
+    crate::count(stat::SWITCHES);
+
+    let (Ok(prev_tid), Ok(next_tid)) = (prev.pid(), next.pid()) else {
+        crate::count(stat::READ_FAILED);
+        return 0;
+    };
+    let cpu = cpu::lock_at(cpu_id, now);
+
+    // The idle task is pid 0 on every CPU: it has no account; its time is
+    // the CPU's idle time.
+    if prev_tid != 0
+        && let Some(a) = ledger::get_or_create(prev_tid, &prev, now, 0)
+    {
+        close_interval(a, now, cpu.as_ref());
+        if prev_state & TASK_DEAD != 0 {
+            ledger::retire(prev_tid, a, now);
+        } else if preempt & 1 != 0 || prev_state == TASK_RUNNING {
+            a.state = state::RUNNABLE;
+            a.involuntary_switches += 1;
+        } else {
+            a.voluntary_switches += 1;
+            if prev.in_iowait().unwrap_or(false) {
+                a.state = state::IOWAIT;
+                if let Some(c) = &cpu {
+                    let c = c.get();
+                    c.nr_iowait += 1;
+                    a.iowait_cpu = cpu_id;
+                    a.share_snap = c.share_cum_ns;
+                    a.own_snap = block::own_clock(a.tgid, now).unwrap_or(0);
+                    a.flags |= flag::IOWAIT_COUNTED;
+                }
+            } else if prev_state & TASK_UNINTERRUPTIBLE != 0 && prev_state & TASK_NOLOAD == 0 {
+                a.state = state::BLOCKED;
+            } else {
+                // TASK_INTERRUPTIBLE, TASK_IDLE (D | NOLOAD: idle kernel
+                // threads, not counted in the load average), stopped, traced.
+                let _ = TASK_INTERRUPTIBLE;
+                a.state = state::SLEEPING;
+            }
+        }
+    }
+
+    if next_tid != 0
+        && let Some(a) = ledger::get_or_create(next_tid, &next, now, 0)
+    {
+        if a.state != state::RUNNABLE && a.state != state::UNKNOWN {
+            // Switched in without a wakeup the ledger saw (woken before the
+            // probes attached): its earlier wait is closed where it is.
+            crate::count(stat::WAKEUP_UNSEEN);
+        }
+        close_interval(a, now, cpu.as_ref());
+        a.state = state::RUNNING;
+    }
+
+    if let Some(c) = &cpu {
+        let c = c.get();
+        c.idle = (next_tid == 0) as u32;
+        c.valid = 1;
+    }
+    0
+}
+
+#[inline(always)]
+fn on_wakeup(task: Task, new: bool) -> i32 {
+    let now = now_ns();
+    let Ok(tid) = task.pid() else {
+        crate::count(stat::READ_FAILED);
+        return 0;
+    };
+    if tid == 0 {
+        return 0;
+    }
+    let a = match ledger::lookup(tid) {
+        Some(a) => a,
+        None => {
+            if !new {
+                crate::count(stat::WAKEUP_UNSEEN);
+            }
+            match ledger::create(tid, &task, now, 0) {
+                Some(a) => a,
+                None => return 0,
+            }
+        }
+    };
+    match a.state {
+        // Already runnable or on a CPU (ttwu of a task that had not yet
+        // switched out): no state change.
+        state::RUNNING | state::RUNNABLE => return 0,
+        // Seeded from /proc as D at attach: in_iowait is still set at
+        // wakeup time (io_schedule_finish runs after the task resumes).
+        state::BLOCKED if a.flags & flag::SEEDED != 0 && task.in_iowait().unwrap_or(false) => {
+            a.state = state::IOWAIT;
+        }
+        _ => {}
+    }
+    close_interval(a, now, None);
+    if !new {
+        a.wakeups += 1;
+    }
+    a.state = state::RUNNABLE;
+    0
+}
+
+/// sched_wakeup(struct task_struct *p)
+#[btf_tracepoint(function = "sched_wakeup")]
+pub fn sched_wakeup(ctx: BtfTracePointContext) -> i32 {
+    on_wakeup(Task(ctx.arg::<*const u8>(0)), false)
+}
+
+/// sched_wakeup_new(struct task_struct *p): a new task's first enqueue.
+#[btf_tracepoint(function = "sched_wakeup_new")]
+pub fn sched_wakeup_new(ctx: BtfTracePointContext) -> i32 {
+    on_wakeup(Task(ctx.arg::<*const u8>(0)), true)
+}
+
+/// sched_process_fork(struct task_struct *parent, struct task_struct *child):
+/// the child's account starts here, with its parent's tgid so userspace can
+/// follow process trees even when the child is gone before it looks.
+#[btf_tracepoint(function = "sched_process_fork")]
+pub fn sched_process_fork(ctx: BtfTracePointContext) -> i32 {
+    let parent = Task(ctx.arg::<*const u8>(0));
+    let child = Task(ctx.arg::<*const u8>(1));
+    let now = now_ns();
+    let (Ok(parent_tgid), Ok(child_tid)) = (parent.tgid(), child.pid()) else {
+        crate::count(stat::READ_FAILED);
+        return 0;
+    };
+    // A stale account under this tid (an exit the ledger missed) is replaced.
+    let _ = ledger::create(child_tid, &child, now, parent_tgid);
+    0
+}
+
+/// sched_process_exec(struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm):
+/// the command name changes.
+#[btf_tracepoint(function = "sched_process_exec")]
+pub fn sched_process_exec(ctx: BtfTracePointContext) -> i32 {
+    let task = Task(ctx.arg::<*const u8>(0));
+    if let Ok(tid) = task.pid()
+        && let Some(a) = ledger::lookup(tid)
+        && let Ok(comm) = task.comm()
+    {
+        a.comm = comm;
+    }
+    0
+}

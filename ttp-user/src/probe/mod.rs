@@ -1,0 +1,192 @@
+//! The kernel side, seen from userspace: load ttp's eBPF programs with the
+//! running kernel's struct offsets, attach them, and read the ledger.
+//!
+//! [`Ledger`] owns the loaded object: dropping it detaches every program and
+//! frees every map (the RAII guard for everything the probes change).
+pub mod btf;
+mod read;
+pub mod seed;
+
+use aya::{
+    Ebpf, EbpfLoader,
+    maps::{Array, HashMap, MapData, PerCpuArray, RingBuf},
+    programs::BtfTracePoint,
+};
+use ttp_common::{CpuAccount, DiskAccount, ProcDisk, ThreadAccount};
+
+pub use read::{KernelStats, SeedThread, Snapshot};
+
+/// The eBPF object built by build.rs (empty when built with AYA_BUILD_SKIP=1).
+static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/ttp"));
+
+/// Programs of the time ledger, with the tp_btf tracepoint each attaches to.
+const LEDGER_PROGRAMS: &[(&str, &str)] = &[
+    ("sched_switch", "sched_switch"),
+    ("sched_wakeup", "sched_wakeup"),
+    ("sched_wakeup_new", "sched_wakeup_new"),
+    ("sched_process_fork", "sched_process_fork"),
+    ("sched_process_exec", "sched_process_exec"),
+    ("block_bio_queue", "block_bio_queue"),
+    ("block_io_start", "block_io_start"),
+    ("block_rq_issue", "block_rq_issue"),
+    ("block_io_done", "block_io_done"),
+];
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    #[error(
+        "no kernel BTF at {path}: ttp needs a kernel built with CONFIG_DEBUG_INFO_BTF=y (check `ttp-ebpf check`)"
+    )]
+    NoBtf { path: String },
+    #[error("cannot parse kernel BTF at {path}: {reason}")]
+    BadBtf { path: String, reason: String },
+    #[error("kernel BTF has no field {field}: this kernel's layout is not supported")]
+    MissingField { field: String },
+    #[error(
+        "this ttp-ebpf was built without its eBPF object (AYA_BUILD_SKIP); rebuild with `cargo build -p ttp-user`"
+    )]
+    NoObject,
+    #[error(
+        "loading the eBPF programs was refused ({source}): run as root (sudo) or grant CAP_BPF and CAP_PERFMON"
+    )]
+    NotPermitted {
+        #[source]
+        source: Box<aya::EbpfError>,
+    },
+    #[error("loading the eBPF object failed")]
+    Load(#[source] Box<aya::EbpfError>),
+    #[error("program {program} missing from the eBPF object")]
+    MissingProgram { program: String },
+    #[error("map {map} missing from the eBPF object")]
+    MissingMap { map: String },
+    #[error("program {program} (tracepoint {tracepoint}) failed to load or attach")]
+    Program {
+        program: String,
+        tracepoint: String,
+        #[source]
+        source: Box<aya::programs::ProgramError>,
+    },
+    #[error("map {map}: {source}")]
+    Map {
+        map: String,
+        #[source]
+        source: Box<aya::maps::MapError>,
+    },
+}
+
+fn is_permission_error(e: &aya::EbpfError) -> bool {
+    let text = format!("{e:?}");
+    text.contains("EPERM")
+        || text.contains("PermissionDenied")
+        || text.contains("Operation not permitted")
+}
+
+/// The loaded, attached ledger and its maps.
+pub struct Ledger {
+    // Field order is drop order: maps first, then the object whose drop
+    // detaches the programs.
+    pub(crate) threads: HashMap<MapData, u32, ThreadAccount>,
+    pub(crate) cpus: Array<MapData, CpuAccount>,
+    pub(crate) disk: Array<MapData, DiskAccount>,
+    pub(crate) proc_disk: HashMap<MapData, u32, ProcDisk>,
+    pub(crate) stats: PerCpuArray<MapData, u64>,
+    pub(crate) exits: RingBuf<MapData>,
+    _ebpf: Ebpf,
+    /// CLOCK_MONOTONIC ns when every program was attached.
+    pub ready_ns: u64,
+}
+
+impl Ledger {
+    /// Loads and attaches the ledger programs. Raising RLIMIT_MEMLOCK is
+    /// attempted but not required (kernels ≥ 5.11 charge BPF memory to the
+    /// memory cgroup instead).
+    pub fn attach() -> Result<Self, ProbeError> {
+        if OBJECT.is_empty() {
+            return Err(ProbeError::NoObject);
+        }
+        raise_memlock();
+        let kbtf = btf::KernelBtf::load()?;
+        let offsets = kbtf.ledger_offsets()?;
+        let mut loader = EbpfLoader::new();
+        for (name, value) in &offsets.globals {
+            loader.override_global(name, value, true);
+        }
+        let mut ebpf = loader.load(OBJECT).map_err(|e| {
+            if is_permission_error(&e) {
+                ProbeError::NotPermitted {
+                    source: Box::new(e),
+                }
+            } else {
+                ProbeError::Load(Box::new(e))
+            }
+        })?;
+        let btf = aya::Btf::from_sys_fs().map_err(|e| ProbeError::BadBtf {
+            path: btf::VMLINUX_BTF.into(),
+            reason: e.to_string(),
+        })?;
+        for (program, tracepoint) in LEDGER_PROGRAMS {
+            let prog_err = |source| ProbeError::Program {
+                program: (*program).into(),
+                tracepoint: (*tracepoint).into(),
+                source: Box::new(source),
+            };
+            let prog: &mut BtfTracePoint = ebpf
+                .program_mut(program)
+                .ok_or_else(|| ProbeError::MissingProgram {
+                    program: (*program).into(),
+                })?
+                .try_into()
+                .map_err(prog_err)?;
+            prog.load(tracepoint, &btf).map_err(prog_err)?;
+            prog.attach().map_err(prog_err)?;
+        }
+        let ready_ns = crate::sys::clock::monotonic_ns();
+        Ok(Self {
+            threads: take(&mut ebpf, "THREADS")?,
+            cpus: take(&mut ebpf, "CPUS")?,
+            disk: take(&mut ebpf, "DISK")?,
+            proc_disk: take(&mut ebpf, "PROC_DISK")?,
+            stats: take(&mut ebpf, "STATS")?,
+            exits: take(&mut ebpf, "EXITS")?,
+            _ebpf: ebpf,
+            ready_ns,
+        })
+    }
+}
+
+fn take<T>(ebpf: &mut Ebpf, name: &str) -> Result<T, ProbeError>
+where
+    T: TryFrom<aya::maps::Map, Error = aya::maps::MapError>,
+{
+    let map = ebpf
+        .take_map(name)
+        .ok_or_else(|| ProbeError::MissingMap { map: name.into() })?;
+    T::try_from(map).map_err(|source| ProbeError::Map {
+        map: name.into(),
+        source: Box::new(source),
+    })
+}
+
+fn raise_memlock() {
+    let rlim = libc::rlimit {
+        rlim_cur: libc::RLIM_INFINITY,
+        rlim_max: libc::RLIM_INFINITY,
+    };
+    // SAFETY: plain syscall with a valid pointer. Failure (no
+    // CAP_SYS_RESOURCE) is harmless on kernels that charge BPF memory to
+    // memcg, so it is only logged.
+    if unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &rlim) } != 0 {
+        log::debug!("setrlimit(RLIMIT_MEMLOCK) failed; relying on memcg accounting");
+    }
+}
+
+/// A probe error in a command: the ones the user can fix (privileges, BTF)
+/// become usage errors (exit 2), the rest stay failures (exit 1).
+pub fn probe_error_ctx(e: ProbeError) -> anyhow::Error {
+    match e {
+        ProbeError::NotPermitted { .. } | ProbeError::NoBtf { .. } => {
+            crate::error::UsageError::new(e.to_string()).into()
+        }
+        other => anyhow::Error::new(other),
+    }
+}

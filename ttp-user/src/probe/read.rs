@@ -1,0 +1,192 @@
+//! Reading the ledger maps: a consistent-enough copy of every account at one
+//! instant, the kernel-side counters, and the exit records.
+use std::collections::HashMap as StdHashMap;
+
+use aya::maps::MapError;
+use serde::Serialize;
+use ttp_common::{
+    CpuAccount, DiskAccount, ExitRecord, ProcDisk, TASK_COMM_LEN, ThreadAccount, flag, stat, state,
+};
+
+use super::{Ledger, ProbeError};
+
+/// Kernel-side counters, summed over CPUs: losses and failures are reported,
+/// never hidden.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct KernelStats {
+    pub exit_records_lost: u64,
+    pub thread_map_full: u64,
+    pub read_failed: u64,
+    pub lock_contended: u64,
+    pub request_map_full: u64,
+    pub proc_disk_map_full: u64,
+    pub cpu_out_of_range: u64,
+    pub switches: u64,
+    pub wakeups_unseen: u64,
+    pub exit_records: u64,
+}
+
+impl KernelStats {
+    fn from_counters(c: &[u64; stat::COUNT as usize]) -> Self {
+        Self {
+            exit_records_lost: c[stat::EXIT_RECORD_LOST as usize],
+            thread_map_full: c[stat::THREAD_MAP_FULL as usize],
+            read_failed: c[stat::READ_FAILED as usize],
+            lock_contended: c[stat::LOCK_CONTENDED as usize],
+            request_map_full: c[stat::REQUEST_MAP_FULL as usize],
+            proc_disk_map_full: c[stat::PROC_DISK_MAP_FULL as usize],
+            cpu_out_of_range: c[stat::CPU_OUT_OF_RANGE as usize],
+            switches: c[stat::SWITCHES as usize],
+            wakeups_unseen: c[stat::WAKEUP_UNSEEN as usize],
+            exit_records: c[stat::EXIT_RECORDS as usize],
+        }
+    }
+
+    /// Counters that mean some measurement was lost or is incomplete.
+    pub fn losses(&self) -> u64 {
+        self.exit_records_lost
+            + self.thread_map_full
+            + self.read_failed
+            + self.request_map_full
+            + self.proc_disk_map_full
+            + self.cpu_out_of_range
+    }
+
+    /// Change since `earlier` (counters only grow).
+    pub fn since(&self, earlier: &Self) -> Self {
+        let d = |a: u64, b: u64| a.saturating_sub(b);
+        Self {
+            exit_records_lost: d(self.exit_records_lost, earlier.exit_records_lost),
+            thread_map_full: d(self.thread_map_full, earlier.thread_map_full),
+            read_failed: d(self.read_failed, earlier.read_failed),
+            lock_contended: d(self.lock_contended, earlier.lock_contended),
+            request_map_full: d(self.request_map_full, earlier.request_map_full),
+            proc_disk_map_full: d(self.proc_disk_map_full, earlier.proc_disk_map_full),
+            cpu_out_of_range: d(self.cpu_out_of_range, earlier.cpu_out_of_range),
+            switches: d(self.switches, earlier.switches),
+            wakeups_unseen: d(self.wakeups_unseen, earlier.wakeups_unseen),
+            exit_records: d(self.exit_records, earlier.exit_records),
+        }
+    }
+}
+
+/// Every account as read at `at_ns` (CLOCK_MONOTONIC, taken after the maps
+/// were read, so it is at or after every `state_since_ns`).
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    pub at_ns: u64,
+    pub threads: Vec<ThreadAccount>,
+    /// (cpu id, account) for the CPUs the ledger has seen.
+    pub cpus: Vec<(u32, CpuAccount)>,
+    pub disk: DiskAccount,
+    pub proc_disk: StdHashMap<u32, ProcDisk>,
+    pub stats: KernelStats,
+}
+
+fn map_err(map: &str) -> impl Fn(MapError) -> ProbeError + '_ {
+    move |source| ProbeError::Map {
+        map: map.into(),
+        source: Box::new(source),
+    }
+}
+
+impl Ledger {
+    /// Reads every map. Entries that vanish while iterating (a thread exits
+    /// between the key walk and the lookup) are skipped: their exit record
+    /// carries them.
+    pub fn snapshot(&self) -> Result<Snapshot, ProbeError> {
+        let threads = self
+            .threads
+            .iter()
+            .filter_map(|r| match r {
+                Ok((_, v)) => Some(Ok(v)),
+                Err(MapError::KeyNotFound) => None,
+                Err(e) => Some(Err(e)),
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(map_err("THREADS"))?;
+        let online = aya::util::online_cpus().unwrap_or_default();
+        let mut cpus = Vec::with_capacity(online.len());
+        for cpu in online {
+            let c = self.cpus.get(&cpu, 0).map_err(map_err("CPUS"))?;
+            if c.valid != 0 {
+                cpus.push((cpu, c));
+            }
+        }
+        let disk = self.disk.get(&0, 0).map_err(map_err("DISK"))?;
+        let proc_disk = self
+            .proc_disk
+            .iter()
+            .filter_map(Result::ok)
+            .collect::<StdHashMap<_, _>>();
+        let mut counters = [0u64; stat::COUNT as usize];
+        for (i, slot) in counters.iter_mut().enumerate() {
+            let per_cpu = self.stats.get(&(i as u32), 0).map_err(map_err("STATS"))?;
+            *slot = per_cpu.iter().sum();
+        }
+        Ok(Snapshot {
+            at_ns: crate::sys::clock::monotonic_ns(),
+            threads,
+            cpus,
+            disk,
+            proc_disk,
+            stats: KernelStats::from_counters(&counters),
+        })
+    }
+
+    /// Moves every pending exit record into `out`.
+    pub fn drain_exits(&mut self, out: &mut Vec<ExitRecord>) {
+        while let Some(item) = self.exits.next() {
+            if item.len() >= size_of::<ExitRecord>() {
+                // SAFETY: the kernel wrote a whole ExitRecord (checked length);
+                // read_unaligned because ring-buffer items are only 8-aligned
+                // by convention, not by type.
+                let rec = unsafe { std::ptr::read_unaligned(item.as_ptr() as *const ExitRecord) };
+                out.push(rec);
+            }
+        }
+    }
+
+    /// Gives threads that existed before the probes attached the state
+    /// /proc reports for them, so that time from now on is attributed even
+    /// before their first event. Accounts the programs already created are
+    /// left alone (BPF_NOEXIST).
+    pub fn seed(&mut self, threads: &[SeedThread]) -> usize {
+        let now = crate::sys::clock::monotonic_ns();
+        let mut seeded = 0;
+        for t in threads {
+            let mut a = ThreadAccount::zeroed();
+            a.tid = t.tid;
+            a.tgid = t.tgid;
+            a.start_time_ns = t.start_key;
+            a.first_seen_ns = now;
+            a.state_since_ns = now;
+            a.flags = flag::SEEDED;
+            a.state = match t.state {
+                'R' => state::RUNNING,
+                'D' => state::BLOCKED,
+                _ => state::SLEEPING,
+            };
+            let n = t.comm.len().min(TASK_COMM_LEN - 1);
+            a.comm[..n].copy_from_slice(&t.comm.as_bytes()[..n]);
+            const BPF_NOEXIST: u64 = 1;
+            if self.threads.insert(t.tid, a, BPF_NOEXIST).is_ok() {
+                seeded += 1;
+            }
+        }
+        seeded
+    }
+}
+
+/// A thread found in /proc at attach time.
+#[derive(Debug, Clone)]
+pub struct SeedThread {
+    pub tid: u32,
+    pub tgid: u32,
+    /// /proc state letter (R, S, D, I, T, …).
+    pub state: char,
+    pub comm: String,
+    /// Start time as /proc gives it (ticks since boot), kept only to tell a
+    /// reused tid apart.
+    pub start_key: u64,
+}

@@ -1,0 +1,208 @@
+//! The terminal report.
+use std::fmt::Write;
+
+use super::{
+    cause::CauseKind,
+    fmt_ns,
+    report::{BlameReport, CulpritSummary, ResourceSummary},
+};
+
+impl BlameReport {
+    /// The report for people; `top` limits the explanations and culprits.
+    pub fn to_text(&self, top: usize) -> String {
+        let mut s = String::new();
+        let v = &self.victim;
+        let _ = writeln!(
+            s,
+            "Contention blame for {} (pid {}{}, {} thread{}) over {}, {} window{} of {}",
+            if v.comm.is_empty() {
+                "the victim"
+            } else {
+                &v.comm
+            },
+            v.pid,
+            if v.children { " and its children" } else { "" },
+            v.threads,
+            plural(v.threads),
+            fmt_ns(self.span_ns as f64),
+            self.windows,
+            plural(self.windows),
+            fmt_ns(self.window_ns as f64),
+        );
+        if let Some(e) = v.exited_after_ns {
+            let _ = writeln!(s, "The victim exited {} after the start.", fmt_ns(e as f64));
+        }
+        s.push('\n');
+        self.resources_table(&mut s);
+        self.explanations_list(&mut s, top);
+        self.culprit_table(&mut s, top);
+        self.checks_list(&mut s);
+        s
+    }
+
+    fn resources_table(&self, s: &mut String) {
+        let _ = writeln!(s, "Blocked time by resource and cause (iQCAR eq. 5):");
+        let _ = writeln!(
+            s,
+            "  {:<8} {:>10}  {:>17}  {:>17}  {:>17}  {:>17}  mean slowdown (p1 + p2), eq. 4",
+            "resource", "blocked", "concurrent", "own", "known", "unknown",
+        );
+        for r in &self.resources {
+            if !r.blocked_measured {
+                let _ = writeln!(s, "  {:<8} not measured", r.resource.name());
+                continue;
+            }
+            let mut line = format!(
+                "  {:<8} {:>10}",
+                r.resource.name(),
+                fmt_ns(r.blocked_ns as f64)
+            );
+            for k in CauseKind::ALL {
+                let ns = r.by_kind.get(&k).copied().unwrap_or(0.0);
+                let pct = if r.blocked_ns > 0 {
+                    100.0 * ns / r.blocked_ns as f64
+                } else {
+                    0.0
+                };
+                let _ = write!(line, "  {:>10} {:>5.1}%", fmt_ns(ns), pct);
+            }
+            let _ = write!(line, "  {}", slowdown_text(r));
+            let _ = writeln!(s, "{}", line.trim_end());
+            if !r.consumption_measured && r.blocked_ns > 0 {
+                let _ = writeln!(
+                    s,
+                    "  {:<8} (no thread's {} consumption was measured: all of it is unknown)",
+                    "",
+                    r.resource.name()
+                );
+            }
+        }
+        s.push('\n');
+    }
+
+    fn explanations_list(&self, s: &mut String, top: usize) {
+        if self.explanations.is_empty() {
+            let _ = writeln!(s, "No blocked time to explain.\n");
+            return;
+        }
+        let _ = writeln!(
+            s,
+            "Top explanations (iQCAR Sec. 4.2), P = share of all blocked time:"
+        );
+        for e in self.explanations.iter().take(top) {
+            let _ = writeln!(s, "  {:>2}. {}  [P {:.3}]", e.rank, e.text, e.path_weight);
+        }
+        if self.explanations.len() > top {
+            let _ = writeln!(s, "  … {} more in --json", self.explanations.len() - top);
+        }
+        s.push('\n');
+    }
+
+    fn culprit_table(&self, s: &mut String, top: usize) {
+        if self.culprits.is_empty() {
+            return;
+        }
+        let _ = writeln!(
+            s,
+            "ttp's blame beside the overlap baseline (Deep-Overlap, iQCAR Sec. 6.1):"
+        );
+        let _ = writeln!(
+            s,
+            "  {:<18} {:>7}  {:<22} {:<10} {:>10} {:>6}  {:>18}",
+            "process", "pid", "group", "kind", "ttp blame", "DOR", "overlap blame"
+        );
+        // ttp's top culprits and the baseline's, so that the processes only
+        // the overlap method blames show up beside ttp's answer.
+        let mut by_overlap: Vec<&CulpritSummary> = self.culprits.iter().collect();
+        by_overlap.sort_by(|a, b| b.overlap_blame_ns.total_cmp(&a.overlap_blame_ns));
+        let overlap_top: Vec<Option<u32>> = by_overlap
+            .iter()
+            .take(top)
+            .filter(|c| c.overlap_blame_ns > 0.0)
+            .map(|c| c.pid)
+            .collect();
+        let shown: Vec<&CulpritSummary> = self
+            .culprits
+            .iter()
+            .enumerate()
+            .filter(|(i, c)| *i < top || overlap_top.contains(&c.pid))
+            .map(|(_, c)| c)
+            .collect();
+        for c in &shown {
+            let _ = writeln!(
+                s,
+                "  {:<18} {:>7}  {:<22} {:<10} {:>10} {:>6.3}  {:>10} {:>5.1}%",
+                clip(&c.process, 18),
+                c.pid.map_or("-".to_string(), |p| p.to_string()),
+                clip(&c.group, 22),
+                c.kind.name(),
+                fmt_ns(c.blame_ns),
+                c.dor,
+                fmt_ns(c.overlap_blame_ns),
+                100.0 * c.overlap_share
+            );
+        }
+        if self.culprits.len() > shown.len() {
+            let _ = writeln!(
+                s,
+                "  … {} more in --json",
+                self.culprits.len() - shown.len()
+            );
+        }
+        s.push('\n');
+    }
+
+    fn checks_list(&self, s: &mut String) {
+        let _ = writeln!(s, "Checks:");
+        for c in &self.checks {
+            if c.passed() {
+                let _ = writeln!(s, "  ok    {}", c.name);
+            } else {
+                let _ = writeln!(
+                    s,
+                    "  FAIL  {} ({}): {} violation{}; first: {}",
+                    c.name,
+                    c.basis,
+                    c.violations,
+                    plural(c.violations),
+                    c.first.as_deref().unwrap_or("")
+                );
+            }
+        }
+    }
+}
+
+fn slowdown_text(r: &ResourceSummary) -> String {
+    let d = &r.slowdown;
+    let mut t = match d.mean() {
+        Some(m) => {
+            let n = d.rows_defined as f64;
+            format!("{m:.2} ({:.2} + {:.2})", d.p1_sum / n, d.p2_sum / n)
+        }
+        None if d.rows_undefined > 0 => "undefined".to_string(),
+        None => "-".to_string(),
+    };
+    if d.rows_undefined > 0 {
+        let _ = write!(
+            t,
+            "; undefined in {} row{} (victim consumed none)",
+            d.rows_undefined,
+            plural(d.rows_undefined)
+        );
+    }
+    t
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
+fn clip(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        let mut t: String = s.chars().take(n - 1).collect();
+        t.push('…');
+        t
+    }
+}

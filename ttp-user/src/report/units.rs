@@ -1,0 +1,48 @@
+//! Human-readable numbers for terminal tables.
+
+/// Nanoseconds as milliseconds with two decimals ("12.34").
+pub fn ms(ns: u64) -> String {
+    format!("{:.2}", ns as f64 / 1e6)
+}
+
+/// Bytes with a binary unit ("4.0 MiB").
+pub fn bytes(b: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{b} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+/// Parses a duration such as "10s", "500ms", "2m" (humantime syntax).
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let d = humantime::parse_duration(s)
+        .map_err(|e| format!("{e}: give a duration such as 10s, 500ms or 2m"))?;
+    if d.is_zero() {
+        return Err("the duration must be greater than zero".into());
+    }
+    Ok(d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Catches unit slips (ns shown as µs, KiB as KB).
+    #[test]
+    fn formats_and_parses() {
+        assert_eq!(ms(12_345_678), "12.35");
+        assert_eq!(bytes(512), "512 B");
+        assert_eq!(bytes(4 * 1024 * 1024), "4.0 MiB");
+        assert_eq!(parse_duration("250ms").unwrap().as_millis(), 250);
+        assert!(parse_duration("0s").is_err());
+        assert!(parse_duration("ten").is_err());
+    }
+}

@@ -1,0 +1,22 @@
+//! Clocks. The eBPF programs stamp events with bpf_ktime_get_ns(), which is
+//! CLOCK_MONOTONIC; userspace reads the same clock to close open intervals.
+
+/// CLOCK_MONOTONIC in ns.
+pub fn monotonic_ns() -> u64 {
+    read(libc::CLOCK_MONOTONIC)
+}
+
+/// CLOCK_REALTIME in ns since the epoch (for reports only).
+pub fn realtime_ns() -> u64 {
+    read(libc::CLOCK_REALTIME)
+}
+
+fn read(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: valid pointer; these clocks always exist on Linux.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}

@@ -1,0 +1,44 @@
+//! Ctrl-C and SIGTERM end a measurement cleanly: the handlers only set a
+//! flag that measurement loops poll, so every guard (attached programs,
+//! sysctls, children) is dropped on the normal path and results are written.
+use std::sync::{
+    Arc,
+    atomic::{AtomicBool, Ordering},
+};
+
+#[derive(Clone)]
+pub struct StopFlag(Arc<AtomicBool>);
+
+impl StopFlag {
+    /// Installs SIGINT/SIGTERM/SIGHUP handlers that raise the flag. A second
+    /// signal while the flag is raised terminates at once (the default action
+    /// is restored by signal-hook's conditional shutdown).
+    pub fn install() -> std::io::Result<Self> {
+        let flag = Arc::new(AtomicBool::new(false));
+        for sig in [
+            signal_hook::consts::SIGINT,
+            signal_hook::consts::SIGTERM,
+            signal_hook::consts::SIGHUP,
+        ] {
+            signal_hook::flag::register_conditional_shutdown(sig, 130, Arc::clone(&flag))?;
+            signal_hook::flag::register(sig, Arc::clone(&flag))?;
+        }
+        Ok(Self(flag))
+    }
+
+    pub fn raised(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+
+    /// Sleeps up to `d`, waking early when the flag is raised.
+    pub fn sleep(&self, d: std::time::Duration) {
+        let end = std::time::Instant::now() + d;
+        while !self.raised() {
+            let now = std::time::Instant::now();
+            if now >= end {
+                break;
+            }
+            std::thread::sleep((end - now).min(std::time::Duration::from_millis(50)));
+        }
+    }
+}

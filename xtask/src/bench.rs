@@ -1,0 +1,250 @@
+//! Benchmarks. Each prints its figures and the exact command behind them;
+//! docs/benchmarks.md records them. The machines are shared and noisy, so
+//! every comparison is made side by side in one run: interleaved rounds, and
+//! the median of the per-round ratios.
+use std::{
+    io::{BufRead, BufReader},
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, bail};
+use clap::Subcommand;
+
+use crate::{setup, util};
+
+#[derive(Subcommand)]
+pub enum Which {
+    /// Cost of `attach --all` on a context-switch-heavy load: `perf bench
+    /// sched pipe` with both ends pinned to one CPU, with and without ttp,
+    /// interleaved rounds; also attach-to-ready latency, RSS and CPU use.
+    Overhead {
+        /// Interleaved rounds (each: one run without ttp, one with).
+        #[arg(long, default_value_t = 9)]
+        rounds: u32,
+        /// Messages per `perf bench sched pipe` run.
+        #[arg(long, default_value_t = 100_000)]
+        loops: u32,
+        /// Also measure bpftrace summing on-CPU time per pid on sched_switch.
+        #[arg(long)]
+        bpftrace: bool,
+    },
+}
+
+pub fn run(which: Which) -> anyhow::Result<()> {
+    match which {
+        Which::Overhead {
+            rounds,
+            loops,
+            bpftrace,
+        } => overhead(rounds, loops, bpftrace),
+    }
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// usecs/op of one pinned `perf bench sched pipe`.
+fn sched_pipe(loops: u32) -> anyhow::Result<f64> {
+    let out = Command::new("taskset")
+        .args([
+            "-c",
+            "1",
+            "perf",
+            "bench",
+            "sched",
+            "pipe",
+            "-l",
+            &loops.to_string(),
+        ])
+        .output()
+        .context("running perf bench (package linux-perf)")?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .find(|l| l.contains("usecs/op"))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .with_context(|| format!("no usecs/op in perf output: {text}"))
+}
+
+/// A tracer running in the background, stopped with SIGINT on drop.
+struct Tracer {
+    child: Child,
+    ready_ms: f64,
+}
+
+impl Tracer {
+    fn stop(mut self) -> anyhow::Result<(u64, u64)> {
+        let pid = self.child.id() as i32;
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let hwm_kib = status
+            .lines()
+            .find(|l| l.starts_with("VmHWM:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let after_comm = stat.rsplit(')').next().unwrap_or("");
+        let f: Vec<&str> = after_comm.split_whitespace().collect();
+        let ticks = f.get(11).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0)
+            + f.get(12).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        // SAFETY: signalling our own child.
+        unsafe { libc_kill(pid, 2) };
+        let _ = self.child.wait();
+        Ok((hwm_kib, ticks))
+    }
+}
+
+unsafe extern "C" {
+    #[link_name = "kill"]
+    fn libc_kill(pid: i32, sig: i32) -> i32;
+}
+
+fn start_tracer(mut cmd: Command, ready_marker: &str) -> anyhow::Result<Tracer> {
+    let t0 = Instant::now();
+    let mut child = cmd
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .context("starting tracer")?;
+    let stderr = child.stderr.take().expect("piped");
+    let mut lines = BufReader::new(stderr).lines();
+    let deadline = t0 + Duration::from_secs(60);
+    loop {
+        let Some(Ok(line)) = lines.next() else {
+            bail!("tracer ended before it was ready")
+        };
+        if line.contains(ready_marker) {
+            break;
+        }
+        if Instant::now() > deadline {
+            bail!("tracer not ready after 60 s");
+        }
+    }
+    let ready_ms = t0.elapsed().as_secs_f64() * 1e3;
+    // Keep draining stderr so the tracer never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    Ok(Tracer { child, ready_ms })
+}
+
+fn overhead(rounds: u32, loops: u32, with_bpftrace: bool) -> anyhow::Result<()> {
+    setup::ensure_packages(&["linux-perf"], "perf bench sched pipe is the load")?;
+    let mut mounted_tracefs = false;
+    if with_bpftrace {
+        setup::ensure_packages(&["bpftrace"], "bpftrace is the comparison")?;
+        mounted_tracefs = setup::mount_tracefs()?;
+    }
+    let result = overhead_rounds(rounds, loops, with_bpftrace);
+    if mounted_tracefs {
+        setup::umount_tracefs();
+    }
+    result
+}
+
+fn overhead_rounds(rounds: u32, loops: u32, with_bpftrace: bool) -> anyhow::Result<()> {
+    util::cargo(&["build", "--release", "-p", "ttp-user"])?;
+    let ttp = util::target_dir().join("release/ttp-ebpf");
+    let mut ratios = Vec::new();
+    let mut bt_ratios = Vec::new();
+    let mut ready = Vec::new();
+    let mut rss = Vec::new();
+    let mut cpu_pct = Vec::new();
+    println!(
+        "round  base µs/op  ttp µs/op  ratio{}",
+        if with_bpftrace {
+            "  bpftrace µs/op  ratio"
+        } else {
+            ""
+        }
+    );
+    for r in 0..rounds {
+        let base = sched_pipe(loops)?;
+        let mut cmd = Command::new(&ttp);
+        cmd.args(["attach", "--all", "--interval", "1s", "--quiet"]);
+        let tracer = start_tracer(cmd, "ledger attached")?;
+        ready.push(tracer.ready_ms);
+        let t0 = Instant::now();
+        let with = sched_pipe(loops)?;
+        // Let the 1 s interval loop run a few times for the CPU figure.
+        std::thread::sleep(Duration::from_secs(2));
+        let secs = t0.elapsed().as_secs_f64();
+        let (hwm, ticks) = tracer.stop()?;
+        rss.push(hwm as f64 / 1024.0);
+        cpu_pct.push(ticks as f64 / 100.0 / secs * 100.0);
+        ratios.push(with / base);
+        let mut line = format!("{r:>5}  {base:>10.3}  {with:>9.3}  {:>5.3}", with / base);
+        if with_bpftrace {
+            let mut cmd = Command::new("bpftrace");
+            cmd.args([
+                "-e",
+                "BEGIN { printf(\"bpftrace ready\\n\"); } tracepoint:sched:sched_switch { if (@start[args.prev_pid]) { @oncpu[args.prev_pid] = sum(nsecs - @start[args.prev_pid]); } @start[args.next_pid] = nsecs; }",
+            ]);
+            // bpftrace prints BEGIN output on stdout; wait for it there.
+            let t = start_bpftrace(cmd)?;
+            let b = sched_pipe(loops)?;
+            let _ = t.stop();
+            bt_ratios.push(b / base);
+            line += &format!("  {b:>14.3}  {:>5.3}", b / base);
+        }
+        println!("{line}");
+    }
+    println!();
+    println!(
+        "median ratio with ttp attach --all: {:.3} ({} rounds of {loops} messages)",
+        median(&mut ratios),
+        rounds
+    );
+    if with_bpftrace {
+        println!(
+            "median ratio with bpftrace on-CPU sums: {:.3}",
+            median(&mut bt_ratios)
+        );
+    }
+    println!(
+        "attach-to-ready (spawn to 'ledger attached'): median {:.1} ms",
+        median(&mut ready)
+    );
+    println!("userspace peak RSS: median {:.1} MiB", median(&mut rss));
+    println!(
+        "userspace CPU at 1 s interval, under this load: median {:.2} % of a core",
+        median(&mut cpu_pct)
+    );
+    println!(
+        "command: cargo xtask bench overhead --rounds {rounds} --loops {loops}{}",
+        if with_bpftrace { " --bpftrace" } else { "" }
+    );
+    Ok(())
+}
+
+fn start_bpftrace(mut cmd: Command) -> anyhow::Result<Tracer> {
+    let t0 = Instant::now();
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("starting bpftrace")?;
+    let stdout = child.stdout.take().expect("piped");
+    let mut lines = BufReader::new(stdout).lines();
+    loop {
+        match lines.next() {
+            Some(Ok(l)) if l.contains("bpftrace ready") => break,
+            Some(Ok(_)) => {}
+            _ => bail!("bpftrace ended before it was ready"),
+        }
+        if t0.elapsed() > Duration::from_secs(60) {
+            bail!("bpftrace not ready after 60 s");
+        }
+    }
+    std::thread::spawn(move || for _ in lines {});
+    Ok(Tracer {
+        child,
+        ready_ms: t0.elapsed().as_secs_f64() * 1e3,
+    })
+}

@@ -1,0 +1,116 @@
+//! Idempotent installation of the build prerequisites. Each step checks
+//! first and says what it installs and why.
+use std::{path::Path, process::Command};
+
+use anyhow::{Context, bail};
+
+use crate::util::{is_root, output, status};
+
+pub const BPF_LINKER_VERSION: &str = "0.13.0";
+const LLVM_PREFIX: &str = "/usr/lib/llvm-22";
+const APT_LLVM: &[&str] = &[
+    "llvm-22-dev",
+    "libpolly-22-dev",
+    "libzstd-dev",
+    "zlib1g-dev",
+];
+
+pub fn all() -> anyhow::Result<()> {
+    rust_src()?;
+    bpf_linker()?;
+    Ok(())
+}
+
+fn rust_src() -> anyhow::Result<()> {
+    let installed = output(
+        "rustup",
+        &["component", "list", "--toolchain", "nightly", "--installed"],
+    )
+    .context("rustup is needed (the eBPF programs build with the nightly toolchain)")?;
+    if installed.lines().any(|l| l.starts_with("rust-src")) {
+        return Ok(());
+    }
+    println!(
+        "xtask: installing rust-src for the nightly toolchain (the eBPF target builds core from source)"
+    );
+    status(Command::new("rustup").args(["component", "add", "rust-src", "--toolchain", "nightly"]))
+}
+
+fn bpf_linker() -> anyhow::Result<()> {
+    if output("bpf-linker", &["--version"]).is_some_and(|v| v.contains(BPF_LINKER_VERSION)) {
+        return Ok(());
+    }
+    if !Path::new(LLVM_PREFIX).join("lib/libLLVM.so").exists() {
+        apt_install(APT_LLVM, "LLVM 22 development files, to build bpf-linker")?;
+    }
+    println!(
+        "xtask: building bpf-linker {BPF_LINKER_VERSION} against LLVM 22 (a few minutes, once)"
+    );
+    let path = format!(
+        "{LLVM_PREFIX}/bin:{}",
+        std::env::var("PATH").unwrap_or_default()
+    );
+    status(
+        Command::new(env!("CARGO"))
+            .args([
+                "install",
+                "bpf-linker",
+                "--version",
+                BPF_LINKER_VERSION,
+                "--no-default-features",
+                "--features",
+                "llvm-22",
+                "--locked",
+            ])
+            .env("LLVM_PREFIX", LLVM_PREFIX)
+            .env("PATH", path),
+    )
+}
+
+/// `apt-get install` of `packages`, explaining `why`.
+pub fn apt_install(packages: &[&str], why: &str) -> anyhow::Result<()> {
+    if !is_root() {
+        bail!(
+            "{why}: these Debian packages are missing: {}. Install them (sudo apt-get install {}) or run this as root.",
+            packages.join(" "),
+            packages.join(" ")
+        );
+    }
+    println!("xtask: installing {} ({why})", packages.join(", "));
+    status(Command::new("apt-get").args(["update", "-qq"]))?;
+    status(
+        Command::new("apt-get")
+            .args(["install", "-y", "-qq", "--no-install-recommends"])
+            .args(packages)
+            .env("DEBIAN_FRONTEND", "noninteractive"),
+    )
+}
+
+/// True when every one of `packages` is installed.
+pub fn dpkg_installed(packages: &[&str]) -> bool {
+    packages.iter().all(|p| {
+        output("dpkg-query", &["-W", "-f=${Status}", p])
+            .is_some_and(|s| s.contains("install ok installed"))
+    })
+}
+
+pub fn ensure_packages(packages: &[&str], why: &str) -> anyhow::Result<()> {
+    if dpkg_installed(packages) {
+        return Ok(());
+    }
+    apt_install(packages, why)
+}
+
+/// Mounts tracefs for tools that need classic tracepoints (bpftrace);
+/// returns whether it mounted it (the caller unmounts it again).
+pub fn mount_tracefs() -> anyhow::Result<bool> {
+    if Path::new("/sys/kernel/tracing/events").exists() {
+        return Ok(false);
+    }
+    status(Command::new("mount").args(["-t", "tracefs", "nodev", "/sys/kernel/tracing"]))?;
+    Ok(true)
+}
+
+pub fn umount_tracefs() {
+    let _ = Command::new("umount").arg("/sys/kernel/tracing").status();
+}
