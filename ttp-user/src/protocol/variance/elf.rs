@@ -30,6 +30,15 @@ pub enum SymbolSource {
     Dynsym,
 }
 
+impl SymbolSource {
+    pub fn label(self) -> &'static str {
+        match self {
+            SymbolSource::Symtab => ".symtab",
+            SymbolSource::Dynsym => ".dynsym only",
+        }
+    }
+}
+
 /// How the file is loaded: at fixed addresses, or anywhere (then the
 /// addresses here are relative to the load bias).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -41,6 +50,16 @@ pub enum ElfKind {
     PieExecutable,
     /// `ET_DYN` without `DF_1_PIE`: a shared library such as libc.so.6.
     SharedLibrary,
+}
+
+impl ElfKind {
+    pub fn label(self) -> &'static str {
+        match self {
+            ElfKind::Executable => "executable",
+            ElfKind::PieExecutable => "PIE executable",
+            ElfKind::SharedLibrary => "shared library",
+        }
+    }
 }
 
 /// One function of the file; `address` is its virtual address in the file.

@@ -169,8 +169,11 @@ impl VprofileReport {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "vprofile {} in {} ({:?}, {:?} symbols)",
-            self.root, self.binary.path, self.binary.kind, self.binary.symbols
+            "vprofile {} in {} ({}, {})",
+            self.root,
+            self.binary.path,
+            self.binary.kind.label(),
+            self.binary.symbols.label()
         );
         let _ = writeln!(
             s,
