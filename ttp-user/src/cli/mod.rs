@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 
 pub mod attach;
 pub mod blame;
+pub mod vprofile;
 
 /// ttp: how long a program or a database query really took, and why.
 ///

@@ -98,6 +98,8 @@ pub struct Breakdown {
     adjustments: Adjustments,
     rounds: Vec<RoundSummary>,
     last: Option<(VarianceTree, Vec<Factor>, Vec<usize>)>,
+    /// Measure only these children of the root (`--children F1,F2`).
+    root_children: Option<Vec<String>>,
     /// Rounds ran out while functions were still to be broken down.
     pub stopped_early: bool,
 }
@@ -115,8 +117,16 @@ impl Breakdown {
             adjustments: Adjustments::default(),
             rounds: Vec::new(),
             last: None,
+            root_children: None,
             stopped_early: false,
         }
+    }
+
+    /// Measures only the named children of the root (the others' time is
+    /// then part of img_root).
+    pub fn only_root_children(mut self, names: Vec<String>) -> Self {
+        self.root_children = Some(names);
+        self
     }
 
     /// Lines 7–11: adds the children of every instance of the pending
@@ -146,6 +156,12 @@ impl Breakdown {
         for (path, slot) in instances {
             let function = path.last().expect("non-empty path").clone();
             for child in graph.children(&function) {
+                if slot.is_none()
+                    && let Some(only) = &self.root_children
+                    && !only.contains(&child.name)
+                {
+                    continue;
+                }
                 self.table.slots.push(ChildSlot {
                     parent: slot,
                     function: child.name,

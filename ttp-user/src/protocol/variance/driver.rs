@@ -66,12 +66,13 @@ pub enum DriveError {
 }
 
 /// Runs Algorithm 2 to the end (or `config.max_rounds`) and returns the
-/// report. `progress` shows a bar on stderr (hidden if it is no terminal).
+/// report; `only_root_children` restricts the root's measured children. `progress` shows a bar on stderr (hidden if it is no terminal).
 pub fn drive(
     elf: &ElfImage,
     graph: &CallGraph,
     config: BreakdownConfig,
     stop: Stop,
+    only_root_children: Option<Vec<String>>,
     source: &mut dyn InvocationSource,
     pid: Option<u32>,
 ) -> Result<VprofileReport, DriveError> {
@@ -88,6 +89,9 @@ pub fn drive(
     );
     bar.enable_steady_tick(Duration::from_millis(200));
     let mut b = Breakdown::new(root_name, config);
+    if let Some(only) = only_root_children {
+        b = b.only_root_children(only);
+    }
     let mut info = MeasurementInfo {
         pid,
         lost_records: Some(0),

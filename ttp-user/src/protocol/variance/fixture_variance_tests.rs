@@ -276,6 +276,7 @@ fn driver_plans_probes_on_call_instructions() {
             &graph,
             CONFIG,
             super::driver::Stop::Invocations(60),
+            None,
             &mut source,
             None,
         )

@@ -189,3 +189,19 @@ fn outputs_agree_with_the_tree() {
         assert!(svg.contains(&n.term), "{} not labelled", n.term);
     }
 }
+
+/// `--children A` measures only A under the root, so B's time is img_R.
+/// Catches the restriction being ignored, or applied below the root.
+#[test]
+fn root_children_can_be_restricted() {
+    let g = Fake::new();
+    let mut b = Breakdown::new("R", CONFIG).only_root_children(vec!["A".into()]);
+    let table = b.next_table(&g).unwrap();
+    let names: Vec<&str> = table.slots.iter().map(|s| s.function.as_str()).collect();
+    assert_eq!(names, ["A"]);
+    let inv = invocations(table);
+    b.observe(&inv, &g).unwrap();
+    let table = b.next_table(&g).unwrap();
+    let names: Vec<&str> = table.slots.iter().map(|s| s.function.as_str()).collect();
+    assert_eq!(names, ["A", "C", "D"], "A's own children are all measured");
+}
