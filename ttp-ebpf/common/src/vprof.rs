@@ -5,8 +5,9 @@
 //! Probes: a uprobe and a uretprobe on the root function; a uprobe on each
 //! measured `call` instruction and one on the instruction after it (the
 //! return site). Each attachment carries a cookie ([`cookie`]) naming its
-//! call site, the child slot the call's duration is added to, and that
-//! slot's parent slot, so one program serves every call site.
+//! call site, the length of the call instruction, the child slot the call's
+//! duration is added to, and that slot's parent slot, so one program serves
+//! every call site.
 
 /// Child slots per record (columns of `children_ns`).
 pub const MAX_SLOTS: usize = 128;
@@ -53,20 +54,29 @@ pub struct Stats {
     pub probe_ns: u64,
 }
 
-/// Attachment cookie of a call site or return site: site id (bits 32..63),
-/// parent slot (16..31, [`PARENT_ROOT`] for the root) and slot (0..15).
-pub const fn cookie(site: u32, parent: u32, slot: u32) -> u64 {
-    ((site as u64) << 32) | (((parent & 0xffff) as u64) << 16) | (slot & 0xffff) as u64
+/// Attachment cookie of a call site and of its return site: site id
+/// (bits 40..63), length of the `call` instruction (32..39, so the return
+/// address is the probed address plus it), parent slot (16..31,
+/// [`PARENT_ROOT`] for the root) and slot (0..15).
+pub const fn cookie(site: u32, call_len: u32, parent: u32, slot: u32) -> u64 {
+    (((site & 0xff_ffff) as u64) << 40)
+        | (((call_len & 0xff) as u64) << 32)
+        | (((parent & 0xffff) as u64) << 16)
+        | (slot & 0xffff) as u64
 }
 
-/// (site, parent, slot) of a cookie.
-pub const fn decode_cookie(c: u64) -> (u32, u32, u32) {
+/// (site, call_len, parent, slot) of a cookie.
+pub const fn decode_cookie(c: u64) -> (u32, u32, u32, u32) {
     (
-        (c >> 32) as u32,
+        (c >> 40) as u32,
+        ((c >> 32) & 0xff) as u32,
         ((c >> 16) & 0xffff) as u32,
         (c & 0xffff) as u32,
     )
 }
+
+/// Call sites one plan can name (24-bit site ids).
+pub const MAX_SITES: u32 = 1 << 24;
 
 #[cfg(feature = "user")]
 unsafe impl aya::Pod for Record {}
@@ -86,9 +96,10 @@ mod tests {
     #[test]
     fn cookie_round_trip() {
         assert_eq!(
-            decode_cookie(cookie(7, PARENT_ROOT, 3)),
-            (7, PARENT_ROOT, 3)
+            decode_cookie(cookie(7, 5, PARENT_ROOT, 3)),
+            (7, 5, PARENT_ROOT, 3)
         );
-        assert_eq!(decode_cookie(cookie(u32::MAX, 127, 0)), (u32::MAX, 127, 0));
+        let max = MAX_SITES - 1;
+        assert_eq!(decode_cookie(cookie(max, 15, 127, 0)), (max, 15, 127, 0));
     }
 }

@@ -7,7 +7,7 @@
 //! non-PIE executable and a shared library, wherever it is mapped.
 use std::path::PathBuf;
 
-use ttp_common::vprof::{self, MAX_SLOTS, PARENT_ROOT, Record};
+use ttp_common::vprof::{self, MAX_SITES, MAX_SLOTS, PARENT_ROOT, Record};
 
 use super::{
     elf::ElfImage,
@@ -32,7 +32,8 @@ pub struct SiteProbe {
 impl SiteProbe {
     /// The attachment cookie of both probes of this site.
     pub fn cookie(&self) -> u64 {
-        vprof::cookie(self.site, self.parent, self.slot)
+        let call_len = (self.return_address - self.call_address) as u32;
+        vprof::cookie(self.site, call_len, self.parent, self.slot)
     }
 }
 
@@ -53,6 +54,10 @@ pub enum PlanError {
         "the variance tree needs {slots} child slots but the probes carry at most {max}: lower --k or --rounds, or break down fewer functions"
     )]
     TooManySlots { slots: usize, max: usize },
+    #[error(
+        "the plan has {sites} call sites but cookies can name at most {max}: break down fewer functions"
+    )]
+    TooManySites { sites: usize, max: usize },
     #[error(
         "address {address:#x} is not in a loadable segment of {binary}: cannot place a uprobe there"
     )]
@@ -88,6 +93,12 @@ impl ProbePlan {
                     return_offset: offset(return_address)?,
                 });
             }
+        }
+        if sites.len() > MAX_SITES as usize {
+            return Err(PlanError::TooManySites {
+                sites: sites.len(),
+                max: MAX_SITES as usize,
+            });
         }
         Ok(Self {
             binary: elf.path().to_owned(),
