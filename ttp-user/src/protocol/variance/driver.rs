@@ -28,6 +28,9 @@ pub enum Stop {
 #[derive(Debug, Clone, Default)]
 pub struct RoundData {
     pub invocations: Vec<Invocation>,
+    /// Root entry time of each invocation (CLOCK_MONOTONIC ns), when the
+    /// source knows it.
+    pub starts_ns: Vec<u64>,
     /// Records the ring buffer dropped.
     pub lost_records: u64,
     /// Probe hits (all uprobes and uretprobes of the round).
