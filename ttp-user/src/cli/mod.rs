@@ -25,6 +25,7 @@ pub struct Cli {
 pub enum Command {
     Attach(attach::AttachArgs),
     Blame(blame::Args),
+    Vprofile(vprofile::Args),
 }
 
 /// Parses the command line, runs the command and maps errors to exit codes:
@@ -35,6 +36,7 @@ pub fn main() -> ExitCode {
     let result: anyhow::Result<()> = match cli.command {
         Command::Attach(a) => attach::run(a),
         Command::Blame(args) => blame::run(args),
+        Command::Vprofile(args) => vprofile::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

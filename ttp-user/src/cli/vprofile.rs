@@ -13,6 +13,10 @@ use anyhow::Context;
 
 use crate::{
     error::usage,
+    probe::{
+        probe_error_ctx,
+        vprof::{UprobeSource, VprofProbeError},
+    },
     protocol::variance::{
         breakdown::BreakdownConfig,
         callgraph::CallGraph,
@@ -22,6 +26,7 @@ use crate::{
         svg,
     },
     report::atomic,
+    sys::signals::StopFlag,
 };
 
 /// Find the functions responsible for the variance of a function's
@@ -91,6 +96,58 @@ fn parse_share(s: &str) -> Result<f64, String> {
         Ok(v)
     } else {
         Err(format!("`{s}` must be above 0 and at most 100%"))
+    }
+}
+
+/// Measures live: the process of `--pid`, or the command after `--`
+/// (started here, stopped with SIGTERM when the measurement ends).
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let prepared = prepare(&args)?;
+    let stop = StopFlag::install().context("installing signal handlers")?;
+    let mut started = None;
+    let pid = match args.pid {
+        Some(pid) => pid,
+        None => {
+            let child = std::process::Command::new(&args.command[0])
+                .args(&args.command[1..])
+                .spawn()
+                .with_context(|| format!("starting {}", args.command[0]))?;
+            let pid = child.id();
+            started = Some(Started(child));
+            pid
+        }
+    };
+    let mut source = UprobeSource::new(pid).with_stop_flag(stop);
+    source.preload().map_err(|e| match e {
+        VprofProbeError::Probe(p) => probe_error_ctx(p),
+        other => anyhow::Error::new(other),
+    })?;
+    let report = run_with(&args, prepared, &mut source, Some(pid))?;
+    if source.incomplete_records > 0 {
+        eprintln!(
+            "note: {} invocations had calls the probes could not track (deeper than {} open calls, or unwound by longjmp/exceptions)",
+            source.incomplete_records,
+            ttp_common::vprof::MAX_DEPTH
+        );
+    }
+    if report.measurement.lost_records.is_some_and(|l| l > 0) {
+        eprintln!("note: records were lost (ring buffer full); the numbers cover the rest");
+    }
+    // Each uprobe takes a kernel grace period to detach: the report is out
+    // before that.
+    drop(source);
+    drop(started);
+    Ok(())
+}
+
+/// A command started by `run`, stopped when the measurement ends.
+struct Started(std::process::Child);
+
+impl Drop for Started {
+    fn drop(&mut self) {
+        // SAFETY: plain kill(2) on our own child.
+        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
+        let _ = self.0.wait();
     }
 }
 

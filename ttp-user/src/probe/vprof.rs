@@ -28,6 +28,7 @@ use crate::protocol::variance::{
     plan::ProbePlan,
     tree::ChildTable,
 };
+use crate::sys::signals::StopFlag;
 
 #[derive(Debug, thiserror::Error)]
 pub enum VprofProbeError {
@@ -53,6 +54,7 @@ pub struct UprobeSource {
     /// Records that reported untracked calls (their sums may be short).
     pub incomplete_records: u64,
     loaded: Option<Loaded>,
+    stop: Option<StopFlag>,
 }
 
 struct Loaded {
@@ -73,7 +75,23 @@ impl UprobeSource {
             pid,
             incomplete_records: 0,
             loaded: None,
+            stop: None,
         }
+    }
+
+    /// Ends the current round early (and the run) when `stop` is raised.
+    pub fn with_stop_flag(mut self, stop: StopFlag) -> Self {
+        self.stop = Some(stop);
+        self
+    }
+
+    /// Loads the programs now, so that missing privileges are reported
+    /// before any work.
+    pub fn preload(&mut self) -> Result<(), VprofProbeError> {
+        if self.loaded.is_none() {
+            self.loaded = Some(self.load()?);
+        }
+        Ok(())
     }
 
     fn load(&self) -> Result<Loaded, VprofProbeError> {
@@ -257,6 +275,10 @@ impl InvocationSource for UprobeSource {
                 Stop::Invocations(n) => data.invocations.len() >= n,
             };
             if done {
+                break;
+            }
+            if self.stop.as_ref().is_some_and(StopFlag::raised) && data.invocations.len() >= 2 {
+                data.interrupted = true;
                 break;
             }
             if !Path::new(&format!("/proc/{}", self.pid)).exists() {

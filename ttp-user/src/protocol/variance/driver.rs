@@ -38,6 +38,8 @@ pub struct RoundData {
     /// Time spent inside the probes, ns.
     pub probe_ns: u64,
     pub elapsed: Duration,
+    /// The user asked to stop (Ctrl-C): no further round is run.
+    pub interrupted: bool,
 }
 
 /// Measures one round: attaches the plan's probes, collects the records
@@ -122,6 +124,10 @@ pub fn drive(
         probe_ns += data.probe_ns;
         b.observe(&data.invocations, graph)
             .map_err(|source| DriveError::Tree { round, source })?;
+        if data.interrupted {
+            b.stopped_early = !b.is_done();
+            break;
+        }
     }
     bar.finish_and_clear();
     if let Some(hits) = info.probe_hits.filter(|&h| h > 0) {
