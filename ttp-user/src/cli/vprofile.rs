@@ -54,6 +54,11 @@ pub struct Args {
     /// directly) or a comma-separated list.
     #[arg(long, default_value = "auto", value_name = "auto|F1,F2,…")]
     pub children: String,
+    /// Count direct calls to code without a symbol (the static functions of
+    /// a binary that keeps only .dynsym, like a distribution's postgres) as
+    /// children named sub_ADDRESS, instead of as part of img_FUNC.
+    #[arg(long)]
+    pub unnamed_children: bool,
     /// At most this many factors are selected (k of Algorithm 1).
     #[arg(long, default_value_t = 3)]
     pub k: usize,
@@ -159,6 +164,7 @@ pub struct Prepared {
     pub config: BreakdownConfig,
     pub stop: Stop,
     pub only_root_children: Option<Vec<String>>,
+    pub unnamed_children: bool,
 }
 
 /// Checks the options and the binary; errors are usage errors that say
@@ -192,7 +198,7 @@ pub fn prepare(args: &Args) -> anyhow::Result<Prepared> {
     let only_root_children = if args.children == "auto" {
         None
     } else {
-        let graph = CallGraph::build(&elf, root);
+        let graph = CallGraph::build_with(&elf, root, args.unnamed_children);
         let known: Vec<String> = graph.children(root).into_iter().map(|c| c.name).collect();
         let wanted: Vec<String> = args
             .children
@@ -220,6 +226,7 @@ pub fn prepare(args: &Args) -> anyhow::Result<Prepared> {
         },
         stop,
         only_root_children,
+        unnamed_children: args.unnamed_children,
     })
 }
 
@@ -236,7 +243,7 @@ pub fn run_with(
     source: &mut dyn InvocationSource,
     pid: Option<u32>,
 ) -> anyhow::Result<VprofileReport> {
-    let graph = CallGraph::build(&prepared.elf, prepared.root);
+    let graph = CallGraph::build_with(&prepared.elf, prepared.root, prepared.unnamed_children);
     let report = driver::drive(
         &prepared.elf,
         &graph,

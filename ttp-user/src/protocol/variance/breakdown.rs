@@ -25,7 +25,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::{
-    callgraph::{CallGraph, Child, ChildKey},
+    callgraph::{CallGraph, Child},
     select::{Adjustments, Factor, factors, rank_order, select},
     tree::{ChildSlot, ChildTable, FnName, Invocation, Term, TreeError, VarianceTree},
 };
@@ -50,8 +50,8 @@ impl CallGraphView for CallGraph<'_> {
     }
     fn children(&self, function: &str) -> Vec<Child> {
         match self.key(function) {
-            Some(ChildKey::Local(i)) => CallGraph::children(self, i),
-            _ => Vec::new(),
+            Some(k) => self.children_of(&k),
+            None => Vec::new(),
         }
     }
 }

@@ -55,6 +55,16 @@ pub struct FunctionCalls {
 pub enum ChildKey {
     Local(usize),
     Import(String),
+    /// A function without a symbol, by entry address (`sub_ADDR`); only with
+    /// [`CallGraph::build_with`]`(…, true)`.
+    Unnamed(u64),
+}
+
+/// A node of the graph: a function with or without a symbol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum FnId {
+    Local(usize),
+    Unnamed(u64),
 }
 
 /// A child function of a parent (Sec. 3.1) and the parent's call sites to it.
@@ -108,7 +118,7 @@ pub fn function_calls(elf: &ElfImage, function: usize) -> FunctionCalls {
 }
 
 /// Resolves the target of a `call`/`jmp`.
-fn resolve_operand(elf: &ElfImage, instr: &Instruction) -> Callee {
+pub(super) fn resolve_operand(elf: &ElfImage, instr: &Instruction) -> Callee {
     match instr.op0_kind() {
         OpKind::NearBranch64 => resolve_address(elf, instr.near_branch64()),
         OpKind::Memory if instr.is_ip_rel_memory_operand() => {
@@ -168,48 +178,107 @@ fn plt_stub_slot(elf: &ElfImage, stub: u64) -> Option<u64> {
 pub struct CallGraph<'a> {
     elf: &'a ElfImage,
     root: usize,
-    calls: HashMap<usize, FunctionCalls>,
-    heights: HashMap<usize, u32>,
+    /// Calls to functions without a symbol are children (`sub_ADDR`)
+    /// rather than part of img.
+    unnamed_children: bool,
+    calls: HashMap<FnId, FunctionCalls>,
+    heights: HashMap<FnId, u32>,
     /// Display name → function, for every function reachable from the root
     /// and every import they call.
     names: HashMap<String, ChildKey>,
 }
 
 impl<'a> CallGraph<'a> {
-    /// Decodes every function reachable from `root` through direct calls.
+    /// Decodes every function reachable from `root` through direct calls;
+    /// calls to addresses without a symbol stay in img (Sec. 3.1).
     pub fn build(elf: &'a ElfImage, root: usize) -> Self {
-        let mut calls = HashMap::new();
-        let mut queue = VecDeque::from([root]);
+        Self::build_with(elf, root, false)
+    }
+
+    /// As [`Self::build`]; with `unnamed_children`, a direct call to code
+    /// no symbol covers is a child named `sub_ADDR`, whose own code is
+    /// found by following its control flow ([`super::extent`]).
+    pub fn build_with(elf: &'a ElfImage, root: usize, unnamed_children: bool) -> Self {
+        let mut g = Self {
+            elf,
+            root,
+            unnamed_children,
+            calls: HashMap::new(),
+            heights: HashMap::new(),
+            names: HashMap::new(),
+        };
+        let mut queue = VecDeque::from([FnId::Local(root)]);
         while let Some(f) = queue.pop_front() {
-            if calls.contains_key(&f) {
+            if g.calls.contains_key(&f) {
                 continue;
             }
-            let fc = function_calls(elf, f);
+            let fc = match f {
+                FnId::Local(i) => function_calls(elf, i),
+                FnId::Unnamed(a) => super::extent::unnamed_function_calls(elf, a),
+            };
             for cs in &fc.call_sites {
-                if let Callee::Local(g) = cs.callee
-                    && !calls.contains_key(&g)
+                if let Some(id) = g.node_of(&cs.callee)
+                    && !g.calls.contains_key(&id)
                 {
-                    queue.push_back(g);
+                    queue.push_back(id);
                 }
             }
-            calls.insert(f, fc);
+            g.calls.insert(f, fc);
         }
-        let heights = heights(root, &calls);
+        let succ = |f: FnId| -> Vec<Option<FnId>> {
+            g.calls
+                .get(&f)
+                .map(|fc| {
+                    fc.call_sites
+                        .iter()
+                        .filter_map(|cs| match g.child_key(&cs.callee)? {
+                            ChildKey::Import(_) => Some(None), // a leaf child
+                            k => Some(Some(to_id(&k))),
+                        })
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let heights = heights(FnId::Local(root), succ);
         let mut names = HashMap::new();
-        for (&f, fc) in &calls {
-            names.insert(unique_name(elf, f), ChildKey::Local(f));
+        for (f, fc) in &g.calls {
+            let key = match *f {
+                FnId::Local(i) => ChildKey::Local(i),
+                FnId::Unnamed(a) => ChildKey::Unnamed(a),
+            };
+            names.insert(g.name(&key), key);
             for cs in &fc.call_sites {
                 if let Callee::Import { name } = &cs.callee {
                     names.insert(name.clone(), ChildKey::Import(name.clone()));
                 }
             }
         }
-        Self {
-            elf,
-            root,
-            calls,
-            heights,
-            names,
+        g.heights = heights;
+        g.names = names;
+        g
+    }
+
+    /// The child a callee is, if it can be measured.
+    fn child_key(&self, callee: &Callee) -> Option<ChildKey> {
+        match callee {
+            Callee::Local(i) => Some(ChildKey::Local(*i)),
+            Callee::Import { name } => Some(ChildKey::Import(name.clone())),
+            Callee::Unnamed { target }
+                if self.unnamed_children
+                    && self.elf.function_containing(*target).is_none()
+                    && self.elf.code(*target, 1).is_some() =>
+            {
+                Some(ChildKey::Unnamed(*target))
+            }
+            Callee::Unnamed { .. } | Callee::Indirect => None,
+        }
+    }
+
+    /// The graph node a callee is (imports are not nodes).
+    fn node_of(&self, callee: &Callee) -> Option<FnId> {
+        match self.child_key(callee)? {
+            ChildKey::Import(_) => None,
+            k => Some(to_id(&k)),
         }
     }
 
@@ -224,7 +293,7 @@ impl<'a> CallGraph<'a> {
         self.calls.len()
     }
     pub fn calls(&self, function: usize) -> Option<&FunctionCalls> {
-        self.calls.get(&function)
+        self.calls.get(&FnId::Local(function))
     }
 
     /// Height in the call graph: 0 for a function that calls nothing
@@ -233,8 +302,8 @@ impl<'a> CallGraph<'a> {
     /// Functions on a recursive cycle share the height of the cycle.
     pub fn height(&self, key: &ChildKey) -> u32 {
         match key {
-            ChildKey::Local(i) => self.heights.get(i).copied().unwrap_or(0),
             ChildKey::Import(_) => 0,
+            k => self.heights.get(&to_id(k)).copied().unwrap_or(0),
         }
     }
 
@@ -249,27 +318,35 @@ impl<'a> CallGraph<'a> {
     }
 
     /// Display name of a function, unique within the file (a static name
-    /// shared by several functions gets its address: `name[0x1234]`).
+    /// shared by several functions gets its address: `name[0x1234]`; a
+    /// function without a symbol is `sub_ADDR`, its address in the file).
     pub fn name(&self, key: &ChildKey) -> String {
         match key {
             ChildKey::Import(n) => n.clone(),
             ChildKey::Local(i) => unique_name(self.elf, *i),
+            ChildKey::Unnamed(a) => format!("sub_{a:x}"),
         }
+    }
+
+    /// The children of a function defined in this file (Sec. 3.1).
+    pub fn children(&self, function: usize) -> Vec<Child> {
+        self.children_of(&ChildKey::Local(function))
     }
 
     /// The children of `function` (Sec. 3.1), in order of their first call
     /// site. Calls that cannot be measured are not children: they are part
-    /// of `img_function`.
-    pub fn children(&self, function: usize) -> Vec<Child> {
-        let Some(fc) = self.calls.get(&function) else {
+    /// of `img_function`. An import has none.
+    pub fn children_of(&self, function: &ChildKey) -> Vec<Child> {
+        if matches!(function, ChildKey::Import(_)) {
+            return Vec::new();
+        }
+        let Some(fc) = self.calls.get(&to_id(function)) else {
             return Vec::new();
         };
         let mut out: Vec<Child> = Vec::new();
         for cs in &fc.call_sites {
-            let key = match &cs.callee {
-                Callee::Local(i) => ChildKey::Local(*i),
-                Callee::Import { name } => ChildKey::Import(name.clone()),
-                Callee::Unnamed { .. } | Callee::Indirect => continue,
+            let Some(key) = self.child_key(&cs.callee) else {
+                continue;
             };
             let site = (cs.call_address, cs.return_address);
             match out.iter_mut().find(|c| c.key == key) {
@@ -282,6 +359,14 @@ impl<'a> CallGraph<'a> {
             }
         }
         out
+    }
+}
+
+fn to_id(k: &ChildKey) -> FnId {
+    match k {
+        ChildKey::Local(i) => FnId::Local(*i),
+        ChildKey::Unnamed(a) => FnId::Unnamed(*a),
+        ChildKey::Import(_) => unreachable!("imports are not graph nodes"),
     }
 }
 
@@ -304,31 +389,20 @@ pub fn unique_name(elf: &ElfImage, i: usize) -> String {
 /// Heights over the strongly connected components (Tarjan, iterative): a
 /// component is finished only after every component it reaches, so one pass
 /// in finishing order sees children before parents.
-fn heights(root: usize, calls: &HashMap<usize, FunctionCalls>) -> HashMap<usize, u32> {
-    let succ = |f: usize| -> Vec<Option<usize>> {
-        calls
-            .get(&f)
-            .map(|fc| {
-                fc.call_sites
-                    .iter()
-                    .filter_map(|cs| match &cs.callee {
-                        Callee::Local(g) => Some(Some(*g)),
-                        Callee::Import { .. } => Some(None), // a leaf child
-                        _ => None,
-                    })
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    let mut index: HashMap<usize, usize> = HashMap::new();
-    let mut low: HashMap<usize, usize> = HashMap::new();
-    let mut on_stack: HashMap<usize, bool> = HashMap::new();
-    let mut stack: Vec<usize> = Vec::new();
-    let mut comp_of: HashMap<usize, usize> = HashMap::new();
+fn heights<T, F>(root: T, succ: F) -> HashMap<T, u32>
+where
+    T: Copy + Eq + std::hash::Hash,
+    F: Fn(T) -> Vec<Option<T>>,
+{
+    let mut index: HashMap<T, usize> = HashMap::new();
+    let mut low: HashMap<T, usize> = HashMap::new();
+    let mut on_stack: HashMap<T, bool> = HashMap::new();
+    let mut stack: Vec<T> = Vec::new();
+    let mut comp_of: HashMap<T, usize> = HashMap::new();
     let mut comp_height: Vec<u32> = Vec::new();
     let mut next = 0usize;
     // Frames: (node, successors, position).
-    let mut frames: Vec<(usize, Vec<Option<usize>>, usize)> = Vec::new();
+    let mut frames: Vec<(T, Vec<Option<T>>, usize)> = Vec::new();
     index.insert(root, next);
     low.insert(root, next);
     next += 1;
@@ -409,6 +483,23 @@ mod tests {
         }
     }
 
+    fn heights_of(root: usize, g: &HashMap<usize, FunctionCalls>) -> HashMap<usize, u32> {
+        heights(root, |f| {
+            g.get(&f)
+                .map(|fc| {
+                    fc.call_sites
+                        .iter()
+                        .filter_map(|cs| match &cs.callee {
+                            Callee::Local(x) => Some(Some(*x)),
+                            Callee::Import { .. } => Some(None),
+                            _ => None,
+                        })
+                        .collect()
+                })
+                .unwrap_or_default()
+        })
+    }
+
     fn graph(edges: &[(usize, &[usize])]) -> HashMap<usize, FunctionCalls> {
         edges
             .iter()
@@ -440,7 +531,7 @@ mod tests {
         g.get_mut(&2).unwrap().call_sites.push(site(Callee::Import {
             name: "usleep".into(),
         }));
-        let h = heights(0, &g);
+        let h = heights_of(0, &g);
         assert_eq!(h[&3], 0);
         assert_eq!(h[&1], 1);
         assert_eq!(h[&4], 1, "the cycle 4⇄5 sits one above leaf 3");
@@ -457,6 +548,6 @@ mod tests {
         g.get_mut(&0).unwrap().call_sites.push(site(Callee::Import {
             name: "usleep".into(),
         }));
-        assert_eq!(heights(0, &g)[&0], 1);
+        assert_eq!(heights_of(0, &g)[&0], 1);
     }
 }

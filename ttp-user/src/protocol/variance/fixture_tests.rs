@@ -270,3 +270,61 @@ fn libc_symbols_versions_and_callees() {
         assert_eq!(elf.lookup(name).unwrap(), perror, "{name}");
     }
 }
+
+/// With unnamed children, perror's calls to static helpers (no symbol in
+/// libc's .dynsym) become children `sub_ADDR`, and the code found for
+/// them by following their control flow is in step with objdump's
+/// disassembly: every call we find there is a call in objdump at the same
+/// address with the same target. Catches a control-flow walk that decodes
+/// from the middle of instructions, or unnamed calls dropped.
+#[test]
+fn libc_unnamed_callees_become_children() {
+    let libc = Path::new(LIBC);
+    let elf = ElfImage::load(libc).unwrap();
+    let perror = elf.lookup("perror").unwrap();
+    let unnamed_targets: Vec<u64> = super::callgraph::function_calls(&elf, perror)
+        .call_sites
+        .iter()
+        .filter_map(|c| match c.callee {
+            Callee::Unnamed { target } if elf.function_containing(target).is_none() => Some(target),
+            _ => None,
+        })
+        .collect();
+    assert!(!unnamed_targets.is_empty(), "perror calls a static helper");
+    let graph = CallGraph::build_with(&elf, perror, true);
+    let children = graph.children(perror);
+    for t in &unnamed_targets {
+        let name = format!("sub_{t:x}");
+        let child = children
+            .iter()
+            .find(|c| c.name == name)
+            .unwrap_or_else(|| panic!("{name} missing from {children:?}"));
+        assert_eq!(child.key, ChildKey::Unnamed(*t));
+        let calls = super::extent::unnamed_function_calls(&elf, *t);
+        let Some(last) = calls.call_sites.last() else {
+            continue;
+        };
+        let theirs = objdump_calls(libc, *t, last.return_address);
+        for cs in &calls.call_sites {
+            let Some((_, target, _)) = theirs.iter().find(|c| c.0 == cs.call_address) else {
+                panic!(
+                    "{:#x} in {name}: objdump sees no call there",
+                    cs.call_address
+                );
+            };
+            if let Callee::Local(i) = cs.callee
+                && !elf.in_plt(target.unwrap_or(0))
+            {
+                assert_eq!(Some(elf.functions()[i].address), *target);
+            }
+        }
+    }
+    // Without the option they stay in img_perror.
+    let plain = CallGraph::build(&elf, perror);
+    assert!(
+        plain
+            .children(perror)
+            .iter()
+            .all(|c| !c.name.starts_with("sub_"))
+    );
+}

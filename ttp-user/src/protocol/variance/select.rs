@@ -31,8 +31,8 @@ pub struct Factor {
     pub contribution_ns2: f64,
     /// `contribution_ns2` / Var(root).
     pub share: f64,
-    /// height(N): the function's height, the larger one for a covariance,
-    /// 0 for `img_F` (an imaginary function calls nothing).
+    /// height(N): the function's height, the larger one for a covariance;
+    /// height(F) − 1 for `img_F`.
     pub height: u32,
     /// speci(N) = (height(call_graph) − height(N))³ (eq. 2).
     pub specificity: f64,
@@ -49,7 +49,18 @@ pub fn factors(
     root_height: u32,
     adjustments: &Adjustments,
 ) -> Vec<Factor> {
-    let fn_height = |f: &FnName| if f.imaginary { 0 } else { height(&f.name) };
+    // img_F is F's own code: drawn as F's leaf child in the static call
+    // graph (Fig. 3), it is placed one level below F, no more specific than
+    // F's children. (A height of 0 would make every img_F the most specific
+    // factor of a tall graph and, with line 21's break, hide every real
+    // function behind a negligible img.)
+    let fn_height = |f: &FnName| {
+        if f.imaginary {
+            height(&f.name).saturating_sub(1)
+        } else {
+            height(&f.name)
+        }
+    };
     let root_var = tree.root_variance_ns2();
     // Algorithm 1, lines 1–10: one entry per factor, instances summed.
     let mut by_term: BTreeMap<Term, Factor> = BTreeMap::new();
@@ -182,6 +193,12 @@ mod tests {
             .find(|f| f.term == Term::Var(FnName::real("X")))
             .unwrap();
         assert_eq!(x.responsibility, 0.0, "the root is never specific");
+        let img_x = f
+            .iter()
+            .find(|f| f.term == Term::Var(FnName::img("X")))
+            .unwrap();
+        assert_eq!(img_x.height, 1, "img_X sits one level below X");
+        assert_eq!(img_x.specificity, 1.0);
         assert!(
             f.windows(2)
                 .all(|w| w[0].responsibility >= w[1].responsibility)
