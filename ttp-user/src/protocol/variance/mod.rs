@@ -11,6 +11,7 @@ pub mod breakdown;
 pub mod callgraph;
 pub mod driver;
 pub mod elf;
+mod elf_error;
 mod extent;
 pub mod plan;
 pub mod render;
