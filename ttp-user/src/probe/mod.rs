@@ -6,6 +6,7 @@
 pub mod btf;
 mod read;
 pub mod seed;
+pub mod vprof;
 
 use aya::{
     Ebpf, EbpfLoader,
