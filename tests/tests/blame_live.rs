@@ -230,9 +230,11 @@ fn live_blame_finds_the_culprits() {
         .expect("ttp-ebpf did not start measuring");
     eprintln!("ttp measuring after {:?}", t0.elapsed());
     let burner_before = schedstat(burner);
+    let steal_before = proc_stat_steal();
     victim.go();
     let said: Value = serde_json::from_str(&victim.line()).expect("victim output");
     let burner_after = schedstat(burner);
+    let steal = steal_between(steal_before, proc_stat_steal());
     victim.finish();
     eprintln!("victim done after {:?}", t0.elapsed());
     let (out, stderr) = runner.join().expect("ttp runner");
@@ -341,10 +343,11 @@ fn live_blame_finds_the_culprits() {
     let burner_cpu = on_cpu1(burner);
     let burner_kernel = (burner_after.0 - burner_before.0) as f64;
     // (The recording starts a little before the first read and ends a
-    // little after the second: up to 100 ms more.)
+    // little after the second; the ledger's on-CPU time is wall time, which
+    // includes what the hypervisor stole, schedstat's is not.)
     assert!(
-        within(burner_cpu, burner_kernel, 0.03, 100e6),
-        "burner on cpu1 {burner_cpu} vs schedstat {burner_kernel}"
+        within(burner_cpu, burner_kernel, 0.03 + 2.0 * steal, 100e6),
+        "burner on cpu1 {burner_cpu} vs schedstat {burner_kernel} (steal share {steal:.4})"
     );
     // ...and its blame is its share of what others consumed on cpu1 while
     // the victim waited there (eq. 10, per window; the victim waits in
@@ -395,11 +398,13 @@ fn live_blame_finds_the_culprits() {
                 .map(|(_, v)| num(v))
         })
         .sum();
-    // It may be a little more: the victim's page faults on its own binary
-    // read from the same disk (readahead, a few hundred KiB at most).
+    // Not to the byte: the victim's page faults on its own binary read from
+    // the same disk (a little more), and a read of its that the block layer
+    // merges into another process's request belongs to that request's
+    // creator (a little less).
     let read = num(&said["bytes"]);
     assert!(
-        bytes >= read && bytes <= read + f64::from(4u32 << 20),
+        within(bytes, read, 0.01, f64::from(4u32 << 20)),
         "victim bytes recorded {bytes} vs read {read}"
     );
 

@@ -3,13 +3,13 @@
 //! requests per device and owner, and memory stalls (direct reclaim and
 //! direct compaction).
 //!
-//! Only `ttp-ebpf blame` turns this on. The two sched_switch hooks test the
-//! read-only global `DETAIL_ENABLED`, which the loader sets to 1 for blame
-//! and leaves 0 otherwise; the verifier reads frozen read-only globals as
-//! constants and drops the dead branch, so the plain ledger runs the same
-//! instructions as without this file. The other programs here are attached
-//! only in blame mode, and the loader shrinks these maps to one entry when
-//! they are not used.
+//! Only `ttp-ebpf blame` turns this on. sched_switch reads the read-only
+//! global `DETAIL_ENABLED` once (`enabled()`), which the loader sets to 1 for
+//! blame and leaves 0 otherwise, and passes it to its three hooks; the
+//! verifier reads frozen read-only globals as constants and removes the hook
+//! bodies, so the plain ledger pays one load and nothing else. The other
+//! programs here are attached only in blame mode, and the loader shrinks
+//! these maps to one entry when they are not used.
 //!
 //! Nothing here changes the ledger's accounts: the hooks read the interval
 //! the ledger is about to close (its state and `state_since_ns`), so the
@@ -31,7 +31,7 @@ use ttp_common::{
     state,
 };
 
-use crate::{block, kernel::Task, ledger, now_ns};
+use crate::{block, cpu::LockedCpu, kernel::Task, ledger, now_ns};
 
 /// Set to 1 by the loader in blame mode (read-only: folded by the verifier).
 #[unsafe(no_mangle)]
@@ -68,19 +68,6 @@ static UNOWNED_IO: HashMap<u32, DeviceIo> = HashMap::with_max_entries(MAX_DEVICE
 #[map]
 static MEM_STALL: HashMap<u32, MemStall> = HashMap::with_max_entries(MAX_MEM_THREADS, 0);
 
-/// Per CPU: the task the last reported switch on this CPU switched in, and
-/// when. Only that CPU's sched_switch writes its slot.
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct Current {
-    tid: u32,
-    _pad: u32,
-    since_ns: u64,
-}
-
-#[map]
-static CURRENT: PerCpuArray<Current> = PerCpuArray::with_max_entries(1, 0);
-
 #[map]
 static DETAIL_STATS: PerCpuArray<u64> = PerCpuArray::with_max_entries(stat::COUNT, 0);
 
@@ -111,45 +98,48 @@ unsafe fn read<T>(base: *const u8, off: u32) -> Result<T, i32> {
     unsafe { bpf_probe_read_kernel(base.add(off as usize) as *const T) }
 }
 
-/// Hook at the start of sched_switch, on CPU `cpu`, switching `prev_tid`
-/// out and `next_tid` in at `now`.
+/// Hook in sched_switch, after the ledger has locked this CPU's account
+/// (`cpu`) and before it handles `prev_tid`, the task switched out.
 ///
 /// Some kernels do not report every switch: on the machines ttp was
 /// developed on, the switch-outs of some tasks (a VM agent's threads) never
 /// reach the tracepoint, and with them the switch-in of the task that
-/// followed. The task last switched in on this CPU is then not `prev_tid`:
-/// it left unseen, and `prev_tid` came in unseen, after it. The one's open
-/// interval is closed without further time, the other's is opened at that
-/// last reported switch (the hidden task ran briefly; the time goes to the
-/// task found running), so no time is counted twice or left running.
+/// followed. The task the ledger last saw switched in on this CPU
+/// (`current_tid`, which the ledger counts as an unreported switch) is then
+/// not `prev_tid`: it left unseen, and `prev_tid` came in unseen, after it.
+/// The one's open interval is closed without further time, the other's is
+/// opened at that last reported switch (the hidden task ran briefly; the
+/// time goes to the task found running), so that no time is counted twice
+/// or left running.
 #[inline(always)]
-pub fn switch_seen(on: bool, cpu: u32, prev_tid: u32, next_tid: u32, now: u64) {
+pub fn switch_seen(on: bool, cpu: Option<&LockedCpu>, prev_tid: u32) {
     if !on {
         return;
     }
-    let Some(c) = CURRENT.get_ptr_mut(0) else {
+    // Without the lock the ledger skipped its check too.
+    let Some(locked) = cpu else {
         return;
     };
-    // SAFETY: per-CPU slot of this CPU.
-    let c = unsafe { &mut *c };
-    if c.tid != prev_tid && c.since_ns != 0 {
-        count(stat::UNREPORTED_SWITCH);
-        if c.tid != 0
-            && let Some(e) = THREAD_CPU.get_ptr_mut(ThreadCpuKey { tid: c.tid, cpu })
-        {
-            // SAFETY: map value written only by this CPU.
-            unsafe { (*e).running_since_ns = 0 };
-        }
-        if prev_tid != 0
-            && let Some(a) = ledger::lookup(prev_tid)
-            && let Some(e) = thread_cpu(a, cpu)
-            && e.running_since_ns == 0
-        {
-            e.running_since_ns = c.since_ns;
-        }
+    let c = locked.get();
+    if c.valid == 0 || c.current_tid == prev_tid {
+        return;
     }
-    c.tid = next_tid;
-    c.since_ns = now;
+    if c.current_tid != 0
+        && let Some(e) = THREAD_CPU.get_ptr_mut(ThreadCpuKey {
+            tid: c.current_tid,
+            cpu: locked.cpu,
+        })
+    {
+        // SAFETY: map value written only by this CPU.
+        unsafe { (*e).running_since_ns = 0 };
+    }
+    if prev_tid != 0
+        && let Some(a) = ledger::lookup(prev_tid)
+        && let Some(e) = thread_cpu(a, locked.cpu)
+        && e.running_since_ns == 0
+    {
+        e.running_since_ns = c.last_switch_ns;
+    }
 }
 
 /// Hook in sched_switch, before the ledger closes `a`'s interval: `a` leaves

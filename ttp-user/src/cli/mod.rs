@@ -4,8 +4,18 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+pub mod analyze;
+mod analyze_emp;
 pub mod attach;
 pub mod blame;
+pub mod calibrate;
+pub mod check;
+mod emp_live;
+pub mod inc;
+pub mod load;
+pub mod run;
+pub mod run_emp;
+pub mod vprofile;
 
 /// ttp: how long a program or a database query really took, and why.
 ///
@@ -22,8 +32,15 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    Analyze(analyze::Args),
     Attach(attach::AttachArgs),
     Blame(blame::Args),
+    Calibrate(calibrate::Args),
+    Check(check::Args),
+    Inc(inc::Args),
+    Load(load::LoadArgs),
+    Run(run::RunArgs),
+    Vprofile(vprofile::Args),
 }
 
 /// Parses the command line, runs the command and maps errors to exit codes:
@@ -32,8 +49,15 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     crate::sys::logging::init();
     let result: anyhow::Result<()> = match cli.command {
+        Command::Analyze(args) => analyze::run(args),
         Command::Attach(a) => attach::run(a),
         Command::Blame(args) => blame::run(args),
+        Command::Calibrate(a) => calibrate::run(a),
+        Command::Check(a) => check::run(a),
+        Command::Inc(a) => inc::run(a),
+        Command::Load(args) => load::run(args),
+        Command::Run(a) => run::run(a),
+        Command::Vprofile(args) => vprofile::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -145,9 +145,6 @@ pub struct DetailStats {
     pub device_full: u64,
     pub mem_full: u64,
     pub read_failed: u64,
-    /// Context switches the kernel did not report (not a loss: the detail
-    /// closes them at the next reported switch; see ttp-ebpf/src/detail.rs).
-    pub unreported_switches: u64,
 }
 
 impl DetailStats {
@@ -255,7 +252,6 @@ impl Ledger {
                 device_full: counters[stat::DEVICE_FULL as usize],
                 mem_full: counters[stat::MEM_FULL as usize],
                 read_failed: counters[stat::READ_FAILED as usize],
-                unreported_switches: counters[stat::UNREPORTED_SWITCH as usize],
             },
             at_ns: crate::sys::clock::monotonic_ns(),
         }))

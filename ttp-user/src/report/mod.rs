@@ -2,4 +2,6 @@
 //! per format) terminal tables, JSON, SVG plots.
 pub mod atomic;
 pub mod attach;
+pub mod emp;
+pub mod progress;
 pub mod units;
