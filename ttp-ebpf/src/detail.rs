@@ -3,17 +3,20 @@
 //! requests per device and owner, and memory stalls (direct reclaim and
 //! direct compaction).
 //!
-//! Only `ttp-ebpf blame` turns this on. sched_switch reads the read-only
-//! global `DETAIL_ENABLED` once (`enabled()`), which the loader sets to 1 for
-//! blame and leaves 0 otherwise, and passes it to its three hooks; the
-//! verifier reads frozen read-only globals as constants and removes the hook
-//! bodies, so the plain ledger pays one load and nothing else. The other
+//! Only `ttp-ebpf blame` turns this on. Each sched_switch hook tests the
+//! read-only global `DETAIL_ENABLED`, which the loader sets to 1 for blame
+//! and leaves 0 otherwise, and calls its body, a BPF subprogram, only when it
+//! is set. The verifier reads frozen read-only globals as constants and
+//! removes the dead calls, and sched_switch's own code is compiled around
+//! calls rather than inlined bodies, so the plain ledger runs what it ran
+//! before (docs/blame.md, "Overhead", has the measurements). The other
 //! programs here are attached only in blame mode, and the loader shrinks
 //! these maps to one entry when they are not used.
 //!
 //! Nothing here changes the ledger's accounts: the hooks read the interval
 //! the ledger is about to close (its state and `state_since_ns`), so the
-//! per-CPU sums equal the ledger's totals.
+//! per-CPU sums equal the ledger's totals wherever the kernel reports every
+//! switch.
 use core::intrinsics::{AtomicOrdering::SeqCst, atomic_xadd};
 
 use aya_ebpf::{
@@ -98,32 +101,31 @@ unsafe fn read<T>(base: *const u8, off: u32) -> Result<T, i32> {
     unsafe { bpf_probe_read_kernel(base.add(off as usize) as *const T) }
 }
 
-/// Hook in sched_switch, after the ledger has locked this CPU's account
-/// (`cpu`) and before it handles `prev_tid`, the task switched out.
+/// Hook in sched_switch, when the ledger finds that the task it last saw
+/// switched in on this CPU (`current_tid` of the locked account `locked`) is
+/// not `prev_tid`, the task being switched out: an unreported switch.
 ///
 /// Some kernels do not report every switch: on the machines ttp was
 /// developed on, the switch-outs of some tasks (a VM agent's threads) never
 /// reach the tracepoint, and with them the switch-in of the task that
-/// followed. The task the ledger last saw switched in on this CPU
-/// (`current_tid`, which the ledger counts as an unreported switch) is then
-/// not `prev_tid`: it left unseen, and `prev_tid` came in unseen, after it.
-/// The one's open interval is closed without further time, the other's is
-/// opened at that last reported switch (the hidden task ran briefly; the
-/// time goes to the task found running), so that no time is counted twice
-/// or left running.
+/// followed. `current_tid` left unseen, and `prev_tid` came in unseen, after
+/// it. The one's open interval is closed without further time, the other's
+/// is opened at that last reported switch (the hidden task ran briefly; the
+/// time goes to the task found running), so that no time is counted twice or
+/// left running.
 #[inline(always)]
-pub fn switch_seen(on: bool, cpu: Option<&LockedCpu>, prev_tid: u32) {
-    if !on {
-        return;
+pub fn unreported_switch(locked: &LockedCpu, prev_tid: u32) {
+    if enabled() {
+        close_unreported(locked, prev_tid);
     }
-    // Without the lock the ledger skipped its check too.
-    let Some(locked) = cpu else {
-        return;
-    };
+}
+
+// The hook bodies are BPF subprograms (not inlined): inlined, their dead
+// code still changed how sched_switch's live code was compiled (about 60
+// more instructions of spills in the plain ledger).
+#[inline(never)]
+fn close_unreported(locked: &LockedCpu, prev_tid: u32) {
     let c = locked.get();
-    if c.valid == 0 || c.current_tid == prev_tid {
-        return;
-    }
     if c.current_tid != 0
         && let Some(e) = THREAD_CPU.get_ptr_mut(ThreadCpuKey {
             tid: c.current_tid,
@@ -147,10 +149,14 @@ pub fn switch_seen(on: bool, cpu: Option<&LockedCpu>, prev_tid: u32) {
 /// A thread the ledger still sees runnable was switched in unseen (see
 /// [`switch_seen`], which marked when): its wait ended then.
 #[inline(always)]
-pub fn switched_out(on: bool, a: &ThreadAccount, cpu: u32, now: u64) {
-    if !on {
-        return;
+pub fn switched_out(a: &ThreadAccount, cpu: u32, now: u64) {
+    if enabled() {
+        charge_run(a, cpu, now);
     }
+}
+
+#[inline(never)]
+fn charge_run(a: &ThreadAccount, cpu: u32, now: u64) {
     let Some(e) = thread_cpu(a, cpu) else {
         return;
     };
@@ -176,10 +182,14 @@ pub fn switched_out(on: bool, a: &ThreadAccount, cpu: u32, now: u64) {
 /// switched in on CPU `cpu` at `now`. A run-queue wait is charged to the CPU
 /// the thread is switched in on (the queue it left).
 #[inline(always)]
-pub fn switched_in(on: bool, a: &ThreadAccount, cpu: u32, now: u64) {
-    if !on {
-        return;
+pub fn switched_in(a: &ThreadAccount, cpu: u32, now: u64) {
+    if enabled() {
+        charge_wait(a, cpu, now);
     }
+}
+
+#[inline(never)]
+fn charge_wait(a: &ThreadAccount, cpu: u32, now: u64) {
     if let Some(e) = thread_cpu(a, cpu) {
         if a.state == state::RUNNABLE {
             e.runq_wait_ns += now.saturating_sub(a.state_since_ns);

@@ -41,21 +41,20 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
     // Some switches may never reach the tracepoint (seen on VMs): a task
     // leaving this CPU that is not the one last seen arriving is counted, so
     // reports show how often the ledger's view of a CPU had a gap.
-    if let Some(c) = &cpu {
-        let c = c.get();
+    if let Some(locked) = &cpu {
+        let c = locked.get();
         if c.valid != 0 && c.current_tid != prev_tid {
             crate::count(stat::UNREPORTED_SWITCH);
+            detail::unreported_switch(locked, prev_tid);
         }
     }
-    let detail_on = detail::enabled();
-    detail::switch_seen(detail_on, cpu.as_ref(), prev_tid);
 
     // The idle task is pid 0 on every CPU: it has no account; its time is
     // the CPU's idle time.
     if prev_tid != 0
         && let Some(a) = ledger::get_or_create(prev_tid, &prev, now, 0)
     {
-        detail::switched_out(detail_on, a, cpu_id, now);
+        detail::switched_out(a, cpu_id, now);
         close_interval(a, now, cpu.as_ref());
         if prev_state & TASK_DEAD != 0 {
             ledger::retire(prev_tid, a, now);
@@ -93,7 +92,7 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
             // probes attached): its earlier wait is closed where it is.
             crate::count(stat::WAKEUP_UNSEEN);
         }
-        detail::switched_in(detail_on, a, cpu_id, now);
+        detail::switched_in(a, cpu_id, now);
         close_interval(a, now, cpu.as_ref());
         a.state = state::RUNNING;
     }
