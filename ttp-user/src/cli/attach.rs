@@ -9,8 +9,8 @@ use clap::Args;
 use crate::{
     accounts::{Image, Window},
     error::usage,
-    probe::{Ledger, probe_error_ctx, seed},
-    report::{self, units::parse_duration},
+    probe::{AttachOptions, Ledger, probe_error_ctx, seed},
+    report::{self, trace, units::parse_duration},
     sys::signals::StopFlag,
 };
 
@@ -38,6 +38,12 @@ pub struct AttachArgs {
     /// Write the final summary as JSON (schema ttp.attach/1) to FILE.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Also write a timeline of the process (its threads' states, wakeups,
+    /// block I/O, and the processes it forks meanwhile) to FILE as Chrome
+    /// Trace Event Format JSON: open it in ui.perfetto.dev or
+    /// chrome://tracing. See docs/trace.md.
+    #[arg(long, value_name = "FILE", conflicts_with = "all")]
+    pub trace: Option<PathBuf>,
     /// Print only the final summary, not the live table.
     #[arg(long, short)]
     pub quiet: bool,
@@ -53,8 +59,18 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
     }
     let stop = StopFlag::install().context("installing signal handlers")?;
     let started = crate::sys::clock::monotonic_ns();
-    let mut ledger = Ledger::attach().map_err(probe_error_ctx)?;
+    let options = AttachOptions {
+        trace: args.trace.is_some(),
+    };
+    let mut ledger = Ledger::attach_with(&options).map_err(probe_error_ctx)?;
     let seeded = ledger.seed(&seed::threads_from_proc());
+    let recorder = match (&args.trace, args.pid) {
+        (Some(_), Some(pid)) => Some(trace::Recorder::start(
+            &mut ledger,
+            &trace::family(pid, args.children),
+        )?),
+        _ => None,
+    };
     eprintln!(
         "ttp: ledger attached in {:.1} ms ({seeded} existing threads seeded); Ctrl-C ends with the summary",
         (ledger.ready_ns - started) as f64 / 1e6
@@ -95,6 +111,17 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
         report::atomic::write_json(path, &summary.json())
             .with_context(|| format!("writing {}", path.display()))?;
         eprintln!("wrote {}", path.display());
+    }
+    if let (Some(path), Some(rec)) = (&args.trace, recorder) {
+        let t = trace::Trace::new(rec.finish(&ledger)?, "ttp attach");
+        t.write(path)?;
+        for w in t.warnings() {
+            eprintln!("trace: {w}");
+        }
+        eprintln!(
+            "wrote trace {} (open it in ui.perfetto.dev)",
+            path.display()
+        );
     }
     Ok(())
 }

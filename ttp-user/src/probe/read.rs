@@ -3,7 +3,7 @@
 use std::collections::HashMap as StdHashMap;
 
 use aya::maps::MapError;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use ttp_common::{
     CpuAccount, DiskAccount, ExitRecord, ProcDisk, TASK_COMM_LEN, ThreadAccount, flag, stat, state,
 };
@@ -12,7 +12,7 @@ use super::{Ledger, ProbeError};
 
 /// Kernel-side counters, summed over CPUs: losses and failures are reported,
 /// never hidden.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KernelStats {
     pub exit_records_lost: u64,
     pub thread_map_full: u64,
@@ -24,6 +24,14 @@ pub struct KernelStats {
     pub switches: u64,
     pub wakeups_unseen: u64,
     pub exit_records: u64,
+    /// Trace records that did not fit in the trace ring buffer.
+    #[serde(default)]
+    pub trace_events_lost: u64,
+    #[serde(default)]
+    pub trace_events: u64,
+    /// Children of traced processes that could not be traced.
+    #[serde(default)]
+    pub traced_map_full: u64,
 }
 
 impl KernelStats {
@@ -39,6 +47,9 @@ impl KernelStats {
             switches: c[stat::SWITCHES as usize],
             wakeups_unseen: c[stat::WAKEUP_UNSEEN as usize],
             exit_records: c[stat::EXIT_RECORDS as usize],
+            trace_events_lost: c[stat::TRACE_EVENT_LOST as usize],
+            trace_events: c[stat::TRACE_EVENTS as usize],
+            traced_map_full: c[stat::TRACED_MAP_FULL as usize],
         }
     }
 
@@ -50,6 +61,8 @@ impl KernelStats {
             + self.request_map_full
             + self.proc_disk_map_full
             + self.cpu_out_of_range
+            + self.trace_events_lost
+            + self.traced_map_full
     }
 
     /// Change since `earlier` (counters only grow).
@@ -66,6 +79,9 @@ impl KernelStats {
             switches: d(self.switches, earlier.switches),
             wakeups_unseen: d(self.wakeups_unseen, earlier.wakeups_unseen),
             exit_records: d(self.exit_records, earlier.exit_records),
+            trace_events_lost: d(self.trace_events_lost, earlier.trace_events_lost),
+            trace_events: d(self.trace_events, earlier.trace_events),
+            traced_map_full: d(self.traced_map_full, earlier.traced_map_full),
         }
     }
 }

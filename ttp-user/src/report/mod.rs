@@ -2,4 +2,5 @@
 //! per format) terminal tables, JSON, SVG plots.
 pub mod atomic;
 pub mod attach;
+pub mod trace;
 pub mod units;
