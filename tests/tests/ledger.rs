@@ -173,9 +173,9 @@ fn short_lived_children_are_all_seen() {
         .filter_map(|l| l.trim().parse().ok())
         .collect();
     assert_eq!(pids.len(), 200);
+    let after = image(&ledger);
     let mut exits = Vec::new();
     ledger.drain_exits(&mut exits);
-    let after = image(&ledger);
     let w = Window::between(&before, &after, &exits);
     let family = w.descendants(&[parent], &Default::default());
     for pid in &pids {

@@ -7,8 +7,10 @@
 //! reports (/proc, schedstat, taskstats) for the cross-checks.
 pub mod accounts;
 pub mod cli;
+pub mod collect;
 pub mod error;
 pub mod probe;
 pub mod protocol;
 pub mod report;
 pub mod sys;
+pub mod window;

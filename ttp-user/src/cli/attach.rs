@@ -1,22 +1,35 @@
 //! `ttp-ebpf attach`: the ledger of a running process (or of the whole
 //! machine), live, with a final summary and the cross-check against what the
-//! kernel itself reports.
-use std::{collections::HashMap, path::PathBuf, time::Duration};
+//! kernel itself reports over the same window.
+use std::{
+    collections::{BTreeSet, HashMap},
+    path::{Path, PathBuf},
+    time::{Duration, Instant},
+};
 
 use anyhow::Context;
 use clap::Args;
 
 use crate::{
     accounts::{Image, Window},
+    collect::taskstats::{ExitListener, Scope as TsScope, TaskstatsClient},
     error::usage,
     probe::{AttachOptions, Ledger, probe_error_ctx, seed},
-    report::{self, trace, units::parse_duration},
-    sys::signals::StopFlag,
+    report::{
+        self,
+        attach::{Summary, Targets},
+        trace,
+        units::parse_duration,
+    },
+    sys::{signals::StopFlag, sysctl::SysctlGuard},
+    window::procs::ProcSet,
 };
 
 /// Attach to a running process (or all processes) and show where its time
 /// goes: on CPU, waiting for a CPU, sleeping, blocked, waiting for I/O (and
 /// whose I/O the disk was serving meanwhile), and the disk I/O it issued.
+/// The summary cross-checks the ledger against schedstat, /proc and
+/// taskstats over the same window.
 #[derive(Debug, Args)]
 pub struct AttachArgs {
     /// Process to attach to.
@@ -51,44 +64,76 @@ pub struct AttachArgs {
 
 pub fn run(args: AttachArgs) -> anyhow::Result<()> {
     if let Some(pid) = args.pid
-        && !std::path::Path::new(&format!("/proc/{pid}")).exists()
+        && !Path::new(&format!("/proc/{pid}")).exists()
     {
         return usage(format!(
             "no process with pid {pid}: it may have exited (list processes with `ps -e`)"
         ));
     }
+    crate::sys::privileges::require_bpf()?;
     let stop = StopFlag::install().context("installing signal handlers")?;
+    // Delay accounting feeds the taskstats and delayacct_blkio_ticks
+    // references; restored when the guard drops (also on error and Ctrl-C).
+    let delayacct = SysctlGuard::set(Path::new("/proc/sys"), "kernel.task_delayacct", "1").ok();
     let started = crate::sys::clock::monotonic_ns();
     let options = AttachOptions {
         trace: args.trace.is_some(),
     };
     let mut ledger = Ledger::attach_with(&options).map_err(probe_error_ctx)?;
-    let seeded = ledger.seed(&seed::threads_from_proc());
-    let recorder = match (&args.trace, args.pid) {
-        (Some(_), Some(pid)) => Some(trace::Recorder::start(
-            &mut ledger,
-            &trace::family(pid, args.children),
-        )?),
-        _ => None,
-    };
+    let existing = seed::threads_from_proc();
+    let seeded = ledger.seed(&existing);
     eprintln!(
         "ttp: ledger attached in {:.1} ms ({seeded} existing threads seeded); Ctrl-C ends with the summary",
         (ledger.ready_ns - started) as f64 / 1e6
     );
-    let session = report::attach::Session::start(&mut ledger, args.pid, args.children, args.all)?;
-    let end_at = args.duration.map(|d| std::time::Instant::now() + d);
+    let parents: HashMap<u32, u32> = existing.iter().map(|t| (t.tgid, t.ppid)).collect();
+    let targets = Targets {
+        pid: args.pid,
+        children: args.children,
+        all: args.all,
+        own_tgid: std::process::id(),
+    };
+    let recorder = match &args.trace {
+        Some(_) => {
+            let traced = Vec::from_iter(targets.of(&Window::default(), &parents));
+            Some(trace::Recorder::start(&mut ledger, &traced)?)
+        }
+        None => None,
+    };
+    let taskstats = TaskstatsClient::connect().ok();
+    let listener = ExitListener::start().ok();
+    let first = Image::from_snapshot(&ledger.snapshot().map_err(probe_error_ctx)?);
+    let initial: BTreeSet<u32> = if args.all {
+        ProcSet::all_pids()
+    } else {
+        targets.of(&Window::default(), &parents)
+    };
+    let procs_before = ProcSet::read(&initial, taskstats.as_ref());
+
+    let end_at = args.duration.map(|d| Instant::now() + d);
     let mut exits = Vec::new();
-    let mut last = session.first_image().clone();
-    let mut ended_note = None;
+    let mut exited_by_taskstats: Vec<u32> = Vec::new();
+    let mut last = first.clone();
+    let mut notes = Vec::new();
     loop {
-        let until_end = end_at.map(|e| e.saturating_duration_since(std::time::Instant::now()));
-        stop.sleep(until_end.map_or(args.interval, |u| u.min(args.interval)));
+        let left = end_at.map(|e| e.saturating_duration_since(Instant::now()));
+        stop.sleep(left.map_or(args.interval, |l| l.min(args.interval)));
+        let image = Image::from_snapshot(&ledger.snapshot().map_err(probe_error_ctx)?);
+        // After the image: a thread missing from it has its record queued.
         ledger.drain_exits(&mut exits);
-        let snap = ledger.snapshot().map_err(probe_error_ctx)?;
-        let image = Image::from_snapshot(&snap);
-        let interval = Window::between(&last, &image, &exits);
+        if let Some((_, rx)) = &listener {
+            exited_by_taskstats.extend(
+                rx.try_iter()
+                    .filter(|r| r.scope == TsScope::Task)
+                    .filter_map(|r| r.stats.ac_pid),
+            );
+        }
         if !args.quiet {
-            session.print_interval(&interval);
+            report::attach::print_interval(
+                &Window::between(&last, &image, &exits),
+                &targets,
+                &parents,
+            );
         }
         last = image;
         if let Some(pid) = args.pid
@@ -96,16 +141,47 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
                 .iter()
                 .any(|e| e.account.tid == pid && e.account.tgid == pid)
         {
-            ended_note = Some(format!(
+            notes.push(format!(
                 "process {pid} exited; its final account comes from its exit record"
             ));
             break;
         }
-        if stop.raised() || end_at.is_some_and(|e| std::time::Instant::now() >= e) {
+        if stop.raised() || end_at.is_some_and(|e| Instant::now() >= e) {
             break;
         }
     }
-    let summary = session.finish(&last, &exits, ended_note, &HashMap::new());
+    let window = Window::between(&first, &last, &exits);
+    let mut final_targets = targets.of(&window, &parents);
+    final_targets.extend(&initial);
+    let procs_after = ProcSet::read(&final_targets, taskstats.as_ref());
+    if taskstats.is_none() {
+        notes.push("taskstats unavailable: no taskstats references in the cross-check".into());
+    }
+    if delayacct.as_ref().is_some_and(SysctlGuard::changed) {
+        notes.push("kernel.task_delayacct was switched on for the measurement and restored after; it covers tasks started after it was switched on".into());
+    }
+    let (taskstats_exits, listener_overflows) = match &listener {
+        Some((l, _)) => {
+            let seen = exited_by_taskstats
+                .iter()
+                .filter(|p| final_targets.contains(p))
+                .count();
+            (Some(seen as u64), l.stats().overflows)
+        }
+        None => (None, 0),
+    };
+    let switched_on = delayacct.as_ref().is_some_and(SysctlGuard::changed);
+    let summary = Summary::build(
+        &targets,
+        window,
+        &parents,
+        &procs_before,
+        &procs_after,
+        taskstats_exits,
+        listener_overflows,
+        switched_on,
+        notes,
+    );
     summary.print();
     if let Some(path) = &args.json {
         report::atomic::write_json(path, &summary.json())
@@ -121,6 +197,15 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
         eprintln!(
             "wrote trace {} (open it in ui.perfetto.dev)",
             path.display()
+        );
+    }
+    drop(listener);
+    drop(ledger);
+    drop(delayacct);
+    if summary.flagged() > 0 {
+        eprintln!(
+            "ttp: {} cross-check comparisons outside tolerance (see the summary)",
+            summary.flagged()
         );
     }
     Ok(())

@@ -4,8 +4,13 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+pub mod analyze;
 pub mod attach;
 pub mod blame;
+pub mod check;
+pub mod inc;
+pub mod load;
+pub mod run;
 
 /// ttp: how long a program or a database query really took, and why.
 ///
@@ -22,8 +27,13 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    Analyze(analyze::Args),
     Attach(attach::AttachArgs),
     Blame(blame::Args),
+    Check(check::Args),
+    Inc(inc::Args),
+    Load(load::LoadArgs),
+    Run(run::RunArgs),
 }
 
 /// Parses the command line, runs the command and maps errors to exit codes:
@@ -32,8 +42,13 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     crate::sys::logging::init();
     let result: anyhow::Result<()> = match cli.command {
+        Command::Analyze(args) => analyze::run(args),
         Command::Attach(a) => attach::run(a),
         Command::Blame(args) => blame::run(args),
+        Command::Check(a) => check::run(a),
+        Command::Inc(a) => inc::run(a),
+        Command::Load(args) => load::run(args),
+        Command::Run(a) => run::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

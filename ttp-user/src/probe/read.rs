@@ -199,6 +199,8 @@ impl Ledger {
 pub struct SeedThread {
     pub tid: u32,
     pub tgid: u32,
+    /// Parent process id.
+    pub ppid: u32,
     /// /proc state letter (R, S, D, I, T, …).
     pub state: char,
     pub comm: String,

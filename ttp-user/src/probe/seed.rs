@@ -16,6 +16,7 @@ pub fn threads_from_proc() -> Vec<SeedThread> {
                 out.push(SeedThread {
                     tid: t.tid as u32,
                     tgid,
+                    ppid: st.ppid.max(0) as u32,
                     state: st.state,
                     comm: st.comm,
                     start_key: st.starttime,

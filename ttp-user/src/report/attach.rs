@@ -1,48 +1,32 @@
-//! The attach session's report: which processes are shown, the live
-//! interval table, and the final summary (terminal and ttp.attach/1 JSON).
+//! The attach report: the live interval table, and the final summary with
+//! its cross-check (terminal and ttp.attach/1 JSON; docs/attach.md).
 use std::collections::{BTreeSet, HashMap};
 
 use serde_json::{Value, json};
 
 use crate::{
-    accounts::{Image, ProcessDelta, Window},
-    probe::{Ledger, probe_error_ctx},
+    accounts::{ProcessDelta, Window},
+    collect::proc_stat::StatDelta,
     report::units::{bytes, ms},
+    window::{
+        crosscheck::{self, Agreement},
+        procs::{self, ProcCounters, ProcSet, TaskstatsCounters},
+    },
 };
 
-pub struct Session {
-    pid: Option<u32>,
-    children: bool,
-    all: bool,
-    first: Image,
-    own_tgid: u32,
+/// Which processes a session reports on.
+pub struct Targets {
+    pub pid: Option<u32>,
+    pub children: bool,
+    pub all: bool,
+    pub own_tgid: u32,
 }
 
-impl Session {
-    pub fn start(
-        ledger: &mut Ledger,
-        pid: Option<u32>,
-        children: bool,
-        all: bool,
-    ) -> anyhow::Result<Self> {
-        let snap = ledger.snapshot().map_err(probe_error_ctx)?;
-        Ok(Self {
-            pid,
-            children,
-            all,
-            first: Image::from_snapshot(&snap),
-            own_tgid: std::process::id(),
-        })
-    }
-
-    pub fn first_image(&self) -> &Image {
-        &self.first
-    }
-
-    /// The processes this session reports on within `w`: the target (and
-    /// its descendants with --children), or every process but ttp itself
-    /// with --all.
-    fn targets(&self, w: &Window, extra_parents: &HashMap<u32, u32>) -> BTreeSet<u32> {
+impl Targets {
+    /// The target (and its descendants with --children), or every process
+    /// but ttp itself with --all. `parents` maps tgid → parent for
+    /// processes older than the probes.
+    pub fn of(&self, w: &Window, parents: &HashMap<u32, u32>) -> BTreeSet<u32> {
         if self.all {
             return w
                 .processes
@@ -55,85 +39,154 @@ impl Session {
             return BTreeSet::new();
         };
         if self.children {
-            w.descendants(&[pid], extra_parents)
+            w.descendants(&[pid], parents)
         } else {
             BTreeSet::from([pid])
         }
     }
+}
 
-    pub fn print_interval(&self, w: &Window) {
-        let targets = self.targets(w, &HashMap::new());
-        let mut rows: Vec<&ProcessDelta> =
-            targets.iter().filter_map(|t| w.processes.get(t)).collect();
-        rows.sort_by_key(|p| std::cmp::Reverse(p.kernel.on_cpu_ns + p.kernel.iowait_ns));
+pub fn print_interval(w: &Window, targets: &Targets, parents: &HashMap<u32, u32>) {
+    let set = targets.of(w, parents);
+    let mut rows: Vec<&ProcessDelta> = set.iter().filter_map(|t| w.processes.get(t)).collect();
+    rows.sort_by_key(|p| std::cmp::Reverse(p.kernel.on_cpu_ns + p.kernel.iowait_ns));
+    println!(
+        "{:>8} {:<16} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>6} {:>10} {:>8} {:>6}",
+        "PID",
+        "COMM",
+        "CPU ms",
+        "RUNQ ms",
+        "SLEEP ms",
+        "BLOCK ms",
+        "IOWAIT ms",
+        "OWN ms",
+        "SHARE ms",
+        "IOREQ",
+        "IOBYTES",
+        "DEV ms",
+        "CSW"
+    );
+    for p in rows.iter().take(if targets.all { 15 } else { usize::MAX }) {
+        let k = &p.kernel;
         println!(
-            "{:>8} {:<16} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6} {:>10} {:>9} {:>7}",
-            "PID",
-            "COMM",
-            "CPU ms",
-            "RUNQ ms",
-            "SLEEP ms",
-            "BLOCK ms",
-            "IOWAIT ms",
-            "OWN ms",
-            "SHARE ms",
-            "IOREQ",
-            "IOBYTES",
-            "DEV ms",
-            "CSW"
+            "{:>8} {:<16} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>6} {:>10} {:>8} {:>6}",
+            p.tgid,
+            p.comm,
+            ms(k.on_cpu_ns),
+            ms(k.runq_wait_ns),
+            ms(k.sleep_ns),
+            ms(k.blocked_ns),
+            ms(k.iowait_ns),
+            ms(k.iowait_own_ns),
+            ms(k.iowait_share_ns),
+            k.io.read_requests + k.io.write_requests,
+            bytes(k.io.read_bytes + k.io.write_bytes),
+            ms(k.io.device_ns),
+            k.voluntary_switches + k.involuntary_switches
         );
-        for p in rows.iter().take(if self.all { 15 } else { usize::MAX }) {
-            let k = &p.kernel;
-            println!(
-                "{:>8} {:<16} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6} {:>10} {:>9} {:>7}",
-                p.tgid,
-                p.comm,
-                ms(k.on_cpu_ns),
-                ms(k.runq_wait_ns),
-                ms(k.sleep_ns),
-                ms(k.blocked_ns),
-                ms(k.iowait_ns),
-                ms(k.iowait_own_ns),
-                ms(k.iowait_share_ns),
-                k.io.read_requests + k.io.write_requests,
-                bytes(k.io.read_bytes + k.io.write_bytes),
-                ms(k.io.device_ns),
-                k.voluntary_switches + k.involuntary_switches
-            );
-        }
-        if w.lost.losses() > 0 {
-            println!("lost in the kernel this interval: {:?}", w.lost);
-        }
-        println!();
     }
+    if w.lost.losses() > 0 {
+        println!("lost in the kernel this interval: {:?}", w.lost);
+    }
+    println!();
+}
 
-    pub fn finish(
-        &self,
-        last: &Image,
-        exits: &[ttp_common::ExitRecord],
-        note: Option<String>,
-        extra_parents: &HashMap<u32, u32>,
-    ) -> Summary {
-        let window = Window::between(&self.first, last, exits);
-        let targets = self.targets(&window, extra_parents);
-        Summary {
-            processes: targets
-                .iter()
-                .filter_map(|t| window.processes.get(t).cloned())
-                .collect(),
-            window,
-            notes: note.into_iter().collect(),
-        }
-    }
+/// One process in the summary.
+pub struct ProcessReport {
+    pub ledger: ProcessDelta,
+    pub proc: Option<ProcCounters>,
+    pub taskstats: Option<TaskstatsCounters>,
+    pub agreement: Vec<Agreement>,
 }
 
 pub struct Summary {
     pub window: Window,
-    pub processes: Vec<ProcessDelta>,
+    pub processes: Vec<ProcessReport>,
+    pub stat: Option<StatDelta>,
+    pub machine_agreement: Vec<Agreement>,
+    pub taskstats_exits: Option<u64>,
+    pub listener_overflows: u64,
+    pub user_hz: u64,
+    pub hz: Option<u64>,
     pub notes: Vec<String>,
 }
 
 impl Summary {
+    #[allow(clippy::too_many_arguments)]
+    pub fn build(
+        targets: &Targets,
+        window: Window,
+        parents: &HashMap<u32, u32>,
+        before: &ProcSet,
+        after: &ProcSet,
+        taskstats_exits: Option<u64>,
+        listener_overflows: u64,
+        delayacct_switched_on: bool,
+        notes: Vec<String>,
+    ) -> Self {
+        let user_hz = crate::collect::clock::user_hz().unwrap_or(100);
+        let tick_ns = 1_000_000_000 / user_hz;
+        let processes = targets
+            .of(&window, parents)
+            .iter()
+            .filter_map(|t| window.processes.get(t))
+            .map(|p| {
+                let b = before.procs.get(&p.tgid);
+                let a = after.procs.get(&p.tgid);
+                let proc = a.map(|a| procs::proc_delta(b, a));
+                let taskstats = a.and_then(|a| procs::taskstats_delta(b, a));
+                // A process already running when ttp switched delay
+                // accounting on has no delay record.
+                let covers = !(delayacct_switched_on && b.is_some());
+                let agreement = crosscheck::process(
+                    &p.kernel,
+                    proc.as_ref(),
+                    taskstats.as_ref(),
+                    p.threads,
+                    tick_ns,
+                    covers,
+                );
+                ProcessReport {
+                    ledger: p.clone(),
+                    proc,
+                    taskstats,
+                    agreement,
+                }
+            })
+            .collect();
+        let stat = procs::stat_delta(before, after);
+        let machine_agreement = stat
+            .as_ref()
+            .map(|s| crosscheck::machine(&window.cpu_total(), window.cpus.len(), s, tick_ns))
+            .unwrap_or_default();
+        let hz = crate::collect::clock::kernel_hz(
+            std::path::Path::new("/proc"),
+            std::path::Path::new("/boot"),
+        )
+        .map(|k| k.hz);
+        Self {
+            window,
+            processes,
+            stat,
+            machine_agreement,
+            taskstats_exits,
+            listener_overflows,
+            user_hz,
+            hz,
+            notes,
+        }
+    }
+
+    /// Comparisons outside tolerance.
+    pub fn flagged(&self) -> usize {
+        self.processes
+            .iter()
+            .flat_map(|p| &p.agreement)
+            .chain(&self.machine_agreement)
+            .filter(|a| a.flagged())
+            .count()
+    }
+
     pub fn print(&self) {
         let w = &self.window;
         println!(
@@ -141,12 +194,13 @@ impl Summary {
             (w.end_ns - w.start_ns) as f64 / 1e9
         );
         for p in &self.processes {
-            let k = &p.kernel;
+            let k = &p.ledger.kernel;
             println!(
-                "pid {} ({}){}: on-CPU {} ms, run-queue {} ms, sleep {} ms, blocked {} ms, iowait {} ms (own I/O {} ms, share of machine iowait {} ms), I/O {} reads / {} writes, {} read, {} written, device {} ms",
-                p.tgid,
-                p.comm,
-                if p.exited { " exited" } else { "" },
+                "pid {} ({}){}, {} thread(s): on-CPU {} ms, run-queue {} ms, sleep {} ms, blocked {} ms, iowait {} ms (own I/O {} ms, share of machine iowait {} ms)",
+                p.ledger.tgid,
+                p.ledger.comm,
+                if p.ledger.exited { ", exited" } else { "" },
+                p.ledger.threads,
                 ms(k.on_cpu_ns),
                 ms(k.runq_wait_ns),
                 ms(k.sleep_ns),
@@ -154,29 +208,44 @@ impl Summary {
                 ms(k.iowait_ns),
                 ms(k.iowait_own_ns),
                 ms(k.iowait_share_ns),
+            );
+            println!(
+                "    I/O: {} reads ({}), {} writes ({}), device {} ms, queued {} ms; switches {} voluntary, {} involuntary",
                 k.io.read_requests,
-                k.io.write_requests,
                 bytes(k.io.read_bytes),
+                k.io.write_requests,
                 bytes(k.io.write_bytes),
                 ms(k.io.device_ns),
+                ms(k.io.queue_ns),
+                k.voluntary_switches,
+                k.involuntary_switches,
             );
+            print_agreement(&p.agreement);
         }
         let t = w.cpu_total();
         println!(
-            "machine: busy {} ms, idle {} ms, iowait {} ms over {} CPUs",
+            "machine ({} CPUs): busy {} ms, idle {} ms, iowait {} ms",
+            w.cpus.len(),
             ms(t.busy_ns),
             ms(t.idle_ns),
-            ms(t.iowait_ns),
-            w.cpus.len()
+            ms(t.iowait_ns)
         );
-        println!(
-            "lost: {}",
-            if w.lost.losses() == 0 {
-                "nothing".to_string()
-            } else {
-                format!("{:?}", w.lost)
-            }
-        );
+        print_agreement(&self.machine_agreement);
+        if let Some(n) = self.taskstats_exits {
+            let ledger_exits = self.processes.iter().filter(|p| p.ledger.exited).count();
+            println!(
+                "exited processes: {ledger_exits} in the ledger, {n} exit records from taskstats"
+            );
+        }
+        let lost = w.lost.losses() + self.listener_overflows;
+        if lost == 0 {
+            println!("lost: nothing");
+        } else {
+            println!(
+                "lost: {:?}, taskstats listener overflows {}",
+                w.lost, self.listener_overflows
+            );
+        }
         for n in &self.notes {
             println!("note: {n}");
         }
@@ -184,18 +253,70 @@ impl Summary {
 
     pub fn json(&self) -> Value {
         let w = &self.window;
+        let st = self.stat.as_ref();
         json!({
             "schema": "ttp.attach/1",
-            "window": {"start_ns": w.start_ns, "end_ns": w.end_ns, "duration_ns": w.end_ns - w.start_ns},
-            "lost": w.lost,
+            "kernel_release": std::fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_string()).ok(),
+            "hz": self.hz,
+            "user_hz": self.user_hz,
+            "cpus": w.cpus.len(),
+            "window": {
+                "start_ns": w.start_ns,
+                "end_ns": w.end_ns,
+                "duration_ns": w.end_ns - w.start_ns,
+                "clock": "CLOCK_MONOTONIC",
+            },
+            "lost": {
+                "kernel": w.lost,
+                "vanished_threads": w.vanished_threads,
+                "taskstats_listener_overflows": self.listener_overflows,
+            },
             "processes": self.processes.iter().map(|p| json!({
-                "pid": p.tgid, "comm": p.comm, "exited": p.exited, "threads": p.threads, "kernel": p.kernel,
+                "pid": p.ledger.tgid,
+                "comm": p.ledger.comm,
+                "parent_pid": p.ledger.parent_tgid,
+                "exited": p.ledger.exited,
+                "threads": p.ledger.threads,
+                "kernel": p.ledger.kernel,
+                "proc": p.proc,
+                "taskstats": p.taskstats,
+                "agreement": p.agreement,
             })).collect::<Vec<_>>(),
-            "overall": {"kernel": {
-                "cpus": w.cpus.iter().map(|(id, c)| json!({"cpu": id, "busy_ns": c.busy_ns, "idle_ns": c.idle_ns, "iowait_ns": c.iowait_ns})).collect::<Vec<_>>(),
-                "total": w.cpu_total(),
-            }},
+            "overall": {
+                "kernel": {
+                    "cpus": w.cpus.iter().map(|(id, c)| json!({"cpu": id, "busy_ns": c.busy_ns, "idle_ns": c.idle_ns, "iowait_ns": c.iowait_ns})).collect::<Vec<_>>(),
+                    "total": w.cpu_total(),
+                },
+                "proc_stat": st.map(|s| &s.total),
+                "proc_stat_per_cpu": st.map(|s| &s.per_cpu),
+                "agreement": self.machine_agreement,
+            },
+            "taskstats_exit_records": self.taskstats_exits,
             "notes": self.notes,
         })
+    }
+}
+
+fn print_agreement(rows: &[Agreement]) {
+    for a in rows {
+        let mark = if a.informational.is_some() {
+            "info"
+        } else if a.within {
+            "ok"
+        } else {
+            "FLAG"
+        };
+        println!(
+            "    [{mark:>4}] {:<14} {:>12} vs {:<32} {:>12}  ({:+.2}%, tolerance {}){}",
+            a.measure,
+            a.ledger,
+            a.reference,
+            a.kernel,
+            a.rel_diff * 100.0,
+            a.tolerance,
+            a.informational
+                .map(|w| format!(" — {w}"))
+                .unwrap_or_default()
+        );
     }
 }

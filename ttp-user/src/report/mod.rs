@@ -2,5 +2,7 @@
 //! per format) terminal tables, JSON, SVG plots.
 pub mod atomic;
 pub mod attach;
+pub mod emp;
+pub mod progress;
 pub mod trace;
 pub mod units;

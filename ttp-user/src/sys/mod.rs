@@ -1,5 +1,11 @@
 //! The machine: privileges, the invoking user, signals and guards that undo
 //! every change the tool makes.
 pub mod clock;
+pub mod invoker;
 pub mod logging;
+pub mod machine;
+pub mod privileges;
+pub mod setup_check;
 pub mod signals;
+pub mod spawn;
+pub mod sysctl;

@@ -202,35 +202,6 @@ impl Trace {
     }
 }
 
-/// The processes to trace for `attach --pid PID`: PID, and with
-/// `children` its descendants that exist now (the kernel adds the ones
-/// forked later by itself).
-pub fn family(pid: u32, children: bool) -> Vec<u32> {
-    let mut out = vec![pid];
-    if !children {
-        return out;
-    }
-    let parents: Vec<(u32, u32)> = procfs::process::all_processes()
-        .map(|all| {
-            all.flatten()
-                .filter_map(|p| Some((p.pid as u32, p.stat().ok()?.ppid as u32)))
-                .collect()
-        })
-        .unwrap_or_default();
-    let mut i = 0;
-    while i < out.len() {
-        let parent = out[i];
-        let kids: Vec<u32> = parents
-            .iter()
-            .filter(|(p, pp)| *pp == parent && !out.contains(p))
-            .map(|(p, _)| *p)
-            .collect();
-        out.extend(kids);
-        i += 1;
-    }
-    out
-}
-
 /// Block device names from /sys/dev/block/MAJOR:MINOR/uevent (DEVNAME),
 /// read once per device.
 #[derive(Default)]

@@ -1,0 +1,102 @@
+//! `ttp-ebpf analyze`: applies TTPv2 (Steps 1–5) offline to saved run JSONs
+//! and to external per-QE measurements in CSV.
+use std::path::PathBuf;
+
+use anyhow::Context;
+
+use crate::error::UsageError;
+use crate::protocol::ttpv2::analysis::{ANALYZE_SCHEMA, AnalyzeDocument, analyse};
+use crate::protocol::ttpv2::correlations::retained_correlations;
+use crate::protocol::ttpv2::import::{read_qe_csv, read_run_json};
+use crate::protocol::ttpv2::model::{QcInput, Setup};
+use crate::protocol::ttpv2::report::render;
+use crate::protocol::ttpv2::svg::render_svg;
+use crate::report::atomic::write_json;
+
+/// Apply the Tucson Timing Protocol v2 to saved runs or external data.
+///
+/// Each run JSON (from `ttp-ebpf run --json`) is one query at one
+/// cardinality (Q@C). Give several runs of the same query labelled
+/// `cardinality=N` to get the monotonicity checks (QC3/QC4, POST2/POST3).
+/// Prints the per-QE table, dropped QEs, the result, every sanity check and
+/// the reporting paragraph of the paper's Sec. 9.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Run JSON files written by `ttp-ebpf run --json`.
+    #[arg(value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// External measurements: a CSV with one row per QE and columns
+    /// qe,time_meas_ms,u_ticks,s_ticks,blkio_ticks,iowait_ticks (optional
+    /// further columns in docs/ttpv2.md). May be given more than once.
+    #[arg(long = "qe-csv", value_name = "FILE")]
+    pub qe_csv: Vec<PathBuf>,
+    /// Write the analysis as JSON (schema ttp.analyze/1).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Write a chart of every Q@C as SVG: per QE, Time_meas, Time_calc and
+    /// the exact time, with dropped QEs marked.
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
+    /// Also report the Pearson correlations of the causal model (Table IV)
+    /// over the retained QEs, after per-experiment min-max scaling.
+    #[arg(long)]
+    pub correlations: bool,
+    /// USER_HZ of the machine the CSV data was measured on (ticks per second).
+    #[arg(long, default_value_t = 100, value_name = "HZ")]
+    pub user_hz: u32,
+    /// Online CPUs of the machine the CSV data was measured on.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub cpus: u32,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    if args.files.is_empty() && args.qe_csv.is_empty() {
+        return crate::error::usage(
+            "nothing to analyze: give run JSON files (from `ttp-ebpf run --json`) or --qe-csv FILE",
+        );
+    }
+    if args.user_hz == 0 || args.cpus == 0 {
+        return crate::error::usage("--user-hz and --cpus must be at least 1");
+    }
+    let mut qcs: Vec<QcInput> = Vec::new();
+    let mut machine = None;
+    for path in &args.files {
+        let (qc, m) = read_run_json(path).map_err(|e| UsageError::new(e.to_string()))?;
+        if machine.is_none() {
+            machine = m;
+        }
+        qcs.push(qc);
+    }
+    let setup = Setup {
+        user_hz: args.user_hz,
+        cpus: args.cpus,
+        ..Setup::default()
+    };
+    for path in &args.qe_csv {
+        qcs.extend(read_qe_csv(path, &setup).map_err(|e| UsageError::new(e.to_string()))?);
+    }
+
+    let analysis = analyse(&qcs, machine.as_ref());
+    let correlations = args
+        .correlations
+        .then(|| retained_correlations(&qcs, &analysis));
+    print!("{}", render(&analysis, correlations.as_deref()));
+
+    if let Some(path) = &args.svg {
+        let svg = render_svg(&analysis)?;
+        crate::report::atomic::write(path, svg.as_bytes())
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let Some(path) = &args.json {
+        let doc = AnalyzeDocument {
+            schema: ANALYZE_SCHEMA.into(),
+            machine,
+            qcs: analysis.qcs,
+            checks: analysis.checks,
+            paragraph: analysis.paragraph,
+            correlations,
+        };
+        write_json(path, &doc).with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}

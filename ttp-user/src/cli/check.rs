@@ -1,0 +1,111 @@
+//! `ttp-ebpf check`: is this machine set up for timing?
+use std::{path::PathBuf, time::Duration};
+
+use clap::Args as ClapArgs;
+
+use crate::{
+    report::atomic::write_json,
+    sys::setup_check::{CheckReport, Status, fix, live::LiveProbes, run_checks},
+};
+
+/// Check the set-up steps of EMPv1–v4 and TTPv2 Step 0: kernel and BTF,
+/// tracefs, taskstats and delay accounting, CPUs and SMT, frequency scaling
+/// and turbo, clock synchronisation, virtualisation and steal time,
+/// non-critical daemons and busy processes, HZ and USER_HZ.
+///
+/// Each item is pass, warn or fail, with its remedy. Nothing is changed
+/// unless --fix is given. Exit status 1 when an item fails.
+#[derive(Debug, ClapArgs)]
+pub struct Args {
+    /// Apply the fixes marked "fix:" (mount tracefs, enable delay
+    /// accounting, performance governor, turbo off). They persist until
+    /// reboot: ttp does not undo them. Needs root.
+    #[arg(long)]
+    pub fix: bool,
+    /// Write the result as JSON (schema ttp.check/1).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Length of the window over which steal time and per-process CPU use
+    /// are sampled.
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = humantime::parse_duration)]
+    pub sample: Duration,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    if args.sample > Duration::from_secs(60) {
+        return crate::error::usage(
+            "--sample longer than 60 s is not useful; use e.g. --sample 1s",
+        );
+    }
+    let root = PathBuf::from("/");
+    let mut report = run_checks(root.clone(), &LiveProbes, args.sample);
+    if args.fix {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            return crate::error::usage("--fix changes kernel settings: run it with sudo");
+        }
+        let fixes = fix::apply(&root, &report.items);
+        report = run_checks(root, &LiveProbes, args.sample);
+        report.fixes = fixes;
+    }
+    print!("{}", render(&report, args.fix));
+    if let Some(path) = &args.json {
+        write_json(path, &report)
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+    }
+    let failed = report.count(Status::Fail);
+    if failed > 0 {
+        anyhow::bail!(
+            "{failed} set-up item(s) failed; apply the remedies above and run `ttp-ebpf check` again"
+        );
+    }
+    Ok(())
+}
+
+/// The terminal report.
+pub fn render(r: &CheckReport, fixed: bool) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let _ = writeln!(s, "ttp set-up check (EMPv1–v4, TTPv2 Step 0)");
+    if !r.fixes.is_empty() {
+        let _ = writeln!(s, "Applied (persistent until reboot):");
+        for f in &r.fixes {
+            let _ = match &f.error {
+                None => writeln!(s, "  done    {}", f.action),
+                Some(e) => writeln!(s, "  FAILED  {}: {e}", f.action),
+            };
+        }
+    }
+    for i in &r.items {
+        let tag = match i.status {
+            Status::Pass => "PASS",
+            Status::Warn => "WARN",
+            Status::Fail => "FAIL",
+        };
+        let _ = writeln!(s, "  {tag}  {:<36} {}", i.title, i.detail);
+        if i.status != Status::Pass {
+            let _ = writeln!(s, "        {:<36} ({})", "", i.source);
+            if let Some(rem) = &i.remedy {
+                let _ = writeln!(s, "        {:<36} remedy: {rem}", "");
+            }
+            if let Some(f) = &i.fix {
+                let _ = writeln!(s, "        {:<36} --fix: {}", "", f.describe());
+            }
+        }
+    }
+    let fixable = r.items.iter().filter(|i| i.fix.is_some()).count();
+    let _ = writeln!(
+        s,
+        "{} pass, {} warn, {} fail.",
+        r.count(Status::Pass),
+        r.count(Status::Warn),
+        r.count(Status::Fail)
+    );
+    if fixable > 0 && !fixed {
+        let _ = writeln!(
+            s,
+            "`sudo ttp-ebpf check --fix` applies the {fixable} fix(es) marked above; they persist until reboot."
+        );
+    }
+    s
+}

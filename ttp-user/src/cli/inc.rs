@@ -1,0 +1,65 @@
+//! `ttp-ebpf inc`: INC, the EMP paper's program under test (Fig. 7).
+use std::path::PathBuf;
+
+use clap::Args as ClapArgs;
+
+use crate::{protocol::emp::inc, report::atomic::write_json};
+
+/// Run INC, the compute-bound program under test of the EMP paper (Fig. 7):
+/// a nested loop that increments a counter, no I/O.
+///
+/// With --seconds, ttp first times single iterations on this machine (about
+/// 0.1 s of CPU) and derives the loop count; it prints the count so that
+/// repeated measurements can pass --loops and skip the calibration.
+#[derive(Debug, ClapArgs)]
+#[command(group(clap::ArgGroup::new("amount").required(true).args(["seconds", "loops"])))]
+pub struct Args {
+    /// Target CPU time of the loop, in seconds.
+    #[arg(long, value_name = "N")]
+    pub seconds: Option<f64>,
+    /// Exact number of outer iterations (each 2^20 increments).
+    #[arg(long, value_name = "C")]
+    pub loops: Option<u64>,
+    /// Write what was done as JSON (schema ttp.inc/1).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let (loops, cal, target) = match (args.seconds, args.loops) {
+        (Some(s), _) => {
+            if !(s.is_finite() && s > 0.0 && s <= 86_400.0) {
+                return crate::error::usage(
+                    "--seconds must be a number of seconds between 0 and 86400, e.g. --seconds 2",
+                );
+            }
+            let cal = inc::calibrate();
+            let loops = cal.loops_for(s);
+            eprintln!(
+                "INC calibration: one iteration ({} increments) = {:.3} ms of CPU (median of {}); {loops} iterations for {s} s",
+                cal.inner,
+                cal.outer_cpu_ns as f64 / 1e6,
+                cal.samples
+            );
+            (loops, Some(cal), Some((s * 1e9) as u64))
+        }
+        (None, Some(0)) => return crate::error::usage("--loops must be at least 1"),
+        (None, Some(c)) => (c, None, None),
+        (None, None) => return crate::error::usage("give --seconds N or --loops C"),
+    };
+    let r = inc::run(loops, cal, target);
+    println!(
+        "INC: {} iterations × {} increments (k = {}): CPU {:.3} s, elapsed {:.3} s; repeat with `ttp-ebpf inc --loops {}`",
+        r.outer,
+        r.inner,
+        r.k,
+        r.cpu_ns as f64 / 1e9,
+        r.et_ns as f64 / 1e9,
+        r.outer
+    );
+    if let Some(path) = &args.json {
+        write_json(path, &r)
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,255 @@
+//! `ttp-ebpf run`: repeated executions of a command, timed with the Tucson
+//! Timing Protocol v2 (TTPv2, Sec. 8): each execution is one QE measured in
+//! the order of Fig. 5, the N QEs form one Q@C, and Steps 1–5 turn them into
+//! one number with its sanity checks.
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+    time::Duration,
+};
+
+use anyhow::Context;
+use clap::Args;
+
+use crate::{
+    collect::taskstats::ExitListener,
+    error::{UsageError, usage},
+    probe::{Ledger, probe_error_ctx, seed},
+    protocol::ttpv2::{
+        self,
+        analysis::RunDocument,
+        model::{QcInput, QeRecord, Setup},
+    },
+    report::{atomic, units::parse_duration},
+    sys::{
+        invoker::Invoker,
+        signals::StopFlag,
+        spawn::{HeldChild, RunAs},
+        sysctl::SysctlGuard,
+    },
+    window::qe::{self, QeContext, QeError},
+};
+
+/// Run a command repeatedly and time it with the Tucson Timing Protocol v2:
+/// per-process user, system and block-I/O time from /proc and the kernel
+/// ledger, the paper's sanity checks and drops, Time_calc = (U + S + IO_calc)
+/// × tick with IO_calc = BlockIO − 0.5 × IOWait, the median over retained
+/// executions, and the exact time from the ledger beside it.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Number of executions (QEs).
+    #[arg(short = 'n', long = "executions", default_value_t = 10)]
+    pub n: u32,
+    /// Before each execution, sync and drop the page cache (Sec. 3.1), then
+    /// run --prepare.
+    #[arg(long)]
+    pub cold_cache: bool,
+    /// Shell command run before each execution with --cold-cache (e.g. a
+    /// DBMS cache flush or restart), as the same user as the command.
+    #[arg(long, value_name = "CMD")]
+    pub prepare: Option<String>,
+    /// Shell command whose output is the execution plan, captured before
+    /// each execution (the unique-plan check X2).
+    #[arg(long, value_name = "CMD")]
+    pub plan_cmd: Option<String>,
+    /// The query process is the process of this name with the highest
+    /// U + S that appears in every execution (Sec. 7.2); default: the
+    /// command's own process tree.
+    #[arg(long, value_name = "NAME")]
+    pub query_process: Option<String>,
+    /// Names of utility processes (e.g. the DBMS's other processes).
+    #[arg(long = "utility", value_name = "NAME")]
+    pub utilities: Vec<String>,
+    /// Kill an execution that runs longer than this (QE13).
+    #[arg(long, default_value = "20m", value_parser = parse_duration)]
+    pub timeout: Duration,
+    /// A KEY=VALUE label of this Q@C (repeatable), e.g. cardinality=1000.
+    #[arg(long = "label", value_name = "KEY=VALUE")]
+    pub labels: Vec<String>,
+    /// Write the run (schema ttp.run/1) to FILE, rewritten after every QE.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Write a chart of the per-QE times (SVG).
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
+    /// Run the command as root instead of the invoking user (SUDO_UID).
+    #[arg(long)]
+    pub as_root: bool,
+    /// The command to measure.
+    #[arg(trailing_var_arg = true, required = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+fn parse_labels(labels: &[String]) -> anyhow::Result<ttpv2::model::Labels> {
+    let mut out = ttpv2::model::Labels::new();
+    for l in labels {
+        let Some((k, v)) = l.split_once('=') else {
+            return usage(format!(
+                "label {l:?} is not KEY=VALUE (e.g. --label cardinality=1000)"
+            ));
+        };
+        out.insert(k.trim().to_string(), v.trim().to_string());
+    }
+    Ok(out)
+}
+
+/// Runs `sh -c cmd` as `run_as` and returns its stdout.
+fn shell(cmd: &str, run_as: &RunAs) -> anyhow::Result<String> {
+    let mut c = Command::new("sh");
+    c.arg("-c").arg(cmd).stdout(std::process::Stdio::piped());
+    let mut child = HeldChild::spawn(c, run_as.clone())?.release()?;
+    let mut out = String::new();
+    if let Some(mut so) = child.take_stdout() {
+        use std::io::Read;
+        so.read_to_string(&mut out)?;
+    }
+    let exit = child.wait()?;
+    if !exit.status.success() {
+        anyhow::bail!("`{cmd}` failed: {}", exit.status);
+    }
+    Ok(out)
+}
+
+fn drop_page_cache() -> anyhow::Result<()> {
+    // SAFETY: plain syscall.
+    unsafe { libc::sync() };
+    std::fs::write("/proc/sys/vm/drop_caches", "3").context("dropping the page cache (needs root)")
+}
+
+pub fn run(args: RunArgs) -> anyhow::Result<()> {
+    if args.n == 0 {
+        return usage("-n must be at least 1");
+    }
+    if args.prepare.is_some() && !args.cold_cache {
+        return usage("--prepare runs with --cold-cache only; add --cold-cache");
+    }
+    let labels = parse_labels(&args.labels)?;
+    crate::sys::privileges::require_bpf()?;
+    let run_as = if args.as_root {
+        RunAs::Current
+    } else {
+        RunAs::User(Invoker::detect().map_err(|e| UsageError::new(e.to_string()))?)
+    };
+    let stop = StopFlag::install().context("installing signal handlers")?;
+    let delayacct = SysctlGuard::set(Path::new("/proc/sys"), "kernel.task_delayacct", "1").ok();
+    let mut ledger = Ledger::attach().map_err(probe_error_ctx)?;
+    ledger.seed(&seed::threads_from_proc());
+    let listener = ExitListener::start().ok();
+    let user_hz = crate::collect::clock::user_hz().unwrap_or(100);
+    let mut machine = crate::sys::machine::facts();
+    machine.delay_accounting_switched_on = delayacct.as_ref().is_some_and(SysctlGuard::changed);
+    machine.cold_cache = Some(args.cold_cache);
+    let mut qc = QcInput {
+        labels,
+        source: None,
+        command: args.command.clone(),
+        setup: Setup {
+            qes_requested: Some(args.n),
+            user_hz: user_hz as u32,
+            cpus: machine.cores.unwrap_or(1),
+            timeout_ms: Some(args.timeout.as_millis() as u64),
+            query_process: args.query_process.clone(),
+            utilities: args.utilities.clone(),
+        },
+        qes: Vec::new(),
+    };
+    let mut ctx = QeContext {
+        ledger: &mut ledger,
+        taskstats_exits: listener.as_ref().map(|(_, rx)| rx),
+        own_tgid: std::process::id(),
+        utilities: &args.utilities,
+        query_by_name: args.query_process.is_some(),
+        tick_ns: 1_000_000_000 / user_hz,
+        timeout: Some(args.timeout),
+        run_as: run_as.clone(),
+    };
+    let bar = crate::report::progress::bar(args.n as u64, "QE");
+    let mut failure: Option<anyhow::Error> = None;
+    for i in 1..=args.n {
+        if stop.raised() {
+            break;
+        }
+        if args.cold_cache {
+            drop_page_cache()?;
+            if let Some(p) = &args.prepare {
+                shell(p, &run_as).with_context(|| format!("--prepare before QE {i}"))?;
+            }
+        }
+        let plan = match &args.plan_cmd {
+            Some(p) => {
+                Some(shell(p, &run_as).with_context(|| format!("--plan-cmd before QE {i}"))?)
+            }
+            None => None,
+        };
+        let mut cmd = Command::new(&args.command[0]);
+        cmd.args(&args.command[1..]);
+        match qe::measure(&mut ctx, i, cmd, plan) {
+            Ok(out) if stop.raised() => {
+                bar.println(format!(
+                    "QE {i} interrupted: not kept (QEs 1–{} kept)",
+                    i - 1
+                ));
+                drop(out);
+                break;
+            }
+            Ok(out) => qc.qes.push(out.record),
+            Err(QeError::Spawn(e)) => {
+                let mut rec = QeRecord::new(i, 0.0);
+                rec.spawn_error = Some(e.to_string());
+                qc.qes.push(rec);
+                let usage_err = e.is_usage();
+                failure = Some(if usage_err {
+                    UsageError::new(e.to_string()).into()
+                } else {
+                    e.into()
+                });
+                break;
+            }
+            Err(QeError::Probe(e)) => {
+                failure = Some(probe_error_ctx(e));
+                break;
+            }
+        }
+        if let Some(name) = &args.query_process {
+            ttpv2::classify::identify_query_process(&mut qc.qes, name);
+        }
+        if let Some(path) = &args.json {
+            atomic::write_json(path, &RunDocument::new(&qc, Some(&machine)))
+                .with_context(|| format!("writing {}", path.display()))?;
+        }
+        if let Some(r) = qc.qes.last() {
+            bar.set_message(format!("QE {i}: {:.1} ms", r.time_meas_ms));
+        }
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    drop(ctx);
+    drop(listener);
+    drop(ledger);
+    drop(delayacct);
+    if qc.qes.is_empty() {
+        return match failure {
+            Some(e) => Err(e),
+            None => usage("interrupted before the first execution: nothing measured"),
+        };
+    }
+    let doc = RunDocument::new(&qc, Some(&machine));
+    if let Some(path) = &args.json {
+        atomic::write_json(path, &doc).with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("wrote {}", path.display());
+    }
+    let analysis = doc.to_analysis();
+    println!("{}", ttpv2::report::render(&analysis, None));
+    if let Some(path) = &args.svg {
+        let svg = ttpv2::svg::render_svg(&analysis).context("drawing the chart")?;
+        atomic::write(path, svg.as_bytes())
+            .with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("wrote {}", path.display());
+    }
+    match failure {
+        Some(e) => {
+            Err(e.context("the command could not be run; the executions measured before are kept"))
+        }
+        None => Ok(()),
+    }
+}

@@ -1,0 +1,421 @@
+//! Query-execution sanity checks QE1–QE13 (Table XI, App. E). A violating
+//! QE is dropped in Step 2 (Sec. 8.3).
+//!
+//! The paper ran on one core (Sec. 3.4, `maxcpus=1`). Overall /proc/stat
+//! ticks are summed over all CPUs, so the two checks that bound overall or
+//! all-process computation by the measured time (QE6, QE7) use the CPU
+//! capacity during the QE, `cpus × Time_meas`; with one CPU they are the
+//! paper's checks exactly.
+use super::Verdict;
+use crate::protocol::ttpv2::calc::QeCalc;
+use crate::protocol::ttpv2::model::{ProcessClass, ProcessDetail, QcInput, QeRecord};
+use crate::protocol::ttpv2::stats::{mean, sample_sd};
+
+/// Ids of the query-execution checks, in order.
+pub const QE_IDS: [&str; 13] = [
+    "QE1", "QE2", "QE3", "QE4", "QE5", "QE6", "QE7", "QE8", "QE9", "QE10", "QE11", "QE12", "QE13",
+];
+
+const NO_QUERY: &str = "no query process in this QE (see QE12)";
+
+/// Per check id, the verdict for each QE of the Q@C (in `qc.qes` order).
+pub fn qe_checks(qc: &QcInput, calcs: &[QeCalc]) -> Vec<(&'static str, Vec<Verdict>)> {
+    let cs = context_switch_verdicts(qc);
+    QE_IDS
+        .iter()
+        .map(|&id| {
+            let verdicts = qc
+                .qes
+                .iter()
+                .zip(calcs)
+                .enumerate()
+                .map(|(i, (qe, c))| match id {
+                    "QE10" => cs[i].clone(),
+                    _ => check_one(id, qe, c, qc),
+                })
+                .collect();
+            (id, verdicts)
+        })
+        .collect()
+}
+
+fn check_one(id: &str, qe: &QeRecord, c: &QeCalc, qc: &QcInput) -> Verdict {
+    let tick_ms = qc.setup.tick_ms();
+    let cpus = f64::from(qc.setup.cpus.max(1));
+    let meas = qe.time_meas_ms;
+    let q = c.query.as_ref();
+    let per_process = qe.detail == ProcessDetail::PerProcess;
+    match id {
+        // App. E (1): any ephemeral process (App. B).
+        "QE1" => match c.ephemeral_processes {
+            Some(n) => Verdict::from_bool(n > 0),
+            None => Verdict::na("the process sets of App. B were not recorded"),
+        },
+        // App. E (2): DBMS (query + utility) process time below the daemons';
+        // process time = U + S + BlockIO.
+        "QE2" => {
+            let Some(q) = q else {
+                return Verdict::na(NO_QUERY);
+            };
+            if !per_process && qe.of_class(ProcessClass::Daemon).next().is_none() {
+                return Verdict::na("no daemon measures in the data");
+            }
+            let dbms = q
+                .process_ticks()
+                .zip(qe.class_totals(ProcessClass::Utility).process_ticks());
+            let daemon = qe.class_totals(ProcessClass::Daemon).process_ticks();
+            match (dbms, daemon) {
+                (Some((q, u)), Some(d)) => Verdict::from_bool(q + u < d),
+                _ => Verdict::na("U, S or BlockIO missing for some process"),
+            }
+        }
+        // App. E (3): query process time of 0 ticks.
+        "QE3" => match q.map(|q| q.process_ticks()) {
+            None => Verdict::na(NO_QUERY),
+            Some(None) => Verdict::na("query U, S or BlockIO missing"),
+            Some(Some(t)) => Verdict::from_bool(t == 0),
+        },
+        // App. E (4): query process time greater than the measured time.
+        "QE4" => match q.map(|q| q.process_ticks()) {
+            None => Verdict::na(NO_QUERY),
+            Some(None) => Verdict::na("query U, S or BlockIO missing"),
+            Some(Some(t)) => Verdict::from_bool(t as f64 * tick_ms > meas),
+        },
+        // App. E (5): query user ticks > overall user (normal + low
+        // priority) ticks + 1 tick of fudge for partial-tick charging.
+        "QE5" => match (q.map(|q| q.u_ticks), qe.overall.user_all_ticks()) {
+            (None, _) => Verdict::na(NO_QUERY),
+            (Some(Some(u)), Some(all)) => Verdict::from_bool(u > all + 1),
+            _ => Verdict::na("query or overall user ticks missing"),
+        },
+        // App. E (6): overall user + system ticks beyond the measured time
+        // (× CPUs, see the module comment).
+        "QE6" => match qe.overall.user_all_ticks().zip(qe.overall.system_ticks) {
+            Some((u, s)) => Verdict::from_bool((u + s) as f64 * tick_ms > cpus * meas),
+            None => Verdict::na("overall user or system ticks missing"),
+        },
+        // App. E (7): S + U of all processes beyond the measured time plus
+        // 10 ticks (the per-process image takes ~100 ms).
+        "QE7" => {
+            let su: Option<u64> = qe.processes.iter().map(|p| p.m.su_ticks()).sum();
+            match su {
+                Some(su) => Verdict::from_bool(su as f64 * tick_ms > cpus * meas + 10.0 * tick_ms),
+                None => Verdict::na("U or S missing for some process"),
+            }
+        }
+        // App. E (8): the largest BlockIO delay of any one process beyond
+        // the measured time.
+        "QE8" => {
+            let candidates: Vec<u64> = qe
+                .processes
+                .iter()
+                .filter(|p| per_process || p.class == ProcessClass::Query)
+                .filter_map(|p| p.m.blkio_ticks)
+                .collect();
+            match candidates.iter().max() {
+                Some(&max) => Verdict::from_bool(max as f64 * tick_ms > meas),
+                None => Verdict::na("no BlockIO delay measured"),
+            }
+        }
+        // App. E (9), Sec. 7.3: overall IOWait ticks beyond the query's
+        // BlockIO delay ticks (the query is blocked during every IOWait tick).
+        "QE9" => match (q.map(|q| q.blkio_ticks), qe.overall.iowait_ticks) {
+            (None, _) => Verdict::na(NO_QUERY),
+            (Some(Some(b)), Some(w)) => Verdict::from_bool(w > b),
+            _ => Verdict::na("IOWait or query BlockIO missing"),
+        },
+        // App. E (11), Sec. 7.2: a utility process computed (S + U) more
+        // than the identified query process.
+        "QE11" => {
+            if !per_process {
+                return Verdict::na("the data gives class totals, not single utility processes");
+            }
+            let Some(q) = q else {
+                return Verdict::na(NO_QUERY);
+            };
+            let Some(qsu) = q.su_ticks() else {
+                return Verdict::na("query U or S missing");
+            };
+            let utility_max = qe
+                .of_class(ProcessClass::Utility)
+                .filter_map(|p| p.m.su_ticks())
+                .max();
+            Verdict::from_bool(utility_max.is_some_and(|u| u > qsu))
+        }
+        // App. E (12): no query process.
+        "QE12" => Verdict::from_bool(!qe.has_query_process()),
+        // App. E (13): timed out.
+        "QE13" => match qe.timed_out {
+            Some(t) => Verdict::from_bool(t),
+            None => Verdict::na("whether the QE timed out is not recorded"),
+        },
+        _ => unreachable!("check_one called with {id}"),
+    }
+}
+
+/// App. E (10): the query process's context switches more than three
+/// standard deviations above the average.
+///
+/// The mean and sd are those of the *other* QEs of the Q@C: with the QE
+/// itself in the sample, no value of n ≤ 10 values can lie more than
+/// (n − 1)/√n ≤ 2.85 sample sds above their mean, so the literal check could
+/// never fire in a 10-QE Q@C. The sd is floored at one switch so that a
+/// single extra switch over otherwise identical counts is not an outlier.
+fn context_switch_verdicts(qc: &QcInput) -> Vec<Verdict> {
+    let counts: Vec<Option<u64>> = qc
+        .qes
+        .iter()
+        .map(|qe| qe.query().and_then(|q| q.context_switches()))
+        .collect();
+    counts
+        .iter()
+        .enumerate()
+        .map(|(i, x)| {
+            let Some(x) = x else {
+                return Verdict::na("query context switches not measured");
+            };
+            let others: Vec<f64> = counts
+                .iter()
+                .enumerate()
+                .filter(|(j, _)| *j != i)
+                .filter_map(|(_, c)| c.map(|c| c as f64))
+                .collect();
+            if others.len() < 3 {
+                return Verdict::na("needs at least 4 QEs with context switches");
+            }
+            let (m, sd) = (
+                mean(&others).unwrap_or(0.0),
+                sample_sd(&others).unwrap_or(0.0),
+            );
+            Verdict::from_bool(*x as f64 > m + 3.0 * sd.max(1.0))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::ttpv2::calc::calc_qe;
+    use crate::protocol::ttpv2::model::{Measures, ProcKey, ProcessSets};
+    use crate::protocol::ttpv2::testutil::{clean_qc, proc_of, query_proc};
+
+    /// Runs every QE check on `qc` and returns the verdict of `id` per QE.
+    fn verdicts(qc: &QcInput, id: &str) -> Vec<Verdict> {
+        let calcs: Vec<_> = qc.qes.iter().map(|q| calc_qe(q, &qc.setup)).collect();
+        qe_checks(qc, &calcs)
+            .into_iter()
+            .find(|(i, _)| *i == id)
+            .unwrap()
+            .1
+    }
+
+    /// Applies `spoil` to QE 2 of a clean Q@C and asserts that `id` flags
+    /// exactly QE 2 — and nothing in the clean Q@C.
+    fn fires_only_on_spoiled(id: &str, spoil: impl FnOnce(&mut QeRecord)) {
+        let mut qc = clean_qc(8);
+        assert!(
+            verdicts(&qc, id).iter().all(|v| *v == Verdict::Pass),
+            "{id} fired on clean data: {:?}",
+            verdicts(&qc, id)
+        );
+        spoil(&mut qc.qes[1]);
+        let v = verdicts(&qc, id);
+        assert_eq!(
+            v[1],
+            Verdict::Violation,
+            "{id} did not fire on the spoiled QE"
+        );
+        assert!(
+            v.iter()
+                .enumerate()
+                .all(|(i, v)| i == 1 || *v == Verdict::Pass),
+            "{id}: {v:?}"
+        );
+    }
+
+    fn query_mut(qe: &mut QeRecord) -> &mut Measures {
+        &mut qe
+            .processes
+            .iter_mut()
+            .find(|p| p.class == ProcessClass::Query)
+            .unwrap()
+            .m
+    }
+
+    /// Catches QE1 ignoring a process that vanished unrecorded.
+    #[test]
+    fn qe1_ephemeral() {
+        fires_only_on_spoiled("QE1", |qe| {
+            let sets: &mut ProcessSets = qe.process_sets.as_mut().unwrap();
+            sets.m1.push(ProcKey {
+                pid: 999,
+                start_time_ns: 1,
+            });
+        });
+    }
+
+    /// Catches QE2 comparing without BlockIO or the utility processes.
+    #[test]
+    fn qe2_dbms_time() {
+        // Query 150+10+40 = 200 ticks; a daemon with 201 process ticks fires.
+        fires_only_on_spoiled("QE2", |qe| {
+            qe.processes
+                .push(proc_of(ProcessClass::Daemon, 7, 100, 1, 100))
+        });
+        // A utility process of 10 ticks lifts the DBMS side back above.
+        let mut qc = clean_qc(8);
+        qc.qes[1]
+            .processes
+            .push(proc_of(ProcessClass::Daemon, 7, 100, 1, 100));
+        qc.qes[1]
+            .processes
+            .push(proc_of(ProcessClass::Utility, 8, 10, 0, 0));
+        assert_eq!(verdicts(&qc, "QE2")[1], Verdict::Pass);
+    }
+
+    /// Catches QE3 testing U + S only (BlockIO counts as query time).
+    #[test]
+    fn qe3_zero_query_time() {
+        fires_only_on_spoiled("QE3", |qe| *query_mut(qe) = query_proc(1, 0, 0, 0).m);
+        let mut qc = clean_qc(8);
+        *query_mut(&mut qc.qes[1]) = query_proc(1, 0, 0, 1).m;
+        assert_eq!(verdicts(&qc, "QE3")[1], Verdict::Pass);
+    }
+
+    /// Boundary: 250 ticks = 2500 ms is not above Time_meas 2500 ms; 251 is.
+    #[test]
+    fn qe4_query_time_above_measured() {
+        fires_only_on_spoiled("QE4", |qe| *query_mut(qe) = query_proc(1, 200, 11, 40).m);
+        let mut qc = clean_qc(8);
+        *query_mut(&mut qc.qes[1]) = query_proc(1, 200, 10, 40).m;
+        assert_eq!(verdicts(&qc, "QE4")[1], Verdict::Pass);
+    }
+
+    /// Boundary of the one-tick fudge: query U = overall user + 1 passes,
+    /// + 2 fires. Catches a missing fudge or forgetting nice ticks.
+    #[test]
+    fn qe5_query_user_ticks() {
+        fires_only_on_spoiled("QE5", |qe| {
+            let u = query_mut(qe).u_ticks.unwrap();
+            qe.overall.user_ticks = Some(u - 3);
+            qe.overall.nice_ticks = Some(1);
+        });
+        let mut qc = clean_qc(8);
+        let u = query_mut(&mut qc.qes[1]).u_ticks.unwrap();
+        qc.qes[1].overall.user_ticks = Some(u - 2);
+        qc.qes[1].overall.nice_ticks = Some(1);
+        assert_eq!(verdicts(&qc, "QE5")[1], Verdict::Pass);
+    }
+
+    /// 251 overall ticks exceed 2500 ms on one CPU but not on two. Catches
+    /// ignoring the CPU count of a multi-core machine.
+    #[test]
+    fn qe6_overall_computation() {
+        fires_only_on_spoiled("QE6", |qe| {
+            qe.overall.user_ticks = Some(200);
+            qe.overall.system_ticks = Some(51);
+        });
+        let mut qc = clean_qc(8);
+        qc.setup.cpus = 2;
+        qc.qes[1].overall.user_ticks = Some(200);
+        qc.qes[1].overall.system_ticks = Some(51);
+        assert_eq!(verdicts(&qc, "QE6")[1], Verdict::Pass);
+    }
+
+    /// All-process S + U limit is Time_meas + 10 ticks = 260 ticks: a
+    /// daemon taking the total to 260 passes, 261 fires.
+    #[test]
+    fn qe7_all_process_computation() {
+        // Clean QE 2: query 152 + 10, daemon 5 → 167; add 94 → 261.
+        fires_only_on_spoiled("QE7", |qe| {
+            qe.processes
+                .push(proc_of(ProcessClass::Daemon, 9, 94, 0, 0))
+        });
+        let mut qc = clean_qc(8);
+        qc.qes[1]
+            .processes
+            .push(proc_of(ProcessClass::Daemon, 9, 93, 0, 0));
+        assert_eq!(verdicts(&qc, "QE7")[1], Verdict::Pass);
+    }
+
+    /// Any single process (here a daemon) with BlockIO beyond Time_meas.
+    #[test]
+    fn qe8_blockio_delay() {
+        fires_only_on_spoiled("QE8", |qe| {
+            qe.processes
+                .push(proc_of(ProcessClass::Daemon, 9, 0, 0, 251))
+        });
+        let mut qc = clean_qc(8);
+        qc.qes[1]
+            .processes
+            .push(proc_of(ProcessClass::Daemon, 9, 0, 0, 250));
+        assert_eq!(verdicts(&qc, "QE8")[1], Verdict::Pass);
+    }
+
+    /// IOWait 41 > BlockIO 40 fires; 40 does not.
+    #[test]
+    fn qe9_iowait_beyond_query_blockio() {
+        fires_only_on_spoiled("QE9", |qe| qe.overall.iowait_ticks = Some(41));
+        let mut qc = clean_qc(8);
+        qc.qes[1].overall.iowait_ticks = Some(40);
+        assert_eq!(verdicts(&qc, "QE9")[1], Verdict::Pass);
+    }
+
+    /// Clean QEs have 10 + 2 = 12 switches each, so the limit for one QE is
+    /// 12 + 3·max(sd 0, 1) = 15: 16 fires, 15 does not. Also catches the
+    /// literal (self-including) statistic, under which a single outlier
+    /// among 8 values can never exceed 3 sds.
+    #[test]
+    fn qe10_context_switches() {
+        fires_only_on_spoiled("QE10", |qe| query_mut(qe).vol_cs = Some(14));
+        let mut qc = clean_qc(8);
+        query_mut(&mut qc.qes[1]).vol_cs = Some(13);
+        assert_eq!(verdicts(&qc, "QE10")[1], Verdict::Pass);
+        // A huge outlier among 8 values: its z-score with itself included
+        // is at most 7/√8 ≈ 2.47, yet it must fire.
+        let mut qc = clean_qc(8);
+        query_mut(&mut qc.qes[1]).vol_cs = Some(100_000);
+        assert_eq!(verdicts(&qc, "QE10")[1], Verdict::Violation);
+    }
+
+    /// A utility process with more S + U than the query fires; equal does not.
+    #[test]
+    fn qe11_ambiguous_query_process() {
+        fires_only_on_spoiled("QE11", |qe| {
+            qe.processes
+                .push(proc_of(ProcessClass::Utility, 9, 160, 3, 0))
+        });
+        let mut qc = clean_qc(8);
+        // Clean QE 2's query has S + U = 152 + 10 = 162.
+        qc.qes[1]
+            .processes
+            .push(proc_of(ProcessClass::Utility, 9, 160, 2, 0));
+        assert_eq!(verdicts(&qc, "QE11")[1], Verdict::Pass);
+    }
+
+    #[test]
+    fn qe12_no_query_process() {
+        fires_only_on_spoiled("QE12", |qe| {
+            qe.processes.retain(|p| p.class != ProcessClass::Query)
+        });
+    }
+
+    #[test]
+    fn qe13_timed_out() {
+        fires_only_on_spoiled("QE13", |qe| qe.timed_out = Some(true));
+    }
+
+    /// Class-total data (a CSV) cannot show single utility processes.
+    #[test]
+    fn class_totals_make_qe11_na() {
+        let mut qc = clean_qc(8);
+        for qe in &mut qc.qes {
+            qe.detail = ProcessDetail::ClassTotals;
+        }
+        assert!(
+            verdicts(&qc, "QE11")
+                .iter()
+                .all(|v| matches!(v, Verdict::NotApplicable(_)))
+        );
+    }
+}

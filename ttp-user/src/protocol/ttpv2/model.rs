@@ -1,0 +1,565 @@
+//! The measured data of one Q@C (query at cardinality): one [`QeRecord`] per
+//! query execution (QE), with the per-process measures of every process seen
+//! in it (Sec. 3.5), the overall /proc/stat measures (Sec. 3.6), the process
+//! sets of App. B and, where the eBPF ledger ran, the exact measures in ns.
+//!
+//! Every measure is the change over the QE (after image − before image; the
+//! final value for a process that started during the QE). A measure that
+//! could not be read is `None`: absent is not zero.
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// Free-text `key=value` labels of a Q@C (`--label cardinality=1000`).
+pub type Labels = BTreeMap<String, String>;
+
+/// The label whose numeric value orders the Q@Cs of one query for the
+/// monotonicity checks (QC3/QC4, POST2/POST3).
+pub const CARDINALITY_LABEL: &str = "cardinality";
+
+/// The role of a process in a QE (Sec. 4: query, utility and daemon
+/// processes; Sec. 3.3: the EXECUTOR doing the timing).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProcessClass {
+    /// The process(es) executing the query (Sec. 7.2).
+    Query,
+    /// Other processes of the measured program or DBMS (Sec. 3.3).
+    Utility,
+    /// The measuring tool itself.
+    Executor,
+    /// Everything else running on the machine.
+    Daemon,
+}
+
+impl ProcessClass {
+    pub const ALL: [ProcessClass; 4] = [
+        ProcessClass::Query,
+        ProcessClass::Utility,
+        ProcessClass::Executor,
+        ProcessClass::Daemon,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ProcessClass::Query => "query",
+            ProcessClass::Utility => "utility",
+            ProcessClass::Executor => "executor",
+            ProcessClass::Daemon => "daemon",
+        }
+    }
+}
+
+/// Whether `processes` lists real processes or, for external data, one
+/// pseudo-process per class holding that class's totals.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProcessDetail {
+    /// One entry per process (a live run).
+    #[default]
+    PerProcess,
+    /// One entry per class with the class's summed measures (a CSV):
+    /// checks that need single processes say so.
+    ClassTotals,
+}
+
+/// The numeric measures of one process over one QE. Ticks are USER_HZ
+/// ticks as /proc reports them (10 ms at USER_HZ = 100).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Measures {
+    /// User-mode ticks (/proc/PID/stat utime), Sec. 3.5 (c).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub u_ticks: Option<u64>,
+    /// System-mode ticks (stime), Sec. 3.5 (d).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub s_ticks: Option<u64>,
+    /// U + S when only the sum is known (external data such as the SU rows
+    /// of Table IX); leave `None` when `u_ticks` and `s_ticks` are given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub su_ticks: Option<u64>,
+    /// BlockIO delay ticks (delayacct_blkio_ticks), Sec. 3.5 (i).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blkio_ticks: Option<u64>,
+    /// Guest ticks, Sec. 3.5 (e).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guest_ticks: Option<u64>,
+    /// Children's guest ticks, Sec. 3.5 (f).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cguest_ticks: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub minflt: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub majflt: Option<u64>,
+    /// Voluntary context switches, Sec. 3.5 (g).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vol_cs: Option<u64>,
+    /// Involuntary context switches, Sec. 3.5 (h).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub invol_cs: Option<u64>,
+    /// Read system calls (/proc/PID/io syscr), Sec. 3.5 (j).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_syscalls: Option<u64>,
+    /// Write system calls (syscw), Sec. 3.5 (k).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_syscalls: Option<u64>,
+    /// User time in ns (taskstats ac_utime or the ledger).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub u_ns: Option<u64>,
+    /// System time in ns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub s_ns: Option<u64>,
+    /// BlockIO delay in ns (taskstats blkio_delay_total).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blkio_ns: Option<u64>,
+    /// Ledger: time on a CPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_cpu_ns: Option<u64>,
+    /// Ledger: time runnable but waiting for a CPU (the per-process
+    /// "waiting mode" Sec. 7.3 says Linux does not record).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runq_wait_ns: Option<u64>,
+    /// Ledger: time blocked on I/O (`in_iowait`), the exact BlockIO delay.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iowait_ns: Option<u64>,
+    /// Ledger: part of `iowait_ns` during which the disk served this
+    /// process's own requests (the split Sec. 12 asks for).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iowait_own_ns: Option<u64>,
+    /// Ledger: this process's share of the machine's iowait (idle CPU time
+    /// while it waited, split evenly among the tasks waiting).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iowait_share_ns: Option<u64>,
+    /// Ledger: bytes of block I/O read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_bytes: Option<u64>,
+    /// Ledger: bytes of block I/O written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_bytes: Option<u64>,
+}
+
+/// Adds two optional measures: known only when both are known.
+fn add(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    Some(a?.saturating_add(b?))
+}
+
+impl Measures {
+    /// Computation ticks S + U (Sec. 7.2).
+    pub fn su_ticks(&self) -> Option<u64> {
+        match (self.u_ticks, self.s_ticks) {
+            (Some(u), Some(s)) => Some(u + s),
+            _ => self.su_ticks,
+        }
+    }
+
+    /// Process time in ticks as App. E (2) defines it: user + system +
+    /// BlockIO delay.
+    pub fn process_ticks(&self) -> Option<u64> {
+        add(self.su_ticks(), self.blkio_ticks)
+    }
+
+    /// Total context switches, voluntary + involuntary.
+    pub fn context_switches(&self) -> Option<u64> {
+        add(self.vol_cs, self.invol_cs)
+    }
+
+    /// Field-wise sum; a field is known in the sum only when it is known
+    /// in both.
+    pub fn plus(&self, o: &Measures) -> Measures {
+        // U+S survives when one side has only the sum.
+        let su = if self.u_ticks.is_some()
+            && self.s_ticks.is_some()
+            && o.u_ticks.is_some()
+            && o.s_ticks.is_some()
+        {
+            None
+        } else {
+            add(self.su_ticks(), o.su_ticks())
+        };
+        Measures {
+            u_ticks: add(self.u_ticks, o.u_ticks),
+            s_ticks: add(self.s_ticks, o.s_ticks),
+            su_ticks: su,
+            blkio_ticks: add(self.blkio_ticks, o.blkio_ticks),
+            guest_ticks: add(self.guest_ticks, o.guest_ticks),
+            cguest_ticks: add(self.cguest_ticks, o.cguest_ticks),
+            minflt: add(self.minflt, o.minflt),
+            majflt: add(self.majflt, o.majflt),
+            vol_cs: add(self.vol_cs, o.vol_cs),
+            invol_cs: add(self.invol_cs, o.invol_cs),
+            read_syscalls: add(self.read_syscalls, o.read_syscalls),
+            write_syscalls: add(self.write_syscalls, o.write_syscalls),
+            u_ns: add(self.u_ns, o.u_ns),
+            s_ns: add(self.s_ns, o.s_ns),
+            blkio_ns: add(self.blkio_ns, o.blkio_ns),
+            on_cpu_ns: add(self.on_cpu_ns, o.on_cpu_ns),
+            runq_wait_ns: add(self.runq_wait_ns, o.runq_wait_ns),
+            iowait_ns: add(self.iowait_ns, o.iowait_ns),
+            iowait_own_ns: add(self.iowait_own_ns, o.iowait_own_ns),
+            iowait_share_ns: add(self.iowait_share_ns, o.iowait_share_ns),
+            read_bytes: add(self.read_bytes, o.read_bytes),
+            write_bytes: add(self.write_bytes, o.write_bytes),
+        }
+    }
+
+    /// The identity of [`Measures::plus`]: every measure known and zero.
+    pub fn zero() -> Measures {
+        let z = Some(0);
+        Measures {
+            u_ticks: z,
+            s_ticks: z,
+            su_ticks: None,
+            blkio_ticks: z,
+            guest_ticks: z,
+            cguest_ticks: z,
+            minflt: z,
+            majflt: z,
+            vol_cs: z,
+            invol_cs: z,
+            read_syscalls: z,
+            write_syscalls: z,
+            u_ns: z,
+            s_ns: z,
+            blkio_ns: z,
+            on_cpu_ns: z,
+            runq_wait_ns: z,
+            iowait_ns: z,
+            iowait_own_ns: z,
+            iowait_share_ns: z,
+            read_bytes: z,
+            write_bytes: z,
+        }
+    }
+}
+
+/// One process seen in a QE.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ProcessMeasures {
+    /// Process id (tgid); `None` for the class totals of external data.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    /// Start time of the process (ns, the clock the ledger keys processes
+    /// by); with `pid` it tells a reused pid from its predecessor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_time_ns: Option<u64>,
+    pub comm: String,
+    pub class: ProcessClass,
+    /// Seen only through its exit record (it stopped during the QE).
+    #[serde(default)]
+    pub stopped: bool,
+    #[serde(flatten)]
+    pub m: Measures,
+}
+
+impl ProcessMeasures {
+    pub fn key(&self) -> Option<ProcKey> {
+        Some(ProcKey {
+            pid: self.pid?,
+            start_time_ns: self.start_time_ns.unwrap_or(0),
+        })
+    }
+}
+
+/// Identity of a process across images: pid plus start time (pid reuse safe).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct ProcKey {
+    pub pid: u32,
+    pub start_time_ns: u64,
+}
+
+/// The four process sets of App. B, by process identity.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessSets {
+    /// M1: live processes in the before image.
+    pub m1: Vec<ProcKey>,
+    /// M2: live processes in the after image.
+    pub m2: Vec<ProcKey>,
+    /// Processes whose exit was recorded while listening (exit records).
+    pub stopped: Vec<ProcKey>,
+    /// Processes still alive when listening stopped. `None`: App. B's
+    /// definition `M2 − Stopped` is used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub continuing: Option<Vec<ProcKey>>,
+}
+
+/// Overall (machine-wide, all CPUs summed) /proc/stat deltas in ticks
+/// (Sec. 3.6), plus the ledger's machine iowait in ns.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct OverallMeasures {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_ticks: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nice_ticks: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_ticks: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_ticks: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iowait_ticks: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub irq_ticks: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub softirq_ticks: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steal_ticks: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guest_ticks: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guest_nice_ticks: Option<u64>,
+    /// Forks during the QE (/proc/stat processes), Sec. 3.6 (k).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forks: Option<u64>,
+    /// Ledger: the machine's iowait (idle CPU time with tasks in iowait),
+    /// all CPUs summed, in ns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iowait_ns: Option<u64>,
+}
+
+impl OverallMeasures {
+    /// Overall user ticks, normal and low priority (App. E (5)).
+    pub fn user_all_ticks(&self) -> Option<u64> {
+        add(self.user_ticks, self.nice_ticks)
+    }
+}
+
+/// One query execution (QE) and everything measured around it (Fig. 5).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct QeRecord {
+    /// 1-based number of the QE within its Q@C.
+    pub qe: u32,
+    /// Time_meas: elapsed time between the two time reads, in ms.
+    pub time_meas_ms: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_meas_ns: Option<u64>,
+    /// Wall-clock (CLOCK_REALTIME) start and end of the QE, ns since the epoch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_unix_ns: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_unix_ns: Option<u64>,
+    /// Exit code of the command (`None` if killed by a signal or not run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
+    /// Why the command could not be started, when it could not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spawn_error: Option<String>,
+    /// The QE hit the timeout (`None`: not known, external data).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timed_out: Option<bool>,
+    /// Query plan text printed before the QE (`--plan-cmd`), Sec. 3.2.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<String>,
+    #[serde(default)]
+    pub detail: ProcessDetail,
+    /// Every process seen in the QE, with its class.
+    #[serde(default)]
+    pub processes: Vec<ProcessMeasures>,
+    #[serde(default)]
+    pub overall: OverallMeasures,
+    /// The App. B sets; `None` when not recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process_sets: Option<ProcessSets>,
+    /// Count of ephemeral processes given by external data without the
+    /// sets; ignored when `process_sets` is present.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ephemeral_count: Option<u32>,
+}
+
+impl QeRecord {
+    /// An empty QE (no processes, nothing measured) to fill in.
+    pub fn new(qe: u32, time_meas_ms: f64) -> QeRecord {
+        QeRecord {
+            qe,
+            time_meas_ms,
+            time_meas_ns: None,
+            start_unix_ns: None,
+            end_unix_ns: None,
+            exit_code: None,
+            signal: None,
+            spawn_error: None,
+            timed_out: None,
+            plan: None,
+            detail: ProcessDetail::PerProcess,
+            processes: Vec::new(),
+            overall: OverallMeasures::default(),
+            process_sets: None,
+            ephemeral_count: None,
+        }
+    }
+
+    pub fn of_class(&self, class: ProcessClass) -> impl Iterator<Item = &ProcessMeasures> {
+        self.processes.iter().filter(move |p| p.class == class)
+    }
+
+    pub fn has_query_process(&self) -> bool {
+        self.of_class(ProcessClass::Query).next().is_some()
+    }
+
+    /// Summed measures of one class (per-type measures, Sec. 4); every
+    /// measure zero when the class has no process.
+    pub fn class_totals(&self, class: ProcessClass) -> Measures {
+        self.of_class(class)
+            .fold(Measures::zero(), |acc, p| acc.plus(&p.m))
+    }
+
+    /// The query measures: the sum over the query process(es), `None` when
+    /// the QE has no query process.
+    pub fn query(&self) -> Option<Measures> {
+        self.has_query_process()
+            .then(|| self.class_totals(ProcessClass::Query))
+    }
+
+    /// The command did not run to a successful end (App. E X1).
+    pub fn missing(&self) -> bool {
+        self.spawn_error.is_some()
+            || self.signal.is_some() && self.timed_out != Some(true)
+            || self.exit_code.is_some_and(|c| c != 0)
+    }
+}
+
+/// How the Q@C was run; what the checks need to know beyond the records.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Setup {
+    /// QEs the run was asked for (X1 counts the ones not recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qes_requested: Option<u32>,
+    /// Ticks per second of the /proc counters (USER_HZ).
+    pub user_hz: u32,
+    /// Online CPUs: overall /proc/stat ticks are summed over them.
+    pub cpus: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// `--query-process NAME`, when the query process was chosen by name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub query_process: Option<String>,
+    /// `--utility NAME` values.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub utilities: Vec<String>,
+}
+
+impl Default for Setup {
+    /// The paper's setting: USER_HZ 100 (10 ms ticks), one core.
+    fn default() -> Self {
+        Setup {
+            qes_requested: None,
+            user_hz: 100,
+            cpus: 1,
+            timeout_ms: None,
+            query_process: None,
+            utilities: Vec::new(),
+        }
+    }
+}
+
+impl Setup {
+    /// Length of one /proc tick in ms (10 ms in the paper, Sec. 3.7).
+    pub fn tick_ms(&self) -> f64 {
+        1000.0 / f64::from(self.user_hz.max(1))
+    }
+}
+
+/// One Q@C as measured: the input of the protocol.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct QcInput {
+    #[serde(default)]
+    pub labels: Labels,
+    /// Where the data came from (a file name), for messages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// The measured command and its arguments.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub command: Vec<String>,
+    #[serde(default)]
+    pub setup: Setup,
+    pub qes: Vec<QeRecord>,
+}
+
+impl QcInput {
+    /// A short name for messages: its labels, else its source.
+    pub fn name(&self) -> String {
+        if !self.labels.is_empty() {
+            self.labels
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        } else if let Some(s) = &self.source {
+            s.clone()
+        } else {
+            "Q@C".to_string()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn proc(pid: u32, comm: &str, class: ProcessClass, u: u64, s: u64) -> ProcessMeasures {
+        ProcessMeasures {
+            pid: Some(pid),
+            start_time_ns: Some(1000 + u64::from(pid)),
+            comm: comm.into(),
+            class,
+            stopped: false,
+            m: Measures {
+                u_ticks: Some(u),
+                s_ticks: Some(s),
+                blkio_ticks: Some(0),
+                ..Measures::default()
+            },
+        }
+    }
+
+    /// Catches a class sum that treats an unknown measure as zero.
+    #[test]
+    fn class_totals_sum_known_and_propagate_unknown() {
+        let mut qe = QeRecord::new(1, 100.0);
+        qe.processes.push(proc(1, "a", ProcessClass::Daemon, 3, 1));
+        qe.processes.push(proc(2, "b", ProcessClass::Daemon, 4, 2));
+        let t = qe.class_totals(ProcessClass::Daemon);
+        assert_eq!(t.u_ticks, Some(7));
+        assert_eq!(t.su_ticks(), Some(10));
+        assert_eq!(
+            t.vol_cs, None,
+            "one process lacks vol_cs, so the sum is unknown"
+        );
+        assert_eq!(qe.class_totals(ProcessClass::Utility).u_ticks, Some(0));
+        assert!(qe.query().is_none());
+    }
+
+    /// Catches a sum that loses U+S when one side only knows the sum.
+    #[test]
+    fn su_only_measures_add_up() {
+        let a = Measures {
+            su_ticks: Some(19),
+            ..Measures::default()
+        };
+        let b = Measures {
+            u_ticks: Some(3),
+            s_ticks: Some(1),
+            ..Measures::default()
+        };
+        assert_eq!(a.plus(&b).su_ticks(), Some(23));
+        assert_eq!(Measures::zero().plus(&b).su_ticks(), Some(4));
+    }
+
+    /// Catches X1 counting a timed-out QE (killed by our signal) as missing.
+    #[test]
+    fn missing_means_not_run_or_failed() {
+        let mut qe = QeRecord::new(1, 1.0);
+        qe.exit_code = Some(0);
+        assert!(!qe.missing());
+        qe.exit_code = Some(2);
+        assert!(qe.missing());
+        let mut t = QeRecord::new(2, 1.0);
+        t.signal = Some(9);
+        t.timed_out = Some(true);
+        assert!(!t.missing());
+        t.timed_out = Some(false);
+        assert!(t.missing());
+        let mut s = QeRecord::new(3, 0.0);
+        s.spawn_error = Some("No such file".into());
+        assert!(s.missing());
+    }
+}

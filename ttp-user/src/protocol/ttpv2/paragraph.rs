@@ -1,0 +1,344 @@
+//! The reporting paragraph of Sec. 9: the nine pieces of information a
+//! paper using TTPv2 states, filled in from the machine and the results.
+use serde::{Deserialize, Serialize};
+
+use super::checks::{CheckResult, Scope};
+use super::model::QcInput;
+
+/// Facts about the machine and the setup of the measurement, collected by
+/// the `run` command (Sec. 9 (2), (3), (6)).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct MachineFacts {
+    /// Measuring tool and version, e.g. "ttp-ebpf 0.1.0".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_model: Option<String>,
+    /// Online CPUs (the paper enabled one, Sec. 3.4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cores: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_bytes: Option<u64>,
+    /// Disk the measured data lives on, e.g. "virtio vda 20 GiB".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk: Option<String>,
+    /// Distribution, e.g. "Debian GNU/Linux 13 (trixie)".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub os: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<String>,
+    /// CONFIG_HZ: the kernel's accounting tick rate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_hz: Option<u32>,
+    /// USER_HZ: the tick rate of the /proc counters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_hz: Option<u32>,
+    /// Hypervisor, e.g. "kvm"; `None` on bare metal or when unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub virtualization: Option<String>,
+    /// Delay accounting (kernel.task_delayacct) was off and switched on for
+    /// the measurement.
+    #[serde(default)]
+    pub delay_accounting_switched_on: bool,
+    /// Page cache dropped before each QE (Sec. 3.1); `None`: not stated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cold_cache: Option<bool>,
+    /// Further deviations from the protocol (daemons left running, …).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deviations: Vec<String>,
+}
+
+/// Everything the paragraph states.
+pub struct ParagraphInput<'a> {
+    pub machine: Option<&'a MachineFacts>,
+    pub qcs: &'a [QcInput],
+    pub checks: &'a [CheckResult],
+    pub qes_total: usize,
+    pub qes_dropped: usize,
+    pub qcs_dropped: usize,
+    /// The ledger's exact time was reported beside Time_calc.
+    pub exact_reported: bool,
+}
+
+/// A value to two significant digits (Sec. 9 (8), (9)).
+pub fn sig2(x: f64) -> String {
+    if x == 0.0 || !x.is_finite() {
+        return "0".into();
+    }
+    let mag = x.abs().log10().floor() as i32;
+    let rounded = {
+        let f = 10f64.powi(1 - mag);
+        (x * f).round() / f
+    };
+    // Rounding may carry into the next decade (9.96 → 10).
+    let mag = rounded.abs().log10().floor() as i32;
+    let decimals = (1 - mag).max(0) as usize;
+    format!("{rounded:.decimals$}")
+}
+
+fn pct(part: usize, whole: usize) -> String {
+    if whole == 0 {
+        "0".into()
+    } else {
+        sig2(part as f64 * 100.0 / whole as f64)
+    }
+}
+
+/// Deviations from the protocol as specified (Sec. 8.1 Step 0, Sec. 9 (6)).
+pub fn deviations(machine: Option<&MachineFacts>, qcs: &[QcInput]) -> Vec<String> {
+    let mut d = Vec::new();
+    let cpus = machine
+        .and_then(|m| m.cores)
+        .or_else(|| qcs.iter().map(|q| q.setup.cpus).max());
+    if let Some(c) = cpus.filter(|&c| c > 1) {
+        d.push(format!(
+            "{c} CPU cores were enabled instead of one (overall ticks are summed over them; checks QE6 and QE7 allow {c} × Time_meas)"
+        ));
+    }
+    if let Some(m) = machine {
+        if let Some(v) = &m.virtualization {
+            d.push(format!(
+                "the machine is a virtual machine ({v}), so steal time may occur"
+            ));
+        }
+        if let (Some(h), Some(u)) = (m.config_hz, m.user_hz)
+            && h != u
+        {
+            d.push(format!(
+                "the kernel accounts CPU time at CONFIG_HZ={h} and reports it in USER_HZ={u} ticks"
+            ));
+        }
+        if m.delay_accounting_switched_on {
+            d.push("delay accounting (kernel.task_delayacct) was switched on for the measurement and restored afterwards".into());
+        }
+        if m.cold_cache == Some(false) {
+            d.push("warm-cache measurement (the page cache was not dropped before each QE)".into());
+        }
+        d.extend(m.deviations.iter().cloned());
+    }
+    if let Some(hz) = qcs.iter().map(|q| q.setup.user_hz).find(|&h| h != 100) {
+        d.push(format!(
+            "/proc ticks are {} ms (USER_HZ={hz}), not 10 ms",
+            1000 / hz.max(1)
+        ));
+    }
+    d.push("QE10 and QC2 judge a QE against the spread of the other QEs of its Q@C".into());
+    d
+}
+
+/// The two paragraphs of Sec. 9.
+pub fn paragraph(p: &ParagraphInput) -> String {
+    let m = p.machine;
+    let get = |f: fn(&MachineFacts) -> Option<String>| m.and_then(f);
+    // (1) protocol, (2) hardware, (3) operating system.
+    let mut s = String::from(
+        "The measurements were collected using Tucson Timing Protocol Version 2 (TTPv2) [Currim, Snodgrass, Suh, Zhang, ACM TODS 2016]",
+    );
+    if let Some(tool) = get(|m| m.tool.clone()) {
+        s += &format!(" as implemented by {tool}");
+    }
+    let mut hw = Vec::new();
+    if let Some(cpu) = get(|m| m.cpu_model.clone()) {
+        let cores = m
+            .and_then(|m| m.cores)
+            .map(|c| format!(" ({c} cores)"))
+            .unwrap_or_default();
+        hw.push(format!("an {cpu}{cores}"));
+    }
+    if let Some(mem) = m.and_then(|m| m.memory_bytes) {
+        hw.push(format!(
+            "{:.1} GiB of memory",
+            mem as f64 / (1u64 << 30) as f64
+        ));
+    }
+    if let Some(disk) = get(|m| m.disk.clone()) {
+        hw.push(format!("disk {disk}"));
+    }
+    if hw.is_empty() {
+        s += " (the hardware was not recorded)";
+    } else {
+        s += &format!(" on {}", hw.join(", "));
+    }
+    match (get(|m| m.os.clone()), get(|m| m.kernel.clone())) {
+        (Some(os), Some(k)) => s += &format!(", running {os} with the {k} kernel"),
+        (Some(os), None) => s += &format!(", running {os}"),
+        (None, Some(k)) => s += &format!(", running Linux {k}"),
+        (None, None) => {}
+    }
+    // (4) QEs per Q@C, (5) computed measures and units.
+    let mut per: Vec<usize> = p
+        .qcs
+        .iter()
+        .map(|q| q.setup.qes_requested.map_or(q.qes.len(), |r| r as usize))
+        .collect();
+    per.sort();
+    per.dedup();
+    let times = match per.as_slice() {
+        [n] => format!("{n} times"),
+        _ => format!(
+            "{} times",
+            per.iter()
+                .map(|n| n.to_string())
+                .collect::<Vec<_>>()
+                .join(" or ")
+        ),
+    };
+    let cache = match m.and_then(|m| m.cold_cache) {
+        Some(true) => " with a cold cache",
+        Some(false) => " with a warm cache",
+        None => "",
+    };
+    s += &format!(
+        ". The protocol executed the query {times} at each cardinality{cache} ({} Q@C{}) and provided calculated query evaluation time, including computation and I/O time, in msec, as the median over the retained executions",
+        p.qcs.len(),
+        if p.qcs.len() == 1 { "" } else { "s" }
+    );
+    if p.exact_reported {
+        s += ", reported beside the exact on-CPU plus own-I/O time measured by an in-kernel eBPF ledger";
+    }
+    s += ".";
+    // (6) deviations.
+    let dev = deviations(m, p.qcs);
+    if dev.is_empty() {
+        s += " The protocol was utilized exactly as specified.";
+    } else {
+        s += &format!(" Deviations from the protocol: {}.", dev.join("; "));
+    }
+
+    // (7) experiment-wide checks.
+    s += "\n\n";
+    let x: Vec<&CheckResult> = p
+        .checks
+        .iter()
+        .filter(|c| c.scope == Scope::Experiment)
+        .collect();
+    let violated: Vec<String> = x
+        .iter()
+        .filter(|c| c.violated())
+        .map(|c| {
+            format!(
+                "{} ({}: {})",
+                c.id,
+                c.name.trim_start_matches("Number of "),
+                c.violations.unwrap_or(0)
+            )
+        })
+        .collect();
+    let na: Vec<&str> = x
+        .iter()
+        .filter(|c| c.is_na())
+        .map(|c| c.id.as_str())
+        .collect();
+    if !x.is_empty() && na.len() == x.len() {
+        s += "The experiment-wide sanity checks could not be applied to this data";
+    } else if violated.is_empty() {
+        s += "No runs violated the experiment-wide sanity checks";
+    } else {
+        s += &format!(
+            "The experiment-wide sanity checks found violations: {}",
+            violated.join(", ")
+        );
+    }
+    if !na.is_empty() && na.len() < x.len() {
+        s += &format!(" ({} could not be applied to this data)", na.join(", "));
+    }
+    // (8) QEs and Q@Cs dropped.
+    s += &format!(
+        ". Approximately {}% of the query executions and {}% of the queries-at-cardinality (Q@Cs) were dropped due to query execution and Q@C sanity checks.",
+        pct(p.qes_dropped, p.qes_total),
+        pct(p.qcs_dropped, p.qcs.len())
+    );
+    // (9) the first three post checks.
+    let post = |id: &str| p.checks.iter().find(|c| c.id == id);
+    match post("POST1").and_then(|c| c.percent) {
+        Some(v) => {
+            s += &format!(
+                " As a result, excessive variation in calculated query time was observed in {}% of the Q@Cs.",
+                sig2(v)
+            )
+        }
+        None => s += " No Q@C was retained, so the post checks could not be applied.",
+    }
+    match (
+        post("POST3").and_then(|c| c.percent),
+        post("POST2").and_then(|c| c.percent),
+    ) {
+        (Some(r), Some(st)) => {
+            s += &format!(
+                " A total of {}% of Q@C adjacent pairs violated relaxed monotonicity and {}% violated strict monotonicity.",
+                sig2(r),
+                sig2(st)
+            )
+        }
+        _ => {
+            s += " Monotonicity was not examined: the retained Q@Cs do not cover two cardinalities of one query."
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::ttpv2::testutil::clean_qc;
+
+    /// Catches rounding to a fixed number of decimals instead of two
+    /// significant digits (Sec. 9 (8)).
+    #[test]
+    fn two_significant_digits() {
+        assert_eq!(sig2(7.18), "7.2");
+        assert_eq!(sig2(0.253), "0.25");
+        assert_eq!(sig2(4.0), "4.0");
+        assert_eq!(sig2(25.0), "25");
+        assert_eq!(sig2(9.96), "10");
+        assert_eq!(sig2(100.0), "100");
+        assert_eq!(sig2(0.0), "0");
+    }
+
+    /// The paragraph states the machine, the counts and the deviations it
+    /// was given. Catches a dropped sentence or a wrong percentage.
+    #[test]
+    fn paragraph_mentions_every_piece() {
+        let machine = MachineFacts {
+            tool: Some("ttp-ebpf 0.1.0".into()),
+            cpu_model: Some("AMD EPYC 7B13".into()),
+            cores: Some(2),
+            memory_bytes: Some(4 << 30),
+            disk: Some("virtio vda".into()),
+            os: Some("Debian GNU/Linux 13".into()),
+            kernel: Some("6.18.0".into()),
+            config_hz: Some(250),
+            user_hz: Some(100),
+            virtualization: Some("kvm".into()),
+            delay_accounting_switched_on: true,
+            cold_cache: Some(true),
+            deviations: vec!["sshd left running".into()],
+        };
+        let qcs = vec![clean_qc(10)];
+        let text = paragraph(&ParagraphInput {
+            machine: Some(&machine),
+            qcs: &qcs,
+            checks: &[],
+            qes_total: 10,
+            qes_dropped: 1,
+            qcs_dropped: 0,
+            exact_reported: true,
+        });
+        for needle in [
+            "TTPv2",
+            "AMD EPYC 7B13 (2 cores)",
+            "4.0 GiB",
+            "Debian GNU/Linux 13 with the 6.18.0 kernel",
+            "10 times",
+            "cold cache",
+            "2 CPU cores",
+            "kvm",
+            "CONFIG_HZ=250",
+            "task_delayacct",
+            "sshd left running",
+            "10% of the query executions and 0% of the queries-at-cardinality",
+        ] {
+            assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
+        }
+    }
+}

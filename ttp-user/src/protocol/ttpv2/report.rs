@@ -1,0 +1,268 @@
+//! The terminal report: per-QE table, dropped QEs, the result with its
+//! spread, the checks and the Sec. 9 paragraph.
+use std::fmt::Write as _;
+
+use super::analysis::{Analysis, QcDocument};
+use super::checks::{CheckResult, SPECS};
+use super::correlations::CorrelationRow;
+use super::stats::Summary;
+
+fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
+    v.map_or_else(|| "—".to_string(), |v| v.to_string())
+}
+
+fn ms(v: Option<f64>) -> String {
+    v.map_or_else(|| "—".to_string(), |v| format!("{v:.1}"))
+}
+
+fn spread(s: &Option<Summary>, unit: &str) -> String {
+    match s {
+        None => "—".into(),
+        Some(s) => {
+            let mut t = format!("{:.1} {unit}", s.median);
+            if let Some(sd) = s.sd {
+                let _ = write!(t, " ± {sd:.1} {unit}");
+            }
+            if let Some(r) = s.rel_error {
+                let _ = write!(t, " (relative error {:.1}%)", r * 100.0);
+            }
+            t
+        }
+    }
+}
+
+fn qc_section(out: &mut String, d: &QcDocument) {
+    let name = if d.labels.is_empty() {
+        d.source.clone().unwrap_or_else(|| "Q@C".into())
+    } else {
+        d.labels
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let _ = writeln!(out, "TTPv2 — Q@C {name} ({} QEs)", d.qes.len());
+    let _ = writeln!(
+        out,
+        "{:>4} {:>12} {:>6} {:>5} {:>7} {:>6} {:>7} {:>12} {:>10} {:>11}  dropped by",
+        "QE",
+        "Time_meas ms",
+        "U",
+        "S",
+        "BlockIO",
+        "IOWait",
+        "IO_calc",
+        "Time_calc ms",
+        "exact ms",
+        "exact−calc"
+    );
+    for e in &d.qes {
+        let q = e.calc.query.as_ref();
+        let _ = writeln!(
+            out,
+            "{:>4} {:>12.1} {:>6} {:>5} {:>7} {:>6} {:>7} {:>12} {:>10} {:>11}  {}",
+            e.record.qe,
+            e.record.time_meas_ms,
+            opt(q.and_then(|q| q.u_ticks)),
+            opt(q.and_then(|q| q.s_ticks)),
+            opt(q.and_then(|q| q.blkio_ticks)),
+            opt(e.record.overall.iowait_ticks),
+            ms(e.calc.io_calc_ticks),
+            ms(e.calc.time_calc_ms),
+            ms(e.calc.time_exact_ms),
+            ms(e.calc.exact_minus_calc_ms),
+            e.dropped_by.join(",")
+        );
+    }
+    let dropped: Vec<_> = d.qes.iter().filter(|e| !e.dropped_by.is_empty()).collect();
+    if !dropped.is_empty() {
+        let _ = writeln!(out, "Dropped in Step 2:");
+        for e in dropped {
+            let why: Vec<String> = e
+                .dropped_by
+                .iter()
+                .map(|id| match SPECS.iter().find(|s| s.id == id) {
+                    Some(s) => format!("{id} {}", s.name.trim_start_matches("Percentage of ")),
+                    None => id.clone(),
+                })
+                .collect();
+            let _ = writeln!(out, "  QE {}: {}", e.record.qe, why.join("; "));
+        }
+    }
+    let r = &d.result;
+    let s = &r.stats;
+    match &r.dropped_reason {
+        Some(reason) => {
+            let _ = writeln!(out, "Q@C dropped — {reason}.");
+            for extra in r.dropped_by.iter().skip(1) {
+                let _ = writeln!(out, "  also {}", extra.reason);
+            }
+            let _ = writeln!(
+                out,
+                "  Not a TTPv2 result; over the {} QE(s) Step 2 kept: Time_calc {}",
+                s.time_meas_ms.as_ref().map_or(0, |s| s.n),
+                spread(&s.time_calc_ms, "ms")
+            );
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "Result: Time_calc {} — median over {} retained QEs",
+                spread(&s.time_calc_ms, "ms"),
+                r.retained
+            );
+        }
+    }
+    let _ = writeln!(out, "  Time_meas         {}", spread(&s.time_meas_ms, "ms"));
+    if s.time_exact_ms.is_some() {
+        let _ = writeln!(
+            out,
+            "  exact (ledger)    {}   exact − calc {} ms",
+            spread(&s.time_exact_ms, "ms"),
+            ms(r.exact_minus_calc_ms)
+        );
+    }
+    if s.time_calc_eq3_ms.is_some() {
+        let _ = writeln!(
+            out,
+            "  eq. 3 share       {}",
+            spread(&s.time_calc_eq3_ms, "ms")
+        );
+    }
+    if let Some(f) = &s.others_fraction_measured {
+        let _ = writeln!(
+            out,
+            "  measured share    {}   (IOWait not the query's: median {:.2}, eq. 1 assumes 0.50)",
+            spread(&s.time_calc_share_ms, "ms"),
+            f.median
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  CPU (S+U query)   {}; I/O (IO_calc) {}",
+        spread(&s.su_query_ticks, "ticks"),
+        spread(&s.io_calc_ticks, "ticks")
+    );
+}
+
+fn check_line(out: &mut String, c: &CheckResult) {
+    let result = if c.is_na() {
+        "n/a".to_string()
+    } else if let Some(v) = c.value {
+        format!("{v:.1}% over {} Q@C(s)", c.evaluated.unwrap_or(0))
+    } else {
+        let mut t = format!(
+            "{} of {}",
+            c.violations.unwrap_or(0),
+            c.evaluated.unwrap_or(0)
+        );
+        if let Some(p) = c.percent {
+            let _ = write!(t, " ({p:.1}%)");
+        }
+        t
+    };
+    let flag = if c.violated() { "!" } else { " " };
+    let _ = writeln!(
+        out,
+        "{flag}{:<6} {:<24} paper {:<6} {}",
+        c.id, result, c.paper_observed, c.name
+    );
+    if let Some(reason) = &c.na_reason {
+        let _ = writeln!(out, "        n/a: {reason}");
+    }
+    if c.violated() && !c.offenders.is_empty() {
+        let shown: Vec<&str> = c.offenders.iter().take(6).map(String::as_str).collect();
+        let more = c.offenders.len().saturating_sub(shown.len());
+        let tail = if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        };
+        let _ = writeln!(out, "        {}{tail}", shown.join(", "));
+    }
+    if let Some(n) = &c.note {
+        let _ = writeln!(out, "        note: {n}");
+    }
+}
+
+/// Renders the whole report.
+pub fn render(a: &Analysis, correlations: Option<&[CorrelationRow]>) -> String {
+    let mut out = String::new();
+    for d in &a.qcs {
+        qc_section(&mut out, d);
+        out.push('\n');
+    }
+    let _ = writeln!(out, "Sanity checks (Steps 1 and 5):");
+    for c in &a.checks {
+        check_line(&mut out, c);
+    }
+    if let Some(rows) = correlations {
+        let _ = writeln!(
+            out,
+            "\nCausal model (Table IV), Pearson r after per-experiment min–max scaling:"
+        );
+        let mut unexpressed = Vec::new();
+        for r in rows {
+            let Some(v) = r.r else {
+                unexpressed.push(r.id.as_str());
+                continue;
+            };
+            let _ = writeln!(
+                out,
+                "  {:<6} {:<24} / {:<24} predicted {:<4} observed {:>6.3} {} ({}, n={})",
+                r.id,
+                r.x,
+                r.y,
+                format!("{:?}", r.predicted).to_lowercase(),
+                v,
+                r.observed
+                    .map(|o| format!("{o:?}").to_lowercase())
+                    .unwrap_or_default(),
+                r.agreement.clone().unwrap_or_default(),
+                r.n
+            );
+        }
+        if !unexpressed.is_empty() {
+            let _ = writeln!(
+                out,
+                "  not expressed by this data (a measure absent or constant; reasons in the JSON): {}",
+                unexpressed.join(" ")
+            );
+        }
+    }
+    let _ = writeln!(out, "\n{}", a.paragraph);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::ttpv2::analysis::{RunDocument, analyse};
+    use crate::protocol::ttpv2::testutil::clean_qc;
+
+    /// The report names each dropped QE with the checks that dropped it,
+    /// says when the Q@C is dropped and why, and gives no result for it.
+    /// Catches a dropped Q@C presented as a result.
+    #[test]
+    fn dropped_qes_and_qc_are_explained() {
+        let mut qc = clean_qc(6);
+        qc.qes[1].overall.iowait_ticks = Some(41);
+        let text = render(&analyse(&[qc], None), None);
+        assert!(text.contains("QE 2: QE9 IOWait Time Violations"), "{text}");
+        assert!(
+            text.contains("Q@C dropped — Step 3 (iv): 5 QE(s) retained"),
+            "{text}"
+        );
+        assert!(!text.contains("Result: Time_calc"), "{text}");
+        assert!(text.contains("!QE9"), "violated checks are marked: {text}");
+    }
+
+    /// A document read back from a file may name checks this version does
+    /// not know; rendering it must not panic.
+    #[test]
+    fn unknown_check_ids_render() {
+        let mut doc = RunDocument::new(&clean_qc(8), None);
+        doc.qc.qes[0].dropped_by = vec!["QE99".into()];
+        assert!(render(&doc.to_analysis(), None).contains("QE 1: QE99"));
+    }
+}

@@ -1,0 +1,359 @@
+//! Terminal reports of EMP: the result of a measurement (runs table, what
+//! was dropped and why, the result), a calibration (Steps 2–8) and a
+//! sample-size study (EMPv6).
+use std::fmt::Write;
+
+use crate::protocol::emp::{
+    EmpOutcome, PtSource, SampleSizeReport, Verdict,
+    calibrate::{CalibrationAnalysis, PeriodKind},
+    outliers::Side,
+    profile::{Applies, Profile},
+    stats::Summary,
+};
+
+/// Up to this many runs the report lists every run.
+pub const FULL_TABLE_RUNS: usize = 40;
+
+/// ns as ms with three decimals (µs resolution, that of taskstats).
+pub fn ms(ns: f64) -> String {
+    format!("{:.3}", ns / 1e6)
+}
+
+fn sci(x: Option<f64>) -> String {
+    x.map_or("—".into(), |v| format!("{v:.1e}"))
+}
+
+fn summary_line(label: &str, s: Option<&Summary>) -> String {
+    match s {
+        None => format!("  {label:<22} —\n"),
+        Some(s) => format!(
+            "  {label:<22} mean {} ms  sd {} ms  rel. error {}  min {}  max {}  (n = {})\n",
+            ms(s.mean_ns),
+            s.sd_ns.map_or("—".into(), ms),
+            sci(s.rel_err),
+            ms(s.min_ns as f64),
+            ms(s.max_ns as f64),
+            s.n
+        ),
+    }
+}
+
+fn verdict_text(v: &Verdict) -> String {
+    match v {
+        Verdict::Retained => "retained".into(),
+        Verdict::WarmUp => "set aside: warm-up run (Sec. 4)".into(),
+        Verdict::Failed { detail } => format!("set aside: program failed ({detail})"),
+        Verdict::LostRecords { count } => format!("set aside: {count} ledger records lost"),
+        Verdict::MissingPt => "set aside: no process time from the chosen source".into(),
+        Verdict::DaemonCutoff { hits } => {
+            let list: Vec<String> = hits
+                .iter()
+                .map(|h| {
+                    format!(
+                        "{}[{}] {} ms > {} ms",
+                        h.name,
+                        h.pid,
+                        ms(h.pt_ns as f64),
+                        ms(h.cutoff_ns as f64)
+                    )
+                })
+                .collect();
+            format!("dropped (daemon cut-off): {}", list.join(", "))
+        }
+        Verdict::TwoSigma { side: Side::Above } => "dropped (±2σ): PT above mean + 2σ".into(),
+        Verdict::TwoSigma { side: Side::Below } => "dropped (±2σ): PT below mean − 2σ".into(),
+    }
+}
+
+/// The report of `run --protocol emp`.
+pub fn render_outcome(o: &EmpOutcome) -> String {
+    let mut s = String::new();
+    let src = match o.pt_source {
+        PtSource::Taskstats => "taskstats ac_utime + ac_stime (µs)",
+        _ => "kernel ledger on-CPU time (ns)",
+    };
+    let _ = writeln!(
+        s,
+        "EMP (compute-bound timing, EMPv5): {} runs, PT from {src}",
+        o.runs.len()
+    );
+    // Long measurements list only the runs not retained.
+    let all = o.runs.len() <= FULL_TABLE_RUNS;
+    let _ = writeln!(
+        s,
+        "\n{}",
+        if all {
+            "Runs"
+        } else {
+            "Runs not retained (the JSON lists every run)"
+        }
+    );
+    let _ = writeln!(
+        s,
+        "  {:>5}  {:>12}  {:>12}  verdict",
+        "run", "ET (ms)", "PT (ms)"
+    );
+    for r in o.runs.iter().filter(|r| all || !r.verdict.is_retained()) {
+        let _ = writeln!(
+            s,
+            "  {:>5}  {:>12}  {:>12}  {}",
+            r.index,
+            ms(r.et_ns as f64),
+            r.pt_ns.map_or("—".into(), |p| ms(p as f64)),
+            verdict_text(&r.verdict)
+        );
+    }
+    let d = &o.dropped;
+    let _ = writeln!(s, "\nOutlier removal (Sec. 4.5)");
+    match &o.cutoffs {
+        Some(c) => {
+            let _ = writeln!(
+                s,
+                "  first check, daemon cut-offs ({} daemon(s), chosen for a {} ms program): {} dropped",
+                c.cutoffs_ns.len(),
+                ms(c.program_ns as f64),
+                d.daemon_cutoff
+            );
+        }
+        None => {
+            let _ = writeln!(
+                s,
+                "  first check, daemon cut-offs: not applied (no profile)"
+            );
+        }
+    }
+    match &o.two_sigma {
+        Some(b) => {
+            let _ = writeln!(
+                s,
+                "  second check, PT outside mean ± {}σ = [{}, {}] ms over {} runs: {} dropped",
+                o.sigma_k,
+                ms(b.lower_ns),
+                ms(b.upper_ns),
+                b.n,
+                d.two_sigma
+            );
+        }
+        None => {
+            let _ = writeln!(s, "  second check, ±2σ: not applied");
+        }
+    }
+    if d.flagged + d.missing_pt > 0 {
+        let _ = writeln!(
+            s,
+            "  set aside before both checks: {} flagged by the run loop, {} without PT",
+            d.flagged, d.missing_pt
+        );
+    }
+    let _ = writeln!(
+        s,
+        "\nResult (average PT of the retained runs, Fig. 8 Step 4)"
+    );
+    s += &summary_line("process time (PT)", o.pt.as_ref());
+    s += &summary_line("elapsed time (ET)", o.et.as_ref());
+    s += &summary_line("PT before removal", o.pt_before.as_ref());
+    s += &summary_line("ET before removal", o.et_before.as_ref());
+    if let Some(a) = &o.source_agreement {
+        let _ = writeln!(
+            s,
+            "  ledger − taskstats PT: mean {:.1} µs, max |{:.1}| µs over {} runs",
+            a.mean_diff_ns / 1e3,
+            a.max_abs_diff_ns as f64 / 1e3,
+            a.n
+        );
+    }
+    for n in &o.notes {
+        let _ = writeln!(s, "  note: {n}");
+    }
+    s
+}
+
+/// The report of `calibrate`: Steps 2–6 of each calibration, then Step 8.
+pub fn render_calibration(p: &Profile) -> String {
+    let mut s = String::new();
+    for (i, a) in p.calibrations.iter().enumerate() {
+        let which = if i == 0 { "short" } else { "long" };
+        let _ = writeln!(
+            s,
+            "Calibration ({which}): {} usable runs, median ET {} ms",
+            a.usable_runs,
+            ms(a.median_et_ns as f64)
+        );
+        render_analysis(&mut s, a);
+    }
+    let _ = writeln!(s, "Step 8: daemon cut-offs ({} daemons)", p.daemons.len());
+    let _ = writeln!(
+        s,
+        "  {:<16} {:>14}  {:>14}  applies",
+        "daemon", "cut-off (ms)", "period (s)"
+    );
+    for d in &p.daemons {
+        for c in &d.cases {
+            let when = match c.applies {
+                Applies::Always => "always".to_string(),
+                Applies::ShorterThan { task_time_ns } => {
+                    format!("programs < {:.1} s", task_time_ns as f64 / 1e9)
+                }
+                Applies::AtLeast { task_time_ns } => {
+                    format!("programs ≥ {:.1} s", task_time_ns as f64 / 1e9)
+                }
+            };
+            let _ = writeln!(
+                s,
+                "  {:<16} {:>14}  {:>14}  {when}",
+                d.name,
+                ms(c.cutoff_ns as f64),
+                d.period_ns
+                    .map_or("—".into(), |p| format!("{:.1}", p as f64 / 1e9)),
+            );
+        }
+    }
+    s
+}
+
+fn render_analysis(s: &mut String, a: &CalibrationAnalysis) {
+    let l = &a.l_shape;
+    let _ = writeln!(
+        s,
+        "  Step 2: {} dual executions: {} central, {} with the first run high, {} with the second high, {} both high (expected by chance {:.2}), {} low",
+        l.pairs, l.central, l.first_high, l.second_high, l.both_high, l.expected_both_high, l.low
+    );
+    let _ = writeln!(
+        s,
+        "          {}",
+        if l.is_l_shape {
+            "L shape: arms present, corner empty — evidence of infrequent, long-running daemons"
+        } else if l.both_high > 0 {
+            "corner occupied: some long-running activity is frequent (it strikes consecutive runs)"
+        } else {
+            "no arms: no run above the fence"
+        }
+    );
+    let _ = writeln!(
+        s,
+        "  Step 3: central cluster = runs with ET in [{}, {}] ms (Q1 − {k}·IQR, Q3 + {k}·IQR); {} L-samples",
+        ms(a.fence.lower_ns.max(0.0)),
+        ms(a.fence.upper_ns),
+        a.runs
+            .iter()
+            .filter(|r| r.class == crate::protocol::emp::calibrate::RunClass::LSample)
+            .count(),
+        k = a.fence.k
+    );
+    if let Some(y) = &a.symmetry {
+        let _ = writeln!(
+            s,
+            "          symmetry: sd {} / {} ms, correlation {:.2} — {}",
+            ms(y.sd_first_ns),
+            ms(y.sd_second_ns),
+            y.correlation,
+            if y.is_symmetric {
+                "roughly circular"
+            } else {
+                "not circular: inspect the plot"
+            }
+        );
+    }
+    let mut central: Vec<_> = a.central_daemons.iter().collect();
+    central.sort_by_key(|d| std::cmp::Reverse(d.1.max_pt_ns));
+    let _ = writeln!(
+        s,
+        "  Step 4: {} daemons in the central cluster (largest maxima):",
+        central.len()
+    );
+    for (name, c) in central.iter().take(10) {
+        let _ = writeln!(
+            s,
+            "    {name:<16} max {:>10} ms  sd {:>9} ms  ({} executions)",
+            ms(c.max_pt_ns as f64),
+            ms(c.sd_pt_ns),
+            c.executions
+        );
+    }
+    let _ = writeln!(
+        s,
+        "  Steps 5–6: {} long-running executions; infrequent daemons:",
+        a.long_executions.len()
+    );
+    for d in a.infrequent.values() {
+        let period = d.periodicity.map_or("—".into(), |p| {
+            format!(
+                "every {:.0} runs ({:.1} s){}",
+                p.period_runs,
+                p.period_ns as f64 / 1e9,
+                if p.kind == PeriodKind::Tentative {
+                    " ?"
+                } else {
+                    ""
+                }
+            )
+        });
+        let _ = writeln!(
+            s,
+            "    {:<16} central max {:>10}  L min {:>10} ms  in runs {:?}  period {period}",
+            d.name,
+            d.central.map_or("—".into(), |c| ms(c.max_pt_ns as f64)),
+            ms(d.min_pt_ns as f64),
+            d.run_indices
+        );
+    }
+    s.push('\n');
+}
+
+/// The report of `analyze --sample-size` (cf. Tables XX–XXI).
+pub fn render_sample_size(r: &SampleSizeReport) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "EMPv6 sample size (Sec. 4.6): first n runs of {}",
+        r.full.size
+    );
+    let _ = writeln!(
+        s,
+        "  {:>6}  {:>16}  {:>10}  {:>12}  keeps sd (±{:.0} %)  keeps outliers",
+        "size",
+        "outliers (=I+II)",
+        "retained",
+        "sd PT (ms)",
+        r.sd_tolerance * 100.0
+    );
+    for row in std::iter::once(&r.full).chain(&r.rows) {
+        let whole = row.size == r.full.size;
+        let _ = writeln!(
+            s,
+            "  {:>6}  {:>16}  {:>10}  {:>12}  {:>18}  {}",
+            row.size,
+            format!(
+                "{} (={}+{})",
+                row.outliers(),
+                row.dropped_daemon,
+                row.dropped_two_sigma
+            ),
+            row.retained,
+            row.sd_pt_ns.map_or("—".into(), ms),
+            if whole {
+                "whole set"
+            } else if row.keeps_sd {
+                "yes"
+            } else {
+                "no"
+            },
+            if whole {
+                ""
+            } else if row.keeps_outliers {
+                "yes"
+            } else {
+                "no"
+            },
+        );
+    }
+    let _ = writeln!(
+        s,
+        "  recommended: {}",
+        r.recommended.map_or(
+            "no subset keeps both; use the whole set size".into(),
+            |n| format!("{n} runs")
+        )
+    );
+    s
+}

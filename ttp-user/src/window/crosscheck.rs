@@ -1,0 +1,257 @@
+//! How far the ledger agrees with the kernel's own counters over the same
+//! window. Each comparison names its reference and tolerance and is flagged
+//! when outside it; comparisons that cannot hold by construction (buffered
+//! writes, threads that exited inside the window) are marked informational
+//! with the reason, never silently passed.
+use serde::Serialize;
+
+use super::procs::{ProcCounters, TaskstatsCounters};
+use crate::{
+    accounts::{CpuTimes, Measures},
+    collect::proc_stat::StatDelta,
+};
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Agreement {
+    /// The ledger measure.
+    pub measure: &'static str,
+    pub ledger: u64,
+    /// The kernel counter it is compared with.
+    pub reference: &'static str,
+    /// The reference, converted to the ledger's unit.
+    pub kernel: u64,
+    /// (ledger − kernel) / kernel; 0 when both are 0.
+    pub rel_diff: f64,
+    /// The larger of a relative and an absolute tolerance, in the ledger's unit.
+    pub tolerance: u64,
+    pub within: bool,
+    /// Set when the comparison cannot be expected to hold, with why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub informational: Option<&'static str>,
+}
+
+impl Agreement {
+    fn new(
+        measure: &'static str,
+        ledger: u64,
+        reference: &'static str,
+        kernel: u64,
+        rel: f64,
+        abs: u64,
+    ) -> Self {
+        let tolerance = ((kernel as f64 * rel) as u64).max(abs);
+        let diff = ledger as f64 - kernel as f64;
+        Self {
+            measure,
+            ledger,
+            reference,
+            kernel,
+            rel_diff: if kernel == 0 {
+                if ledger == 0 { 0.0 } else { f64::INFINITY }
+            } else {
+                diff / kernel as f64
+            },
+            tolerance,
+            within: diff.abs() <= tolerance as f64,
+            informational: None,
+        }
+    }
+
+    fn info(mut self, why: &'static str) -> Self {
+        self.informational = Some(why);
+        self
+    }
+
+    /// Outside tolerance on a comparison that should hold.
+    pub fn flagged(&self) -> bool {
+        !self.within && self.informational.is_none()
+    }
+}
+
+const MS: u64 = 1_000_000;
+
+/// One process: ledger measures against /proc and taskstats.
+/// `delayacct_covers` is false when delay accounting was off when the
+/// process started (the kernel allocates a task's delay record at fork only
+/// while it is on), so its blkio references stay 0.
+pub fn process(
+    k: &Measures,
+    p: Option<&ProcCounters>,
+    ts: Option<&TaskstatsCounters>,
+    threads: u32,
+    tick_ns: u64,
+    delayacct_covers: bool,
+) -> Vec<Agreement> {
+    let mut out = Vec::new();
+    let delay = |a: Agreement| {
+        if delayacct_covers {
+            a
+        } else {
+            a.info("delay accounting was off when this process started: its blkio delay is not recorded")
+        }
+    };
+    let exited = p.is_some_and(|p| p.threads_exited > 0);
+    let partial = |a: Agreement| {
+        if exited {
+            a.info("threads exited inside the window: /proc's per-thread sums miss them")
+        } else {
+            a
+        }
+    };
+    if let Some(p) = p {
+        if let Some(run) = p.schedstat_run_ns {
+            out.push(partial(Agreement::new(
+                "on_cpu_ns",
+                k.on_cpu_ns,
+                "schedstat sum_exec_runtime",
+                run,
+                0.01,
+                2 * MS,
+            )));
+        }
+        if let (Some(u), Some(s)) = (p.utime_ticks, p.stime_ticks) {
+            // utime+stime are tick samples rescaled to sum_exec_runtime at
+            // each read; each read can be up to a tick off per thread.
+            let abs = 2 * tick_ns * threads.max(1) as u64;
+            out.push(Agreement::new(
+                "on_cpu_ns",
+                k.on_cpu_ns,
+                "utime+stime ticks",
+                (u + s) * tick_ns,
+                0.02,
+                abs,
+            ));
+        }
+        if let Some(wait) = p.schedstat_wait_ns {
+            out.push(partial(Agreement::new(
+                "runq_wait_ns",
+                k.runq_wait_ns,
+                "schedstat run_delay",
+                wait,
+                0.05,
+                2 * MS,
+            )));
+        }
+        if let Some(b) = p.blkio_ticks {
+            out.push(delay(partial(Agreement::new(
+                "iowait_ns",
+                k.iowait_ns,
+                "delayacct_blkio_ticks",
+                b * tick_ns,
+                0.05,
+                2 * tick_ns,
+            ))));
+        }
+        if let Some(r) = p.read_bytes {
+            out.push(Agreement::new(
+                "io.read_bytes",
+                k.io.read_bytes,
+                "/proc/PID/io read_bytes",
+                r,
+                0.001,
+                4096,
+            ));
+        }
+        if let Some(w) = p.write_bytes {
+            out.push(
+                Agreement::new("io.write_bytes", k.io.write_bytes, "/proc/PID/io write_bytes", w, 0.001, 4096)
+                    .info("buffered writes are counted when pages are dirtied, and submitted later by writeback threads"),
+            );
+        }
+        if let (Some(v), Some(i)) = (p.voluntary_switches, p.involuntary_switches) {
+            let ledger = k.voluntary_switches + k.involuntary_switches;
+            out.push(partial(Agreement::new(
+                "switches",
+                ledger,
+                "/proc status ctxt_switches",
+                v + i,
+                0.02,
+                4,
+            )));
+        }
+    }
+    if let Some(t) = ts {
+        if let Some(b) = t.blkio_delay_total_ns {
+            out.push(delay(Agreement::new(
+                "iowait_ns",
+                k.iowait_ns,
+                "taskstats blkio_delay_total",
+                b,
+                0.05,
+                2 * MS,
+            )));
+        }
+        if let Some(run) = t.cpu_run_virtual_total_ns {
+            out.push(partial(Agreement::new(
+                "on_cpu_ns",
+                k.on_cpu_ns,
+                "taskstats cpu_run_virtual_total",
+                run,
+                0.01,
+                2 * MS,
+            )));
+        }
+    }
+    out
+}
+
+/// The machine: the ledger's per-CPU idle and iowait summed over CPUs
+/// against /proc/stat.
+pub fn machine(cpu: &CpuTimes, ncpus: usize, stat: &StatDelta, tick_ns: u64) -> Vec<Agreement> {
+    let mut out = Vec::new();
+    let abs = 2 * tick_ns * ncpus.max(1) as u64;
+    if let Some(idle) = stat.total.idle {
+        out.push(Agreement::new(
+            "idle_ns",
+            cpu.idle_ns,
+            "/proc/stat idle",
+            idle * tick_ns,
+            0.03,
+            abs,
+        ));
+    }
+    if let Some(iowait) = stat.total.iowait {
+        out.push(Agreement::new(
+            "iowait_ns",
+            cpu.iowait_ns,
+            "/proc/stat iowait",
+            iowait * tick_ns,
+            0.05,
+            abs,
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Catches tolerance arithmetic that passes everything or nothing: 1 %
+    /// of 300 ms is 3 ms, so 303 ms agrees and 310 ms does not; the 2 ms
+    /// floor applies to small values.
+    #[test]
+    fn tolerances_are_the_larger_of_relative_and_absolute() {
+        let a = Agreement::new("on_cpu_ns", 303 * MS, "ref", 300 * MS, 0.01, 2 * MS);
+        assert!(a.within && !a.flagged());
+        let b = Agreement::new("on_cpu_ns", 310 * MS, "ref", 300 * MS, 0.01, 2 * MS);
+        assert!(!b.within && b.flagged());
+        let c = Agreement::new("on_cpu_ns", 11 * MS, "ref", 10 * MS, 0.01, 2 * MS);
+        assert!(c.within);
+        assert!((b.rel_diff - 10.0 / 300.0).abs() < 1e-9);
+    }
+
+    /// Catches a cross-check that flags what cannot agree by construction:
+    /// buffered write bytes differ and are informational, never flagged.
+    #[test]
+    fn buffered_writes_are_informational() {
+        let k = Measures::default();
+        let p = ProcCounters {
+            write_bytes: Some(1 << 20),
+            ..Default::default()
+        };
+        let rows = process(&k, Some(&p), None, 1, 10 * MS, true);
+        let w = rows.iter().find(|r| r.measure == "io.write_bytes").unwrap();
+        assert!(!w.within && !w.flagged() && w.informational.is_some());
+    }
+}

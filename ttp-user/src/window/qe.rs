@@ -1,0 +1,339 @@
+//! One query execution (QE), measured in the order of TTPv2's Fig. 5:
+//! per-process image (/proc, and the kernel ledger) → overall image
+//! (/proc/stat) → time → execute → time → overall image → processes that
+//! stopped in between (ledger exit records, taskstats exit records) →
+//! per-process image. Every process seen is kept with its class (Sec. 4).
+use std::{
+    collections::{BTreeMap, BTreeSet, HashMap},
+    process::Command,
+    sync::mpsc::Receiver,
+    time::Duration,
+};
+
+use crate::{
+    accounts::{Image, Window},
+    collect::{
+        proc_stat::StatImage,
+        taskstats::{Scope as TsScope, TaskstatsRecord},
+    },
+    probe::{Ledger, ProbeError},
+    protocol::ttpv2::model::{
+        Measures, OverallMeasures, ProcKey, ProcessClass, ProcessMeasures, ProcessSets, QeRecord,
+    },
+    sys::{
+        clock,
+        spawn::{HeldChild, RunAs, SpawnError},
+    },
+    window::procs::{self, ProcSet},
+};
+
+/// What stays the same across the QEs of a run.
+pub struct QeContext<'a> {
+    pub ledger: &'a mut Ledger,
+    pub taskstats_exits: Option<&'a Receiver<TaskstatsRecord>>,
+    pub own_tgid: u32,
+    /// Names of utility processes (`--utility`).
+    pub utilities: &'a [String],
+    /// With `--query-process NAME` the command's own tree is a utility and
+    /// the query process is chosen by name afterwards (Sec. 7.2).
+    pub query_by_name: bool,
+    pub tick_ns: u64,
+    pub timeout: Option<Duration>,
+    pub run_as: RunAs,
+}
+
+/// A measured QE: the protocol's record and the ledger's window.
+pub struct QeOutcome {
+    pub record: QeRecord,
+    pub window: Window,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum QeError {
+    #[error(transparent)]
+    Spawn(#[from] SpawnError),
+    #[error(transparent)]
+    Probe(#[from] ProbeError),
+}
+
+fn ticks_to_ns(t: u64, tick_ns: u64) -> u64 {
+    t * tick_ns
+}
+
+/// Runs `cmd` once and measures it. A command that cannot be started is
+/// recorded (spawn_error, counted by X1) and reported as the error too.
+pub fn measure(
+    ctx: &mut QeContext<'_>,
+    qe: u32,
+    cmd: Command,
+    plan: Option<String>,
+) -> Result<QeOutcome, QeError> {
+    let held = match HeldChild::spawn(cmd, ctx.run_as.clone()) {
+        Ok(h) => h,
+        Err(e) => return Err(QeError::Spawn(e)),
+    };
+    let child_pid = held.pid();
+    // Per-process images (the ledger's, then /proc's M1: a process that
+    // exits between the two has its exit record inside the window), then
+    // the overall image.
+    let mut exits = Vec::new();
+    ctx.ledger.drain_exits(&mut exits);
+    exits.clear();
+    let before = Image::from_snapshot(&ctx.ledger.snapshot()?);
+    let m1 = ProcSet::read(&ProcSet::all_pids(), None);
+    let stat_before = StatImage::read(std::path::Path::new("/proc")).ok();
+    let start_unix = clock::realtime_ns();
+    let t0 = clock::monotonic_ns();
+    let child = held.release()?;
+    // Wait for the exit without reaping: the query process stays in /proc
+    // as a zombie, so the after-image reads its final counters (Fig. 5).
+    let timed_out = wait_exited(child.pid(), ctx.timeout);
+    let t1 = clock::monotonic_ns();
+    let end_unix = clock::realtime_ns();
+    let stat_after = StatImage::read(std::path::Path::new("/proc")).ok();
+    // The ledger image first, then the exit records: a thread missing from
+    // the image retired before it was read, so its record is already queued.
+    let after = Image::from_snapshot(&ctx.ledger.snapshot()?);
+    ctx.ledger.drain_exits(&mut exits);
+    let ts_exits: Vec<TaskstatsRecord> = ctx
+        .taskstats_exits
+        .map(|rx| rx.try_iter().collect())
+        .unwrap_or_default();
+    let m2 = ProcSet::read(&ProcSet::all_pids(), None);
+    // Processes that exited between the ledger's after-image and M2 are
+    // stopped too (App. B), though their measures end at the image.
+    let mut late = Vec::new();
+    ctx.ledger.drain_exits(&mut late);
+    let late_exited: BTreeSet<u32> = late
+        .iter()
+        .filter(|e| e.account.tid == e.account.tgid)
+        .map(|e| e.account.tgid)
+        .collect();
+    let exit = child.wait()?.status;
+    let exit = Some(exit);
+    let window = Window::between(&before, &after, &exits);
+    let time_meas_ns = t1 - t0;
+    let mut rec = QeRecord::new(qe, time_meas_ns as f64 / 1e6);
+    rec.time_meas_ns = Some(time_meas_ns);
+    rec.start_unix_ns = Some(start_unix);
+    rec.end_unix_ns = Some(end_unix);
+    rec.plan = plan;
+    rec.timed_out = Some(timed_out);
+    if let Some(st) = &exit {
+        use std::os::unix::process::ExitStatusExt;
+        rec.exit_code = st.code();
+        rec.signal = st.signal();
+    }
+    rec.overall = overall(stat_before.as_ref(), stat_after.as_ref(), &window);
+    fill_processes(
+        ctx,
+        &mut rec,
+        &window,
+        (&m1, &m2),
+        &ts_exits,
+        &late_exited,
+        child_pid,
+    );
+    Ok(QeOutcome {
+        record: rec,
+        window,
+    })
+}
+
+/// Blocks until process `pid` (our child) has exited, leaving it
+/// unreaped; kills it after `timeout`. Returns whether it was killed.
+fn wait_exited(pid: u32, timeout: Option<Duration>) -> bool {
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let fired = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watchdog = timeout.map(|t| {
+        let fired = fired.clone();
+        std::thread::spawn(move || {
+            if done_rx.recv_timeout(t).is_err() {
+                fired.store(true, std::sync::atomic::Ordering::SeqCst);
+                // SAFETY: our own child, not reaped until this thread ends.
+                unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            }
+        })
+    });
+    loop {
+        // SAFETY: zeroed siginfo is a valid out-parameter.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: waitid on our own child with a valid pointer.
+        let r = unsafe { libc::waitid(libc::P_PID, pid, &mut info, libc::WEXITED | libc::WNOWAIT) };
+        if r == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            break;
+        }
+    }
+    let _ = done_tx.send(());
+    if let Some(w) = watchdog {
+        let _ = w.join();
+    }
+    fired.load(std::sync::atomic::Ordering::SeqCst)
+}
+
+fn overall(b: Option<&StatImage>, a: Option<&StatImage>, w: &Window) -> OverallMeasures {
+    let mut o = OverallMeasures {
+        iowait_ns: Some(w.cpu_total().iowait_ns),
+        ..Default::default()
+    };
+    if let (Some(b), Some(a)) = (b, a) {
+        let d = b.delta(a);
+        let t = &d.total;
+        o.user_ticks = t.user;
+        o.nice_ticks = t.nice;
+        o.system_ticks = t.system;
+        o.idle_ticks = t.idle;
+        o.iowait_ticks = t.iowait;
+        o.irq_ticks = t.irq;
+        o.softirq_ticks = t.softirq;
+        o.steal_ticks = t.steal;
+        o.guest_ticks = t.guest;
+        o.guest_nice_ticks = t.guest_nice;
+        o.forks = d.processes;
+    }
+    o
+}
+
+fn fill_processes(
+    ctx: &QeContext<'_>,
+    rec: &mut QeRecord,
+    w: &Window,
+    (m1, m2): (&ProcSet, &ProcSet),
+    ts_exits: &[TaskstatsRecord],
+    late_exited: &BTreeSet<u32>,
+    child_pid: u32,
+) {
+    let key_of = |pid: u32| -> ProcKey {
+        let start = m2
+            .procs
+            .get(&pid)
+            .or_else(|| m1.procs.get(&pid))
+            .map(|e| ticks_to_ns(e.process.starttime_ticks, ctx.tick_ns))
+            .unwrap_or(0);
+        ProcKey {
+            pid,
+            start_time_ns: start,
+        }
+    };
+    let mut parents: HashMap<u32, u32> = HashMap::new();
+    for set in [m1, m2] {
+        for (pid, e) in &set.procs {
+            parents.insert(*pid, e.process.ppid.max(0) as u32);
+        }
+    }
+    let tree = w.descendants(&[child_pid], &parents);
+    let ts_by_pid: BTreeMap<u32, &TaskstatsRecord> = ts_exits
+        .iter()
+        .filter(|r| r.scope == TsScope::Task)
+        .filter_map(|r| Some((r.stats.ac_pid?, r)))
+        .collect();
+    let pids: BTreeSet<u32> = w
+        .processes
+        .keys()
+        .chain(m1.procs.keys())
+        .chain(m2.procs.keys())
+        .copied()
+        .collect();
+    let mut stopped = Vec::new();
+    for pid in pids {
+        let ledger = w.processes.get(&pid);
+        let b = m1.procs.get(&pid);
+        let a = m2.procs.get(&pid);
+        // Stopped: its exit was recorded (ledger or taskstats). A process
+        // that vanished without a record stays out of this set, so App. B
+        // finds it as ephemeral.
+        let is_stopped = ledger.is_some_and(|l| l.exited)
+            || (a.is_none() && (ts_by_pid.contains_key(&pid) || late_exited.contains(&pid)));
+        // The ledger's comm is the one after exec (the before-image of the
+        // command shows the held child's name).
+        let comm = ledger
+            .map(|l| l.comm.clone())
+            .filter(|c| !c.is_empty())
+            .or_else(|| a.or(b).map(|e| e.process.comm.clone()))
+            .unwrap_or_default();
+        let class = if pid == ctx.own_tgid {
+            ProcessClass::Executor
+        } else if tree.contains(&pid) {
+            if ctx.query_by_name {
+                ProcessClass::Utility
+            } else {
+                ProcessClass::Query
+            }
+        } else if ctx.utilities.contains(&comm) {
+            ProcessClass::Utility
+        } else {
+            ProcessClass::Daemon
+        };
+        let mut m = Measures::default();
+        if let Some(a) = a {
+            let d = procs::proc_delta(b, a);
+            m.u_ticks = d.utime_ticks;
+            m.s_ticks = d.stime_ticks;
+            m.blkio_ticks = d.blkio_ticks;
+            m.vol_cs = d.voluntary_switches;
+            m.invol_cs = d.involuntary_switches;
+        } else if let Some(ts) = ts_by_pid.get(&pid) {
+            // Stopped inside the QE: its final figures come from its taskstats
+            // exit record (µs; tick-sampled like /proc's, not rescaled).
+            let tick_us = ctx.tick_ns / 1000;
+            let before = b.map(|e| &e.process.counters);
+            let to_ticks = |us: Option<u64>| us.map(|u| u / tick_us);
+            m.u_ticks = to_ticks(ts.stats.ac_utime_us)
+                .map(|t| t.saturating_sub(before.and_then(|c| c.utime_ticks).unwrap_or(0)));
+            m.s_ticks = to_ticks(ts.stats.ac_stime_us)
+                .map(|t| t.saturating_sub(before.and_then(|c| c.stime_ticks).unwrap_or(0)));
+            m.blkio_ns = ts.stats.blkio_delay_total_ns;
+            m.blkio_ticks = ts.stats.blkio_delay_total_ns.map(|n| n / ctx.tick_ns);
+            m.vol_cs = ts.stats.nvcsw;
+            m.invol_cs = ts.stats.nivcsw;
+        } else if let Some(l) = ledger {
+            // Only the ledger saw it: U+S as one sum, from its on-CPU time.
+            m.su_ticks = Some((l.kernel.on_cpu_ns + ctx.tick_ns / 2) / ctx.tick_ns);
+        }
+        if m.blkio_ticks.is_none()
+            && let Some(l) = ledger
+        {
+            // The ledger's iowait is the same delay delay accounting measures
+            // (cross-checked in attach); used where /proc and taskstats have none.
+            m.blkio_ticks = Some(l.kernel.iowait_ns / ctx.tick_ns);
+        }
+        if let Some(l) = ledger {
+            let k = &l.kernel;
+            m.on_cpu_ns = Some(k.on_cpu_ns);
+            m.runq_wait_ns = Some(k.runq_wait_ns);
+            m.iowait_ns = Some(k.iowait_ns);
+            m.iowait_own_ns = Some(k.iowait_own_ns);
+            m.iowait_share_ns = Some(k.iowait_share_ns);
+            m.read_bytes = Some(k.io.read_bytes);
+            m.write_bytes = Some(k.io.write_bytes);
+        }
+        let key = key_of(pid);
+        if is_stopped {
+            stopped.push(key);
+        }
+        rec.processes.push(ProcessMeasures {
+            pid: Some(pid),
+            start_time_ns: Some(key.start_time_ns),
+            comm,
+            class,
+            stopped: is_stopped,
+            m,
+        });
+    }
+    let m1_keys: Vec<ProcKey> = m1.procs.keys().map(|&p| key_of(p)).collect();
+    let m2_keys: Vec<ProcKey> = m2.procs.keys().map(|&p| key_of(p)).collect();
+    // Continuing: alive at the after-image, observed by reading /proc (a
+    // zombie child counts as stopped).
+    let continuing = m2
+        .procs
+        .iter()
+        .filter(|(_, e)| e.process.state != 'Z')
+        .map(|(&p, _)| key_of(p))
+        .collect();
+    rec.process_sets = Some(ProcessSets {
+        m1: m1_keys,
+        m2: m2_keys,
+        stopped,
+        continuing: Some(continuing),
+    });
+}
