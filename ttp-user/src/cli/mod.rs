@@ -10,6 +10,7 @@ pub mod blame;
 pub mod check;
 pub mod inc;
 pub mod load;
+pub mod report;
 pub mod run;
 
 /// ttp: how long a program or a database query really took, and why.
@@ -33,6 +34,7 @@ pub enum Command {
     Check(check::Args),
     Inc(inc::Args),
     Load(load::LoadArgs),
+    Report(report::Args),
     Run(run::RunArgs),
 }
 
@@ -48,6 +50,7 @@ pub fn main() -> ExitCode {
         Command::Check(a) => check::run(a),
         Command::Inc(a) => inc::run(a),
         Command::Load(args) => load::run(args),
+        Command::Report(args) => report::run(args),
         Command::Run(a) => run::run(a),
     };
     match result {
