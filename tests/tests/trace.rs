@@ -112,8 +112,10 @@ fn trace_of_sleep_compute_and_direct_reads_matches_the_ledger() {
         within(running, ledger_cpu, 0.01, 0.0),
         "running slices {running} ns vs ledger on_cpu_ns {ledger_cpu}"
     );
+    // A loose second truth: schedstat's clock leaves out IRQ and steal time,
+    // which a loaded VM has plenty of (ledger.rs holds the tight comparison).
     assert!(
-        within(running, (cpu1 - cpu0) as f64, 0.02, 2e6),
+        within(running, (cpu1 - cpu0) as f64, 0.05, 5e6),
         "running slices {running} ns vs schedstat {}",
         cpu1 - cpu0
     );
@@ -171,4 +173,87 @@ fn trace_of_sleep_compute_and_direct_reads_matches_the_ledger() {
             .all(|e| e["args"]["device_us"].as_f64().is_some()),
         "every request completed in the window"
     );
+}
+
+/// `attach --trace` end to end on a process that forks 50 short-lived
+/// children while traced. Catches children not inherited by the kernel's
+/// traced set at fork, a child's CPU time missing from its own track, exits
+/// not marked, and a trace or summary `report` cannot read back.
+#[test]
+fn attach_trace_follows_forked_children_and_report_reads_it() {
+    if !root_or_skip("attach_trace_follows_forked_children_and_report_reads_it") {
+        return;
+    }
+    let _serial = serial();
+    let mut fx = Held::start(
+        "fixture-forker",
+        &["--children", "50", "--child-cpu-us", "300"],
+    );
+    let parent = fx.pid();
+    let trace = temp_path("forker.trace.json");
+    let json = temp_path("forker.json");
+    let mut ttp = ttp_attached(&[
+        "attach",
+        "--pid",
+        &parent.to_string(),
+        "--children",
+        "--duration",
+        "60s",
+        "-q",
+        "--json",
+        json.to_str().unwrap(),
+        "--trace",
+        trace.to_str().unwrap(),
+    ]);
+    fx.go();
+    let pids: Vec<u64> = fx
+        .lines_to_end()
+        .iter()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect();
+    assert_eq!(pids.len(), 50);
+    let status = ttp.wait().expect("wait ttp");
+    assert!(status.success(), "attach --trace failed: {status}");
+    let doc = json_file(&trace);
+    assert_eq!(doc["schema"], "ttp.trace/1");
+    assert_eq!(doc["metadata"]["events_lost"], 0, "{}", doc["metadata"]);
+    let events = doc["traceEvents"].as_array().unwrap();
+    let summary = json_file(&json);
+    for pid in &pids {
+        let pid = *pid as u32;
+        let running = covered(events, pid, pid, "Running", 0, u64::MAX / 2);
+        let ledger = summary["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["pid"] == pid)
+            .unwrap_or_else(|| panic!("child {pid} missing from the summary"))["kernel"]
+            ["on_cpu_ns"]
+            .as_f64()
+            .unwrap();
+        assert!(
+            running > 0.0 && within(running, ledger, 0.01, 0.0),
+            "child {pid}: running slices {running} ns vs ledger on_cpu_ns {ledger}"
+        );
+        assert!(
+            events
+                .iter()
+                .any(|e| e["ph"] == "i" && e["name"] == "exit (process)" && e["pid"] == pid),
+            "child {pid} has no exit mark"
+        );
+    }
+    for file in [&trace, &json] {
+        let out = std::process::Command::new(ttp_bin())
+            .args(["report", file.to_str().unwrap(), "--format", "csv"])
+            .output()
+            .expect("run report");
+        assert!(out.status.success(), "report {}: {out:?}", file.display());
+        let csv = String::from_utf8(out.stdout).unwrap();
+        assert!(
+            csv.lines().count() > pids.len(),
+            "one row per child at least: {csv}"
+        );
+    }
+    let _ = std::fs::remove_file(trace);
+    let _ = std::fs::remove_file(json);
 }

@@ -24,7 +24,11 @@ fn main() {
         seed ^= seed >> 7;
         seed ^= seed << 17;
         let burst_us = if coin {
-            if seed.is_multiple_of(2) { period * 1000 } else { 0 }
+            if seed.is_multiple_of(2) {
+                period * 1000
+            } else {
+                0
+            }
         } else {
             (burst as f64 * 1000.0 * (0.5 + (seed % 1000) as f64 / 1000.0)) as u64
         };
