@@ -91,6 +91,19 @@ fn trace_of_sleep_compute_and_direct_reads_matches_the_ledger() {
     }
     assert_eq!(doc["metadata"]["events_lost"], 0, "{}", doc["metadata"]);
     assert_eq!(doc["metadata"]["undecodable"], 0);
+    // Nothing before the trace's start, nothing after its end.
+    let (start_us, end_us) = (
+        doc["metadata"]["start_ns"].as_f64().unwrap() / 1e3,
+        doc["metadata"]["end_ns"].as_f64().unwrap() / 1e3,
+    );
+    for e in events.iter().filter(|e| e["ph"] != "M") {
+        let ts = e["ts"].as_f64().unwrap();
+        let end = ts + e["dur"].as_f64().unwrap_or(0.0);
+        assert!(
+            ts >= start_us && end <= end_us + 1e-3,
+            "outside the trace: {e}"
+        );
+    }
 
     let (t0, t1) = (before.at_ns, after.at_ns);
     let key = |img: &Image| {

@@ -57,13 +57,15 @@ impl Recorder {
     /// Starts tracing `tgids` (may be empty; see [`Recorder::add_process`])
     /// and draining on a thread.
     pub fn start(ledger: &mut Ledger, tgids: &[u32]) -> Result<Self, TraceError> {
+        // Counters from before the first traced event, so that the trace's
+        // `kernel.trace_events` counts every record it received.
+        let start_stats = ledger.snapshot()?.stats;
         let start_ns = monotonic_ns();
         for &t in tgids {
             ledger.trace_process(t)?;
         }
         let mut reader = ledger.trace_reader()?;
-        let snap = ledger.snapshot()?;
-        let seeds = seeds_of(&snap.threads, tgids);
+        let seeds = seeds_of(&ledger.snapshot()?.threads, tgids);
         let stop = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&stop);
         let handle = std::thread::Builder::new()
@@ -86,7 +88,7 @@ impl Recorder {
             stop,
             handle: Some(handle),
             start_ns,
-            start_stats: snap.stats,
+            start_stats,
             seeds,
             roots: tgids.to_vec(),
         })

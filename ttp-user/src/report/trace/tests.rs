@@ -195,24 +195,31 @@ fn wakeups_by_traced_threads_become_paired_flow_events() {
 }
 
 /// Names, counters, losses. Catches a process named after a non-leader
-/// thread, threads without names, counters on the wrong track or with the
-/// count in the wrong arg, and losses that do not reach the metadata or
-/// the timeline.
+/// thread, threads without names, counters on the wrong track, with the
+/// count in the wrong arg or stamped before the trace, and losses that do
+/// not reach the metadata or the timeline.
 #[test]
 fn metadata_names_counters_and_losses() {
+    let sample = |ts, nr_running| {
+        ev(
+            ts,
+            0,
+            0,
+            1,
+            TraceBody::CpuSample {
+                nr_running,
+                nr_iowait: 1,
+                idle: false,
+            },
+        )
+    };
     let mut rec = recording(
         vec![
-            ev(
-                T0 + 10,
-                0,
-                0,
-                1,
-                TraceBody::CpuSample {
-                    nr_running: 3,
-                    nr_iowait: 1,
-                    idle: false,
-                },
-            ),
+            // Sampled before the trace started: only the last one counts,
+            // as the value at the start.
+            sample(T0 - 20_000_000, 5),
+            sample(T0 - 10_000_000, 3),
+            sample(T0 + 10, 4),
             ev(
                 T0 + 20,
                 12,
@@ -262,7 +269,16 @@ fn metadata_names_counters_and_losses() {
         ]
     );
     let rq = find(&doc, |e| e["ph"] == "C" && e["name"] == "cpu1 run queue");
-    assert_eq!((rq.len(), rq[0]["args"]["tasks"].as_u64()), (1, Some(3)));
+    let points: Vec<(f64, u64)> = rq
+        .iter()
+        .map(|e| {
+            (
+                e["ts"].as_f64().unwrap(),
+                e["args"]["tasks"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(points, [(1_000_000.0, 3), (1_000_000.01, 4)]);
     assert_eq!(rq[0]["pid"], CPUS_PID);
     let io = find(&doc, |e| e["ph"] == "C" && e["name"] == "cpu1 iowait");
     assert_eq!(io[0]["args"]["tasks"], 1);

@@ -119,6 +119,8 @@ pub struct TimelineStats {
     pub io_incomplete: u64,
     /// Events stamped after the end of the trace (left out).
     pub events_after_end: u64,
+    /// Events of threads stamped before the start of the trace (left out).
+    pub events_before_start: u64,
     /// Slices whose state was inferred from the thread's first event.
     pub inferred_slices: u64,
 }
@@ -185,9 +187,33 @@ impl Timeline {
         let mut io_done: Vec<IoRequest> = Vec::new();
         let mut wakeups: Vec<(Waker, u32, u32, u64)> = Vec::new();
 
+        // The per-CPU sampler runs from load time: the last sample of each
+        // CPU before the trace starts is its counters' value at the start.
+        let mut before_start: HashMap<u32, CpuCounter> = HashMap::new();
         for ev in order {
             if ev.ts_ns > end_ns {
                 t.stats.events_after_end += 1;
+                continue;
+            }
+            if ev.ts_ns < start_ns {
+                match &ev.body {
+                    TraceBody::CpuSample {
+                        nr_running,
+                        nr_iowait,
+                        ..
+                    } => {
+                        before_start.insert(
+                            ev.cpu,
+                            CpuCounter {
+                                cpu: ev.cpu,
+                                ts_ns: start_ns,
+                                nr_running: *nr_running,
+                                nr_iowait: *nr_iowait,
+                            },
+                        );
+                    }
+                    _ => t.stats.events_before_start += 1,
+                }
                 continue;
             }
             match &ev.body {
@@ -460,6 +486,7 @@ impl Timeline {
         io_done.extend(open_io.into_values());
         t.io = assign_lanes(io_done, end_ns);
         t.flows = bind_flows(&t.slices, wakeups);
+        t.counters.extend(before_start.into_values());
         t.counters.sort_by_key(|c| (c.cpu, c.ts_ns));
         t
     }
