@@ -16,6 +16,7 @@ mod ledger;
 mod lock;
 mod sched;
 mod trace;
+mod vprof;
 
 use aya_ebpf::{macros::map, maps::PerCpuArray};
 use ttp_common::stat;

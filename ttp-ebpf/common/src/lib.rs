@@ -461,3 +461,6 @@ mod pod {
     unsafe impl aya::Pod for trace::Proc {}
     unsafe impl aya::Pod for trace::CpuSample {}
 }
+
+// ---- vprof: uprobe records of `vprofile` (VProfiler, paper 004) ----
+pub mod vprof;

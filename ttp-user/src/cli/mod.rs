@@ -12,6 +12,7 @@ pub mod inc;
 pub mod load;
 pub mod report;
 pub mod run;
+pub mod vprofile;
 
 /// ttp: how long a program or a database query really took, and why.
 ///
@@ -36,6 +37,7 @@ pub enum Command {
     Load(load::LoadArgs),
     Report(report::Args),
     Run(run::RunArgs),
+    Vprofile(vprofile::Args),
 }
 
 /// Parses the command line, runs the command and maps errors to exit codes:
@@ -52,6 +54,7 @@ pub fn main() -> ExitCode {
         Command::Load(args) => load::run(args),
         Command::Report(args) => report::run(args),
         Command::Run(a) => run::run(a),
+        Command::Vprofile(args) => vprofile::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -7,6 +7,7 @@ pub mod btf;
 mod read;
 pub mod seed;
 pub mod trace;
+pub mod vprof;
 
 use aya::{
     Ebpf, EbpfLoader,

@@ -11,6 +11,7 @@ mod load_report;
 mod table;
 mod trace;
 mod ttpv2;
+mod vprofile;
 
 use std::path::{Path, PathBuf};
 
@@ -86,6 +87,7 @@ pub const SCHEMAS: &[&str] = &[
     "ttp.blame/1",
     "ttp.load/1",
     "ttp.trace/1",
+    "ttp.vprofile/1",
 ];
 
 fn typed<T: serde::de::DeserializeOwned>(schema: &str, v: Value) -> Result<T, RenderError> {
@@ -113,6 +115,7 @@ pub fn load(v: Value) -> Result<Box<dyn Rendered>, RenderError> {
         "ttp.blame/1" => Box::new(blame::Blame(typed(s, v)?)),
         "ttp.load/1" => Box::new(typed::<load_report::LoadDoc>(s, v)?),
         "ttp.trace/1" => Box::new(trace::TraceSummary::from_value(v)?),
+        "ttp.vprofile/1" => Box::new(vprofile::Vprofile(typed(s, v)?)),
         _ => {
             return Err(RenderError::UnknownSchema {
                 schema,
