@@ -136,6 +136,7 @@ fn bad_input_gets_a_clear_error_and_exit_2() {
     if !root_or_skip("bad_input_gets_a_clear_error_and_exit_2") {
         return;
     }
+    let _serial = serial();
     let (code, _, err) = ttp(&["attach", "--pid", "999999999"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("no process with pid 999999999"), "{err}");

@@ -34,6 +34,9 @@ pub fn fixture(name: &str) -> PathBuf {
         "fixture-mixed" => PathBuf::from(env!("CARGO_BIN_EXE_fixture-mixed")),
         "fixture-forker" => PathBuf::from(env!("CARGO_BIN_EXE_fixture-forker")),
         "fixture-noise" => PathBuf::from(env!("CARGO_BIN_EXE_fixture-noise")),
+        "fixture-spin" => PathBuf::from(env!("CARGO_BIN_EXE_fixture-spin")),
+        "fixture-noisyd" => PathBuf::from(env!("CARGO_BIN_EXE_fixture-noisyd")),
+        "fixture-cpu-noise" => PathBuf::from(env!("CARGO_BIN_EXE_fixture-cpu-noise")),
         other => panic!("unknown fixture {other}"),
     }
 }

@@ -5,13 +5,17 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 pub mod analyze;
+mod analyze_emp;
 pub mod attach;
 pub mod blame;
+pub mod calibrate;
 pub mod check;
+mod emp_live;
 pub mod inc;
 pub mod load;
 pub mod report;
 pub mod run;
+pub mod run_emp;
 pub mod vprofile;
 
 /// ttp: how long a program or a database query really took, and why.
@@ -32,6 +36,7 @@ pub enum Command {
     Analyze(analyze::Args),
     Attach(attach::AttachArgs),
     Blame(blame::Args),
+    Calibrate(calibrate::Args),
     Check(check::Args),
     Inc(inc::Args),
     Load(load::LoadArgs),
@@ -49,6 +54,7 @@ pub fn main() -> ExitCode {
         Command::Analyze(args) => analyze::run(args),
         Command::Attach(a) => attach::run(a),
         Command::Blame(args) => blame::run(args),
+        Command::Calibrate(a) => calibrate::run(a),
         Command::Check(a) => check::run(a),
         Command::Inc(a) => inc::run(a),
         Command::Load(args) => load::run(args),

@@ -32,6 +32,9 @@ use crate::{
 /// executions, and the exact time from the ledger beside it.
 #[derive(Debug, Args)]
 pub struct RunArgs {
+    /// Measurement protocol.
+    #[arg(long, value_enum, default_value_t = super::run_emp::Protocol::Ttpv2)]
+    pub protocol: super::run_emp::Protocol,
     /// Number of executions (QEs).
     #[arg(short = 'n', long = "executions", default_value_t = 10)]
     pub n: u32,
@@ -61,7 +64,8 @@ pub struct RunArgs {
     /// A KEY=VALUE label of this Q@C (repeatable), e.g. cardinality=1000.
     #[arg(long = "label", value_name = "KEY=VALUE")]
     pub labels: Vec<String>,
-    /// Write the run (schema ttp.run/1) to FILE, rewritten after every QE.
+    /// Write the run (schema ttp.run/1; ttp.emp/1 with --protocol emp) to
+    /// FILE, rewritten after every QE.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
     /// Write a chart of the per-QE times (SVG).
@@ -70,6 +74,8 @@ pub struct RunArgs {
     /// Run the command as root instead of the invoking user (SUDO_UID).
     #[arg(long)]
     pub as_root: bool,
+    #[command(flatten)]
+    pub emp: super::run_emp::EmpArgs,
     /// The command to measure.
     #[arg(trailing_var_arg = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -112,6 +118,10 @@ fn drop_page_cache() -> anyhow::Result<()> {
 }
 
 pub fn run(args: RunArgs) -> anyhow::Result<()> {
+    if args.protocol == super::run_emp::Protocol::Emp {
+        return super::run_emp::run(args);
+    }
+    args.emp.reject_outside_emp()?;
     if args.n == 0 {
         return usage("-n must be at least 1");
     }
