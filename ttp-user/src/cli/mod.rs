@@ -13,6 +13,7 @@ pub mod check;
 mod emp_live;
 pub mod inc;
 pub mod load;
+pub mod report;
 pub mod run;
 pub mod run_emp;
 pub mod vprofile;
@@ -39,6 +40,7 @@ pub enum Command {
     Check(check::Args),
     Inc(inc::Args),
     Load(load::LoadArgs),
+    Report(report::Args),
     Run(run::RunArgs),
     Vprofile(vprofile::Args),
 }
@@ -56,6 +58,7 @@ pub fn main() -> ExitCode {
         Command::Check(a) => check::run(a),
         Command::Inc(a) => inc::run(a),
         Command::Load(args) => load::run(args),
+        Command::Report(args) => report::run(args),
         Command::Run(a) => run::run(a),
         Command::Vprofile(args) => vprofile::run(args),
     };

@@ -6,6 +6,7 @@
 pub mod btf;
 mod read;
 pub mod seed;
+pub mod trace;
 pub mod vprof;
 
 use aya::{
@@ -13,9 +14,11 @@ use aya::{
     maps::{Array, HashMap, MapData, PerCpuArray, RingBuf},
     programs::BtfTracePoint,
 };
+use trace::TraceMaps;
 use ttp_common::{CpuAccount, DiskAccount, ProcDisk, ThreadAccount};
 
 pub use read::{KernelStats, SeedThread, Snapshot};
+pub use trace::{BlockPhase, ThreadState, TraceBody, TraceEvent};
 
 /// The eBPF object built by build.rs (empty when built with AYA_BUILD_SKIP=1).
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/ttp"));
@@ -67,6 +70,23 @@ pub enum ProbeError {
         #[source]
         source: Box<aya::programs::ProgramError>,
     },
+    #[error("tracing was not enabled when the ledger was loaded")]
+    TraceOff,
+    #[error(
+        "cannot trace process {tgid}: {source} (at most {max} processes are traced at once)",
+        max = ttp_common::trace::MAX_TRACED
+    )]
+    Traced {
+        tgid: u32,
+        #[source]
+        source: Box<aya::maps::MapError>,
+    },
+    #[error("attaching the trace sampler to CPU {cpu} failed")]
+    Sampler {
+        cpu: u32,
+        #[source]
+        source: Box<aya::programs::ProgramError>,
+    },
     #[error("map {map}: {source}")]
     Map {
         map: String,
@@ -92,6 +112,8 @@ pub struct Ledger {
     pub(crate) proc_disk: HashMap<MapData, u32, ProcDisk>,
     pub(crate) stats: PerCpuArray<MapData, u64>,
     pub(crate) exits: RingBuf<MapData>,
+    /// The `--trace` maps, when the ledger was loaded with tracing on.
+    pub(crate) trace: Option<TraceMaps>,
     _ebpf: Ebpf,
     /// CLOCK_MONOTONIC ns when every program was attached.
     pub ready_ns: u64,
@@ -102,6 +124,13 @@ impl Ledger {
     /// attempted but not required (kernels ≥ 5.11 charge BPF memory to the
     /// memory cgroup instead).
     pub fn attach() -> Result<Self, ProbeError> {
+        Self::attach_with(&AttachOptions::default())
+    }
+
+    /// Loads and attaches the ledger, and with `options.trace` the per-event
+    /// stream of `--trace` (nothing is traced until
+    /// [`Ledger::trace_process`] names a process).
+    pub fn attach_with(options: &AttachOptions) -> Result<Self, ProbeError> {
         if OBJECT.is_empty() {
             return Err(ProbeError::NoObject);
         }
@@ -111,11 +140,19 @@ impl Ledger {
         // runs while the offsets are resolved and the maps are created.
         let aya_btf = std::thread::spawn(aya::Btf::from_sys_fs);
         let kbtf = btf::KernelBtf::load()?;
-        let offsets = kbtf.ledger_offsets()?;
+        let mut globals = kbtf.ledger_offsets()?.globals;
+        if options.trace {
+            globals.extend(kbtf.trace_offsets()?.globals);
+            globals.push(("TRACE_ON", 1));
+        }
         log::debug!("offsets from BTF in {:?}", t.elapsed());
         let mut loader = EbpfLoader::new();
-        for (name, value) in &offsets.globals {
+        for (name, value) in &globals {
             loader.override_global(name, value, true);
+        }
+        if !options.trace {
+            // Ring buffers are allocated at load: one page when unused.
+            loader.map_max_entries(trace::EVENTS_MAP, trace::page_size());
         }
         let mut ebpf = loader.load(OBJECT).map_err(|e| {
             if is_permission_error(&e) {
@@ -155,6 +192,11 @@ impl Ledger {
             prog.attach().map_err(prog_err)?;
             log::debug!("{program} loaded and attached at {:?}", t.elapsed());
         }
+        let trace = if options.trace {
+            Some(trace::attach(&mut ebpf, &btf)?)
+        } else {
+            None
+        };
         let ready_ns = crate::sys::clock::monotonic_ns();
         Ok(Self {
             threads: take(&mut ebpf, "THREADS")?,
@@ -163,10 +205,18 @@ impl Ledger {
             proc_disk: take(&mut ebpf, "PROC_DISK")?,
             stats: take(&mut ebpf, "STATS")?,
             exits: take(&mut ebpf, "EXITS")?,
+            trace,
             _ebpf: ebpf,
             ready_ns,
         })
     }
+}
+
+/// What to load besides the ledger.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AttachOptions {
+    /// The per-event stream of `--trace`.
+    pub trace: bool,
 }
 
 fn take<T>(ebpf: &mut Ebpf, name: &str) -> Result<T, ProbeError>
