@@ -71,6 +71,10 @@ pub struct RunArgs {
     /// Write a chart of the per-QE times (SVG).
     #[arg(long, value_name = "FILE")]
     pub svg: Option<PathBuf>,
+    /// Write a Perfetto-compatible trace of the command's processes (Chrome
+    /// Trace Event JSON) with one slice per QE on a protocol track.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
     /// Run the command as root instead of the invoking user (SUDO_UID).
     #[arg(long)]
     pub as_root: bool,
@@ -137,8 +141,19 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     };
     let stop = StopFlag::install().context("installing signal handlers")?;
     let delayacct = crate::sys::delayacct::DelayAcct::enable();
-    let mut ledger = Ledger::attach().map_err(probe_error_ctx)?;
+    let mut ledger = Ledger::attach_with(&crate::probe::AttachOptions {
+        trace: args.trace.is_some(),
+    })
+    .map_err(probe_error_ctx)?;
     ledger.seed(&seed::threads_from_proc());
+    let mut recorder = match &args.trace {
+        Some(_) => Some(
+            crate::report::trace::Recorder::start(&mut ledger, &[])
+                .context("starting the trace")?,
+        ),
+        None => None,
+    };
+    let mut spans: Vec<(u32, u64, u64)> = Vec::new();
     let listener = ExitListener::start().ok();
     let user_hz = crate::collect::clock::user_hz().unwrap_or(100);
     let mut machine = crate::sys::machine::facts();
@@ -163,6 +178,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     };
     let mut ctx = QeContext {
         ledger: &mut ledger,
+        recorder: recorder.as_mut(),
         taskstats_exits: listener.as_ref().map(|(_, rx)| rx),
         own_tgid: std::process::id(),
         utilities: &args.utilities,
@@ -200,7 +216,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
                 drop(out);
                 break;
             }
-            Ok(out) => qc.qes.push(out.record),
+            Ok(out) => {
+                spans.push((i, out.t0_ns, out.t1_ns));
+                qc.qes.push(out.record);
+            }
             Err(QeError::Spawn(e)) => {
                 let mut rec = QeRecord::new(i, 0.0);
                 rec.spawn_error = Some(e.to_string());
@@ -215,6 +234,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             }
             Err(QeError::Probe(e)) => {
                 failure = Some(probe_error_ctx(e));
+                break;
+            }
+            Err(QeError::Trace(e)) => {
+                failure = Some(e.into());
                 break;
             }
         }
@@ -232,6 +255,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     bar.finish_and_clear();
     drop(ctx);
+    let recording = match recorder {
+        Some(r) => Some(r.finish(&ledger).context("finishing the trace")?),
+        None => None,
+    };
     drop(listener);
     drop(ledger);
     drop(delayacct);
@@ -244,6 +271,24 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     let doc = RunDocument::new(&qc, Some(&machine));
     if let Some(path) = &args.json {
         atomic::write_json(path, &doc).with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("wrote {}", path.display());
+    }
+    if let (Some(path), Some(recording)) = (&args.trace, recording) {
+        let mut trace = crate::report::trace::Trace::new(recording, "ttp run (TTPv2)");
+        for q in &doc.qc.qes {
+            let Some(&(_, t0, t1)) = spans.iter().find(|(n, _, _)| *n == q.record.qe) else {
+                continue;
+            };
+            trace.add_qe(crate::report::trace::QeSlice {
+                name: format!("QE {}", q.record.qe),
+                start_ns: t0,
+                end_ns: t1,
+                time_meas_ms: q.record.time_meas_ms,
+                time_calc_ms: q.calc.time_calc_ms,
+                dropped: (!q.dropped_by.is_empty()).then(|| q.dropped_by.join(", ")),
+            })?;
+        }
+        trace.write(path)?;
         eprintln!("wrote {}", path.display());
     }
     let analysis = doc.to_analysis();

@@ -30,6 +30,9 @@ use crate::{
 /// What stays the same across the QEs of a run.
 pub struct QeContext<'a> {
     pub ledger: &'a mut Ledger,
+    /// With `--trace`: each QE's command is added to the traced processes
+    /// while it is held, so its whole life is in the trace.
+    pub recorder: Option<&'a mut crate::report::trace::Recorder>,
     pub taskstats_exits: Option<&'a Receiver<TaskstatsRecord>>,
     pub own_tgid: u32,
     /// Names of utility processes (`--utility`).
@@ -45,6 +48,10 @@ pub struct QeContext<'a> {
 /// A measured QE: the protocol's record, the ledger's window, and the
 /// taskstats exit records received during it (EMP's PT is summed from them).
 pub struct QeOutcome {
+    /// CLOCK_MONOTONIC ns of the two time reads around the execution
+    /// (Time_meas = t1 − t0).
+    pub t0_ns: u64,
+    pub t1_ns: u64,
     pub record: QeRecord,
     pub window: Window,
     pub taskstats_exits: Vec<TaskstatsRecord>,
@@ -56,6 +63,8 @@ pub enum QeError {
     Spawn(#[from] SpawnError),
     #[error(transparent)]
     Probe(#[from] ProbeError),
+    #[error(transparent)]
+    Trace(#[from] crate::report::trace::TraceError),
 }
 
 fn ticks_to_ns(t: u64, tick_ns: u64) -> u64 {
@@ -75,6 +84,9 @@ pub fn measure(
         Err(e) => return Err(QeError::Spawn(e)),
     };
     let child_pid = held.pid();
+    if let Some(rec) = ctx.recorder.as_deref_mut() {
+        rec.add_process(ctx.ledger, child_pid)?;
+    }
     // Per-process images (the ledger's, then /proc's M1: a process that
     // exits between the two has its exit record inside the window), then
     // the overall image.
@@ -137,6 +149,8 @@ pub fn measure(
         child_pid,
     );
     Ok(QeOutcome {
+        t0_ns: t0,
+        t1_ns: t1,
         record: rec,
         window,
         taskstats_exits: ts_exits,
