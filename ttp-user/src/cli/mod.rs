@@ -11,6 +11,7 @@ pub mod check;
 pub mod inc;
 pub mod load;
 pub mod run;
+pub mod run_pg;
 
 /// ttp: how long a program or a database query really took, and why.
 ///

@@ -60,6 +60,52 @@ fn ticks_to_ns(t: u64, tick_ns: u64) -> u64 {
     t * tick_ns
 }
 
+/// Who plays which role in a QE (Sec. 4), known before it starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Roles {
+    /// A measured command: its process tree is the query (a utility with
+    /// `--query-process NAME`, which picks the query process afterwards).
+    CommandTree { root: u32 },
+    /// A statement executed by a server (a DBMS): `query` is the process
+    /// executing it (PostgreSQL's backend, `pg_backend_pid()`), `server` and
+    /// its other descendants are utilities (Sec. 3.3).
+    Server { query: u32, server: u32 },
+}
+
+impl Roles {
+    fn tree_root(&self) -> u32 {
+        match *self {
+            Roles::CommandTree { root } => root,
+            Roles::Server { server, .. } => server,
+        }
+    }
+
+    fn classify(
+        &self,
+        ctx: &QeContext<'_>,
+        pid: u32,
+        comm: &str,
+        tree: &BTreeSet<u32>,
+    ) -> ProcessClass {
+        if pid == ctx.own_tgid {
+            return ProcessClass::Executor;
+        }
+        match *self {
+            Roles::CommandTree { .. } if tree.contains(&pid) => {
+                if ctx.query_by_name {
+                    ProcessClass::Utility
+                } else {
+                    ProcessClass::Query
+                }
+            }
+            Roles::Server { query, .. } if pid == query => ProcessClass::Query,
+            Roles::Server { .. } if tree.contains(&pid) => ProcessClass::Utility,
+            _ if ctx.utilities.iter().any(|u| u == comm) => ProcessClass::Utility,
+            _ => ProcessClass::Daemon,
+        }
+    }
+}
+
 /// Runs `cmd` once and measures it. A command that cannot be started is
 /// recorded (spawn_error, counted by X1) and reported as the error too.
 pub fn measure(
@@ -68,11 +114,40 @@ pub fn measure(
     cmd: Command,
     plan: Option<String>,
 ) -> Result<QeOutcome, QeError> {
-    let held = match HeldChild::spawn(cmd, ctx.run_as.clone()) {
-        Ok(h) => h,
-        Err(e) => return Err(QeError::Spawn(e)),
-    };
-    let child_pid = held.pid();
+    let held = HeldChild::spawn(cmd, ctx.run_as.clone())?;
+    let roles = Roles::CommandTree { root: held.pid() };
+    let timeout = ctx.timeout;
+    let (mut out, ran) = measure_with(ctx, qe, plan, roles, || {
+        let child = held.release()?;
+        // Wait for the exit without reaping: the query process stays in
+        // /proc as a zombie, so the after-image reads its final counters
+        // (Fig. 5).
+        let timed_out = wait_exited(child.pid(), timeout);
+        Ok::<_, SpawnError>((child, timed_out))
+    })?;
+    let (child, timed_out) = ran?;
+    // Reaped only now, after the per-process after-image.
+    let exit = child.wait()?.status;
+    let rec = &mut out.record;
+    rec.timed_out = Some(timed_out);
+    use std::os::unix::process::ExitStatusExt;
+    rec.exit_code = exit.code();
+    rec.signal = exit.signal();
+    Ok(out)
+}
+
+/// Measures one QE whose execution is `execute` (Fig. 5, steps 3–15):
+/// images before, the time, `execute()`, the time, images after, the
+/// processes that stopped in between; every process classified by `roles`.
+/// Returns what `execute` returned beside the measurement; the caller fills
+/// in how the execution ended (exit code, time-out).
+pub fn measure_with<R>(
+    ctx: &mut QeContext<'_>,
+    qe: u32,
+    plan: Option<String>,
+    roles: Roles,
+    execute: impl FnOnce() -> R,
+) -> Result<(QeOutcome, R), ProbeError> {
     // Per-process images (the ledger's, then /proc's M1: a process that
     // exits between the two has its exit record inside the window), then
     // the overall image.
@@ -84,10 +159,7 @@ pub fn measure(
     let stat_before = StatImage::read(std::path::Path::new("/proc")).ok();
     let start_unix = clock::realtime_ns();
     let t0 = clock::monotonic_ns();
-    let child = held.release()?;
-    // Wait for the exit without reaping: the query process stays in /proc
-    // as a zombie, so the after-image reads its final counters (Fig. 5).
-    let timed_out = wait_exited(child.pid(), ctx.timeout);
+    let ran = execute();
     let t1 = clock::monotonic_ns();
     let end_unix = clock::realtime_ns();
     let stat_after = StatImage::read(std::path::Path::new("/proc")).ok();
@@ -109,8 +181,6 @@ pub fn measure(
         .filter(|e| e.account.tid == e.account.tgid)
         .map(|e| e.account.tgid)
         .collect();
-    let exit = child.wait()?.status;
-    let exit = Some(exit);
     let window = Window::between(&before, &after, &exits);
     let time_meas_ns = t1 - t0;
     let mut rec = QeRecord::new(qe, time_meas_ns as f64 / 1e6);
@@ -118,12 +188,6 @@ pub fn measure(
     rec.start_unix_ns = Some(start_unix);
     rec.end_unix_ns = Some(end_unix);
     rec.plan = plan;
-    rec.timed_out = Some(timed_out);
-    if let Some(st) = &exit {
-        use std::os::unix::process::ExitStatusExt;
-        rec.exit_code = st.code();
-        rec.signal = st.signal();
-    }
     rec.overall = overall(stat_before.as_ref(), stat_after.as_ref(), &window);
     fill_processes(
         ctx,
@@ -132,12 +196,15 @@ pub fn measure(
         (&m1, &m2),
         &ts_exits,
         &late_exited,
-        child_pid,
+        roles,
     );
-    Ok(QeOutcome {
-        record: rec,
-        window,
-    })
+    Ok((
+        QeOutcome {
+            record: rec,
+            window,
+        },
+        ran,
+    ))
 }
 
 /// Blocks until process `pid` (our child) has exited, leaving it
@@ -201,7 +268,7 @@ fn fill_processes(
     (m1, m2): (&ProcSet, &ProcSet),
     ts_exits: &[TaskstatsRecord],
     late_exited: &BTreeSet<u32>,
-    child_pid: u32,
+    roles: Roles,
 ) {
     let key_of = |pid: u32| -> ProcKey {
         let start = m2
@@ -221,7 +288,7 @@ fn fill_processes(
             parents.insert(*pid, e.process.ppid.max(0) as u32);
         }
     }
-    let tree = w.descendants(&[child_pid], &parents);
+    let tree = w.descendants(&[roles.tree_root()], &parents);
     let ts_by_pid: BTreeMap<u32, &TaskstatsRecord> = ts_exits
         .iter()
         .filter(|r| r.scope == TsScope::Task)
@@ -251,19 +318,7 @@ fn fill_processes(
             .filter(|c| !c.is_empty())
             .or_else(|| a.or(b).map(|e| e.process.comm.clone()))
             .unwrap_or_default();
-        let class = if pid == ctx.own_tgid {
-            ProcessClass::Executor
-        } else if tree.contains(&pid) {
-            if ctx.query_by_name {
-                ProcessClass::Utility
-            } else {
-                ProcessClass::Query
-            }
-        } else if ctx.utilities.contains(&comm) {
-            ProcessClass::Utility
-        } else {
-            ProcessClass::Daemon
-        };
+        let class = roles.classify(ctx, pid, &comm, &tree);
         let mut m = Measures::default();
         if let Some(a) = a {
             let d = procs::proc_delta(b, a);
@@ -320,8 +375,24 @@ fn fill_processes(
             m,
         });
     }
-    let m1_keys: Vec<ProcKey> = m1.procs.keys().map(|&p| key_of(p)).collect();
-    let m2_keys: Vec<ProcKey> = m2.procs.keys().map(|&p| key_of(p)).collect();
+    // A zombie in the before-image stopped before the QE (e.g. a restarted
+    // server's old postmaster that init has not reaped yet): it is not a
+    // live process of M1 (App. B), nor of M2 if still unreaped there.
+    let dead_before: BTreeSet<u32> = m1
+        .procs
+        .iter()
+        .filter(|(_, e)| e.process.state == 'Z')
+        .map(|(&p, _)| p)
+        .collect();
+    let live = |set: &ProcSet| -> Vec<ProcKey> {
+        set.procs
+            .keys()
+            .filter(|p| !dead_before.contains(p))
+            .map(|&p| key_of(p))
+            .collect()
+    };
+    let m1_keys = live(m1);
+    let m2_keys = live(m2);
     // Continuing: alive at the after-image, observed by reading /proc (a
     // zombie child counts as stopped).
     let continuing = m2
