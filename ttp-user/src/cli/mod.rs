@@ -8,6 +8,7 @@ pub mod analyze;
 pub mod attach;
 pub mod blame;
 pub mod check;
+pub mod experiment;
 pub mod inc;
 pub mod load;
 pub mod run;
@@ -32,6 +33,7 @@ pub enum Command {
     Attach(attach::AttachArgs),
     Blame(blame::Args),
     Check(check::Args),
+    Experiment(experiment::Args),
     Inc(inc::Args),
     Load(load::LoadArgs),
     Run(run::RunArgs),
@@ -47,6 +49,7 @@ pub fn main() -> ExitCode {
         Command::Attach(a) => attach::run(a),
         Command::Blame(args) => blame::run(args),
         Command::Check(a) => check::run(a),
+        Command::Experiment(a) => experiment::run(a),
         Command::Inc(a) => inc::run(a),
         Command::Load(args) => load::run(args),
         Command::Run(a) => run::run(a),

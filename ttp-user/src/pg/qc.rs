@@ -162,25 +162,35 @@ impl<'a> Runner<'a> {
 
     /// The session with `sql` prepared, reconnecting when needed.
     fn ensure(&mut self, sql: &str) -> Result<(&Session, Prepared), PgError> {
-        if self.session.as_ref().is_none_or(Session::is_closed) {
-            self.prepared = None;
-            self.session = None;
-            self.session = Some(self.pg.connect()?);
-            self.configure()?;
-        }
-        let s = self.session.as_mut().ok_or_else(|| PgError::Lost {
-            statement: "connect".into(),
-            reason: "no session".into(),
-        })?;
-        let st = match &self.prepared {
-            Some((q, st)) if q == sql => st.clone(),
+        // Reconnecting forgets the prepared statement: look at it after.
+        self.session_mut()?;
+        let have = self.prepared.clone();
+        let s = self.session_mut()?;
+        let st = match have {
+            Some((q, st)) if q == sql => st,
             _ => {
                 let st = s.prepare(sql)?;
                 self.prepared = Some((sql.to_string(), st.clone()));
                 st
             }
         };
+        let s = self.session_mut()?;
         Ok((s, st))
+    }
+
+    /// The session (reconnected if it was lost), for statements that are
+    /// not measured (data generation).
+    pub fn session_mut(&mut self) -> Result<&mut Session, PgError> {
+        if self.session.as_ref().is_none_or(Session::is_closed) {
+            self.prepared = None;
+            self.session = None;
+            self.session = Some(self.pg.connect()?);
+            self.configure()?;
+        }
+        self.session.as_mut().ok_or_else(|| PgError::Lost {
+            statement: "connect".into(),
+            reason: "no session".into(),
+        })
     }
 
     /// Drops the session (and its prepared statement).

@@ -192,9 +192,12 @@ impl Session {
         Ok(Prepared { name, exec })
     }
 
-    /// The plan the prepared statement will run with, as PostgreSQL's JSON.
+    /// The plan the prepared statement will run with, as PostgreSQL's JSON
+    /// without costs: the operator tree is the plan (Sec. 3.2.3); an
+    /// estimate that changes with the cardinality does not make another
+    /// plan, so Q@Cs of one plan are compared for monotonicity (QC3/QC4).
     pub fn explain(&self, p: &Prepared) -> Result<String, PgError> {
-        let sql = format!("EXPLAIN (FORMAT JSON) EXECUTE {}", p.name);
+        let sql = format!("EXPLAIN (FORMAT JSON, COSTS OFF) EXECUTE {}", p.name);
         Ok(self.scalar(&sql)?.unwrap_or_default())
     }
 
