@@ -21,14 +21,7 @@ pub struct Pg {
 impl Pg {
     /// Parses `conninfo` (key=value pairs or a postgresql:// URL).
     pub fn new(conninfo: &str) -> Result<Pg, PgError> {
-        let mut config = Config::from_str(conninfo).map_err(|e| PgError::BadConnString {
-            conninfo: conninfo.to_string(),
-            reason: e.to_string(),
-        })?;
-        if config.get_connect_timeout().is_none() {
-            config.connect_timeout(Duration::from_secs(10));
-        }
-        config.application_name("ttp-ebpf");
+        let config = parse_config(conninfo)?;
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -81,7 +74,22 @@ impl Pg {
     }
 }
 
-fn describe(c: &Config) -> String {
+/// A connection string as the client's configuration, with a connect
+/// timeout (10 s unless given) and ttp's application name.
+pub fn parse_config(conninfo: &str) -> Result<Config, PgError> {
+    let mut config = Config::from_str(conninfo).map_err(|e| PgError::BadConnString {
+        conninfo: conninfo.to_string(),
+        reason: e.to_string(),
+    })?;
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(Duration::from_secs(10));
+    }
+    config.application_name("ttp-ebpf");
+    Ok(config)
+}
+
+/// host, port, user and database of a configuration (no password).
+pub fn describe(c: &Config) -> String {
     let hosts: Vec<String> = c
         .get_hosts()
         .iter()
