@@ -97,7 +97,10 @@ fn run_cold_cache_join_on_the_backend() {
     distinct.dedup();
     assert_eq!(distinct.len(), 10, "backends {backends:?}");
     let last_postmaster = c.postmaster_pid();
-    assert_ne!(last_postmaster, first_postmaster, "the server was not restarted");
+    assert_ne!(
+        last_postmaster, first_postmaster,
+        "the server was not restarted"
+    );
     for (qe, &backend) in qes.iter().zip(&backends) {
         let q = query_process(qe);
         assert_eq!(q.len(), 1, "QE {}: one query process", qe["qe"]);
@@ -114,7 +117,11 @@ fn run_cold_cache_join_on_the_backend() {
             "QE {}: read {read} bytes, table {table_bytes}",
             qe["qe"]
         );
-        assert!(q[0]["iowait_ns"].as_u64().unwrap() > 0, "QE {}: no BlockIO", qe["qe"]);
+        assert!(
+            q[0]["iowait_ns"].as_u64().unwrap() > 0,
+            "QE {}: no BlockIO",
+            qe["qe"]
+        );
         assert_eq!(qe["exit_code"], 0);
     }
     // The last QE's server: its postmaster is a utility, not a daemon.
@@ -194,7 +201,10 @@ sql = "SELECT count(*) FROM ttp_var a JOIN ttp_var b ON a.k = b.id"
             t0.elapsed() < Duration::from_secs(60),
             "no Q@C finished within 60 s"
         );
-        assert!(child.try_wait().unwrap().is_none(), "experiment ended early");
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "experiment ended early"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     child.kill().unwrap();
@@ -215,7 +225,12 @@ sql = "SELECT count(*) FROM ttp_var a JOIN ttp_var b ON a.k = b.id"
     assert_eq!(after.len(), 4, "header + 3 Q@Cs");
     // The header and the Q@Cs finished before the kill are untouched.
     for (i, line) in before.iter().enumerate().filter(|(_, l)| l.ends_with('}')) {
-        assert_eq!(&after[i], line, "line {} changed: a finished Q@C ran again", i + 1);
+        assert_eq!(
+            &after[i],
+            line,
+            "line {} changed: a finished Q@C ran again",
+            i + 1
+        );
     }
     let header: serde_json::Value = serde_json::from_str(&after[0]).unwrap();
     assert_eq!(header["spec"]["data"]["seed"], 42);
@@ -223,7 +238,11 @@ sql = "SELECT count(*) FROM ttp_var a JOIN ttp_var b ON a.k = b.id"
         .iter()
         .map(|l| {
             let v: serde_json::Value = serde_json::from_str(l).unwrap();
-            v["labels"]["cardinality"].as_str().unwrap().parse().unwrap()
+            v["labels"]["cardinality"]
+                .as_str()
+                .unwrap()
+                .parse()
+                .unwrap()
         })
         .collect();
     cards.sort();
@@ -243,7 +262,11 @@ sql = "SELECT count(*) FROM ttp_var a JOIN ttp_var b ON a.k = b.id"
                 .collect();
             t.sort_by(f64::total_cmp);
             (
-                qc["labels"]["cardinality"].as_str().unwrap().parse().unwrap(),
+                qc["labels"]["cardinality"]
+                    .as_str()
+                    .unwrap()
+                    .parse()
+                    .unwrap(),
                 t[t.len() / 2],
             )
         })
@@ -364,7 +387,10 @@ fn errors_are_clear_and_nothing_is_lost() {
     let e = stderr(&o);
     assert_eq!(o.status.code(), Some(2), "{e}");
     assert!(e.contains("is the server running"), "{e}");
-    assert!(!c.dir.join("down.study.jsonl").exists(), "a study was started");
+    assert!(
+        !c.dir.join("down.study.jsonl").exists(),
+        "a study was started"
+    );
 }
 
 /// `load --postgres … --attach-pid POSTMASTER`. Catches a ledger timeline
@@ -472,6 +498,10 @@ fn a_changed_plan_restarts_the_qc() {
     assert_eq!(qes.len(), 10);
     for qe in qes {
         let plan = qe["plan"].as_str().unwrap();
-        assert!(plan.contains("t_id"), "QE {} ran without the index: {plan}", qe["qe"]);
+        assert!(
+            plan.contains("t_id"),
+            "QE {} ran without the index: {plan}",
+            qe["qe"]
+        );
     }
 }

@@ -25,7 +25,10 @@ pub fn ensure_postgres() -> PathBuf {
             .env("DEBIAN_FRONTEND", "noninteractive")
             .status()
             .is_ok_and(|s| s.success());
-    assert!(ok, "installing PostgreSQL (apt-get install -y postgresql) failed");
+    assert!(
+        ok,
+        "installing PostgreSQL (apt-get install -y postgresql) failed"
+    );
     find_bin().expect("postgresql installed but no /usr/lib/postgresql/*/bin/initdb")
 }
 
@@ -97,17 +100,24 @@ impl Cluster {
             uid,
             gid,
         };
-        let out = c.as_server(&c.bin.join("initdb"), &[
-            "-D",
-            c.data.to_str().unwrap(),
-            "-U",
-            "ttp",
-            "--auth=trust",
-            "-E",
-            "UTF8",
-            "--no-sync",
-        ]);
-        assert!(out.status.success(), "initdb: {}", String::from_utf8_lossy(&out.stderr));
+        let out = c.as_server(
+            &c.bin.join("initdb"),
+            &[
+                "-D",
+                c.data.to_str().unwrap(),
+                "-U",
+                "ttp",
+                "--auth=trust",
+                "-E",
+                "UTF8",
+                "--no-sync",
+            ],
+        );
+        assert!(
+            out.status.success(),
+            "initdb: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         c.start_server();
         c
     }
@@ -130,18 +140,21 @@ impl Cluster {
             self.port
         );
         let log = self.dir.join("log");
-        let out = self.as_server(&self.bin.join("pg_ctl"), &[
-            "start",
-            "-D",
-            self.data.to_str().unwrap(),
-            "-w",
-            "-t",
-            "60",
-            "-l",
-            log.to_str().unwrap(),
-            "-o",
-            &opts,
-        ]);
+        let out = self.as_server(
+            &self.bin.join("pg_ctl"),
+            &[
+                "start",
+                "-D",
+                self.data.to_str().unwrap(),
+                "-w",
+                "-t",
+                "60",
+                "-l",
+                log.to_str().unwrap(),
+                "-o",
+                &opts,
+            ],
+        );
         assert!(
             out.status.success(),
             "pg_ctl start: {} {}",
@@ -151,14 +164,17 @@ impl Cluster {
     }
 
     pub fn stop_server(&self) {
-        let _ = self.as_server(&self.bin.join("pg_ctl"), &[
-            "stop",
-            "-D",
-            self.data.to_str().unwrap(),
-            "-m",
-            "immediate",
-            "-w",
-        ]);
+        let _ = self.as_server(
+            &self.bin.join("pg_ctl"),
+            &[
+                "stop",
+                "-D",
+                self.data.to_str().unwrap(),
+                "-m",
+                "immediate",
+                "-w",
+            ],
+        );
     }
 
     pub fn conninfo(&self) -> String {

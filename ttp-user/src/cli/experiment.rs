@@ -60,6 +60,9 @@ fn study_path(args: &Args) -> PathBuf {
         .unwrap_or_else(|| args.spec.with_extension("study.jsonl"))
 }
 
+/// (query name, cardinality) of the Q@Cs a study has finished.
+type Done = BTreeSet<(String, u64)>;
+
 fn seed_from_clock() -> u64 {
     crate::sys::clock::realtime_ns() % (1 << 31)
 }
@@ -70,7 +73,7 @@ fn open_study(
     path: &Path,
     spec: &mut Spec,
     machine: &crate::protocol::ttpv2::paragraph::MachineFacts,
-) -> anyhow::Result<(Study, u64, BTreeSet<(String, u64)>)> {
+) -> anyhow::Result<(Study, u64, Done)> {
     if path.exists() {
         let (study, header, done) = Study::open(path).map_err(|e| {
             crate::error::UsageError::new(format!("{e}; give another --study FILE to start anew"))
@@ -115,7 +118,7 @@ fn open_study(
         created_unix_ns: crate::sys::clock::realtime_ns(),
     };
     let study = Study::create(path, &header)?;
-    Ok((study, seed, BTreeSet::new()))
+    Ok((study, seed, Done::new()))
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {

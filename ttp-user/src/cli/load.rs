@@ -375,7 +375,12 @@ pub fn run(args: LoadArgs) -> anyhow::Result<()> {
         if let Some(rows) = ph.samples.get("ledger") {
             print!(
                 "{}",
-                crate::protocol::load::ledger::render(ph.model, cfg.attach_pid.unwrap_or(0), rows, &ph.recorder.timeline)
+                crate::protocol::load::ledger::render(
+                    ph.model,
+                    cfg.attach_pid.unwrap_or(0),
+                    rows,
+                    &ph.recorder.timeline
+                )
             );
         }
     }

@@ -37,8 +37,7 @@ pub(crate) struct Instruments {
 impl Instruments {
     pub fn start(cold_cache: bool) -> anyhow::Result<Self> {
         crate::sys::privileges::require_bpf()?;
-        let delayacct =
-            SysctlGuard::set(Path::new("/proc/sys"), "kernel.task_delayacct", "1").ok();
+        let delayacct = SysctlGuard::set(Path::new("/proc/sys"), "kernel.task_delayacct", "1").ok();
         let mut ledger = Ledger::attach().map_err(probe_error_ctx)?;
         ledger.seed(&seed::threads_from_proc());
         let listener = ExitListener::start().ok();
@@ -153,7 +152,9 @@ pub fn run(args: RunArgs, conninfo: &str) -> anyhow::Result<()> {
         return usage("--postgres needs --sql \"SELECT …\" (the statement to measure)");
     };
     if !args.command.is_empty() {
-        return usage("--postgres measures --sql, not a command; drop the command after the options");
+        return usage(
+            "--postgres measures --sql, not a command; drop the command after the options",
+        );
     }
     if args.prepare.is_some() || args.plan_cmd.is_some() || args.query_process.is_some() {
         return usage(
@@ -204,7 +205,11 @@ pub fn run(args: RunArgs, conninfo: &str) -> anyhow::Result<()> {
     let run = match outcome {
         Ok(r) => r,
         Err(crate::pg::qc::QcError::Probe(e)) => return Err(probe_error_ctx(e)),
-        Err(e) => return Err(anyhow::Error::new(e).context("the Q@C stopped; the QEs measured before are kept")),
+        Err(e) => {
+            return Err(
+                anyhow::Error::new(e).context("the Q@C stopped; the QEs measured before are kept")
+            );
+        }
     };
     drop(inst);
     if run.qc.qes.is_empty() {
@@ -237,9 +242,73 @@ pub fn run(args: RunArgs, conninfo: &str) -> anyhow::Result<()> {
                 .unwrap_or_default()
         )),
         QcEnd::Interrupted => {
-            eprintln!("interrupted: the {} QE(s) measured are kept", run.qc.qes.len());
+            eprintln!(
+                "interrupted: the {} QE(s) measured are kept",
+                run.qc.qes.len()
+            );
             Ok(())
         }
         QcEnd::Complete => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use crate::cli::{Cli, Command};
+
+    fn parse(args: &[&str]) -> Result<super::RunArgs, clap::Error> {
+        let mut argv = vec!["ttp-ebpf", "run"];
+        argv.extend_from_slice(args);
+        Cli::try_parse_from(argv).map(|c| match c.command {
+            Command::Run(a) => a,
+            other => panic!("parsed as {other:?}"),
+        })
+    }
+
+    /// Catches options that do not apply to --postgres being silently
+    /// ignored (a run the user did not ask for) instead of a usage error
+    /// (exit 2), checked before anything touches the machine.
+    #[test]
+    fn postgres_option_misuse_is_a_usage_error() {
+        let c = "host=/tmp port=1";
+        let cases: &[&[&str]] = &[
+            &["--postgres", c],
+            &["--postgres", c, "--sql", " "],
+            &["--postgres", c, "--sql", "SELECT 1", "--", "ls"],
+            &["--postgres", c, "--sql", "SELECT 1", "--plan-cmd", "x"],
+            &["--postgres", c, "--sql", "SELECT 1", "--restart-cmd", "x"],
+            &["--postgres", c, "--sql", "SELECT 1", "-n", "0"],
+        ];
+        for args in cases {
+            let a = parse(args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+            let err = crate::cli::run::run(a).expect_err("accepted");
+            assert_eq!(crate::error::exit_code(&err), 2, "{args:?}: {err:#}");
+        }
+        // clap: --sql and --restart-cmd need --postgres; a run needs a
+        // command or --postgres.
+        assert!(parse(&["--sql", "SELECT 1", "--", "ls"]).is_err());
+        assert!(parse(&["--restart-cmd", "x", "--", "ls"]).is_err());
+        assert!(parse(&[]).is_err());
+    }
+
+    /// Catches a PostgreSQL problem the user can fix reported as a
+    /// measurement failure (exit 1) or the reverse.
+    #[test]
+    fn pg_errors_map_to_exit_codes() {
+        use crate::pg::PgError;
+        let usage = PgError::Sql {
+            statement: "SELEC".into(),
+            code: "42601".into(),
+            message: "syntax error".into(),
+            detail: String::new(),
+        };
+        assert_eq!(crate::error::exit_code(&super::pg_error(usage)), 2);
+        let lost = PgError::Lost {
+            statement: "x".into(),
+            reason: "closed".into(),
+        };
+        assert_eq!(crate::error::exit_code(&super::pg_error(lost)), 1);
     }
 }

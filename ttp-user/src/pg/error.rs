@@ -12,7 +12,11 @@
 /// connections (53300), and the two concurrency failures a rerun resolves
 /// (40001 serialization failure, 40P01 deadlock).
 fn transient_sqlstate(code: &str) -> bool {
-    code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03" | "53300" | "40001" | "40P01")
+    code.starts_with("08")
+        || matches!(
+            code,
+            "57P01" | "57P02" | "57P03" | "53300" | "40001" | "40P01"
+        )
 }
 
 /// SQLSTATE of a statement cancelled by `statement_timeout` (QE13).
@@ -112,13 +116,19 @@ impl PgError {
             Some(db) => transient_sqlstate(db.code().code()),
             // No answer from a server: refused, no socket file yet, reset,
             // timed out — what a restarting server looks like.
-            None => io_kind(&e).is_some_and(|k| {
-                use std::io::ErrorKind::*;
-                matches!(
-                    k,
-                    ConnectionRefused | NotFound | ConnectionReset | ConnectionAborted | TimedOut
-                )
-            }) || e.is_closed(),
+            None => {
+                io_kind(&e).is_some_and(|k| {
+                    use std::io::ErrorKind::*;
+                    matches!(
+                        k,
+                        ConnectionRefused
+                            | NotFound
+                            | ConnectionReset
+                            | ConnectionAborted
+                            | TimedOut
+                    )
+                }) || e.is_closed()
+            }
         };
         PgError::Connect {
             target: target.to_string(),
@@ -177,7 +187,9 @@ mod tests {
             message: "m".into(),
             detail: String::new(),
         };
-        for code in ["08006", "08001", "57P01", "57P03", "53300", "40001", "40P01"] {
+        for code in [
+            "08006", "08001", "57P01", "57P03", "53300", "40001", "40P01",
+        ] {
             assert!(sql(code).is_transient(), "{code}");
         }
         // 42601 syntax error, 42P01 undefined table, 28P01 bad password,

@@ -126,12 +126,12 @@ impl Spec {
         if distinct.len() != self.cardinalities.len() {
             return bad("cardinalities must not repeat".into());
         }
+        let largest = self.cardinalities.iter().copied().max().unwrap_or(0);
         if let Some(m) = self.data.max_cardinality
-            && m < self.max_cardinality()
+            && m < largest
         {
             return bad(format!(
-                "data.max_cardinality {m} is below the largest cardinality {}",
-                self.cardinalities.iter().max().unwrap_or(&0)
+                "data.max_cardinality {m} is below the largest cardinality {largest}"
             ));
         }
         for t in [&self.data.max_table, &self.data.table] {
@@ -163,7 +163,9 @@ impl Spec {
             if let Some(v) = v
                 && humantime::parse_duration(v).is_err()
             {
-                return bad(format!("{what} = {v:?} is not a duration like \"100ms\" or \"20m\""));
+                return bad(format!(
+                    "{what} = {v:?} is not a duration like \"100ms\" or \"20m\""
+                ));
             }
         }
         Ok(())

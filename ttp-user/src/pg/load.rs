@@ -31,7 +31,9 @@ impl PgFactory {
     pub fn new(conninfo: &str, sql: &str, pool_max: Option<usize>) -> Result<Self, String> {
         let config = parse_config(conninfo).map_err(|e| e.to_string())?;
         if sql.trim().is_empty() {
-            return Err("--postgres needs --sql \"SELECT …\" (the statement each request runs)".into());
+            return Err(
+                "--postgres needs --sql \"SELECT …\" (the statement each request runs)".into(),
+            );
         }
         if pool_max == Some(0) {
             return Err("--pool-size must be at least 1".into());
@@ -54,9 +56,10 @@ async fn connect_one(config: &Config, sql: &str) -> Result<Conn, String> {
     tokio::spawn(async move {
         let _ = connection.await;
     });
-    let statement = client.prepare(sql).await.map_err(|e| {
-        crate::pg::PgError::from_client(sql, e).to_string()
-    })?;
+    let statement = client
+        .prepare(sql)
+        .await
+        .map_err(|e| crate::pg::PgError::from_client(sql, e).to_string())?;
     if !statement.params().is_empty() {
         return Err(crate::pg::PgError::Parameters.to_string());
     }
@@ -97,12 +100,14 @@ impl TargetFactory for PgFactory {
             let size = concurrency.clamp(1, self.pool_max);
             let mut conns = Vec::with_capacity(size);
             for _ in 0..size {
-                conns.push(connect_one(&self.config, &self.sql).await.map_err(|reason| {
-                    TargetError::Connect {
-                        target: describe(&self.config),
-                        reason,
-                    }
-                })?);
+                conns.push(
+                    connect_one(&self.config, &self.sql)
+                        .await
+                        .map_err(|reason| TargetError::Connect {
+                            target: describe(&self.config),
+                            reason,
+                        })?,
+                );
             }
             Ok(Arc::new(PgTarget {
                 config: self.config.clone(),
@@ -162,20 +167,25 @@ impl Target for PgTarget {
             self.permits.clone(),
         );
         Box::pin(async move {
-            let _permit = permits.acquire_owned().await.map_err(|e| RequestError::Other {
-                kind: "postgres_pool",
-                message: e.to_string(),
-            })?;
+            let _permit = permits
+                .acquire_owned()
+                .await
+                .map_err(|e| RequestError::Other {
+                    kind: "postgres_pool",
+                    message: e.to_string(),
+                })?;
             let conn = free.lock().unwrap_or_else(|e| e.into_inner()).pop();
             // A connection lost earlier is replaced here.
             let conn = match conn {
                 Some(c) => c,
-                None => connect_one(&config, &sql).await.map_err(|message| {
-                    RequestError::Other {
-                        kind: "postgres_connection",
-                        message,
-                    }
-                })?,
+                None => {
+                    connect_one(&config, &sql)
+                        .await
+                        .map_err(|message| RequestError::Other {
+                            kind: "postgres_connection",
+                            message,
+                        })?
+                }
             };
             let mut taken = Taken {
                 conn: Some(conn),

@@ -49,8 +49,8 @@ impl Restart {
                 data_dir.display()
             )));
         }
-        let meta = std::fs::metadata(&data_dir)
-            .map_err(|e| no(format!("{}: {e}", data_dir.display())))?;
+        let meta =
+            std::fs::metadata(&data_dir).map_err(|e| no(format!("{}: {e}", data_dir.display())))?;
         Ok(Restart::PgCtl {
             pg_ctl,
             data_dir,
@@ -127,7 +127,14 @@ impl Restart {
         Err(fail(format!(
             "{status}{}{}",
             if text.is_empty() { "" } else { ": " },
-            text.lines().rev().take(5).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join(" | ")
+            text.lines()
+                .rev()
+                .take(5)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect::<Vec<_>>()
+                .join(" | ")
         )))
     }
 }

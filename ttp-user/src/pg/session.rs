@@ -62,10 +62,9 @@ impl Pg {
             prepared: 0,
         };
         let q = "SELECT pg_backend_pid(), current_setting('server_version')";
-        let row = s
-            .rt
-            .block_on(s.client.query_one(q, &[]))
-            .map_err(|e| PgError::from_client(q, e))?;
+        let row =
+            s.rt.block_on(s.client.query_one(q, &[]))
+                .map_err(|e| PgError::from_client(q, e))?;
         let pid: i32 = row.get(0);
         s.server_version = row.get(1);
         s.backend_pid = pid as u32;

@@ -80,6 +80,7 @@ impl Roles {
         }
     }
 
+    /// The class of process `pid` (`tree`: the tree root's descendants).
     fn classify(
         &self,
         ctx: &QeContext<'_>,
@@ -87,22 +88,40 @@ impl Roles {
         comm: &str,
         tree: &BTreeSet<u32>,
     ) -> ProcessClass {
-        if pid == ctx.own_tgid {
-            return ProcessClass::Executor;
-        }
-        match *self {
-            Roles::CommandTree { .. } if tree.contains(&pid) => {
-                if ctx.query_by_name {
-                    ProcessClass::Utility
-                } else {
-                    ProcessClass::Query
-                }
+        classify(
+            *self,
+            ctx.own_tgid,
+            ctx.utilities,
+            ctx.query_by_name,
+            (pid, comm),
+            tree,
+        )
+    }
+}
+
+fn classify(
+    roles: Roles,
+    own_tgid: u32,
+    utilities: &[String],
+    query_by_name: bool,
+    (pid, comm): (u32, &str),
+    tree: &BTreeSet<u32>,
+) -> ProcessClass {
+    if pid == own_tgid {
+        return ProcessClass::Executor;
+    }
+    match roles {
+        Roles::CommandTree { .. } if tree.contains(&pid) => {
+            if query_by_name {
+                ProcessClass::Utility
+            } else {
+                ProcessClass::Query
             }
-            Roles::Server { query, .. } if pid == query => ProcessClass::Query,
-            Roles::Server { .. } if tree.contains(&pid) => ProcessClass::Utility,
-            _ if ctx.utilities.iter().any(|u| u == comm) => ProcessClass::Utility,
-            _ => ProcessClass::Daemon,
         }
+        Roles::Server { query, .. } if pid == query => ProcessClass::Query,
+        Roles::Server { .. } if tree.contains(&pid) => ProcessClass::Utility,
+        _ if utilities.iter().any(|u| u == comm) => ProcessClass::Utility,
+        _ => ProcessClass::Daemon,
     }
 }
 
@@ -407,4 +426,46 @@ fn fill_processes(
         stopped,
         continuing: Some(continuing),
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Catches the roles of a DBMS mixed up: the backend must be the one
+    /// query process, the postmaster and its other children (checkpointer,
+    /// other backends) utilities, ttp the executor, the rest daemons.
+    #[test]
+    fn server_roles() {
+        let roles = Roles::Server {
+            query: 12,
+            server: 10,
+        };
+        // Descendants of the postmaster (10): its children 11, 12, 13.
+        let tree: BTreeSet<u32> = [10, 11, 12, 13].into();
+        let c = |pid, comm| classify(roles, 99, &[], false, (pid, comm), &tree);
+        assert_eq!(c(12, "postgres"), ProcessClass::Query);
+        assert_eq!(c(10, "postgres"), ProcessClass::Utility);
+        assert_eq!(c(11, "postgres"), ProcessClass::Utility);
+        assert_eq!(c(13, "postgres"), ProcessClass::Utility);
+        assert_eq!(c(99, "ttp-ebpf"), ProcessClass::Executor);
+        assert_eq!(c(50, "postgres"), ProcessClass::Daemon, "another server");
+        assert_eq!(c(51, "sshd"), ProcessClass::Daemon);
+    }
+
+    /// Catches the command path changed by the server path: the command's
+    /// tree is the query, or a utility when the query process is chosen by
+    /// name; --utility names still count.
+    #[test]
+    fn command_roles() {
+        let roles = Roles::CommandTree { root: 20 };
+        let tree: BTreeSet<u32> = [20, 21].into();
+        let utils = vec!["mysqld".to_string()];
+        let c = |by_name, pid, comm| classify(roles, 99, &utils, by_name, (pid, comm), &tree);
+        assert_eq!(c(false, 21, "sh"), ProcessClass::Query);
+        assert_eq!(c(true, 21, "sh"), ProcessClass::Utility);
+        assert_eq!(c(false, 30, "mysqld"), ProcessClass::Utility);
+        assert_eq!(c(false, 31, "cron"), ProcessClass::Daemon);
+        assert_eq!(c(false, 99, "ttp-ebpf"), ProcessClass::Executor);
+    }
 }

@@ -130,10 +130,11 @@ impl TimelineSampler for LedgerSampler {
                     .descendants(&[self.pid], &proc_parents(&w))
                     .into_iter()
                     .collect();
-                serde_json::to_value(LedgerRow::of(second, self.pid, &w, &tree))
-                    .unwrap_or_default()
+                serde_json::to_value(LedgerRow::of(second, self.pid, &w, &tree)).unwrap_or_default()
             }
-            _ => serde_json::json!({"second": second, "pid": self.pid, "error": "ledger not readable"}),
+            _ => {
+                serde_json::json!({"second": second, "pid": self.pid, "error": "ledger not readable"})
+            }
         };
         self.prev = now;
         self.exits.clear();

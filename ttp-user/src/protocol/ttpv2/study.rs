@@ -36,7 +36,9 @@ pub enum StudyError {
     },
     #[error("{path}: not a study file (its first line has no \"schema\": \"{STUDY_SCHEMA}\")")]
     NotStudy { path: PathBuf },
-    #[error("{path} already exists; resume it with the same specification or choose another study file")]
+    #[error(
+        "{path} already exists; resume it with the same specification or choose another study file"
+    )]
     Exists { path: PathBuf },
 }
 
@@ -121,7 +123,10 @@ impl Study {
         let text = std::fs::read_to_string(path).map_err(io(path))?;
         let complete = text.rfind('\n').map_or(0, |i| i + 1);
         if complete < text.len() {
-            let f = OpenOptions::new().write(true).open(path).map_err(io(path))?;
+            let f = OpenOptions::new()
+                .write(true)
+                .open(path)
+                .map_err(io(path))?;
             f.set_len(complete as u64).map_err(io(path))?;
             log::warn!(
                 "{}: removed an incomplete last line ({} bytes) left by an interrupted write",
@@ -160,7 +165,10 @@ impl Study {
 }
 
 fn parse(path: &Path, text: &str) -> Result<(StudyHeader, Vec<StudyQc>), StudyError> {
-    let mut lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
+    let mut lines = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty());
     let Some((_, first)) = lines.next() else {
         return Err(StudyError::NotStudy { path: path.into() });
     };
@@ -245,8 +253,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.jsonl");
         let mut s = Study::create(&path, &header()).unwrap();
-        s.append(&StudyQc::new(at("1000"), Some(serde_json::json!({"rows": 1}))))
-            .unwrap();
+        s.append(&StudyQc::new(
+            at("1000"),
+            Some(serde_json::json!({"rows": 1})),
+        ))
+        .unwrap();
         drop(s);
         assert!(matches!(
             Study::create(&path, &header()),
@@ -267,7 +278,10 @@ mod tests {
         assert_eq!(done[0].postgres.as_ref().unwrap()["rows"], 1);
         s.append(&StudyQc::new(at("2000"), None)).unwrap();
         let (qcs, _) = read_study(&path).unwrap();
-        let cards: Vec<&str> = qcs.iter().map(|q| q.labels["cardinality"].as_str()).collect();
+        let cards: Vec<&str> = qcs
+            .iter()
+            .map(|q| q.labels["cardinality"].as_str())
+            .collect();
         assert_eq!(cards, ["1000", "2000"]);
         assert!(qcs[0].source.as_deref().unwrap().ends_with("s.jsonl"));
     }
