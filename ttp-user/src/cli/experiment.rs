@@ -110,10 +110,15 @@ fn open_study(
         return Ok((study, recorded.unwrap_or(0), done));
     }
     let seed = *spec.data.seed.get_or_insert_with(seed_from_clock);
+    // The study records where the server was, not its password.
+    let mut recorded = spec.clone();
+    recorded.connection = crate::pg::session::parse_config(&spec.connection)
+        .map(|c| crate::pg::session::describe(&c))
+        .unwrap_or_default();
     let header = StudyHeader {
         schema: STUDY_SCHEMA.into(),
         kind: "header".into(),
-        spec: serde_json::to_value(&*spec)?,
+        spec: serde_json::to_value(&recorded)?,
         machine: Some(machine.clone()),
         created_unix_ns: crate::sys::clock::realtime_ns(),
     };
