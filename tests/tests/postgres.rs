@@ -150,10 +150,6 @@ fn study_lines(p: &Path) -> Vec<String> {
         .collect()
 }
 
-fn delayacct() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/task_delayacct").unwrap_or_default()
-}
-
 /// A three-cardinality experiment, killed after its first Q@C and started
 /// again. Catches: finished Q@Cs run again (their lines would change),
 /// Q@Cs missing or duplicated after the resume, Time_calc that does not
@@ -187,7 +183,6 @@ sql = "SELECT count(*) FROM ttp_var a JOIN ttp_var b ON a.k = b.id"
         ),
     )
     .unwrap();
-    let delayacct_before = delayacct();
     let mut child = Command::new(ttp_bin())
         .args(["experiment", spec.to_str().unwrap()])
         .stdin(Stdio::null())
@@ -209,8 +204,8 @@ sql = "SELECT count(*) FROM ttp_var a JOIN ttp_var b ON a.k = b.id"
     }
     child.kill().unwrap();
     child.wait().unwrap();
-    // SIGKILL leaves no guard to restore the sysctl.
-    std::fs::write("/proc/sys/kernel/task_delayacct", delayacct_before.trim()).ok();
+    // (Delay accounting: the next ttp restores what the killed one switched
+    // on; see sys::delayacct.)
     let before = study_lines(&study);
     assert!(before.len() < 4, "killed after every Q@C finished");
     let json_out = c.dir.join("analysis.json");

@@ -2,12 +2,13 @@
 //! are updated from several CPUs (a wakeup on one CPU ends an iowait interval
 //! counted on another; requests complete on any CPU). bpf_spin_lock needs BTF
 //! for the map value, which legacy aya maps lack, so this uses the BPF atomic
-//! compare-and-exchange (kernel ≥ 5.12). A program that cannot take the lock within
-//! SPINS attempts (e.g. an interrupt on the CPU that holds it) skips its update
-//! and counts it in `stat::LOCK_CONTENDED`: never a hang, never hidden.
+//! compare-and-exchange (kernel ≥ 5.12). A program that cannot take the lock
+//! within SPINS attempts (e.g. it interrupted the holder on the same CPU)
+//! skips its update and counts it in `stat::LOCK_CONTENDED`: never a hang,
+//! never hidden. SPINS is small because the verifier walks every attempt.
 use core::intrinsics::{AtomicOrdering::SeqCst, atomic_cxchg, atomic_xchg};
 
-const SPINS: u64 = 64;
+const SPINS: u64 = 16;
 
 pub struct Guard {
     word: *mut u64,

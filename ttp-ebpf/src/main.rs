@@ -14,6 +14,7 @@ mod kernel;
 mod ledger;
 mod lock;
 mod sched;
+mod vprof;
 
 use aya_ebpf::{macros::map, maps::PerCpuArray};
 use ttp_common::stat;

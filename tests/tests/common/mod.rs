@@ -34,6 +34,7 @@ pub fn fixture(name: &str) -> PathBuf {
     match name {
         "fixture-mixed" => PathBuf::from(env!("CARGO_BIN_EXE_fixture-mixed")),
         "fixture-forker" => PathBuf::from(env!("CARGO_BIN_EXE_fixture-forker")),
+        "fixture-noise" => PathBuf::from(env!("CARGO_BIN_EXE_fixture-noise")),
         other => panic!("unknown fixture {other}"),
     }
 }
@@ -140,4 +141,81 @@ pub fn proc_stat_iowait_ticks() -> u64 {
 
 pub fn within(a: f64, b: f64, rel: f64, abs: f64) -> bool {
     (a - b).abs() <= (b.abs() * rel).max(abs)
+}
+
+/// Pins process `pid` to `cpu`.
+pub fn pin(pid: u32, cpu: usize) {
+    // SAFETY: a zeroed cpu_set_t with one bit set, valid pointer and size.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(pid as i32, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+/// A background process killed on drop.
+pub struct Background(pub Child);
+
+impl Background {
+    pub fn start(name: &str, args: &[&str]) -> Self {
+        Self(
+            Command::new(fixture(name))
+                .args(args)
+                .stdout(Stdio::null())
+                .spawn()
+                .expect("start background fixture"),
+        )
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Runs ttp-ebpf with `args`; returns (exit code, stdout, stderr).
+pub fn ttp(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(ttp_bin())
+        .args(args)
+        .output()
+        .expect("run ttp-ebpf");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Starts ttp-ebpf with `args` and waits until its ledger is attached.
+pub fn ttp_attached(args: &[&str]) -> Child {
+    let mut child = Command::new(ttp_bin())
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start ttp-ebpf");
+    let mut err = BufReader::new(child.stderr.take().expect("stderr"));
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(
+            err.read_line(&mut line).expect("ttp stderr") > 0,
+            "ttp-ebpf ended before attaching"
+        );
+        if line.contains("ledger attached") {
+            break;
+        }
+    }
+    std::thread::spawn(move || for _ in err.lines() {});
+    child
+}
+
+pub fn json_file(path: &std::path::Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).expect("result file")).expect("valid JSON")
+}
+
+pub fn temp_path(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("ttp-test-{}-{name}", std::process::id()))
 }

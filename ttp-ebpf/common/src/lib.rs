@@ -276,3 +276,6 @@ mod pod {
     unsafe impl aya::Pod for ProcDisk {}
     unsafe impl aya::Pod for RequestInfo {}
 }
+
+// ---- vprof: uprobe records of `vprofile` (VProfiler, paper 004) ----
+pub mod vprof;

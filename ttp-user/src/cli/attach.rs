@@ -20,7 +20,7 @@ use crate::{
         attach::{Summary, Targets},
         units::parse_duration,
     },
-    sys::{signals::StopFlag, sysctl::SysctlGuard},
+    sys::signals::StopFlag,
     window::procs::ProcSet,
 };
 
@@ -67,15 +67,12 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
     let stop = StopFlag::install().context("installing signal handlers")?;
     // Delay accounting feeds the taskstats and delayacct_blkio_ticks
     // references; restored when the guard drops (also on error and Ctrl-C).
-    let delayacct = SysctlGuard::set(Path::new("/proc/sys"), "kernel.task_delayacct", "1").ok();
+    let delayacct = crate::sys::delayacct::DelayAcct::enable();
     let started = crate::sys::clock::monotonic_ns();
     let mut ledger = Ledger::attach().map_err(probe_error_ctx)?;
     let existing = seed::threads_from_proc();
     let seeded = ledger.seed(&existing);
-    eprintln!(
-        "ttp: ledger attached in {:.1} ms ({seeded} existing threads seeded); Ctrl-C ends with the summary",
-        (ledger.ready_ns - started) as f64 / 1e6
-    );
+    let attached_ms = (ledger.ready_ns - started) as f64 / 1e6;
     let parents: HashMap<u32, u32> = existing.iter().map(|t| (t.tgid, t.ppid)).collect();
     let targets = Targets {
         pid: args.pid,
@@ -92,6 +89,11 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
         targets.of(&Window::default(), &parents)
     };
     let procs_before = ProcSet::read(&initial, taskstats.as_ref());
+    // The window starts at the first image; say so only now, so whoever
+    // waits for this line starts the workload inside the window.
+    eprintln!(
+        "ttp: ledger attached in {attached_ms:.1} ms ({seeded} existing threads seeded); measuring, Ctrl-C ends with the summary"
+    );
 
     let end_at = args.duration.map(|d| Instant::now() + d);
     let mut exits = Vec::new();
@@ -140,7 +142,7 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
     if taskstats.is_none() {
         notes.push("taskstats unavailable: no taskstats references in the cross-check".into());
     }
-    if delayacct.as_ref().is_some_and(SysctlGuard::changed) {
+    if delayacct.as_ref().is_some_and(|d| d.switched_on()) {
         notes.push("kernel.task_delayacct was switched on for the measurement and restored after; it covers tasks started after it was switched on".into());
     }
     let (taskstats_exits, listener_overflows) = match &listener {
@@ -153,7 +155,7 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
         }
         None => (None, 0),
     };
-    let switched_on = delayacct.as_ref().is_some_and(SysctlGuard::changed);
+    let switched_on = delayacct.as_ref().is_some_and(|d| d.switched_on());
     let summary = Summary::build(
         &targets,
         window,

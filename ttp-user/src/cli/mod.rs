@@ -13,6 +13,7 @@ pub mod inc;
 pub mod load;
 pub mod run;
 pub mod run_pg;
+pub mod vprofile;
 
 /// ttp: how long a program or a database query really took, and why.
 ///
@@ -37,6 +38,7 @@ pub enum Command {
     Inc(inc::Args),
     Load(load::LoadArgs),
     Run(run::RunArgs),
+    Vprofile(vprofile::Args),
 }
 
 /// Parses the command line, runs the command and maps errors to exit codes:
@@ -53,6 +55,7 @@ pub fn main() -> ExitCode {
         Command::Inc(a) => inc::run(a),
         Command::Load(args) => load::run(args),
         Command::Run(a) => run::run(a),
+        Command::Vprofile(args) => vprofile::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -2,11 +2,7 @@
 //! Timing Protocol v2 (TTPv2, Sec. 8): each execution is one QE measured in
 //! the order of Fig. 5, the N QEs form one Q@C, and Steps 1–5 turn them into
 //! one number with its sanity checks.
-use std::{
-    path::{Path, PathBuf},
-    process::Command,
-    time::Duration,
-};
+use std::{path::PathBuf, process::Command, time::Duration};
 
 use anyhow::Context;
 use clap::Args;
@@ -25,7 +21,6 @@ use crate::{
         invoker::Invoker,
         signals::StopFlag,
         spawn::{HeldChild, RunAs},
-        sysctl::SysctlGuard,
     },
     window::qe::{self, QeContext, QeError},
 };
@@ -155,14 +150,17 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         RunAs::User(Invoker::detect().map_err(|e| UsageError::new(e.to_string()))?)
     };
     let stop = StopFlag::install().context("installing signal handlers")?;
-    let delayacct = SysctlGuard::set(Path::new("/proc/sys"), "kernel.task_delayacct", "1").ok();
+    let delayacct = crate::sys::delayacct::DelayAcct::enable();
     let mut ledger = Ledger::attach().map_err(probe_error_ctx)?;
     ledger.seed(&seed::threads_from_proc());
     let listener = ExitListener::start().ok();
     let user_hz = crate::collect::clock::user_hz().unwrap_or(100);
     let mut machine = crate::sys::machine::facts();
-    machine.delay_accounting_switched_on = delayacct.as_ref().is_some_and(SysctlGuard::changed);
+    machine.delay_accounting_switched_on = delayacct.as_ref().is_some_and(|d| d.switched_on());
     machine.cold_cache = Some(args.cold_cache);
+    machine.deviations.push(
+        "BlockIO is the kernel ledger's block-I/O wait (switch-out with in_iowait to wakeup), in ticks; /proc's delayacct_blkio_ticks is reported beside it as blkio_proc_ticks".into(),
+    );
     let mut qc = QcInput {
         labels,
         source: None,

@@ -2,7 +2,7 @@
 //! executed by a PostgreSQL server of this machine. The query process is
 //! the backend serving ttp's connection (`pg_backend_pid()`); the
 //! postmaster and its other children are utilities; the rest are daemons.
-use std::{path::Path, sync::mpsc::Receiver};
+use std::sync::mpsc::Receiver;
 
 use anyhow::Context;
 
@@ -19,7 +19,7 @@ use crate::{
         paragraph::MachineFacts,
     },
     report::atomic,
-    sys::{signals::StopFlag, sysctl::SysctlGuard},
+    sys::signals::StopFlag,
     window::qe::QeContext,
 };
 
@@ -28,7 +28,7 @@ use crate::{
 pub(crate) struct Instruments {
     listener: Option<(ExitListener, Receiver<TaskstatsRecord>)>,
     pub ledger: Ledger,
-    _delayacct: Option<SysctlGuard>,
+    _delayacct: Option<crate::sys::delayacct::DelayAcct>,
     pub machine: MachineFacts,
     pub tick_ns: u64,
     utilities: Vec<String>,
@@ -37,14 +37,17 @@ pub(crate) struct Instruments {
 impl Instruments {
     pub fn start(cold_cache: bool) -> anyhow::Result<Self> {
         crate::sys::privileges::require_bpf()?;
-        let delayacct = SysctlGuard::set(Path::new("/proc/sys"), "kernel.task_delayacct", "1").ok();
+        let delayacct = crate::sys::delayacct::DelayAcct::enable();
         let mut ledger = Ledger::attach().map_err(probe_error_ctx)?;
         ledger.seed(&seed::threads_from_proc());
         let listener = ExitListener::start().ok();
         let user_hz = crate::collect::clock::user_hz().unwrap_or(100);
         let mut machine = crate::sys::machine::facts();
-        machine.delay_accounting_switched_on = delayacct.as_ref().is_some_and(SysctlGuard::changed);
+        machine.delay_accounting_switched_on = delayacct.as_ref().is_some_and(|d| d.switched_on());
         machine.cold_cache = Some(cold_cache);
+        machine.deviations.push(
+            "BlockIO is the kernel ledger's block-I/O wait (switch-out with in_iowait to wakeup), in ticks; /proc's delayacct_blkio_ticks is reported beside it as blkio_proc_ticks".into(),
+        );
         // Sec. 7.2 times one query process: with parallel workers the
         // query's work would be spread over short-lived processes.
         machine.deviations.push(

@@ -28,8 +28,13 @@ pub struct KernelBtf {
 }
 
 impl KernelBtf {
+    /// The running kernel's BTF; `TTP_VMLINUX_BTF` names another file
+    /// (e.g. to check a kernel's layout, or to test the missing-BTF error).
     pub fn load() -> Result<Self, ProbeError> {
-        Self::from_path(Path::new(VMLINUX_BTF))
+        match std::env::var_os("TTP_VMLINUX_BTF") {
+            Some(p) => Self::from_path(Path::new(&p)),
+            None => Self::from_path(Path::new(VMLINUX_BTF)),
+        }
     }
 
     pub fn from_path(path: &Path) -> Result<Self, ProbeError> {
@@ -38,9 +43,11 @@ impl KernelBtf {
                 path: path.display().to_string(),
             });
         }
-        let btf = Btf::from_file(path).map_err(|e| ProbeError::BadBtf {
-            path: path.display().to_string(),
-            reason: e.to_string(),
+        let btf = Btf::from_file_with_backend(path, btf_rs::Backend::Mmap).map_err(|e| {
+            ProbeError::BadBtf {
+                path: path.display().to_string(),
+                reason: e.to_string(),
+            }
         })?;
         Ok(Self { btf })
     }

@@ -6,6 +6,7 @@
 pub mod btf;
 mod read;
 pub mod seed;
+pub mod vprof;
 
 use aya::{
     Ebpf, EbpfLoader,
@@ -105,8 +106,13 @@ impl Ledger {
             return Err(ProbeError::NoObject);
         }
         raise_memlock();
+        let t = std::time::Instant::now();
+        // aya's parse of the kernel BTF (needed to attach tp_btf programs)
+        // runs while the offsets are resolved and the maps are created.
+        let aya_btf = std::thread::spawn(aya::Btf::from_sys_fs);
         let kbtf = btf::KernelBtf::load()?;
         let offsets = kbtf.ledger_offsets()?;
+        log::debug!("offsets from BTF in {:?}", t.elapsed());
         let mut loader = EbpfLoader::new();
         for (name, value) in &offsets.globals {
             loader.override_global(name, value, true);
@@ -120,10 +126,18 @@ impl Ledger {
                 ProbeError::Load(Box::new(e))
             }
         })?;
-        let btf = aya::Btf::from_sys_fs().map_err(|e| ProbeError::BadBtf {
-            path: btf::VMLINUX_BTF.into(),
-            reason: e.to_string(),
-        })?;
+        log::debug!("object loaded (maps created) at {:?}", t.elapsed());
+        let btf = aya_btf
+            .join()
+            .map_err(|_| ProbeError::BadBtf {
+                path: btf::VMLINUX_BTF.into(),
+                reason: "the BTF parser panicked".into(),
+            })?
+            .map_err(|e| ProbeError::BadBtf {
+                path: btf::VMLINUX_BTF.into(),
+                reason: e.to_string(),
+            })?;
+        log::debug!("aya BTF ready at {:?}", t.elapsed());
         for (program, tracepoint) in LEDGER_PROGRAMS {
             let prog_err = |source| ProbeError::Program {
                 program: (*program).into(),
@@ -139,6 +153,7 @@ impl Ledger {
                 .map_err(prog_err)?;
             prog.load(tracepoint, &btf).map_err(prog_err)?;
             prog.attach().map_err(prog_err)?;
+            log::debug!("{program} loaded and attached at {:?}", t.elapsed());
         }
         let ready_ns = crate::sys::clock::monotonic_ns();
         Ok(Self {

@@ -4,3 +4,4 @@ pub mod blame;
 pub mod emp;
 pub mod load;
 pub mod ttpv2;
+pub mod variance;

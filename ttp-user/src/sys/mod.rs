@@ -1,6 +1,7 @@
 //! The machine: privileges, the invoking user, signals and guards that undo
 //! every change the tool makes.
 pub mod clock;
+pub mod delayacct;
 pub mod invoker;
 pub mod logging;
 pub mod machine;

@@ -1,0 +1,171 @@
+//! `ttp-ebpf attach` end to end (root): its JSON against the kernel's own
+//! counters, children, and clean errors for bad input.
+mod common;
+
+use common::*;
+
+/// Catches an attach summary whose numbers or cross-check drift from the
+/// kernel: on-CPU vs schedstat within 1 % (or 2 ms), read bytes equal to
+/// /proc/PID/io, iowait > 0 and below the wall time, mostly own I/O, nothing
+/// lost, every comparison that should hold within tolerance.
+#[test]
+fn attach_by_pid_agrees_with_the_kernel() {
+    if !root_or_skip("attach_by_pid_agrees_with_the_kernel") {
+        return;
+    }
+    let _serial = serial();
+    let mut fx = Held::start("fixture-mixed", &["--cpu-ms", "300", "--read-mib", "32"]);
+    let pid = fx.pid().to_string();
+    let json = temp_path("attach.json");
+    let mut ttp = ttp_attached(&[
+        "attach",
+        "--pid",
+        &pid,
+        "--duration",
+        "3s",
+        "-q",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    fx.go();
+    fx.line();
+    let status = ttp.wait().expect("wait ttp");
+    fx.finish();
+    assert!(status.success(), "attach failed: {status}");
+    let v = json_file(&json);
+    assert_eq!(v["schema"], "ttp.attach/1");
+    let p = &v["processes"][0];
+    let k = &p["kernel"];
+    let pr = &p["proc"];
+    let on_cpu = k["on_cpu_ns"].as_f64().unwrap();
+    let sched = pr["schedstat_run_ns"].as_f64().unwrap();
+    assert!(
+        within(on_cpu, sched, 0.01, 2e6),
+        "on_cpu {on_cpu} vs schedstat {sched}"
+    );
+    assert!(
+        on_cpu >= 300e6,
+        "the fixture burned 300 ms of CPU, ledger says {on_cpu}"
+    );
+    assert_eq!(k["io"]["read_bytes"], pr["read_bytes"]);
+    assert_eq!(k["io"]["read_bytes"].as_u64().unwrap(), 32 << 20);
+    let iowait = k["iowait_ns"].as_f64().unwrap();
+    assert!(iowait > 0.0 && iowait < v["window"]["duration_ns"].as_f64().unwrap());
+    assert!(k["iowait_own_ns"].as_f64().unwrap() > 0.5 * iowait);
+    assert_eq!(v["lost"]["kernel"]["exit_records_lost"], 0);
+    assert_eq!(v["lost"]["kernel"]["thread_map_full"], 0);
+    for a in p["agreement"].as_array().unwrap() {
+        assert!(
+            a["within"].as_bool().unwrap() || a.get("informational").is_some(),
+            "cross-check outside tolerance: {a}"
+        );
+    }
+    assert!(
+        !v["overall"]["kernel"]["cpus"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    assert!(v["overall"]["proc_stat"]["iowait"].is_u64());
+    let _ = std::fs::remove_file(json);
+}
+
+/// Catches children missed by `--children` (forked and gone between two
+/// reads) and a target exit that does not end attach.
+#[test]
+fn attach_children_sees_all_200_and_ends_when_the_target_exits() {
+    if !root_or_skip("attach_children_sees_all_200_and_ends_when_the_target_exits") {
+        return;
+    }
+    let _serial = serial();
+    let mut fx = Held::start(
+        "fixture-forker",
+        &["--children", "200", "--child-cpu-us", "300"],
+    );
+    let parent = fx.pid();
+    let json = temp_path("children.json");
+    let mut ttp = ttp_attached(&[
+        "attach",
+        "--pid",
+        &parent.to_string(),
+        "--children",
+        "--interval",
+        "200ms",
+        "--duration",
+        "60s",
+        "-q",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    fx.go();
+    let pids: Vec<u64> = fx
+        .lines_to_end()
+        .iter()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect();
+    assert_eq!(pids.len(), 200);
+    let status = ttp.wait().expect("wait ttp");
+    assert!(status.success());
+    let v = json_file(&json);
+    assert!(
+        v["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n.as_str().unwrap().contains("exited"))
+    );
+    let procs = v["processes"].as_array().unwrap();
+    for pid in &pids {
+        let p = procs
+            .iter()
+            .find(|p| p["pid"].as_u64() == Some(*pid))
+            .unwrap_or_else(|| panic!("child {pid} missing from attach --children"));
+        assert!(
+            p["kernel"]["on_cpu_ns"].as_u64().unwrap() > 0,
+            "child {pid} without CPU time"
+        );
+        assert_eq!(p["exited"], true);
+    }
+    let _ = std::fs::remove_file(json);
+}
+
+/// Catches bad input that panics, hangs or exits 0: each gets one clear
+/// line and exit code 2.
+#[test]
+fn bad_input_gets_a_clear_error_and_exit_2() {
+    if !root_or_skip("bad_input_gets_a_clear_error_and_exit_2") {
+        return;
+    }
+    let (code, _, err) = ttp(&["attach", "--pid", "999999999"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("no process with pid 999999999"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+    let (code, _, err) = ttp(&["attach", "--pid", "1", "--duration", "0s"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("greater than zero"), "{err}");
+    let (code, _, err) = ttp(&["attach", "--pid", "1", "--duration", "ten"]);
+    assert_eq!(code, 2, "{err}");
+    let out = std::process::Command::new(ttp_bin())
+        .args(["attach", "--pid", "1", "--duration", "1s"])
+        .env("TTP_VMLINUX_BTF", "/nonexistent/vmlinux")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("no kernel BTF"), "{err}");
+    // Not root: drop to nobody with setpriv (util-linux).
+    let out = std::process::Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+        ])
+        .arg(ttp_bin())
+        .args(["attach", "--pid", "1", "--duration", "1s"])
+        .output()
+        .expect("setpriv");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("sudo"), "the error says to use sudo: {err}");
+}

@@ -1,0 +1,230 @@
+//! `ttp-ebpf run` (TTPv2) end to end (root).
+mod common;
+
+use common::*;
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn rsd(v: &[f64]) -> f64 {
+    let n = v.len() as f64;
+    let mean = v.iter().sum::<f64>() / n;
+    let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
+    var.sqrt() / mean
+}
+
+/// TTPv2's point (Sec. 10): under noise on the same CPU, the calculated
+/// time varies far less than the measured time. Catches per-process
+/// measures taken from the wrong process or window, lost children, a
+/// Time_calc that follows wall time, and an exact time that disagrees with
+/// the paper's formula beyond tick truncation.
+#[test]
+fn run_under_noise_time_calc_is_stable_and_exact_time_agrees() {
+    if !root_or_skip("run_under_noise_time_calc_is_stable_and_exact_time_agrees") {
+        return;
+    }
+    let _serial = serial();
+    // On the workload's CPU, each 700 ms period is either a CPU burst or
+    // idle, at random (so each QE's wall time differs), plus a 4 KiB synced
+    // write and a short-lived process every period.
+    let noise = Background::start(
+        "fixture-noise",
+        &["--coin", "--period-ms", "700", "--io", "--spawn"],
+    );
+    pin(noise.0.id(), 1);
+    let json = temp_path("run.json");
+    let mixed = fixture("fixture-mixed");
+    let (code, out, err) = ttp(&[
+        "run",
+        "-n",
+        "10",
+        "--cold-cache",
+        "--as-root",
+        "--json",
+        json.to_str().unwrap(),
+        "--",
+        "taskset",
+        "-c",
+        "1",
+        mixed.to_str().unwrap(),
+        "--cpu-ms",
+        "500",
+        "--read-mib",
+        "8",
+    ]);
+    drop(noise);
+    assert_eq!(code, 0, "run failed: {err}");
+    let v = json_file(&json);
+    assert_eq!(v["schema"], "ttp.run/1");
+    let qes = v["qes"].as_array().unwrap();
+    assert_eq!(qes.len(), 10);
+    // The kernel's delay accounting sometimes charges the query process an
+    // uptime-sized BlockIO delay (a wait with no recorded start; see
+    // docs/ttpv2.md); TTPv2's QE8 flags it. Such QEs are left out here; the
+    // ledger's iowait for the same process stays right.
+    let query_of = |q: &serde_json::Value| {
+        q["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["class"] == "query")
+            .cloned()
+            .expect("query process")
+    };
+    let kept: Vec<&serde_json::Value> = qes
+        .iter()
+        .filter(|q| {
+            query_of(q)["blkio_ticks"].as_f64().unwrap() * 10.0
+                <= q["time_meas_ms"].as_f64().unwrap()
+        })
+        .collect();
+    assert!(
+        kept.len() >= 6,
+        "{} of 10 QEs with an impossible query BlockIO",
+        10 - kept.len()
+    );
+    let meas: Vec<f64> = kept
+        .iter()
+        .map(|q| q["time_meas_ms"].as_f64().unwrap())
+        .collect();
+    let calc: Vec<f64> = kept
+        .iter()
+        .map(|q| q["time_calc_ms"].as_f64().unwrap())
+        .collect();
+    let exact: Vec<f64> = kept
+        .iter()
+        .map(|q| q["time_exact_ms"].as_f64().unwrap())
+        .collect();
+    eprintln!("Time_meas {meas:?}\nTime_calc {calc:?}\nexact {exact:?}\n{out}");
+    let (r_meas, r_calc) = (rsd(&meas), rsd(&calc));
+    assert!(
+        r_calc <= r_meas / 5.0,
+        "RSD of Time_calc {r_calc:.4} vs Time_meas {r_meas:.4}"
+    );
+    // U, S and BlockIO are each truncated to a 10 ms tick: up to 3 ticks.
+    let (mc, me) = (median(calc), median(exact));
+    assert!(
+        (mc - me).abs() <= 30.0,
+        "median Time_calc {mc} vs exact {me}"
+    );
+    for q in qes {
+        assert_eq!(
+            q["ephemeral_processes"].as_u64(),
+            Some(0),
+            "ephemeral processes in QE {}",
+            q["qe"]
+        );
+        let query = query_of(q);
+        assert_eq!(query["comm"], "fixture-mixed");
+        // 8 MiB of O_DIRECT reads, plus its binary and libraries read back
+        // after the page cache was dropped.
+        let read = query["read_bytes"].as_u64().unwrap();
+        assert!(
+            (8 << 20..(8 << 20) + (16 << 20)).contains(&read),
+            "query read {read} bytes"
+        );
+    }
+    assert!(
+        v["paragraph"]
+            .as_str()
+            .unwrap()
+            .contains("Tucson Timing Protocol")
+    );
+    assert!(
+        v["checks"].as_array().unwrap().len() >= 25,
+        "every check reported"
+    );
+    assert!(out.contains("Time_calc"));
+    let _ = std::fs::remove_file(json);
+}
+
+/// Catches an interrupted run that loses what it measured, and a missing
+/// command that hangs or is not counted by X1.
+#[test]
+fn interrupted_run_keeps_its_qes_and_a_missing_command_is_a_clear_error() {
+    if !root_or_skip("interrupted_run_keeps_its_qes_and_a_missing_command_is_a_clear_error") {
+        return;
+    }
+    let _serial = serial();
+    let json = temp_path("interrupted.json");
+    let mut child = std::process::Command::new(ttp_bin())
+        .args([
+            "run",
+            "-n",
+            "100",
+            "--json",
+            json.to_str().unwrap(),
+            "--",
+            "sleep",
+            "0.2",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        if let Ok(t) = std::fs::read_to_string(&json)
+            && let Ok(v) = serde_json::from_str::<serde_json::Value>(&t)
+            && v["qes"].as_array().is_some_and(|q| q.len() >= 3)
+        {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no QEs written within 30 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    assert!(status.success(), "interrupted run exits cleanly: {status}");
+    let v = json_file(&json);
+    let qes = v["qes"].as_array().unwrap();
+    assert!(qes.len() >= 3 && qes.len() < 100);
+    assert!(
+        qes.iter()
+            .all(|q| q["time_meas_ms"].as_f64().unwrap() >= 200.0)
+    );
+    let _ = std::fs::remove_file(&json);
+
+    let (code, _, err) = ttp(&[
+        "run",
+        "-n",
+        "3",
+        "--json",
+        json.to_str().unwrap(),
+        "--",
+        "/nonexistent/program",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("/nonexistent/program"), "{err}");
+    let v = json_file(&json);
+    let x1 = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "X1")
+        .unwrap();
+    assert!(
+        x1["violations"].as_u64() >= Some(1),
+        "X1 counts the missing program: {x1}"
+    );
+    assert!(
+        x1["offenders"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|o| o == "qe 1"),
+        "{x1}"
+    );
+    let _ = std::fs::remove_file(json);
+}

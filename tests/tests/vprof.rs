@@ -1,0 +1,221 @@
+//! `vprofile`'s uprobes against the program's own clock: the fixture
+//! tests/fixtures/vprof-target records, per root invocation, its start and
+//! how long each of its functions took; the probes must see the same
+//! invocations with the same durations (root; see common::root_or_skip).
+mod common;
+
+use std::{
+    path::PathBuf,
+    process::{Child, Command},
+    time::Duration,
+};
+
+use common::*;
+use ttp_user::{
+    probe::vprof::UprobeSource,
+    protocol::variance::{
+        breakdown::{Breakdown, BreakdownConfig},
+        callgraph::CallGraph,
+        driver::{self, InvocationSource, Stop},
+        elf::ElfImage,
+        plan::ProbePlan,
+        tree::{FnName, Term, VarianceTree},
+    },
+};
+
+/// Compiles the fixture the way its header says.
+fn build_target() -> PathBuf {
+    let src = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/fixtures/vprof-target/vprof_target.c"
+    );
+    let dir = std::env::temp_dir().join(format!("ttp-vprof-it-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("vprof-target");
+    let ok = Command::new("cc")
+        .args(["-O1", "-fno-inline", "-g", "-o"])
+        .arg(&out)
+        .arg(src)
+        .status()
+        .expect("run cc")
+        .success();
+    assert!(ok, "cc failed on {src}");
+    out
+}
+
+/// Kills the fixture if the test fails half-way.
+struct Kill(Child);
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The fixture's records: (column names, rows).
+fn read_records(path: &PathBuf) -> (Vec<String>, Vec<Vec<u64>>) {
+    let text = std::fs::read_to_string(path).expect("records");
+    let mut lines = text.lines();
+    let names = lines
+        .next()
+        .unwrap()
+        .split('\t')
+        .map(str::to_owned)
+        .collect();
+    let rows = lines
+        .map(|l| l.split('\t').map(|v| v.parse().unwrap()).collect())
+        .collect();
+    (names, rows)
+}
+
+/// One round on the flat workload, every probed invocation matched to the
+/// fixture's own record of it by start time. Catches: call sites timed in
+/// the wrong slot, durations off (a return site never closing its call,
+/// a call closed early by a second probe at the same address), records
+/// lost, and a variance tree that differs from the program's own.
+#[test]
+fn uprobes_match_the_programs_own_clock() {
+    if !root_or_skip("uprobes_match_the_programs_own_clock") {
+        return;
+    }
+    let _serial = serial();
+    let bin = build_target();
+    let records = bin.with_file_name("records.tsv");
+    let child = Command::new(&bin)
+        .args(["flat", "250"])
+        .arg(&records)
+        .spawn()
+        .expect("start vprof-target");
+    let mut child = Kill(child);
+    let pid = child.0.id();
+
+    let elf = ElfImage::load(&bin).unwrap();
+    let root = elf.lookup("vt_root").unwrap();
+    let graph = CallGraph::build(&elf, root);
+    let config = BreakdownConfig {
+        k: 3,
+        threshold_share: 0.05,
+        min_child_share: 0.8,
+        max_rounds: 1,
+    };
+    let mut b = Breakdown::new("vt_root", config);
+    let table = b.next_table(&graph).unwrap().clone();
+    let plan = ProbePlan::new(&elf, root, &table).unwrap();
+    let mut source = UprobeSource::new(pid);
+    let data = source
+        .measure(&table, &plan, Stop::Invocations(100))
+        .expect("measure with uprobes");
+    assert!(child.0.wait().unwrap().success());
+    assert_eq!(data.lost_records, 0);
+    assert_eq!(source.incomplete_records, 0, "every call was tracked");
+    assert!(data.probe_hits > 0 && data.probe_ns > 0);
+    eprintln!(
+        "{} invocations, {} hits, {:.0} ns in the programs per hit",
+        data.invocations.len(),
+        data.probe_hits,
+        data.probe_ns as f64 / data.probe_hits as f64
+    );
+
+    let (names, rows) = read_records(&records);
+    let col = |n: &str| names.iter().position(|c| c == n).unwrap();
+    let mut matched_probe = Vec::new();
+    let mut matched_own = Vec::new();
+    for (inv, &start) in data.invocations.iter().zip(&data.starts_ns) {
+        // The fixture reads its clock just after entry; the probe just before.
+        let row = rows
+            .iter()
+            .find(|r| r[col("start")] >= start && r[col("start")] - start < 200_000)
+            .unwrap_or_else(|| panic!("no fixture record starts near {start}"));
+        let close = |probe: u64, own: u64, what: &str| {
+            assert!(
+                probe + 5_000 >= own && probe <= own + 150_000,
+                "{what}: probe {probe} ns vs the program's own {own} ns"
+            );
+        };
+        close(inv.root_ns, row[col("root")], "root");
+        for (slot, s) in table.slots.iter().enumerate() {
+            if let Some(c) = names.iter().position(|n| n == &s.function) {
+                close(inv.children_ns[slot], row[c], &s.function);
+            }
+        }
+        matched_probe.push(inv.clone());
+        matched_own.push(ttp_user::protocol::variance::tree::Invocation {
+            root_ns: row[col("root")],
+            children_ns: table
+                .slots
+                .iter()
+                .map(|s| {
+                    names
+                        .iter()
+                        .position(|n| n == &s.function)
+                        .map_or(0, |c| row[c])
+                })
+                .collect(),
+        });
+    }
+    assert!(matched_probe.len() >= 100);
+    let probed = VarianceTree::compute(&table, &matched_probe).unwrap();
+    let own = VarianceTree::compute(&table, &matched_own).unwrap();
+    let jitter = Term::Var(FnName::real("vt_jitter"));
+    let share = |t: &VarianceTree| t.nodes.iter().find(|n| n.term == jitter).unwrap().share;
+    assert!(
+        (share(&probed) - share(&own)).abs() < 0.02,
+        "Var(vt_jitter): {} by probes, {} by the program",
+        share(&probed),
+        share(&own)
+    );
+}
+
+/// The deep workload live: Algorithm 2 attaches new probes each round and
+/// descends root → vt_mid → vt_jitter → usleep. Catches probes of a deeper
+/// slot that never fire (wrong parent context), or rounds that do not
+/// re-attach.
+#[test]
+fn live_breakdown_descends_two_levels() {
+    if !root_or_skip("live_breakdown_descends_two_levels") {
+        return;
+    }
+    let _serial = serial();
+    let bin = build_target();
+    let child = Command::new(&bin)
+        .args(["deep", "0", "-"])
+        .spawn()
+        .expect("start vprof-target");
+    let child = Kill(child);
+    let pid = child.0.id();
+    std::thread::sleep(Duration::from_millis(50));
+    let elf = ElfImage::load(&bin).unwrap();
+    let root = elf.lookup("vt_root_deep").unwrap();
+    let graph = CallGraph::build(&elf, root);
+    let config = BreakdownConfig {
+        k: 3,
+        threshold_share: 0.05,
+        min_child_share: 0.8,
+        max_rounds: 5,
+    };
+    let mut source = UprobeSource::new(pid);
+    let report = driver::drive(
+        &elf,
+        &graph,
+        config,
+        Stop::Invocations(60),
+        None,
+        &mut source,
+        Some(pid),
+    )
+    .expect("live breakdown");
+    let t = std::time::Instant::now();
+    drop(source);
+    eprintln!("detach took {:?}", t.elapsed());
+    drop(child);
+    assert_eq!(report.rounds.len(), 3, "{:#?}", report.rounds);
+    assert_eq!(report.selected[0], "Var(usleep)");
+    assert_eq!(report.measurement.lost_records, Some(0));
+    let first = &report.factors[0];
+    assert_eq!(first.instances, ["vt_root_deep/vt_mid/vt_jitter/usleep"]);
+    assert!(
+        first.share > 0.8,
+        "the sleep explains most of Var(root): {}",
+        first.share
+    );
+}

@@ -1,0 +1,297 @@
+//! Algorithm 2 (Sec. 3.3) as a state machine the live command drives round
+//! by round:
+//!
+//! ```text
+//! let mut b = Breakdown::new(root, config);
+//! while let Some(table) = b.next_table(&graph) {   // lines 7–11
+//!     let invocations = measure(table)?;           // probes, one round
+//!     b.observe(&invocations, &graph)?;            // lines 12–32
+//! }
+//! // b.tree(), b.factors(), b.selected(): the result
+//! ```
+//!
+//! The paper asks a person whether a selected function "needs break down";
+//! here it is decided automatically: a selected variance of a real function
+//! is broken down when its machine code has measurable children and it has
+//! not been broken down yet; otherwise it is kept (pinned, lines 28–30).
+//! After a break-down, an instance one of whose children explains at least
+//! `min_child_share` of its variance is zeroed (lines 13–14), so the
+//! children compete in the next selection; if none does, the function's
+//! own variance stays, and, being already broken down, it is pinned the
+//! next time it is selected.
+//!
+//! Every round measures the whole tree broken down so far (not only the new
+//! level), so all numbers of a round come from the same invocations.
+use std::collections::{HashMap, HashSet};
+
+use super::{
+    callgraph::{CallGraph, Child},
+    select::{Adjustments, Factor, factors, rank_order, select},
+    tree::{ChildSlot, ChildTable, FnName, Invocation, Term, TreeError, VarianceTree},
+};
+
+/// What Algorithm 2 needs from the static call graph.
+pub trait CallGraphView {
+    /// height(call_graph) of eq. 2: the height of the root.
+    fn root_height(&self) -> u32;
+    /// Height of a function by display name (0 for imports and leaves).
+    fn height(&self, function: &str) -> u32;
+    /// The measurable children of a function (none for an import).
+    fn children(&self, function: &str) -> Vec<Child>;
+}
+
+impl CallGraphView for CallGraph<'_> {
+    fn root_height(&self) -> u32 {
+        CallGraph::root_height(self)
+    }
+    fn height(&self, function: &str) -> u32 {
+        self.key(function)
+            .map_or(0, |k| CallGraph::height(self, &k))
+    }
+    fn children(&self, function: &str) -> Vec<Child> {
+        match self.key(function) {
+            Some(k) => self.children_of(&k),
+            None => Vec::new(),
+        }
+    }
+}
+
+/// Inputs of Algorithm 2.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct BreakdownConfig {
+    /// k: at most this many factors are selected.
+    pub k: usize,
+    /// d: minimum contribution, as a share of Var(root).
+    pub threshold_share: f64,
+    /// m: a child explaining at least this share of its parent's variance
+    /// makes the parent unimportant.
+    pub min_child_share: f64,
+    /// Measurement rounds at most (1: break down the root only).
+    pub max_rounds: usize,
+}
+
+/// What one round did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RoundSummary {
+    pub round: usize,
+    pub invocations: usize,
+    pub root_variance_ns2: f64,
+    /// Instances broken down in this round (paths from the root).
+    pub broken_down: Vec<Vec<String>>,
+    /// Factors selected at the end of the round.
+    pub selected: Vec<String>,
+    /// Functions to break down in the next round.
+    pub next: Vec<String>,
+}
+
+/// Algorithm 2's state between rounds.
+#[derive(Debug)]
+pub struct Breakdown {
+    config: BreakdownConfig,
+    table: ChildTable,
+    /// Instances broken down so far: path → slot (`None`: the root).
+    expanded: HashMap<Vec<String>, Option<usize>>,
+    /// Instances broken down by the table not yet observed.
+    fresh: Vec<Vec<String>>,
+    /// l: functions whose variance is to be broken down next.
+    pending: Vec<String>,
+    adjustments: Adjustments,
+    rounds: Vec<RoundSummary>,
+    last: Option<(VarianceTree, Vec<Factor>, Vec<usize>)>,
+    /// Measure only these children of the root (`--children F1,F2`).
+    root_children: Option<Vec<String>>,
+    /// Rounds ran out while functions were still to be broken down.
+    pub stopped_early: bool,
+}
+
+impl Breakdown {
+    /// Lines 1–5: the tree holds Var(root), and l = {Var(root)}.
+    pub fn new(root: impl Into<String>, config: BreakdownConfig) -> Self {
+        let root = root.into();
+        Self {
+            config,
+            table: ChildTable::new(root.clone()),
+            expanded: HashMap::new(),
+            fresh: Vec::new(),
+            pending: vec![root],
+            adjustments: Adjustments::default(),
+            rounds: Vec::new(),
+            last: None,
+            root_children: None,
+            stopped_early: false,
+        }
+    }
+
+    /// Measures only the named children of the root (the others' time is
+    /// then part of img_root).
+    pub fn only_root_children(mut self, names: Vec<String>) -> Self {
+        self.root_children = Some(names);
+        self
+    }
+
+    /// Lines 7–11: adds the children of every instance of the pending
+    /// functions to the child table and returns it to be measured, or
+    /// `None` when Algorithm 2 has finished.
+    pub fn next_table(&mut self, graph: &dyn CallGraphView) -> Option<&ChildTable> {
+        if self.pending.is_empty() {
+            return None;
+        }
+        let pending = std::mem::take(&mut self.pending);
+        let mut instances: Vec<(Vec<String>, Option<usize>)> = Vec::new();
+        match &self.last {
+            None => instances.push((vec![self.table.root.clone()], None)),
+            Some((tree, _, _)) => {
+                for (id, node) in tree.nodes.iter().enumerate() {
+                    let Some(path) = tree.instance_path(id) else {
+                        continue;
+                    };
+                    let name = path.last().expect("non-empty path");
+                    if pending.contains(name) && !self.expanded.contains_key(&path) {
+                        instances.push((path, node.slot));
+                    }
+                }
+            }
+        }
+        self.fresh.clear();
+        for (path, slot) in instances {
+            let function = path.last().expect("non-empty path").clone();
+            for child in graph.children(&function) {
+                if slot.is_none()
+                    && let Some(only) = &self.root_children
+                    && !only.contains(&child.name)
+                {
+                    continue;
+                }
+                self.table.slots.push(ChildSlot {
+                    parent: slot,
+                    function: child.name,
+                    call_sites: child.call_sites,
+                });
+            }
+            self.expanded.insert(path.clone(), slot);
+            self.fresh.push(path);
+        }
+        Some(&self.table)
+    }
+
+    /// Lines 12–32 on one round's invocations (measured with the table
+    /// [`Self::next_table`] returned).
+    pub fn observe(
+        &mut self,
+        invocations: &[Invocation],
+        graph: &dyn CallGraphView,
+    ) -> Result<&RoundSummary, TreeError> {
+        let tree = VarianceTree::compute(&self.table, invocations)?;
+        let paths: HashMap<Vec<String>, usize> = (0..tree.nodes.len())
+            .filter_map(|id| tree.instance_path(id).map(|p| (p, id)))
+            .collect();
+        // Lines 12–16, re-applied to every broken-down instance with this
+        // round's numbers.
+        for path in self.expanded.keys() {
+            let Some(&id) = paths.get(path) else { continue };
+            let node = &tree.nodes[id];
+            let dominated = node.value_ns2 > 0.0
+                && node.children.iter().any(|&c| {
+                    tree.nodes[c].value_ns2 / node.value_ns2 >= self.config.min_child_share
+                });
+            if dominated {
+                self.adjustments.zeroed.insert(path.clone());
+            } else {
+                self.adjustments.zeroed.remove(path);
+            }
+        }
+        // Line 21: Algorithm 1.
+        let ranked = factors(
+            &tree,
+            &|f| graph.height(f),
+            graph.root_height(),
+            &self.adjustments,
+        );
+        let selected = select(&ranked, self.config.k, self.config.threshold_share);
+        // Lines 22–32.
+        let round = self.rounds.len() + 1;
+        let mut next = Vec::new();
+        let mut pin = HashSet::new();
+        for &i in &selected {
+            let Term::Var(f) = &ranked[i].term else {
+                continue;
+            };
+            if self.needs_break_down(f, &tree, graph) {
+                next.push(f.name.clone());
+            } else {
+                pin.insert(ranked[i].term.clone());
+            }
+        }
+        if !next.is_empty() && round >= self.config.max_rounds {
+            self.stopped_early = true;
+            next.clear();
+        }
+        // Show the factors kept in this round among the pinned ones, as the
+        // next ranking would (their order among themselves is unchanged).
+        let mut ranked = ranked;
+        for f in ranked.iter_mut() {
+            f.pinned |= pin.contains(&f.term);
+        }
+        let selected_terms: Vec<Term> = selected.iter().map(|&i| ranked[i].term.clone()).collect();
+        ranked.sort_by(rank_order);
+        let selected: Vec<usize> = selected_terms
+            .iter()
+            .filter_map(|t| ranked.iter().position(|f| &f.term == t))
+            .collect();
+        self.adjustments.pinned.extend(pin);
+        self.pending = next.clone();
+        self.rounds.push(RoundSummary {
+            round,
+            invocations: tree.invocations,
+            root_variance_ns2: tree.root_variance_ns2(),
+            broken_down: std::mem::take(&mut self.fresh),
+            selected: selected
+                .iter()
+                .map(|&i| ranked[i].term.to_string())
+                .collect(),
+            next,
+        });
+        self.last = Some((tree, ranked, selected));
+        Ok(self.rounds.last().expect("just pushed"))
+    }
+
+    /// A selected variance needs breaking down when it is a real function
+    /// with measurable children, some instance of which is not broken down.
+    fn needs_break_down(&self, f: &FnName, tree: &VarianceTree, graph: &dyn CallGraphView) -> bool {
+        if f.imaginary || graph.children(&f.name).is_empty() {
+            return false;
+        }
+        (0..tree.nodes.len()).any(|id| {
+            tree.instance_path(id)
+                .is_some_and(|p| p.last() == Some(&f.name) && !self.expanded.contains_key(&p))
+        })
+    }
+
+    pub fn is_done(&self) -> bool {
+        self.pending.is_empty() && self.last.is_some()
+    }
+    pub fn config(&self) -> &BreakdownConfig {
+        &self.config
+    }
+    pub fn table(&self) -> &ChildTable {
+        &self.table
+    }
+    pub fn rounds(&self) -> &[RoundSummary] {
+        &self.rounds
+    }
+    /// The last round's tree.
+    pub fn tree(&self) -> Option<&VarianceTree> {
+        self.last.as_ref().map(|l| &l.0)
+    }
+    /// The last round's factors, ranked by responsibility.
+    pub fn factors(&self) -> &[Factor] {
+        self.last.as_ref().map_or(&[], |l| &l.1)
+    }
+    /// Indices into [`Self::factors`] of the selected ones (s*).
+    pub fn selected(&self) -> &[usize] {
+        self.last.as_ref().map_or(&[], |l| &l.2)
+    }
+    pub fn adjustments(&self) -> &Adjustments {
+        &self.adjustments
+    }
+}

@@ -1,0 +1,31 @@
+//! VProfiler (paper 004, Sec. 3): which functions explain the variance of a
+//! root function's latency, found on an unmodified binary.
+//!
+//! The data flows: [`elf`] (symbols, code, imports) → [`callgraph`] (direct
+//! calls, children, heights) → [`tree`] (per-invocation durations → the
+//! variance tree of eq. 1) → [`select`] (factors, specificity eq. 2,
+//! responsibility eq. 3, Algorithm 1) → [`breakdown`] (Algorithm 2, round by
+//! round, driven by [`driver`] through the probes of [`plan`]) →
+//! [`render`] / [`svg`] (text, JSON `ttp.vprofile/1`, SVG).
+pub mod breakdown;
+pub mod callgraph;
+pub mod driver;
+pub mod elf;
+mod elf_error;
+mod extent;
+pub mod plan;
+pub mod render;
+pub mod select;
+mod stats;
+pub mod svg;
+mod symbols;
+pub mod tree;
+
+#[cfg(test)]
+mod fixture;
+#[cfg(test)]
+mod fixture_tests;
+#[cfg(test)]
+mod fixture_variance_tests;
+#[cfg(test)]
+mod report_tests;
