@@ -325,10 +325,13 @@ fn fill_processes(
         let ledger = w.processes.get(&pid);
         let b = m1.procs.get(&pid);
         let a = m2.procs.get(&pid);
-        // Stopped: its exit was recorded (ledger or taskstats). A process
-        // that vanished without a record stays out of this set, so App. B
-        // finds it as ephemeral.
+        // Stopped: its exit was recorded (ledger or taskstats), or it is a
+        // zombie in M2, whose final counters the after-image read (another
+        // program's child its parent has not reaped yet). A process that
+        // vanished without a record stays out of this set, so App. B finds
+        // it as ephemeral.
         let is_stopped = ledger.is_some_and(|l| l.exited)
+            || a.is_some_and(|e| e.process.state == 'Z')
             || (a.is_none() && (ts_by_pid.contains_key(&pid) || late_exited.contains(&pid)));
         // The ledger's comm is the one after exec (the before-image of the
         // command shows the held child's name).
