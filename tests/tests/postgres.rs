@@ -327,6 +327,46 @@ fn errors_are_clear_and_nothing_is_lost() {
         assert!(e.contains(says), "{conn} {sql}: {e}");
         assert_eq!(std::fs::read_to_string(&keep).unwrap(), "earlier result");
     }
+    // Ctrl-C while a statement runs: the server cancels it, the run ends at
+    // once and keeps the QEs finished before (QE 1 is quick, QE 2 would
+    // sleep 60 s).
+    c.psql("CREATE SEQUENCE s");
+    let out = c.dir.join("int.json");
+    let child = Command::new(ttp_bin())
+        .args([
+            "run",
+            "--postgres",
+            &c.conninfo(),
+            "--sql",
+            "SELECT pg_sleep(CASE WHEN nextval('s') > 1 THEN 60 ELSE 0 END)",
+            "-n",
+            "3",
+            "--json",
+            out.to_str().unwrap(),
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while !out.exists() {
+        assert!(t0.elapsed() < Duration::from_secs(30), "QE 1 not written");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let signalled = Instant::now();
+    let o = child.wait_with_output().unwrap();
+    assert!(
+        signalled.elapsed() < Duration::from_secs(5),
+        "the run went on {:?} after Ctrl-C",
+        signalled.elapsed()
+    );
+    let e = stderr(&o);
+    assert!(o.status.success() && e.contains("interrupted"), "{e}");
+    assert_eq!(json(&out)["qes"].as_array().unwrap().len(), 1);
     // The server goes away in the middle of a run: ten retries with
     // back-off, then the run pauses with its QEs kept.
     let out = c.dir.join("mid.json");

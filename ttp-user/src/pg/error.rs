@@ -60,6 +60,8 @@ pub enum PgError {
         "cannot restart the server for a cold cache: {reason}; give --restart-cmd (e.g. 'systemctl restart postgresql')"
     )]
     NoRestart { reason: String },
+    #[error("the statement was cancelled (interrupted)")]
+    Cancelled,
     #[error("cannot start the client runtime: {0}")]
     Runtime(#[source] std::io::Error),
 }

@@ -99,6 +99,7 @@ pub enum QcError {
 enum Step {
     Measured(Box<QeRecord>, Option<u64>),
     PlanChanged,
+    Interrupted,
 }
 
 /// Runs Q@Cs over one connection string, reconnecting as needed.
@@ -293,6 +294,13 @@ impl<'a> Runner<'a> {
                     on_qe(&qc, &facts);
                     i += 1;
                 }
+                Step::Interrupted => {
+                    return Ok(QcRun {
+                        qc,
+                        facts,
+                        end: QcEnd::Interrupted,
+                    });
+                }
                 Step::PlanChanged => {
                     // Sec. 3.2.3: "When a DBMS reveals a different plan for a
                     // QE within the same Q@C, we restart the Q@C."
@@ -337,6 +345,7 @@ impl<'a> Runner<'a> {
         plan0: Option<&str>,
     ) -> Result<Step, QcError> {
         let cold = self.opts.cold_cache;
+        let stop = self.stop.clone();
         if cold && let Some(restart) = self.opts.restart.clone() {
             self.disconnect();
             restart.run()?;
@@ -356,7 +365,7 @@ impl<'a> Runner<'a> {
             query: s.backend_pid,
             server: s.postmaster_pid,
         };
-        let (out, res) = measure_with(ctx, i, Some(plan), roles, || s.execute(&st))?;
+        let (out, res) = measure_with(ctx, i, Some(plan), roles, || s.execute(&st, Some(&stop)))?;
         let mut rec = out.record;
         let mut rows = None;
         match res {
@@ -365,6 +374,8 @@ impl<'a> Runner<'a> {
                 rec.timed_out = Some(false);
                 rows = Some(n);
             }
+            // Ctrl-C: the QE in progress is not kept.
+            Err(PgError::Cancelled) => return Ok(Step::Interrupted),
             Err(e) if e.sqlstate() == Some(QUERY_CANCELED) => {
                 rec.timed_out = Some(true);
             }

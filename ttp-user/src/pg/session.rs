@@ -10,6 +10,7 @@ use tokio_postgres::{Client, Config, NoTls, SimpleQueryMessage, Statement, types
 
 use super::error::PgError;
 use crate::collect::proc_pid::ProcImage;
+use crate::sys::signals::StopFlag;
 
 /// A parsed connection string and the runtime its sessions use.
 pub struct Pg {
@@ -212,8 +213,11 @@ impl Session {
     /// minimal transfer (Sec. 2: "We minimize JDBC activity by returning a
     /// minimal result"): rows arrive in binary format and are dropped as
     /// they arrive, undecoded. Returns the number of rows.
-    pub fn execute(&self, p: &Prepared) -> Result<u64, PgError> {
-        let fut = async {
+    ///
+    /// When `stop` is raised (Ctrl-C) while the statement runs, the server
+    /// is asked to cancel it, and [`PgError::Cancelled`] is returned.
+    pub fn execute(&self, p: &Prepared, stop: Option<&StopFlag>) -> Result<u64, PgError> {
+        let run = async {
             let stream = self
                 .client
                 .query_raw(&p.exec, std::iter::empty::<&(dyn ToSql + Sync)>())
@@ -225,9 +229,29 @@ impl Session {
             }
             Ok::<u64, tokio_postgres::Error>(rows)
         };
-        self.rt
-            .block_on(fut)
-            .map_err(|e| PgError::from_client(&format!("EXECUTE {}", p.name), e))
+        let watch = async {
+            loop {
+                if stop.is_some_and(StopFlag::raised) {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        };
+        let stmt = || format!("EXECUTE {}", p.name);
+        self.rt.block_on(async {
+            let mut run = std::pin::pin!(run);
+            tokio::select! {
+                r = &mut run => r.map_err(|e| PgError::from_client(&stmt(), e)),
+                () = watch => {
+                    let _ = self.client.cancel_token().cancel_query(NoTls).await;
+                    // The statement ends with "canceling statement due to
+                    // user request" (or had just finished): either way the
+                    // QE is not kept.
+                    let _ = tokio::time::timeout(Duration::from_secs(10), run).await;
+                    Err(PgError::Cancelled)
+                }
+            }
+        })
     }
 
     pub fn is_closed(&self) -> bool {
