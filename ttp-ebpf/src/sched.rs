@@ -38,6 +38,15 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
         return 0;
     };
     let cpu = cpu::lock_at(cpu_id, now);
+    // Some switches may never reach the tracepoint (seen on VMs): a task
+    // leaving this CPU that is not the one last seen arriving is counted, so
+    // reports show how often the ledger's view of a CPU had a gap.
+    if let Some(c) = &cpu {
+        let c = c.get();
+        if c.valid != 0 && c.current_tid != prev_tid {
+            crate::count(stat::UNREPORTED_SWITCH);
+        }
+    }
 
     // The idle task is pid 0 on every CPU: it has no account; its time is
     // the CPU's idle time.
@@ -89,6 +98,8 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
         let c = c.get();
         c.idle = (next_tid == 0) as u32;
         c.valid = 1;
+        c.current_tid = next_tid;
+        c.last_switch_ns = now;
     }
     0
 }

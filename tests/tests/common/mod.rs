@@ -35,6 +35,9 @@ pub fn fixture(name: &str) -> PathBuf {
         "fixture-mixed" => PathBuf::from(env!("CARGO_BIN_EXE_fixture-mixed")),
         "fixture-forker" => PathBuf::from(env!("CARGO_BIN_EXE_fixture-forker")),
         "fixture-noise" => PathBuf::from(env!("CARGO_BIN_EXE_fixture-noise")),
+        "fixture-spin" => PathBuf::from(env!("CARGO_BIN_EXE_fixture-spin")),
+        "fixture-noisyd" => PathBuf::from(env!("CARGO_BIN_EXE_fixture-noisyd")),
+        "fixture-cpu-noise" => PathBuf::from(env!("CARGO_BIN_EXE_fixture-cpu-noise")),
         other => panic!("unknown fixture {other}"),
     }
 }
@@ -218,4 +221,31 @@ pub fn json_file(path: &std::path::Path) -> serde_json::Value {
 
 pub fn temp_path(name: &str) -> PathBuf {
     std::env::temp_dir().join(format!("ttp-test-{}-{name}", std::process::id()))
+}
+
+/// /proc/stat's total cpu line: (steal ticks, all ticks).
+pub fn proc_stat_steal() -> (u64, u64) {
+    let s = std::fs::read_to_string("/proc/stat").expect("/proc/stat");
+    let v: Vec<u64> = s
+        .lines()
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .skip(1)
+        .take(8)
+        .map(|x| x.parse().unwrap())
+        .collect();
+    (v[7], v.iter().sum())
+}
+
+/// The share of CPU time stolen by the hypervisor between two readings.
+/// The ledger's on-CPU time is wall time on a CPU; schedstat excludes
+/// steal, so comparisons allow twice this share.
+pub fn steal_between(a: (u64, u64), b: (u64, u64)) -> f64 {
+    let all = b.1.saturating_sub(a.1);
+    if all == 0 {
+        0.0
+    } else {
+        b.0.saturating_sub(a.0) as f64 / all as f64
+    }
 }

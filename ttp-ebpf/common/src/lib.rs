@@ -176,7 +176,10 @@ pub struct CpuAccount {
     pub nr_iowait: u32,
     /// 1 once the first event set `idle` and `since_ns`.
     pub valid: u32,
-    pub _pad: u32,
+    /// The task last seen switched in on this CPU (0: idle).
+    pub current_tid: u32,
+    /// When that switch was seen.
+    pub last_switch_ns: u64,
     pub since_ns: u64,
     pub busy_ns: u64,
     pub idle_ns: u64,
@@ -252,13 +255,16 @@ pub mod stat {
     pub const WAKEUP_UNSEEN: u32 = 8;
     /// Exit records sent.
     pub const EXIT_RECORDS: u32 = 9;
-    pub const COUNT: u32 = 10;
+    /// Switch-outs of a task that was not the last one seen switched in on
+    /// that CPU: a gap in the ledger's view of the CPU.
+    pub const UNREPORTED_SWITCH: u32 = 10;
+    pub const COUNT: u32 = 11;
 }
 
 const _: () = assert!(core::mem::size_of::<IoAccount>() == 48);
 const _: () = assert!(core::mem::size_of::<ThreadAccount>() == 208);
 const _: () = assert!(core::mem::size_of::<ExitRecord>() == 216);
-const _: () = assert!(core::mem::size_of::<CpuAccount>() == 64);
+const _: () = assert!(core::mem::size_of::<CpuAccount>() == 72);
 const _: () = assert!(core::mem::size_of::<DiskAccount>() == 40);
 const _: () = assert!(core::mem::size_of::<ProcDisk>() == 24);
 const _: () = assert!(core::mem::size_of::<RequestInfo>() == 32);

@@ -85,9 +85,18 @@ impl Window {
     /// Measures between `before` and `after`; `exits` are the exit records
     /// received up to `after` (records from outside the window are ignored).
     pub fn between(before: &Image, after: &Image, exits: &[ExitRecord]) -> Self {
+        // An image's time is read after its maps, so a thread read into the
+        // first image may exit before that time: its record (exit_ns <=
+        // before.at_ns) still ends it inside the window, or it would count
+        // as vanished. Earlier records of threads not in the image are not
+        // the window's.
         let exited: HashMap<ThreadKey, &ExitRecord> = exits
             .iter()
-            .filter(|e| e.exit_ns > before.at_ns && e.exit_ns <= after.at_ns)
+            .filter(|e| {
+                e.exit_ns <= after.at_ns
+                    && (e.exit_ns > before.at_ns
+                        || before.threads.contains_key(&ThreadKey::of(&e.account)))
+            })
             .map(|e| (ThreadKey::of(&e.account), e))
             .collect();
         let mut w = Window {

@@ -123,3 +123,28 @@ fn window_combines_images_and_exit_records() {
     assert_eq!(w.processes.len(), 2);
     assert_eq!(w.descendants(&[10], &HashMap::new()).len(), 2);
 }
+
+/// A thread read into the first image that exits before that image's time
+/// is taken (the snapshot reads its maps first): its exit record ends it in
+/// the window. Catches it counted as vanished, which flags the window as
+/// having lost records whenever short-lived processes come and go.
+#[test]
+fn exit_during_the_first_snapshot_is_not_vanished() {
+    let mut t = thread(12, 12, state::SLEEPING, 900);
+    t.on_cpu_ns = 40;
+    let before = Image::from_snapshot(&snap(1000, vec![t]));
+    let after = Image::from_snapshot(&snap(2000, vec![]));
+    let mut dead = t;
+    dead.state = state::DEAD;
+    let exits = [ExitRecord {
+        exit_ns: 995,
+        account: dead,
+    }];
+    let w = Window::between(&before, &after, &exits);
+    assert_eq!(w.vanished_threads, 0);
+    assert!(w.processes[&12].exited);
+    // Without the thread in the first image the same record is not the
+    // window's.
+    let w = Window::between(&Image::from_snapshot(&snap(1000, vec![])), &after, &exits);
+    assert!(w.processes.is_empty());
+}

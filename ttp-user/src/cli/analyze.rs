@@ -50,9 +50,14 @@ pub struct Args {
     /// Online CPUs of the machine the CSV data was measured on.
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub cpus: u32,
+    #[command(flatten)]
+    pub emp: super::analyze_emp::SampleSizeArgs,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
+    if let Some(runs) = &args.emp.sample_size {
+        return super::analyze_emp::run(runs, &args.emp, args.json.as_deref());
+    }
     if args.files.is_empty() && args.qe_csv.is_empty() {
         return crate::error::usage(
             "nothing to analyze: give run JSON files (from `ttp-ebpf run --json`), a study file (from `ttp-ebpf experiment`) or --qe-csv FILE",

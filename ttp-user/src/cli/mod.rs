@@ -5,13 +5,17 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 pub mod analyze;
+mod analyze_emp;
 pub mod attach;
 pub mod blame;
+pub mod calibrate;
 pub mod check;
+mod emp_live;
 pub mod experiment;
 pub mod inc;
 pub mod load;
 pub mod run;
+pub mod run_emp;
 pub mod run_pg;
 pub mod vprofile;
 
@@ -33,6 +37,7 @@ pub enum Command {
     Analyze(analyze::Args),
     Attach(attach::AttachArgs),
     Blame(blame::Args),
+    Calibrate(calibrate::Args),
     Check(check::Args),
     Experiment(experiment::Args),
     Inc(inc::Args),
@@ -50,6 +55,7 @@ pub fn main() -> ExitCode {
         Command::Analyze(args) => analyze::run(args),
         Command::Attach(a) => attach::run(a),
         Command::Blame(args) => blame::run(args),
+        Command::Calibrate(a) => calibrate::run(a),
         Command::Check(a) => check::run(a),
         Command::Experiment(a) => experiment::run(a),
         Command::Inc(a) => inc::run(a),

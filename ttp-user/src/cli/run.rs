@@ -32,6 +32,9 @@ use crate::{
 /// executions, and the exact time from the ledger beside it.
 #[derive(Debug, Args)]
 pub struct RunArgs {
+    /// Measurement protocol.
+    #[arg(long, value_enum, default_value_t = super::run_emp::Protocol::Ttpv2)]
+    pub protocol: super::run_emp::Protocol,
     /// Number of executions (QEs).
     #[arg(short = 'n', long = "executions", default_value_t = 10)]
     pub n: u32,
@@ -61,7 +64,8 @@ pub struct RunArgs {
     /// A KEY=VALUE label of this Q@C (repeatable), e.g. cardinality=1000.
     #[arg(long = "label", value_name = "KEY=VALUE")]
     pub labels: Vec<String>,
-    /// Write the run (schema ttp.run/1) to FILE, rewritten after every QE.
+    /// Write the run (schema ttp.run/1; ttp.emp/1 with --protocol emp) to
+    /// FILE, rewritten after every QE.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
     /// Write a chart of the per-QE times (SVG).
@@ -89,6 +93,8 @@ pub struct RunArgs {
     /// server restarting), doubled at each of up to ten retries.
     #[arg(long, default_value = "100ms", value_parser = parse_duration)]
     pub backoff: Duration,
+    #[command(flatten)]
+    pub emp: super::run_emp::EmpArgs,
     /// The command to measure.
     #[arg(
         trailing_var_arg = true,
@@ -133,6 +139,13 @@ fn drop_page_cache() -> anyhow::Result<()> {
 }
 
 pub fn run(args: RunArgs) -> anyhow::Result<()> {
+    if args.postgres.is_some() && args.protocol == super::run_emp::Protocol::Emp {
+        return usage("--postgres measures with TTPv2; --protocol emp applies to commands");
+    }
+    if args.protocol == super::run_emp::Protocol::Emp {
+        return super::run_emp::run(args);
+    }
+    args.emp.reject_outside_emp()?;
     if args.n == 0 {
         return usage("-n must be at least 1");
     }

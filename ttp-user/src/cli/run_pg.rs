@@ -283,6 +283,7 @@ mod tests {
             &["--postgres", c, "--sql", "SELECT 1", "--plan-cmd", "x"],
             &["--postgres", c, "--sql", "SELECT 1", "--restart-cmd", "x"],
             &["--postgres", c, "--sql", "SELECT 1", "-n", "0"],
+            &["--postgres", c, "--sql", "SELECT 1", "--protocol", "emp"],
         ];
         for args in cases {
             let a = parse(args).unwrap_or_else(|e| panic!("{args:?}: {e}"));

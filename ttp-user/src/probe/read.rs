@@ -24,6 +24,9 @@ pub struct KernelStats {
     pub switches: u64,
     pub wakeups_unseen: u64,
     pub exit_records: u64,
+    /// Switch-outs of a task that was not the last one seen switched in on
+    /// that CPU (a gap in the ledger's view of the CPU; see docs/ledger.md).
+    pub unreported_switches: u64,
 }
 
 impl KernelStats {
@@ -39,6 +42,7 @@ impl KernelStats {
             switches: c[stat::SWITCHES as usize],
             wakeups_unseen: c[stat::WAKEUP_UNSEEN as usize],
             exit_records: c[stat::EXIT_RECORDS as usize],
+            unreported_switches: c[stat::UNREPORTED_SWITCH as usize],
         }
     }
 
@@ -66,6 +70,7 @@ impl KernelStats {
             switches: d(self.switches, earlier.switches),
             wakeups_unseen: d(self.wakeups_unseen, earlier.wakeups_unseen),
             exit_records: d(self.exit_records, earlier.exit_records),
+            unreported_switches: d(self.unreported_switches, earlier.unreported_switches),
         }
     }
 }

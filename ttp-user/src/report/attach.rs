@@ -126,6 +126,8 @@ impl Summary {
     ) -> Self {
         let user_hz = crate::collect::clock::user_hz().unwrap_or(100);
         let tick_ns = 1_000_000_000 / user_hz;
+        let stat = procs::stat_delta(before, after);
+        let steal = stat.as_ref().map(crosscheck::steal_fraction).unwrap_or(0.0);
         let processes = targets
             .of(&window, parents)
             .iter()
@@ -145,6 +147,7 @@ impl Summary {
                     p.threads,
                     tick_ns,
                     covers,
+                    steal,
                 );
                 ProcessReport {
                     ledger: p.clone(),
@@ -154,7 +157,6 @@ impl Summary {
                 }
             })
             .collect();
-        let stat = procs::stat_delta(before, after);
         let machine_agreement = stat
             .as_ref()
             .map(|s| crosscheck::machine(&window.cpu_total(), window.cpus.len(), s, tick_ns))

@@ -81,8 +81,13 @@ pub fn process(
     threads: u32,
     tick_ns: u64,
     delayacct_covers: bool,
+    steal_fraction: f64,
 ) -> Vec<Agreement> {
     let mut out = Vec::new();
+    // on_cpu_ns is wall time on a CPU; sum_exec_runtime excludes what the
+    // hypervisor stole meanwhile (PARAVIRT_TIME_ACCOUNTING). Allow the
+    // machine's steal share over the window, twice (steal is uneven).
+    let steal = |rel: f64| rel + 2.0 * steal_fraction;
     let delay = |a: Agreement| {
         if delayacct_covers {
             a
@@ -105,7 +110,7 @@ pub fn process(
                 k.on_cpu_ns,
                 "schedstat sum_exec_runtime",
                 run,
-                0.01,
+                steal(0.01),
                 2 * MS,
             )));
         }
@@ -118,7 +123,7 @@ pub fn process(
                 k.on_cpu_ns,
                 "utime+stime ticks",
                 (u + s) * tick_ns,
-                0.02,
+                steal(0.02),
                 abs,
             ));
         }
@@ -187,7 +192,7 @@ pub fn process(
                 k.on_cpu_ns,
                 "taskstats cpu_run_virtual_total",
                 run,
-                0.01,
+                steal(0.01),
                 2 * MS,
             )));
         }
@@ -223,6 +228,22 @@ pub fn machine(cpu: &CpuTimes, ncpus: usize, stat: &StatDelta, tick_ns: u64) -> 
     out
 }
 
+/// The share of CPU time the hypervisor stole over a window (/proc/stat).
+pub fn steal_fraction(stat: &StatDelta) -> f64 {
+    let t = &stat.total;
+    let all: u64 = [
+        t.user, t.nice, t.system, t.idle, t.iowait, t.irq, t.softirq, t.steal,
+    ]
+    .iter()
+    .map(|v| v.unwrap_or(0))
+    .sum();
+    if all == 0 {
+        0.0
+    } else {
+        t.steal.unwrap_or(0) as f64 / all as f64
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -250,7 +271,7 @@ mod tests {
             write_bytes: Some(1 << 20),
             ..Default::default()
         };
-        let rows = process(&k, Some(&p), None, 1, 10 * MS, true);
+        let rows = process(&k, Some(&p), None, 1, 10 * MS, true, 0.0);
         let w = rows.iter().find(|r| r.measure == "io.write_bytes").unwrap();
         assert!(!w.within && !w.flagged() && w.informational.is_some());
     }

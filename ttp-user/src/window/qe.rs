@@ -42,10 +42,12 @@ pub struct QeContext<'a> {
     pub run_as: RunAs,
 }
 
-/// A measured QE: the protocol's record and the ledger's window.
+/// A measured QE: the protocol's record, the ledger's window, and the
+/// taskstats exit records received during it (EMP's PT is summed from them).
 pub struct QeOutcome {
     pub record: QeRecord,
     pub window: Window,
+    pub taskstats_exits: Vec<TaskstatsRecord>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -221,6 +223,7 @@ pub fn measure_with<R>(
         QeOutcome {
             record: rec,
             window,
+            taskstats_exits: ts_exits,
         },
         ran,
     ))

@@ -12,15 +12,23 @@ use serde::{Deserialize, Serialize};
 /// Schema tag of a recorded run set.
 pub const RUNS_SCHEMA: &str = "ttp.emp-runs/1";
 
-/// The program's process time (PT) in one run, from the two sources ttp has.
-/// Either may be absent; absent is not zero.
+/// The program's process time (PT) in one run, from the three sources ttp
+/// has. Any may be absent; absent is not zero.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProgramTime {
     /// taskstats `ac_utime + ac_stime` summed over the program's processes,
     /// in microseconds (Sec. 3.1–3.2: µs is the resolution taskstats gives).
     pub taskstats_us: Option<u64>,
     /// On-CPU time of the program's threads from the kernel ledger, in ns.
+    /// It is wall time between context switches, so it includes time a
+    /// hypervisor stole from the virtual CPU while the program was on it.
     pub ledger_on_cpu_ns: Option<u64>,
+    /// The scheduler's own runtime of the program's threads
+    /// (`se.sum_exec_runtime`, taskstats `cpu_run_virtual_total` of their
+    /// exit records), in ns: exact, and without stolen time where the kernel
+    /// accounts steal (CONFIG_PARAVIRT_TIME_ACCOUNTING).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime_ns: Option<u64>,
 }
 
 /// One execution of a process other than the program's during a run.
@@ -92,12 +100,17 @@ impl EmpRuns {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
 pub enum PtSource {
-    /// The ledger if every usable run has it, else taskstats if every usable
-    /// run has it, else whichever more runs have.
+    /// The scheduler's runtime if every usable run has it; else the ledger
+    /// if every usable run has it, else taskstats if every usable run has
+    /// it, else whichever of the two more runs have.
     #[default]
     Auto,
+    /// taskstats ac_utime + ac_stime (µs; tick-sampled).
     Taskstats,
+    /// The kernel ledger's on-CPU time (ns; includes stolen time).
     Ledger,
+    /// The scheduler's runtime, se.sum_exec_runtime (ns; steal excluded).
+    Runtime,
 }
 
 impl ProgramTime {
@@ -106,8 +119,10 @@ impl ProgramTime {
         match source {
             PtSource::Taskstats => self.taskstats_us.map(|us| us.saturating_mul(1_000)),
             PtSource::Ledger => self.ledger_on_cpu_ns,
+            PtSource::Runtime => self.runtime_ns,
             PtSource::Auto => self
-                .ledger_on_cpu_ns
+                .runtime_ns
+                .or(self.ledger_on_cpu_ns)
                 .or(self.taskstats_us.map(|us| us.saturating_mul(1_000))),
         }
     }
@@ -121,13 +136,16 @@ pub fn resolve_pt_source<'a>(
     if wanted != PtSource::Auto {
         return wanted;
     }
-    let (mut n, mut ledger, mut taskstats) = (0usize, 0usize, 0usize);
+    let (mut n, mut ledger, mut taskstats, mut runtime) = (0usize, 0usize, 0usize, 0usize);
     for r in runs {
         n += 1;
         ledger += usize::from(r.pt.ledger_on_cpu_ns.is_some());
         taskstats += usize::from(r.pt.taskstats_us.is_some());
+        runtime += usize::from(r.pt.runtime_ns.is_some());
     }
-    if ledger == n || ledger >= taskstats {
+    if n > 0 && runtime == n {
+        PtSource::Runtime
+    } else if ledger == n || ledger >= taskstats {
         PtSource::Ledger
     } else {
         PtSource::Taskstats
@@ -161,6 +179,7 @@ mod tests {
             pt: ProgramTime {
                 taskstats_us: ts,
                 ledger_on_cpu_ns: l,
+                runtime_ns: None,
             },
             daemons: vec![],
             flags: RunFlags::default(),
@@ -173,6 +192,7 @@ mod tests {
         let pt = ProgramTime {
             taskstats_us: Some(1_234),
             ledger_on_cpu_ns: None,
+            runtime_ns: None,
         };
         assert_eq!(pt.ns(PtSource::Taskstats), Some(1_234_000));
         assert_eq!(pt.ns(PtSource::Ledger), None);
@@ -187,8 +207,14 @@ mod tests {
             resolve_pt_source(&runs, PtSource::Auto),
             PtSource::Taskstats
         );
-        let runs = [run(0, Some(1), Some(5)), run(1, Some(1), Some(5))];
+        let mut runs = [run(0, Some(1), Some(5)), run(1, Some(1), Some(5))];
         assert_eq!(resolve_pt_source(&runs, PtSource::Auto), PtSource::Ledger);
+        // The scheduler's runtime wins only when every run has it.
+        runs[0].pt.runtime_ns = Some(4);
+        assert_eq!(resolve_pt_source(&runs, PtSource::Auto), PtSource::Ledger);
+        runs[1].pt.runtime_ns = Some(4);
+        assert_eq!(resolve_pt_source(&runs, PtSource::Auto), PtSource::Runtime);
+        assert_eq!(runs[1].pt.ns(PtSource::Runtime), Some(4));
     }
 
     /// Catches kworkers being split into one daemon per work item.

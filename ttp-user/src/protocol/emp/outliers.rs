@@ -155,6 +155,11 @@ pub struct EmpOutcome {
     pub pt_before: Option<Summary>,
     pub et_before: Option<Summary>,
     pub source_agreement: Option<SourceAgreement>,
+    /// Ledger PT against the scheduler's runtime over runs that have both:
+    /// what the ledger counts on CPU that the scheduler does not (time
+    /// stolen by a hypervisor, interrupts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime_agreement: Option<SourceAgreement>,
     pub notes: Vec<String>,
 }
 
@@ -296,7 +301,12 @@ pub fn apply(
         et: et_of(&kept),
         pt_before: pt_of(&with_pt),
         et_before: et_of(&with_pt),
-        source_agreement: source_agreement(&usable),
+        source_agreement: agreement(&usable, |r| {
+            Some((r.pt.ledger_on_cpu_ns?, r.pt.taskstats_us? * 1_000))
+        }),
+        runtime_agreement: agreement(&usable, |r| {
+            Some((r.pt.ledger_on_cpu_ns?, r.pt.runtime_ns?))
+        }),
         runs: verdicts,
         notes,
     })
@@ -332,14 +342,14 @@ pub fn sigma_band(values: &[f64], k: f64) -> Option<SigmaBand> {
     })
 }
 
-fn source_agreement(runs: &[&EmpRun]) -> Option<SourceAgreement> {
+/// `a − b` over the runs where `pair` gives both, in ns.
+fn agreement(
+    runs: &[&EmpRun],
+    pair: impl Fn(&EmpRun) -> Option<(u64, u64)>,
+) -> Option<SourceAgreement> {
     let diffs: Vec<i128> = runs
         .iter()
-        .filter_map(|r| {
-            let l = r.pt.ledger_on_cpu_ns? as i128;
-            let t = r.pt.taskstats_us? as i128 * 1_000;
-            Some(l - t)
-        })
+        .filter_map(|r| pair(r).map(|(a, b)| a as i128 - b as i128))
         .collect();
     if diffs.is_empty() {
         return None;

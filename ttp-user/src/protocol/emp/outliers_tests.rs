@@ -15,6 +15,7 @@ fn run(index: u32, pt_ms: u64, daemons: Vec<DaemonExec>) -> EmpRun {
         pt: ProgramTime {
             taskstats_us: Some(pt_ms * 1_000),
             ledger_on_cpu_ns: None,
+            runtime_ns: None,
         },
         daemons,
         flags: RunFlags::default(),

@@ -230,6 +230,7 @@ mod tests {
                     pt: ProgramTime {
                         taskstats_us: None,
                         ledger_on_cpu_ns: Some(ms * 1_000_000),
+                        runtime_ns: None,
                     },
                     daemons: vec![],
                     flags: RunFlags::default(),

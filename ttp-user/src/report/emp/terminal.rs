@@ -70,6 +70,7 @@ pub fn render_outcome(o: &EmpOutcome) -> String {
     let mut s = String::new();
     let src = match o.pt_source {
         PtSource::Taskstats => "taskstats ac_utime + ac_stime (µs)",
+        PtSource::Runtime => "the scheduler's runtime, sum_exec_runtime (ns)",
         _ => "kernel ledger on-CPU time (ns)",
     };
     let _ = writeln!(
@@ -157,6 +158,15 @@ pub fn render_outcome(o: &EmpOutcome) -> String {
         let _ = writeln!(
             s,
             "  ledger − taskstats PT: mean {:.1} µs, max |{:.1}| µs over {} runs",
+            a.mean_diff_ns / 1e3,
+            a.max_abs_diff_ns as f64 / 1e3,
+            a.n
+        );
+    }
+    if let Some(a) = &o.runtime_agreement {
+        let _ = writeln!(
+            s,
+            "  ledger − runtime PT:   mean {:.1} µs, max |{:.1}| µs over {} runs (stolen and interrupt time the ledger counts)",
             a.mean_diff_ns / 1e3,
             a.max_abs_diff_ns as f64 / 1e3,
             a.n

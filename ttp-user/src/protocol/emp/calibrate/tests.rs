@@ -55,6 +55,7 @@ pub(crate) fn synthetic_runs() -> Vec<EmpRun> {
                 pt: ProgramTime {
                     taskstats_us: Some(et / 1_000 - 1_000),
                     ledger_on_cpu_ns: None,
+                    runtime_ns: None,
                 },
                 daemons,
                 flags: RunFlags::default(),

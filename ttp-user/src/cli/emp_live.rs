@@ -1,0 +1,243 @@
+//! The EMP measurement loop shared by `run --protocol emp` and `calibrate`:
+//! one discarded warm-up execution (EMP Sec. 4: "the very first measurement
+//! is thrown out due to code and input read"), then N executions, each
+//! measured once by [`qe::measure`] under the kernel ledger and turned into
+//! an [`EmpRun`] (window/emp_runs.rs).
+use std::{path::PathBuf, process::Command, time::Duration};
+
+use anyhow::Context;
+use indicatif::ProgressBar;
+
+use crate::{
+    collect::taskstats::ExitListener,
+    error::UsageError,
+    probe::{Ledger, probe_error_ctx, seed},
+    protocol::emp::EmpRun,
+    sys::{signals::StopFlag, spawn::RunAs},
+    window::{
+        emp_runs,
+        qe::{self, QeContext, QeError},
+    },
+};
+
+/// How long to wait after a run for taskstats exit records still on their
+/// way from the listener thread.
+const TASKSTATS_GRACE: Duration = Duration::from_millis(500);
+
+/// What to measure.
+pub struct LivePlan<'a> {
+    pub command: &'a [String],
+    /// Measured runs after the warm-up.
+    pub runs: u32,
+    pub timeout: Option<Duration>,
+    pub run_as: RunAs,
+    /// Send the program's standard output to /dev/null (calibrations run
+    /// the program hundreds of times).
+    pub quiet: bool,
+    /// Progress-bar unit.
+    pub unit: &'static str,
+}
+
+/// The runs measured, and why the loop ended early if it did.
+pub struct LiveRuns {
+    /// Run 0 is the warm-up (flagged), runs 1.. the measured ones.
+    pub runs: Vec<EmpRun>,
+    pub interrupted: bool,
+    /// The command could not be started or the ledger failed; the runs
+    /// before are kept.
+    pub failure: Option<anyhow::Error>,
+    /// Notes for the report (e.g. taskstats unavailable).
+    pub notes: Vec<String>,
+}
+
+/// Runs `plan.command` 1 + `plan.runs` times. After every completed run,
+/// `after_run` gets all runs so far (to write results) and the progress bar.
+/// A run interrupted by Ctrl-C is not kept.
+pub fn measure(
+    plan: &LivePlan<'_>,
+    stop: &StopFlag,
+    mut after_run: impl FnMut(&[EmpRun], &ProgressBar) -> anyhow::Result<()>,
+) -> anyhow::Result<LiveRuns> {
+    crate::sys::privileges::require_bpf()?;
+    let mut ledger = Ledger::attach().map_err(probe_error_ctx)?;
+    ledger.seed(&seed::threads_from_proc());
+    let mut notes = Vec::new();
+    let listener = match ExitListener::start() {
+        Ok(l) => Some(l),
+        Err(e) => {
+            notes.push(format!(
+                "taskstats exit records unavailable ({e}): PT from the ledger only"
+            ));
+            None
+        }
+    };
+    let user_hz = crate::collect::clock::user_hz().unwrap_or(100);
+    let mut ctx = QeContext {
+        ledger: &mut ledger,
+        taskstats_exits: listener.as_ref().map(|(_, rx)| rx),
+        own_tgid: std::process::id(),
+        utilities: &[],
+        query_by_name: false,
+        tick_ns: 1_000_000_000 / user_hz,
+        timeout: plan.timeout,
+        run_as: plan.run_as.clone(),
+    };
+    let bar = crate::report::progress::bar(u64::from(plan.runs) + 1, plan.unit);
+    let mut out = LiveRuns {
+        runs: Vec::with_capacity(plan.runs as usize + 1),
+        interrupted: false,
+        failure: None,
+        notes,
+    };
+    let mut first_start_ns = None;
+    let mut taskstats_missing = 0u32;
+    for index in 0..=plan.runs {
+        if stop.raised() {
+            out.interrupted = true;
+            break;
+        }
+        let mut cmd = Command::new(&plan.command[0]);
+        cmd.args(&plan.command[1..]);
+        if plan.quiet {
+            cmd.stdout(std::process::Stdio::null());
+        }
+        let mut outcome = match qe::measure(&mut ctx, index + 1, cmd, None) {
+            Ok(o) => o,
+            Err(QeError::Spawn(e)) => {
+                out.failure = Some(if e.is_usage() {
+                    UsageError::new(e.to_string()).into()
+                } else {
+                    e.into()
+                });
+                break;
+            }
+            Err(QeError::Probe(e)) => {
+                out.failure = Some(probe_error_ctx(e));
+                break;
+            }
+        };
+        if stop.raised() {
+            bar.println(format!(
+                "run {index} interrupted: not kept (runs 0–{} kept)",
+                index.saturating_sub(1)
+            ));
+            out.interrupted = true;
+            break;
+        }
+        if let Some(rx) = ctx.taskstats_exits
+            && !emp_runs::await_program_exits(&mut outcome, rx, TASKSTATS_GRACE)
+        {
+            taskstats_missing += 1;
+        }
+        let lost = &outcome.window.lost;
+        if lost.losses() > 0 || outcome.window.vanished_threads > 0 {
+            out.notes.push(format!(
+                "run {index}: ledger records incomplete (exit records lost {}, thread map full {}, task reads failed {}, request map full {}, per-process disk map full {}, CPU out of range {}, threads vanished {})",
+                lost.exit_records_lost,
+                lost.thread_map_full,
+                lost.read_failed,
+                lost.request_map_full,
+                lost.proc_disk_map_full,
+                lost.cpu_out_of_range,
+                outcome.window.vanished_threads
+            ));
+        }
+        let first = *first_start_ns.get_or_insert(outcome.window.start_ns);
+        let run = emp_runs::emp_run(index, &outcome, first, index == 0);
+        let pt = run.pt.ledger_on_cpu_ns.map(|n| n as f64 / 1e6);
+        bar.set_message(format!(
+            "run {index}{}: ET {:.1} ms, PT {}",
+            if index == 0 { " (warm-up)" } else { "" },
+            run.et_ns as f64 / 1e6,
+            pt.map_or("—".to_string(), |p| format!("{p:.1} ms"))
+        ));
+        out.runs.push(run);
+        after_run(&out.runs, &bar)?;
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    if listener.is_some() && taskstats_missing > 0 {
+        out.notes.push(format!(
+            "taskstats exit records of the program incomplete in {taskstats_missing} run(s): their taskstats PT is absent"
+        ));
+    }
+    if let Some((l, _)) = &listener {
+        let s = l.stats();
+        if s.overflows > 0 {
+            out.notes.push(format!(
+                "the taskstats listener's buffer overflowed {} time(s): some exit records were lost",
+                s.overflows
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// The default program of `calibrate`: INC (`ttp-ebpf inc --loops C`), with
+/// C derived on this machine for `seconds` of CPU (EMP Fig. 7, Sec. 4.5.1
+/// Step 1).
+pub fn inc_command(seconds: f64) -> anyhow::Result<(Vec<String>, String)> {
+    let exe: PathBuf = std::env::current_exe().context("locating the ttp-ebpf binary for INC")?;
+    let cal = crate::protocol::emp::inc::calibrate();
+    let loops = cal.loops_for(seconds);
+    let note = format!(
+        "INC calibrated on this machine: one iteration ({} increments) = {:.3} ms of CPU; {loops} iterations for {seconds} s",
+        cal.inner,
+        cal.outer_cpu_ns as f64 / 1e6
+    );
+    Ok((
+        vec![
+            exe.to_string_lossy().into_owned(),
+            "inc".into(),
+            "--loops".into(),
+            loops.to_string(),
+        ],
+        note,
+    ))
+}
+
+/// Writes the runs as a recorded run set (`ttp.emp-runs/1`, the layout of
+/// [`EmpRuns`](crate::protocol::emp::EmpRuns)) atomically, without copying them.
+pub fn write_record(
+    path: &std::path::Path,
+    command: &[String],
+    runs: &[EmpRun],
+) -> anyhow::Result<()> {
+    #[derive(serde::Serialize)]
+    struct Record<'a> {
+        schema: &'static str,
+        command: &'a [String],
+        runs: &'a [EmpRun],
+    }
+    crate::report::atomic::write_json(
+        path,
+        &Record {
+            schema: crate::protocol::emp::input::RUNS_SCHEMA,
+            command,
+            runs,
+        },
+    )
+    .with_context(|| format!("writing {}", path.display()))
+}
+
+/// Reads a recorded run set (`ttp.emp-runs/1`).
+pub fn read_record(path: &std::path::Path) -> anyhow::Result<crate::protocol::emp::EmpRuns> {
+    let bytes = std::fs::read(path)
+        .map_err(|e| UsageError::new(format!("cannot read {}: {e}", path.display())))?;
+    let runs: crate::protocol::emp::EmpRuns = serde_json::from_slice(&bytes).map_err(|e| {
+        UsageError::new(format!(
+            "{} is not a recorded run set ({e}); record one with `ttp-ebpf run --protocol emp --record FILE` or `ttp-ebpf calibrate --record FILE`",
+            path.display()
+        ))
+    })?;
+    if runs.schema != crate::protocol::emp::input::RUNS_SCHEMA {
+        return Err(UsageError::new(format!(
+            "{} has schema {:?}, expected {:?} (written by --record)",
+            path.display(),
+            runs.schema,
+            crate::protocol::emp::input::RUNS_SCHEMA
+        ))
+        .into());
+    }
+    Ok(runs)
+}

@@ -1,0 +1,259 @@
+//! `ttp-ebpf run --protocol emp`: a compute-bound program timed with EMP
+//! (paper 001, Fig. 8): one discarded warm-up run, N runs measured under the
+//! kernel ledger, EMPv5's outlier removal (daemon cut-offs from a
+//! calibration profile, then ±2σ on PT, Sec. 4.5), and the average PT of the
+//! retained runs (Step 4).
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Args, ValueEnum};
+
+use super::{
+    emp_live::{self, LivePlan},
+    run::RunArgs,
+};
+use crate::{
+    error::{UsageError, usage},
+    protocol::emp::{EmpConfig, EmpOutcome, EmpRun, Profile, PtSource, apply},
+    report::{atomic, emp as emp_report},
+    sys::{invoker::Invoker, signals::StopFlag, spawn::RunAs},
+};
+
+/// The measurement protocol of `run`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
+pub enum Protocol {
+    /// Tucson Timing Protocol v2: programs and queries that mix CPU and I/O.
+    #[default]
+    Ttpv2,
+    /// Execution-time Measurement Protocol: compute-bound programs, timed
+    /// by their process time (docs/emp.md).
+    Emp,
+}
+
+/// Options of `--protocol emp`.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "EMP (--protocol emp)")]
+pub struct EmpArgs {
+    /// Daemon cut-off profile from `ttp-ebpf calibrate` (EMPv5's first
+    /// sanity check); without it only the ±2σ check is applied.
+    #[arg(long, value_name = "PROFILE")]
+    pub cutoffs: Option<PathBuf>,
+    /// Write emp_series.svg (ET and PT per run, dropped runs marked) into DIR.
+    #[arg(long, value_name = "DIR")]
+    pub plot: Option<PathBuf>,
+    /// Write the raw runs (schema ttp.emp-runs/1: ET, PT from both sources,
+    /// every daemon's PT) to FILE after every run, for `analyze
+    /// --sample-size` and `calibrate --from`.
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<PathBuf>,
+    /// Source of the program's PT: the kernel ledger's on-CPU time (ns) or
+    /// taskstats ac_utime + ac_stime (µs, tick-sampled); auto prefers the
+    /// ledger.
+    #[arg(long, value_enum, default_value_t = PtSource::Auto)]
+    pub pt_source: PtSource,
+}
+
+impl EmpArgs {
+    /// Refuses EMP options under `--protocol ttpv2`.
+    pub fn reject_outside_emp(&self) -> anyhow::Result<()> {
+        let given = [
+            ("--cutoffs", self.cutoffs.is_some()),
+            ("--plot", self.plot.is_some()),
+            ("--record", self.record.is_some()),
+            ("--pt-source", self.pt_source != PtSource::Auto),
+        ];
+        match given.iter().find(|(_, g)| *g) {
+            Some((name, _)) => usage(format!("{name} belongs to --protocol emp; add it")),
+            None => Ok(()),
+        }
+    }
+}
+
+/// TTPv2 options that EMP does not use.
+fn reject_ttpv2_options(a: &RunArgs) -> anyhow::Result<()> {
+    let given = [
+        (
+            "--cold-cache",
+            a.cold_cache,
+            "EMP measures with a warm cache (Sec. 4)",
+        ),
+        (
+            "--prepare",
+            a.prepare.is_some(),
+            "it goes with --cold-cache",
+        ),
+        (
+            "--plan-cmd",
+            a.plan_cmd.is_some(),
+            "plans are a TTPv2 check",
+        ),
+        (
+            "--query-process",
+            a.query_process.is_some(),
+            "EMP's program is the command's own process tree",
+        ),
+        (
+            "--utility",
+            !a.utilities.is_empty(),
+            "under EMP every other process is a daemon",
+        ),
+        ("--label", !a.labels.is_empty(), "labels name a TTPv2 Q@C"),
+        ("--svg", a.svg.is_some(), "use --plot DIR"),
+    ];
+    match given.iter().find(|(_, g, _)| *g) {
+        Some((name, _, why)) => usage(format!(
+            "{name} is a TTPv2 option ({why}); drop it or use --protocol ttpv2"
+        )),
+        None => Ok(()),
+    }
+}
+
+fn outcome(
+    runs: &[EmpRun],
+    profile: Option<&Profile>,
+    cfg: &EmpConfig,
+    args: &RunArgs,
+) -> Result<EmpOutcome, crate::protocol::emp::EmpError> {
+    let mut o = apply(runs, profile, cfg)?;
+    o.command = args.command.clone();
+    o.profile_path = args.emp.cutoffs.clone();
+    Ok(o)
+}
+
+pub fn run(args: RunArgs) -> anyhow::Result<()> {
+    if args.n == 0 {
+        return usage("-n must be at least 1 (the paper's EMPv6 suggests 10)");
+    }
+    reject_ttpv2_options(&args)?;
+    let profile = match &args.emp.cutoffs {
+        Some(p) => Some(Profile::load(p).map_err(|e| UsageError::new(e.to_string()))?),
+        None => None,
+    };
+    let run_as = if args.as_root {
+        RunAs::Current
+    } else {
+        RunAs::User(Invoker::detect().map_err(|e| UsageError::new(e.to_string()))?)
+    };
+    let cfg = EmpConfig {
+        pt_source: args.emp.pt_source,
+        ..EmpConfig::default()
+    };
+    let stop = StopFlag::install().context("installing signal handlers")?;
+    let plan = LivePlan {
+        command: &args.command,
+        runs: args.n,
+        timeout: Some(args.timeout),
+        run_as,
+        quiet: false,
+        unit: "runs",
+    };
+    let live = emp_live::measure(&plan, &stop, |runs, _bar| {
+        if let Some(path) = &args.emp.record {
+            emp_live::write_record(path, &args.command, runs)?;
+        }
+        // The result so far, once a run beyond the warm-up exists.
+        if let Some(path) = &args.json
+            && let Ok(o) = outcome(runs, profile.as_ref(), &cfg, &args)
+        {
+            atomic::write_json(path, &o).with_context(|| format!("writing {}", path.display()))?;
+        }
+        Ok(())
+    })?;
+    if live.runs.is_empty() {
+        return match live.failure {
+            Some(e) => Err(e),
+            None => usage("interrupted before the first run: nothing measured"),
+        };
+    }
+    let mut o = match outcome(&live.runs, profile.as_ref(), &cfg, &args) {
+        Ok(o) => o,
+        Err(e) => {
+            let e = anyhow::Error::new(e);
+            return Err(match live.failure {
+                Some(f) => f.context(e.to_string()),
+                None => e,
+            });
+        }
+    };
+    o.notes.extend(live.notes);
+    if live.interrupted {
+        o.notes.push(format!(
+            "interrupted: {} of {} runs measured; the result covers those",
+            live.runs.len().saturating_sub(1),
+            args.n
+        ));
+    }
+    if let Some(path) = &args.json {
+        atomic::write_json(path, &o).with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("wrote {}", path.display());
+    }
+    if let Some(path) = &args.emp.record {
+        eprintln!("wrote {}", path.display());
+    }
+    print!("{}", emp_report::terminal::render_outcome(&o));
+    if let Some(dir) = &args.emp.plot {
+        for p in emp_report::write_run_plots(dir, &o)? {
+            eprintln!("wrote {}", p.display());
+        }
+    }
+    match live.failure {
+        Some(e) => {
+            Err(e.context("the command could not be run; the runs measured before are kept"))
+        }
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use crate::cli::{Cli, Command};
+
+    fn run_args(words: &[&str]) -> super::RunArgs {
+        let argv = ["ttp-ebpf", "run"].iter().chain(words);
+        match Cli::try_parse_from(argv)
+            .expect("valid command line")
+            .command
+        {
+            Command::Run(a) => a,
+            _ => unreachable!(),
+        }
+    }
+
+    fn usage_message(words: &[&str]) -> String {
+        let e = crate::cli::run::run(run_args(words)).expect_err("refused");
+        assert_eq!(crate::error::exit_code(&e), 2, "{e}");
+        e.to_string()
+    }
+
+    /// Options of the other protocol are refused before anything is
+    /// measured, with what to do. Catches --cold-cache silently ignored
+    /// under EMP (which measures warm) or --cutoffs ignored under TTPv2.
+    #[test]
+    fn options_of_the_other_protocol_are_refused() {
+        let m = usage_message(&["--protocol", "emp", "--cold-cache", "--", "true"]);
+        assert!(m.contains("--cold-cache is a TTPv2 option"), "{m}");
+        let m = usage_message(&["--protocol", "emp", "--svg", "x.svg", "--", "true"]);
+        assert!(m.contains("--plot DIR"), "{m}");
+        let m = usage_message(&["--cutoffs", "p.json", "--", "true"]);
+        assert!(m.contains("--protocol emp"), "{m}");
+        let m = usage_message(&["--protocol", "emp", "-n", "0", "--", "true"]);
+        assert!(m.contains("-n must be at least 1"), "{m}");
+    }
+
+    /// A profile that cannot be read stops the command before it measures.
+    /// Catches a measurement of many runs whose first check then fails.
+    #[test]
+    fn unreadable_profile_is_a_usage_error() {
+        let m = usage_message(&[
+            "--protocol",
+            "emp",
+            "--cutoffs",
+            "/nonexistent/ttp-profile.json",
+            "--",
+            "true",
+        ]);
+        assert!(m.contains("cannot read the EMP profile"), "{m}");
+    }
+}
