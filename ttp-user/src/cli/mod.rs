@@ -11,11 +11,13 @@ pub mod blame;
 pub mod calibrate;
 pub mod check;
 mod emp_live;
+pub mod experiment;
 pub mod inc;
 pub mod load;
 pub mod report;
 pub mod run;
 pub mod run_emp;
+pub mod run_pg;
 pub mod vprofile;
 
 /// ttp: how long a program or a database query really took, and why.
@@ -38,6 +40,7 @@ pub enum Command {
     Blame(blame::Args),
     Calibrate(calibrate::Args),
     Check(check::Args),
+    Experiment(experiment::Args),
     Inc(inc::Args),
     Load(load::LoadArgs),
     Report(report::Args),
@@ -56,6 +59,7 @@ pub fn main() -> ExitCode {
         Command::Blame(args) => blame::run(args),
         Command::Calibrate(a) => calibrate::run(a),
         Command::Check(a) => check::run(a),
+        Command::Experiment(a) => experiment::run(a),
         Command::Inc(a) => inc::run(a),
         Command::Load(args) => load::run(args),
         Command::Report(args) => report::run(args),

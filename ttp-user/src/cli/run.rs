@@ -73,19 +73,42 @@ pub struct RunArgs {
     pub svg: Option<PathBuf>,
     /// Write a Perfetto-compatible trace of the command's processes (Chrome
     /// Trace Event JSON) with one slice per QE on a protocol track.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with = "postgres")]
     pub trace: Option<PathBuf>,
     /// Run the command as root instead of the invoking user (SUDO_UID).
     #[arg(long)]
     pub as_root: bool,
+    /// Measure a statement on the PostgreSQL server of this machine
+    /// instead of a command: key=value pairs or a postgresql:// URL
+    /// (docs/postgres.md). The query process is the backend serving ttp's
+    /// connection.
+    #[arg(long, value_name = "CONNSTR")]
+    pub postgres: Option<String>,
+    /// --postgres: the statement to measure, prepared once and executed
+    /// once per QE; its plan is captured before each QE.
+    #[arg(long, value_name = "SQL", requires = "postgres")]
+    pub sql: Option<String>,
+    /// --postgres --cold-cache: shell command that restarts the server
+    /// (run as root), e.g. 'systemctl restart postgresql'; default: pg_ctl
+    /// restart of the running server's data directory.
+    #[arg(long, value_name = "CMD", requires = "postgres")]
+    pub restart_cmd: Option<String>,
+    /// --postgres: first back-off after a transient error (connection lost,
+    /// server restarting), doubled at each of up to ten retries.
+    #[arg(long, default_value = "100ms", value_parser = parse_duration)]
+    pub backoff: Duration,
     #[command(flatten)]
     pub emp: super::run_emp::EmpArgs,
     /// The command to measure.
-    #[arg(trailing_var_arg = true, required = true, value_name = "CMD")]
+    #[arg(
+        trailing_var_arg = true,
+        required_unless_present = "postgres",
+        value_name = "CMD"
+    )]
     pub command: Vec<String>,
 }
 
-fn parse_labels(labels: &[String]) -> anyhow::Result<ttpv2::model::Labels> {
+pub(crate) fn parse_labels(labels: &[String]) -> anyhow::Result<ttpv2::model::Labels> {
     let mut out = ttpv2::model::Labels::new();
     for l in labels {
         let Some((k, v)) = l.split_once('=') else {
@@ -116,18 +139,22 @@ fn shell(cmd: &str, run_as: &RunAs) -> anyhow::Result<String> {
 }
 
 fn drop_page_cache() -> anyhow::Result<()> {
-    // SAFETY: plain syscall.
-    unsafe { libc::sync() };
-    std::fs::write("/proc/sys/vm/drop_caches", "3").context("dropping the page cache (needs root)")
+    crate::sys::page_cache::drop_page_cache().context("dropping the page cache (needs root)")
 }
 
 pub fn run(args: RunArgs) -> anyhow::Result<()> {
+    if args.postgres.is_some() && args.protocol == super::run_emp::Protocol::Emp {
+        return usage("--postgres measures with TTPv2; --protocol emp applies to commands");
+    }
     if args.protocol == super::run_emp::Protocol::Emp {
         return super::run_emp::run(args);
     }
     args.emp.reject_outside_emp()?;
     if args.n == 0 {
         return usage("-n must be at least 1");
+    }
+    if let Some(conninfo) = args.postgres.clone() {
+        return super::run_pg::run(args, &conninfo);
     }
     if args.prepare.is_some() && !args.cold_cache {
         return usage("--prepare runs with --cold-cache only; add --cold-cache");
