@@ -14,11 +14,13 @@ use aya_ebpf::{
     maps::{Array, HashMap},
     programs::BtfTracePointContext,
 };
-use ttp_common::{DiskAccount, MAX_IO_PROCS, MAX_REQUESTS, ProcDisk, RequestInfo, stat};
+use ttp_common::{
+    DiskAccount, MAX_IO_PROCS, MAX_REQUESTS, ProcDisk, RequestInfo, stat, trace::Kind,
+};
 
 use crate::{
     kernel::{Bio, REQ_OP_READ, REQ_OP_WRITE, Request, Task},
-    ledger, lock, now_ns,
+    ledger, lock, now_ns, trace,
 };
 
 #[map]
@@ -159,6 +161,7 @@ pub fn block_io_start(ctx: BtfTracePointContext) -> i32 {
     if REQUESTS.insert(rq_ptr as u64, info, 0).is_err() {
         crate::count(stat::REQUEST_MAP_FULL);
     }
+    trace::block(Kind::BlockSubmit, rq_ptr, tid, info.tgid, now);
     0
 }
 
@@ -186,6 +189,7 @@ pub fn block_rq_issue(ctx: BtfTracePointContext) -> i32 {
         a.io.queue_ns += now.saturating_sub(info.start_ns);
     }
     in_service(info.tgid, now, true);
+    trace::block(Kind::BlockIssue, rq as *const u8, info.tid, info.tgid, now);
     0
 }
 
@@ -205,6 +209,13 @@ pub fn block_io_done(ctx: BtfTracePointContext) -> i32 {
         }
         in_service(info.tgid, now, false);
     }
+    trace::block(
+        Kind::BlockComplete,
+        rq as *const u8,
+        info.tid,
+        info.tgid,
+        now,
+    );
     let _ = REQUESTS.remove(rq);
     0
 }

@@ -59,3 +59,12 @@ impl LockedCpu {
         unsafe { &mut *self.acct }
     }
 }
+
+/// (tasks in iowait, idle) of CPU `cpu`, read without the lock: a sample
+/// for the trace's counters, where a value one update old is fine.
+#[inline(always)]
+pub fn peek(cpu: u32) -> Option<(u32, u32)> {
+    let c = CPUS.get_ptr(cpu)?;
+    // SAFETY: map value pointer; plain reads of two u32s.
+    unsafe { Some(((*c).nr_iowait, (*c).idle)) }
+}

@@ -34,24 +34,20 @@ use ttp_common::{
     state,
 };
 
-use crate::{block, cpu::LockedCpu, kernel::Task, ledger, now_ns};
+use crate::{
+    block,
+    cpu::LockedCpu,
+    kernel::{Request, Task},
+    ledger, now_ns,
+};
 
 /// Set to 1 by the loader in blame mode (read-only: folded by the verifier).
 #[unsafe(no_mangle)]
 static DETAIL_ENABLED: u32 = 0;
 
-// Struct offsets from the running kernel's BTF (ttp-user/src/probe/btf.rs,
-// `detail_offsets`), set in blame mode only.
-#[unsafe(no_mangle)]
-static OFF_RQ_Q: u32 = 0;
-#[unsafe(no_mangle)]
-static OFF_RQ_DATA_LEN: u32 = 0;
-#[unsafe(no_mangle)]
-static OFF_QUEUE_DISK: u32 = 0;
-#[unsafe(no_mangle)]
-static OFF_DISK_MAJOR: u32 = 0;
-#[unsafe(no_mangle)]
-static OFF_DISK_FIRST_MINOR: u32 = 0;
+// compact_control.direct_compaction from the running kernel's BTF
+// (ttp-user/src/probe/btf.rs, `detail_offsets`), set in blame mode only; the
+// request offsets are kernel.rs's (`Request`), which blame mode sets too.
 #[unsafe(no_mangle)]
 static OFF_CC_DIRECT_COMPACTION: u32 = 0;
 
@@ -94,11 +90,6 @@ fn count(idx: u32) {
         // SAFETY: per-CPU slot, only this CPU writes it.
         unsafe { *p += 1 };
     }
-}
-
-#[inline(always)]
-unsafe fn read<T>(base: *const u8, off: u32) -> Result<T, i32> {
-    unsafe { bpf_probe_read_kernel(base.add(off as usize) as *const T) }
 }
 
 /// Hook in sched_switch, when the ledger finds that the task it last saw
@@ -227,23 +218,13 @@ fn thread_cpu(a: &ThreadAccount, cpu: u32) -> Option<&'static mut ThreadCpu> {
     THREAD_CPU.get_ptr_mut(key).map(|p| unsafe { &mut *p })
 }
 
-/// The whole disk of `rq` as a kernel dev_t: rq->q->disk's major and
-/// first_minor. None for a request without a disk (passthrough).
+/// The whole disk of `rq` as a kernel dev_t (major << MINOR_BITS | first
+/// minor of `rq->q->disk`); None for a request without a disk.
 #[inline(always)]
-fn disk_of(rq: *const u8) -> Result<Option<u32>, i32> {
-    // SAFETY: reads through bpf_probe_read_kernel, which checks the address.
-    unsafe {
-        let q: *const u8 = read(rq, global(&OFF_RQ_Q))?;
-        if q.is_null() {
-            return Ok(None);
-        }
-        let disk: *const u8 = read(q, global(&OFF_QUEUE_DISK))?;
-        if disk.is_null() {
-            return Ok(None);
-        }
-        let major: i32 = read(disk, global(&OFF_DISK_MAJOR))?;
-        let minor: i32 = read(disk, global(&OFF_DISK_FIRST_MINOR))?;
-        Ok(Some(((major as u32) << MINOR_BITS) | minor as u32))
+fn disk_of(rq: &Request) -> Result<Option<u32>, i32> {
+    match rq.disk()? {
+        (0, 0) => Ok(None),
+        (major, minor) => Ok(Some((major << MINOR_BITS) | minor)),
     }
 }
 
@@ -265,9 +246,10 @@ fn add(io: *mut DeviceIo, bytes: u64, requests: u64) {
 /// unowned I/O.
 #[btf_tracepoint(function = "block_rq_complete")]
 pub fn detail_block_rq_complete(ctx: BtfTracePointContext) -> i32 {
-    let rq = ctx.arg::<*const u8>(0);
+    let rq_ptr = ctx.arg::<*const u8>(0);
+    let rq = Request(rq_ptr);
     let nr_bytes = ctx.arg::<u64>(2) as u32;
-    let dev = match disk_of(rq) {
+    let dev = match disk_of(&rq) {
         Ok(Some(dev)) => dev,
         Ok(None) => return 0,
         Err(_) => {
@@ -275,8 +257,7 @@ pub fn detail_block_rq_complete(ctx: BtfTracePointContext) -> i32 {
             return 0;
         }
     };
-    // SAFETY: as in disk_of.
-    let remaining: u32 = match unsafe { read(rq, global(&OFF_RQ_DATA_LEN)) } {
+    let remaining = match rq.data_len() {
         Ok(r) => r,
         Err(_) => {
             count(stat::READ_FAILED);
@@ -285,7 +266,7 @@ pub fn detail_block_rq_complete(ctx: BtfTracePointContext) -> i32 {
     };
     let requests = (nr_bytes >= remaining) as u64;
     let bytes = nr_bytes as u64;
-    if let Some(info) = block::REQUESTS.get_ptr(rq as u64) {
+    if let Some(info) = block::REQUESTS.get_ptr(rq_ptr as u64) {
         // SAFETY: map value pointer, copied at once.
         let info = unsafe { *info };
         if let Some(e) = thread_dev(info.tid, info.thread_start_ns, dev) {
@@ -412,8 +393,9 @@ fn stall_end() -> i32 {
 #[inline(always)]
 fn direct_compaction(ctx: &BtfTracePointContext) -> bool {
     let cc = ctx.arg::<*const u8>(0);
-    // SAFETY: as in disk_of.
-    match unsafe { read::<u8>(cc, global(&OFF_CC_DIRECT_COMPACTION)) } {
+    let field = cc.wrapping_add(global(&OFF_CC_DIRECT_COMPACTION) as usize);
+    // SAFETY: bpf_probe_read_kernel checks the address.
+    match unsafe { bpf_probe_read_kernel(field) } {
         Ok(v) => v != 0,
         Err(_) => {
             count(stat::READ_FAILED);

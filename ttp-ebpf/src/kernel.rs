@@ -23,6 +23,18 @@ offsets!(
     OFF_RQ_CMD_FLAGS,
     OFF_BIO_OPF,
     OFF_BIO_SIZE,
+    // Read only by the --trace programs (trace.rs); 0 when tracing is off.
+    OFF_RQ_DATA_LEN,
+    OFF_RQ_SECTOR,
+    OFF_RQ_Q,
+    OFF_Q_DISK,
+    OFF_DISK_MAJOR,
+    OFF_DISK_FIRST_MINOR,
+    OFF_TASK_SE_CFS_RQ,
+    OFF_CFS_RQ_RQ,
+    OFF_RQ_NR_RUNNING,
+    OFF_TASK_SIGNAL,
+    OFF_SIGNAL_LIVE,
 );
 
 #[inline(always)]
@@ -63,6 +75,25 @@ impl Task {
         let byte = unsafe { read::<u8>(self.0, global(&OFF_TASK_IN_IOWAIT_BYTE))? };
         Ok(byte as usize & global(&TASK_IN_IOWAIT_MASK) != 0)
     }
+    /// `rq->nr_running` of the run queue the task is on
+    /// (`task->se.cfs_rq->rq`; the idle task's points at its CPU's).
+    #[inline(always)]
+    pub fn rq_nr_running(&self) -> Result<u32, i32> {
+        unsafe {
+            let cfs_rq = read::<*const u8>(self.0, global(&OFF_TASK_SE_CFS_RQ))?;
+            let rq = read::<*const u8>(cfs_rq, global(&OFF_CFS_RQ_RQ))?;
+            read::<u32>(rq, global(&OFF_RQ_NR_RUNNING))
+        }
+    }
+    /// `task->signal->live`: threads of the process that have not yet
+    /// started exiting (0 at the last thread's final switch-out).
+    #[inline(always)]
+    pub fn signal_live(&self) -> Result<u32, i32> {
+        unsafe {
+            let signal = read::<*const u8>(self.0, global(&OFF_TASK_SIGNAL))?;
+            read::<u32>(signal, global(&OFF_SIGNAL_LIVE))
+        }
+    }
 }
 
 pub struct Request(pub *const u8);
@@ -71,6 +102,30 @@ impl Request {
     #[inline(always)]
     pub fn op(&self) -> Result<u32, i32> {
         unsafe { Ok(read::<u32>(self.0, global(&OFF_RQ_CMD_FLAGS))? & REQ_OP_MASK) }
+    }
+    #[inline(always)]
+    pub fn data_len(&self) -> Result<u32, i32> {
+        unsafe { read::<u32>(self.0, global(&OFF_RQ_DATA_LEN)) }
+    }
+    #[inline(always)]
+    pub fn sector(&self) -> Result<u64, i32> {
+        unsafe { read::<u64>(self.0, global(&OFF_RQ_SECTOR)) }
+    }
+    /// (major, first minor) of the request's disk (`rq->q->disk`), as the
+    /// block tracepoints' own `dev` field (disk_devt) gives it.
+    #[inline(always)]
+    pub fn disk(&self) -> Result<(u32, u32), i32> {
+        unsafe {
+            let q = read::<*const u8>(self.0, global(&OFF_RQ_Q))?;
+            let disk = read::<*const u8>(q, global(&OFF_Q_DISK))?;
+            if disk.is_null() {
+                return Ok((0, 0));
+            }
+            Ok((
+                read::<u32>(disk, global(&OFF_DISK_MAJOR))?,
+                read::<u32>(disk, global(&OFF_DISK_FIRST_MINOR))?,
+            ))
+        }
     }
 }
 

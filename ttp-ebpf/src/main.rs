@@ -2,7 +2,8 @@
 //! went (sched.rs), per-CPU busy/idle/iowait (cpu.rs) and block I/O with the
 //! "whose I/O is the disk serving" clock (block.rs). Nothing per event goes
 //! to userspace; exit records go through a ring buffer at a thread's final
-//! switch-out, so short-lived threads are never missed.
+//! switch-out, so short-lived threads are never missed. With `--trace`,
+//! trace.rs also streams the traced processes' events.
 #![no_std]
 #![no_main]
 #![feature(core_intrinsics)]
@@ -15,6 +16,7 @@ mod kernel;
 mod ledger;
 mod lock;
 mod sched;
+mod trace;
 mod vprof;
 
 use aya_ebpf::{macros::map, maps::PerCpuArray};

@@ -16,7 +16,7 @@ use crate::{
         TASK_DEAD, TASK_INTERRUPTIBLE, TASK_NOLOAD, TASK_RUNNING, TASK_UNINTERRUPTIBLE, Task,
     },
     ledger::{self, close_interval},
-    now_ns,
+    now_ns, trace,
 };
 
 /// sched_switch(bool preempt, struct task_struct *prev,
@@ -57,30 +57,34 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
         detail::switched_out(a, cpu_id, now);
         close_interval(a, now, cpu.as_ref());
         if prev_state & TASK_DEAD != 0 {
+            trace::exited(a, &prev, cpu_id, now);
             ledger::retire(prev_tid, a, now);
-        } else if preempt & 1 != 0 || prev_state == TASK_RUNNING {
-            a.state = state::RUNNABLE;
-            a.involuntary_switches += 1;
         } else {
-            a.voluntary_switches += 1;
-            if prev.in_iowait().unwrap_or(false) {
-                a.state = state::IOWAIT;
-                if let Some(c) = &cpu {
-                    let c = c.get();
-                    c.nr_iowait += 1;
-                    a.iowait_cpu = cpu_id;
-                    a.share_snap = c.share_cum_ns;
-                    a.own_snap = block::own_clock(a.tgid, now).unwrap_or(0);
-                    a.flags |= flag::IOWAIT_COUNTED;
-                }
-            } else if prev_state & TASK_UNINTERRUPTIBLE != 0 && prev_state & TASK_NOLOAD == 0 {
-                a.state = state::BLOCKED;
+            if preempt & 1 != 0 || prev_state == TASK_RUNNING {
+                a.state = state::RUNNABLE;
+                a.involuntary_switches += 1;
             } else {
-                // TASK_INTERRUPTIBLE, TASK_IDLE (D | NOLOAD: idle kernel
-                // threads, not counted in the load average), stopped, traced.
-                let _ = TASK_INTERRUPTIBLE;
-                a.state = state::SLEEPING;
+                a.voluntary_switches += 1;
+                if prev.in_iowait().unwrap_or(false) {
+                    a.state = state::IOWAIT;
+                    if let Some(c) = &cpu {
+                        let c = c.get();
+                        c.nr_iowait += 1;
+                        a.iowait_cpu = cpu_id;
+                        a.share_snap = c.share_cum_ns;
+                        a.own_snap = block::own_clock(a.tgid, now).unwrap_or(0);
+                        a.flags |= flag::IOWAIT_COUNTED;
+                    }
+                } else if prev_state & TASK_UNINTERRUPTIBLE != 0 && prev_state & TASK_NOLOAD == 0 {
+                    a.state = state::BLOCKED;
+                } else {
+                    // TASK_INTERRUPTIBLE, TASK_IDLE (D | NOLOAD: idle kernel
+                    // threads, not counted in the load average), stopped, traced.
+                    let _ = TASK_INTERRUPTIBLE;
+                    a.state = state::SLEEPING;
+                }
             }
+            trace::switch_out(a, cpu_id, now, preempt & 1 != 0, prev_state, next_tid);
         }
     }
 
@@ -95,6 +99,7 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
         detail::switched_in(a, cpu_id, now);
         close_interval(a, now, cpu.as_ref());
         a.state = state::RUNNING;
+        trace::switch_in(a, cpu_id, now, prev_tid);
     }
 
     if let Some(c) = &cpu {
@@ -145,6 +150,7 @@ fn on_wakeup(task: Task, new: bool) -> i32 {
         a.wakeups += 1;
     }
     a.state = state::RUNNABLE;
+    trace::woken(a, now, new);
     0
 }
 
@@ -174,6 +180,7 @@ pub fn sched_process_fork(ctx: BtfTracePointContext) -> i32 {
     };
     // A stale account under this tid (an exit the ledger missed) is replaced.
     let _ = ledger::create(child_tid, &child, now, parent_tgid);
+    trace::forked(&parent, parent_tgid, &child, child_tid, now);
     0
 }
 
@@ -187,6 +194,7 @@ pub fn sched_process_exec(ctx: BtfTracePointContext) -> i32 {
         && let Ok(comm) = task.comm()
     {
         a.comm = comm;
+        trace::exec(a, ctx.arg::<u64>(1) as u32, now_ns());
     }
     0
 }

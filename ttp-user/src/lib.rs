@@ -9,6 +9,7 @@ pub mod accounts;
 pub mod cli;
 pub mod collect;
 pub mod error;
+pub mod pg;
 pub mod probe;
 pub mod protocol;
 pub mod report;

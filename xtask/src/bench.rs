@@ -28,6 +28,10 @@ pub enum Which {
         /// Also measure bpftrace summing on-CPU time per pid on sched_switch.
         #[arg(long)]
         bpftrace: bool,
+        /// Also measure `attach --pid P --trace FILE` on an unrelated
+        /// sleeping process P: the cost of tracing for everything else.
+        #[arg(long)]
+        trace_one: bool,
     },
 }
 
@@ -37,7 +41,8 @@ pub fn run(which: Which) -> anyhow::Result<()> {
             rounds,
             loops,
             bpftrace,
-        } => overhead(rounds, loops, bpftrace),
+            trace_one,
+        } => overhead(rounds, loops, bpftrace, trace_one),
     }
 }
 
@@ -155,62 +160,132 @@ fn start_tracer(mut cmd: Command, ready_marker: &str) -> anyhow::Result<Tracer> 
     })
 }
 
-fn overhead(rounds: u32, loops: u32, with_bpftrace: bool) -> anyhow::Result<()> {
+fn overhead(rounds: u32, loops: u32, with_bpftrace: bool, trace_one: bool) -> anyhow::Result<()> {
     setup::ensure_packages(&["linux-perf"], "perf bench sched pipe is the load")?;
     let mut mounted_tracefs = false;
     if with_bpftrace {
         setup::ensure_packages(&["bpftrace"], "bpftrace is the comparison")?;
         mounted_tracefs = setup::mount_tracefs()?;
     }
-    let result = overhead_rounds(rounds, loops, with_bpftrace);
+    let result = overhead_rounds(rounds, loops, with_bpftrace, trace_one);
     if mounted_tracefs {
         setup::umount_tracefs();
     }
     result
 }
 
-fn overhead_rounds(rounds: u32, loops: u32, with_bpftrace: bool) -> anyhow::Result<()> {
+fn overhead_rounds(
+    rounds: u32,
+    loops: u32,
+    with_bpftrace: bool,
+    trace_one: bool,
+) -> anyhow::Result<()> {
     util::cargo(&["build", "--release", "-p", "ttp-user"])?;
     let ttp = util::target_dir().join("release/ttp-ebpf");
+    // The traced process: asleep for the whole benchmark, unrelated to the
+    // sched-pipe pair, so its trace holds almost nothing and what is
+    // measured is the cost of tracing being on for everyone else.
+    let sleeper = if trace_one {
+        Some(Sleeper(
+            Command::new("sleep")
+                .arg("100000")
+                .spawn()
+                .context("starting the traced sleep")?,
+        ))
+    } else {
+        None
+    };
+    let trace_file =
+        std::env::temp_dir().join(format!("ttp-bench-trace-{}.json", std::process::id()));
     let mut ratios = Vec::new();
+    let mut tr_ratios = Vec::new();
+    let mut tr_vs_all = Vec::new();
     let mut bt_ratios = Vec::new();
     let mut ready = Vec::new();
     let mut rss = Vec::new();
     let mut cpu_pct = Vec::new();
     println!(
-        "round  base µs/op  ttp µs/op  ratio{}",
+        "round  base µs/op  ttp µs/op  ratio{}{}",
+        if trace_one {
+            "  trace-one µs/op  ratio  vs --all"
+        } else {
+            ""
+        },
         if with_bpftrace {
             "  bpftrace µs/op  ratio"
         } else {
             ""
         }
     );
+    // Each round measures every variant once, in an order rotated from
+    // round to round, so that no variant always runs first (or right after
+    // a tracer exits) on this noisy machine.
+    let mut variants = vec![Variant::Base, Variant::All];
+    if sleeper.is_some() {
+        variants.push(Variant::TraceOne);
+    }
+    if with_bpftrace {
+        variants.push(Variant::Bpftrace);
+    }
     for r in 0..rounds {
-        let base = sched_pipe(loops)?;
-        let mut cmd = Command::new(&ttp);
-        cmd.args(["attach", "--all", "--interval", "1s", "--quiet"]);
-        let tracer = start_tracer(cmd, "ledger attached")?;
-        ready.push(tracer.ready_ms);
-        let t0 = Instant::now();
-        let with = sched_pipe(loops)?;
-        // Let the 1 s interval loop run a few times for the CPU figure.
-        std::thread::sleep(Duration::from_secs(4));
-        let secs = t0.elapsed().as_secs_f64();
-        let (hwm, ticks) = tracer.stop()?;
-        rss.push(hwm as f64 / 1024.0);
-        cpu_pct.push(ticks as f64 / 100.0 / secs * 100.0);
+        let mut us = [0.0f64; 4];
+        for k in 0..variants.len() {
+            let v = variants[(k + r as usize) % variants.len()];
+            us[v as usize] = match v {
+                Variant::Base => sched_pipe(loops)?,
+                Variant::All => {
+                    let mut cmd = Command::new(&ttp);
+                    cmd.args(["attach", "--all", "--interval", "1s", "--quiet"]);
+                    let tracer = start_tracer(cmd, "ledger attached")?;
+                    ready.push(tracer.ready_ms);
+                    let t0 = Instant::now();
+                    let with = sched_pipe(loops)?;
+                    // Let the 1 s interval loop run a few times for the CPU figure.
+                    std::thread::sleep(Duration::from_secs(4));
+                    let secs = t0.elapsed().as_secs_f64();
+                    let (hwm, ticks) = tracer.stop()?;
+                    rss.push(hwm as f64 / 1024.0);
+                    cpu_pct.push(ticks as f64 / 100.0 / secs * 100.0);
+                    with
+                }
+                Variant::TraceOne => {
+                    let pid = sleeper.as_ref().map_or(0, |s| s.0.id()).to_string();
+                    let mut cmd = Command::new(&ttp);
+                    cmd.args(["attach", "--pid", &pid, "--quiet", "--trace"])
+                        .arg(&trace_file);
+                    let tracer = start_tracer(cmd, "ledger attached")?;
+                    let t = sched_pipe(loops)?;
+                    tracer.stop()?;
+                    t
+                }
+                Variant::Bpftrace => {
+                    let mut cmd = Command::new("bpftrace");
+                    cmd.args([
+                        "-e",
+                        "BEGIN { printf(\"bpftrace ready\\n\"); } tracepoint:sched:sched_switch { if (@start[args->prev_pid]) { @oncpu[args->prev_pid] = sum(nsecs - @start[args->prev_pid]); } @start[args->next_pid] = nsecs; }",
+                    ]);
+                    // bpftrace prints BEGIN output on stdout; wait for it there.
+                    let t = start_bpftrace(cmd)?;
+                    let b = sched_pipe(loops)?;
+                    let _ = t.stop();
+                    b
+                }
+            };
+            if v != Variant::Base {
+                // Let the tracer's teardown (detaching, freeing maps) finish
+                // before the next measurement.
+                std::thread::sleep(Duration::from_millis(500));
+            }
+        }
+        let [base, with, t, b] = us;
         ratios.push(with / base);
         let mut line = format!("{r:>5}  {base:>10.3}  {with:>9.3}  {:>5.3}", with / base);
+        if sleeper.is_some() {
+            tr_ratios.push(t / base);
+            tr_vs_all.push(t / with);
+            line += &format!("  {t:>15.3}  {:>5.3}  {:>8.3}", t / base, t / with);
+        }
         if with_bpftrace {
-            let mut cmd = Command::new("bpftrace");
-            cmd.args([
-                "-e",
-                "BEGIN { printf(\"bpftrace ready\\n\"); } tracepoint:sched:sched_switch { if (@start[args->prev_pid]) { @oncpu[args->prev_pid] = sum(nsecs - @start[args->prev_pid]); } @start[args->next_pid] = nsecs; }",
-            ]);
-            // bpftrace prints BEGIN output on stdout; wait for it there.
-            let t = start_bpftrace(cmd)?;
-            let b = sched_pipe(loops)?;
-            let _ = t.stop();
             bt_ratios.push(b / base);
             line += &format!("  {b:>14.3}  {:>5.3}", b / base);
         }
@@ -222,6 +297,14 @@ fn overhead_rounds(rounds: u32, loops: u32, with_bpftrace: bool) -> anyhow::Resu
         median(&mut ratios),
         rounds
     );
+    if trace_one {
+        println!(
+            "median ratio with ttp attach --pid SLEEPER --trace FILE: {:.3} vs no ttp, {:.3} vs attach --all",
+            median(&mut tr_ratios),
+            median(&mut tr_vs_all)
+        );
+        let _ = std::fs::remove_file(&trace_file);
+    }
     if with_bpftrace {
         println!(
             "median ratio with bpftrace on-CPU sums: {:.3}",
@@ -238,10 +321,31 @@ fn overhead_rounds(rounds: u32, loops: u32, with_bpftrace: bool) -> anyhow::Resu
         median(&mut cpu_pct)
     );
     println!(
-        "command: cargo xtask bench overhead --rounds {rounds} --loops {loops}{}",
-        if with_bpftrace { " --bpftrace" } else { "" }
+        "command: cargo xtask bench overhead --rounds {rounds} --loops {loops}{}{}",
+        if with_bpftrace { " --bpftrace" } else { "" },
+        if trace_one { " --trace-one" } else { "" }
     );
+    drop(sleeper);
     Ok(())
+}
+
+/// What runs beside the benchmark (index into a round's figures).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Variant {
+    Base = 0,
+    All = 1,
+    TraceOne = 2,
+    Bpftrace = 3,
+}
+
+/// A child killed when dropped.
+struct Sleeper(Child);
+
+impl Drop for Sleeper {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 fn start_bpftrace(mut cmd: Command) -> anyhow::Result<Tracer> {

@@ -18,7 +18,27 @@ const APT_LLVM: &[&str] = &[
 pub fn all() -> anyhow::Result<()> {
     rust_src()?;
     bpf_linker()?;
+    postgresql()?;
     Ok(())
+}
+
+/// PostgreSQL's server binaries for the DBMS tests (tests/tests/postgres.rs
+/// start a throw-away cluster with them). Those tests run as root only, so
+/// without root a missing server is only reported.
+fn postgresql() -> anyhow::Result<()> {
+    let installed = std::fs::read_dir("/usr/lib/postgresql")
+        .map(|d| d.flatten().any(|v| v.path().join("bin/initdb").is_file()))
+        .unwrap_or(false);
+    if installed {
+        return Ok(());
+    }
+    if !is_root() {
+        println!(
+            "xtask: PostgreSQL is not installed; the PostgreSQL tests need it and root (sudo apt-get install postgresql)"
+        );
+        return Ok(());
+    }
+    apt_install(&["postgresql"], "PostgreSQL server, for the DBMS tests")
 }
 
 fn rust_src() -> anyhow::Result<()> {

@@ -1,4 +1,5 @@
-//! A workload with known behaviour: burns `--cpu-ms` of CPU, then reads
+//! A workload with known behaviour: sleeps `--sleep-ms` (default 0), burns
+//! `--cpu-ms` of CPU, then reads
 //! `--read-mib` MiB with O_DIRECT (bypassing the page cache, so every byte
 //! comes from the disk) from `--file` (created once if missing). With
 //! `--wait-stdin` it waits for a line on stdin before working and for EOF
@@ -34,6 +35,7 @@ fn aligned(len: usize) -> &'static mut [u8] {
 }
 
 fn main() -> std::io::Result<()> {
+    let sleep_ms: u64 = ttp_tests::arg("--sleep-ms", 0);
     let cpu_ms: u64 = ttp_tests::arg("--cpu-ms", 100);
     let read_mib: usize = ttp_tests::arg("--read-mib", 4);
     let default_file =
@@ -47,6 +49,7 @@ fn main() -> std::io::Result<()> {
         let mut line = String::new();
         stdin.lock().read_line(&mut line)?;
     }
+    std::thread::sleep(Duration::from_millis(sleep_ms));
     let used = ttp_tests::burn(Duration::from_millis(cpu_ms));
     let mut f = OpenOptions::new()
         .read(true)

@@ -1,5 +1,6 @@
 //! Shared by the privileged integration tests.
 #![allow(dead_code)]
+pub mod pg;
 use std::{
     io::{BufRead, BufReader, Write},
     path::PathBuf,

@@ -10,6 +10,7 @@ use crate::protocol::ttpv2::correlations::retained_correlations;
 use crate::protocol::ttpv2::import::{read_qe_csv, read_run_json};
 use crate::protocol::ttpv2::model::{QcInput, Setup};
 use crate::protocol::ttpv2::report::render;
+use crate::protocol::ttpv2::study::{is_study, read_study};
 use crate::protocol::ttpv2::svg::render_svg;
 use crate::report::atomic::write_json;
 
@@ -17,12 +18,14 @@ use crate::report::atomic::write_json;
 ///
 /// Each run JSON (from `ttp-ebpf run --json`) is one query at one
 /// cardinality (Q@C). Give several runs of the same query labelled
-/// `cardinality=N` to get the monotonicity checks (QC3/QC4, POST2/POST3).
+/// `cardinality=N`, or a study file of `ttp-ebpf experiment`, to get the
+/// monotonicity checks (QC3/QC4, POST2/POST3).
 /// Prints the per-QE table, dropped QEs, the result, every sanity check and
 /// the reporting paragraph of the paper's Sec. 9.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Run JSON files written by `ttp-ebpf run --json`.
+    /// Run JSON files written by `ttp-ebpf run --json`, or study files
+    /// (JSON lines) written by `ttp-ebpf experiment`.
     #[arg(value_name = "FILE")]
     pub files: Vec<PathBuf>,
     /// External measurements: a CSV with one row per QE and columns
@@ -57,7 +60,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     if args.files.is_empty() && args.qe_csv.is_empty() {
         return crate::error::usage(
-            "nothing to analyze: give run JSON files (from `ttp-ebpf run --json`) or --qe-csv FILE",
+            "nothing to analyze: give run JSON files (from `ttp-ebpf run --json`), a study file (from `ttp-ebpf experiment`) or --qe-csv FILE",
         );
     }
     if args.user_hz == 0 || args.cpus == 0 {
@@ -66,11 +69,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut qcs: Vec<QcInput> = Vec::new();
     let mut machine = None;
     for path in &args.files {
-        let (qc, m) = read_run_json(path).map_err(|e| UsageError::new(e.to_string()))?;
+        let (mut read, m) = if is_study(path) {
+            read_study(path).map_err(|e| UsageError::new(e.to_string()))?
+        } else {
+            let (qc, m) = read_run_json(path).map_err(|e| UsageError::new(e.to_string()))?;
+            (vec![qc], m)
+        };
         if machine.is_none() {
             machine = m;
         }
-        qcs.push(qc);
+        qcs.append(&mut read);
     }
     let setup = Setup {
         user_hz: args.user_hz,

@@ -14,10 +14,11 @@ use crate::{
     accounts::{Image, Window},
     collect::taskstats::{ExitListener, Scope as TsScope, TaskstatsClient},
     error::usage,
-    probe::{Ledger, probe_error_ctx, seed},
+    probe::{AttachOptions, Ledger, probe_error_ctx, seed},
     report::{
         self,
         attach::{Summary, Targets},
+        trace,
         units::parse_duration,
     },
     sys::signals::StopFlag,
@@ -50,6 +51,12 @@ pub struct AttachArgs {
     /// Write the final summary as JSON (schema ttp.attach/1) to FILE.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Also write a timeline of the process (its threads' states, wakeups,
+    /// block I/O, and the processes it forks meanwhile) to FILE as Chrome
+    /// Trace Event Format JSON: open it in ui.perfetto.dev or
+    /// chrome://tracing. See docs/trace.md.
+    #[arg(long, value_name = "FILE", conflicts_with = "all")]
+    pub trace: Option<PathBuf>,
     /// Print only the final summary, not the live table.
     #[arg(long, short)]
     pub quiet: bool,
@@ -69,7 +76,10 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
     // references; restored when the guard drops (also on error and Ctrl-C).
     let delayacct = crate::sys::delayacct::DelayAcct::enable();
     let started = crate::sys::clock::monotonic_ns();
-    let mut ledger = Ledger::attach().map_err(probe_error_ctx)?;
+    let options = AttachOptions {
+        trace: args.trace.is_some(),
+    };
+    let mut ledger = Ledger::attach_with(&options).map_err(probe_error_ctx)?;
     let existing = seed::threads_from_proc();
     let seeded = ledger.seed(&existing);
     let attached_ms = (ledger.ready_ns - started) as f64 / 1e6;
@@ -79,6 +89,13 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
         children: args.children,
         all: args.all,
         own_tgid: std::process::id(),
+    };
+    let recorder = match &args.trace {
+        Some(_) => {
+            let traced = Vec::from_iter(targets.of(&Window::default(), &parents));
+            Some(trace::Recorder::start(&mut ledger, &traced)?)
+        }
+        None => None,
     };
     let taskstats = TaskstatsClient::connect().ok();
     let listener = ExitListener::start().ok();
@@ -172,6 +189,17 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
         report::atomic::write_json(path, &summary.json())
             .with_context(|| format!("writing {}", path.display()))?;
         eprintln!("wrote {}", path.display());
+    }
+    if let (Some(path), Some(rec)) = (&args.trace, recorder) {
+        let t = trace::Trace::new(rec.finish(&ledger)?, "ttp attach");
+        t.write(path)?;
+        for w in t.warnings() {
+            eprintln!("trace: {w}");
+        }
+        eprintln!(
+            "wrote trace {} (open it in ui.perfetto.dev)",
+            path.display()
+        );
     }
     drop(listener);
     drop(ledger);

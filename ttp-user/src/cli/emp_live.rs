@@ -79,6 +79,7 @@ pub fn measure(
         utilities: &[],
         query_by_name: false,
         tick_ns: 1_000_000_000 / user_hz,
+        recorder: None,
         timeout: plan.timeout,
         run_as: plan.run_as.clone(),
     };
@@ -113,6 +114,10 @@ pub fn measure(
             }
             Err(QeError::Probe(e)) => {
                 out.failure = Some(probe_error_ctx(e));
+                break;
+            }
+            Err(QeError::Trace(e)) => {
+                out.failure = Some(e.into());
                 break;
             }
         };

@@ -16,6 +16,7 @@ use crate::{
         analytic::expected_open_latencies_ns,
         clock::ClockKind,
         driver::{PhaseHooks, run_phase},
+        ledger::LedgerSampler,
         output::{LoadReport, OutputFiles},
         schedule::Arrivals,
         simulator::{Hiccup, SimParams, SimulateFactory},
@@ -44,10 +45,14 @@ pub enum ModelChoice {
 /// model (YCSB's loop, with its intended-latency correction) can be run for
 /// comparison. Needs no privileges.
 ///
-/// Targets: --simulate (the SickStore queue model, whose latencies are known)
-/// or --exec -- CMD… (one process per request; exit status 0 is success).
+/// Targets: --simulate (the SickStore queue model, whose latencies are known),
+/// --exec -- CMD… (one process per request; exit status 0 is success) or
+/// --postgres CONNSTR --sql "…" (a pool of connections, the statement
+/// prepared once on each). With --attach-pid PID (needs root) the kernel
+/// ledger of that process and its descendants is sampled every second
+/// beside the latency timeline.
 #[derive(Debug, clap::Args)]
-#[command(group(ArgGroup::new("target").required(true).args(["simulate", "exec"])))]
+#[command(group(ArgGroup::new("target").required(true).args(["simulate", "exec", "postgres"])))]
 pub struct LoadArgs {
     /// Requests per second to send (the open model's arrival rate, the
     /// closed model's target throughput).
@@ -129,6 +134,28 @@ pub struct LoadArgs {
     #[arg(long)]
     pub exec: bool,
 
+    /// Target: PostgreSQL (key=value pairs or a postgresql:// URL); each
+    /// request executes --sql on a connection of the pool.
+    #[arg(long, value_name = "CONNSTR", requires = "sql")]
+    pub postgres: Option<String>,
+
+    /// --postgres: the statement each request executes (prepared once per
+    /// connection; its rows are read and dropped).
+    #[arg(long, value_name = "SQL", requires = "postgres")]
+    pub sql: Option<String>,
+
+    /// --postgres: most connections in the pool (default 16; the pool is
+    /// the phase's concurrency when that is smaller).
+    #[arg(long, value_name = "N", requires = "postgres")]
+    pub pool_size: Option<usize>,
+
+    /// Sample the kernel ledger of process PID and its descendants every
+    /// second (on-CPU, run-queue wait, iowait, I/O bytes) beside the
+    /// latency timeline, e.g. the PostgreSQL postmaster or one backend.
+    /// Needs root.
+    #[arg(long, value_name = "PID")]
+    pub attach_pid: Option<u32>,
+
     /// The command for --exec, after `--`.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -154,6 +181,8 @@ pub struct LoadConfig {
     pub clock: ClockKind,
     pub factory: Arc<dyn TargetFactory>,
     pub sim: Option<SimParams>,
+    /// `--attach-pid`: the process whose ledger is sampled per second.
+    pub attach_pid: Option<u32>,
 }
 
 fn nanos(d: Duration) -> u64 {
@@ -205,6 +234,22 @@ impl LoadArgs {
             };
             let clock = self.clock.unwrap_or(ClockKind::Virtual);
             (Arc::new(SimulateFactory { params }), Some(params), clock)
+        } else if let Some(conninfo) = &self.postgres {
+            if sim_only || !self.command.is_empty() {
+                return usage(
+                    "--postgres runs --sql; drop the --simulate options and the command after `--`",
+                );
+            }
+            if self.clock == Some(ClockKind::Virtual) {
+                return usage("--postgres needs the real clock; drop --clock virtual");
+            }
+            let f = crate::pg::load::PgFactory::new(
+                conninfo,
+                self.sql.as_deref().unwrap_or(""),
+                self.pool_size,
+            )
+            .or_else(usage)?;
+            (Arc::new(f), None, ClockKind::Real)
         } else {
             if sim_only {
                 return usage(
@@ -248,6 +293,17 @@ impl LoadArgs {
             clock,
             factory,
             sim,
+            attach_pid: match self.attach_pid {
+                Some(pid) if clock == ClockKind::Virtual => {
+                    return usage(format!(
+                        "--attach-pid {pid} samples a real process each second; it needs the real clock (--clock real)"
+                    ));
+                }
+                Some(pid) if !std::path::Path::new(&format!("/proc/{pid}")).exists() => {
+                    return usage(format!("--attach-pid {pid}: no such process"));
+                }
+                other => other,
+            },
         })
     }
 }
@@ -271,10 +327,24 @@ fn progress_bar(plan: &PhasePlan, model: Model) -> Option<indicatif::ProgressBar
 
 /// Runs every phase and assembles the report.
 pub fn measure(cfg: &LoadConfig) -> anyhow::Result<LoadReport> {
+    let ledger = match cfg.attach_pid {
+        Some(_) => {
+            crate::sys::privileges::require_bpf()?;
+            let mut l = crate::probe::Ledger::attach().map_err(crate::probe::probe_error_ctx)?;
+            l.seed(&crate::probe::seed::threads_from_proc());
+            Some(Arc::new(std::sync::Mutex::new(l)))
+        }
+        None => None,
+    };
     let mut phases = Vec::new();
     for &model in &cfg.models {
+        let samplers: Vec<Box<dyn crate::protocol::load::driver::TimelineSampler>> =
+            match (&ledger, cfg.attach_pid) {
+                (Some(l), Some(pid)) => vec![Box::new(LedgerSampler::new(l.clone(), pid))],
+                _ => Vec::new(),
+            };
         let hooks = PhaseHooks {
-            samplers: Vec::new(),
+            samplers,
             progress: match cfg.clock {
                 ClockKind::Real => progress_bar(&cfg.plan, model),
                 ClockKind::Virtual => None,
@@ -301,6 +371,19 @@ pub fn run(args: LoadArgs) -> anyhow::Result<()> {
     let cfg = args.validate()?;
     let report = measure(&cfg)?;
     print!("{}", report.render());
+    for ph in &report.phases {
+        if let Some(rows) = ph.samples.get("ledger") {
+            print!(
+                "{}",
+                crate::protocol::load::ledger::render(
+                    ph.model,
+                    cfg.attach_pid.unwrap_or(0),
+                    rows,
+                    &ph.recorder.timeline
+                )
+            );
+        }
+    }
     let mut files = OutputFiles::default();
     if let Some(path) = &args.hgrm {
         files.hgrm = report

@@ -11,10 +11,13 @@ pub mod blame;
 pub mod calibrate;
 pub mod check;
 mod emp_live;
+pub mod experiment;
 pub mod inc;
 pub mod load;
+pub mod report;
 pub mod run;
 pub mod run_emp;
+pub mod run_pg;
 pub mod vprofile;
 
 /// ttp: how long a program or a database query really took, and why.
@@ -37,8 +40,10 @@ pub enum Command {
     Blame(blame::Args),
     Calibrate(calibrate::Args),
     Check(check::Args),
+    Experiment(experiment::Args),
     Inc(inc::Args),
     Load(load::LoadArgs),
+    Report(report::Args),
     Run(run::RunArgs),
     Vprofile(vprofile::Args),
 }
@@ -54,8 +59,10 @@ pub fn main() -> ExitCode {
         Command::Blame(args) => blame::run(args),
         Command::Calibrate(a) => calibrate::run(a),
         Command::Check(a) => check::run(a),
+        Command::Experiment(a) => experiment::run(a),
         Command::Inc(a) => inc::run(a),
         Command::Load(args) => load::run(args),
+        Command::Report(args) => report::run(args),
         Command::Run(a) => run::run(a),
         Command::Vprofile(args) => vprofile::run(args),
     };

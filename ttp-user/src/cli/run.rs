@@ -71,17 +71,44 @@ pub struct RunArgs {
     /// Write a chart of the per-QE times (SVG).
     #[arg(long, value_name = "FILE")]
     pub svg: Option<PathBuf>,
+    /// Write a Perfetto-compatible trace of the command's processes (Chrome
+    /// Trace Event JSON) with one slice per QE on a protocol track.
+    #[arg(long, value_name = "FILE", conflicts_with = "postgres")]
+    pub trace: Option<PathBuf>,
     /// Run the command as root instead of the invoking user (SUDO_UID).
     #[arg(long)]
     pub as_root: bool,
+    /// Measure a statement on the PostgreSQL server of this machine
+    /// instead of a command: key=value pairs or a postgresql:// URL
+    /// (docs/postgres.md). The query process is the backend serving ttp's
+    /// connection.
+    #[arg(long, value_name = "CONNSTR")]
+    pub postgres: Option<String>,
+    /// --postgres: the statement to measure, prepared once and executed
+    /// once per QE; its plan is captured before each QE.
+    #[arg(long, value_name = "SQL", requires = "postgres")]
+    pub sql: Option<String>,
+    /// --postgres --cold-cache: shell command that restarts the server
+    /// (run as root), e.g. 'systemctl restart postgresql'; default: pg_ctl
+    /// restart of the running server's data directory.
+    #[arg(long, value_name = "CMD", requires = "postgres")]
+    pub restart_cmd: Option<String>,
+    /// --postgres: first back-off after a transient error (connection lost,
+    /// server restarting), doubled at each of up to ten retries.
+    #[arg(long, default_value = "100ms", value_parser = parse_duration)]
+    pub backoff: Duration,
     #[command(flatten)]
     pub emp: super::run_emp::EmpArgs,
     /// The command to measure.
-    #[arg(trailing_var_arg = true, required = true, value_name = "CMD")]
+    #[arg(
+        trailing_var_arg = true,
+        required_unless_present = "postgres",
+        value_name = "CMD"
+    )]
     pub command: Vec<String>,
 }
 
-fn parse_labels(labels: &[String]) -> anyhow::Result<ttpv2::model::Labels> {
+pub(crate) fn parse_labels(labels: &[String]) -> anyhow::Result<ttpv2::model::Labels> {
     let mut out = ttpv2::model::Labels::new();
     for l in labels {
         let Some((k, v)) = l.split_once('=') else {
@@ -112,18 +139,22 @@ fn shell(cmd: &str, run_as: &RunAs) -> anyhow::Result<String> {
 }
 
 fn drop_page_cache() -> anyhow::Result<()> {
-    // SAFETY: plain syscall.
-    unsafe { libc::sync() };
-    std::fs::write("/proc/sys/vm/drop_caches", "3").context("dropping the page cache (needs root)")
+    crate::sys::page_cache::drop_page_cache().context("dropping the page cache (needs root)")
 }
 
 pub fn run(args: RunArgs) -> anyhow::Result<()> {
+    if args.postgres.is_some() && args.protocol == super::run_emp::Protocol::Emp {
+        return usage("--postgres measures with TTPv2; --protocol emp applies to commands");
+    }
     if args.protocol == super::run_emp::Protocol::Emp {
         return super::run_emp::run(args);
     }
     args.emp.reject_outside_emp()?;
     if args.n == 0 {
         return usage("-n must be at least 1");
+    }
+    if let Some(conninfo) = args.postgres.clone() {
+        return super::run_pg::run(args, &conninfo);
     }
     if args.prepare.is_some() && !args.cold_cache {
         return usage("--prepare runs with --cold-cache only; add --cold-cache");
@@ -137,8 +168,19 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     };
     let stop = StopFlag::install().context("installing signal handlers")?;
     let delayacct = crate::sys::delayacct::DelayAcct::enable();
-    let mut ledger = Ledger::attach().map_err(probe_error_ctx)?;
+    let mut ledger = Ledger::attach_with(&crate::probe::AttachOptions {
+        trace: args.trace.is_some(),
+    })
+    .map_err(probe_error_ctx)?;
     ledger.seed(&seed::threads_from_proc());
+    let mut recorder = match &args.trace {
+        Some(_) => Some(
+            crate::report::trace::Recorder::start(&mut ledger, &[])
+                .context("starting the trace")?,
+        ),
+        None => None,
+    };
+    let mut spans: Vec<(u32, u64, u64)> = Vec::new();
     let listener = ExitListener::start().ok();
     let user_hz = crate::collect::clock::user_hz().unwrap_or(100);
     let mut machine = crate::sys::machine::facts();
@@ -163,6 +205,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     };
     let mut ctx = QeContext {
         ledger: &mut ledger,
+        recorder: recorder.as_mut(),
         taskstats_exits: listener.as_ref().map(|(_, rx)| rx),
         own_tgid: std::process::id(),
         utilities: &args.utilities,
@@ -200,7 +243,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
                 drop(out);
                 break;
             }
-            Ok(out) => qc.qes.push(out.record),
+            Ok(out) => {
+                spans.push((i, out.t0_ns, out.t1_ns));
+                qc.qes.push(out.record);
+            }
             Err(QeError::Spawn(e)) => {
                 let mut rec = QeRecord::new(i, 0.0);
                 rec.spawn_error = Some(e.to_string());
@@ -215,6 +261,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             }
             Err(QeError::Probe(e)) => {
                 failure = Some(probe_error_ctx(e));
+                break;
+            }
+            Err(QeError::Trace(e)) => {
+                failure = Some(e.into());
                 break;
             }
         }
@@ -232,6 +282,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     bar.finish_and_clear();
     drop(ctx);
+    let recording = match recorder {
+        Some(r) => Some(r.finish(&ledger).context("finishing the trace")?),
+        None => None,
+    };
     drop(listener);
     drop(ledger);
     drop(delayacct);
@@ -244,6 +298,24 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     let doc = RunDocument::new(&qc, Some(&machine));
     if let Some(path) = &args.json {
         atomic::write_json(path, &doc).with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("wrote {}", path.display());
+    }
+    if let (Some(path), Some(recording)) = (&args.trace, recording) {
+        let mut trace = crate::report::trace::Trace::new(recording, "ttp run (TTPv2)");
+        for q in &doc.qc.qes {
+            let Some(&(_, t0, t1)) = spans.iter().find(|(n, _, _)| *n == q.record.qe) else {
+                continue;
+            };
+            trace.add_qe(crate::report::trace::QeSlice {
+                name: format!("QE {}", q.record.qe),
+                start_ns: t0,
+                end_ns: t1,
+                time_meas_ms: q.record.time_meas_ms,
+                time_calc_ms: q.calc.time_calc_ms,
+                dropped: (!q.dropped_by.is_empty()).then(|| q.dropped_by.join(", ")),
+            })?;
+        }
+        trace.write(path)?;
         eprintln!("wrote {}", path.display());
     }
     let analysis = doc.to_analysis();

@@ -146,10 +146,51 @@ impl KernelBtf {
             ],
         })
     }
+
+    /// The offsets only the `--trace` programs read (ttp-ebpf/src/trace.rs):
+    /// a request's bytes, sector and disk, a task's run queue and whether
+    /// it was the last thread of its process.
+    pub fn trace_offsets(&self) -> Result<Offsets, ProbeError> {
+        let se_cfs_rq = {
+            let se = self.field("task_struct", &["se"])?;
+            let cfs = self.field("sched_entity", &["cfs_rq"])?;
+            se.byte + cfs.byte
+        };
+        let signal_live = {
+            let signal = self.field("task_struct", &["signal"])?;
+            let live = self.field("signal_struct", &["live"])?;
+            (signal.byte, live.byte)
+        };
+        Ok(Offsets {
+            globals: vec![
+                (
+                    "OFF_RQ_DATA_LEN",
+                    self.field("request", &["__data_len"])?.byte,
+                ),
+                ("OFF_RQ_SECTOR", self.field("request", &["__sector"])?.byte),
+                ("OFF_RQ_Q", self.field("request", &["q"])?.byte),
+                ("OFF_Q_DISK", self.field("request_queue", &["disk"])?.byte),
+                ("OFF_DISK_MAJOR", self.field("gendisk", &["major"])?.byte),
+                (
+                    "OFF_DISK_FIRST_MINOR",
+                    self.field("gendisk", &["first_minor"])?.byte,
+                ),
+                ("OFF_TASK_SE_CFS_RQ", se_cfs_rq),
+                // cfs_rq.rq needs CONFIG_FAIR_GROUP_SCHED (every distribution
+                // kernel has it); without it tracing reports the missing field.
+                ("OFF_CFS_RQ_RQ", self.field("cfs_rq", &["rq"])?.byte),
+                ("OFF_RQ_NR_RUNNING", self.field("rq", &["nr_running"])?.byte),
+                ("OFF_TASK_SIGNAL", signal_live.0),
+                ("OFF_SIGNAL_LIVE", signal_live.1),
+            ],
+        })
+    }
 }
 
 /// Offsets the blame-detail programs read (ttp-ebpf/src/detail.rs), by the
 /// source that needs them: a kernel without one field loses that source only.
+/// The disk ones are globals the trace programs read too (kernel.rs
+/// `Request`), under the same names.
 #[derive(Debug)]
 pub struct DetailOffsets {
     /// rq->q->disk->{major, first_minor} and rq->__data_len, for disk I/O
@@ -169,10 +210,7 @@ impl KernelBtf {
                     "OFF_RQ_DATA_LEN",
                     self.field("request", &["__data_len"])?.byte,
                 ),
-                (
-                    "OFF_QUEUE_DISK",
-                    self.field("request_queue", &["disk"])?.byte,
-                ),
+                ("OFF_Q_DISK", self.field("request_queue", &["disk"])?.byte),
                 ("OFF_DISK_MAJOR", self.field("gendisk", &["major"])?.byte),
                 (
                     "OFF_DISK_FIRST_MINOR",
@@ -211,8 +249,9 @@ mod tests {
     }
 
     /// Catches wrong detail offsets on the running kernel: gendisk's major
-    /// and first_minor are adjacent ints (include/linux/blkdev.h), and every
-    /// disk offset lies inside its struct.
+    /// and first_minor are adjacent ints (include/linux/blkdev.h), and the
+    /// globals the detail shares with the trace programs get the same
+    /// offsets from both.
     #[test]
     fn detail_offsets_are_consistent() {
         let Ok(btf) = KernelBtf::load() else {
@@ -225,5 +264,26 @@ mod tests {
         assert_eq!(get("OFF_DISK_FIRST_MINOR"), get("OFF_DISK_MAJOR") + 4);
         assert_eq!(disk.len(), 5);
         assert!(d.compaction.is_ok());
+        let trace = btf.trace_offsets().unwrap().globals;
+        for (name, off) in &disk {
+            let t = trace.iter().find(|(k, _)| k == name).map(|t| t.1);
+            assert_eq!(t, Some(*off), "{name}");
+        }
+    }
+
+    /// Catches a kernel whose layout the trace programs cannot read: every
+    /// trace offset resolves, and the 32-bit request length sits where
+    /// include/linux/blk-mq.h puts it, just before the 64-bit sector.
+    #[test]
+    fn trace_offsets_resolve() {
+        let Ok(btf) = KernelBtf::load() else {
+            eprintln!("skipped: no {VMLINUX_BTF}");
+            return;
+        };
+        let offs = btf.trace_offsets().unwrap();
+        eprintln!("{offs:?}");
+        let get = |n: &str| offs.globals.iter().find(|(k, _)| *k == n).unwrap().1;
+        assert_eq!(get("OFF_RQ_DATA_LEN") + 4, get("OFF_RQ_SECTOR"));
+        assert_eq!(offs.globals.len(), 11);
     }
 }

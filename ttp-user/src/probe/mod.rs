@@ -8,6 +8,7 @@ pub mod btf;
 pub mod detail;
 mod read;
 pub mod seed;
+pub mod trace;
 pub mod vprof;
 
 use aya::{
@@ -15,10 +16,12 @@ use aya::{
     maps::{Array, HashMap, MapData, PerCpuArray, RingBuf},
     programs::BtfTracePoint,
 };
+use trace::TraceMaps;
 use ttp_common::{CpuAccount, DiskAccount, ProcDisk, ThreadAccount};
 
 pub use detail::{DetailAvailability, DetailSnapshot, DetailStats, ThreadDetailKeys};
 pub use read::{KernelStats, SeedThread, Snapshot};
+pub use trace::{BlockPhase, ThreadState, TraceBody, TraceEvent};
 
 /// The eBPF object built by build.rs (empty when built with AYA_BUILD_SKIP=1).
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/ttp"));
@@ -70,6 +73,23 @@ pub enum ProbeError {
         #[source]
         source: Box<aya::programs::ProgramError>,
     },
+    #[error("tracing was not enabled when the ledger was loaded")]
+    TraceOff,
+    #[error(
+        "cannot trace process {tgid}: {source} (at most {max} processes are traced at once)",
+        max = ttp_common::trace::MAX_TRACED
+    )]
+    Traced {
+        tgid: u32,
+        #[source]
+        source: Box<aya::maps::MapError>,
+    },
+    #[error("attaching the trace sampler to CPU {cpu} failed")]
+    Sampler {
+        cpu: u32,
+        #[source]
+        source: Box<aya::programs::ProgramError>,
+    },
     #[error("map {map}: {source}")]
     Map {
         map: String,
@@ -95,6 +115,8 @@ pub struct Ledger {
     pub(crate) proc_disk: HashMap<MapData, u32, ProcDisk>,
     pub(crate) stats: PerCpuArray<MapData, u64>,
     pub(crate) exits: RingBuf<MapData>,
+    /// The `--trace` maps, when the ledger was loaded with tracing on.
+    pub(crate) trace: Option<TraceMaps>,
     /// The blame detail, in blame mode only.
     detail: Option<detail::DetailMaps>,
     _ebpf: Ebpf,
@@ -107,7 +129,7 @@ impl Ledger {
     /// attempted but not required (kernels ≥ 5.11 charge BPF memory to the
     /// memory cgroup instead).
     pub fn attach() -> Result<Self, ProbeError> {
-        Self::load(false)
+        Self::attach_with(&AttachOptions::default())
     }
 
     /// The ledger plus the blame detail (per-CPU splits, disk I/O per
@@ -115,10 +137,17 @@ impl Ledger {
     /// the detail this kernel cannot run are left out and listed in
     /// [`Ledger::detail_availability`].
     pub fn attach_blame() -> Result<Self, ProbeError> {
-        Self::load(true)
+        Self::load(&AttachOptions::default(), true)
     }
 
-    fn load(blame: bool) -> Result<Self, ProbeError> {
+    /// Loads and attaches the ledger, and with `options.trace` the per-event
+    /// stream of `--trace` (nothing is traced until
+    /// [`Ledger::trace_process`] names a process).
+    pub fn attach_with(options: &AttachOptions) -> Result<Self, ProbeError> {
+        Self::load(options, false)
+    }
+
+    fn load(options: &AttachOptions, blame: bool) -> Result<Self, ProbeError> {
         if OBJECT.is_empty() {
             return Err(ProbeError::NoObject);
         }
@@ -128,12 +157,20 @@ impl Ledger {
         // runs while the offsets are resolved and the maps are created.
         let aya_btf = std::thread::spawn(aya::Btf::from_sys_fs);
         let kbtf = btf::KernelBtf::load()?;
-        let offsets = kbtf.ledger_offsets()?;
+        let mut globals = kbtf.ledger_offsets()?.globals;
+        if options.trace {
+            globals.extend(kbtf.trace_offsets()?.globals);
+            globals.push(("TRACE_ON", 1));
+        }
         let plan = blame.then(|| detail::Plan::new(kbtf.detail_offsets()));
         log::debug!("offsets from BTF in {:?}", t.elapsed());
         let mut loader = EbpfLoader::new();
-        for (name, value) in &offsets.globals {
+        for (name, value) in &globals {
             loader.override_global(name, value, true);
+        }
+        if !options.trace {
+            // Ring buffers are allocated at load: one page when unused.
+            loader.map_max_entries(trace::EVENTS_MAP, trace::page_size());
         }
         match &plan {
             Some(p) => p.configure(&mut loader),
@@ -164,6 +201,11 @@ impl Ledger {
             attach_program(&mut ebpf, &btf, program, tracepoint)?;
             log::debug!("{program} loaded and attached at {:?}", t.elapsed());
         }
+        let trace = if options.trace {
+            Some(trace::attach(&mut ebpf, &btf)?)
+        } else {
+            None
+        };
         let detail = match plan {
             Some(plan) => {
                 let availability = attach_detail(&mut ebpf, &btf, plan);
@@ -179,6 +221,7 @@ impl Ledger {
             proc_disk: take(&mut ebpf, "PROC_DISK")?,
             stats: take(&mut ebpf, "STATS")?,
             exits: take(&mut ebpf, "EXITS")?,
+            trace,
             detail,
             _ebpf: ebpf,
             ready_ns,
@@ -243,6 +286,13 @@ fn attach_detail(
         }
     }
     avail
+}
+
+/// What to load besides the ledger.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AttachOptions {
+    /// The per-event stream of `--trace`.
+    pub trace: bool,
 }
 
 fn take<T>(ebpf: &mut Ebpf, name: &str) -> Result<T, ProbeError>

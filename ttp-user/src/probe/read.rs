@@ -3,7 +3,7 @@
 use std::collections::HashMap as StdHashMap;
 
 use aya::maps::MapError;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use ttp_common::{
     CpuAccount, DiskAccount, ExitRecord, ProcDisk, TASK_COMM_LEN, ThreadAccount, flag, stat, state,
 };
@@ -12,7 +12,7 @@ use super::{Ledger, ProbeError, batch};
 
 /// Kernel-side counters, summed over CPUs: losses and failures are reported,
 /// never hidden.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KernelStats {
     pub exit_records_lost: u64,
     pub thread_map_full: u64,
@@ -26,7 +26,16 @@ pub struct KernelStats {
     pub exit_records: u64,
     /// Switch-outs of a task that was not the last one seen switched in on
     /// that CPU (a gap in the ledger's view of the CPU; see docs/ledger.md).
+    #[serde(default)]
     pub unreported_switches: u64,
+    /// Trace records that did not fit in the trace ring buffer.
+    #[serde(default)]
+    pub trace_events_lost: u64,
+    #[serde(default)]
+    pub trace_events: u64,
+    /// Children of traced processes that could not be traced.
+    #[serde(default)]
+    pub traced_map_full: u64,
 }
 
 impl KernelStats {
@@ -43,6 +52,9 @@ impl KernelStats {
             wakeups_unseen: c[stat::WAKEUP_UNSEEN as usize],
             exit_records: c[stat::EXIT_RECORDS as usize],
             unreported_switches: c[stat::UNREPORTED_SWITCH as usize],
+            trace_events_lost: c[stat::TRACE_EVENT_LOST as usize],
+            trace_events: c[stat::TRACE_EVENTS as usize],
+            traced_map_full: c[stat::TRACED_MAP_FULL as usize],
         }
     }
 
@@ -54,6 +66,8 @@ impl KernelStats {
             + self.request_map_full
             + self.proc_disk_map_full
             + self.cpu_out_of_range
+            + self.trace_events_lost
+            + self.traced_map_full
     }
 
     /// Change since `earlier` (counters only grow).
@@ -71,6 +85,9 @@ impl KernelStats {
             wakeups_unseen: d(self.wakeups_unseen, earlier.wakeups_unseen),
             exit_records: d(self.exit_records, earlier.exit_records),
             unreported_switches: d(self.unreported_switches, earlier.unreported_switches),
+            trace_events_lost: d(self.trace_events_lost, earlier.trace_events_lost),
+            trace_events: d(self.trace_events, earlier.trace_events),
+            traced_map_full: d(self.traced_map_full, earlier.traced_map_full),
         }
     }
 }

@@ -4,4 +4,6 @@ pub mod atomic;
 pub mod attach;
 pub mod emp;
 pub mod progress;
+pub mod render;
+pub mod trace;
 pub mod units;

@@ -5,6 +5,7 @@ pub mod delayacct;
 pub mod invoker;
 pub mod logging;
 pub mod machine;
+pub mod page_cache;
 pub mod privileges;
 pub mod setup_check;
 pub mod signals;

@@ -81,6 +81,8 @@ fn outcome(records: Vec<TaskstatsRecord>) -> QeOutcome {
         );
     }
     QeOutcome {
+        t0_ns: 0,
+        t1_ns: 0,
         record: rec,
         window: w,
         taskstats_exits: records,

@@ -30,6 +30,9 @@ use crate::{
 /// What stays the same across the QEs of a run.
 pub struct QeContext<'a> {
     pub ledger: &'a mut Ledger,
+    /// With `--trace`: each QE's command is added to the traced processes
+    /// while it is held, so its whole life is in the trace.
+    pub recorder: Option<&'a mut crate::report::trace::Recorder>,
     pub taskstats_exits: Option<&'a Receiver<TaskstatsRecord>>,
     pub own_tgid: u32,
     /// Names of utility processes (`--utility`).
@@ -45,6 +48,10 @@ pub struct QeContext<'a> {
 /// A measured QE: the protocol's record, the ledger's window, and the
 /// taskstats exit records received during it (EMP's PT is summed from them).
 pub struct QeOutcome {
+    /// CLOCK_MONOTONIC ns of the two time reads around the execution
+    /// (Time_meas = t1 − t0).
+    pub t0_ns: u64,
+    pub t1_ns: u64,
     pub record: QeRecord,
     pub window: Window,
     pub taskstats_exits: Vec<TaskstatsRecord>,
@@ -56,10 +63,77 @@ pub enum QeError {
     Spawn(#[from] SpawnError),
     #[error(transparent)]
     Probe(#[from] ProbeError),
+    #[error(transparent)]
+    Trace(#[from] crate::report::trace::TraceError),
 }
 
 fn ticks_to_ns(t: u64, tick_ns: u64) -> u64 {
     t * tick_ns
+}
+
+/// Who plays which role in a QE (Sec. 4), known before it starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Roles {
+    /// A measured command: its process tree is the query (a utility with
+    /// `--query-process NAME`, which picks the query process afterwards).
+    CommandTree { root: u32 },
+    /// A statement executed by a server (a DBMS): `query` is the process
+    /// executing it (PostgreSQL's backend, `pg_backend_pid()`), `server` and
+    /// its other descendants are utilities (Sec. 3.3).
+    Server { query: u32, server: u32 },
+}
+
+impl Roles {
+    fn tree_root(&self) -> u32 {
+        match *self {
+            Roles::CommandTree { root } => root,
+            Roles::Server { server, .. } => server,
+        }
+    }
+
+    /// The class of process `pid` (`tree`: the tree root's descendants).
+    fn classify(
+        &self,
+        ctx: &QeContext<'_>,
+        pid: u32,
+        comm: &str,
+        tree: &BTreeSet<u32>,
+    ) -> ProcessClass {
+        classify(
+            *self,
+            ctx.own_tgid,
+            ctx.utilities,
+            ctx.query_by_name,
+            (pid, comm),
+            tree,
+        )
+    }
+}
+
+fn classify(
+    roles: Roles,
+    own_tgid: u32,
+    utilities: &[String],
+    query_by_name: bool,
+    (pid, comm): (u32, &str),
+    tree: &BTreeSet<u32>,
+) -> ProcessClass {
+    if pid == own_tgid {
+        return ProcessClass::Executor;
+    }
+    match roles {
+        Roles::CommandTree { .. } if tree.contains(&pid) => {
+            if query_by_name {
+                ProcessClass::Utility
+            } else {
+                ProcessClass::Query
+            }
+        }
+        Roles::Server { query, .. } if pid == query => ProcessClass::Query,
+        Roles::Server { .. } if tree.contains(&pid) => ProcessClass::Utility,
+        _ if utilities.iter().any(|u| u == comm) => ProcessClass::Utility,
+        _ => ProcessClass::Daemon,
+    }
 }
 
 /// Runs `cmd` once and measures it. A command that cannot be started is
@@ -70,11 +144,43 @@ pub fn measure(
     cmd: Command,
     plan: Option<String>,
 ) -> Result<QeOutcome, QeError> {
-    let held = match HeldChild::spawn(cmd, ctx.run_as.clone()) {
-        Ok(h) => h,
-        Err(e) => return Err(QeError::Spawn(e)),
-    };
-    let child_pid = held.pid();
+    let held = HeldChild::spawn(cmd, ctx.run_as.clone())?;
+    if let Some(rec) = ctx.recorder.as_deref_mut() {
+        rec.add_process(ctx.ledger, held.pid())?;
+    }
+    let roles = Roles::CommandTree { root: held.pid() };
+    let timeout = ctx.timeout;
+    let (mut out, ran) = measure_with(ctx, qe, plan, roles, || {
+        let child = held.release()?;
+        // Wait for the exit without reaping: the query process stays in
+        // /proc as a zombie, so the after-image reads its final counters
+        // (Fig. 5).
+        let timed_out = wait_exited(child.pid(), timeout);
+        Ok::<_, SpawnError>((child, timed_out))
+    })?;
+    let (child, timed_out) = ran?;
+    // Reaped only now, after the per-process after-image.
+    let exit = child.wait()?.status;
+    let rec = &mut out.record;
+    rec.timed_out = Some(timed_out);
+    use std::os::unix::process::ExitStatusExt;
+    rec.exit_code = exit.code();
+    rec.signal = exit.signal();
+    Ok(out)
+}
+
+/// Measures one QE whose execution is `execute` (Fig. 5, steps 3–15):
+/// images before, the time, `execute()`, the time, images after, the
+/// processes that stopped in between; every process classified by `roles`.
+/// Returns what `execute` returned beside the measurement; the caller fills
+/// in how the execution ended (exit code, time-out).
+pub fn measure_with<R>(
+    ctx: &mut QeContext<'_>,
+    qe: u32,
+    plan: Option<String>,
+    roles: Roles,
+    execute: impl FnOnce() -> R,
+) -> Result<(QeOutcome, R), ProbeError> {
     // Per-process images (the ledger's, then /proc's M1: a process that
     // exits between the two has its exit record inside the window), then
     // the overall image.
@@ -86,10 +192,7 @@ pub fn measure(
     let stat_before = StatImage::read(std::path::Path::new("/proc")).ok();
     let start_unix = clock::realtime_ns();
     let t0 = clock::monotonic_ns();
-    let child = held.release()?;
-    // Wait for the exit without reaping: the query process stays in /proc
-    // as a zombie, so the after-image reads its final counters (Fig. 5).
-    let timed_out = wait_exited(child.pid(), ctx.timeout);
+    let ran = execute();
     let t1 = clock::monotonic_ns();
     let end_unix = clock::realtime_ns();
     let stat_after = StatImage::read(std::path::Path::new("/proc")).ok();
@@ -111,8 +214,6 @@ pub fn measure(
         .filter(|e| e.account.tid == e.account.tgid)
         .map(|e| e.account.tgid)
         .collect();
-    let exit = child.wait()?.status;
-    let exit = Some(exit);
     let window = Window::between(&before, &after, &exits);
     let time_meas_ns = t1 - t0;
     let mut rec = QeRecord::new(qe, time_meas_ns as f64 / 1e6);
@@ -120,12 +221,6 @@ pub fn measure(
     rec.start_unix_ns = Some(start_unix);
     rec.end_unix_ns = Some(end_unix);
     rec.plan = plan;
-    rec.timed_out = Some(timed_out);
-    if let Some(st) = &exit {
-        use std::os::unix::process::ExitStatusExt;
-        rec.exit_code = st.code();
-        rec.signal = st.signal();
-    }
     rec.overall = overall(stat_before.as_ref(), stat_after.as_ref(), &window);
     fill_processes(
         ctx,
@@ -134,13 +229,18 @@ pub fn measure(
         (&m1, &m2),
         &ts_exits,
         &late_exited,
-        child_pid,
+        roles,
     );
-    Ok(QeOutcome {
-        record: rec,
-        window,
-        taskstats_exits: ts_exits,
-    })
+    Ok((
+        QeOutcome {
+            t0_ns: t0,
+            t1_ns: t1,
+            record: rec,
+            window,
+            taskstats_exits: ts_exits,
+        },
+        ran,
+    ))
 }
 
 /// Blocks until process `pid` (our child) has exited, leaving it
@@ -204,7 +304,7 @@ fn fill_processes(
     (m1, m2): (&ProcSet, &ProcSet),
     ts_exits: &[TaskstatsRecord],
     late_exited: &BTreeSet<u32>,
-    child_pid: u32,
+    roles: Roles,
 ) {
     let key_of = |pid: u32| -> ProcKey {
         let start = m2
@@ -224,7 +324,7 @@ fn fill_processes(
             parents.insert(*pid, e.process.ppid.max(0) as u32);
         }
     }
-    let tree = w.descendants(&[child_pid], &parents);
+    let tree = w.descendants(&[roles.tree_root()], &parents);
     let ts_by_pid: BTreeMap<u32, &TaskstatsRecord> = ts_exits
         .iter()
         .filter(|r| r.scope == TsScope::Task)
@@ -242,10 +342,13 @@ fn fill_processes(
         let ledger = w.processes.get(&pid);
         let b = m1.procs.get(&pid);
         let a = m2.procs.get(&pid);
-        // Stopped: its exit was recorded (ledger or taskstats). A process
-        // that vanished without a record stays out of this set, so App. B
-        // finds it as ephemeral.
+        // Stopped: its exit was recorded (ledger or taskstats), or it is a
+        // zombie in M2, whose final counters the after-image read (another
+        // program's child its parent has not reaped yet). A process that
+        // vanished without a record stays out of this set, so App. B finds
+        // it as ephemeral.
         let is_stopped = ledger.is_some_and(|l| l.exited)
+            || a.is_some_and(|e| e.process.state == 'Z')
             || (a.is_none() && (ts_by_pid.contains_key(&pid) || late_exited.contains(&pid)));
         // The ledger's comm is the one after exec (the before-image of the
         // command shows the held child's name).
@@ -254,19 +357,7 @@ fn fill_processes(
             .filter(|c| !c.is_empty())
             .or_else(|| a.or(b).map(|e| e.process.comm.clone()))
             .unwrap_or_default();
-        let class = if pid == ctx.own_tgid {
-            ProcessClass::Executor
-        } else if tree.contains(&pid) {
-            if ctx.query_by_name {
-                ProcessClass::Utility
-            } else {
-                ProcessClass::Query
-            }
-        } else if ctx.utilities.contains(&comm) {
-            ProcessClass::Utility
-        } else {
-            ProcessClass::Daemon
-        };
+        let class = roles.classify(ctx, pid, &comm, &tree);
         let mut m = Measures::default();
         if let Some(a) = a {
             let d = procs::proc_delta(b, a);
@@ -325,8 +416,24 @@ fn fill_processes(
             m,
         });
     }
-    let m1_keys: Vec<ProcKey> = m1.procs.keys().map(|&p| key_of(p)).collect();
-    let m2_keys: Vec<ProcKey> = m2.procs.keys().map(|&p| key_of(p)).collect();
+    // A zombie in the before-image stopped before the QE (e.g. a restarted
+    // server's old postmaster that init has not reaped yet): it is not a
+    // live process of M1 (App. B), nor of M2 if still unreaped there.
+    let dead_before: BTreeSet<u32> = m1
+        .procs
+        .iter()
+        .filter(|(_, e)| e.process.state == 'Z')
+        .map(|(&p, _)| p)
+        .collect();
+    let live = |set: &ProcSet| -> Vec<ProcKey> {
+        set.procs
+            .keys()
+            .filter(|p| !dead_before.contains(p))
+            .map(|&p| key_of(p))
+            .collect()
+    };
+    let m1_keys = live(m1);
+    let m2_keys = live(m2);
     // Continuing: alive at the after-image, observed by reading /proc (a
     // zombie child counts as stopped).
     let continuing = m2
@@ -341,4 +448,46 @@ fn fill_processes(
         stopped,
         continuing: Some(continuing),
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Catches the roles of a DBMS mixed up: the backend must be the one
+    /// query process, the postmaster and its other children (checkpointer,
+    /// other backends) utilities, ttp the executor, the rest daemons.
+    #[test]
+    fn server_roles() {
+        let roles = Roles::Server {
+            query: 12,
+            server: 10,
+        };
+        // Descendants of the postmaster (10): its children 11, 12, 13.
+        let tree: BTreeSet<u32> = [10, 11, 12, 13].into();
+        let c = |pid, comm| classify(roles, 99, &[], false, (pid, comm), &tree);
+        assert_eq!(c(12, "postgres"), ProcessClass::Query);
+        assert_eq!(c(10, "postgres"), ProcessClass::Utility);
+        assert_eq!(c(11, "postgres"), ProcessClass::Utility);
+        assert_eq!(c(13, "postgres"), ProcessClass::Utility);
+        assert_eq!(c(99, "ttp-ebpf"), ProcessClass::Executor);
+        assert_eq!(c(50, "postgres"), ProcessClass::Daemon, "another server");
+        assert_eq!(c(51, "sshd"), ProcessClass::Daemon);
+    }
+
+    /// Catches the command path changed by the server path: the command's
+    /// tree is the query, or a utility when the query process is chosen by
+    /// name; --utility names still count.
+    #[test]
+    fn command_roles() {
+        let roles = Roles::CommandTree { root: 20 };
+        let tree: BTreeSet<u32> = [20, 21].into();
+        let utils = vec!["mysqld".to_string()];
+        let c = |by_name, pid, comm| classify(roles, 99, &utils, by_name, (pid, comm), &tree);
+        assert_eq!(c(false, 21, "sh"), ProcessClass::Query);
+        assert_eq!(c(true, 21, "sh"), ProcessClass::Utility);
+        assert_eq!(c(false, 30, "mysqld"), ProcessClass::Utility);
+        assert_eq!(c(false, 31, "cron"), ProcessClass::Daemon);
+        assert_eq!(c(false, 99, "ttp-ebpf"), ProcessClass::Executor);
+    }
 }

@@ -25,6 +25,9 @@ use super::{
 pub trait TimelineSampler: Send {
     /// The key of this sampler's timeline in the phase's JSON `samplers`.
     fn name(&self) -> &'static str;
+    /// Called once when the phase starts (its second 0), e.g. to take the
+    /// first image the second-1 row is measured from.
+    fn start(&mut self) {}
     /// Called at whole second `second` (1, 2, …) after the phase started;
     /// returns the row for the second that just ended.
     fn sample(&mut self, second: u64) -> serde_json::Value;
@@ -150,6 +153,9 @@ fn spawn_sampler_ticker(
     stop: Arc<AtomicBool>,
 ) {
     let c = clock.clone();
+    for s in &mut samplers {
+        s.start();
+    }
     clock.spawn(async move {
         let mut second = 1u64;
         loop {

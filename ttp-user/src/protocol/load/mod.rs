@@ -10,6 +10,7 @@ pub mod analytic;
 pub mod clock;
 pub mod driver;
 pub mod histograms;
+pub mod ledger;
 pub mod models;
 pub mod output;
 pub mod schedule;

@@ -26,6 +26,7 @@ pub mod paragraph;
 pub mod post;
 pub mod report;
 pub mod stats;
+pub mod study;
 pub mod svg;
 #[cfg(test)]
 mod testutil;

@@ -57,7 +57,7 @@ impl CallGraphView for CallGraph<'_> {
 }
 
 /// Inputs of Algorithm 2.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct BreakdownConfig {
     /// k: at most this many factors are selected.
     pub k: usize,
@@ -71,7 +71,7 @@ pub struct BreakdownConfig {
 }
 
 /// What one round did.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct RoundSummary {
     pub round: usize,
     pub invocations: usize,

@@ -24,7 +24,7 @@ use object::{
 };
 
 /// Which symbol table the functions came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SymbolSource {
     Symtab,
@@ -42,7 +42,7 @@ impl SymbolSource {
 
 /// How the file is loaded: at fixed addresses, or anywhere (then the
 /// addresses here are relative to the load bias).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ElfKind {
     /// `ET_EXEC`: addresses are the run-time addresses.

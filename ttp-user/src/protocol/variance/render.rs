@@ -12,7 +12,7 @@ use super::{
 pub const SCHEMA: &str = "ttp.vprofile/1";
 
 /// How the invocations were measured; filled in by the live command.
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct MeasurementInfo {
     /// Process measured (`None` when replaying recorded data).
     pub pid: Option<u32>,
@@ -27,7 +27,7 @@ pub struct MeasurementInfo {
 }
 
 /// The binary the call graph came from.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct BinaryInfo {
     pub path: String,
     pub kind: ElfKind,
@@ -38,7 +38,7 @@ pub struct BinaryInfo {
     pub reachable_functions: usize,
 }
 
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct FactorReport {
     pub rank: usize,
     pub factor: String,
@@ -55,7 +55,7 @@ pub struct FactorReport {
     pub instances: Vec<String>,
 }
 
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct NodeReport {
     pub id: usize,
     pub parent: Option<usize>,
@@ -71,9 +71,9 @@ pub struct NodeReport {
 }
 
 /// Everything a vprofile run found.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct VprofileReport {
-    pub schema: &'static str,
+    pub schema: String,
     pub root: String,
     pub binary: BinaryInfo,
     pub config: BreakdownConfig,
@@ -128,7 +128,7 @@ impl VprofileReport {
             })
             .collect();
         Some(Self {
-            schema: SCHEMA,
+            schema: SCHEMA.into(),
             root: b.table().root.clone(),
             binary,
             config: *b.config(),

@@ -205,3 +205,16 @@ fn root_children_can_be_restricted() {
     let names: Vec<&str> = table.slots.iter().map(|s| s.function.as_str()).collect();
     assert_eq!(names, ["A", "C", "D"], "A's own children are all measured");
 }
+
+/// The JSON `vprofile --json` writes, read back by `ttp-ebpf report`,
+/// gives the same text and one row per factor. Catches a field the JSON
+/// loses, so that a saved result would read differently.
+#[test]
+fn saved_report_renders_the_same() {
+    let r = report(&run(CONFIG));
+    let saved = crate::report::render::load(serde_json::to_value(&r).unwrap()).unwrap();
+    assert_eq!(saved.text(), r.to_text(0.01));
+    let t = saved.table();
+    assert_eq!(t.rows.len(), r.factors.len());
+    assert_eq!(t.rows[0][1], "Var(C)");
+}

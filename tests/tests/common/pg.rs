@@ -1,0 +1,220 @@
+//! A throw-away PostgreSQL server for the tests: installed from Debian's
+//! packages when missing, initdb'd into a temporary directory and run as
+//! an unprivileged user (the server refuses root), listening only on a unix
+//! socket in that directory, on a free port; stopped and removed on drop.
+#![allow(dead_code)]
+use std::{
+    os::unix::{fs::chown, process::CommandExt},
+    path::{Path, PathBuf},
+    process::{Command, Output, Stdio},
+};
+
+/// The newest installed PostgreSQL's bin directory, installing the
+/// `postgresql` package first when none is (root only).
+pub fn ensure_postgres() -> PathBuf {
+    if let Some(b) = find_bin() {
+        return b;
+    }
+    eprintln!("PostgreSQL not installed: apt-get install -y postgresql");
+    let ok = Command::new("apt-get")
+        .args(["update", "-qq"])
+        .status()
+        .is_ok_and(|s| s.success())
+        && Command::new("apt-get")
+            .args(["install", "-y", "-qq", "postgresql"])
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .status()
+            .is_ok_and(|s| s.success());
+    assert!(
+        ok,
+        "installing PostgreSQL (apt-get install -y postgresql) failed"
+    );
+    find_bin().expect("postgresql installed but no /usr/lib/postgresql/*/bin/initdb")
+}
+
+fn find_bin() -> Option<PathBuf> {
+    let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .filter_map(|e| {
+            let e = e.ok()?;
+            let v: u32 = e.file_name().to_str()?.parse().ok()?;
+            let bin = e.path().join("bin");
+            bin.join("initdb").is_file().then_some((v, bin))
+        })
+        .collect();
+    versions.sort();
+    versions.pop().map(|(_, b)| b)
+}
+
+/// uid and gid the server runs as: Debian's `postgres` user (created by
+/// the package), else `nobody`.
+fn server_user() -> (u32, u32) {
+    for name in ["postgres", "nobody"] {
+        let c = std::ffi::CString::new(name).unwrap();
+        // SAFETY: getpwnam with a valid C string; the result is read at once.
+        let pw = unsafe { libc::getpwnam(c.as_ptr()) };
+        if !pw.is_null() {
+            // SAFETY: non-null passwd entry.
+            return unsafe { ((*pw).pw_uid, (*pw).pw_gid) };
+        }
+    }
+    panic!("no postgres or nobody user to run the test server as");
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+pub struct Cluster {
+    pub dir: PathBuf,
+    pub data: PathBuf,
+    pub port: u16,
+    pub bin: PathBuf,
+    uid: u32,
+    gid: u32,
+}
+
+impl Cluster {
+    /// initdb and start a server with small shared buffers (so a table of
+    /// a few tens of MB is read from disk) and autovacuum off (no
+    /// background statistics change while a test measures).
+    pub fn start(name: &str) -> Cluster {
+        let bin = ensure_postgres();
+        let (uid, gid) = server_user();
+        let dir = std::env::temp_dir().join(format!(
+            "ttp-pg-{name}-{}-{}",
+            std::process::id(),
+            free_port()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        chown(&dir, Some(uid), Some(gid)).expect("chown temp dir");
+        let c = Cluster {
+            data: dir.join("data"),
+            dir,
+            port: free_port(),
+            bin,
+            uid,
+            gid,
+        };
+        let out = c.as_server(
+            &c.bin.join("initdb"),
+            &[
+                "-D",
+                c.data.to_str().unwrap(),
+                "-U",
+                "ttp",
+                "--auth=trust",
+                "-E",
+                "UTF8",
+                "--no-sync",
+            ],
+        );
+        assert!(
+            out.status.success(),
+            "initdb: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        c.start_server();
+        c
+    }
+
+    fn as_server(&self, program: &Path, args: &[&str]) -> Output {
+        Command::new(program)
+            .args(args)
+            .current_dir(&self.dir)
+            .uid(self.uid)
+            .gid(self.gid)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run as the server's user")
+    }
+
+    pub fn start_server(&self) {
+        let opts = format!(
+            "-k {} -p {} -c listen_addresses='' -c shared_buffers=16MB -c autovacuum=off",
+            self.dir.display(),
+            self.port
+        );
+        let log = self.dir.join("log");
+        let out = self.as_server(
+            &self.bin.join("pg_ctl"),
+            &[
+                "start",
+                "-D",
+                self.data.to_str().unwrap(),
+                "-w",
+                "-t",
+                "60",
+                "-l",
+                log.to_str().unwrap(),
+                "-o",
+                &opts,
+            ],
+        );
+        assert!(
+            out.status.success(),
+            "pg_ctl start: {} {}",
+            String::from_utf8_lossy(&out.stderr),
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+    }
+
+    pub fn stop_server(&self) {
+        let _ = self.as_server(
+            &self.bin.join("pg_ctl"),
+            &[
+                "stop",
+                "-D",
+                self.data.to_str().unwrap(),
+                "-m",
+                "immediate",
+                "-w",
+            ],
+        );
+    }
+
+    pub fn conninfo(&self) -> String {
+        format!(
+            "host={} port={} user=ttp dbname=postgres",
+            self.dir.display(),
+            self.port
+        )
+    }
+
+    /// The running postmaster's pid (first line of postmaster.pid).
+    pub fn postmaster_pid(&self) -> u32 {
+        std::fs::read_to_string(self.data.join("postmaster.pid"))
+            .expect("postmaster.pid")
+            .lines()
+            .next()
+            .and_then(|l| l.trim().parse().ok())
+            .expect("pid in postmaster.pid")
+    }
+
+    /// Runs SQL with psql; returns its unaligned, tuples-only output.
+    pub fn psql(&self, sql: &str) -> String {
+        let out = Command::new(self.bin.join("psql"))
+            .args(["-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-d"])
+            .arg(self.conninfo())
+            .args(["-c", sql])
+            .output()
+            .expect("psql");
+        assert!(
+            out.status.success(),
+            "psql {sql}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.stop_server();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

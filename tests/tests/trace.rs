@@ -1,0 +1,272 @@
+//! `--trace` against the ledger it is built from and the kernel's own
+//! counters, on a process that sleeps, computes and reads with O_DIRECT
+//! (root; see common::root_or_skip).
+mod common;
+
+use std::collections::BTreeSet;
+
+use common::*;
+use serde_json::Value;
+use ttp_user::{
+    accounts::{Image, ThreadKey},
+    probe::{AttachOptions, Ledger, seed},
+    report::trace::{Recorder, Trace},
+};
+
+fn image(ledger: &Ledger) -> Image {
+    Image::from_snapshot(&ledger.snapshot().expect("snapshot"))
+}
+
+/// The account of thread `tid` in `img`.
+fn thread(img: &Image, tid: u32) -> ttp_common::ThreadAccount {
+    *img.threads
+        .iter()
+        .find(|(k, _)| k.tid == tid)
+        .map(|(_, a)| a)
+        .unwrap_or_else(|| panic!("thread {tid} not in the ledger"))
+}
+
+/// ns covered by the "X" events of (pid, tid) named `name`, clipped to
+/// [from_ns, to_ns] (timestamps are µs in the file).
+fn covered(events: &[Value], pid: u32, tid: u32, name: &str, from_ns: u64, to_ns: u64) -> f64 {
+    let (from, to) = (from_ns as f64 / 1e3, to_ns as f64 / 1e3);
+    events
+        .iter()
+        .filter(|e| e["ph"] == "X" && e["pid"] == pid && e["tid"] == tid && e["name"] == name)
+        .map(|e| {
+            let ts = e["ts"].as_f64().unwrap();
+            let end = ts + e["dur"].as_f64().unwrap();
+            (end.min(to) - ts.max(from)).max(0.0) * 1e3
+        })
+        .sum()
+}
+
+/// The fixture sleeps 150 ms, burns 200 ms of CPU and reads 16 MiB with
+/// O_DIRECT while traced. Catches: running slices that miss or double count
+/// CPU time (against the ledger's on_cpu_ns and schedstat), gaps or overlaps
+/// between a thread's slices, I/O requests missing or repeated (against the
+/// ledger's read_requests), bytes off against /proc/PID/io, a file that is
+/// not trace JSON, and losses not reported.
+#[test]
+fn trace_of_sleep_compute_and_direct_reads_matches_the_ledger() {
+    if !root_or_skip("trace_of_sleep_compute_and_direct_reads_matches_the_ledger") {
+        return;
+    }
+    let _serial = serial();
+    let mut ledger = Ledger::attach_with(&AttachOptions { trace: true })
+        .expect("attach the ledger with tracing");
+    let mut fx = Held::start(
+        "fixture-mixed",
+        &["--sleep-ms", "150", "--cpu-ms", "200", "--read-mib", "16"],
+    );
+    ledger.seed(&seed::threads_from_proc());
+    let pid = fx.pid();
+    let rec = Recorder::start(&mut ledger, &[pid]).expect("start the recorder");
+    let (cpu0, _) = schedstat(pid);
+    let io0 = proc_read_bytes(pid);
+    let before = image(&ledger);
+    fx.go();
+    let done = fx.line();
+    let after = image(&ledger);
+    let (cpu1, _) = schedstat(pid);
+    let io1 = proc_read_bytes(pid);
+    let recording = rec.finish(&ledger).expect("finish the recording");
+    fx.finish();
+
+    let path = std::env::temp_dir().join(format!("ttp-trace-test-{pid}.json"));
+    let trace = Trace::new(recording, "ttp test");
+    trace.write(&path).expect("write the trace");
+    let doc: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).expect("JSON");
+    std::fs::remove_file(&path).ok();
+    let events = doc["traceEvents"].as_array().expect("traceEvents array");
+    for e in events {
+        let ph = e["ph"].as_str().expect("every event has a phase");
+        assert!(e["pid"].is_u64() && e["tid"].is_u64(), "pid/tid: {e}");
+        if ph != "M" {
+            assert!(e["ts"].as_f64().is_some_and(|t| t > 0.0), "ts: {e}");
+        }
+        if ph == "X" {
+            assert!(e["dur"].as_f64().is_some_and(|d| d >= 0.0), "dur: {e}");
+        }
+    }
+    assert_eq!(doc["metadata"]["events_lost"], 0, "{}", doc["metadata"]);
+    assert_eq!(doc["metadata"]["undecodable"], 0);
+    // Nothing before the trace's start, nothing after its end.
+    let (start_us, end_us) = (
+        doc["metadata"]["start_ns"].as_f64().unwrap() / 1e3,
+        doc["metadata"]["end_ns"].as_f64().unwrap() / 1e3,
+    );
+    for e in events.iter().filter(|e| e["ph"] != "M") {
+        let ts = e["ts"].as_f64().unwrap();
+        let end = ts + e["dur"].as_f64().unwrap_or(0.0);
+        assert!(
+            ts >= start_us && end <= end_us + 1e-3,
+            "outside the trace: {e}"
+        );
+    }
+
+    let (t0, t1) = (before.at_ns, after.at_ns);
+    let key = |img: &Image| {
+        img.threads
+            .keys()
+            .find(|k| k.tid == pid)
+            .copied()
+            .unwrap_or(ThreadKey { tid: pid, start: 0 })
+    };
+    assert_eq!(key(&before), key(&after), "same thread before and after");
+    let (a0, a1) = (thread(&before, pid), thread(&after, pid));
+    let ledger_cpu = (a1.on_cpu_ns - a0.on_cpu_ns) as f64;
+    let running = covered(events, pid, pid, "Running", t0, t1);
+    eprintln!(
+        "fixture said {done}running slices {running} ns, ledger on_cpu_ns {ledger_cpu}, schedstat {}",
+        cpu1 - cpu0
+    );
+    assert!(
+        within(running, ledger_cpu, 0.01, 0.0),
+        "running slices {running} ns vs ledger on_cpu_ns {ledger_cpu}"
+    );
+    // A loose second truth: schedstat's clock leaves out IRQ and steal time,
+    // which a loaded VM has plenty of (ledger.rs holds the tight comparison).
+    assert!(
+        within(running, (cpu1 - cpu0) as f64, 0.05, 5e6),
+        "running slices {running} ns vs schedstat {}",
+        cpu1 - cpu0
+    );
+    // The states tile the window: no gap, no overlap.
+    let tiled: f64 = ["Running", "Runnable", "Sleeping", "Blocked", "I/O wait"]
+        .iter()
+        .map(|s| covered(events, pid, pid, s, t0, t1))
+        .sum();
+    let wall = (t1 - t0) as f64;
+    assert!(
+        within(tiled, wall, 0.001, 1e3),
+        "states cover {tiled} of {wall} ns"
+    );
+    let sleeping = covered(events, pid, pid, "Sleeping", t0, t1);
+    assert!(sleeping >= 140e6, "the 150 ms sleep shows as {sleeping} ns");
+    let iowait = covered(events, pid, pid, "I/O wait", t0, t1);
+    let ledger_iowait = (a1.iowait_ns - a0.iowait_ns) as f64;
+    assert!(
+        within(iowait, ledger_iowait, 0.01, 1e3),
+        "I/O wait slices {iowait} vs ledger iowait_ns {ledger_iowait}"
+    );
+
+    // Every read request submitted in the window appears once.
+    let reads: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["ph"] == "X" && e["cat"] == "block" && e["name"] == "read" && e["pid"] == pid)
+        .filter(|e| {
+            let ts = e["ts"].as_f64().unwrap() * 1e3;
+            ts >= t0 as f64 && ts <= t1 as f64
+        })
+        .collect();
+    let ledger_reads = a1.io.read_requests - a0.io.read_requests;
+    assert_eq!(
+        reads.len() as u64,
+        ledger_reads,
+        "read requests in the trace vs the ledger"
+    );
+    let distinct: BTreeSet<(String, String)> = reads
+        .iter()
+        .map(|e| (e["ts"].to_string(), e["args"]["sector"].to_string()))
+        .collect();
+    assert_eq!(distinct.len(), reads.len(), "a request appears twice");
+    let bytes: u64 = reads
+        .iter()
+        .map(|e| e["args"]["bytes"].as_u64().unwrap())
+        .sum();
+    assert_eq!(
+        bytes,
+        io1 - io0,
+        "bytes of the requests vs /proc/PID/io read_bytes"
+    );
+    assert!(
+        reads
+            .iter()
+            .all(|e| e["args"]["device_us"].as_f64().is_some()),
+        "every request completed in the window"
+    );
+}
+
+/// `attach --trace` end to end on a process that forks 50 short-lived
+/// children while traced. Catches children not inherited by the kernel's
+/// traced set at fork, a child's CPU time missing from its own track, exits
+/// not marked, and a trace or summary `report` cannot read back.
+#[test]
+fn attach_trace_follows_forked_children_and_report_reads_it() {
+    if !root_or_skip("attach_trace_follows_forked_children_and_report_reads_it") {
+        return;
+    }
+    let _serial = serial();
+    let mut fx = Held::start(
+        "fixture-forker",
+        &["--children", "50", "--child-cpu-us", "300"],
+    );
+    let parent = fx.pid();
+    let trace = temp_path("forker.trace.json");
+    let json = temp_path("forker.json");
+    let mut ttp = ttp_attached(&[
+        "attach",
+        "--pid",
+        &parent.to_string(),
+        "--children",
+        "--duration",
+        "60s",
+        "-q",
+        "--json",
+        json.to_str().unwrap(),
+        "--trace",
+        trace.to_str().unwrap(),
+    ]);
+    fx.go();
+    let pids: Vec<u64> = fx
+        .lines_to_end()
+        .iter()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect();
+    assert_eq!(pids.len(), 50);
+    let status = ttp.wait().expect("wait ttp");
+    assert!(status.success(), "attach --trace failed: {status}");
+    let doc = json_file(&trace);
+    assert_eq!(doc["schema"], "ttp.trace/1");
+    assert_eq!(doc["metadata"]["events_lost"], 0, "{}", doc["metadata"]);
+    let events = doc["traceEvents"].as_array().unwrap();
+    let summary = json_file(&json);
+    for pid in &pids {
+        let pid = *pid as u32;
+        let running = covered(events, pid, pid, "Running", 0, u64::MAX / 2);
+        let ledger = summary["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["pid"] == pid)
+            .unwrap_or_else(|| panic!("child {pid} missing from the summary"))["kernel"]
+            ["on_cpu_ns"]
+            .as_f64()
+            .unwrap();
+        assert!(
+            running > 0.0 && within(running, ledger, 0.01, 0.0),
+            "child {pid}: running slices {running} ns vs ledger on_cpu_ns {ledger}"
+        );
+        assert!(
+            events
+                .iter()
+                .any(|e| e["ph"] == "i" && e["name"] == "exit (process)" && e["pid"] == pid),
+            "child {pid} has no exit mark"
+        );
+    }
+    for file in [&trace, &json] {
+        let out = std::process::Command::new(ttp_bin())
+            .args(["report", file.to_str().unwrap(), "--format", "csv"])
+            .output()
+            .expect("run report");
+        assert!(out.status.success(), "report {}: {out:?}", file.display());
+        let csv = String::from_utf8(out.stdout).unwrap();
+        assert!(
+            csv.lines().count() > pids.len(),
+            "one row per child at least: {csv}"
+        );
+    }
+    let _ = std::fs::remove_file(trace);
+    let _ = std::fs::remove_file(json);
+}

@@ -1,0 +1,69 @@
+//! `ttp-ebpf report`: a saved result shown again, without root.
+use std::path::PathBuf;
+
+use anyhow::Context;
+
+use crate::{
+    error::usage,
+    report::render::{self, Format, RenderError},
+};
+
+/// Show a saved ttp result again: the terminal report, a Markdown table for
+/// papers and notebooks, CSV of its per-process, per-QE or per-run
+/// measures, or its plots. Reads any JSON a ttp-ebpf command wrote
+/// (attach, run, analyze, emp, calibrate, blame, load, vprofile, and
+/// --trace files)
+/// and needs no privileges.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// A JSON file written by a ttp-ebpf command (its "schema" field says
+    /// which).
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    /// What to print on stdout.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: Format,
+    /// Also write the plots of this kind of result (SVG; DOT for blame)
+    /// into DIR.
+    #[arg(long, value_name = "DIR")]
+    pub plot: Option<PathBuf>,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let bytes = match std::fs::read(&args.file) {
+        Ok(b) => b,
+        Err(e) => return usage(format!("cannot read {}: {e}", args.file.display())),
+    };
+    let value: serde_json::Value = match serde_json::from_slice(&bytes) {
+        Ok(v) => v,
+        Err(e) => {
+            return usage(format!(
+                "{} is not JSON ({e}): give a file written by a ttp-ebpf command's --json or --trace",
+                args.file.display()
+            ));
+        }
+    };
+    let doc = match render::load(value.clone()) {
+        Ok(d) => d,
+        Err(e @ (RenderError::NoSchema | RenderError::UnknownSchema { .. })) => {
+            return usage(format!("{}: {e}", args.file.display()));
+        }
+        Err(e) => return Err(e).with_context(|| args.file.display().to_string()),
+    };
+    match args.format {
+        Format::Text => print!("{}", doc.text()),
+        Format::Json => println!("{}", serde_json::to_string_pretty(&value)?),
+        Format::Markdown => print!("{}", doc.markdown()),
+        Format::Csv => print!("{}", doc.table().csv()),
+    }
+    if let Some(dir) = &args.plot {
+        let files = doc.plots(dir)?;
+        if files.is_empty() {
+            eprintln!("ttp: this kind of result has no plots");
+        }
+        for f in files {
+            eprintln!("wrote {}", f.display());
+        }
+    }
+    Ok(())
+}

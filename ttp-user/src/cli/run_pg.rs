@@ -1,0 +1,319 @@
+//! `ttp-ebpf run --postgres CONNSTR --sql "…"`: TTPv2 on a statement
+//! executed by a PostgreSQL server of this machine. The query process is
+//! the backend serving ttp's connection (`pg_backend_pid()`); the
+//! postmaster and its other children are utilities; the rest are daemons.
+use std::sync::mpsc::Receiver;
+
+use anyhow::Context;
+
+use super::run::RunArgs;
+use crate::{
+    collect::taskstats::{ExitListener, TaskstatsRecord},
+    error::{UsageError, usage},
+    pg::{Pg, PgError, PgFacts, QcEnd, Runner, RunnerOptions, restart::Restart},
+    probe::{Ledger, probe_error_ctx, seed},
+    protocol::ttpv2::{
+        self,
+        analysis::RunDocument,
+        model::{Labels, QcInput},
+        paragraph::MachineFacts,
+    },
+    report::atomic,
+    sys::signals::StopFlag,
+    window::qe::QeContext,
+};
+
+/// The ledger and its companions, set up once for a run or an experiment
+/// and undone on drop (fields drop in order: listener, ledger, sysctl).
+pub(crate) struct Instruments {
+    listener: Option<(ExitListener, Receiver<TaskstatsRecord>)>,
+    pub ledger: Ledger,
+    _delayacct: Option<crate::sys::delayacct::DelayAcct>,
+    pub machine: MachineFacts,
+    pub tick_ns: u64,
+    utilities: Vec<String>,
+}
+
+impl Instruments {
+    pub fn start(cold_cache: bool) -> anyhow::Result<Self> {
+        crate::sys::privileges::require_bpf()?;
+        let delayacct = crate::sys::delayacct::DelayAcct::enable();
+        let mut ledger = Ledger::attach().map_err(probe_error_ctx)?;
+        ledger.seed(&seed::threads_from_proc());
+        let listener = ExitListener::start().ok();
+        let user_hz = crate::collect::clock::user_hz().unwrap_or(100);
+        let mut machine = crate::sys::machine::facts();
+        machine.delay_accounting_switched_on = delayacct.as_ref().is_some_and(|d| d.switched_on());
+        machine.cold_cache = Some(cold_cache);
+        machine.deviations.push(
+            "BlockIO is the kernel ledger's block-I/O wait (switch-out with in_iowait to wakeup), in ticks; /proc's delayacct_blkio_ticks is reported beside it as blkio_proc_ticks".into(),
+        );
+        // Sec. 7.2 times one query process: with parallel workers the
+        // query's work would be spread over short-lived processes.
+        machine.deviations.push(
+            "parallel query was switched off in the measuring session (max_parallel_workers_per_gather = 0), so the backend is the only query process".into(),
+        );
+        if cold_cache {
+            machine.deviations.push(
+                "PostgreSQL cannot empty its buffers, so before each QE the server was restarted, the statement prepared again on a new connection and the page cache dropped: the cold start is somewhat artificially cold (Sec. 3.1)".into(),
+            );
+        }
+        Ok(Instruments {
+            listener,
+            ledger,
+            _delayacct: delayacct,
+            machine,
+            tick_ns: 1_000_000_000 / user_hz,
+            utilities: Vec::new(),
+        })
+    }
+
+    pub fn ctx(&mut self) -> QeContext<'_> {
+        QeContext {
+            recorder: None,
+            ledger: &mut self.ledger,
+            taskstats_exits: self.listener.as_ref().map(|(_, rx)| rx),
+            own_tgid: std::process::id(),
+            utilities: &self.utilities,
+            query_by_name: false,
+            tick_ns: self.tick_ns,
+            timeout: None,
+            run_as: crate::sys::spawn::RunAs::Current,
+        }
+    }
+}
+
+/// A PostgreSQL error at the command line: what the user can fix (the
+/// connection string, the SQL, where ttp runs) is a usage error (exit 2).
+pub(crate) fn pg_error(e: PgError) -> anyhow::Error {
+    match e {
+        PgError::BadConnString { .. }
+        | PgError::Connect { .. }
+        | PgError::Sql { .. }
+        | PgError::Parameters
+        | PgError::NotLocal { .. }
+        | PgError::NoRestart { .. } => UsageError::new(e.to_string()).into(),
+        other => anyhow::Error::new(other),
+    }
+}
+
+/// The run JSON (`ttp.run/1`) with the `postgres` object beside it.
+pub(crate) fn run_json(
+    qc: &QcInput,
+    facts: &PgFacts,
+    machine: &MachineFacts,
+) -> anyhow::Result<(RunDocument, serde_json::Value)> {
+    let doc = RunDocument::new(qc, Some(machine));
+    let mut v = serde_json::to_value(&doc)?;
+    if let Some(o) = v.as_object_mut() {
+        o.insert("postgres".into(), serde_json::to_value(facts)?);
+    }
+    Ok((doc, v))
+}
+
+/// One line per fact a reader of the report needs about the server.
+pub(crate) fn header(facts: &PgFacts, qc: &QcInput) -> String {
+    let mut pids = facts.backend_pids.clone();
+    pids.dedup();
+    let plans: std::collections::BTreeSet<&str> =
+        qc.qes.iter().filter_map(|q| q.plan.as_deref()).collect();
+    let mut s = format!(
+        "PostgreSQL {} ({}): {}\n  query process: backend pid {}\n  plan: captured before each of {} QE(s), {} distinct{}\n",
+        facts.server_version,
+        facts.target,
+        crate::pg::error::short(&facts.sql),
+        pids.iter()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join(", "),
+        qc.qes.len(),
+        plans.len(),
+        if facts.plan_restarts > 0 {
+            format!(
+                "; the Q@C was restarted {} time(s) for a changed plan",
+                facts.plan_restarts
+            )
+        } else {
+            String::new()
+        }
+    );
+    if let Some(r) = &facts.restart {
+        s += &format!(
+            "  cold cache: `{r}`, then sync and drop_caches, before each QE; the cold start is somewhat artificially cold (Sec. 3.1)\n"
+        );
+    }
+    if !facts.retried_errors.is_empty() {
+        s += &format!(
+            "  {} transient error(s) retried after a back-off\n",
+            facts.retried_errors.len()
+        );
+    }
+    s
+}
+
+pub fn run(args: RunArgs, conninfo: &str) -> anyhow::Result<()> {
+    let Some(sql) = args.sql.as_deref().filter(|s| !s.trim().is_empty()) else {
+        return usage("--postgres needs --sql \"SELECT …\" (the statement to measure)");
+    };
+    if !args.command.is_empty() {
+        return usage(
+            "--postgres measures --sql, not a command; drop the command after the options",
+        );
+    }
+    if args.prepare.is_some() || args.plan_cmd.is_some() || args.query_process.is_some() {
+        return usage(
+            "--prepare, --plan-cmd and --query-process do not apply to --postgres (use --restart-cmd; the plan and the backend are found by ttp)",
+        );
+    }
+    if args.restart_cmd.is_some() && !args.cold_cache {
+        return usage("--restart-cmd restarts the server for a cold cache; add --cold-cache");
+    }
+    let labels: Labels = super::run::parse_labels(&args.labels)?;
+    crate::sys::privileges::require_bpf()?;
+    let pg = Pg::new(conninfo).map_err(pg_error)?;
+    let stop = StopFlag::install().context("installing signal handlers")?;
+    let opts = RunnerOptions {
+        cold_cache: args.cold_cache,
+        restart: args.restart_cmd.clone().map(Restart::Command),
+        backoff: args.backoff,
+        statement_timeout: Some(args.timeout),
+    };
+    let mut runner = Runner::start(&pg, opts, stop).map_err(pg_error)?;
+    runner.check_sql(sql).map_err(pg_error)?;
+    let mut inst = Instruments::start(args.cold_cache)?;
+    let machine = inst.machine.clone();
+    let bar = crate::report::progress::bar(u64::from(args.n), "QE");
+    let json = args.json.clone();
+    let mut write_err: Option<anyhow::Error> = None;
+    let mut on_qe = |qc: &QcInput, facts: &PgFacts| {
+        if let Some(path) = &json
+            && write_err.is_none()
+            && let Err(e) = run_json(qc, facts, &machine)
+                .and_then(|(_, v)| atomic::write_json(path, &v).map_err(Into::into))
+        {
+            write_err = Some(e.context(format!("writing {}", path.display())));
+        }
+        if let Some(r) = qc.qes.last() {
+            bar.set_message(format!("QE {}: {:.1} ms", r.qe, r.time_meas_ms));
+        }
+        bar.set_position(qc.qes.len() as u64);
+    };
+    let notify = |m: String| bar.println(m);
+    let mut ctx = inst.ctx();
+    let outcome = runner.run_qc(&mut ctx, sql, args.n, labels, &mut on_qe, &notify);
+    drop(ctx);
+    bar.finish_and_clear();
+    if let Some(e) = write_err {
+        return Err(e);
+    }
+    let run = match outcome {
+        Ok(r) => r,
+        Err(crate::pg::qc::QcError::Probe(e)) => return Err(probe_error_ctx(e)),
+        Err(e) => {
+            return Err(
+                anyhow::Error::new(e).context("the Q@C stopped; the QEs measured before are kept")
+            );
+        }
+    };
+    drop(inst);
+    if run.qc.qes.is_empty() {
+        return match run.end {
+            QcEnd::Paused(why) => anyhow::bail!("paused before the first QE was measured: {why}"),
+            _ => usage("interrupted before the first execution: nothing measured"),
+        };
+    }
+    let (doc, value) = run_json(&run.qc, &run.facts, &machine)?;
+    if let Some(path) = &args.json {
+        atomic::write_json(path, &value).with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("wrote {}", path.display());
+    }
+    print!("{}", header(&run.facts, &run.qc));
+    let analysis = doc.to_analysis();
+    println!("{}", ttpv2::report::render(&analysis, None));
+    if let Some(path) = &args.svg {
+        let svg = ttpv2::svg::render_svg(&analysis).context("drawing the chart")?;
+        atomic::write(path, svg.as_bytes())
+            .with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("wrote {}", path.display());
+    }
+    match run.end {
+        QcEnd::Paused(why) => Err(anyhow::anyhow!(
+            "paused: {why}; the {} QE(s) measured are kept{}",
+            run.qc.qes.len(),
+            args.json
+                .as_ref()
+                .map(|p| format!(" in {}", p.display()))
+                .unwrap_or_default()
+        )),
+        QcEnd::Interrupted => {
+            eprintln!(
+                "interrupted: the {} QE(s) measured are kept",
+                run.qc.qes.len()
+            );
+            Ok(())
+        }
+        QcEnd::Complete => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use crate::cli::{Cli, Command};
+
+    fn parse(args: &[&str]) -> Result<super::RunArgs, clap::Error> {
+        let mut argv = vec!["ttp-ebpf", "run"];
+        argv.extend_from_slice(args);
+        Cli::try_parse_from(argv).map(|c| match c.command {
+            Command::Run(a) => a,
+            other => panic!("parsed as {other:?}"),
+        })
+    }
+
+    /// Catches options that do not apply to --postgres being silently
+    /// ignored (a run the user did not ask for) instead of a usage error
+    /// (exit 2), checked before anything touches the machine.
+    #[test]
+    fn postgres_option_misuse_is_a_usage_error() {
+        let c = "host=/tmp port=1";
+        let cases: &[&[&str]] = &[
+            &["--postgres", c],
+            &["--postgres", c, "--sql", " "],
+            &["--postgres", c, "--sql", "SELECT 1", "--", "ls"],
+            &["--postgres", c, "--sql", "SELECT 1", "--plan-cmd", "x"],
+            &["--postgres", c, "--sql", "SELECT 1", "--restart-cmd", "x"],
+            &["--postgres", c, "--sql", "SELECT 1", "-n", "0"],
+            &["--postgres", c, "--sql", "SELECT 1", "--protocol", "emp"],
+        ];
+        for args in cases {
+            let a = parse(args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+            let err = crate::cli::run::run(a).expect_err("accepted");
+            assert_eq!(crate::error::exit_code(&err), 2, "{args:?}: {err:#}");
+        }
+        // clap: --sql and --restart-cmd need --postgres; a run needs a
+        // command or --postgres.
+        assert!(parse(&["--sql", "SELECT 1", "--", "ls"]).is_err());
+        assert!(parse(&["--restart-cmd", "x", "--", "ls"]).is_err());
+        assert!(parse(&[]).is_err());
+    }
+
+    /// Catches a PostgreSQL problem the user can fix reported as a
+    /// measurement failure (exit 1) or the reverse.
+    #[test]
+    fn pg_errors_map_to_exit_codes() {
+        use crate::pg::PgError;
+        let usage = PgError::Sql {
+            statement: "SELEC".into(),
+            code: "42601".into(),
+            message: "syntax error".into(),
+            detail: String::new(),
+        };
+        assert_eq!(crate::error::exit_code(&super::pg_error(usage)), 2);
+        let lost = PgError::Lost {
+            statement: "x".into(),
+            reason: "closed".into(),
+        };
+        assert_eq!(crate::error::exit_code(&super::pg_error(lost)), 1);
+    }
+}

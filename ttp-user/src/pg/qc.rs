@@ -1,0 +1,386 @@
+//! One query at one cardinality (Q@C) on PostgreSQL, run the way TTPv2
+//! runs it: the statement prepared once, its plan captured before every QE
+//! (Fig. 5: `plan ← getQueryPlan(query)`), a Q@C restarted when the plan
+//! changes (Sec. 3.2.3), a cold QE preceded by a server restart and a dropped
+//! page cache (Sec. 3.1), transient errors retried with exponential
+//! back-off up to ten times and then the run paused (Sec. 3.2.3).
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::{
+    error::{PgError, QUERY_CANCELED},
+    restart::Restart,
+    session::{Pg, Prepared, Session},
+};
+use crate::{
+    probe::ProbeError,
+    protocol::ttpv2::model::{Labels, QcInput, QeRecord, Setup},
+    sys::signals::StopFlag,
+    window::qe::{QeContext, Roles, measure_with},
+};
+
+/// Sec. 3.2.3: "If the exception happens more than the ten-time threshold,
+/// then the ongoing experiment is automatically paused".
+pub const MAX_RETRIES: u32 = 10;
+/// Q@C restarts for a changed plan before the run is paused (the paper
+/// restarts without a bound; a plan that never settles would loop).
+pub const MAX_PLAN_RESTARTS: u32 = 10;
+
+/// Options shared by every Q@C of a run or experiment.
+#[derive(Debug, Clone)]
+pub struct RunnerOptions {
+    pub cold_cache: bool,
+    /// How to restart the server for a cold QE; found from the running
+    /// server (pg_ctl) when not given.
+    pub restart: Option<Restart>,
+    /// First back-off after a transient error, doubled each retry.
+    pub backoff: Duration,
+    /// `statement_timeout` of the measuring session: a QE that runs longer
+    /// is cancelled by the server and counted as timed out (QE13).
+    pub statement_timeout: Option<Duration>,
+}
+
+/// What ttp records about the server and the Q@C beside the TTPv2 data
+/// (the `postgres` object of the JSON).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PgFacts {
+    /// host, port, user, dbname (no password).
+    pub target: String,
+    pub server_version: String,
+    pub sql: String,
+    /// The command that restarted the server before each cold QE.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart: Option<String>,
+    /// The backend (query process) of each QE, in order.
+    #[serde(default)]
+    pub backend_pids: Vec<u32>,
+    /// Rows the statement returned (last QE).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rows: Option<u64>,
+    /// Times the Q@C was restarted because the plan changed (Sec. 3.2.3).
+    #[serde(default)]
+    pub plan_restarts: u32,
+    /// Transient errors retried after a back-off, with their messages.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub retried_errors: Vec<String>,
+}
+
+/// How a Q@C ended.
+#[derive(Debug)]
+pub enum QcEnd {
+    /// Every QE measured.
+    Complete,
+    /// Ctrl-C: the QEs measured before are kept.
+    Interrupted,
+    /// A transient error persisted past [`MAX_RETRIES`] back-offs, or the
+    /// plan kept changing: the run pauses with what it measured.
+    Paused(String),
+}
+
+/// A Q@C as measured.
+#[derive(Debug)]
+pub struct QcRun {
+    pub qc: QcInput,
+    pub facts: PgFacts,
+    pub end: QcEnd,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum QcError {
+    #[error(transparent)]
+    Pg(#[from] PgError),
+    #[error(transparent)]
+    Probe(#[from] ProbeError),
+    #[error("dropping the page cache for a cold QE (needs root): {0}")]
+    Cache(#[source] std::io::Error),
+}
+
+enum Step {
+    Measured(Box<QeRecord>, Option<u64>),
+    PlanChanged,
+    Interrupted,
+}
+
+/// Runs Q@Cs over one connection string, reconnecting as needed.
+pub struct Runner<'a> {
+    pg: &'a Pg,
+    opts: RunnerOptions,
+    session: Option<Session>,
+    prepared: Option<(String, Prepared)>,
+    stop: StopFlag,
+}
+
+impl<'a> Runner<'a> {
+    /// Connects once, so a wrong connection string, a server that is down
+    /// or one on another machine fail before anything is measured; for a
+    /// cold cache, finds how to restart the server.
+    pub fn start(pg: &'a Pg, mut opts: RunnerOptions, stop: StopFlag) -> Result<Self, PgError> {
+        let session = pg.connect()?;
+        if opts.cold_cache && opts.restart.is_none() {
+            opts.restart = Some(Restart::discover(session.postmaster_pid)?);
+        }
+        let r = Runner {
+            pg,
+            opts,
+            session: Some(session),
+            prepared: None,
+            stop,
+        };
+        r.configure()?;
+        Ok(r)
+    }
+
+    pub fn session(&self) -> Option<&Session> {
+        self.session.as_ref()
+    }
+
+    pub fn options(&self) -> &RunnerOptions {
+        &self.opts
+    }
+
+    /// Prepares `sql` without measuring: a syntax error or a missing table
+    /// is reported before the first QE.
+    pub fn check_sql(&mut self, sql: &str) -> Result<String, PgError> {
+        self.prepared = None;
+        let (s, st) = self.ensure(sql)?;
+        s.explain(&st)
+    }
+
+    /// Session settings for measuring: parallel workers off, so the backend
+    /// is the one query process (Sec. 7.2 times a single process); the
+    /// statement timeout (QE13).
+    fn configure(&self) -> Result<(), PgError> {
+        let Some(s) = &self.session else {
+            return Ok(());
+        };
+        let mut sql = "SET max_parallel_workers_per_gather = 0".to_string();
+        if let Some(t) = self.opts.statement_timeout {
+            sql += &format!("; SET statement_timeout = {}", t.as_millis().max(1));
+        }
+        s.batch(&sql)
+    }
+
+    /// The session with `sql` prepared, reconnecting when needed.
+    fn ensure(&mut self, sql: &str) -> Result<(&Session, Prepared), PgError> {
+        // Reconnecting forgets the prepared statement: look at it after.
+        self.session_mut()?;
+        let have = self.prepared.clone();
+        let s = self.session_mut()?;
+        let st = match have {
+            Some((q, st)) if q == sql => st,
+            _ => {
+                let st = s.prepare(sql)?;
+                self.prepared = Some((sql.to_string(), st.clone()));
+                st
+            }
+        };
+        let s = self.session_mut()?;
+        Ok((s, st))
+    }
+
+    /// The session (reconnected if it was lost), for statements that are
+    /// not measured (data generation).
+    pub fn session_mut(&mut self) -> Result<&mut Session, PgError> {
+        if self.session.as_ref().is_none_or(Session::is_closed) {
+            self.prepared = None;
+            self.session = None;
+            self.session = Some(self.pg.connect()?);
+            self.configure()?;
+        }
+        self.session.as_mut().ok_or_else(|| PgError::Lost {
+            statement: "connect".into(),
+            reason: "no session".into(),
+        })
+    }
+
+    /// Drops the session (and its prepared statement).
+    fn disconnect(&mut self) {
+        self.prepared = None;
+        self.session = None;
+    }
+
+    /// Measures the Q@C `sql` at `labels` with `n` QEs. `on_qe` sees the
+    /// Q@C after every QE (to write it, so an interrupted run keeps it);
+    /// `notify` gets messages for the user (retries, plan restarts).
+    pub fn run_qc(
+        &mut self,
+        ctx: &mut QeContext<'_>,
+        sql: &str,
+        n: u32,
+        labels: Labels,
+        on_qe: &mut dyn FnMut(&QcInput, &PgFacts),
+        notify: &dyn Fn(String),
+    ) -> Result<QcRun, QcError> {
+        let mut facts = PgFacts {
+            target: self.pg.target().to_string(),
+            sql: sql.to_string(),
+            restart: self
+                .opts
+                .restart
+                .as_ref()
+                .filter(|_| self.opts.cold_cache)
+                .map(Restart::describe),
+            ..PgFacts::default()
+        };
+        let mut qc = QcInput {
+            labels,
+            source: None,
+            command: vec![sql.to_string()],
+            setup: Setup {
+                qes_requested: Some(n),
+                user_hz: (1_000_000_000 / ctx.tick_ns.max(1)) as u32,
+                cpus: std::thread::available_parallelism()
+                    .map(|c| c.get() as u32)
+                    .unwrap_or(1),
+                timeout_ms: self.opts.statement_timeout.map(|t| t.as_millis() as u64),
+                query_process: None,
+                utilities: Vec::new(),
+            },
+            qes: Vec::new(),
+        };
+        // Prepared once per Q@C (Sec. 3.2.2).
+        self.prepared = None;
+        let mut plan0: Option<String> = None;
+        let mut i = 1;
+        while i <= n {
+            let mut attempt = 0u32;
+            let step = loop {
+                if self.stop.raised() {
+                    return Ok(QcRun {
+                        qc,
+                        facts,
+                        end: QcEnd::Interrupted,
+                    });
+                }
+                match self.one_qe(ctx, i, sql, plan0.as_deref()) {
+                    Ok(step) => break step,
+                    Err(QcError::Pg(e)) if e.is_transient() => {
+                        self.disconnect();
+                        if attempt >= MAX_RETRIES {
+                            return Ok(QcRun {
+                                qc,
+                                facts,
+                                end: QcEnd::Paused(format!(
+                                    "QE {i}: {e} (still failing after {MAX_RETRIES} retries with exponential back-off)"
+                                )),
+                            });
+                        }
+                        // Sec. 3.2.3: "each successively doubling the backoff time".
+                        let wait = self.opts.backoff * 2u32.saturating_pow(attempt);
+                        notify(format!(
+                            "QE {i}: {e}; retry {}/{MAX_RETRIES} in {}",
+                            attempt + 1,
+                            humantime::format_duration(wait)
+                        ));
+                        facts.retried_errors.push(format!("QE {i}: {e}"));
+                        self.stop.sleep(wait);
+                        attempt += 1;
+                    }
+                    Err(e) => return Err(e),
+                }
+            };
+            match step {
+                Step::Measured(rec, rows) => {
+                    facts.rows = rows.or(facts.rows);
+                    if plan0.is_none() {
+                        plan0 = rec.plan.clone();
+                    }
+                    if let Some(s) = &self.session {
+                        facts.server_version = s.server_version.clone();
+                        facts.backend_pids.push(s.backend_pid);
+                    }
+                    qc.qes.push(*rec);
+                    on_qe(&qc, &facts);
+                    i += 1;
+                }
+                Step::Interrupted => {
+                    return Ok(QcRun {
+                        qc,
+                        facts,
+                        end: QcEnd::Interrupted,
+                    });
+                }
+                Step::PlanChanged => {
+                    // Sec. 3.2.3: "When a DBMS reveals a different plan for a
+                    // QE within the same Q@C, we restart the Q@C."
+                    facts.plan_restarts += 1;
+                    if facts.plan_restarts > MAX_PLAN_RESTARTS {
+                        let why = format!(
+                            "the plan changed {} times; the query has no stable plan at this cardinality",
+                            facts.plan_restarts
+                        );
+                        return Ok(QcRun {
+                            qc,
+                            facts,
+                            end: QcEnd::Paused(why),
+                        });
+                    }
+                    notify(format!(
+                        "QE {i}: the plan differs from QE 1's (X2); restarting the Q@C ({}/{MAX_PLAN_RESTARTS})",
+                        facts.plan_restarts
+                    ));
+                    qc.qes.clear();
+                    facts.backend_pids.clear();
+                    plan0 = None;
+                    self.prepared = None;
+                    i = 1;
+                }
+            }
+        }
+        Ok(QcRun {
+            qc,
+            facts,
+            end: QcEnd::Complete,
+        })
+    }
+
+    /// One QE: (cold: restart, reconnect, re-prepare), the plan, (cold: drop
+    /// the page cache), then the Fig. 5 measurement of the execution.
+    fn one_qe(
+        &mut self,
+        ctx: &mut QeContext<'_>,
+        i: u32,
+        sql: &str,
+        plan0: Option<&str>,
+    ) -> Result<Step, QcError> {
+        let cold = self.opts.cold_cache;
+        let stop = self.stop.clone();
+        if cold && let Some(restart) = self.opts.restart.clone() {
+            self.disconnect();
+            restart.run()?;
+        }
+        let (s, st) = self.ensure(sql)?;
+        let plan = s.explain(&st)?;
+        if plan0.is_some_and(|p| p != plan) {
+            return Ok(Step::PlanChanged);
+        }
+        if cold {
+            // After the restart and the plan: only the query's own pages
+            // are left to read (Sec. 3.1: "All the pages needed to evaluate
+            // the query must be read from disk").
+            crate::sys::page_cache::drop_page_cache().map_err(QcError::Cache)?;
+        }
+        let roles = Roles::Server {
+            query: s.backend_pid,
+            server: s.postmaster_pid,
+        };
+        let (out, res) = measure_with(ctx, i, Some(plan), roles, || s.execute(&st, Some(&stop)))?;
+        let mut rec = out.record;
+        let mut rows = None;
+        match res {
+            Ok(n) => {
+                rec.exit_code = Some(0);
+                rec.timed_out = Some(false);
+                rows = Some(n);
+            }
+            // Ctrl-C: the QE in progress is not kept.
+            Err(PgError::Cancelled) => return Ok(Step::Interrupted),
+            Err(e) if e.sqlstate() == Some(QUERY_CANCELED) => {
+                rec.timed_out = Some(true);
+            }
+            Err(e) => return Err(e.into()),
+        }
+        Ok(Step::Measured(Box::new(rec), rows))
+    }
+}

@@ -1,0 +1,215 @@
+//! `--attach-pid PID`: the kernel ledger of a server process, one row per
+//! second of a load phase, beside the latency timeline — so a latency spike
+//! can be read next to what the server was doing (on CPU, waiting for a CPU,
+//! waiting for its I/O, reading and writing).
+//!
+//! The process is taken with its descendants (a PostgreSQL postmaster with
+//! the backends serving the load), followed through the parent links the
+//! ledger saw at fork and /proc's for older processes.
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+};
+
+use serde::Serialize;
+use ttp_common::ExitRecord;
+
+use super::driver::TimelineSampler;
+use crate::{
+    accounts::{Image, Measures, Window},
+    probe::Ledger,
+};
+
+/// One second of the process tree's ledger.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct LedgerRow {
+    pub second: u64,
+    pub pid: u32,
+    /// Processes of the tree that ran in this second.
+    pub processes: u32,
+    pub on_cpu_ns: u64,
+    pub runq_wait_ns: u64,
+    pub sleep_ns: u64,
+    pub blocked_ns: u64,
+    pub iowait_ns: u64,
+    pub iowait_own_ns: u64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+    pub voluntary_switches: u64,
+    pub involuntary_switches: u64,
+    /// Ledger records lost in this second (non-zero: the row is a lower bound).
+    pub lost_records: u64,
+}
+
+impl LedgerRow {
+    /// Sums the measures of the processes in `tree` over `w`.
+    pub fn of(second: u64, pid: u32, w: &Window, tree: &[u32]) -> Self {
+        let mut m = Measures::default();
+        let mut processes = 0;
+        for p in tree.iter().filter_map(|t| w.processes.get(t)) {
+            if p.threads > 0 {
+                processes += 1;
+            }
+            m += p.kernel;
+        }
+        LedgerRow {
+            second,
+            pid,
+            processes,
+            on_cpu_ns: m.on_cpu_ns,
+            runq_wait_ns: m.runq_wait_ns,
+            sleep_ns: m.sleep_ns,
+            blocked_ns: m.blocked_ns,
+            iowait_ns: m.iowait_ns,
+            iowait_own_ns: m.iowait_own_ns,
+            read_bytes: m.io.read_bytes,
+            write_bytes: m.io.write_bytes,
+            voluntary_switches: m.voluntary_switches,
+            involuntary_switches: m.involuntary_switches,
+            lost_records: w.lost.losses(),
+        }
+    }
+}
+
+/// The sampler; several phases share one attached ledger.
+pub struct LedgerSampler {
+    ledger: Arc<Mutex<Ledger>>,
+    pid: u32,
+    prev: Option<Image>,
+    exits: Vec<ExitRecord>,
+}
+
+impl LedgerSampler {
+    pub fn new(ledger: Arc<Mutex<Ledger>>, pid: u32) -> Self {
+        Self {
+            ledger,
+            pid,
+            prev: None,
+            exits: Vec::new(),
+        }
+    }
+
+    fn image(&mut self) -> Option<Image> {
+        let mut l = self.ledger.lock().unwrap_or_else(|e| e.into_inner());
+        let snap = l.snapshot().ok()?;
+        // The image first, then the exit records (see window::qe).
+        let img = Image::from_snapshot(&snap);
+        l.drain_exits(&mut self.exits);
+        Some(img)
+    }
+}
+
+/// Parent of every process in `w` that /proc still shows.
+fn proc_parents(w: &Window) -> HashMap<u32, u32> {
+    w.processes
+        .keys()
+        .filter_map(|&p| {
+            let stat = procfs::process::Process::new(p as i32).ok()?.stat().ok()?;
+            Some((p, stat.ppid.max(0) as u32))
+        })
+        .collect()
+}
+
+impl TimelineSampler for LedgerSampler {
+    fn name(&self) -> &'static str {
+        "ledger"
+    }
+
+    fn start(&mut self) {
+        self.exits.clear();
+        self.prev = self.image();
+        self.exits.clear();
+    }
+
+    fn sample(&mut self, second: u64) -> serde_json::Value {
+        let now = self.image();
+        let row = match (&self.prev, &now) {
+            (Some(before), Some(after)) => {
+                let w = Window::between(before, after, &self.exits);
+                let tree: Vec<u32> = w
+                    .descendants(&[self.pid], &proc_parents(&w))
+                    .into_iter()
+                    .collect();
+                serde_json::to_value(LedgerRow::of(second, self.pid, &w, &tree)).unwrap_or_default()
+            }
+            _ => {
+                serde_json::json!({"second": second, "pid": self.pid, "error": "ledger not readable"})
+            }
+        };
+        self.prev = now;
+        self.exits.clear();
+        row
+    }
+}
+
+/// The ledger rows of a phase beside its latency timeline, for the
+/// terminal. Ledger row `s` covers [s − 1, s) seconds, timeline row `s − 1`.
+pub fn render(
+    model: super::Model,
+    pid: u32,
+    rows: &[serde_json::Value],
+    timeline: &[super::histograms::SecondRow],
+) -> String {
+    let ms = |v: &serde_json::Value, k: &str| v[k].as_u64().unwrap_or(0) as f64 / 1e6;
+    let mut out = format!(
+        "\n{model:?} model: ledger of pid {pid} and its descendants, per second\n{:>6} {:>7} {:>12} {:>12} {:>10} {:>10} {:>10} {:>10}\n",
+        "second", "sent", "latency mean", "on CPU", "run queue", "iowait", "read", "written"
+    );
+    for r in rows {
+        let second = r["second"].as_u64().unwrap_or(0);
+        let t = second
+            .checked_sub(1)
+            .and_then(|s| timeline.iter().find(|t| t.second == s));
+        let lat = t
+            .and_then(|t| t.latency_mean_ns)
+            .map(|n| format!("{:.2}ms", n as f64 / 1e6))
+            .unwrap_or_else(|| "-".into());
+        out += &format!(
+            "{:>6} {:>7} {:>12} {:>10.1}ms {:>8.1}ms {:>8.1}ms {:>8.1}MB {:>8.1}MB\n",
+            second,
+            t.map_or(0, |t| t.sent),
+            lat,
+            ms(r, "on_cpu_ns"),
+            ms(r, "runq_wait_ns"),
+            ms(r, "iowait_ns"),
+            r["read_bytes"].as_u64().unwrap_or(0) as f64 / 1e6,
+            r["write_bytes"].as_u64().unwrap_or(0) as f64 / 1e6,
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::accounts::ProcessDelta;
+
+    /// Hand-computed sums: the tree's processes add up, a process outside
+    /// the tree does not count. Catches a row of the root alone (a
+    /// postmaster does no query work) or of the whole machine.
+    #[test]
+    fn row_sums_the_tree_only() {
+        let mut w = Window::default();
+        for (tgid, cpu, read) in [(10, 1_000, 4096), (11, 2_000, 8192), (99, 50_000, 1)] {
+            let mut k = Measures {
+                on_cpu_ns: cpu,
+                ..Measures::default()
+            };
+            k.io.read_bytes = read;
+            w.processes.insert(
+                tgid,
+                ProcessDelta {
+                    tgid,
+                    threads: 1,
+                    kernel: k,
+                    ..ProcessDelta::default()
+                },
+            );
+        }
+        let r = LedgerRow::of(3, 10, &w, &[10, 11]);
+        assert_eq!(r.on_cpu_ns, 3_000);
+        assert_eq!(r.read_bytes, 12_288);
+        assert_eq!(r.processes, 2);
+        assert_eq!(r.second, 3);
+    }
+}

@@ -1,0 +1,356 @@
+//! `ttp.attach/1` (the summary of `attach --json`), read back: the
+//! terminal summary, a per-process table, and a chart of where each
+//! process's time went.
+use std::path::{Path, PathBuf};
+
+use plotters::prelude::*;
+use serde::Deserialize;
+
+use super::{
+    RenderError, Rendered, Table,
+    table::{ms3, num},
+    write_plot,
+};
+use crate::{
+    accounts::{CpuTimes, Measures},
+    probe::KernelStats,
+    report::units::{bytes, ms},
+};
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct AttachDoc {
+    #[serde(default)]
+    pub kernel_release: Option<String>,
+    pub window: WindowView,
+    pub lost: LostView,
+    pub processes: Vec<ProcessView>,
+    pub overall: OverallView,
+    #[serde(default)]
+    pub taskstats_exit_records: Option<u64>,
+    #[serde(default)]
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct WindowView {
+    pub start_ns: u64,
+    pub end_ns: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct LostView {
+    pub kernel: KernelStats,
+    #[serde(default)]
+    pub taskstats_listener_overflows: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct ProcessView {
+    pub pid: u32,
+    pub comm: String,
+    #[serde(default)]
+    pub exited: bool,
+    #[serde(default)]
+    pub threads: u32,
+    pub kernel: Measures,
+    #[serde(default)]
+    pub agreement: Vec<AgreementView>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct OverallView {
+    pub kernel: MachineView,
+    #[serde(default)]
+    pub agreement: Vec<AgreementView>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct MachineView {
+    pub cpus: Vec<serde_json::Value>,
+    pub total: CpuTimes,
+}
+
+/// One cross-check row (window/crosscheck.rs `Agreement`).
+#[derive(Debug, Clone, Deserialize)]
+pub struct AgreementView {
+    pub measure: String,
+    pub ledger: u64,
+    pub reference: String,
+    pub kernel: u64,
+    /// null in the file when the reference is 0 and the ledger is not.
+    pub rel_diff: Option<f64>,
+    pub tolerance: u64,
+    pub within: bool,
+    #[serde(default)]
+    pub informational: Option<String>,
+}
+
+fn agreement_lines(out: &mut String, rows: &[AgreementView]) {
+    for a in rows {
+        let mark = if a.informational.is_some() {
+            "info"
+        } else if a.within {
+            "ok"
+        } else {
+            "FLAG"
+        };
+        out.push_str(&format!(
+            "    [{mark:>4}] {:<14} {:>12} vs {:<32} {:>12}  ({:+.2}%, tolerance {}){}\n",
+            a.measure,
+            a.ledger,
+            a.reference,
+            a.kernel,
+            a.rel_diff.unwrap_or(f64::INFINITY) * 100.0,
+            a.tolerance,
+            a.informational
+                .as_ref()
+                .map(|w| format!(" — {w}"))
+                .unwrap_or_default()
+        ));
+    }
+}
+
+impl Rendered for AttachDoc {
+    fn title(&self) -> String {
+        format!(
+            "ttp attach: {} process(es) over {:.3} s",
+            self.processes.len(),
+            (self.window.end_ns - self.window.start_ns) as f64 / 1e9
+        )
+    }
+
+    fn text(&self) -> String {
+        let w = &self.window;
+        let mut out = format!(
+            "== summary over {:.3} s ==\n",
+            (w.end_ns - w.start_ns) as f64 / 1e9
+        );
+        for p in &self.processes {
+            let k = &p.kernel;
+            out.push_str(&format!(
+                "pid {} ({}){}, {} thread(s): on-CPU {} ms, run-queue {} ms, sleep {} ms, blocked {} ms, iowait {} ms (own I/O {} ms, share of machine iowait {} ms)\n",
+                p.pid,
+                p.comm,
+                if p.exited { ", exited" } else { "" },
+                p.threads,
+                ms(k.on_cpu_ns),
+                ms(k.runq_wait_ns),
+                ms(k.sleep_ns),
+                ms(k.blocked_ns),
+                ms(k.iowait_ns),
+                ms(k.iowait_own_ns),
+                ms(k.iowait_share_ns),
+            ));
+            out.push_str(&format!(
+                "    I/O: {} reads ({}), {} writes ({}), device {} ms, queued {} ms; switches {} voluntary, {} involuntary\n",
+                k.io.read_requests,
+                bytes(k.io.read_bytes),
+                k.io.write_requests,
+                bytes(k.io.write_bytes),
+                ms(k.io.device_ns),
+                ms(k.io.queue_ns),
+                k.voluntary_switches,
+                k.involuntary_switches,
+            ));
+            agreement_lines(&mut out, &p.agreement);
+        }
+        let t = &self.overall.kernel.total;
+        out.push_str(&format!(
+            "machine ({} CPUs): busy {} ms, idle {} ms, iowait {} ms\n",
+            self.overall.kernel.cpus.len(),
+            ms(t.busy_ns),
+            ms(t.idle_ns),
+            ms(t.iowait_ns)
+        ));
+        agreement_lines(&mut out, &self.overall.agreement);
+        if let Some(n) = self.taskstats_exit_records {
+            let ledger_exits = self.processes.iter().filter(|p| p.exited).count();
+            out.push_str(&format!(
+                "exited processes: {ledger_exits} in the ledger, {n} exit records from taskstats\n"
+            ));
+        }
+        let lost = self.lost.kernel.losses() + self.lost.taskstats_listener_overflows;
+        if lost == 0 {
+            out.push_str("lost: nothing\n");
+        } else {
+            out.push_str(&format!(
+                "lost: {:?}, taskstats listener overflows {}\n",
+                self.lost.kernel, self.lost.taskstats_listener_overflows
+            ));
+        }
+        for n in &self.notes {
+            out.push_str(&format!("note: {n}\n"));
+        }
+        out
+    }
+
+    fn table(&self) -> Table {
+        let mut t = Table::new(&[
+            "pid",
+            "comm",
+            "threads",
+            "on_cpu_ms",
+            "runq_wait_ms",
+            "sleep_ms",
+            "blocked_ms",
+            "iowait_ms",
+            "iowait_own_ms",
+            "iowait_share_ms",
+            "read_requests",
+            "read_bytes",
+            "write_requests",
+            "write_bytes",
+            "device_ms",
+            "voluntary_switches",
+            "involuntary_switches",
+        ]);
+        let f = |ns: u64| ms3(Some(ns as f64));
+        for p in &self.processes {
+            let k = &p.kernel;
+            t.push(vec![
+                p.pid.to_string(),
+                p.comm.clone(),
+                p.threads.to_string(),
+                f(k.on_cpu_ns),
+                f(k.runq_wait_ns),
+                f(k.sleep_ns),
+                f(k.blocked_ns),
+                f(k.iowait_ns),
+                f(k.iowait_own_ns),
+                f(k.iowait_share_ns),
+                k.io.read_requests.to_string(),
+                k.io.read_bytes.to_string(),
+                k.io.write_requests.to_string(),
+                k.io.write_bytes.to_string(),
+                f(k.io.device_ns),
+                k.voluntary_switches.to_string(),
+                k.involuntary_switches.to_string(),
+            ]);
+        }
+        t
+    }
+
+    fn markdown(&self) -> String {
+        let t = &self.overall.kernel.total;
+        format!(
+            "**{}**\n\n{}\nMachine: busy {} ms, idle {} ms, iowait {} ms over {} CPUs{}.\n",
+            self.title(),
+            self.table().markdown(),
+            num(Some(t.busy_ns as f64 / 1e6)),
+            num(Some(t.idle_ns as f64 / 1e6)),
+            num(Some(t.iowait_ns as f64 / 1e6)),
+            self.overall.kernel.cpus.len(),
+            self.kernel_release
+                .as_ref()
+                .map(|k| format!("; kernel {k}"))
+                .unwrap_or_default()
+        )
+    }
+
+    fn plots(&self, dir: &Path) -> Result<Vec<PathBuf>, RenderError> {
+        Ok(vec![write_plot(
+            dir,
+            "attach_time.svg",
+            &time_chart(self)?,
+        )?])
+    }
+}
+
+/// A stacked part of a bar: its legend, colour and measure.
+type Part = (&'static str, RGBColor, fn(&Measures) -> u64);
+
+/// Where each process's time went, as stacked horizontal bars (ms).
+fn time_chart(d: &AttachDoc) -> Result<String, RenderError> {
+    let err = |e: &dyn std::fmt::Display| RenderError::Plot {
+        what: "attach_time.svg".into(),
+        detail: e.to_string(),
+    };
+    let parts: [Part; 6] = [
+        ("on CPU", RGBColor(44, 160, 44), |k| k.on_cpu_ns),
+        ("run queue", RGBColor(255, 127, 14), |k| k.runq_wait_ns),
+        ("iowait, own I/O", RGBColor(31, 119, 180), |k| {
+            k.iowait_own_ns
+        }),
+        ("iowait, other", RGBColor(158, 202, 225), |k| {
+            k.iowait_ns.saturating_sub(k.iowait_own_ns)
+        }),
+        ("blocked", RGBColor(214, 39, 40), |k| k.blocked_ns),
+        ("sleep", RGBColor(199, 199, 199), |k| k.sleep_ns),
+    ];
+    let n = d.processes.len().max(1);
+    let total = |k: &Measures| parts.iter().map(|(_, _, f)| f(k)).sum::<u64>();
+    let x_max = d
+        .processes
+        .iter()
+        .map(|p| total(&p.kernel) as f64 / 1e6)
+        .fold(1.0, f64::max)
+        * 1.05;
+    let mut svg = String::new();
+    {
+        let height = 120 + 40 * n as u32;
+        let root = SVGBackend::with_string(&mut svg, (900, height)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| err(&e))?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(d.title(), ("sans-serif", 18))
+            .margin(10)
+            .x_label_area_size(35)
+            .y_label_area_size(170)
+            .build_cartesian_2d(0f64..x_max, (0..n).into_segmented())
+            .map_err(|e| err(&e))?;
+        let labels: Vec<String> = d
+            .processes
+            .iter()
+            .map(|p| format!("{} ({})", p.comm, p.pid))
+            .collect();
+        chart
+            .configure_mesh()
+            .disable_y_mesh()
+            .x_desc("ms")
+            .y_labels(n)
+            .y_label_formatter(&|v| match v {
+                SegmentValue::CenterOf(i) => labels.get(*i).cloned().unwrap_or_default(),
+                _ => String::new(),
+            })
+            .draw()
+            .map_err(|e| err(&e))?;
+        for (name, color, f) in parts {
+            let bars: Vec<Rectangle<(f64, SegmentValue<usize>)>> = d
+                .processes
+                .iter()
+                .enumerate()
+                .map(|(i, p)| {
+                    let before: u64 = parts
+                        .iter()
+                        .take_while(|(n2, _, _)| *n2 != name)
+                        .map(|(_, _, g)| g(&p.kernel))
+                        .sum();
+                    let x0 = before as f64 / 1e6;
+                    let x1 = x0 + f(&p.kernel) as f64 / 1e6;
+                    Rectangle::new(
+                        [
+                            (x0, SegmentValue::Exact(i)),
+                            (x1, SegmentValue::Exact(i + 1)),
+                        ],
+                        color.filled(),
+                    )
+                })
+                .collect();
+            chart
+                .draw_series(bars)
+                .map_err(|e| err(&e))?
+                .label(name)
+                .legend(move |(x, y)| {
+                    Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled())
+                });
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::LowerRight)
+            .draw()
+            .map_err(|e| err(&e))?;
+        root.present().map_err(|e| err(&e))?;
+    }
+    Ok(svg)
+}

@@ -1,0 +1,63 @@
+//! `ttp.blame/1` (iQCAR contention blame), read back: the protocol's
+//! terminal report, a per-culprit table, and its graph in DOT.
+use std::path::{Path, PathBuf};
+
+use super::{RenderError, Rendered, Table, table::ms3, write_plot};
+use crate::protocol::blame::{BlameReport, dot};
+
+pub struct Blame(pub BlameReport);
+
+/// Culprits and explanations shown, as `blame --top` defaults to.
+const TOP: usize = 10;
+
+impl Rendered for Blame {
+    fn title(&self) -> String {
+        format!(
+            "ttp blame: pid {} {}, {} culprit(s)",
+            self.0.victim.pid,
+            self.0.victim.comm,
+            self.0.culprits.len()
+        )
+    }
+    fn text(&self) -> String {
+        self.0.to_text(TOP)
+    }
+    /// Per culprit: ttp's blame (iQCAR eq. 7–8 with blocked time) beside
+    /// the overlap baseline's, and its Degree of Responsibility (Sec. 4.2).
+    fn table(&self) -> Table {
+        let mut t = Table::new(&[
+            "pid",
+            "process",
+            "group",
+            "kind",
+            "blame_ms",
+            "dor",
+            "overlap_blame_ms",
+        ]);
+        for c in &self.0.culprits {
+            t.push(vec![
+                c.pid.map(|p| p.to_string()).unwrap_or_default(),
+                c.process.clone(),
+                c.group.clone(),
+                c.kind.name().to_string(),
+                ms3(Some(c.blame_ns)),
+                format!("{:.3}", c.dor),
+                ms3(Some(c.overlap_blame_ns)),
+            ]);
+        }
+        t
+    }
+    /// The blame graph in Graphviz DOT (`dot -Tsvg blame.dot`), as
+    /// `blame --dot` writes it.
+    fn plots(&self, dir: &Path) -> Result<Vec<PathBuf>, RenderError> {
+        let title = format!(
+            "ttp blame: pid {} {}",
+            self.0.victim.pid, self.0.victim.comm
+        );
+        Ok(vec![write_plot(
+            dir,
+            "blame.dot",
+            &dot::render(&self.0.graph, &title),
+        )?])
+    }
+}

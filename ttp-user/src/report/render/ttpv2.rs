@@ -1,0 +1,153 @@
+//! `ttp.run/1` and `ttp.analyze/1` (TTPv2), read back: the protocol's own
+//! terminal report and chart (protocol/ttpv2), and a per-QE table.
+use std::path::{Path, PathBuf};
+
+use super::{RenderError, Rendered, Table, table::num, write_plot};
+use crate::protocol::ttpv2::{
+    analysis::{Analysis, AnalyzeDocument, QcDocument, RunDocument},
+    report::render,
+    svg::render_svg,
+};
+
+pub struct Run(pub RunDocument);
+pub struct Analyze(pub AnalyzeDocument);
+
+fn qc_name(d: &QcDocument) -> String {
+    if d.labels.is_empty() {
+        d.source.clone().unwrap_or_else(|| "Q@C".into())
+    } else {
+        d.labels
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+/// One row per QE of every Q@C: the measures TTPv2 works from (U, S,
+/// BlockIO of the query, machine IOWait, in ticks) and what eq. 1–2 and the
+/// ledger make of them.
+fn qe_table(qcs: &[QcDocument]) -> Table {
+    let mut t = Table::new(&[
+        "qc",
+        "qe",
+        "time_meas_ms",
+        "time_calc_ms",
+        "time_exact_ms",
+        "u_ticks",
+        "s_ticks",
+        "blkio_ticks",
+        "iowait_ticks",
+        "io_calc_ticks",
+        "dropped_by",
+    ]);
+    let opt = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_default();
+    for d in qcs {
+        for e in &d.qes {
+            let q = e.calc.query.as_ref();
+            t.push(vec![
+                qc_name(d),
+                e.record.qe.to_string(),
+                num(Some(e.record.time_meas_ms)),
+                num(e.calc.time_calc_ms),
+                num(e.calc.time_exact_ms),
+                opt(q.and_then(|q| q.u_ticks)),
+                opt(q.and_then(|q| q.s_ticks)),
+                opt(q.and_then(|q| q.blkio_ticks)),
+                opt(e.record.overall.iowait_ticks),
+                num(e.calc.io_calc_ticks),
+                e.dropped_by.join(" "),
+            ]);
+        }
+    }
+    t
+}
+
+/// The medians of Step 4 under the table.
+fn results(qcs: &[QcDocument]) -> String {
+    qcs.iter()
+        .map(|d| {
+            let r = &d.result;
+            match &r.dropped_reason {
+                Some(why) => format!("- {}: Q@C dropped ({why})\n", qc_name(d)),
+                None => format!(
+                    "- {}: median Time_calc {} ms, Time_meas {} ms, exact {} ms over {} of {} QEs\n",
+                    qc_name(d),
+                    num(r.time_calc_ms),
+                    num(r.time_meas_ms),
+                    num(r.time_exact_ms),
+                    r.retained,
+                    r.qes
+                ),
+            }
+        })
+        .collect()
+}
+
+fn svg(a: &Analysis, dir: &Path) -> Result<Vec<PathBuf>, RenderError> {
+    let text = render_svg(a).map_err(|e| RenderError::Plot {
+        what: "ttpv2.svg".into(),
+        detail: e.to_string(),
+    })?;
+    Ok(vec![write_plot(dir, "ttpv2.svg", &text)?])
+}
+
+impl Rendered for Run {
+    fn title(&self) -> String {
+        format!(
+            "ttp run (TTPv2): {}, {} QEs",
+            qc_name(&self.0.qc),
+            self.0.qc.qes.len()
+        )
+    }
+    fn text(&self) -> String {
+        render(&self.0.to_analysis(), None)
+    }
+    fn table(&self) -> Table {
+        qe_table(std::slice::from_ref(&self.0.qc))
+    }
+    fn markdown(&self) -> String {
+        format!(
+            "**{}**\n\n{}\n{}",
+            self.title(),
+            self.table().markdown(),
+            results(std::slice::from_ref(&self.0.qc))
+        )
+    }
+    fn plots(&self, dir: &Path) -> Result<Vec<PathBuf>, RenderError> {
+        svg(&self.0.to_analysis(), dir)
+    }
+}
+
+impl Analyze {
+    fn analysis(&self) -> Analysis {
+        Analysis {
+            qcs: self.0.qcs.clone(),
+            checks: self.0.checks.clone(),
+            paragraph: self.0.paragraph.clone(),
+        }
+    }
+}
+
+impl Rendered for Analyze {
+    fn title(&self) -> String {
+        format!("ttp analyze (TTPv2): {} Q@C(s)", self.0.qcs.len())
+    }
+    fn text(&self) -> String {
+        render(&self.analysis(), self.0.correlations.as_deref())
+    }
+    fn table(&self) -> Table {
+        qe_table(&self.0.qcs)
+    }
+    fn markdown(&self) -> String {
+        format!(
+            "**{}**\n\n{}\n{}",
+            self.title(),
+            self.table().markdown(),
+            results(&self.0.qcs)
+        )
+    }
+    fn plots(&self, dir: &Path) -> Result<Vec<PathBuf>, RenderError> {
+        svg(&self.analysis(), dir)
+    }
+}

@@ -1,0 +1,231 @@
+//! `--trace FILE`: a timeline of the measured processes that Perfetto
+//! (ui.perfetto.dev) and chrome://tracing open as it is.
+//!
+//! The data flows probe → [`Recorder`] (ring buffer drained on a thread)
+//! → [`Recording`] → [`Timeline`] (states, I/O, wakeups, counters) →
+//! [`Trace`] (plus the protocol's QE slices) → Chrome Trace Event Format
+//! JSON, written atomically.
+//!
+//! How a command uses it:
+//!
+//! ```no_run
+//! # fn demo() -> anyhow::Result<()> {
+//! use ttp_user::{probe::{AttachOptions, Ledger}, report::trace::{QeSlice, Recorder, Trace}};
+//! let mut ledger = Ledger::attach_with(&AttachOptions { trace: true })?;
+//! let mut rec = Recorder::start(&mut ledger, &[])?;
+//! // for each QE: start its process held before exec, then
+//! rec.add_process(&mut ledger, 4242)?;
+//! // … the QE runs …
+//! let recording = rec.finish(&ledger)?;
+//! let mut trace = Trace::new(recording, "ttp run");
+//! trace.add_qe(QeSlice {
+//!     name: "QE 1".into(),
+//!     start_ns: 1_000,
+//!     end_ns: 2_000_000,
+//!     time_meas_ms: 2.0,
+//!     time_calc_ms: Some(1.9),
+//!     dropped: None,
+//! })?;
+//! trace.write(std::path::Path::new("run.trace.json"))?;
+//! # Ok(()) }
+//! ```
+mod chrome;
+mod record;
+mod timeline;
+
+use std::{collections::HashMap, path::Path};
+
+pub use chrome::{CPUS_PID, IO_TID_BASE, PROTOCOL_PID, SYNTHETIC_ID_BASE, op_name, state_name, us};
+pub use record::{Recorder, Recording};
+use serde_json::json;
+pub use timeline::{
+    CpuCounter, Flow, IoRequest, Mark, MarkKind, Seed, StateSlice, Timeline, TimelineStats, Waker,
+};
+
+use crate::probe::{ProbeError, trace::SAMPLE_HZ};
+
+#[derive(Debug, thiserror::Error)]
+pub enum TraceError {
+    #[error(transparent)]
+    Probe(#[from] ProbeError),
+    #[error("cannot start the trace reader thread")]
+    Thread(#[source] std::io::Error),
+    #[error("the trace reader thread panicked; the trace is lost")]
+    ReaderPanicked,
+    #[error("QE slice {name:?} ends at {end_ns} ns, before its start at {start_ns} ns")]
+    BackwardsSlice {
+        name: String,
+        start_ns: u64,
+        end_ns: u64,
+    },
+    #[error("writing the trace to {path}: {source}")]
+    Write {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// One query execution on the protocol track (the `run` command).
+#[derive(Debug, Clone, PartialEq)]
+pub struct QeSlice {
+    /// Shown on the slice (e.g. "QE 3").
+    pub name: String,
+    /// CLOCK_MONOTONIC ns: the slice's extent (its duration should be the
+    /// QE's elapsed time).
+    pub start_ns: u64,
+    pub end_ns: u64,
+    /// TTPv2's measured time of the QE.
+    pub time_meas_ms: f64,
+    /// TTPv2's calculated time (eq. 3), when computed.
+    pub time_calc_ms: Option<f64>,
+    /// Why the QE was dropped (TTPv2 Steps 2–3), or None when kept.
+    pub dropped: Option<String>,
+}
+
+/// A trace ready to be written: the recording's timeline plus the
+/// protocol's QE slices.
+pub struct Trace {
+    recording: Recording,
+    timeline: Timeline,
+    command: String,
+    qes: Vec<QeSlice>,
+}
+
+impl Trace {
+    /// Builds the timeline of `recording`; `command` names what recorded
+    /// it (e.g. "ttp attach", "ttp run (TTPv2)").
+    pub fn new(recording: Recording, command: &str) -> Self {
+        let timeline = Timeline::build(
+            &recording.events,
+            &recording.seeds,
+            &recording.names,
+            recording.start_ns,
+            recording.end_ns,
+        );
+        Self {
+            recording,
+            timeline,
+            command: command.into(),
+            qes: Vec::new(),
+        }
+    }
+
+    pub fn timeline(&self) -> &Timeline {
+        &self.timeline
+    }
+
+    /// Adds one QE slice to the protocol track.
+    pub fn add_qe(&mut self, qe: QeSlice) -> Result<(), TraceError> {
+        if qe.end_ns < qe.start_ns {
+            return Err(TraceError::BackwardsSlice {
+                name: qe.name,
+                start_ns: qe.start_ns,
+                end_ns: qe.end_ns,
+            });
+        }
+        self.qes.push(qe);
+        Ok(())
+    }
+
+    /// Lost or undecodable records, as sentences (empty: nothing lost).
+    pub fn warnings(&self) -> Vec<String> {
+        let r = &self.recording;
+        let mut w = Vec::new();
+        if r.stats.trace_events_lost > 0 {
+            w.push(format!(
+                "{} trace events lost (ring buffer full): some slices are merged or missing",
+                r.stats.trace_events_lost
+            ));
+        }
+        if r.stats.traced_map_full > 0 {
+            w.push(format!(
+                "{} forked processes not traced (more than {} traced processes)",
+                r.stats.traced_map_full,
+                ttp_common::trace::MAX_TRACED
+            ));
+        }
+        if r.undecodable > 0 {
+            w.push(format!(
+                "{} trace records could not be decoded",
+                r.undecodable
+            ));
+        }
+        w
+    }
+
+    /// The trace's "metadata" object.
+    pub fn metadata(&self) -> serde_json::Value {
+        let r = &self.recording;
+        json!({
+            "schema": "ttp.trace/1",
+            "command": self.command,
+            "clock": "CLOCK_MONOTONIC",
+            "ts_unit": "us",
+            "start_ns": r.start_ns,
+            "end_ns": r.end_ns,
+            "duration_ns": r.end_ns.saturating_sub(r.start_ns),
+            "traced_pids": r.roots,
+            "processes": self.timeline.processes(),
+            "events": r.events.len(),
+            "events_lost": r.stats.trace_events_lost,
+            "undecodable": r.undecodable,
+            "cpu_sample_hz": SAMPLE_HZ,
+            "timeline": self.timeline.stats,
+            "kernel": r.stats,
+            "qes": self.qes.len(),
+            "warnings": self.warnings(),
+        })
+    }
+
+    /// The Chrome Trace Event Format JSON text.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let devices = DeviceNames::default();
+        let lookup = |ma, mi| devices.name(ma, mi);
+        chrome::Document {
+            timeline: &self.timeline,
+            qes: &self.qes,
+            protocol: &self.command,
+            devices: &lookup,
+            metadata: self.metadata(),
+            warnings: self.warnings(),
+        }
+        .to_bytes()
+    }
+
+    /// Writes the trace to `path` atomically.
+    pub fn write(&self, path: &Path) -> Result<(), TraceError> {
+        crate::report::atomic::write(path, &self.to_bytes()).map_err(|source| TraceError::Write {
+            path: path.display().to_string(),
+            source,
+        })
+    }
+}
+
+/// Block device names from /sys/dev/block/MAJOR:MINOR/uevent (DEVNAME),
+/// read once per device.
+#[derive(Default)]
+struct DeviceNames {
+    cache: std::cell::RefCell<HashMap<(u32, u32), String>>,
+}
+
+impl DeviceNames {
+    fn name(&self, major: u32, minor: u32) -> String {
+        self.cache
+            .borrow_mut()
+            .entry((major, minor))
+            .or_insert_with(|| {
+                std::fs::read_to_string(format!("/sys/dev/block/{major}:{minor}/uevent"))
+                    .ok()
+                    .and_then(|u| {
+                        u.lines()
+                            .find_map(|l| l.strip_prefix("DEVNAME=").map(str::to_string))
+                    })
+                    .unwrap_or_else(|| format!("{major}:{minor}"))
+            })
+            .clone()
+    }
+}
+
+#[cfg(test)]
+mod tests;
