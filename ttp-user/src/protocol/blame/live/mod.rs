@@ -347,8 +347,11 @@ impl WindowSource for LiveSource {
         for t in self.tasks.iter().filter(|t| t.tid == t.pid) {
             process_comm.insert(t.pid, &t.comm);
         }
+        // Threads that exited before the first edge were never alive during
+        // the recording.
         self.tasks
             .iter()
+            .filter(|t| t.exit_ns.is_none_or(|e| e > self.first_ns))
             .map(|t| {
                 let mut t = t.clone();
                 t.process_comm = process_comm
