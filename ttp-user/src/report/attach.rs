@@ -189,67 +189,13 @@ impl Summary {
             .count()
     }
 
+    /// The terminal summary, rendered from the same JSON `--json` writes by
+    /// the renderer `ttp-ebpf report` uses, so the two cannot drift apart.
     pub fn print(&self) {
-        let w = &self.window;
-        println!(
-            "== summary over {:.3} s ==",
-            (w.end_ns - w.start_ns) as f64 / 1e9
-        );
-        for p in &self.processes {
-            let k = &p.ledger.kernel;
-            println!(
-                "pid {} ({}){}, {} thread(s): on-CPU {} ms, run-queue {} ms, sleep {} ms, blocked {} ms, iowait {} ms (own I/O {} ms, share of machine iowait {} ms)",
-                p.ledger.tgid,
-                p.ledger.comm,
-                if p.ledger.exited { ", exited" } else { "" },
-                p.ledger.threads,
-                ms(k.on_cpu_ns),
-                ms(k.runq_wait_ns),
-                ms(k.sleep_ns),
-                ms(k.blocked_ns),
-                ms(k.iowait_ns),
-                ms(k.iowait_own_ns),
-                ms(k.iowait_share_ns),
-            );
-            println!(
-                "    I/O: {} reads ({}), {} writes ({}), device {} ms, queued {} ms; switches {} voluntary, {} involuntary",
-                k.io.read_requests,
-                bytes(k.io.read_bytes),
-                k.io.write_requests,
-                bytes(k.io.write_bytes),
-                ms(k.io.device_ns),
-                ms(k.io.queue_ns),
-                k.voluntary_switches,
-                k.involuntary_switches,
-            );
-            print_agreement(&p.agreement);
-        }
-        let t = w.cpu_total();
-        println!(
-            "machine ({} CPUs): busy {} ms, idle {} ms, iowait {} ms",
-            w.cpus.len(),
-            ms(t.busy_ns),
-            ms(t.idle_ns),
-            ms(t.iowait_ns)
-        );
-        print_agreement(&self.machine_agreement);
-        if let Some(n) = self.taskstats_exits {
-            let ledger_exits = self.processes.iter().filter(|p| p.ledger.exited).count();
-            println!(
-                "exited processes: {ledger_exits} in the ledger, {n} exit records from taskstats"
-            );
-        }
-        let lost = w.lost.losses() + self.listener_overflows;
-        if lost == 0 {
-            println!("lost: nothing");
-        } else {
-            println!(
-                "lost: {:?}, taskstats listener overflows {}",
-                w.lost, self.listener_overflows
-            );
-        }
-        for n in &self.notes {
-            println!("note: {n}");
+        use crate::report::render::{Rendered, attach::AttachDoc};
+        match serde_json::from_value::<AttachDoc>(self.json()) {
+            Ok(doc) => print!("{}", doc.text()),
+            Err(e) => eprintln!("ttp: cannot render the summary: {e}"),
         }
     }
 
@@ -296,29 +242,5 @@ impl Summary {
             "taskstats_exit_records": self.taskstats_exits,
             "notes": self.notes,
         })
-    }
-}
-
-fn print_agreement(rows: &[Agreement]) {
-    for a in rows {
-        let mark = if a.informational.is_some() {
-            "info"
-        } else if a.within {
-            "ok"
-        } else {
-            "FLAG"
-        };
-        println!(
-            "    [{mark:>4}] {:<14} {:>12} vs {:<32} {:>12}  ({:+.2}%, tolerance {}){}",
-            a.measure,
-            a.ledger,
-            a.reference,
-            a.kernel,
-            a.rel_diff * 100.0,
-            a.tolerance,
-            a.informational
-                .map(|w| format!(" — {w}"))
-                .unwrap_or_default()
-        );
     }
 }

@@ -4,7 +4,7 @@
 //!
 //! Adding a result kind is one arm in [`load`] and one [`Rendered`] impl,
 //! next to the module that writes the kind.
-mod attach;
+pub mod attach;
 mod blame;
 mod emp;
 mod load_report;
