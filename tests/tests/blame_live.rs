@@ -248,13 +248,26 @@ fn live_blame_finds_the_culprits() {
     assert_eq!(r["schema"], "ttp.blame/1");
     assert_eq!(r["victim"]["pid"], vpid);
     // The victim exited by itself after 6 s of work: the measurement ended
-    // with it, and the report covers it.
-    let exited = num(&r["victim"]["exited_after_ns"]);
+    // with it, and the report covers it. Its exit time comes from its exit
+    // record, sent at its final switch-out; on these VMs some switches never
+    // reach the tracepoint (docs/ledger.md), and then the report leaves the
+    // exit time out rather than guess it.
     let span = num(&r["span_ns"]);
-    assert!(
-        exited > 6e9 && exited <= span + 1e6,
-        "exited {exited} span {span}"
-    );
+    match r["victim"]["exited_after_ns"].as_f64() {
+        Some(exited) => assert!(
+            exited > 6e9 && exited <= span + 1e6,
+            "exited {exited} span {span}"
+        ),
+        None => {
+            eprintln!(
+                "note: the victim's exit record did not arrive; its exit time is not reported"
+            );
+            assert!(
+                span > 6e9,
+                "the measurement covers the victim's 6 s of work: span {span}"
+            );
+        }
+    }
     assert_eq!(r["sources"]["disk_io"], true);
     assert_eq!(r["sources"]["mem_stall"], true);
     assert_eq!(r["sources"]["mem_alloc"], false);
