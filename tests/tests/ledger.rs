@@ -47,10 +47,12 @@ fn cpu_and_direct_reads_match_the_kernel() {
         wait1 - wait0
     );
     assert!(
+        // 2 %: some context switches never reach the tracepoint on these
+        // VMs (docs/ledger.md); typically within 0.2 %.
         within(
             k.on_cpu_ns as f64,
             (cpu1 - cpu0) as f64,
-            0.01 + 2.0 * steal,
+            0.02 + 2.0 * steal,
             2e6
         ),
         "on_cpu_ns {} vs schedstat {} (steal share {steal:.4})",
@@ -185,17 +187,30 @@ fn short_lived_children_are_all_seen() {
     ledger.drain_exits(&mut exits);
     let w = Window::between(&before, &after, &exits);
     let family = w.descendants(&[parent], &Default::default());
+    let mut without_cpu = 0;
     for pid in &pids {
         let p = w
             .processes
             .get(pid)
             .unwrap_or_else(|| panic!("child {pid} missing"));
         assert!(p.exited, "child {pid} not marked exited");
-        assert!(p.kernel.on_cpu_ns > 0, "child {pid} has no CPU time");
+        // A switch-in that never reached the tracepoint (docs/ledger.md)
+        // books a child's run as run-queue wait: counted, at most 2 %.
+        assert!(
+            p.kernel.on_cpu_ns + p.kernel.runq_wait_ns > 0,
+            "child {pid} not accounted"
+        );
+        if p.kernel.on_cpu_ns == 0 {
+            without_cpu += 1;
+        }
         assert!(
             family.contains(pid),
             "child {pid} not found as a descendant"
         );
     }
+    assert!(
+        without_cpu <= 4,
+        "{without_cpu} of 200 children without on-CPU time"
+    );
     assert_eq!(w.lost.exit_records_lost, 0);
 }

@@ -104,9 +104,12 @@ pub fn close_interval(a: &mut ThreadAccount, now: u64, held: Option<&LockedCpu>)
                         }
                     }
                 }
-                if let Some(own) = block::own_clock(a.tgid, now) {
+                if a.flags & flag::OWN_UNKNOWN == 0
+                    && let Some(own) = block::own_clock(a.tgid, now)
+                {
                     a.iowait_own_ns += own.saturating_sub(a.own_snap);
                 }
+                a.flags &= !flag::OWN_UNKNOWN;
             }
         }
         _ => {}

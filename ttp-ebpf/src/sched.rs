@@ -72,7 +72,15 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
                         c.nr_iowait += 1;
                         a.iowait_cpu = cpu_id;
                         a.share_snap = c.share_cum_ns;
-                        a.own_snap = block::own_clock(a.tgid, now).unwrap_or(0);
+                        match block::own_clock(a.tgid, now) {
+                            Some(own) => {
+                                a.own_snap = own;
+                                a.flags &= !flag::OWN_UNKNOWN;
+                            }
+                            // Never 0 as a stand-in: that would credit the
+                            // process's whole own-I/O history at wakeup.
+                            None => a.flags |= flag::OWN_UNKNOWN,
+                        }
                         a.flags |= flag::IOWAIT_COUNTED;
                     }
                 } else if prev_state & TASK_UNINTERRUPTIBLE != 0 && prev_state & TASK_NOLOAD == 0 {

@@ -51,6 +51,9 @@ pub mod flag {
     /// `iowait_cpu`, `share_snap` and `own_snap` describe an open iowait
     /// interval counted in the per-CPU `nr_iowait`.
     pub const IOWAIT_COUNTED: u32 = 2;
+    /// The process's own-I/O clock could not be read when the open iowait
+    /// interval began (lock contended): its own-I/O time is not counted.
+    pub const OWN_UNKNOWN: u32 = 4;
 }
 
 /// Block I/O a thread submitted.

@@ -74,7 +74,9 @@ pub fn close(a: &ThreadAccount, snap: &Snapshot) -> ThreadAccount {
                 if let Some((_, cpu)) = snap.cpus.iter().find(|(id, _)| *id == a.iowait_cpu) {
                     c.iowait_share_ns += share_clock(cpu, now).saturating_sub(a.share_snap);
                 }
-                c.iowait_own_ns += own_clock(snap, a.tgid, now).saturating_sub(a.own_snap);
+                if a.flags & flag::OWN_UNKNOWN == 0 {
+                    c.iowait_own_ns += own_clock(snap, a.tgid, now).saturating_sub(a.own_snap);
+                }
             }
         }
         _ => {}
