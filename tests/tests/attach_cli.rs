@@ -61,7 +61,8 @@ fn attach_by_pid_agrees_with_the_kernel() {
         "the fixture burned 300 ms of CPU, ledger says {on_cpu}"
     );
     assert_eq!(k["io"]["read_bytes"], pr["read_bytes"]);
-    assert_eq!(k["io"]["read_bytes"].as_u64().unwrap(), 32 << 20);
+    let read = k["io"]["read_bytes"].as_u64().unwrap();
+    assert!(read_bytes_cover(read, 32 << 20), "read bytes {read}");
     let iowait = k["iowait_ns"].as_f64().unwrap();
     assert!(iowait > 0.0 && iowait < v["window"]["duration_ns"].as_f64().unwrap());
     assert!(k["iowait_own_ns"].as_f64().unwrap() > 0.5 * iowait);

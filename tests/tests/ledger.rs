@@ -66,7 +66,11 @@ fn cpu_and_direct_reads_match_the_kernel() {
         wait1 - wait0
     );
     assert_eq!(k.io.read_bytes, io1 - io0, "read bytes vs /proc/PID/io");
-    assert_eq!(k.io.read_bytes, 32 << 20);
+    assert!(
+        read_bytes_cover(k.io.read_bytes, 32 << 20),
+        "read bytes {} vs the fixture's 32 MiB",
+        k.io.read_bytes
+    );
     assert!(k.io.read_requests >= 32, "requests {}", k.io.read_requests);
     assert!(
         k.iowait_ns > 0 && (k.iowait_ns as f64) < wall,
@@ -133,7 +137,11 @@ fn concurrent_readers_split_the_disk_and_the_iowait() {
     let (k1, k2) = (&w.processes[&p1].kernel, &w.processes[&p2].kernel);
     eprintln!("reader 1 {k1:?}\nreader 2 {k2:?}\ncpus {:?}", w.cpus);
     for k in [k1, k2] {
-        assert_eq!(k.io.read_bytes, 96 << 20);
+        assert!(
+            read_bytes_cover(k.io.read_bytes, 96 << 20),
+            "read bytes {}",
+            k.io.read_bytes
+        );
         assert!(k.iowait_ns > 0);
         assert!(
             k.iowait_own_ns < k.iowait_ns,

@@ -143,6 +143,15 @@ pub fn proc_stat_iowait_ticks() -> u64 {
         .unwrap()
 }
 
+/// Bytes a fixture read with O_DIRECT: `fixture_bytes` is a floor, not the
+/// exact figure, because a page of the fixture's own binary or libraries
+/// faulted in from disk inside the window is the process's I/O too (seen:
+/// +8 KiB after another test dropped the page cache). The exact truth is
+/// /proc/PID/io, which the tests compare with `assert_eq!` separately.
+pub fn read_bytes_cover(read: u64, fixture_bytes: u64) -> bool {
+    read >= fixture_bytes && read - fixture_bytes <= 1 << 20
+}
+
 pub fn within(a: f64, b: f64, rel: f64, abs: f64) -> bool {
     (a - b).abs() <= (b.abs() * rel).max(abs)
 }
