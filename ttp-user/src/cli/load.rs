@@ -10,7 +10,7 @@ use anyhow::Context;
 use clap::ArgGroup;
 
 use crate::{
-    error::usage,
+    error::{UsageError, usage},
     protocol::load::{
         Model, PhasePlan,
         analytic::expected_open_latencies_ns,
@@ -24,6 +24,7 @@ use crate::{
         targets::{ExecFactory, TargetFactory},
     },
     report::atomic,
+    sys::invoker::Invoker,
 };
 
 /// Which load models to run; `all` runs the open model, then the closed one.
@@ -156,6 +157,11 @@ pub struct LoadArgs {
     #[arg(long, value_name = "PID")]
     pub attach_pid: Option<u32>,
 
+    /// Run the --exec command as root instead of the invoking user
+    /// (SUDO_UID) when ttp runs under sudo.
+    #[arg(long, requires = "exec")]
+    pub as_root: bool,
+
     /// The command for --exec, after `--`.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -261,7 +267,13 @@ impl LoadArgs {
                     "--exec runs real processes and needs the real clock; drop --clock virtual",
                 );
             }
-            let f = ExecFactory::new(self.command.clone()).or_else(usage)?;
+            let mut f = ExecFactory::new(self.command.clone()).or_else(usage)?;
+            // Under sudo (for --attach-pid), requests run as the invoking
+            // user unless --as-root.
+            let invoker = Invoker::detect().map_err(|e| UsageError::new(e.to_string()))?;
+            if !self.as_root && !invoker.is_effective_user() {
+                f = f.run_as(invoker.uid, invoker.gid);
+            }
             (Arc::new(f), None, ClockKind::Real)
         };
         // A uniform schedule uses no randomness; its seed is 0 unless given.

@@ -12,7 +12,7 @@ use std::{
 use anyhow::Context;
 
 use crate::{
-    error::usage,
+    error::{UsageError, usage},
     probe::{
         probe_error_ctx,
         vprof::{UprobeSource, VprofProbeError},
@@ -26,7 +26,11 @@ use crate::{
         svg,
     },
     report::atomic,
-    sys::signals::StopFlag,
+    sys::{
+        invoker::Invoker,
+        signals::StopFlag,
+        spawn::{HeldChild, RunAs, RunningChild, SpawnError},
+    },
 };
 
 /// Find the functions responsible for the variance of a function's
@@ -85,6 +89,10 @@ pub struct Args {
     /// Draw the variance tree as an SVG icicle chart.
     #[arg(long, value_name = "FILE")]
     pub svg: Option<PathBuf>,
+    /// Run the command after `--` as root instead of the invoking user
+    /// (SUDO_UID).
+    #[arg(long, requires = "command")]
+    pub as_root: bool,
     /// Command to start and measure (after `--`).
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -105,28 +113,35 @@ fn parse_share(s: &str) -> Result<f64, String> {
 }
 
 /// Measures live: the process of `--pid`, or the command after `--`
-/// (started here, stopped with SIGTERM when the measurement ends).
+/// (started here as the invoking user, held before `execve` until the
+/// probe programs are loaded, stopped with SIGTERM when the measurement
+/// ends).
 pub fn run(args: Args) -> anyhow::Result<()> {
     let prepared = prepare(&args)?;
     let stop = StopFlag::install().context("installing signal handlers")?;
-    let mut started = None;
-    let pid = match args.pid {
-        Some(pid) => pid,
+    let held = match args.pid {
+        Some(_) => None,
         None => {
-            let child = std::process::Command::new(&args.command[0])
-                .args(&args.command[1..])
-                .spawn()
-                .with_context(|| format!("starting {}", args.command[0]))?;
-            let pid = child.id();
-            started = Some(Started(child));
-            pid
+            let run_as = if args.as_root {
+                RunAs::Current
+            } else {
+                RunAs::User(Invoker::detect().map_err(|e| UsageError::new(e.to_string()))?)
+            };
+            let mut cmd = std::process::Command::new(&args.command[0]);
+            cmd.args(&args.command[1..]);
+            Some(HeldChild::spawn(cmd, run_as).map_err(spawn_error)?)
         }
     };
+    let pid = args.pid.or(held.as_ref().map(HeldChild::pid)).unwrap_or(0);
     let mut source = UprobeSource::new(pid).with_stop_flag(stop);
     source.preload().map_err(|e| match e {
         VprofProbeError::Probe(p) => probe_error_ctx(p),
         other => anyhow::Error::new(other),
     })?;
+    let started = match held {
+        Some(h) => Some(Started(h.release().map_err(spawn_error)?)),
+        None => None,
+    };
     let report = run_with(&args, prepared, &mut source, Some(pid))?;
     if source.incomplete_records > 0 {
         eprintln!(
@@ -146,13 +161,31 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 }
 
 /// A command started by `run`, stopped when the measurement ends.
-struct Started(std::process::Child);
+struct Started(RunningChild);
 
 impl Drop for Started {
     fn drop(&mut self) {
-        // SAFETY: plain kill(2) on our own child.
-        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
-        let _ = self.0.wait();
+        if !matches!(self.0.try_wait(), Ok(None)) {
+            return;
+        }
+        let _ = self.0.signal(libc::SIGTERM);
+        // A program gets 2 s to end on SIGTERM; RunningChild's own drop
+        // kills and reaps it if it is still there.
+        for _ in 0..200 {
+            if !matches!(self.0.try_wait(), Ok(None)) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+/// A command that cannot be started is the user's to fix (usage error).
+fn spawn_error(e: SpawnError) -> anyhow::Error {
+    if e.is_usage() {
+        UsageError::new(e.to_string()).into()
+    } else {
+        e.into()
     }
 }
 

@@ -88,6 +88,8 @@ impl RequestError {
 #[derive(Debug, Clone)]
 pub struct ExecFactory {
     argv: Vec<String>,
+    /// uid and gid the requests run as; None: ttp's own.
+    creds: Option<(u32, u32)>,
 }
 
 impl ExecFactory {
@@ -104,7 +106,14 @@ impl ExecFactory {
                 "--exec: program `{program}` not found; give a path or a command on $PATH"
             ));
         }
-        Ok(Self { argv })
+        Ok(Self { argv, creds: None })
+    }
+
+    /// Runs every request's process as `uid`:`gid` (with no supplementary
+    /// groups): the invoking user when ttp runs under sudo.
+    pub fn run_as(mut self, uid: u32, gid: u32) -> Self {
+        self.creds = Some((uid, gid));
+        self
     }
 }
 
@@ -139,6 +148,7 @@ impl TargetFactory for ExecFactory {
             }
             Ok(Arc::new(ExecTarget {
                 argv: Arc::new(self.argv.clone()),
+                creds: self.creds,
             }) as Arc<dyn Target>)
         })
     }
@@ -146,13 +156,18 @@ impl TargetFactory for ExecFactory {
 
 struct ExecTarget {
     argv: Arc<Vec<String>>,
+    creds: Option<(u32, u32)>,
 }
 
 impl Target for ExecTarget {
     fn call(&self) -> RequestFuture {
         let argv = self.argv.clone();
+        let creds = self.creds;
         Box::pin(async move {
             let mut cmd = tokio::process::Command::new(&argv[0]);
+            if let Some((uid, gid)) = creds {
+                cmd.uid(uid).gid(gid);
+            }
             cmd.args(&argv[1..])
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
