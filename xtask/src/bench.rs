@@ -13,6 +13,8 @@ use clap::Subcommand;
 
 use crate::{setup, util};
 
+mod vprofile;
+
 #[derive(Subcommand)]
 pub enum Which {
     /// Cost of `attach --all` on a context-switch-heavy load: `perf bench
@@ -33,6 +35,17 @@ pub enum Which {
         #[arg(long)]
         trace_one: bool,
     },
+    /// Cost of `vprofile`'s uprobes to the measured program, beside a
+    /// bpftrace script recording the same durations: slowdown and ns per
+    /// probe hit, interleaved rounds.
+    Vprofile {
+        /// Interleaved rounds (each: bare, ttp, bpftrace).
+        #[arg(long, default_value_t = 9)]
+        rounds: u32,
+        /// Root invocations per run.
+        #[arg(long, default_value_t = 200_000)]
+        invocations: u64,
+    },
 }
 
 pub fn run(which: Which) -> anyhow::Result<()> {
@@ -43,6 +56,10 @@ pub fn run(which: Which) -> anyhow::Result<()> {
             bpftrace,
             trace_one,
         } => overhead(rounds, loops, bpftrace, trace_one),
+        Which::Vprofile {
+            rounds,
+            invocations,
+        } => vprofile::bench(rounds, invocations),
     }
 }
 
