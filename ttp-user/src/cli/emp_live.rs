@@ -82,6 +82,7 @@ pub fn measure(
         recorder: None,
         timeout: plan.timeout,
         run_as: plan.run_as.clone(),
+        blame_window_ns: None,
     };
     let bar = crate::report::progress::bar(u64::from(plan.runs) + 1, plan.unit);
     let mut out = LiveRuns {
@@ -116,7 +117,7 @@ pub fn measure(
                 out.failure = Some(probe_error_ctx(e));
                 break;
             }
-            Err(QeError::Trace(e)) => {
+            Err(e @ (QeError::Trace(_) | QeError::Blame(_))) => {
                 out.failure = Some(e.into());
                 break;
             }

@@ -78,6 +78,14 @@ pub struct RunArgs {
     /// Run the command as root instead of the invoking user (SUDO_UID).
     #[arg(long)]
     pub as_root: bool,
+    /// Explain each QE's blocked time: which concurrent processes, kernel
+    /// threads or unknown causes slowed the command (iQCAR blame, as
+    /// `ttp-ebpf blame`), kept per QE in the JSON and listed in the report.
+    #[arg(long, conflicts_with = "postgres")]
+    pub blame: bool,
+    /// The blame's window δt (with --blame).
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "50ms", requires = "blame")]
+    pub blame_window: std::time::Duration,
     /// Measure a statement on the PostgreSQL server of this machine
     /// instead of a command: key=value pairs or a postgresql:// URL
     /// (docs/postgres.md). The query process is the backend serving ttp's
@@ -160,6 +168,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         return usage("--prepare runs with --cold-cache only; add --cold-cache");
     }
     let labels = parse_labels(&args.labels)?;
+    if args.blame && args.blame_window.is_zero() {
+        return usage("--blame-window must be longer than 0, e.g. --blame-window 50ms");
+    }
     crate::sys::privileges::require_bpf()?;
     let run_as = if args.as_root {
         RunAs::Current
@@ -213,6 +224,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         tick_ns: 1_000_000_000 / user_hz,
         timeout: Some(args.timeout),
         run_as: run_as.clone(),
+        blame_window_ns: args
+            .blame
+            .then(|| u64::try_from(args.blame_window.as_nanos()).unwrap_or(u64::MAX)),
     };
     let bar = crate::report::progress::bar(args.n as u64, "QE");
     let mut failure: Option<anyhow::Error> = None;
@@ -263,7 +277,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
                 failure = Some(probe_error_ctx(e));
                 break;
             }
-            Err(QeError::Trace(e)) => {
+            Err(e @ (QeError::Trace(_) | QeError::Blame(_))) => {
                 failure = Some(e.into());
                 break;
             }
@@ -320,6 +334,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     let analysis = doc.to_analysis();
     println!("{}", ttpv2::report::render(&analysis, None));
+    if args.blame {
+        print!("{}", blame_section(&qc.qes));
+    }
     if let Some(path) = &args.svg {
         let svg = ttpv2::svg::render_svg(&analysis).context("drawing the chart")?;
         atomic::write(path, svg.as_bytes())
@@ -332,4 +349,19 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         }
         None => Ok(()),
     }
+}
+
+/// `--blame`: per QE, the command's blocked time and what explains it.
+fn blame_section(qes: &[ttpv2::model::QeRecord]) -> String {
+    let mut s = String::from(
+        "Contention blame per QE (iQCAR; the command and its children as the victim):\n",
+    );
+    for q in qes {
+        match (&q.blame, &q.blame_error) {
+            (Some(b), _) => s.push_str(&b.to_text(q.qe, 3)),
+            (None, Some(e)) => s.push_str(&format!("  QE {}: no blame: {e}\n", q.qe)),
+            (None, None) => {}
+        }
+    }
+    s
 }

@@ -79,6 +79,7 @@ impl Instruments {
             tick_ns: self.tick_ns,
             timeout: None,
             run_as: crate::sys::spawn::RunAs::Current,
+            blame_window_ns: None,
         }
     }
 }

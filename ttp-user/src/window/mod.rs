@@ -4,3 +4,4 @@ pub mod crosscheck;
 pub mod emp_runs;
 pub mod procs;
 pub mod qe;
+pub mod qe_blame;

@@ -24,7 +24,10 @@ use crate::{
         clock,
         spawn::{HeldChild, RunAs, SpawnError},
     },
-    window::procs::{self, ProcSet},
+    window::{
+        procs::{self, ProcSet},
+        qe_blame::QeBlame,
+    },
 };
 
 /// What stays the same across the QEs of a run.
@@ -43,6 +46,8 @@ pub struct QeContext<'a> {
     pub tick_ns: u64,
     pub timeout: Option<Duration>,
     pub run_as: RunAs,
+    /// With `run --blame`: the δt of each QE's contention blame.
+    pub blame_window_ns: Option<u64>,
 }
 
 /// A measured QE: the protocol's record, the ledger's window, and the
@@ -65,6 +70,8 @@ pub enum QeError {
     Probe(#[from] ProbeError),
     #[error(transparent)]
     Trace(#[from] crate::report::trace::TraceError),
+    #[error("--blame cannot measure the command: {0}")]
+    Blame(String),
 }
 
 fn ticks_to_ns(t: u64, tick_ns: u64) -> u64 {
@@ -148,6 +155,10 @@ pub fn measure(
     if let Some(rec) = ctx.recorder.as_deref_mut() {
         rec.add_process(ctx.ledger, held.pid())?;
     }
+    let blame = match ctx.blame_window_ns {
+        Some(w) => Some(QeBlame::start(held.pid(), w).map_err(QeError::Blame)?),
+        None => None,
+    };
     let roles = Roles::CommandTree { root: held.pid() };
     let timeout = ctx.timeout;
     let (mut out, ran) = measure_with(ctx, qe, plan, roles, || {
@@ -166,6 +177,11 @@ pub fn measure(
     use std::os::unix::process::ExitStatusExt;
     rec.exit_code = exit.code();
     rec.signal = exit.signal();
+    match blame.map(QeBlame::finish) {
+        Some(Ok(summary)) => rec.blame = Some(summary),
+        Some(Err(e)) => rec.blame_error = Some(e),
+        None => {}
+    }
     Ok(out)
 }
 

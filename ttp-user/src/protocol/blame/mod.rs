@@ -18,6 +18,7 @@ pub mod input;
 mod live;
 pub mod report;
 pub mod source;
+pub mod summary;
 mod text;
 
 #[cfg(test)]
@@ -27,6 +28,7 @@ pub use attribute::{DiskMeasure, Resource};
 pub use cause::{CauseKind, GroupBy};
 pub use input::{Recording, VictimSpec};
 pub use report::BlameReport;
+pub use summary::BlameSummary;
 
 /// Errors of the blame analysis.
 #[derive(Debug, thiserror::Error)]

@@ -371,6 +371,13 @@ pub struct QeRecord {
     /// sets; ignored when `process_sets` is present.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ephemeral_count: Option<u32>,
+    /// With `run --blame`: which processes slowed the command during this
+    /// QE (iQCAR, shared paper 002; docs/blame.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blame: Option<crate::protocol::blame::BlameSummary>,
+    /// Why the blame of this QE could not be computed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blame_error: Option<String>,
 }
 
 impl QeRecord {
@@ -392,6 +399,8 @@ impl QeRecord {
             overall: OverallMeasures::default(),
             process_sets: None,
             ephemeral_count: None,
+            blame: None,
+            blame_error: None,
         }
     }
 

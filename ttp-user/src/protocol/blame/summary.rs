@@ -1,0 +1,79 @@
+//! A compact blame result for one stretch of time, kept inside another
+//! report: each QE of `run --blame` carries one (which processes made that
+//! execution slow), built from the full [`BlameReport`] of its windows.
+use std::fmt::Write;
+
+use serde::{Deserialize, Serialize};
+
+use super::{
+    BlameReport,
+    explain::Explanation,
+    fmt_ns,
+    report::{CulpritSummary, ResourceSummary},
+};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BlameSummary {
+    /// Nominal δt and the windows measured.
+    pub window_ns: u64,
+    pub windows: usize,
+    /// The victim's blocked time per resource and its split into causes
+    /// (eq. 5), as in the full report.
+    pub resources: Vec<ResourceSummary>,
+    /// The most blamed processes (ttp's blame beside the overlap
+    /// baseline's), highest first.
+    pub culprits: Vec<CulpritSummary>,
+    /// The highest-ranked explanations (Sec. 4.2).
+    pub explanations: Vec<Explanation>,
+}
+
+impl BlameReport {
+    /// The summary kept per QE: every resource, the `top` culprits and
+    /// explanations.
+    pub fn summary(&self, top: usize) -> BlameSummary {
+        BlameSummary {
+            window_ns: self.window_ns,
+            windows: self.windows,
+            resources: self.resources.clone(),
+            culprits: self.culprits.iter().take(top).cloned().collect(),
+            explanations: self.explanations.iter().take(top).cloned().collect(),
+        }
+    }
+}
+
+impl BlameSummary {
+    /// Blocked time on every measured resource, ns.
+    pub fn blocked_ns(&self) -> u64 {
+        self.resources
+            .iter()
+            .filter(|r| r.blocked_measured)
+            .map(|r| r.blocked_ns)
+            .sum()
+    }
+
+    /// Lines for the run report: blocked time per resource, then the
+    /// explanations, each indented under a `QE n` heading.
+    pub fn to_text(&self, qe: u32, top: usize) -> String {
+        let mut s = String::new();
+        let per_resource: Vec<String> = self
+            .resources
+            .iter()
+            .filter(|r| r.blocked_measured && r.blocked_ns > 0)
+            .map(|r| format!("{} {}", r.resource.name(), fmt_ns(r.blocked_ns as f64)))
+            .collect();
+        let _ = writeln!(
+            s,
+            "  QE {qe}: blocked {}{}",
+            fmt_ns(self.blocked_ns() as f64),
+            if per_resource.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", per_resource.join(", "))
+            }
+        );
+        for e in self.explanations.iter().take(top) {
+            let _ = writeln!(s, "    {}. {}", e.rank, e.text);
+        }
+        s
+    }
+}

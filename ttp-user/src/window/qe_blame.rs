@@ -1,0 +1,110 @@
+//! `run --blame`: contention blame (iQCAR, shared paper 002) of each QE's
+//! command tree over the QE's own time, so that a slow execution comes with
+//! the processes that slowed it.
+//!
+//! The command is the victim (with its children) from the moment it is
+//! held before `execve`: a thread opens the blame's live window source on
+//! it (its own ledger instance with the blame detail, docs/blame.md) and
+//! collects δt windows until the command has exited; [`QeBlame::finish`]
+//! analyses them. The second ledger instance costs the QE its probe time
+//! once more; the QE's own measures still come from the run's ledger.
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+        mpsc,
+    },
+    thread::JoinHandle,
+    time::{Duration, Instant},
+};
+
+use crate::protocol::blame::{
+    self, BlameSummary, Options, Recording, VictimSpec,
+    source::{self, SourceError},
+};
+
+/// Explanations and culprits kept per QE.
+const TOP: usize = 5;
+/// How long after the command's exit its windows may take to close.
+const CLOSE_WAIT: Duration = Duration::from_secs(3);
+
+/// The blame measurement of one QE, running beside it.
+pub struct QeBlame {
+    stop: Arc<AtomicBool>,
+    handle: JoinHandle<Result<Recording, SourceError>>,
+}
+
+impl QeBlame {
+    /// Starts measuring process `pid` (held, not yet released) and its
+    /// children in windows of `window_ns`; returns once the first window
+    /// has begun, or why the source could not open.
+    pub fn start(pid: u32, window_ns: u64) -> Result<QeBlame, String> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (opened_tx, opened_rx) = mpsc::sync_channel(1);
+        let victim = VictimSpec {
+            pid,
+            children: true,
+        };
+        let thread_stop = stop.clone();
+        let handle = std::thread::Builder::new()
+            .name("ttp-qe-blame".into())
+            .spawn(move || {
+                let mut src = match source::open_live(&victim, window_ns) {
+                    Ok(s) => {
+                        let _ = opened_tx.send(None);
+                        s
+                    }
+                    Err(e) => {
+                        let _ = opened_tx.send(Some(with_causes(&e)));
+                        return Err(e);
+                    }
+                };
+                source::collect(src.as_mut(), victim, None, &thread_stop, |_| {})
+                    .map(|(rec, _)| rec)
+            })
+            .map_err(|e| format!("starting the blame thread: {e}"))?;
+        match opened_rx.recv() {
+            Ok(None) => Ok(QeBlame { stop, handle }),
+            Ok(Some(msg)) => {
+                let _ = handle.join();
+                Err(msg)
+            }
+            Err(_) => {
+                let _ = handle.join();
+                Err("the blame thread ended before its source opened".into())
+            }
+        }
+    }
+
+    /// After the command has exited: waits for its last windows, then
+    /// analyses them. An error is kept in the QE's record as text.
+    pub fn finish(self) -> Result<BlameSummary, String> {
+        let deadline = Instant::now() + CLOSE_WAIT;
+        while !self.handle.is_finished() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // Still running: the exit was not seen (a child that outlived the
+        // command keeps the victim alive); analyse what was measured.
+        self.stop.store(true, Ordering::Relaxed);
+        let rec = match self.handle.join() {
+            Ok(Ok(rec)) => rec,
+            Ok(Err(e)) => return Err(e.to_string()),
+            Err(_) => return Err("the blame thread panicked".into()),
+        };
+        blame::analyze(&rec, &Options::default())
+            .map(|r| r.summary(TOP))
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// An error and its sources, on one line.
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut msg = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        msg.push_str(": ");
+        msg.push_str(&c.to_string());
+        cause = c.source();
+    }
+    msg
+}
