@@ -31,7 +31,15 @@ const CLOSE_WAIT: Duration = Duration::from_secs(3);
 /// The blame measurement of one QE, running beside it.
 pub struct QeBlame {
     stop: Arc<AtomicBool>,
-    handle: JoinHandle<Result<Recording, SourceError>>,
+    /// Taken by `finish`; a QeBlame dropped without it (the QE failed)
+    /// stops its thread.
+    handle: Option<JoinHandle<Result<Recording, SourceError>>>,
+}
+
+impl Drop for QeBlame {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
 }
 
 impl QeBlame {
@@ -64,7 +72,10 @@ impl QeBlame {
             })
             .map_err(|e| format!("starting the blame thread: {e}"))?;
         match opened_rx.recv() {
-            Ok(None) => Ok(QeBlame { stop, handle }),
+            Ok(None) => Ok(QeBlame {
+                stop,
+                handle: Some(handle),
+            }),
             Ok(Some(msg)) => {
                 let _ = handle.join();
                 Err(msg)
@@ -78,15 +89,18 @@ impl QeBlame {
 
     /// After the command has exited: waits for its last windows, then
     /// analyses them. An error is kept in the QE's record as text.
-    pub fn finish(self) -> Result<BlameSummary, String> {
+    pub fn finish(mut self) -> Result<BlameSummary, String> {
+        let Some(handle) = self.handle.take() else {
+            return Err("the blame measurement was already finished".into());
+        };
         let deadline = Instant::now() + CLOSE_WAIT;
-        while !self.handle.is_finished() && Instant::now() < deadline {
+        while !handle.is_finished() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(5));
         }
         // Still running: the exit was not seen (a child that outlived the
         // command keeps the victim alive); analyse what was measured.
         self.stop.store(true, Ordering::Relaxed);
-        let rec = match self.handle.join() {
+        let rec = match handle.join() {
             Ok(Ok(rec)) => rec,
             Ok(Err(e)) => return Err(e.to_string()),
             Err(_) => return Err("the blame thread panicked".into()),
