@@ -219,3 +219,53 @@ fn live_breakdown_descends_two_levels() {
         first.share
     );
 }
+
+/// `vprofile -- CMD` under sudo: the command runs as the invoking user
+/// (SUDO_UID/SUDO_GID; here nobody, 65534), not as root, and is stopped
+/// when the measurement ends. Catches a workload run as root (the file it
+/// creates would be root's) or left running after ttp exits.
+#[test]
+fn a_command_runs_as_the_invoking_user_and_is_stopped_at_the_end() {
+    if !root_or_skip("a_command_runs_as_the_invoking_user_and_is_stopped_at_the_end") {
+        return;
+    }
+    let _serial = serial();
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let bin = build_target();
+    let dir = bin.with_file_name("as-user");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let records = dir.join("records.tsv");
+    let _ = std::fs::remove_file(&records);
+    let json = temp_path("vprof-as-user.json");
+    let out = Command::new(ttp_bin())
+        .env("SUDO_UID", "65534")
+        .env("SUDO_GID", "65534")
+        .args(["vprofile", "--binary"])
+        .arg(&bin)
+        .args(["--root", "vt_root", "--children", "vt_jitter", "--rounds", "1"])
+        .args(["--invocations", "20", "--json"])
+        .arg(&json)
+        .arg("--")
+        .arg(&bin)
+        .args(["flat", "0"])
+        .arg(&records)
+        .output()
+        .expect("run ttp-ebpf vprofile");
+    assert!(
+        out.status.success(),
+        "vprofile -- CMD failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let owner = std::fs::metadata(&records)
+        .expect("the command created its records file")
+        .uid();
+    assert_eq!(owner, 65534, "the command ran as uid {owner}, not the invoker");
+    let v = json_file(&json);
+    assert!(v["invocations"].as_u64().unwrap() >= 20, "{}", v["invocations"]);
+    let pid = v["measurement"]["pid"].as_u64().expect("measured pid");
+    assert!(
+        !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+        "the command (pid {pid}, endless) still runs after vprofile ended"
+    );
+}
