@@ -88,6 +88,55 @@ fn cpu_and_direct_reads_match_the_kernel() {
     assert_eq!(w.lost.losses(), 0, "lost: {:?}", w.lost);
 }
 
+/// A switch-in the ledger never saw (these VMs drop some sched_switch
+/// events, docs/ledger.md), simulated: while the fixture computes, its
+/// account is put back in the run queue as if its switch-in had been
+/// missed. At its next switch-out the ledger must take the run from the
+/// kernel's sum_exec_runtime. Catches a CPU-bound run booked as run-queue
+/// wait (seen once in CI: 16 ms of on-CPU for a 200 ms burn).
+#[test]
+fn a_missed_switch_in_is_recovered_from_the_kernels_runtime() {
+    if !root_or_skip("a_missed_switch_in_is_recovered_from_the_kernels_runtime") {
+        return;
+    }
+    let _serial = serial();
+    let mut ledger = Ledger::attach().expect("attach the ledger");
+    let mut fx = Held::start("fixture-mixed", &["--cpu-ms", "600"]);
+    let pid = fx.pid();
+    let (cpu0, _) = schedstat(pid);
+    let before = image(&ledger);
+    let unseen0 = ledger.snapshot().expect("snapshot").stats.switches_unseen;
+    fx.go();
+    // Let it compute, then lose its switch-in: state back to runnable since
+    // the switch-in, as if only its wakeup had been seen.
+    std::thread::sleep(std::time::Duration::from_millis(150));
+    let mut a = ledger.account(pid).expect("the fixture's account");
+    assert_eq!(a.state, ttp_common::state::RUNNING, "computing: {a:?}");
+    assert!(a.exec_snap_ns > 0, "runtime snapshot at the switch-in");
+    a.state = ttp_common::state::RUNNABLE;
+    ledger
+        .replace_account_for_test(&a)
+        .expect("replace the account");
+    let done = fx.line();
+    let after = image(&ledger);
+    let (cpu1, _) = schedstat(pid);
+    let unseen = ledger.snapshot().expect("snapshot").stats.switches_unseen - unseen0;
+    fx.finish();
+    let w = Window::between(&before, &after, &[]);
+    let k = &w.processes[&pid].kernel;
+    eprintln!(
+        "fixture said {done}ledger {k:?}, schedstat Δcpu {}",
+        cpu1 - cpu0
+    );
+    assert!(unseen >= 1, "the recovery was not counted");
+    assert!(
+        within(k.on_cpu_ns as f64, (cpu1 - cpu0) as f64, 0.03, 3e6),
+        "on_cpu_ns {} vs schedstat {}: the run after the lost switch-in is missing",
+        k.on_cpu_ns,
+        cpu1 - cpu0
+    );
+}
+
 /// Two processes read the same disk at once. Catches: own-I/O time not
 /// split (each would claim the whole disk), iowait shares that do not add
 /// up to the machine's iowait, per-CPU iowait far from /proc/stat.

@@ -243,7 +243,14 @@ fn a_command_runs_as_the_invoking_user_and_is_stopped_at_the_end() {
         .env("SUDO_GID", "65534")
         .args(["vprofile", "--binary"])
         .arg(&bin)
-        .args(["--root", "vt_root", "--children", "vt_jitter", "--rounds", "1"])
+        .args([
+            "--root",
+            "vt_root",
+            "--children",
+            "vt_jitter",
+            "--rounds",
+            "1",
+        ])
         .args(["--invocations", "20", "--json"])
         .arg(&json)
         .arg("--")
@@ -260,9 +267,16 @@ fn a_command_runs_as_the_invoking_user_and_is_stopped_at_the_end() {
     let owner = std::fs::metadata(&records)
         .expect("the command created its records file")
         .uid();
-    assert_eq!(owner, 65534, "the command ran as uid {owner}, not the invoker");
+    assert_eq!(
+        owner, 65534,
+        "the command ran as uid {owner}, not the invoker"
+    );
     let v = json_file(&json);
-    assert!(v["invocations"].as_u64().unwrap() >= 20, "{}", v["invocations"]);
+    assert!(
+        v["invocations"].as_u64().unwrap() >= 20,
+        "{}",
+        v["invocations"]
+    );
     let pid = v["measurement"]["pid"].as_u64().expect("measured pid");
     assert!(
         !std::path::Path::new(&format!("/proc/{pid}")).exists(),

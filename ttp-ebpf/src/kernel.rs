@@ -20,6 +20,7 @@ offsets!(
     OFF_TASK_COMM,
     OFF_TASK_IN_IOWAIT_BYTE,
     TASK_IN_IOWAIT_MASK,
+    OFF_TASK_SUM_EXEC,
     OFF_RQ_CMD_FLAGS,
     OFF_BIO_OPF,
     OFF_BIO_SIZE,
@@ -74,6 +75,12 @@ impl Task {
     pub fn in_iowait(&self) -> Result<bool, i32> {
         let byte = unsafe { read::<u8>(self.0, global(&OFF_TASK_IN_IOWAIT_BYTE))? };
         Ok(byte as usize & global(&TASK_IN_IOWAIT_MASK) != 0)
+    }
+    /// `task->se.sum_exec_runtime`: the scheduler's count of the task's
+    /// CPU time (what /proc/PID/schedstat reports first), ns.
+    #[inline(always)]
+    pub fn sum_exec_runtime(&self) -> Result<u64, i32> {
+        unsafe { read::<u64>(self.0, global(&OFF_TASK_SUM_EXEC)) }
     }
     /// `rq->nr_running` of the run queue the task is on
     /// (`task->se.cfs_rq->rq`; the idle task's points at its CPU's).

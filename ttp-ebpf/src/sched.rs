@@ -8,10 +8,12 @@
 //! (nvcsw), involuntary when it is preempted or yields while runnable
 //! (nivcsw).
 use aya_ebpf::{macros::btf_tracepoint, programs::BtfTracePointContext};
-use ttp_common::{flag, stat, state};
+use ttp_common::{ThreadAccount, flag, stat, state};
 
 use crate::{
-    block, cpu, detail,
+    block, cpu,
+    cpu::LockedCpu,
+    detail,
     kernel::{
         TASK_DEAD, TASK_INTERRUPTIBLE, TASK_NOLOAD, TASK_RUNNING, TASK_UNINTERRUPTIBLE, Task,
     },
@@ -55,6 +57,7 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
         && let Some(a) = ledger::get_or_create(prev_tid, &prev, now, 0)
     {
         detail::switched_out(a, cpu_id, now);
+        recover_unseen_run(a, &prev, cpu_id, now, cpu.as_ref());
         close_interval(a, now, cpu.as_ref());
         if prev_state & TASK_DEAD != 0 {
             trace::exited(a, &prev, cpu_id, now);
@@ -105,8 +108,17 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
             crate::count(stat::WAKEUP_UNSEEN);
         }
         detail::switched_in(a, cpu_id, now);
+        let exec = next.sum_exec_runtime().ok();
+        if a.state == state::RUNNING
+            && let Some(exec) = exec
+        {
+            recover_unseen_switch_out(a, exec, now);
+        }
         close_interval(a, now, cpu.as_ref());
         a.state = state::RUNNING;
+        if let Some(exec) = exec {
+            a.exec_snap_ns = exec;
+        }
         trace::switch_in(a, cpu_id, now, prev_tid);
     }
 
@@ -118,6 +130,51 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
         c.last_switch_ns = now;
     }
     0
+}
+
+/// A thread switching out that the ledger does not have on a CPU: its
+/// switch-in never reached the tracepoint (seen on these VMs; a CPU-bound
+/// run would otherwise be booked entirely as waiting). The kernel's own
+/// runtime since the last switch the ledger saw is how long it ran: the
+/// open interval up to `now − ran` stays in its state, the rest is closed
+/// as on-CPU by the caller. Keeps the runtime snapshot for the next switch.
+#[inline(always)]
+fn recover_unseen_run(
+    a: &mut ThreadAccount,
+    task: &Task,
+    cpu_id: u32,
+    now: u64,
+    cpu: Option<&LockedCpu>,
+) {
+    let Ok(exec) = task.sum_exec_runtime() else {
+        return;
+    };
+    if a.state != state::RUNNING && a.exec_snap_ns != 0 && exec > a.exec_snap_ns {
+        let ran = (exec - a.exec_snap_ns).min(now.saturating_sub(a.state_since_ns));
+        close_interval(a, now - ran, cpu);
+        a.state = state::RUNNING;
+        // The trace gets the switch-in the tracepoint missed, at the latest
+        // time it can have happened.
+        trace::switch_in(a, cpu_id, now - ran, 0);
+        crate::count(stat::SWITCH_UNSEEN);
+    }
+    a.exec_snap_ns = exec;
+}
+
+/// A thread switching in that the ledger still has on a CPU: its last
+/// switch-out never reached the tracepoint. Of the open interval, the
+/// kernel's runtime since the switch-in the ledger saw is on-CPU time; the
+/// rest (off the CPU, but waiting or sleeping is unknown) is left
+/// unattributed rather than guessed.
+#[inline(always)]
+fn recover_unseen_switch_out(a: &mut ThreadAccount, exec: u64, now: u64) {
+    if a.exec_snap_ns == 0 || exec < a.exec_snap_ns {
+        return;
+    }
+    let dt = now.saturating_sub(a.state_since_ns);
+    a.on_cpu_ns += (exec - a.exec_snap_ns).min(dt);
+    a.state_since_ns = now;
+    crate::count(stat::SWITCH_UNSEEN);
 }
 
 #[inline(always)]

@@ -113,6 +113,10 @@ pub struct ThreadAccount {
     pub share_snap: u64,
     /// The process's own-I/O clock when the open iowait interval began.
     pub own_snap: u64,
+    /// The kernel's `se.sum_exec_runtime` of the thread at its last switch
+    /// the ledger saw (0: none yet). A switch-out of a thread the ledger
+    /// did not see switched in books the runtime gained since as on-CPU.
+    pub exec_snap_ns: u64,
     pub comm: [u8; TASK_COMM_LEN],
 }
 
@@ -148,6 +152,7 @@ impl ThreadAccount {
             flags: 0,
             share_snap: 0,
             own_snap: 0,
+            exec_snap_ns: 0,
             comm: [0; TASK_COMM_LEN],
         }
     }
@@ -268,7 +273,11 @@ pub mod stat {
     /// Switch-outs of a task that was not the last one seen switched in on
     /// that CPU: a gap in the ledger's view of the CPU.
     pub const UNREPORTED_SWITCH: u32 = 13;
-    pub const COUNT: u32 = 14;
+    /// Switches of a thread whose previous switch (in or out) the ledger
+    /// did not see: its on-CPU time since the last seen switch was taken
+    /// from the kernel's `sum_exec_runtime` (docs/ledger.md).
+    pub const SWITCH_UNSEEN: u32 = 14;
+    pub const COUNT: u32 = 15;
 }
 
 /// Blame detail: splits the ledger does not keep, maintained only when the
@@ -400,8 +409,8 @@ pub mod detail {
 }
 
 const _: () = assert!(core::mem::size_of::<IoAccount>() == 48);
-const _: () = assert!(core::mem::size_of::<ThreadAccount>() == 208);
-const _: () = assert!(core::mem::size_of::<ExitRecord>() == 216);
+const _: () = assert!(core::mem::size_of::<ThreadAccount>() == 216);
+const _: () = assert!(core::mem::size_of::<ExitRecord>() == 224);
 const _: () = assert!(core::mem::size_of::<CpuAccount>() == 72);
 const _: () = assert!(core::mem::size_of::<DiskAccount>() == 40);
 const _: () = assert!(core::mem::size_of::<ProcDisk>() == 24);

@@ -138,6 +138,10 @@ impl KernelBtf {
                 ("OFF_TASK_IN_IOWAIT_BYTE", in_iowait.byte),
                 ("TASK_IN_IOWAIT_MASK", 1 << in_iowait.bit),
                 (
+                    "OFF_TASK_SUM_EXEC",
+                    self.field("task_struct", &["se", "sum_exec_runtime"])?.byte,
+                ),
+                (
                     "OFF_RQ_CMD_FLAGS",
                     self.field("request", &["cmd_flags"])?.byte,
                 ),

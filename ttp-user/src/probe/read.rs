@@ -28,6 +28,10 @@ pub struct KernelStats {
     /// that CPU (a gap in the ledger's view of the CPU; see docs/ledger.md).
     #[serde(default)]
     pub unreported_switches: u64,
+    /// Switches of a thread whose previous switch the ledger did not see;
+    /// its on-CPU time was recovered from the kernel's sum_exec_runtime.
+    #[serde(default)]
+    pub switches_unseen: u64,
     /// Trace records that did not fit in the trace ring buffer.
     #[serde(default)]
     pub trace_events_lost: u64,
@@ -52,6 +56,7 @@ impl KernelStats {
             wakeups_unseen: c[stat::WAKEUP_UNSEEN as usize],
             exit_records: c[stat::EXIT_RECORDS as usize],
             unreported_switches: c[stat::UNREPORTED_SWITCH as usize],
+            switches_unseen: c[stat::SWITCH_UNSEEN as usize],
             trace_events_lost: c[stat::TRACE_EVENT_LOST as usize],
             trace_events: c[stat::TRACE_EVENTS as usize],
             traced_map_full: c[stat::TRACED_MAP_FULL as usize],
@@ -85,6 +90,7 @@ impl KernelStats {
             wakeups_unseen: d(self.wakeups_unseen, earlier.wakeups_unseen),
             exit_records: d(self.exit_records, earlier.exit_records),
             unreported_switches: d(self.unreported_switches, earlier.unreported_switches),
+            switches_unseen: d(self.switches_unseen, earlier.switches_unseen),
             trace_events_lost: d(self.trace_events_lost, earlier.trace_events_lost),
             trace_events: d(self.trace_events, earlier.trace_events),
             traced_map_full: d(self.traced_map_full, earlier.traced_map_full),
@@ -196,6 +202,22 @@ impl Ledger {
             }
         }
         seeded
+    }
+}
+
+impl Ledger {
+    /// The kernel's account of thread `tid`, if it has one.
+    pub fn account(&self, tid: u32) -> Option<ThreadAccount> {
+        self.threads.get(&tid, 0).ok()
+    }
+
+    /// Replaces the account of `a.tid`. Only for tests that put an account
+    /// in the state the kernel would leave after missing a switch, to check
+    /// that the ledger recovers (tests/tests/ledger.rs).
+    #[doc(hidden)]
+    pub fn replace_account_for_test(&mut self, a: &ThreadAccount) -> Result<(), MapError> {
+        const BPF_EXIST: u64 = 2;
+        self.threads.insert(a.tid, *a, BPF_EXIST)
     }
 }
 
