@@ -249,7 +249,19 @@ mod tests {
         assert_eq!(io.bitfield_bits, Some(1));
         assert!(btf.field("task_struct", &["no_such_field"]).is_err());
         let offs = btf.ledger_offsets().unwrap();
-        assert_eq!(offs.globals.len(), 9);
+        assert_eq!(offs.globals.len(), 10);
+        // sum_exec_runtime is a u64 inside the task's sched_entity.
+        let se = btf.field("task_struct", &["se"]).unwrap().byte;
+        let exec = offs
+            .globals
+            .iter()
+            .find(|(n, _)| *n == "OFF_TASK_SUM_EXEC")
+            .map(|&(_, off)| off)
+            .unwrap();
+        assert!(
+            exec > se && exec % 8 == 0,
+            "se at {se}, sum_exec_runtime at {exec}"
+        );
     }
 
     /// Catches wrong detail offsets on the running kernel: gendisk's major
