@@ -112,7 +112,10 @@ fn a_missed_switch_in_is_recovered_from_the_kernels_runtime() {
     std::thread::sleep(std::time::Duration::from_millis(150));
     let mut a = ledger.account(pid).expect("the fixture's account");
     assert_eq!(a.state, ttp_common::state::RUNNING, "computing: {a:?}");
-    assert!(a.exec_snap_ns > 0, "runtime snapshot at the switch-in");
+    assert!(
+        a.exec_snap_ns > 0,
+        "runtime snapshot at its last switch-out"
+    );
     a.state = ttp_common::state::RUNNABLE;
     ledger
         .replace_account_for_test(&a)

@@ -108,17 +108,16 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
             crate::count(stat::WAKEUP_UNSEEN);
         }
         detail::switched_in(a, cpu_id, now);
-        let exec = next.sum_exec_runtime().ok();
+        // Runtime is read here only when the switch-out was missed (rare):
+        // the snapshot of the last seen switch-out is also the runtime at
+        // this switch-in, so the common path pays one read per switch.
         if a.state == state::RUNNING
-            && let Some(exec) = exec
+            && let Ok(exec) = next.sum_exec_runtime()
         {
             recover_unseen_switch_out(a, exec, now);
         }
         close_interval(a, now, cpu.as_ref());
         a.state = state::RUNNING;
-        if let Some(exec) = exec {
-            a.exec_snap_ns = exec;
-        }
         trace::switch_in(a, cpu_id, now, prev_tid);
     }
 
@@ -135,9 +134,10 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
 /// A thread switching out that the ledger does not have on a CPU: its
 /// switch-in never reached the tracepoint (seen on these VMs; a CPU-bound
 /// run would otherwise be booked entirely as waiting). The kernel's own
-/// runtime since the last switch the ledger saw is how long it ran: the
-/// open interval up to `now − ran` stays in its state, the rest is closed
-/// as on-CPU by the caller. Keeps the runtime snapshot for the next switch.
+/// runtime since the last switch-out the ledger saw is how long it ran:
+/// the open interval up to `now − ran` stays in its state, the rest is
+/// closed as on-CPU by the caller. Keeps the runtime snapshot (taken at
+/// every seen switch-out) for the next switch.
 #[inline(always)]
 fn recover_unseen_run(
     a: &mut ThreadAccount,
@@ -163,7 +163,8 @@ fn recover_unseen_run(
 
 /// A thread switching in that the ledger still has on a CPU: its last
 /// switch-out never reached the tracepoint. Of the open interval, the
-/// kernel's runtime since the switch-in the ledger saw is on-CPU time; the
+/// kernel's runtime since the last seen switch-out (= at the switch-in the
+/// ledger saw) is on-CPU time; the
 /// rest (off the CPU, but waiting or sleeping is unknown) is left
 /// unattributed rather than guessed.
 #[inline(always)]
@@ -174,6 +175,7 @@ fn recover_unseen_switch_out(a: &mut ThreadAccount, exec: u64, now: u64) {
     let dt = now.saturating_sub(a.state_since_ns);
     a.on_cpu_ns += (exec - a.exec_snap_ns).min(dt);
     a.state_since_ns = now;
+    a.exec_snap_ns = exec;
     crate::count(stat::SWITCH_UNSEEN);
 }
 

@@ -113,9 +113,9 @@ pub struct ThreadAccount {
     pub share_snap: u64,
     /// The process's own-I/O clock when the open iowait interval began.
     pub own_snap: u64,
-    /// The kernel's `se.sum_exec_runtime` of the thread at its last switch
-    /// the ledger saw (0: none yet). A switch-out of a thread the ledger
-    /// did not see switched in books the runtime gained since as on-CPU.
+    /// The kernel's `se.sum_exec_runtime` of the thread at its last
+    /// switch-out the ledger saw (0: none yet). A switch the ledger finds
+    /// out of order books the runtime gained since as on-CPU.
     pub exec_snap_ns: u64,
     pub comm: [u8; TASK_COMM_LEN],
 }
