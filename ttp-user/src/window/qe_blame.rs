@@ -33,7 +33,7 @@ pub struct QeBlame {
     stop: Arc<AtomicBool>,
     /// Taken by `finish`; a QeBlame dropped without it (the QE failed)
     /// stops its thread.
-    handle: Option<JoinHandle<Result<Recording, SourceError>>>,
+    handle: Option<JoinHandle<Result<Recording, String>>>,
 }
 
 impl Drop for QeBlame {
@@ -57,32 +57,33 @@ impl QeBlame {
         let handle = std::thread::Builder::new()
             .name("ttp-qe-blame".into())
             .spawn(move || {
+                // Errors as one line with their causes (anyhow's `{:#}`).
+                let text = |e: SourceError| format!("{:#}", anyhow::Error::new(e));
                 let mut src = match source::open_live(&victim, window_ns) {
-                    Ok(s) => {
-                        let _ = opened_tx.send(None);
-                        s
-                    }
+                    Ok(s) => s,
                     Err(e) => {
-                        let _ = opened_tx.send(Some(with_causes(&e)));
-                        return Err(e);
+                        let msg = text(e);
+                        let _ = opened_tx.send(Err(msg.clone()));
+                        return Err(msg);
                     }
                 };
+                let _ = opened_tx.send(Ok(()));
                 source::collect(src.as_mut(), victim, None, &thread_stop, |_| {})
                     .map(|(rec, _)| rec)
+                    .map_err(text)
             })
             .map_err(|e| format!("starting the blame thread: {e}"))?;
-        match opened_rx.recv() {
-            Ok(None) => Ok(QeBlame {
+        let opened = opened_rx
+            .recv()
+            .unwrap_or_else(|_| Err("the blame thread ended before its source opened".into()));
+        match opened {
+            Ok(()) => Ok(QeBlame {
                 stop,
                 handle: Some(handle),
             }),
-            Ok(Some(msg)) => {
+            Err(msg) => {
                 let _ = handle.join();
                 Err(msg)
-            }
-            Err(_) => {
-                let _ = handle.join();
-                Err("the blame thread ended before its source opened".into())
             }
         }
     }
@@ -102,23 +103,11 @@ impl QeBlame {
         self.stop.store(true, Ordering::Relaxed);
         let rec = match handle.join() {
             Ok(Ok(rec)) => rec,
-            Ok(Err(e)) => return Err(e.to_string()),
+            Ok(Err(e)) => return Err(e),
             Err(_) => return Err("the blame thread panicked".into()),
         };
         blame::analyze(&rec, &Options::default())
             .map(|r| r.summary(TOP))
             .map_err(|e| e.to_string())
     }
-}
-
-/// An error and its sources, on one line.
-fn with_causes(e: &dyn std::error::Error) -> String {
-    let mut msg = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        msg.push_str(": ");
-        msg.push_str(&c.to_string());
-        cause = c.source();
-    }
-    msg
 }
