@@ -93,6 +93,13 @@ pub struct QcDocument {
     pub result: QcResult,
 }
 
+impl QcDocument {
+    /// How reports name the Q@C ([`super::model::qc_name`]).
+    pub fn name(&self) -> String {
+        super::model::qc_name(&self.labels, self.source.as_deref())
+    }
+}
+
 /// The outcome of Steps 1–5.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Analysis {

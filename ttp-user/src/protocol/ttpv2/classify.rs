@@ -41,21 +41,12 @@ pub fn identify_query_process(qes: &mut [QeRecord], name: &str) -> Option<ProcKe
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::ttpv2::model::{Measures, ProcessMeasures};
+    use crate::protocol::ttpv2::{model::ProcessMeasures, testutil::proc_of};
 
     fn proc(pid: u32, comm: &str, class: ProcessClass, u: u64, s: u64) -> ProcessMeasures {
         ProcessMeasures {
-            pid: Some(pid),
-            start_time_ns: Some(1000 + u64::from(pid)),
             comm: comm.into(),
-            class,
-            stopped: false,
-            m: Measures {
-                u_ticks: Some(u),
-                s_ticks: Some(s),
-                blkio_ticks: Some(0),
-                ..Measures::default()
-            },
+            ..proc_of(class, pid, u, s, 0)
         }
     }
 

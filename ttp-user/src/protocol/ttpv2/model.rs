@@ -492,48 +492,39 @@ pub struct QcInput {
 }
 
 impl QcInput {
-    /// A short name for messages: its labels, else its source.
+    /// A short name for messages and reports.
     pub fn name(&self) -> String {
-        if !self.labels.is_empty() {
-            self.labels
-                .iter()
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect::<Vec<_>>()
-                .join(",")
-        } else if let Some(s) = &self.source {
-            s.clone()
-        } else {
-            "Q@C".to_string()
-        }
+        qc_name(&self.labels, self.source.as_deref())
+    }
+}
+
+/// How a Q@C is named: its labels (`cardinality=1000 query=q1`), else its
+/// source file, else "Q@C".
+pub fn qc_name(labels: &Labels, source: Option<&str>) -> String {
+    if labels.is_empty() {
+        source.unwrap_or("Q@C").to_string()
+    } else {
+        labels
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" ")
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn proc(pid: u32, comm: &str, class: ProcessClass, u: u64, s: u64) -> ProcessMeasures {
-        ProcessMeasures {
-            pid: Some(pid),
-            start_time_ns: Some(1000 + u64::from(pid)),
-            comm: comm.into(),
-            class,
-            stopped: false,
-            m: Measures {
-                u_ticks: Some(u),
-                s_ticks: Some(s),
-                blkio_ticks: Some(0),
-                ..Measures::default()
-            },
-        }
-    }
+    use crate::protocol::ttpv2::testutil::proc_of;
 
     /// Catches a class sum that treats an unknown measure as zero.
     #[test]
     fn class_totals_sum_known_and_propagate_unknown() {
         let mut qe = QeRecord::new(1, 100.0);
-        qe.processes.push(proc(1, "a", ProcessClass::Daemon, 3, 1));
-        qe.processes.push(proc(2, "b", ProcessClass::Daemon, 4, 2));
+        qe.processes.push(proc_of(ProcessClass::Daemon, 1, 3, 1, 0));
+        let mut b = proc_of(ProcessClass::Daemon, 2, 4, 2, 0);
+        b.m.vol_cs = None;
+        qe.processes.push(b);
         let t = qe.class_totals(ProcessClass::Daemon);
         assert_eq!(t.u_ticks, Some(7));
         assert_eq!(t.su_ticks(), Some(10));

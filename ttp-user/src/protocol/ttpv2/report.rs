@@ -32,15 +32,7 @@ fn spread(s: &Option<Summary>, unit: &str) -> String {
 }
 
 fn qc_section(out: &mut String, d: &QcDocument) {
-    let name = if d.labels.is_empty() {
-        d.source.clone().unwrap_or_else(|| "Q@C".into())
-    } else {
-        d.labels
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join(" ")
-    };
+    let name = d.name();
     let _ = writeln!(out, "TTPv2 — Q@C {name} ({} QEs)", d.qes.len());
     let _ = writeln!(
         out,

@@ -23,15 +23,7 @@ fn panel(
     area: &DrawingArea<SVGBackend, plotters::coord::Shift>,
     d: &QcDocument,
 ) -> Result<(), SvgError> {
-    let title = if d.labels.is_empty() {
-        d.source.clone().unwrap_or_else(|| "Q@C".into())
-    } else {
-        d.labels
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join(" ")
-    };
+    let title = d.name();
     let qes: Vec<u32> = d.qes.iter().map(|e| e.record.qe).collect();
     let x_max = qes.iter().copied().max().unwrap_or(1) + 1;
     let y_max = d

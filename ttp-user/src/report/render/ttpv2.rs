@@ -12,18 +12,6 @@ use crate::protocol::ttpv2::{
 pub struct Run(pub RunDocument);
 pub struct Analyze(pub AnalyzeDocument);
 
-fn qc_name(d: &QcDocument) -> String {
-    if d.labels.is_empty() {
-        d.source.clone().unwrap_or_else(|| "Q@C".into())
-    } else {
-        d.labels
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join(" ")
-    }
-}
-
 /// One row per QE of every Q@C: the measures TTPv2 works from (U, S,
 /// BlockIO of the query, machine IOWait, in ticks) and what eq. 1–2 and the
 /// ledger make of them.
@@ -46,7 +34,7 @@ fn qe_table(qcs: &[QcDocument]) -> Table {
         for e in &d.qes {
             let q = e.calc.query.as_ref();
             t.push(vec![
-                qc_name(d),
+                d.name(),
                 e.record.qe.to_string(),
                 num(Some(e.record.time_meas_ms)),
                 num(e.calc.time_calc_ms),
@@ -69,10 +57,10 @@ fn results(qcs: &[QcDocument]) -> String {
         .map(|d| {
             let r = &d.result;
             match &r.dropped_reason {
-                Some(why) => format!("- {}: Q@C dropped ({why})\n", qc_name(d)),
+                Some(why) => format!("- {}: Q@C dropped ({why})\n", d.name()),
                 None => format!(
                     "- {}: median Time_calc {} ms, Time_meas {} ms, exact {} ms over {} of {} QEs\n",
-                    qc_name(d),
+                    d.name(),
                     num(r.time_calc_ms),
                     num(r.time_meas_ms),
                     num(r.time_exact_ms),
@@ -96,7 +84,7 @@ impl Rendered for Run {
     fn title(&self) -> String {
         format!(
             "ttp run (TTPv2): {}, {} QEs",
-            qc_name(&self.0.qc),
+            self.0.qc.name(),
             self.0.qc.qes.len()
         )
     }
