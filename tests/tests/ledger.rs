@@ -8,6 +8,18 @@ use ttp_user::{
     probe::{Ledger, seed},
 };
 
+/// The test thread back on every CPU (after `pin(0, …)`).
+fn unpin_self() {
+    // SAFETY: a cpu_set_t with every bit set, valid pointer and size.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for cpu in 0..libc::CPU_SETSIZE as usize {
+            libc::CPU_SET(cpu, &mut set);
+        }
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
 fn image(ledger: &Ledger) -> Image {
     Image::from_snapshot(&ledger.snapshot().expect("snapshot"))
 }
@@ -110,8 +122,21 @@ fn a_missed_switch_in_is_recovered_from_the_kernels_runtime() {
     // Let it compute, then lose its switch-in: state back to runnable since
     // the switch-in, as if only its wakeup had been seen.
     std::thread::sleep(std::time::Duration::from_millis(150));
+    // On a busy machine it may be waiting for a CPU at this instant: take it
+    // at a moment it runs, polling from the other CPU (on its CPU every
+    // poll would preempt it).
+    pin(pid, 1);
+    pin(0, 0);
     let mut a = ledger.account(pid).expect("the fixture's account");
+    for _ in 0..1000 {
+        if a.state == ttp_common::state::RUNNING {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_micros(200));
+        a = ledger.account(pid).expect("the fixture's account");
+    }
     assert_eq!(a.state, ttp_common::state::RUNNING, "computing: {a:?}");
+    unpin_self();
     assert!(
         a.exec_snap_ns > 0,
         "runtime snapshot at its last switch-out"

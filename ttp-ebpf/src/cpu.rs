@@ -4,6 +4,11 @@
 //! tick_nohz's iowait_sleeptime). Each interval of such time is also split
 //! evenly among those tasks (`share_cum_ns`), which gives every task its exact
 //! share of the machine's iowait.
+use core::intrinsics::{
+    AtomicOrdering::SeqCst,
+    {atomic_xadd, atomic_xsub},
+};
+
 use aya_ebpf::{macros::map, maps::Array};
 use ttp_common::{CpuAccount, MAX_CPUS, stat};
 
@@ -32,11 +37,16 @@ pub fn lock_at(cpu: u32, now: u64) -> Option<LockedCpu> {
         let dt = now - c.since_ns;
         if c.idle == 0 {
             c.busy_ns += dt;
-        } else if c.nr_iowait > 0 {
-            c.iowait_ns += dt;
-            c.share_cum_ns += dt / c.nr_iowait as u64;
         } else {
-            c.idle_ns += dt;
+            // Read once: a contended wakeup may change it without the lock.
+            // SAFETY: map value pointer.
+            let n = unsafe { core::ptr::read_volatile(&raw const c.nr_iowait) };
+            if n > 0 && n < 1 << 63 {
+                c.iowait_ns += dt;
+                c.share_cum_ns += dt / n as u64;
+            } else {
+                c.idle_ns += dt;
+            }
         }
     }
     if now > c.since_ns {
@@ -60,11 +70,47 @@ impl LockedCpu {
     }
 }
 
+/// One more task in iowait on the CPU (caller holds its lock). Atomic:
+/// [`iowait_dec_unlocked`] may change the count without the lock.
+#[inline(always)]
+pub fn iowait_inc(c: &mut CpuAccount) {
+    // SAFETY: map value pointer, valid for the program's run.
+    unsafe { atomic_xadd::<u64, u64, { SeqCst }>(&raw mut c.nr_iowait, 1) };
+}
+
+/// One task fewer in iowait on the CPU (caller holds its lock).
+#[inline(always)]
+pub fn iowait_dec(c: &mut CpuAccount) {
+    dec(&raw mut c.nr_iowait);
+}
+
+/// One task fewer in iowait on CPU `cpu`, without its lock (the lock stayed
+/// contended): the count never leaks, whatever else is skipped.
+#[inline(always)]
+pub fn iowait_dec_unlocked(cpu: u32) {
+    if let Some(c) = CPUS.get_ptr_mut(cpu) {
+        // SAFETY: map value pointer, valid for the program's run.
+        dec(unsafe { &raw mut (*c).nr_iowait });
+    }
+}
+
+#[inline(always)]
+fn dec(n: *mut u64) {
+    // SAFETY: `n` points into a map value. Never left below 0 (a wrapped
+    // count would make every idle moment iowait): a decrement that found 0
+    // is undone.
+    unsafe {
+        if atomic_xsub::<u64, u64, { SeqCst }>(n, 1) == 0 {
+            atomic_xadd::<u64, u64, { SeqCst }>(n, 1);
+        }
+    }
+}
+
 /// (tasks in iowait, idle) of CPU `cpu`, read without the lock: a sample
 /// for the trace's counters, where a value one update old is fine.
 #[inline(always)]
 pub fn peek(cpu: u32) -> Option<(u32, u32)> {
     let c = CPUS.get_ptr(cpu)?;
     // SAFETY: map value pointer; plain reads of two u32s.
-    unsafe { Some(((*c).nr_iowait, (*c).idle)) }
+    unsafe { Some(((*c).nr_iowait as u32, (*c).idle)) }
 }

@@ -21,6 +21,10 @@ offsets!(
     OFF_TASK_IN_IOWAIT_BYTE,
     TASK_IN_IOWAIT_MASK,
     OFF_TASK_SUM_EXEC,
+    // task->sched_info.run_delay; 0 without CONFIG_SCHED_INFO, when
+    // HAVE_RUN_DELAY is 0 too.
+    OFF_TASK_RUN_DELAY,
+    HAVE_RUN_DELAY,
     OFF_RQ_CMD_FLAGS,
     OFF_BIO_OPF,
     OFF_BIO_SIZE,
@@ -43,6 +47,12 @@ fn global(v: &'static u32) -> usize {
     // SAFETY: a plain read of a global the loader wrote before load; volatile
     // so the compiler does not fold the 0 it was declared with.
     unsafe { core::ptr::read_volatile(v) as usize }
+}
+
+/// Whether `task->sched_info.run_delay` can be read (CONFIG_SCHED_INFO).
+#[inline(always)]
+pub fn have_run_delay() -> bool {
+    global(&HAVE_RUN_DELAY) != 0
 }
 
 #[inline(always)]
@@ -81,6 +91,16 @@ impl Task {
     #[inline(always)]
     pub fn sum_exec_runtime(&self) -> Result<u64, i32> {
         unsafe { read::<u64>(self.0, global(&OFF_TASK_SUM_EXEC)) }
+    }
+    /// `task->sched_info.run_delay`: the scheduler's count of the task's
+    /// time runnable on a run queue (schedstat's second field), ns. None
+    /// when the kernel has no CONFIG_SCHED_INFO.
+    #[inline(always)]
+    pub fn run_delay(&self) -> Option<u64> {
+        if !have_run_delay() {
+            return None;
+        }
+        unsafe { read::<u64>(self.0, global(&OFF_TASK_RUN_DELAY)).ok() }
     }
     /// `rq->nr_running` of the run queue the task is on
     /// (`task->se.cfs_rq->rq`; the idle task's points at its CPU's).

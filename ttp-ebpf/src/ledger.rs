@@ -65,6 +65,13 @@ pub fn create(tid: u32, task: &Task, now: u64, parent_tgid: u32) -> Option<Acct>
     if let Ok(comm) = task.comm() {
         a.comm = comm;
     }
+    // The scheduler's counters now: on-CPU and run-queue wait count from
+    // here on.
+    if let Ok(exec) = task.sum_exec_runtime() {
+        a.exec_snap_ns = exec;
+        a.run_delay_snap_ns = task.run_delay().unwrap_or(0);
+        a.flags |= flag::SCHED_SNAP;
+    }
     a.parent_tgid = parent_tgid;
     a.first_seen_ns = now;
     a.state_since_ns = now;
@@ -77,15 +84,22 @@ pub fn create(tid: u32, task: &Task, now: u64, parent_tgid: u32) -> Option<Acct>
 }
 
 /// Closes the open interval of `a` at `now` into the field of its state.
-/// Ending an iowait interval also closes its share of the CPU's iowait and
-/// its own-I/O time. `held` is a CPU account the caller already locked (the
-/// try-lock is not re-entrant).
+/// A running interval adds nothing: on-CPU time is the kernel's runtime,
+/// taken at the switches (sched.rs). Ending an iowait interval also closes
+/// its share of the CPU's iowait and its own-I/O time. `held` is a CPU
+/// account the caller already locked (the try-lock is not re-entrant).
 #[inline(always)]
 pub fn close_interval(a: &mut ThreadAccount, now: u64, held: Option<&LockedCpu>) {
     let dt = now.saturating_sub(a.state_since_ns);
     match a.state {
-        state::RUNNING => a.on_cpu_ns += dt,
-        state::RUNNABLE => a.runq_wait_ns += dt,
+        state::RUNNABLE => {
+            a.wake_latency_ns += dt;
+            if !crate::kernel::have_run_delay() {
+                // No CONFIG_SCHED_INFO: the wall-clock wait stands in for
+                // run_delay (docs/ledger.md).
+                a.runq_wait_ns += dt;
+            }
+        }
         state::SLEEPING => a.sleep_ns += dt,
         state::BLOCKED => a.blocked_ns += dt,
         state::IOWAIT => {
@@ -94,15 +108,18 @@ pub fn close_interval(a: &mut ThreadAccount, now: u64, held: Option<&LockedCpu>)
                 a.flags &= !flag::IOWAIT_COUNTED;
                 let mut end_share = |c: &mut CpuAccount| {
                     a.iowait_share_ns += c.share_cum_ns.saturating_sub(a.share_snap);
-                    c.nr_iowait = c.nr_iowait.saturating_sub(1);
+                    cpu::iowait_dec(c);
                 };
                 match held {
                     Some(h) if h.cpu == a.iowait_cpu => end_share(h.get()),
-                    _ => {
-                        if let Some(c) = cpu::lock_at(a.iowait_cpu, now) {
-                            end_share(c.get());
-                        }
-                    }
+                    _ => match cpu::lock_at(a.iowait_cpu, now) {
+                        Some(c) => end_share(c.get()),
+                        // The count must still drop, or the CPU's idle time
+                        // would be iowait for good; the share of this
+                        // wait's last stretch is what is lost (counted in
+                        // lock_contended).
+                        None => cpu::iowait_dec_unlocked(a.iowait_cpu),
+                    },
                 }
                 if a.flags & flag::OWN_UNKNOWN == 0
                     && let Some(own) = block::own_clock(a.tgid, now)

@@ -1,8 +1,11 @@
 //! Scheduler tracepoints (tp_btf): every thread's on-CPU, run-queue wait,
 //! sleep, blocked and iowait time, its switches and wakeups.
 //!
-//! States follow the kernel's own accounting: run-queue wait runs from a
-//! wakeup or a preemption to the switch-in (schedstat run_delay); iowait runs
+//! On-CPU time and run-queue wait are the scheduler's own counters
+//! (`se.sum_exec_runtime`, `sched_info.run_delay`), read at the switches, so
+//! a switch the tracepoint missed cannot add or lose time. The wall-clock
+//! states: wake latency runs from a wakeup or a preemption to the switch-in;
+//! iowait runs
 //! from a switch-out with `in_iowait` set to the wakeup (delay accounting's
 //! blkio delay, TTPv2's BlockIO); a switch is voluntary when the task blocks
 //! (nvcsw), involuntary when it is preempted or yields while runnable
@@ -57,7 +60,7 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
         && let Some(a) = ledger::get_or_create(prev_tid, &prev, now, 0)
     {
         detail::switched_out(a, cpu_id, now);
-        recover_unseen_run(a, &prev, cpu_id, now, cpu.as_ref());
+        take_counters_at_switch_out(a, &prev, cpu_id, now, cpu.as_ref());
         close_interval(a, now, cpu.as_ref());
         if prev_state & TASK_DEAD != 0 {
             trace::exited(a, &prev, cpu_id, now);
@@ -72,7 +75,7 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
                     a.state = state::IOWAIT;
                     if let Some(c) = &cpu {
                         let c = c.get();
-                        c.nr_iowait += 1;
+                        cpu::iowait_inc(c);
                         a.iowait_cpu = cpu_id;
                         a.share_snap = c.share_cum_ns;
                         match block::own_clock(a.tgid, now) {
@@ -102,22 +105,18 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
     if next_tid != 0
         && let Some(a) = ledger::get_or_create(next_tid, &next, now, 0)
     {
-        if a.state != state::RUNNABLE && a.state != state::UNKNOWN {
+        if a.state != state::RUNNABLE && a.state != state::UNKNOWN && a.state != state::RUNNING {
             // Switched in without a wakeup the ledger saw (woken before the
             // probes attached): its earlier wait is closed where it is.
             crate::count(stat::WAKEUP_UNSEEN);
         }
         detail::switched_in(a, cpu_id, now);
-        // Runtime is read here only when the switch-out was missed (rare):
-        // the snapshot of the last seen switch-out is also the runtime at
-        // this switch-in, so the common path pays one read per switch.
-        if a.state == state::RUNNING
-            && let Ok(exec) = next.sum_exec_runtime()
-        {
-            recover_unseen_switch_out(a, exec, now);
+        if a.state == state::RUNNING {
+            recover_unseen_switch_out(a, &next);
         }
         close_interval(a, now, cpu.as_ref());
         a.state = state::RUNNING;
+        a.run_cpu = cpu_id;
         trace::switch_in(a, cpu_id, now, prev_tid);
     }
 
@@ -131,15 +130,21 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
     0
 }
 
-/// A thread switching out that the ledger does not have on a CPU: its
-/// switch-in never reached the tracepoint (seen on these VMs; a CPU-bound
-/// run would otherwise be booked entirely as waiting). The kernel's own
-/// runtime since the last switch-out the ledger saw is how long it ran:
-/// the open interval up to `now − ran` stays in its state, the rest is
-/// closed as on-CPU by the caller. Keeps the runtime snapshot (taken at
-/// every seen switch-out) for the next switch.
+/// At a switch-out, the thread's on-CPU time and run-queue wait grow by what
+/// the scheduler's own counters grew since the last read. The tracepoint
+/// runs after `update_curr()` charged the ending run (put_prev_task /
+/// dequeue in `__schedule`), and every earlier wait was added to
+/// `run_delay` at the switch-in that ended it (`sched_info_arrive`, in
+/// `prepare_task_switch`, after this tracepoint): both are complete here,
+/// whatever switches of this thread the tracepoint missed.
+///
+/// A thread the ledger does not have on a CPU had its switch-in missed
+/// (seen on these VMs): the runtime since the last read is how long it ran,
+/// so the open interval up to `now − ran` stays in its state (a CPU-bound
+/// run would otherwise be booked entirely as waiting); the caller closes the
+/// rest as on-CPU.
 #[inline(always)]
-fn recover_unseen_run(
+fn take_counters_at_switch_out(
     a: &mut ThreadAccount,
     task: &Task,
     cpu_id: u32,
@@ -147,36 +152,54 @@ fn recover_unseen_run(
     cpu: Option<&LockedCpu>,
 ) {
     let Ok(exec) = task.sum_exec_runtime() else {
+        crate::count(stat::READ_FAILED);
         return;
     };
-    if a.state != state::RUNNING && a.exec_snap_ns != 0 && exec > a.exec_snap_ns {
-        let ran = (exec - a.exec_snap_ns).min(now.saturating_sub(a.state_since_ns));
-        close_interval(a, now - ran, cpu);
-        a.state = state::RUNNING;
-        // The trace gets the switch-in the tracepoint missed, at the latest
-        // time it can have happened.
-        trace::switch_in(a, cpu_id, now - ran, 0);
-        crate::count(stat::SWITCH_UNSEEN);
+    let run_delay = task.run_delay();
+    if a.flags & flag::SCHED_SNAP != 0 {
+        let ran = exec.saturating_sub(a.exec_snap_ns);
+        a.on_cpu_ns += ran;
+        if let Some(rd) = run_delay {
+            a.runq_wait_ns += rd.saturating_sub(a.run_delay_snap_ns);
+        }
+        if a.state != state::RUNNING && a.state != state::UNKNOWN && ran > 0 {
+            let ran = ran.min(now.saturating_sub(a.state_since_ns));
+            close_interval(a, now - ran, cpu);
+            a.state = state::RUNNING;
+            // The trace gets the switch-in the tracepoint missed, at the
+            // latest time it can have happened.
+            trace::switch_in(a, cpu_id, now - ran, 0);
+            crate::count(stat::SWITCH_UNSEEN);
+        }
     }
     a.exec_snap_ns = exec;
+    a.run_delay_snap_ns = run_delay.unwrap_or(0);
+    a.flags |= flag::SCHED_SNAP;
 }
 
 /// A thread switching in that the ledger still has on a CPU: its last
-/// switch-out never reached the tracepoint. Of the open interval, the
-/// kernel's runtime since the last seen switch-out (= at the switch-in the
-/// ledger saw) is on-CPU time; the
-/// rest (off the CPU, but waiting or sleeping is unknown) is left
-/// unattributed rather than guessed.
+/// switch-out never reached the tracepoint. Its runtime and run-queue wait
+/// since the last read are taken now (the runtime is stable while it is
+/// off the CPU); the rest of the open interval (off the CPU, but waiting or
+/// sleeping is unknown) is left unattributed rather than guessed.
 #[inline(always)]
-fn recover_unseen_switch_out(a: &mut ThreadAccount, exec: u64, now: u64) {
-    if a.exec_snap_ns == 0 || exec < a.exec_snap_ns {
-        return;
-    }
-    let dt = now.saturating_sub(a.state_since_ns);
-    a.on_cpu_ns += (exec - a.exec_snap_ns).min(dt);
-    a.state_since_ns = now;
-    a.exec_snap_ns = exec;
+fn recover_unseen_switch_out(a: &mut ThreadAccount, task: &Task) {
     crate::count(stat::SWITCH_UNSEEN);
+    let Ok(exec) = task.sum_exec_runtime() else {
+        return;
+    };
+    let run_delay = task.run_delay();
+    if a.flags & flag::SCHED_SNAP != 0 {
+        a.on_cpu_ns += exec.saturating_sub(a.exec_snap_ns);
+        if let Some(rd) = run_delay {
+            a.runq_wait_ns += rd.saturating_sub(a.run_delay_snap_ns);
+        }
+    }
+    a.exec_snap_ns = exec;
+    a.run_delay_snap_ns = run_delay.unwrap_or(0);
+    a.flags |= flag::SCHED_SNAP;
+    // Closed as nothing: the caller's close_interval of a RUNNING account
+    // adds no time.
 }
 
 #[inline(always)]

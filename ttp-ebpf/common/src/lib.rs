@@ -54,6 +54,9 @@ pub mod flag {
     /// The process's own-I/O clock could not be read when the open iowait
     /// interval began (lock contended): its own-I/O time is not counted.
     pub const OWN_UNKNOWN: u32 = 4;
+    /// `exec_snap_ns` and `run_delay_snap_ns` hold the kernel's counters at
+    /// the last read: on-CPU and run-queue wait grow by their differences.
+    pub const SCHED_SNAP: u32 = 8;
 }
 
 /// Block I/O a thread submitted.
@@ -90,8 +93,17 @@ pub struct ThreadAccount {
     /// CLOCK_MONOTONIC ns when the ledger first saw the thread.
     pub first_seen_ns: u64,
     pub state_since_ns: u64,
+    /// The kernel's runtime (`se.sum_exec_runtime`, rq clock, steal left
+    /// out) gained while the ledger followed the thread, read at its
+    /// switches.
     pub on_cpu_ns: u64,
+    /// The kernel's run-queue wait (`sched_info.run_delay`) gained while the
+    /// ledger followed the thread, read at its switch-outs (a wait enters
+    /// it at the switch-in that ends it, so a running thread's last wait
+    /// shows from its next switch-out).
     pub runq_wait_ns: u64,
+    /// Wall clock from a wakeup or a preemption to the switch-in.
+    pub wake_latency_ns: u64,
     pub sleep_ns: u64,
     pub blocked_ns: u64,
     pub iowait_ns: u64,
@@ -113,10 +125,16 @@ pub struct ThreadAccount {
     pub share_snap: u64,
     /// The process's own-I/O clock when the open iowait interval began.
     pub own_snap: u64,
-    /// The kernel's `se.sum_exec_runtime` of the thread at its last
-    /// switch-out the ledger saw (0: none yet). A switch the ledger finds
-    /// out of order books the runtime gained since as on-CPU.
+    /// The kernel's `se.sum_exec_runtime` of the thread at the last read
+    /// (valid with [`flag::SCHED_SNAP`]).
     pub exec_snap_ns: u64,
+    /// The kernel's `sched_info.run_delay` at the last read (valid with
+    /// [`flag::SCHED_SNAP`]).
+    pub run_delay_snap_ns: u64,
+    /// CPU of its last seen switch-in: a reader counts the open on-CPU
+    /// interval only while that CPU still shows the thread current.
+    pub run_cpu: u32,
+    pub _pad: u32,
     pub comm: [u8; TASK_COMM_LEN],
 }
 
@@ -132,6 +150,7 @@ impl ThreadAccount {
             state_since_ns: 0,
             on_cpu_ns: 0,
             runq_wait_ns: 0,
+            wake_latency_ns: 0,
             sleep_ns: 0,
             blocked_ns: 0,
             iowait_ns: 0,
@@ -153,6 +172,9 @@ impl ThreadAccount {
             share_snap: 0,
             own_snap: 0,
             exec_snap_ns: 0,
+            run_delay_snap_ns: 0,
+            run_cpu: 0,
+            _pad: 0,
             comm: [0; TASK_COMM_LEN],
         }
     }
@@ -177,15 +199,18 @@ pub struct CpuAccount {
     /// CPUs (wakeups end iowait intervals counted here). 64-bit because the
     /// BPF target's compare-and-exchange is 64-bit without ALU32.
     pub lock: u64,
+    /// Tasks in iowait that went to sleep on this CPU (the kernel's
+    /// rq->nr_iowait, for tasks the ledger saw go to sleep). Changed only
+    /// by atomic adds (a wakeup whose lock stayed contended still ends its
+    /// count); 64-bit because the BPF target's fetching atomics are.
+    pub nr_iowait: u64,
     /// 1 while the idle task runs on this CPU.
     pub idle: u32,
-    /// Tasks in iowait that went to sleep on this CPU (the kernel's
-    /// rq->nr_iowait, for tasks the ledger saw go to sleep).
-    pub nr_iowait: u32,
     /// 1 once the first event set `idle` and `since_ns`.
     pub valid: u32,
     /// The task last seen switched in on this CPU (0: idle).
     pub current_tid: u32,
+    pub _pad: u32,
     /// When that switch was seen.
     pub last_switch_ns: u64,
     pub since_ns: u64,
@@ -409,9 +434,9 @@ pub mod detail {
 }
 
 const _: () = assert!(core::mem::size_of::<IoAccount>() == 48);
-const _: () = assert!(core::mem::size_of::<ThreadAccount>() == 216);
-const _: () = assert!(core::mem::size_of::<ExitRecord>() == 224);
-const _: () = assert!(core::mem::size_of::<CpuAccount>() == 72);
+const _: () = assert!(core::mem::size_of::<ThreadAccount>() == 240);
+const _: () = assert!(core::mem::size_of::<ExitRecord>() == 248);
+const _: () = assert!(core::mem::size_of::<CpuAccount>() == 80);
 const _: () = assert!(core::mem::size_of::<DiskAccount>() == 40);
 const _: () = assert!(core::mem::size_of::<ProcDisk>() == 24);
 const _: () = assert!(core::mem::size_of::<RequestInfo>() == 32);

@@ -19,8 +19,13 @@ pub struct IoMeasures {
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Measures {
+    /// The kernel's runtime (`se.sum_exec_runtime`), steal left out.
     pub on_cpu_ns: u64,
+    /// The kernel's run-queue wait (`sched_info.run_delay`).
     pub runq_wait_ns: u64,
+    /// Wall clock from a wakeup or a preemption to the switch-in.
+    #[serde(default)]
+    pub wake_latency_ns: u64,
     pub sleep_ns: u64,
     pub blocked_ns: u64,
     /// Blocked on block I/O (`in_iowait`): the delay-accounting blkio delay,
@@ -41,6 +46,7 @@ impl Measures {
         Self {
             on_cpu_ns: a.on_cpu_ns,
             runq_wait_ns: a.runq_wait_ns,
+            wake_latency_ns: a.wake_latency_ns,
             sleep_ns: a.sleep_ns,
             blocked_ns: a.blocked_ns,
             iowait_ns: a.iowait_ns,
@@ -67,6 +73,7 @@ impl Measures {
         Self {
             on_cpu_ns: d(self.on_cpu_ns, earlier.on_cpu_ns),
             runq_wait_ns: d(self.runq_wait_ns, earlier.runq_wait_ns),
+            wake_latency_ns: d(self.wake_latency_ns, earlier.wake_latency_ns),
             sleep_ns: d(self.sleep_ns, earlier.sleep_ns),
             blocked_ns: d(self.blocked_ns, earlier.blocked_ns),
             iowait_ns: d(self.iowait_ns, earlier.iowait_ns),
@@ -91,6 +98,7 @@ impl AddAssign for Measures {
     fn add_assign(&mut self, o: Self) {
         self.on_cpu_ns += o.on_cpu_ns;
         self.runq_wait_ns += o.runq_wait_ns;
+        self.wake_latency_ns += o.wake_latency_ns;
         self.sleep_ns += o.sleep_ns;
         self.blocked_ns += o.blocked_ns;
         self.iowait_ns += o.iowait_ns;

@@ -64,8 +64,12 @@ pub fn close(a: &ThreadAccount, snap: &Snapshot) -> ThreadAccount {
     let mut c = *a;
     let dt = now.saturating_sub(a.state_since_ns);
     match a.state {
+        // A snapshot already took a running thread's kernel runtime as of
+        // its instant (probe::read); constructed accounts close by the clock.
         state::RUNNING => c.on_cpu_ns += dt,
-        state::RUNNABLE => c.runq_wait_ns += dt,
+        // The open wait is not in the kernel's run_delay until the switch-in
+        // ends it: as of now it shows only as wake latency.
+        state::RUNNABLE => c.wake_latency_ns += dt,
         state::SLEEPING => c.sleep_ns += dt,
         state::BLOCKED => c.blocked_ns += dt,
         state::IOWAIT => {

@@ -37,7 +37,8 @@ fn open_interval_is_closed_as_of_the_snapshot() {
     let c = close(&a, &snap(400, vec![]));
     assert_eq!(c.on_cpu_ns, 350);
     let b = thread(8, 8, state::RUNNABLE, 100);
-    assert_eq!(close(&b, &snap(250, vec![])).runq_wait_ns, 150);
+    let b = close(&b, &snap(250, vec![]));
+    assert_eq!((b.wake_latency_ns, b.runq_wait_ns), (150, 0));
 }
 
 /// Catches wrong share/own arithmetic for an open iowait interval: CPU 1 has

@@ -129,6 +129,14 @@ impl KernelBtf {
             });
         }
         let bio_size = self.field("bio", &["bi_iter", "bi_size"])?;
+        // task->sched_info exists only with CONFIG_SCHED_INFO; without it
+        // run-queue wait falls back to the wall clock (docs/ledger.md).
+        let run_delay = self.field("task_struct", &["sched_info", "run_delay"]).ok();
+        if run_delay.is_none() {
+            log::warn!(
+                "kernel without CONFIG_SCHED_INFO (no task_struct.sched_info.run_delay): run-queue wait is the wall clock from wakeup to switch-in"
+            );
+        }
         Ok(Offsets {
             globals: vec![
                 ("OFF_TASK_PID", task("pid")?.byte),
@@ -141,6 +149,8 @@ impl KernelBtf {
                     "OFF_TASK_SUM_EXEC",
                     self.field("task_struct", &["se", "sum_exec_runtime"])?.byte,
                 ),
+                ("OFF_TASK_RUN_DELAY", run_delay.map_or(0, |f| f.byte)),
+                ("HAVE_RUN_DELAY", run_delay.is_some() as u32),
                 (
                     "OFF_RQ_CMD_FLAGS",
                     self.field("request", &["cmd_flags"])?.byte,
@@ -249,7 +259,13 @@ mod tests {
         assert_eq!(io.bitfield_bits, Some(1));
         assert!(btf.field("task_struct", &["no_such_field"]).is_err());
         let offs = btf.ledger_offsets().unwrap();
-        assert_eq!(offs.globals.len(), 10);
+        assert_eq!(offs.globals.len(), 12);
+        // run_delay is a u64 of the task's sched_info (CONFIG_SCHED_INFO is
+        // on on this project's machines).
+        let get = |n: &str| offs.globals.iter().find(|(k, _)| *k == n).unwrap().1;
+        assert_eq!(get("HAVE_RUN_DELAY"), 1);
+        let si = btf.field("task_struct", &["sched_info"]).unwrap().byte;
+        assert!(get("OFF_TASK_RUN_DELAY") >= si && get("OFF_TASK_RUN_DELAY") % 8 == 0);
         // sum_exec_runtime is a u64 inside the task's sched_entity.
         let se = btf.field("task_struct", &["se"]).unwrap().byte;
         let exec = offs

@@ -122,11 +122,12 @@ impl Ledger {
     /// Reads every map. Entries that vanish while reading (a thread exits)
     /// are skipped: their exit record carries them.
     pub fn snapshot(&self) -> Result<Snapshot, ProbeError> {
-        let threads = batch::hash_entries(&self.threads)
+        let mut threads: Vec<ThreadAccount> = batch::hash_entries(&self.threads)
             .map_err(map_err("THREADS"))?
             .into_iter()
             .map(|(_, v)| v)
             .collect();
+        take_running_counters(&mut threads);
         let cpus = self.cpu_accounts()?;
         let disk = self.disk.get(&0, 0).map_err(map_err("DISK"))?;
         let proc_disk = batch::hash_entries(&self.proc_disk)
@@ -138,8 +139,12 @@ impl Ledger {
             let per_cpu = self.stats.get(&(i as u32), 0).map_err(map_err("STATS"))?;
             *slot = per_cpu.iter().sum();
         }
+        let at_ns = crate::sys::clock::monotonic_ns();
+        for a in threads.iter_mut().filter(|a| a.state == state::RUNNING) {
+            a.state_since_ns = at_ns;
+        }
         Ok(Snapshot {
-            at_ns: crate::sys::clock::monotonic_ns(),
+            at_ns,
             threads,
             cpus,
             disk,
@@ -189,6 +194,11 @@ impl Ledger {
             a.first_seen_ns = now;
             a.state_since_ns = now;
             a.flags = flag::SEEDED;
+            if let Some((exec, run_delay)) = t.sched {
+                a.exec_snap_ns = exec;
+                a.run_delay_snap_ns = run_delay;
+                a.flags |= flag::SCHED_SNAP;
+            }
             a.state = match t.state {
                 'R' => state::RUNNING,
                 'D' => state::BLOCKED,
@@ -234,4 +244,37 @@ pub struct SeedThread {
     /// Start time as /proc gives it (ticks since boot), kept only to tell a
     /// reused tid apart.
     pub start_key: u64,
+    /// (sum_exec_runtime, run_delay) ns from /proc/TID/schedstat: the base
+    /// its on-CPU and run-queue wait count from.
+    pub sched: Option<(u64, u64)>,
+}
+
+/// `/proc/TID/schedstat`: (sum_exec_runtime, run_delay) ns, the kernel's
+/// counters the ledger reads at every switch (proc_pid_schedstat; the
+/// running thread's runtime is brought up to date at each tick).
+pub fn schedstat(tid: u32) -> Option<(u64, u64)> {
+    let text = std::fs::read_to_string(format!("/proc/{tid}/schedstat")).ok()?;
+    let mut f = text.split_ascii_whitespace().map(|v| v.parse::<u64>().ok());
+    Some((f.next()??, f.next()??))
+}
+
+/// Closes the open interval of every thread the ledger has on a CPU with the
+/// kernel's own counters as of now: its on-CPU time grows by what its
+/// runtime grew since the last switch, never by wall time, so a thread
+/// whose switch-out the tracepoint missed is never charged the CPU's idle
+/// time. A thread that is gone adds nothing (its exit record carries it).
+/// The caller moves `state_since_ns` to the snapshot's instant.
+fn take_running_counters(threads: &mut [ThreadAccount]) {
+    for a in threads.iter_mut().filter(|a| a.state == state::RUNNING) {
+        let Some((exec, run_delay)) = schedstat(a.tid) else {
+            continue;
+        };
+        if a.flags & flag::SCHED_SNAP != 0 {
+            a.on_cpu_ns += exec.saturating_sub(a.exec_snap_ns);
+            a.runq_wait_ns += run_delay.saturating_sub(a.run_delay_snap_ns);
+        }
+        a.exec_snap_ns = exec;
+        a.run_delay_snap_ns = run_delay;
+        a.flags |= flag::SCHED_SNAP;
+    }
 }

@@ -20,6 +20,7 @@ pub fn threads_from_proc() -> Vec<SeedThread> {
                     state: st.state,
                     comm: st.comm,
                     start_key: st.starttime,
+                    sched: super::read::schedstat(t.tid as u32),
                 });
             }
         }
