@@ -1,7 +1,9 @@
 //! A workload with known behaviour: sleeps `--sleep-ms` (default 0), burns
 //! `--cpu-ms` of CPU, then reads
 //! `--read-mib` MiB with O_DIRECT (bypassing the page cache, so every byte
-//! comes from the disk) from `--file` (created once if missing). With
+//! comes from the disk) from `--file` (created once if missing), in reads of
+//! `--block-kib` KiB (default 1024; 4 makes one wake-up from iowait per 4
+//! KiB). With
 //! `--wait-stdin` it waits for a line on stdin before working and for EOF
 //! after, so a test can attach first and read /proc after. Prints what it
 //! did as JSON on stdout.
@@ -38,6 +40,7 @@ fn main() -> std::io::Result<()> {
     let sleep_ms: u64 = ttp_tests::arg("--sleep-ms", 0);
     let cpu_ms: u64 = ttp_tests::arg("--cpu-ms", 100);
     let read_mib: usize = ttp_tests::arg("--read-mib", 4);
+    let block: usize = ttp_tests::arg::<usize>("--block-kib", BLOCK >> 10).clamp(4, BLOCK >> 10) << 10;
     let default_file =
         std::env::temp_dir().join(format!("ttp-fixture-{}.dat", unsafe { libc::getuid() }));
     let file: PathBuf = ttp_tests::arg("--file", default_file);
@@ -55,7 +58,7 @@ fn main() -> std::io::Result<()> {
         .read(true)
         .custom_flags(libc::O_DIRECT)
         .open(&file)?;
-    let buf = aligned(BLOCK);
+    let buf = aligned(block);
     let mut read = 0usize;
     while read < read_mib * BLOCK {
         let n = f.read(buf)?;
