@@ -84,9 +84,12 @@ pub fn process(
     steal_fraction: f64,
 ) -> Vec<Agreement> {
     let mut out = Vec::new();
-    // on_cpu_ns is wall time on a CPU; sum_exec_runtime excludes what the
-    // hypervisor stole meanwhile (PARAVIRT_TIME_ACCOUNTING). Allow the
-    // machine's steal share over the window, twice (steal is uneven).
+    // on_cpu_ns is the kernel's sum_exec_runtime read at the switches
+    // (docs/ledger.md), so schedstat and taskstats' runtime agree without
+    // any allowance for steal. utime+stime are tick samples: a tick the
+    // hypervisor stole is moved out of them in whole ticks, so that
+    // comparison keeps the machine's steal share over the window, twice
+    // (steal is uneven).
     let steal = |rel: f64| rel + 2.0 * steal_fraction;
     let delay = |a: Agreement| {
         if delayacct_covers {
@@ -110,7 +113,7 @@ pub fn process(
                 k.on_cpu_ns,
                 "schedstat sum_exec_runtime",
                 run,
-                steal(0.01),
+                0.01,
                 2 * MS,
             )));
         }
@@ -192,7 +195,7 @@ pub fn process(
                 k.on_cpu_ns,
                 "taskstats cpu_run_virtual_total",
                 run,
-                steal(0.01),
+                0.01,
                 2 * MS,
             )));
         }
