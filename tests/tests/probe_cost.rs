@@ -127,3 +127,66 @@ fn sched_switch_runs_equal_the_ledgers_switch_count() {
         "kernel.bpf_stats_enabled must be as before once the ledger is gone"
     );
 }
+
+/// `attach` reports the probes' cost in its JSON and in words, and every
+/// kernel counter in words rather than a debug dump. Catches the cost
+/// missing from the command, a JSON total that is not the sum of its rows,
+/// a mean that is not run time over runs, and a wrong window length.
+#[test]
+fn attach_reports_its_cost_and_losses_in_words() {
+    if !root_or_skip("attach_reports_its_cost_and_losses_in_words") {
+        return;
+    }
+    let _serial = serial();
+    let sysctl_before = bpf_stats_sysctl();
+    let json = temp_path("probe-cost-attach.json");
+    let (code, out, err) = ttp(&[
+        "attach",
+        "--all",
+        "--duration",
+        "1s",
+        "--quiet",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "attach failed: {err}");
+    let v = json_file(&json);
+    let _ = std::fs::remove_file(&json);
+    let c = &v["probe_cost"];
+    let rows = c["programs"].as_array().expect("probe_cost.programs");
+    let sum = |f: &str| rows.iter().map(|r| r[f].as_u64().unwrap()).sum::<u64>();
+    assert_eq!(c["total"]["runs"].as_u64(), Some(sum("runs")));
+    assert_eq!(c["total"]["run_time_ns"].as_u64(), Some(sum("run_time_ns")));
+    let sw = rows
+        .iter()
+        .find(|r| r["program"] == "sched_switch")
+        .expect("sched_switch row");
+    let runs = sw["runs"].as_u64().unwrap();
+    assert!(
+        runs > 0,
+        "a second of the whole machine without a switch: {sw}"
+    );
+    let mean = sw["ns_per_run"].as_f64().unwrap();
+    let expect = sw["run_time_ns"].as_u64().unwrap() as f64 / runs as f64;
+    assert!((mean - expect).abs() < 1e-6, "{sw}");
+    // The cost window lies inside the command's run: from its first image
+    // to its last, about the --duration.
+    let window_ns = c["window_ns"].as_u64().unwrap();
+    assert!(
+        (900_000_000..30_000_000_000).contains(&window_ns),
+        "window {window_ns} ns for --duration 1s"
+    );
+    assert!(out.contains("ledger cost: "), "{out}");
+    assert!(out.contains(" switches × "), "{out}");
+    assert!(
+        out.contains("lost in the kernel: nothing")
+            || out.contains("LOST: ")
+            || out.contains("repaired: "),
+        "{out}"
+    );
+    assert!(
+        !out.contains("KernelStats"),
+        "debug dump in the text: {out}"
+    );
+    assert_eq!(bpf_stats_sysctl(), sysctl_before);
+}
