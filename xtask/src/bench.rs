@@ -13,6 +13,7 @@ use clap::Subcommand;
 
 use crate::{setup, util};
 
+mod cost;
 mod vprofile;
 
 #[derive(Subcommand)]
@@ -214,6 +215,9 @@ fn overhead_rounds(
     };
     let trace_file =
         std::env::temp_dir().join(format!("ttp-bench-trace-{}.json", std::process::id()));
+    let attach_json =
+        std::env::temp_dir().join(format!("ttp-bench-attach-{}.json", std::process::id()));
+    let mut programs = cost::ProgramTable::default();
     let mut ratios = Vec::new();
     let mut tr_ratios = Vec::new();
     let mut tr_vs_all = Vec::new();
@@ -252,7 +256,8 @@ fn overhead_rounds(
                 Variant::Base => sched_pipe(loops)?,
                 Variant::All => {
                     let mut cmd = Command::new(&ttp);
-                    cmd.args(["attach", "--all", "--interval", "1s", "--quiet"]);
+                    cmd.args(["attach", "--all", "--interval", "1s", "--quiet", "--json"])
+                        .arg(&attach_json);
                     let tracer = start_tracer(cmd, "ledger attached")?;
                     ready.push(tracer.ready_ms);
                     let t0 = Instant::now();
@@ -261,6 +266,9 @@ fn overhead_rounds(
                     std::thread::sleep(Duration::from_secs(4));
                     let secs = t0.elapsed().as_secs_f64();
                     let (hwm, ticks) = tracer.stop()?;
+                    // Written on Ctrl-C: the probes' cost over the window.
+                    programs.add(&attach_json)?;
+                    let _ = std::fs::remove_file(&attach_json);
                     rss.push(hwm as f64 / 1024.0);
                     cpu_pct.push(ticks as f64 / 100.0 / secs * 100.0);
                     with
@@ -337,6 +345,7 @@ fn overhead_rounds(
         "userspace CPU at 1 s interval, under this load: median {:.2} % of a core",
         median(&mut cpu_pct)
     );
+    programs.print();
     println!(
         "command: cargo xtask bench overhead --rounds {rounds} --loops {loops}{}{}",
         if with_bpftrace { " --bpftrace" } else { "" },

@@ -100,6 +100,8 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
     let taskstats = TaskstatsClient::connect().ok();
     let listener = ExitListener::start().ok();
     let first = Image::from_snapshot(&ledger.snapshot().map_err(probe_error_ctx)?);
+    let cost_first = ledger.cost_snapshot();
+    let mut cost_last;
     let initial: BTreeSet<u32> = if args.all {
         ProcSet::all_pids()
     } else {
@@ -121,6 +123,7 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
         let left = end_at.map(|e| e.saturating_duration_since(Instant::now()));
         stop.sleep(left.map_or(args.interval, |l| l.min(args.interval)));
         let image = Image::from_snapshot(&ledger.snapshot().map_err(probe_error_ctx)?);
+        cost_last = ledger.cost_snapshot();
         // After the image: a thread missing from it has its record queued.
         ledger.drain_exits(&mut exits);
         if let Some((_, rx)) = &listener {
@@ -172,8 +175,15 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
         }
         None => (None, 0),
     };
+    let probe_cost = match (&cost_first, &cost_last) {
+        (Ok(a), Ok(b)) => Some(crate::probe::cost::ProbeCost::between(a, b)),
+        (Err(e), _) | (_, Err(e)) => {
+            notes.push(e.to_string());
+            None
+        }
+    };
     let switched_on = delayacct.as_ref().is_some_and(|d| d.switched_on());
-    let summary = Summary::build(
+    let mut summary = Summary::build(
         &targets,
         window,
         &parents,
@@ -184,6 +194,7 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
         switched_on,
         notes,
     );
+    summary.probe_cost = probe_cost;
     summary.print();
     if let Some(path) = &args.json {
         report::atomic::write_json(path, &summary.json())

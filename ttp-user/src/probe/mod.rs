@@ -5,6 +5,7 @@
 //! frees every map (the RAII guard for everything the probes change).
 mod batch;
 pub mod btf;
+pub mod cost;
 pub mod detail;
 mod read;
 pub mod seed;
@@ -122,6 +123,9 @@ pub struct Ledger {
     _ebpf: Ebpf,
     /// CLOCK_MONOTONIC ns when every program was attached.
     pub ready_ns: u64,
+    /// The kernel's BPF run-time statistics, on while this fd is open
+    /// (cost.rs), or why they are not.
+    bpf_stats: Result<std::os::fd::OwnedFd, cost::CostUnavailable>,
 }
 
 impl Ledger {
@@ -152,6 +156,8 @@ impl Ledger {
             return Err(ProbeError::NoObject);
         }
         raise_memlock();
+        // Before the first program attaches, so its every run is counted.
+        let bpf_stats = cost::enable_stats();
         let t = std::time::Instant::now();
         // aya's parse of the kernel BTF (needed to attach tp_btf programs)
         // runs while the offsets are resolved and the maps are created.
@@ -225,6 +231,7 @@ impl Ledger {
             detail,
             _ebpf: ebpf,
             ready_ns,
+            bpf_stats,
         })
     }
 

@@ -85,8 +85,13 @@ pub fn print_interval(w: &Window, targets: &Targets, parents: &HashMap<u32, u32>
             k.voluntary_switches + k.involuntary_switches
         );
     }
-    if w.lost.losses() > 0 {
-        println!("lost in the kernel this interval: {:?}", w.lost);
+    let extra = crate::report::losses::Extra {
+        vanished_threads: u64::from(w.vanished_threads),
+        ..Default::default()
+    };
+    let losses = crate::report::losses::describe(&w.lost, &extra);
+    if !losses.is_empty() {
+        print!("{}", crate::report::losses::lines(&losses));
     }
     println!();
 }
@@ -109,6 +114,8 @@ pub struct Summary {
     pub user_hz: u64,
     pub hz: Option<u64>,
     pub notes: Vec<String>,
+    /// The probes' own cost over the window (set by the command).
+    pub probe_cost: Option<crate::probe::cost::ProbeCost>,
 }
 
 impl Summary {
@@ -176,6 +183,7 @@ impl Summary {
             user_hz,
             hz,
             notes,
+            probe_cost: None,
         }
     }
 
@@ -240,6 +248,7 @@ impl Summary {
                 "agreement": self.machine_agreement,
             },
             "taskstats_exit_records": self.taskstats_exits,
+            "probe_cost": self.probe_cost,
             "notes": self.notes,
         })
     }

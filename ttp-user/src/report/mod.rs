@@ -3,6 +3,8 @@
 pub mod atomic;
 pub mod attach;
 pub mod emp;
+pub mod losses;
+pub mod probe_cost;
 pub mod progress;
 pub mod render;
 pub mod trace;

@@ -5,6 +5,20 @@ pub fn ms(ns: u64) -> String {
     format!("{:.2}", ns as f64 / 1e6)
 }
 
+/// An integer with its thousands set apart by spaces ("12 345"), as the
+/// text reports print counts.
+pub fn grouped(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(' ');
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// Bytes with a binary unit ("4.0 MiB").
 pub fn bytes(b: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
@@ -40,6 +54,11 @@ mod tests {
     fn formats_and_parses() {
         assert_eq!(ms(12_345_678), "12.35");
         assert_eq!(bytes(512), "512 B");
+        assert_eq!(grouped(0), "0");
+        assert_eq!(grouped(999), "999");
+        assert_eq!(grouped(1_000), "1 000");
+        assert_eq!(grouped(100_003), "100 003");
+        assert_eq!(grouped(12_345_678), "12 345 678");
         assert_eq!(bytes(4 * 1024 * 1024), "4.0 MiB");
         assert_eq!(parse_duration("250ms").unwrap().as_millis(), 250);
         assert!(parse_duration("0s").is_err());

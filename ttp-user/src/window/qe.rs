@@ -206,11 +206,14 @@ pub fn measure_with<R>(
     let before = Image::from_snapshot(&ctx.ledger.snapshot()?);
     let m1 = ProcSet::read(&ProcSet::all_pids(), None);
     let stat_before = StatImage::read(std::path::Path::new("/proc")).ok();
+    // The probes' own cost, read just outside the two time reads.
+    let cost_before = ctx.ledger.cost_snapshot().ok();
     let start_unix = clock::realtime_ns();
     let t0 = clock::monotonic_ns();
     let ran = execute();
     let t1 = clock::monotonic_ns();
     let end_unix = clock::realtime_ns();
+    let cost_after = ctx.ledger.cost_snapshot().ok();
     let stat_after = StatImage::read(std::path::Path::new("/proc")).ok();
     // The ledger image first, then the exit records: a thread missing from
     // the image retired before it was read, so its record is already queued.
@@ -237,6 +240,9 @@ pub fn measure_with<R>(
     rec.start_unix_ns = Some(start_unix);
     rec.end_unix_ns = Some(end_unix);
     rec.plan = plan;
+    rec.probe_cost = cost_before
+        .zip(cost_after)
+        .map(|(b, a)| crate::probe::cost::ProbeCost::between(&b, &a));
     rec.overall = overall(stat_before.as_ref(), stat_after.as_ref(), &window);
     fill_processes(
         ctx,

@@ -378,6 +378,9 @@ pub struct QeRecord {
     /// Why the blame of this QE could not be computed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub blame_error: Option<String>,
+    /// The ledger probes' own cost over this QE (kernel BPF statistics).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe_cost: Option<crate::probe::cost::ProbeCost>,
 }
 
 impl QeRecord {
@@ -401,6 +404,7 @@ impl QeRecord {
             ephemeral_count: None,
             blame: None,
             blame_error: None,
+            probe_cost: None,
         }
     }
 

@@ -13,8 +13,11 @@ use super::{
 };
 use crate::{
     accounts::{CpuTimes, Measures},
-    probe::KernelStats,
-    report::units::{bytes, ms},
+    probe::{KernelStats, cost::ProbeCost},
+    report::{
+        losses::{self, Affects},
+        units::{bytes, ms},
+    },
 };
 
 #[derive(Debug, Clone, Deserialize)]
@@ -29,6 +32,10 @@ pub struct AttachDoc {
     pub taskstats_exit_records: Option<u64>,
     #[serde(default)]
     pub notes: Vec<String>,
+    /// The probes' own cost (absent in files written before it existed, or
+    /// when the kernel refused BPF statistics: a note says why).
+    #[serde(default)]
+    pub probe_cost: Option<ProbeCost>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -40,6 +47,8 @@ pub struct WindowView {
 #[derive(Debug, Clone, Deserialize)]
 pub struct LostView {
     pub kernel: KernelStats,
+    #[serde(default)]
+    pub vanished_threads: u64,
     #[serde(default)]
     pub taskstats_listener_overflows: u64,
 }
@@ -110,6 +119,18 @@ fn agreement_lines(out: &mut String, rows: &[AgreementView]) {
     }
 }
 
+impl AttachDoc {
+    /// Every loss and repair of the window, in words.
+    fn losses(&self) -> Vec<losses::Loss> {
+        let extra = losses::Extra {
+            vanished_threads: self.lost.vanished_threads,
+            recursion_misses: self.probe_cost.as_ref().map_or(0, |c| c.lost_events()),
+            taskstats_overflows: self.lost.taskstats_listener_overflows,
+        };
+        losses::describe(&self.lost.kernel, &extra)
+    }
+}
+
 impl Rendered for AttachDoc {
     fn title(&self) -> String {
         format!(
@@ -125,10 +146,11 @@ impl Rendered for AttachDoc {
             "== summary over {:.3} s ==\n",
             (w.end_ns - w.start_ns) as f64 / 1e9
         );
+        let losses = self.losses();
         for p in &self.processes {
             let k = &p.kernel;
             out.push_str(&format!(
-                "pid {} ({}){}, {} thread(s): on-CPU {} ms, run-queue {} ms, sleep {} ms, blocked {} ms, iowait {} ms (own I/O {} ms, share of machine iowait {} ms)\n",
+                "pid {} ({}){}, {} thread(s): on-CPU {} ms, run-queue {} ms, sleep {} ms, blocked {} ms, iowait {} ms (own I/O {} ms, share of machine iowait {} ms){}\n",
                 p.pid,
                 p.comm,
                 if p.exited { ", exited" } else { "" },
@@ -140,9 +162,10 @@ impl Rendered for AttachDoc {
                 ms(k.iowait_ns),
                 ms(k.iowait_own_ns),
                 ms(k.iowait_share_ns),
+                losses::mark(&losses, Affects::Processes),
             ));
             out.push_str(&format!(
-                "    I/O: {} reads ({}), {} writes ({}), device {} ms, queued {} ms; switches {} voluntary, {} involuntary\n",
+                "    I/O: {} reads ({}), {} writes ({}), device {} ms, queued {} ms; switches {} voluntary, {} involuntary{}\n",
                 k.io.read_requests,
                 bytes(k.io.read_bytes),
                 k.io.write_requests,
@@ -151,33 +174,31 @@ impl Rendered for AttachDoc {
                 ms(k.io.queue_ns),
                 k.voluntary_switches,
                 k.involuntary_switches,
+                losses::mark(&losses, Affects::Io),
             ));
             agreement_lines(&mut out, &p.agreement);
         }
         let t = &self.overall.kernel.total;
         out.push_str(&format!(
-            "machine ({} CPUs): busy {} ms, idle {} ms, iowait {} ms\n",
+            "machine ({} CPUs): busy {} ms, idle {} ms, iowait {} ms{}\n",
             self.overall.kernel.cpus.len(),
             ms(t.busy_ns),
             ms(t.idle_ns),
-            ms(t.iowait_ns)
+            ms(t.iowait_ns),
+            losses::mark(&losses, Affects::Machine)
         ));
         agreement_lines(&mut out, &self.overall.agreement);
         if let Some(n) = self.taskstats_exit_records {
             let ledger_exits = self.processes.iter().filter(|p| p.exited).count();
             out.push_str(&format!(
-                "exited processes: {ledger_exits} in the ledger, {n} exit records from taskstats\n"
+                "exited processes: {ledger_exits} in the ledger, {n} exit records from taskstats{}\n",
+                losses::mark(&losses, Affects::Taskstats)
             ));
         }
-        let lost = self.lost.kernel.losses() + self.lost.taskstats_listener_overflows;
-        if lost == 0 {
-            out.push_str("lost: nothing\n");
-        } else {
-            out.push_str(&format!(
-                "lost: {:?}, taskstats listener overflows {}\n",
-                self.lost.kernel, self.lost.taskstats_listener_overflows
-            ));
+        if let Some(c) = &self.probe_cost {
+            out.push_str(&crate::report::probe_cost::lines(c, "window"));
         }
+        out.push_str(&losses::lines(&losses));
         for n in &self.notes {
             out.push_str(&format!("note: {n}\n"));
         }

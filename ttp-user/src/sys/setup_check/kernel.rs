@@ -178,3 +178,31 @@ pub fn hz(probes: &dyn Probes, kconfig: Option<&(String, BTreeMap<String, String
         format!("CONFIG_HZ = {hz}{tick} from {from}; USER_HZ = {uh}; {acct}"),
     )
 }
+
+/// Whether ttp can report its probes' own cost: the kernel's per-program
+/// run counts and run times (BPF_ENABLE_STATS, kernel ≥ 5.8, root).
+/// Measuring works without it, so a refusal only warns.
+pub fn bpf_stats(r: &Root, probes: &dyn Probes) -> CheckItem {
+    let src = "ttp: the probes' own cost in every result (kernel BPF statistics)";
+    let sysctl = r
+        .line("proc/sys/kernel/bpf_stats_enabled")
+        .map(|v| format!("kernel.bpf_stats_enabled = {v}, left as it is"))
+        .unwrap_or_else(|| "kernel.bpf_stats_enabled absent".into());
+    match probes.bpf_stats() {
+        Ok(()) => CheckItem::new(
+            "bpf_stats",
+            "BPF statistics",
+            src,
+            Status::Pass,
+            format!("BPF_ENABLE_STATS accepted: reports give each probe's runs and ns a run ({sysctl}; ttp holds its own switch while measuring)"),
+        ),
+        Err(e) => CheckItem::new(
+            "bpf_stats",
+            "BPF statistics",
+            src,
+            Status::Warn,
+            format!("BPF_ENABLE_STATS refused ({e}): reports cannot state the probes' own cost ({sysctl})"),
+        )
+        .remedy("run ttp as root (CAP_SYS_ADMIN) on a kernel ≥ 5.8"),
+    }
+}

@@ -44,6 +44,13 @@ impl Probes for LiveProbes {
     fn own_pid(&self) -> u32 {
         std::process::id()
     }
+
+    fn bpf_stats(&self) -> Result<(), String> {
+        // The fd is closed at once: counting is on only while it is open.
+        aya::sys::enable_stats(aya::sys::Stats::RunTime)
+            .map(drop)
+            .map_err(|e| e.to_string())
+    }
 }
 
 // Generic netlink controller constants (linux/genetlink.h).

@@ -153,6 +153,9 @@ pub trait Probes {
     fn pause(&self, d: Duration) -> Duration;
     /// This process, left out of the busy-process list.
     fn own_pid(&self) -> u32;
+    /// Whether the kernel accepts BPF_ENABLE_STATS (the probes' own cost),
+    /// or why not.
+    fn bpf_stats(&self) -> Result<(), String>;
 }
 
 /// Runs every check against `root`. CPU use and steal time are sampled
@@ -172,6 +175,7 @@ pub fn run_checks(root: PathBuf, probes: &dyn Probes, sample: Duration) -> Check
         kernel::taskstats(probes, kconfig.as_ref().map(|k| &k.1)),
         kernel::delay_accounting(&r, release.as_deref(), kconfig.as_ref().map(|k| &k.1)),
         kernel::hz(probes, kconfig.as_ref()),
+        kernel::bpf_stats(&r, probes),
     ];
     items.extend(cpu::items(&r));
     items.push(clock::sync(probes, &window.after));

@@ -67,6 +67,7 @@ struct Fake {
     virt: Option<String>,
     /// Files rewritten during the sampling pause (what changes in 1 s).
     during_pause: RefCell<Vec<(String, String)>>,
+    bpf_stats: Result<(), String>,
 }
 
 impl Fake {
@@ -81,6 +82,7 @@ impl Fake {
             }),
             virt: Some("none".into()),
             during_pause: RefCell::new(vec![]),
+            bpf_stats: Ok(()),
         }
     }
 }
@@ -107,6 +109,9 @@ impl Probes for Fake {
     fn own_pid(&self) -> u32 {
         999
     }
+    fn bpf_stats(&self) -> Result<(), String> {
+        self.bpf_stats.clone()
+    }
 }
 
 const STAT: &str = "cpu  1000 0 500 8000 100 0 20 0 0 0\n";
@@ -119,6 +124,7 @@ fn tuned() -> Fixture {
         .put("sys/kernel/btf/vmlinux", "")
         .put("proc/mounts", "proc /proc proc rw 0 0\nnodev /sys/kernel/tracing tracefs rw 0 0\n")
         .put("proc/sys/kernel/task_delayacct", "1\n")
+        .put("proc/sys/kernel/bpf_stats_enabled", "0\n")
         .put_gz("proc/config.gz", "CONFIG_HZ=1000\nCONFIG_TASKSTATS=y\n# CONFIG_X is not set\nCONFIG_TICK_CPU_ACCOUNTING=y\n")
         .put("sys/devices/system/cpu/online", "0\n")
         .put("sys/devices/system/cpu/smt/control", "off\n")
@@ -153,7 +159,12 @@ fn tuned_machine_passes_every_item() {
         .filter(|i| i.status != Status::Pass)
         .collect();
     assert!(not_pass.is_empty(), "{not_pass:#?}");
-    assert_eq!(r.items.len(), 15);
+    assert_eq!(r.items.len(), 16);
+    assert!(
+        item(&r, "bpf_stats")
+            .detail
+            .contains("kernel.bpf_stats_enabled = 0")
+    );
     assert!(
         item(&r, "hz")
             .detail
@@ -295,7 +306,12 @@ fn hard_failures_and_clock_warning() {
         maxerror_us: 16_000_000,
         esterror_us: 16_000_000,
     });
+    probes.bpf_stats = Err("Operation not permitted (os error 1)".into());
     let r = run_checks(f.0.clone(), &probes, Duration::from_secs(1));
+    let b = item(&r, "bpf_stats");
+    assert_eq!(b.status, Status::Warn, "measuring works without it");
+    assert!(b.detail.contains("Operation not permitted"), "{b:?}");
+    assert!(b.remedy.is_some());
     assert_eq!(item(&r, "kernel").status, Status::Fail);
     assert_eq!(item(&r, "btf").status, Status::Fail);
     let c = item(&r, "clock_sync");
