@@ -204,7 +204,9 @@ fn why_no_result(dropped_by: &[Vec<String>]) -> Option<String> {
             None => counts.push((id.clone(), 1)),
         }
     }
-    counts.sort_by(|a, b| b.1.cmp(&a.1));
+    // Most frequent first; QE3 leads when it fired: with zero query ticks
+    // the other checks compare nothing measurable.
+    counts.sort_by_key(|(id, k)| (id != "QE3", std::cmp::Reverse(*k)));
     let n = dropped_by.len();
     let parts: Vec<String> = counts
         .iter()
