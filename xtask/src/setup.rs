@@ -19,7 +19,37 @@ pub fn all() -> anyhow::Result<()> {
     rust_src()?;
     bpf_linker()?;
     postgresql()?;
+    real_software()?;
     Ok(())
+}
+
+/// Debian packages of the real programs tests/tests/realworld.rs measures
+/// (GNU sort with threads, xz, gzip) and of the independent tool it checks
+/// them against (GNU time's /usr/bin/time). Most are on every Debian
+/// system already; only the missing ones are installed.
+const REAL_SOFTWARE: &[&str] = &["coreutils", "xz-utils", "gzip", "time"];
+
+fn real_software() -> anyhow::Result<()> {
+    let missing: Vec<&str> = REAL_SOFTWARE
+        .iter()
+        .copied()
+        .filter(|p| !dpkg_installed(&[p]))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    if !is_root() {
+        println!(
+            "xtask: the real-software tests need {} (sudo apt-get install {})",
+            missing.join(", "),
+            missing.join(" ")
+        );
+        return Ok(());
+    }
+    apt_install(
+        &missing,
+        "real programs and /usr/bin/time, for tests/tests/realworld.rs",
+    )
 }
 
 /// PostgreSQL's server binaries for the DBMS tests (tests/tests/postgres.rs

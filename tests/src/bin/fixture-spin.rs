@@ -2,6 +2,7 @@
 //! CPU time (not wall time: sharing the CPU makes it slower, not shorter).
 //!
 //! * `--pin CPU` pins it to one CPU first.
+//! * `--threads N`: the work is done by N threads, `--cpu-ms` each.
 //! * `--state DIR` numbers its executions: it reads `DIR/count` (0 when
 //!   missing), writes the next number, and appends `index cpu_ns triggered`
 //!   to `DIR/spin.log` at the end (cpu_ns = CLOCK_PROCESS_CPUTIME_ID, the
@@ -41,7 +42,18 @@ fn main() -> std::io::Result<()> {
             .open(trigger.join("go"))?
             .write_all(b"g")?;
     }
-    ttp_tests::burn(Duration::from_millis(cpu_ms));
+    // `--threads N`: N threads each burn `--cpu-ms` (the main thread waits).
+    let threads: usize = ttp_tests::arg("--threads", 0);
+    if threads == 0 {
+        ttp_tests::burn(Duration::from_millis(cpu_ms));
+    } else {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| std::thread::spawn(move || ttp_tests::burn(Duration::from_millis(cpu_ms))))
+            .collect();
+        for w in workers {
+            let _ = w.join();
+        }
+    }
     if triggered {
         let mut b = [0u8; 1];
         File::open(trigger.join("done"))?.read_exact(&mut b)?;

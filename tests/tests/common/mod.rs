@@ -259,3 +259,24 @@ pub fn steal_between(a: (u64, u64), b: (u64, u64)) -> f64 {
         b.0.saturating_sub(a.0) as f64 / all as f64
     }
 }
+
+/// Bytes read and written on every whole disk so far (/proc/diskstats
+/// sectors × 512; partitions and virtual devices left out so nothing is
+/// counted twice).
+pub fn disks_bytes() -> u64 {
+    let s = std::fs::read_to_string("/proc/diskstats").expect("/proc/diskstats");
+    s.lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let name = *f.get(2)?;
+            let whole = std::path::Path::new("/sys/block").join(name).exists();
+            let virt = ["loop", "ram", "dm-", "zram", "sr"]
+                .iter()
+                .any(|p| name.starts_with(p));
+            (whole && !virt).then(|| {
+                let sectors = |i: usize| f.get(i).and_then(|x| x.parse::<u64>().ok()).unwrap_or(0);
+                (sectors(5) + sectors(9)) * 512
+            })
+        })
+        .sum()
+}

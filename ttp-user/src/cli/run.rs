@@ -38,12 +38,12 @@ pub struct RunArgs {
     /// Number of executions (QEs).
     #[arg(short = 'n', long = "executions", default_value_t = 10)]
     pub n: u32,
-    /// Before each execution, sync and drop the page cache (Sec. 3.1), then
-    /// run --prepare.
+    /// Before each execution, after --plan-cmd and --prepare, sync and drop
+    /// the page cache (Sec. 3.1).
     #[arg(long)]
     pub cold_cache: bool,
-    /// Shell command run before each execution with --cold-cache (e.g. a
-    /// DBMS cache flush or restart), as the same user as the command.
+    /// Shell command run before each execution (e.g. a DBMS cache flush or
+    /// restart), as the same user as the command.
     #[arg(long, value_name = "CMD")]
     pub prepare: Option<String>,
     /// Shell command whose output is the execution plan, captured before
@@ -105,6 +105,11 @@ pub struct RunArgs {
     /// server restarting), doubled at each of up to ten retries.
     #[arg(long, default_value = "100ms", value_parser = parse_duration)]
     pub backoff: Duration,
+    /// Print the command's standard output (by default it is discarded,
+    /// as hyperfine does, so the report is not mixed with it; standard
+    /// error is always shown).
+    #[arg(long)]
+    pub show_output: bool,
     #[command(flatten)]
     pub emp: super::run_emp::EmpArgs,
     /// The command to measure.
@@ -146,6 +151,31 @@ fn shell(cmd: &str, run_as: &RunAs) -> anyhow::Result<String> {
     Ok(out)
 }
 
+/// Refuses, before anything is set up, a command that cannot be found or
+/// executed (a mistyped name fails with one line, not a report).
+pub(crate) fn check_command(command: &[String]) -> anyhow::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(name) = command.first() else {
+        return usage("no command given: ttp-ebpf run [OPTIONS] -- CMD [ARGS…]");
+    };
+    let executable = |p: &std::path::Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    let found = if name.contains('/') {
+        executable(std::path::Path::new(name))
+    } else {
+        std::env::var_os("PATH")
+            .is_some_and(|path| std::env::split_paths(&path).any(|d| executable(&d.join(name))))
+    };
+    if found {
+        Ok(())
+    } else {
+        usage(format!(
+            "command not found or not executable: {name:?} (check its spelling, or give its path)"
+        ))
+    }
+}
+
 fn drop_page_cache() -> anyhow::Result<()> {
     crate::sys::page_cache::drop_page_cache().context("dropping the page cache (needs root)")
 }
@@ -164,10 +194,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     if let Some(conninfo) = args.postgres.clone() {
         return super::run_pg::run(args, &conninfo);
     }
-    if args.prepare.is_some() && !args.cold_cache {
-        return usage("--prepare runs with --cold-cache only; add --cold-cache");
-    }
     let labels = parse_labels(&args.labels)?;
+    check_command(&args.command)?;
     if args.blame && args.blame_window.is_zero() {
         return usage("--blame-window must be longer than 0, e.g. --blame-window 50ms");
     }
@@ -234,20 +262,25 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         if stop.raised() {
             break;
         }
-        if args.cold_cache {
-            drop_page_cache()?;
-            if let Some(p) = &args.prepare {
-                shell(p, &run_as).with_context(|| format!("--prepare before QE {i}"))?;
-            }
-        }
+        // Fig. 5 and Sec. 3.1: the plan, then the preparation, and the
+        // cache clearing last, right before the QE.
         let plan = match &args.plan_cmd {
             Some(p) => {
                 Some(shell(p, &run_as).with_context(|| format!("--plan-cmd before QE {i}"))?)
             }
             None => None,
         };
+        if let Some(p) = &args.prepare {
+            shell(p, &run_as).with_context(|| format!("--prepare before QE {i}"))?;
+        }
+        if args.cold_cache {
+            drop_page_cache()?;
+        }
         let mut cmd = Command::new(&args.command[0]);
         cmd.args(&args.command[1..]);
+        if !args.show_output {
+            cmd.stdout(std::process::Stdio::null());
+        }
         match qe::measure(&mut ctx, i, cmd, plan) {
             Ok(out) if stop.raised() => {
                 bar.println(format!(
@@ -303,6 +336,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     drop(listener);
     drop(ledger);
     drop(delayacct);
+    // A command that could not start at all: the error alone, no report.
+    if qc.qes.iter().all(|q| q.spawn_error.is_some()) {
+        qc.qes.clear();
+    }
     if qc.qes.is_empty() {
         return match failure {
             Some(e) => Err(e),

@@ -10,8 +10,10 @@ use std::{
     time::Duration,
 };
 
+use ttp_common::ExitRecord;
+
 use crate::{
-    accounts::{Image, Window},
+    accounts::{Image, ThreadKey, Window},
     collect::{
         proc_stat::StatImage,
         taskstats::{Scope as TsScope, TaskstatsRecord},
@@ -221,7 +223,7 @@ pub fn measure_with<R>(
     ctx.ledger.drain_exits(&mut exits);
     let ts_exits: Vec<TaskstatsRecord> = ctx
         .taskstats_exits
-        .map(|rx| rx.try_iter().collect())
+        .map(|rx| receive_exits(rx, &exits))
         .unwrap_or_default();
     let m2 = ProcSet::read(&ProcSet::all_pids(), None);
     // Processes that exited between the ledger's after-image and M2 are
@@ -244,7 +246,7 @@ pub fn measure_with<R>(
         .zip(cost_after)
         .map(|(b, a)| crate::probe::cost::ProbeCost::between(&b, &a));
     rec.overall = overall(stat_before.as_ref(), stat_after.as_ref(), &window);
-    fill_processes(
+    let query_tgids = fill_processes(
         ctx,
         &mut rec,
         &window,
@@ -253,6 +255,7 @@ pub fn measure_with<R>(
         &late_exited,
         roles,
     );
+    rec.query_threads_max = Some(threads_at_once(&before, &after, &exits, &query_tgids));
     Ok((
         QeOutcome {
             t0_ns: t0,
@@ -263,6 +266,112 @@ pub fn measure_with<R>(
         },
         ran,
     ))
+}
+
+/// The taskstats exit records received so far, waiting (at most
+/// [`EXIT_RECORD_WAIT`]) for those of the threads the ledger saw exit: the
+/// kernel queued them before the exit completed, but the listener thread
+/// may not have handed them over yet.
+fn receive_exits(
+    rx: &Receiver<TaskstatsRecord>,
+    ledger_exits: &[ExitRecord],
+) -> Vec<TaskstatsRecord> {
+    let mut got: Vec<TaskstatsRecord> = rx.try_iter().collect();
+    let mut missing: BTreeSet<u32> = ledger_exits.iter().map(|e| e.account.tid).collect();
+    let deadline = std::time::Instant::now() + EXIT_RECORD_WAIT;
+    loop {
+        for r in &got {
+            if let (TsScope::Task, Some(tid)) = (r.scope, r.stats.ac_pid) {
+                missing.remove(&tid);
+            }
+        }
+        let now = std::time::Instant::now();
+        if missing.is_empty() || now >= deadline {
+            return got;
+        }
+        match rx.recv_timeout(deadline - now) {
+            Ok(r) => got.push(r),
+            Err(_) => return got,
+        }
+    }
+}
+
+/// How long a QE waits for exit records the ledger says are due.
+const EXIT_RECORD_WAIT: Duration = Duration::from_millis(200);
+
+/// A thread group that exited during the QE, summed over the taskstats exit
+/// records of its threads. The kernel's thread-group exit record carries
+/// only the delay group (`fill_tgid_exit`), so U and S come from the
+/// per-thread records, grouped by `ac_tgid` (taskstats version 12; older
+/// kernels give the main thread's record only).
+#[derive(Debug, Default, Clone, PartialEq)]
+struct GroupExit {
+    threads: u32,
+    utime_us: Option<u64>,
+    stime_us: Option<u64>,
+    /// Sum of the threads' `sum_exec_runtime` (`cpu_run_virtual_total`).
+    runtime_ns: Option<u64>,
+    blkio_ns: Option<u64>,
+    nvcsw: Option<u64>,
+    nivcsw: Option<u64>,
+}
+
+fn add_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    Some(a?.saturating_add(b?))
+}
+
+impl GroupExit {
+    fn by_tgid(records: &[TaskstatsRecord]) -> BTreeMap<u32, GroupExit> {
+        let mut out: BTreeMap<u32, GroupExit> = BTreeMap::new();
+        for r in records.iter().filter(|r| r.scope == TsScope::Task) {
+            let s = &r.stats;
+            let Some(tgid) = s.ac_tgid.or(s.ac_pid) else {
+                continue;
+            };
+            let g = out.entry(tgid).or_insert_with(|| GroupExit {
+                utime_us: Some(0),
+                stime_us: Some(0),
+                runtime_ns: Some(0),
+                blkio_ns: Some(0),
+                nvcsw: Some(0),
+                nivcsw: Some(0),
+                ..GroupExit::default()
+            });
+            g.threads += 1;
+            g.utime_us = add_opt(g.utime_us, s.ac_utime_us);
+            g.stime_us = add_opt(g.stime_us, s.ac_stime_us);
+            g.runtime_ns = add_opt(g.runtime_ns, s.cpu_run_virtual_total_ns);
+            g.blkio_ns = add_opt(g.blkio_ns, s.blkio_delay_total_ns);
+            g.nvcsw = add_opt(g.nvcsw, s.nvcsw);
+            g.nivcsw = add_opt(g.nivcsw, s.nivcsw);
+        }
+        out
+    }
+
+    /// User and system ns as /proc/PID/stat reports a thread group: the
+    /// group's exact runtime split in the ratio of its tick-sampled user and
+    /// system time (the kernel's `cputime_adjust`, which also gives all of
+    /// it to user time when nothing was sampled). Without the runtime, the
+    /// sampled times themselves.
+    fn adjusted_ns(&self) -> (Option<u64>, Option<u64>) {
+        let (Some(u), Some(s)) = (self.utime_us, self.stime_us) else {
+            return (None, None);
+        };
+        let (u, s) = (u * 1000, s * 1000);
+        match self.runtime_ns {
+            Some(rt) if rt > 0 => {
+                if s == 0 {
+                    (Some(rt), Some(0))
+                } else if u == 0 {
+                    (Some(0), Some(rt))
+                } else {
+                    let s_adj = (s as u128 * rt as u128 / (s + u) as u128) as u64;
+                    (Some(rt - s_adj), Some(s_adj))
+                }
+            }
+            _ => (Some(u), Some(s)),
+        }
+    }
 }
 
 /// Blocks until process `pid` (our child) has exited, leaving it
@@ -327,7 +436,7 @@ fn fill_processes(
     ts_exits: &[TaskstatsRecord],
     late_exited: &BTreeSet<u32>,
     roles: Roles,
-) {
+) -> BTreeSet<u32> {
     let key_of = |pid: u32| -> ProcKey {
         let start = m2
             .procs
@@ -347,11 +456,7 @@ fn fill_processes(
         }
     }
     let tree = w.descendants(&[roles.tree_root()], &parents);
-    let ts_by_pid: BTreeMap<u32, &TaskstatsRecord> = ts_exits
-        .iter()
-        .filter(|r| r.scope == TsScope::Task)
-        .filter_map(|r| Some((r.stats.ac_pid?, r)))
-        .collect();
+    let groups = GroupExit::by_tgid(ts_exits);
     let pids: BTreeSet<u32> = w
         .processes
         .keys()
@@ -371,7 +476,7 @@ fn fill_processes(
         // it as ephemeral.
         let is_stopped = ledger.is_some_and(|l| l.exited)
             || a.is_some_and(|e| e.process.state == 'Z')
-            || (a.is_none() && (ts_by_pid.contains_key(&pid) || late_exited.contains(&pid)));
+            || (a.is_none() && (groups.contains_key(&pid) || late_exited.contains(&pid)));
         // The ledger's comm is the one after exec (the before-image of the
         // command shows the held child's name).
         let comm = ledger
@@ -388,20 +493,25 @@ fn fill_processes(
             m.blkio_ticks = d.blkio_ticks;
             m.vol_cs = d.voluntary_switches;
             m.invol_cs = d.involuntary_switches;
-        } else if let Some(ts) = ts_by_pid.get(&pid) {
-            // Stopped inside the QE: its final figures come from its taskstats
-            // exit record (µs; tick-sampled like /proc's, not rescaled).
-            let tick_us = ctx.tick_ns / 1000;
+        } else if let Some(g) = groups.get(&pid) {
+            // Stopped inside the QE: its final figures come from the taskstats
+            // exit records of all its threads (a multi-threaded process's
+            // main thread alone carries a fraction of its time), in ticks as
+            // /proc would have shown the whole group.
             let before = b.map(|e| &e.process.counters);
-            let to_ticks = |us: Option<u64>| us.map(|u| u / tick_us);
-            m.u_ticks = to_ticks(ts.stats.ac_utime_us)
-                .map(|t| t.saturating_sub(before.and_then(|c| c.utime_ticks).unwrap_or(0)));
-            m.s_ticks = to_ticks(ts.stats.ac_stime_us)
-                .map(|t| t.saturating_sub(before.and_then(|c| c.stime_ticks).unwrap_or(0)));
-            m.blkio_ns = ts.stats.blkio_delay_total_ns;
-            m.blkio_ticks = ts.stats.blkio_delay_total_ns.map(|n| n / ctx.tick_ns);
-            m.vol_cs = ts.stats.nvcsw;
-            m.invol_cs = ts.stats.nivcsw;
+            let (u_ns, s_ns) = g.adjusted_ns();
+            m.u_ns = u_ns;
+            m.s_ns = s_ns;
+            m.u_ticks = u_ns.map(|n| {
+                (n / ctx.tick_ns).saturating_sub(before.and_then(|c| c.utime_ticks).unwrap_or(0))
+            });
+            m.s_ticks = s_ns.map(|n| {
+                (n / ctx.tick_ns).saturating_sub(before.and_then(|c| c.stime_ticks).unwrap_or(0))
+            });
+            m.blkio_ns = g.blkio_ns;
+            m.blkio_ticks = g.blkio_ns.map(|n| n / ctx.tick_ns);
+            m.vol_cs = g.nvcsw;
+            m.invol_cs = g.nivcsw;
         } else if let Some(l) = ledger {
             // Only the ledger saw it: U+S as one sum, from its on-CPU time.
             m.su_ticks = Some((l.kernel.on_cpu_ns + ctx.tick_ns / 2) / ctx.tick_ns);
@@ -470,11 +580,118 @@ fn fill_processes(
         stopped,
         continuing: Some(continuing),
     });
+    // The processes whose threads can run the query at once: the query
+    // processes, or with --query-process (chosen after the run) the tree.
+    if ctx.query_by_name {
+        tree
+    } else {
+        rec.of_class(ProcessClass::Query)
+            .filter_map(|p| p.pid)
+            .collect()
+    }
+}
+
+/// The most threads of processes `tgids` that were alive at the same time
+/// during the window and ran on a CPU in it: the most CPUs the query could
+/// have used at once (a thread's life is from its fork, or the window's
+/// start, to its exit record, or the window's end).
+fn threads_at_once(
+    before: &Image,
+    after: &Image,
+    exits: &[ExitRecord],
+    tgids: &BTreeSet<u32>,
+) -> u32 {
+    let (w0, w1) = (before.at_ns, after.at_ns);
+    let ran = |tid: u32, start: u64, on_cpu_ns: u64| {
+        let earlier = before
+            .threads
+            .get(&ThreadKey { tid, start })
+            .map_or(0, |t| t.on_cpu_ns);
+        on_cpu_ns > earlier
+    };
+    let mut edges: Vec<(u64, i32)> = Vec::new();
+    let mut seen = BTreeSet::new();
+    let lives = exits
+        .iter()
+        .map(|e| (&e.account, e.exit_ns))
+        .chain(after.threads.values().map(|t| (t, w1)));
+    for (t, end) in lives {
+        if !tgids.contains(&t.tgid) || !seen.insert((t.tid, t.start_time_ns)) {
+            continue;
+        }
+        if !ran(t.tid, t.start_time_ns, t.on_cpu_ns) {
+            continue;
+        }
+        let (a, b) = (t.start_time_ns.max(w0), end.min(w1));
+        if b > a {
+            edges.push((a, 1));
+            edges.push((b, -1));
+        }
+    }
+    // Ends before starts at the same instant: a thread that exits as
+    // another is forked did not run beside it.
+    edges.sort_by_key(|&(t, d)| (t, d));
+    let (mut now, mut most) = (0i32, 0i32);
+    for (_, d) in edges {
+        now += d;
+        most = most.max(now);
+    }
+    most as u32
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn thread_exit(
+        tid: u32,
+        tgid: u32,
+        utime_us: u64,
+        stime_us: u64,
+        rt_ns: u64,
+    ) -> TaskstatsRecord {
+        use crate::collect::taskstats::{Origin, Taskstats};
+        let mut b = vec![0u8; 416];
+        b[0..2].copy_from_slice(&16u16.to_ne_bytes());
+        b[72..80].copy_from_slice(&rt_ns.to_ne_bytes());
+        b[128..132].copy_from_slice(&tid.to_ne_bytes());
+        b[152..160].copy_from_slice(&utime_us.to_ne_bytes());
+        b[160..168].copy_from_slice(&stime_us.to_ne_bytes());
+        b[368..372].copy_from_slice(&tgid.to_ne_bytes());
+        let origin = Origin {
+            exit: true,
+            delayacct_on: true,
+        };
+        TaskstatsRecord {
+            scope: TsScope::Task,
+            id: tid,
+            stats: Taskstats::decode(&b, TsScope::Task, origin).unwrap(),
+        }
+    }
+
+    /// A 4-thread process (300 ms per worker) and a single-threaded one.
+    /// Catches taking the main thread's record as the process's (#14
+    /// item 2: U = S = 0 for a program whose workers did all the work), and
+    /// a split of the exact runtime that differs from the kernel's
+    /// cputime_adjust (user share = sampled utime / (utime + stime)).
+    #[test]
+    fn exited_thread_group_sums_its_threads() {
+        let mut recs = vec![thread_exit(100, 100, 0, 4_000, 1_000_000)];
+        for t in 101..105 {
+            recs.push(thread_exit(t, 100, 296_000, 4_000, 300_000_000));
+        }
+        recs.push(thread_exit(200, 200, 8_000, 0, 9_000_000));
+        let g = GroupExit::by_tgid(&recs);
+        let p = &g[&100];
+        assert_eq!(p.threads, 5);
+        assert_eq!(p.runtime_ns, Some(1_201_000_000));
+        let (u, s) = p.adjusted_ns();
+        // Sampled 1184 ms user, 20 ms system → runtime split 1184 : 20.
+        let s_expect = (20u128 * 1_201_000_000 / 1204) as u64;
+        assert_eq!(s, Some(s_expect));
+        assert_eq!(u, Some(1_201_000_000 - s_expect));
+        assert_eq!(g[&200].adjusted_ns(), (Some(9_000_000), Some(0)));
+    }
 
     /// Catches the roles of a DBMS mixed up: the backend must be the one
     /// query process, the postmaster and its other children (checkpointer,

@@ -6,8 +6,8 @@ use serde::{Deserialize, Serialize};
 use super::calc::{QeCalc, calc_qe};
 use super::checks::experiment::experiment_checks;
 use super::checks::qc::qc_checks;
-use super::checks::qe::qe_checks;
-use super::checks::{CheckResult, aggregate};
+use super::checks::qe::{literal_checks, qe_checks};
+use super::checks::{CheckResult, LiteralResult, aggregate};
 use super::correlations::CorrelationRow;
 use super::drops::{Step3Drop, step2, step3};
 use super::model::{Labels, QcInput, QeRecord, Setup};
@@ -39,6 +39,13 @@ pub struct ResultStats {
     pub io_calc_ticks: Option<Summary>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub others_fraction_measured: Option<Summary>,
+    /// Time_meas over every QE that ran, dropped or not: what was measured
+    /// even when TTPv2 gives no result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_meas_all_ms: Option<Summary>,
+    /// The exact time (ledger) over every QE that ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_exact_all_ms: Option<Summary>,
 }
 
 /// The Q@C's result (Step 4). The times are `None` when Step 3 dropped the
@@ -63,6 +70,10 @@ pub struct QcResult {
     pub qes: usize,
     /// First Step 3 reason, when the Q@C was dropped.
     pub dropped_reason: Option<String>,
+    /// When the Q@C was dropped: which Step 2 checks removed its QEs, in
+    /// one line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_result_why: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dropped_by: Vec<Step3Drop>,
     pub stats: ResultStats,
@@ -97,6 +108,12 @@ impl QcDocument {
     /// How reports name the Q@C ([`super::model::qc_name`]).
     pub fn name(&self) -> String {
         super::model::qc_name(&self.labels, self.source.as_deref())
+    }
+
+    /// How reports and charts title the Q@C: the command and its labels
+    /// ([`super::model::qc_title`]).
+    pub fn title(&self) -> String {
+        super::model::qc_title(&self.labels, self.source.as_deref(), &self.command)
     }
 }
 
@@ -141,6 +158,13 @@ fn result_of(
         })),
         io_calc_ticks: summary(kept.iter().map(|(_, c)| c.io_calc_ticks)),
         others_fraction_measured: summary(kept.iter().map(|(_, c)| c.others_fraction_measured)),
+        time_meas_all_ms: summary(
+            qc.qes
+                .iter()
+                .filter(|q| q.spawn_error.is_none())
+                .map(|q| Some(q.time_meas_ms)),
+        ),
+        time_exact_all_ms: summary(calcs.iter().map(|c| c.time_exact_ms)),
     };
     let dropped = !drops.is_empty();
     // Sec. 8.5: the Q@C's time is the median over the retained QEs.
@@ -163,9 +187,43 @@ fn result_of(
         retained: if dropped { 0 } else { kept.len() },
         qes: qc.qes.len(),
         dropped_reason: drops.first().map(|d| d.reason.clone()),
+        no_result_why: dropped.then(|| why_no_result(dropped_by)).flatten(),
         dropped_by: drops,
         stats,
     }
+}
+
+/// The Step 2 checks that dropped QEs, most frequent first, in one line
+/// ("QE3 Zero Query Time dropped 10 of 10 QEs: …"); `None` when Step 2
+/// dropped nothing (Step 3 alone decided).
+fn why_no_result(dropped_by: &[Vec<String>]) -> Option<String> {
+    let mut counts: Vec<(String, usize)> = Vec::new();
+    for id in dropped_by.iter().flatten() {
+        match counts.iter_mut().find(|(i, _)| i == id) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((id.clone(), 1)),
+        }
+    }
+    // Most frequent first; QE3 leads when it fired: with zero query ticks
+    // the other checks compare nothing measurable.
+    counts.sort_by_key(|(id, k)| (id != "QE3", std::cmp::Reverse(*k)));
+    let n = dropped_by.len();
+    let parts: Vec<String> = counts
+        .iter()
+        .map(|(id, k)| {
+            let name = super::checks::SPECS
+                .iter()
+                .find(|s| s.id == id)
+                .map(|s| s.name.trim_start_matches("Percentage of ").trim_end_matches(" Violations"))
+                .unwrap_or("");
+            let why = match id.as_str() {
+                "QE3" => " (the command used less than one tick of CPU and I/O wait; /proc ticks cannot time it)",
+                _ => "",
+            };
+            format!("{id} {name}{why} dropped {k} of {n} QEs")
+        })
+        .collect();
+    (!parts.is_empty()).then(|| parts.join("; "))
 }
 
 /// Applies Steps 1–5 of TTPv2 to the Q@Cs of one experiment.
@@ -183,20 +241,41 @@ pub fn analyse(qcs: &[QcInput], machine: Option<&MachineFacts>) -> Analysis {
         .zip(&calcs)
         .map(|(qc, c)| qe_checks(qc, c))
         .collect();
+    let literal: Vec<_> = qcs
+        .iter()
+        .zip(&calcs)
+        .map(|(qc, c)| literal_checks(qc, c))
+        .collect();
     let several = qcs.len() > 1;
+    let qe_name = |qc: &QcInput, qe: &QeRecord| {
+        if several {
+            format!("{} qe {}", qc.name(), qe.qe)
+        } else {
+            format!("qe {}", qe.qe)
+        }
+    };
     for (k, id) in super::checks::qe::QE_IDS.iter().enumerate() {
         let mut items = Vec::new();
         for (qc, verdicts) in qcs.iter().zip(&qe_verdicts) {
             for (qe, v) in qc.qes.iter().zip(&verdicts[k].1) {
-                let name = if several {
-                    format!("{} qe {}", qc.name(), qe.qe)
-                } else {
-                    format!("qe {}", qe.qe)
-                };
-                items.push((name, v));
+                items.push((qe_name(qc, qe), v));
             }
         }
-        checks.push(aggregate(id, items));
+        let mut result = aggregate(id, items);
+        let mut lit_items = Vec::new();
+        let mut rule = "";
+        for (qc, lits) in qcs.iter().zip(&literal) {
+            for (_, r, verdicts) in lits.iter().filter(|(lid, _, _)| lid == id) {
+                rule = r;
+                for (qe, v) in qc.qes.iter().zip(verdicts) {
+                    lit_items.push((qe_name(qc, qe), v));
+                }
+            }
+        }
+        if !rule.is_empty() {
+            result.paper_literal = LiteralResult::of(rule, lit_items);
+        }
+        checks.push(result);
     }
     let (qc_results, qc_flags) = qc_checks(qcs, &calcs);
     checks.extend(qc_results);

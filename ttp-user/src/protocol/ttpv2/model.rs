@@ -381,6 +381,10 @@ pub struct QeRecord {
     /// The ledger probes' own cost over this QE (kernel BPF statistics).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probe_cost: Option<crate::probe::cost::ProbeCost>,
+    /// The most threads of the query that were alive and ran at once
+    /// (kernel ledger): how many CPUs the query could use together.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub query_threads_max: Option<u32>,
 }
 
 impl QeRecord {
@@ -405,6 +409,7 @@ impl QeRecord {
             blame: None,
             blame_error: None,
             probe_cost: None,
+            query_threads_max: None,
         }
     }
 
@@ -501,6 +506,29 @@ impl QcInput {
         qc_name(&self.labels, self.source.as_deref())
     }
 }
+
+/// How a report or chart titles a Q@C: the measured command (shortened to
+/// [`TITLE_COMMAND_CHARS`]) and its labels, else its source, else "Q@C".
+pub fn qc_title(labels: &Labels, source: Option<&str>, command: &[String]) -> String {
+    let mut parts = Vec::new();
+    if !command.is_empty() {
+        let full = command.join(" ");
+        let short: String = if full.chars().count() > TITLE_COMMAND_CHARS {
+            let head: String = full.chars().take(TITLE_COMMAND_CHARS - 1).collect();
+            format!("{head}…")
+        } else {
+            full
+        };
+        parts.push(format!("`{short}`"));
+    }
+    if !labels.is_empty() || parts.is_empty() {
+        parts.push(qc_name(labels, source));
+    }
+    parts.join(" ")
+}
+
+/// Longest command shown in a title.
+pub const TITLE_COMMAND_CHARS: usize = 60;
 
 /// How a Q@C is named: its labels (`cardinality=1000 query=q1`), else its
 /// source file, else "Q@C".

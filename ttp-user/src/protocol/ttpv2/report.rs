@@ -32,8 +32,10 @@ fn spread(s: &Option<Summary>, unit: &str) -> String {
 }
 
 fn qc_section(out: &mut String, d: &QcDocument) {
-    let name = d.name();
-    let _ = writeln!(out, "TTPv2 — Q@C {name} ({} QEs)", d.qes.len());
+    let _ = writeln!(out, "TTPv2 — {} ({} QEs)", d.title(), d.qes.len());
+    if let Some(line) = cpus_line(d) {
+        let _ = writeln!(out, "{line}");
+    }
     let _ = writeln!(
         out,
         "{:>4} {:>12} {:>6} {:>5} {:>7} {:>6} {:>7} {:>12} {:>10} {:>11}  dropped by",
@@ -89,6 +91,16 @@ fn qc_section(out: &mut String, d: &QcDocument) {
             for extra in r.dropped_by.iter().skip(1) {
                 let _ = writeln!(out, "  also {}", extra.reason);
             }
+            if let Some(why) = &r.no_result_why {
+                let _ = writeln!(out, "  No TTPv2 result: {why}.");
+            }
+            let _ = writeln!(
+                out,
+                "  Measured over all {} QE(s) run: Time_meas {}; exact (ledger) {}",
+                s.time_meas_all_ms.as_ref().map_or(0, |s| s.n),
+                spread(&s.time_meas_all_ms, "ms"),
+                spread(&s.time_exact_all_ms, "ms")
+            );
             let _ = writeln!(
                 out,
                 "  Not a TTPv2 result; over the {} QE(s) Step 2 kept: Time_calc {}",
@@ -137,6 +149,36 @@ fn qc_section(out: &mut String, d: &QcDocument) {
     );
 }
 
+/// For a query that ran threads on several CPUs at once (Sec. 3.4 assumes
+/// one query process on one CPU): how many, and what Time_calc then means.
+fn cpus_line(d: &QcDocument) -> Option<String> {
+    let most = d
+        .qes
+        .iter()
+        .filter_map(|e| e.record.query_threads_max)
+        .max()?;
+    let cpus = d.setup.cpus.max(1);
+    if most <= 1 || cpus <= 1 {
+        return None;
+    }
+    let busy: Vec<f64> = d
+        .qes
+        .iter()
+        .filter_map(|e| {
+            let cpu = e.calc.query.as_ref()?.on_cpu_ns? as f64;
+            let meas = e.record.time_meas_ns? as f64;
+            (meas > 0.0).then(|| cpu / meas)
+        })
+        .collect();
+    let busy = super::stats::Summary::of(&busy)
+        .map(|s| format!(", {:.2} CPUs busy on average (median over QEs)", s.median))
+        .unwrap_or_default();
+    Some(format!(
+        "The query ran up to {most} threads at once on this {cpus}-CPU machine (kernel ledger){busy}: \
+         Time_calc is CPU time summed over its threads, not latency; QE4 allows min({most}, {cpus}) × Time_meas."
+    ))
+}
+
 fn check_line(out: &mut String, c: &CheckResult) {
     let result = if c.is_na() {
         "n/a".to_string()
@@ -174,6 +216,18 @@ fn check_line(out: &mut String, c: &CheckResult) {
     }
     if let Some(n) = &c.note {
         let _ = writeln!(out, "        note: {n}");
+    }
+    if let Some(l) = &c.paper_literal {
+        let who = if l.offenders.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", l.offenders.join(", "))
+        };
+        let _ = writeln!(
+            out,
+            "        paper's literal rule ({}): {} of {}{who} — reported, not dropped (docs/ttpv2.md)",
+            l.rule, l.violations, l.evaluated
+        );
     }
 }
 
@@ -247,6 +301,48 @@ mod tests {
         );
         assert!(!text.contains("Result: Time_calc"), "{text}");
         assert!(text.contains("!QE9"), "violated checks are marked: {text}");
+    }
+
+    /// `run -- echo`: every QE has 0 ticks. Catches a report that shows
+    /// no number at all: Time_meas and the exact time over the QEs run are
+    /// printed, with the one-line reason (QE3) and the command as title.
+    #[test]
+    fn short_command_reports_what_was_measured() {
+        let mut qc = clean_qc(6);
+        qc.command = vec!["echo".into(), "hi".into()];
+        for qe in &mut qc.qes {
+            qe.time_meas_ms = 0.8;
+            qe.processes
+                .retain(|p| p.class == crate::protocol::ttpv2::model::ProcessClass::Query);
+            qe.overall.user_ticks = Some(0);
+            qe.overall.system_ticks = Some(0);
+            qe.overall.iowait_ticks = Some(0);
+            let q = qe
+                .processes
+                .iter_mut()
+                .find(|p| p.class == crate::protocol::ttpv2::model::ProcessClass::Query)
+                .unwrap();
+            q.m.u_ticks = Some(0);
+            q.m.s_ticks = Some(0);
+            q.m.blkio_ticks = Some(0);
+            q.m.on_cpu_ns = Some(500_000);
+            q.m.iowait_own_ns = Some(0);
+        }
+        let a = analyse(&[qc], None);
+        let text = render(&a, None);
+        assert!(text.starts_with("TTPv2 — `echo hi` (6 QEs)"), "{text}");
+        assert!(
+            text.contains("No TTPv2 result: QE3 Zero Query Time"),
+            "{text}"
+        );
+        assert!(text.contains("dropped 6 of 6 QEs."), "only QE3: {text}");
+        assert!(
+            text.contains("Measured over all 6 QE(s) run: Time_meas 0.8 ms"),
+            "{text}"
+        );
+        assert!(text.contains("exact (ledger) 0.5 ms"), "{text}");
+        let s = &a.qcs[0].result.stats;
+        assert_eq!(s.time_meas_all_ms.as_ref().unwrap().median, 0.8);
     }
 
     /// A document read back from a file may name checks this version does

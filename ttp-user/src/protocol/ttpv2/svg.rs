@@ -23,7 +23,7 @@ fn panel(
     area: &DrawingArea<SVGBackend, plotters::coord::Shift>,
     d: &QcDocument,
 ) -> Result<(), SvgError> {
-    let title = d.name();
+    let title = d.title();
     let qes: Vec<u32> = d.qes.iter().map(|e| e.record.qe).collect();
     let x_max = qes.iter().copied().max().unwrap_or(1) + 1;
     let y_max = d

@@ -311,6 +311,37 @@ pub struct CheckResult {
     /// Which QEs / Q@Cs / measures violated it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub offenders: Vec<String>,
+    /// Where ttp evaluates the check differently from the paper's text
+    /// (several CPUs, ns in place of ticks): the literal rule's outcome,
+    /// reported beside and not used to drop anything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paper_literal: Option<LiteralResult>,
+}
+
+/// The outcome of a check's literal rule as the paper states it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LiteralResult {
+    pub rule: String,
+    pub violations: u64,
+    pub evaluated: u64,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub offenders: Vec<String>,
+}
+
+impl LiteralResult {
+    /// Folds literal verdicts; `None` when none could be evaluated.
+    pub fn of<'a>(
+        rule: &str,
+        items: impl IntoIterator<Item = (String, &'a Verdict)>,
+    ) -> Option<LiteralResult> {
+        let r = aggregate("QE1", items);
+        (!r.is_na()).then(|| LiteralResult {
+            rule: rule.to_string(),
+            violations: r.violations.unwrap_or(0),
+            evaluated: r.evaluated.unwrap_or(0),
+            offenders: r.offenders,
+        })
+    }
 }
 
 impl CheckResult {
@@ -329,6 +360,7 @@ impl CheckResult {
             na_reason: None,
             note: None,
             offenders: Vec::new(),
+            paper_literal: None,
         }
     }
 

@@ -6,6 +6,21 @@
 //! all-process computation by the measured time (QE6, QE7) use the CPU
 //! capacity during the QE, `cpus × Time_meas`; with one CPU they are the
 //! paper's checks exactly.
+//!
+//! QE4 bounds the query's process time the same way by the CPUs the query
+//! could use at once, `min(cpus, its most threads running together) ×
+//! Time_meas`: one for a single-threaded query (the paper's check), four on
+//! a 4-CPU machine for a 4-thread program. Where the ledger measured both
+//! sides in ns (on-CPU + I/O wait, Time_meas) QE4 compares ns, so that the
+//! rounding of two /proc tick counts cannot drop a QE.
+//!
+//! QE9's premise, "during an IOWait tick the query is blocked", holds on the
+//! one CPU of the paper's set-up. On several CPUs an IOWait tick on another
+//! CPU says nothing about the query, so with the ledger QE9 compares the
+//! IOWait the query shared in (its `iowait_share_ns`) with its BlockIO
+//! delay; on one CPU, the machine's iowait in ns with the query's. The
+//! paper's literal QE4 and QE9 are evaluated beside and reported with the
+//! check ([`literal_checks`]), never dropping a QE.
 use super::Verdict;
 use crate::protocol::ttpv2::calc::QeCalc;
 use crate::protocol::ttpv2::model::{ProcessClass, ProcessDetail, QcInput, QeRecord};
@@ -75,12 +90,24 @@ fn check_one(id: &str, qe: &QeRecord, c: &QeCalc, qc: &QcInput) -> Verdict {
             Some(None) => Verdict::na("query U, S or BlockIO missing"),
             Some(Some(t)) => Verdict::from_bool(t == 0),
         },
-        // App. E (4): query process time greater than the measured time.
-        "QE4" => match q.map(|q| q.process_ticks()) {
-            None => Verdict::na(NO_QUERY),
-            Some(None) => Verdict::na("query U, S or BlockIO missing"),
-            Some(Some(t)) => Verdict::from_bool(t as f64 * tick_ms > meas),
-        },
+        // App. E (4): query process time greater than the measured time,
+        // on as many CPUs as the query could use at once (module comment).
+        "QE4" => {
+            let Some(q) = q else {
+                return Verdict::na(NO_QUERY);
+            };
+            let n = query_cpus(qe, &qc.setup) as f64;
+            match (q.on_cpu_ns, q.iowait_ns, qe.time_meas_ns) {
+                // Both sides in ns: no tick rounding.
+                (Some(cpu), Some(io), Some(meas_ns)) => {
+                    Verdict::from_bool((cpu + io) as f64 > n * meas_ns as f64)
+                }
+                _ => match q.process_ticks() {
+                    None => Verdict::na("query U, S or BlockIO missing"),
+                    Some(t) => Verdict::from_bool(t as f64 * tick_ms > n * meas),
+                },
+            }
+        }
         // App. E (5): query user ticks > overall user (normal + low
         // priority) ticks + 1 tick of fudge for partial-tick charging.
         "QE5" => match (q.map(|q| q.u_ticks), qe.overall.user_all_ticks()) {
@@ -117,13 +144,20 @@ fn check_one(id: &str, qe: &QeRecord, c: &QeCalc, qc: &QcInput) -> Verdict {
                 None => Verdict::na("no BlockIO delay measured"),
             }
         }
-        // App. E (9), Sec. 7.3: overall IOWait ticks beyond the query's
-        // BlockIO delay ticks (the query is blocked during every IOWait tick).
-        "QE9" => match (q.map(|q| q.blkio_ticks), qe.overall.iowait_ticks) {
-            (None, _) => Verdict::na(NO_QUERY),
-            (Some(Some(b)), Some(w)) => Verdict::from_bool(w > b),
-            _ => Verdict::na("IOWait or query BlockIO missing"),
-        },
+        // App. E (9), Sec. 7.3: IOWait beyond the query's BlockIO delay
+        // (the query is blocked during every IOWait tick). With the
+        // ledger, in ns; on several CPUs, the IOWait the query shared in
+        // (module comment).
+        "QE9" => {
+            let Some(q) = q else {
+                return Verdict::na(NO_QUERY);
+            };
+            match (q.iowait_ns, q.iowait_share_ns, qe.overall.iowait_ns) {
+                (Some(blk), Some(share), _) if qc.setup.cpus > 1 => Verdict::from_bool(share > blk),
+                (Some(blk), _, Some(machine)) => Verdict::from_bool(machine > blk),
+                _ => qe9_literal(qe, Some(q)),
+            }
+        }
         // App. E (11), Sec. 7.2: a utility process computed (S + U) more
         // than the identified query process.
         "QE11" => {
@@ -151,6 +185,67 @@ fn check_one(id: &str, qe: &QeRecord, c: &QeCalc, qc: &QcInput) -> Verdict {
         },
         _ => unreachable!("check_one called with {id}"),
     }
+}
+
+/// The paper's QE9 as written: overall IOWait ticks (all CPUs) beyond the
+/// query's BlockIO ticks.
+fn qe9_literal(qe: &QeRecord, q: Option<&crate::protocol::ttpv2::model::Measures>) -> Verdict {
+    match (q.map(|q| q.blkio_ticks), qe.overall.iowait_ticks) {
+        (None, _) => Verdict::na(NO_QUERY),
+        (Some(Some(b)), Some(w)) => Verdict::from_bool(w > b),
+        _ => Verdict::na("IOWait or query BlockIO missing"),
+    }
+}
+
+/// The paper's QE4 as written: query U + S + BlockIO ticks beyond Time_meas.
+fn qe4_literal(
+    qe: &QeRecord,
+    q: Option<&crate::protocol::ttpv2::model::Measures>,
+    tick_ms: f64,
+) -> Verdict {
+    match q.map(|q| q.process_ticks()) {
+        None => Verdict::na(NO_QUERY),
+        Some(None) => Verdict::na("query U, S or BlockIO missing"),
+        Some(Some(t)) => Verdict::from_bool(t as f64 * tick_ms > qe.time_meas_ms),
+    }
+}
+
+/// How many CPUs the query could use at once: its most threads alive and
+/// running together (the ledger's), at most the machine's CPUs; 1 when not
+/// measured (the paper's single query process on one CPU).
+pub fn query_cpus(qe: &QeRecord, setup: &crate::protocol::ttpv2::model::Setup) -> u32 {
+    qe.query_threads_max
+        .unwrap_or(1)
+        .clamp(1, setup.cpus.max(1))
+}
+
+/// The checks ttp evaluates differently from the paper's text, each with
+/// its literal rule's verdict per QE, reported beside ttp's (docs/ttpv2.md).
+pub fn literal_checks(
+    qc: &QcInput,
+    calcs: &[QeCalc],
+) -> Vec<(&'static str, &'static str, Vec<Verdict>)> {
+    let tick_ms = qc.setup.tick_ms();
+    let per =
+        |f: &dyn Fn(&QeRecord, Option<&crate::protocol::ttpv2::model::Measures>) -> Verdict| {
+            qc.qes
+                .iter()
+                .zip(calcs)
+                .map(|(qe, c)| f(qe, c.query.as_ref()))
+                .collect::<Vec<_>>()
+        };
+    vec![
+        (
+            "QE4",
+            "query U + S + BlockIO ticks > Time_meas",
+            per(&|qe, q| qe4_literal(qe, q, tick_ms)),
+        ),
+        (
+            "QE9",
+            "overall IOWait ticks (all CPUs) > query BlockIO ticks",
+            per(&|qe, q| qe9_literal(qe, q)),
+        ),
+    ]
 }
 
 /// App. E (10): the query process's context switches more than three
@@ -336,6 +431,89 @@ mod tests {
             .processes
             .push(proc_of(ProcessClass::Daemon, 9, 93, 0, 0));
         assert_eq!(verdicts(&qc, "QE7")[1], Verdict::Pass);
+    }
+
+    /// A 4-thread program on 2 CPUs: 1200 ms of CPU in 603 ms of wall
+    /// time. Catches QE4 bounding a multi-threaded query by one CPU (#16
+    /// item 5): it passes with 4 threads on 2 CPUs, fires with 1 thread,
+    /// and fires when the CPU time exceeds both CPUs' capacity.
+    #[test]
+    fn qe4_allows_the_cpus_the_query_ran_on() {
+        let mut qc = clean_qc(8);
+        qc.setup.cpus = 2;
+        for qe in &mut qc.qes {
+            qe.time_meas_ms = 603.0;
+            *query_mut(qe) = query_proc(1, 119, 1, 0).m;
+            qe.query_threads_max = Some(4);
+        }
+        assert!(verdicts(&qc, "QE4").iter().all(|v| *v == Verdict::Pass));
+        qc.qes[1].query_threads_max = Some(1);
+        assert_eq!(verdicts(&qc, "QE4")[1], Verdict::Violation);
+        qc.qes[2].time_meas_ms = 590.0; // 1200 ms > 2 × 590 ms
+        assert_eq!(verdicts(&qc, "QE4")[2], Verdict::Violation);
+    }
+
+    /// PostgreSQL's `33 ticks = 330 ms > 329.5 ms`: the /proc ticks were
+    /// rounded up, the ledger's ns say 320 ms of CPU and I/O wait. Catches
+    /// QE4 comparing ticks when both sides are known in ns; the paper's
+    /// literal rule still reports it.
+    #[test]
+    fn qe4_in_ns_ignores_tick_rounding() {
+        let mut qc = clean_qc(8);
+        let qe = &mut qc.qes[1];
+        qe.time_meas_ms = 329.5;
+        qe.time_meas_ns = Some(329_500_000);
+        let m = query_mut(qe);
+        *m = query_proc(1, 30, 3, 0).m;
+        m.on_cpu_ns = Some(320_000_000);
+        m.iowait_ns = Some(0);
+        assert_eq!(verdicts(&qc, "QE4")[1], Verdict::Pass);
+        let calcs: Vec<_> = qc.qes.iter().map(|q| calc_qe(q, &qc.setup)).collect();
+        let lit = literal_checks(&qc, &calcs);
+        assert_eq!(lit[0].0, "QE4");
+        assert_eq!(lit[0].2[1], Verdict::Violation);
+        // 330 ms measured in ns does fire.
+        query_mut(&mut qc.qes[1]).on_cpu_ns = Some(329_600_000);
+        assert_eq!(verdicts(&qc, "QE4")[1], Verdict::Violation);
+    }
+
+    /// On 2 CPUs a daemon's IOWait on the other CPU (4 ticks, the query
+    /// had no I/O) does not drop the QE; the query's share of IOWait
+    /// beyond its own BlockIO does. On 1 CPU the machine's iowait in ns
+    /// beyond the query's BlockIO fires, as the paper's rule. Catches QE9
+    /// using the machine's IOWait on several CPUs, and comparing ticks
+    /// with ns (0 ticks of BlockIO vs 1 tick of IOWait for the same 9 ms).
+    #[test]
+    fn qe9_uses_the_iowait_the_query_shared_in() {
+        let mut qc = clean_qc(8);
+        qc.setup.cpus = 2;
+        for qe in &mut qc.qes {
+            let m = query_mut(qe);
+            m.iowait_ns = Some(400_000_000);
+            m.iowait_share_ns = Some(400_000_000);
+            qe.overall.iowait_ns = Some(400_000_000);
+        }
+        let qe = &mut qc.qes[1];
+        qe.overall.iowait_ticks = Some(44);
+        qe.overall.iowait_ns = Some(440_000_000);
+        assert_eq!(verdicts(&qc, "QE9")[1], Verdict::Pass);
+        query_mut(&mut qc.qes[2]).iowait_share_ns = Some(400_000_001);
+        assert_eq!(verdicts(&qc, "QE9")[2], Verdict::Violation);
+        let calcs: Vec<_> = qc.qes.iter().map(|q| calc_qe(q, &qc.setup)).collect();
+        assert_eq!(literal_checks(&qc, &calcs)[1].2[1], Verdict::Violation);
+
+        let mut one = clean_qc(8);
+        for qe in &mut one.qes {
+            let m = query_mut(qe);
+            m.blkio_ticks = Some(0);
+            m.iowait_ns = Some(9_000_000);
+            m.iowait_share_ns = Some(9_000_000);
+            qe.overall.iowait_ticks = Some(1);
+            qe.overall.iowait_ns = Some(9_000_000);
+        }
+        assert!(verdicts(&one, "QE9").iter().all(|v| *v == Verdict::Pass));
+        one.qes[3].overall.iowait_ns = Some(19_000_000);
+        assert_eq!(verdicts(&one, "QE9")[3], Verdict::Violation);
     }
 
     /// Any single process (here a daemon) with BlockIO beyond Time_meas.
