@@ -26,7 +26,7 @@ use std::collections::{HashMap, HashSet};
 
 use super::{
     callgraph::{CallGraph, Child},
-    select::{Adjustments, Factor, factors, rank_order, select},
+    select::{Adjustments, Factor, factors, rank_order, select, select_literal},
     tree::{ChildSlot, ChildTable, FnName, Invocation, Term, TreeError, VarianceTree},
 };
 
@@ -98,6 +98,9 @@ pub struct Breakdown {
     adjustments: Adjustments,
     rounds: Vec<RoundSummary>,
     last: Option<(VarianceTree, Vec<Factor>, Vec<usize>)>,
+    /// The last round's factors (as in `last`) that Algorithm 1 as printed
+    /// would select (break at the first under d), shown beside ttp's.
+    literal: Vec<usize>,
     /// Measure only these children of the root (`--children F1,F2`).
     root_children: Option<Vec<String>>,
     /// Rounds ran out while functions were still to be broken down.
@@ -117,6 +120,7 @@ impl Breakdown {
             adjustments: Adjustments::default(),
             rounds: Vec::new(),
             last: None,
+            literal: Vec::new(),
             root_children: None,
             stopped_early: false,
         }
@@ -208,6 +212,11 @@ impl Breakdown {
             &self.adjustments,
         );
         let selected = select(&ranked, self.config.k, self.config.threshold_share);
+        let literal_terms: Vec<Term> =
+            select_literal(&ranked, self.config.k, self.config.threshold_share)
+                .into_iter()
+                .map(|i| ranked[i].term.clone())
+                .collect();
         // Lines 22–32.
         let round = self.rounds.len() + 1;
         let mut next = Vec::new();
@@ -235,6 +244,10 @@ impl Breakdown {
         let selected_terms: Vec<Term> = selected.iter().map(|&i| ranked[i].term.clone()).collect();
         ranked.sort_by(rank_order);
         let selected: Vec<usize> = selected_terms
+            .iter()
+            .filter_map(|t| ranked.iter().position(|f| &f.term == t))
+            .collect();
+        self.literal = literal_terms
             .iter()
             .filter_map(|t| ranked.iter().position(|f| &f.term == t))
             .collect();
@@ -290,6 +303,11 @@ impl Breakdown {
     /// Indices into [`Self::factors`] of the selected ones (s*).
     pub fn selected(&self) -> &[usize] {
         self.last.as_ref().map_or(&[], |l| &l.2)
+    }
+    /// Indices into [`Self::factors`] that Algorithm 1 as printed (line 21's
+    /// `break`) would have selected from the last round's ranking.
+    pub fn literal_selected(&self) -> &[usize] {
+        &self.literal
     }
     pub fn adjustments(&self) -> &Adjustments {
         &self.adjustments

@@ -97,7 +97,10 @@ impl Records {
 
 /// Runs the fixture (`mode` = "flat" or "deep") for `n` invocations.
 pub fn run(binary: &Path, mode: &str, n: usize) -> Records {
-    let out = dir().join(format!("records-{mode}-{n}.tsv"));
+    // One file per run: tests run in parallel and may ask for the same run.
+    static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let out = dir().join(format!("records-{mode}-{n}-{run}.tsv"));
     let status = Command::new(binary)
         .args([mode, &n.to_string()])
         .arg(&out)

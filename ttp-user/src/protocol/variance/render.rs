@@ -85,8 +85,13 @@ pub struct VprofileReport {
     pub rounds: Vec<RoundSummary>,
     /// `--rounds` ran out while selected functions could still be broken down.
     pub stopped_early: bool,
-    /// Selected factors (s*), by rank.
+    /// Selected factors (s*), by rank: the k most responsible of those
+    /// reaching the threshold (ttp's reading of Algorithm 1).
     pub selected: Vec<String>,
+    /// What Algorithm 1 as printed would select from the same ranking
+    /// (stopping at the first factor under the threshold).
+    #[serde(default)]
+    pub literal_selected: Vec<String>,
     /// Every factor, ranked by responsibility (Algorithm 1, line 14).
     pub factors: Vec<FactorReport>,
     pub tree: Vec<NodeReport>,
@@ -140,6 +145,11 @@ impl VprofileReport {
             stopped_early: b.stopped_early,
             selected: b
                 .selected()
+                .iter()
+                .map(|&i| b.factors()[i].term.to_string())
+                .collect(),
+            literal_selected: b
+                .literal_selected()
                 .iter()
                 .map(|&i| b.factors()[i].term.to_string())
                 .collect(),
@@ -198,7 +208,18 @@ impl VprofileReport {
         if self.selected.is_empty() {
             let _ = writeln!(
                 s,
-                "  none: the most responsible factor is below the threshold (lower --threshold)"
+                "  none: no factor reaches the threshold (lower --threshold)"
+            );
+        }
+        if self.literal_selected != self.selected {
+            let literal = if self.literal_selected.is_empty() {
+                "nothing".to_string()
+            } else {
+                self.literal_selected.join(", ")
+            };
+            let _ = writeln!(
+                s,
+                "  (Algorithm 1 as printed, stopping at the first factor under the threshold, would select {literal})"
             );
         }
         let _ = writeln!(

@@ -112,10 +112,38 @@ pub fn rank_order(a: &Factor, b: &Factor) -> std::cmp::Ordering {
         .then(a.term.cmp(&b.term))
 }
 
-/// Algorithm 1, lines 15–23: of the first `k` factors by responsibility,
-/// those whose contribution is at least `threshold_share` of Var(root),
-/// stopping at the first that is not. Returns indices into `ranked`.
+/// Algorithm 1, lines 15–23, as ttp reads it: the k most responsible of
+/// the factors whose contribution is at least `threshold_share` of
+/// Var(root) (kept factors always qualify; factors of specificity 0, the
+/// root's own variance, never do). Returns indices into `ranked`.
+///
+/// The paper's prose says "select the ones with a total contribution ≥ d
+/// from the first k"; its pseudocode stops at the first factor under d
+/// (line 21, [`select_literal`]). Ranking first and thresholding after
+/// makes the answer hinge on negligible factors: a leaf with 0.1 % of the
+/// variance and a large specificity (eq. 2, cubed heights) outranks a
+/// function explaining 80 %, and the `break` then returns nothing, or
+/// something else on the next run as noise reorders the negligible ones.
+/// Applying d before taking the k most responsible keeps eq. 3's preference
+/// for specific functions among the factors that matter, and only those
+/// (docs/vprofile.md, "Which reading of Algorithm 1").
 pub fn select(ranked: &[Factor], k: usize, threshold_share: f64) -> Vec<usize> {
+    ranked
+        .iter()
+        .enumerate()
+        // The root and anything as high (specificity 0, eq. 2) tell nothing
+        // about the cause (Sec. 3.2, "dispatch_command contributes 100 %").
+        .filter(|(_, f)| f.specificity > 0.0 && (f.pinned || f.share >= threshold_share))
+        .take(k)
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// Algorithm 1, lines 15–23, as printed: of the first `k` factors by
+/// responsibility, those whose contribution is at least `threshold_share`
+/// of Var(root), stopping at the first that is not (line 21). Reported
+/// beside [`select`]'s answer, not used to drive the breakdown.
+pub fn select_literal(ranked: &[Factor], k: usize, threshold_share: f64) -> Vec<usize> {
     let mut s = Vec::new();
     for (i, f) in ranked.iter().take(k).enumerate() {
         if f.pinned || f.share >= threshold_share {
@@ -205,19 +233,33 @@ mod tests {
         );
     }
 
-    /// Algorithm 1 stops at the first factor under the threshold even if a
-    /// later one is above it, and takes at most k. Zeroed instances drop out
-    /// and pinned factors rank first. Catches `continue` instead of
-    /// `break` (line 21), and adjustments that are ignored.
+    /// The literal Algorithm 1 stops at the first factor under the
+    /// threshold even if a later one is above it, and takes at most k; ttp's
+    /// reading skips the factors under the threshold and takes the k most
+    /// responsible of the rest. Zeroed instances drop out and pinned
+    /// factors rank first. Catches `continue` instead of `break` in the
+    /// literal reading (line 21), a threshold ignored by ttp's, and
+    /// adjustments that are ignored.
     #[test]
     fn selection_breaks_at_threshold_and_honours_adjustments() {
         let t = fig3();
         let ranked = factors(&t, &heights, 2, &Adjustments::default());
         let shares: Vec<f64> = ranked.iter().map(|f| f.share).collect();
         let first_low = shares.iter().position(|&s| s < 0.3).unwrap();
-        let sel = select(&ranked, 10, 0.3);
+        let sel = select_literal(&ranked, 10, 0.3);
         assert_eq!(sel, (0..first_low).collect::<Vec<_>>());
-        assert!(select(&ranked, 1, 0.0).len() == 1);
+        assert!(select_literal(&ranked, 1, 0.0).len() == 1);
+        let above: Vec<usize> = (0..ranked.len())
+            .filter(|&i| shares[i] >= 0.3 && ranked[i].specificity > 0.0)
+            .collect();
+        assert_eq!(select(&ranked, 10, 0.3), above);
+        assert_eq!(select(&ranked, 1, 0.3), above[..1]);
+        // A factor above the threshold after one below it: the literal
+        // reading stops before it, ttp's takes it.
+        let split = vec![mk("A", 0.5, 1), mk("B", 0.01, 0), mk("C", 0.4, 1)];
+        assert_eq!(select_literal(&split, 3, 0.05), [0]);
+        assert_eq!(select(&split, 3, 0.05), [0, 2]);
+        assert_eq!(select(&split, 1, 0.05), [0]);
 
         let mut adj = Adjustments::default();
         adj.zeroed.insert(vec!["X".into(), "Z".into(), "Y".into()]);
@@ -232,5 +274,43 @@ mod tests {
             (y.contribution_ns2 - 5.0 / 3.0).abs() < 1e-9,
             "zeroed instance still counted"
         );
+    }
+
+    /// A factor of a graph 30 high, with Var(root) = 1.
+    fn mk(name: &str, share: f64, height: u32) -> Factor {
+        let speci = f64::from(30 - height).powi(3);
+        Factor {
+            term: Term::Var(FnName::real(name)),
+            instances: vec![],
+            contribution_ns2: share,
+            share,
+            height,
+            specificity: speci,
+            responsibility: speci * share,
+            pinned: false,
+        }
+    }
+
+    /// The PostgreSQL case of docs/vprofile.md: a function with 80 % of
+    /// Var(root) at height 1, and two leaves (height 0 in a tall graph) with
+    /// 0.1 % each. By responsibility the leaves come first; the literal
+    /// Algorithm 1 then selects nothing, ttp's reading the function.
+    /// Catches the threshold applied after the ranking again.
+    #[test]
+    fn negligible_specific_leaves_do_not_hide_the_answer() {
+        let mut ranked = vec![
+            mk("MarkPortalDone", 0.001, 0),
+            mk("MarkPortalActive", 0.001, 0),
+            mk("sub_475d50", 0.81, 27),
+            mk("img_PortalRun", 0.06, 28),
+        ];
+        ranked.sort_by(rank_order);
+        assert_eq!(ranked[0].term.to_string(), "Var(MarkPortalActive)");
+        assert!(select_literal(&ranked, 3, 0.05).is_empty());
+        let picked: Vec<String> = select(&ranked, 3, 0.05)
+            .iter()
+            .map(|&i| ranked[i].term.to_string())
+            .collect();
+        assert_eq!(picked, ["Var(sub_475d50)", "Var(img_PortalRun)"]);
     }
 }
