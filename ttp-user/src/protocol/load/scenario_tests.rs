@@ -44,6 +44,7 @@ fn plan(rate_per_s: f64, duration_ns: u64, connections: usize) -> PhasePlan {
         timeout_ns: None,
         max_in_flight: 4096,
         connections,
+        latency_limit_ns: None,
     }
 }
 
