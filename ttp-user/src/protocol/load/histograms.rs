@@ -57,9 +57,9 @@ pub struct Recorder {
     /// in-flight bound, or a closed-loop connection) sent each request.
     pub send_lag: Histogram<u64>,
     /// Open model on the real clock: each send's lag minus the sender
-    /// thread's run-queue wait over the sleep and send it belongs to — the
-    /// part of the lag the machine's CPU scheduling does not explain.
-    pub send_lag_beyond_run_delay: Histogram<u64>,
+    /// thread's time waiting for and running on a CPU since it was last on
+    /// schedule — the time it slept past its deadline or blocked.
+    pub send_lag_unexplained: Histogram<u64>,
     pub errors: BTreeMap<String, u64>,
     /// Measured requests (intended in [warmup, end)) that were sent.
     pub sent: u64,
@@ -93,7 +93,7 @@ impl Recorder {
             from_intended: new_histogram(),
             service: new_histogram(),
             send_lag: new_histogram(),
-            send_lag_beyond_run_delay: new_histogram(),
+            send_lag_unexplained: new_histogram(),
             errors: BTreeMap::new(),
             sent: 0,
             ok: 0,
@@ -131,8 +131,8 @@ impl Recorder {
         }
     }
 
-    /// [`Recorder::on_send`] with the sender's run-queue wait since it began
-    /// waiting for this request (`run_delay_ns`), when known.
+    /// [`Recorder::on_send`] with the sender's CPU wait and CPU time since it
+    /// was last on schedule (`run_delay_ns`), when known.
     pub fn on_send_waited(&mut self, intended_ns: u64, sent_ns: u64, run_delay_ns: Option<u64>) {
         if self.closed {
             return;
@@ -142,7 +142,7 @@ impl Recorder {
             && self.measured(intended_ns)
         {
             let lag = sent_ns.saturating_sub(intended_ns);
-            self.send_lag_beyond_run_delay
+            self.send_lag_unexplained
                 .saturating_record(lag.saturating_sub(d));
         }
     }
@@ -153,9 +153,7 @@ impl Recorder {
         self.sent += other.sent;
         // Both histograms have the same bounds: adding cannot fail.
         let _ = self.send_lag.add(&other.send_lag);
-        let _ = self
-            .send_lag_beyond_run_delay
-            .add(&other.send_lag_beyond_run_delay);
+        let _ = self.send_lag_unexplained.add(&other.send_lag_unexplained);
         for (mine, theirs) in self.timeline.iter_mut().zip(&other.timeline) {
             mine.sent += theirs.sent;
         }

@@ -214,7 +214,13 @@ fn send_open_schedule(
     let mut counts = ModelCounts::default();
     let mut sleeper = PreciseSleeper::for_this_thread();
     let mut schedstat = ThreadSchedstat::open();
-    let mut run_delay = || schedstat.as_mut().and_then(ThreadSchedstat::run_delay_ns);
+    // On-CPU + run-queue wait of this thread so far (ns).
+    let mut run_delay = || {
+        schedstat
+            .as_mut()
+            .and_then(ThreadSchedstat::read)
+            .map(|(cpu, wait)| (cpu, cpu + wait))
+    };
     let first_delay = run_delay();
     // The run-queue wait read when the sender was last ahead of schedule: a
     // request sent late owes its lag to what happened since then (a CPU
@@ -262,7 +268,7 @@ fn send_open_schedule(
         let delay_after = run_delay();
         let waited = on_time_delay
             .zip(delay_after)
-            .map(|(a, b)| b.saturating_sub(a));
+            .map(|((_, a), (_, b))| b.saturating_sub(a));
         sends.on_send_waited(intended, sent, waited);
         in_flight.start();
         // The request starts here: a target's first poll sends (a TCP
@@ -287,9 +293,10 @@ fn send_open_schedule(
     }
     lock(&ctx.rec).merge_sends(&sends);
     let stats = &mut sleeper.stats;
-    stats.run_delay_ns = first_delay
-        .zip(run_delay())
-        .map(|(a, b)| b.saturating_sub(a));
+    if let (Some((cpu0, both0)), Some((cpu1, both1))) = (first_delay, run_delay()) {
+        stats.on_cpu_ns = Some(cpu1.saturating_sub(cpu0));
+        stats.run_delay_ns = Some((both1 - cpu1).saturating_sub(both0 - cpu0));
+    }
     counts.sender = Some(*stats);
     counts
 }

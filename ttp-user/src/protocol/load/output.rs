@@ -154,9 +154,9 @@ struct PhaseJson<'a> {
     elapsed_s: f64,
     send_lag_ns: Stats,
     /// Open model, real clock: each send's lag minus the sender thread's
-    /// run-queue wait over its sleep and send.
+    /// CPU wait and CPU time since it was last on schedule.
     #[serde(skip_serializing_if = "Option::is_none")]
-    send_lag_beyond_run_delay_ns: Option<Stats>,
+    send_lag_unexplained_ns: Option<Stats>,
     #[serde(skip_serializing_if = "Option::is_none")]
     sender: Option<super::sender::SenderStats>,
     series: BTreeMap<&'static str, Stats>,
@@ -210,10 +210,10 @@ impl LoadReport {
                     achieved_rate_per_s: ph.achieved_rate_per_s(),
                     elapsed_s: secs(ph.counts.elapsed_ns),
                     send_lag_ns: Stats::of(&ph.recorder.send_lag),
-                    send_lag_beyond_run_delay_ns: ph
+                    send_lag_unexplained_ns: ph
                         .counts
                         .sender
-                        .map(|_| Stats::of(&ph.recorder.send_lag_beyond_run_delay)),
+                        .map(|_| Stats::of(&ph.recorder.send_lag_unexplained)),
                     sender: ph.counts.sender,
                     series: ph
                         .series()
@@ -381,14 +381,15 @@ impl LoadReport {
             ));
         }
         if let Some(s) = ph.counts.sender {
-            let h = &r.send_lag_beyond_run_delay;
+            let h = &r.send_lag_unexplained;
             match s.run_delay_ns {
                 Some(d) if !h.is_empty() => line.push_str(&format!(
-                    "\n        sender thread: waited {} for a CPU in all; lag beyond that wait p99 {} max {}; spun {}",
+                    "\n        sender thread: waited {} for a CPU, ran {} (spun {}); lag beyond its CPU wait and work p99 {} max {}",
                     fmt_ns(d),
+                    fmt_ns(s.on_cpu_ns.unwrap_or(0)),
+                    fmt_ns(s.spin_ns),
                     fmt_ns(h.value_at_quantile(0.99)),
                     fmt_ns(h.max()),
-                    fmt_ns(s.spin_ns)
                 )),
                 _ => line.push_str(&format!(
                     "\n        sender thread: spun {}; its CPU wait is unknown (no /proc/thread-self/schedstat)",

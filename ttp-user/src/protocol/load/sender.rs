@@ -18,12 +18,14 @@
 //!    the rest of the request to the runtime.
 //!
 //! What cannot be removed is the machine's own scheduling delay: a sender
-//! that waits for a CPU sends late. The thread's run-queue wait (the second
-//! field of /proc/thread-self/schedstat, the kernel's `run_delay`) is read
-//! whenever the thread is ahead of schedule (before it sleeps) and after each
-//! send, so every send's lag can be set against the CPU wait since the
-//! sender was last on time: a wait before request k makes k, k+1, … late
-//! until the sender catches up, and all of them are explained by it.
+//! that waits for a CPU sends late. The thread's schedstat (time on a CPU
+//! and run-queue wait, the kernel's `run_delay`) is read whenever the thread
+//! is ahead of schedule (before it sleeps) and after each send. A send's lag
+//! is then split: what the sender spent waiting for a CPU or running (its
+//! own sending work, e.g. catching up after a wait: a CPU wait before request
+//! k makes k, k+1, … late until the sender catches up) since it was last on
+//! schedule, and the rest, `send_lag_unexplained` — time it slept past its
+//! deadline or blocked, which is what the sleep-and-spin design is for.
 use std::{
     fs::File,
     os::unix::fs::FileExt,
@@ -48,6 +50,10 @@ pub struct SenderStats {
     /// The thread's run-queue wait over the phase (schedstat run_delay, ns);
     /// None where schedstat is not readable.
     pub run_delay_ns: Option<u64>,
+    /// The thread's time on a CPU over the phase (schedstat, ns; includes
+    /// the spin).
+    #[serde(default)]
+    pub on_cpu_ns: Option<u64>,
     /// Spin margin at the end of the phase (ns).
     pub margin_ns: u64,
 }
@@ -134,14 +140,20 @@ impl ThreadSchedstat {
 
     /// The thread's total run-queue wait so far, ns.
     pub fn run_delay_ns(&mut self) -> Option<u64> {
+        self.read().map(|(_, wait)| wait)
+    }
+
+    /// (time on a CPU, time waiting for one) so far, ns.
+    pub fn read(&mut self) -> Option<(u64, u64)> {
         let n = self.file.read_at(&mut self.buf, 0).ok()?;
-        parse_run_delay(std::str::from_utf8(&self.buf[..n]).ok()?)
+        parse_schedstat(std::str::from_utf8(&self.buf[..n]).ok()?)
     }
 }
 
-/// The second field of a schedstat line: "run_ns run_delay_ns slices".
-pub fn parse_run_delay(line: &str) -> Option<u64> {
-    line.split_whitespace().nth(1)?.parse().ok()
+/// The first two fields of a schedstat line: "run_ns run_delay_ns slices".
+pub fn parse_schedstat(line: &str) -> Option<(u64, u64)> {
+    let mut f = line.split_whitespace();
+    Some((f.next()?.parse().ok()?, f.next()?.parse().ok()?))
 }
 
 #[cfg(test)]
@@ -171,8 +183,8 @@ mod tests {
     /// Catches a parser reading the wrong field of schedstat.
     #[test]
     fn run_delay_is_the_second_field() {
-        assert_eq!(parse_run_delay("123 4567 89\n"), Some(4567));
-        assert_eq!(parse_run_delay("123"), None);
+        assert_eq!(parse_schedstat("123 4567 89\n"), Some((123, 4567)));
+        assert_eq!(parse_schedstat("123"), None);
     }
 
     /// Catches a sleeper that returns before its deadline (the one thing it

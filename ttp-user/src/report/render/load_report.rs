@@ -40,7 +40,7 @@ pub struct Phase {
     #[serde(default)]
     pub send_lag_ns: Option<Stats>,
     #[serde(default)]
-    pub send_lag_beyond_run_delay_ns: Option<Stats>,
+    pub send_lag_unexplained_ns: Option<Stats>,
     #[serde(default)]
     pub late: u64,
     #[serde(default)]
@@ -160,13 +160,9 @@ impl Rendered for LoadDoc {
                     fmt_ns(l.max_ns)
                 ));
             }
-            if let Some(b) = p
-                .send_lag_beyond_run_delay_ns
-                .as_ref()
-                .filter(|b| b.count > 0)
-            {
+            if let Some(b) = p.send_lag_unexplained_ns.as_ref().filter(|b| b.count > 0) {
                 out.push_str(&format!(
-                    "        send lag beyond the sender's own CPU wait p99 {} max {}\n",
+                    "        send lag beyond the sender's CPU wait and work p99 {} max {}\n",
                     fmt_ns(b.percentiles_ns.get("99").copied().unwrap_or(0)),
                     fmt_ns(b.max_ns)
                 ));
