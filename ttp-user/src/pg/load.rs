@@ -358,3 +358,41 @@ impl Target for PgTarget {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Catches a --param parser that accepts what it cannot draw, and a
+    /// draw that leaves its range, misses an end, or ignores its seed:
+    /// 20 000 draws on [1, 4] must hit each value 5 000 ± 300 times (about
+    /// 5 standard deviations of a binomial(20 000, 1/4)), and the same seed
+    /// must give the same values.
+    #[test]
+    fn params_parse_and_draw_uniformly_from_their_seed() {
+        let p = ParamSpec::parse("aid=uniform:1:4").unwrap();
+        assert_eq!((p.name.as_str(), p.lo, p.hi), ("aid", 1, 4));
+        for bad in [
+            "aid",
+            "aid=uniform:5:1",
+            "aid=normal:1:2",
+            "=uniform:1:2",
+            "a=uniform:1",
+        ] {
+            assert!(ParamSpec::parse(bad).is_err(), "{bad} accepted");
+        }
+        let mut rng = SplitMix64::new(7);
+        let mut counts = [0u32; 4];
+        let first: Vec<i64> = (0..20_000).map(|_| p.draw(&mut rng)).collect();
+        for v in &first {
+            counts[(*v - 1) as usize] += 1;
+        }
+        for c in counts {
+            assert!(c.abs_diff(5_000) < 300, "{counts:?}");
+        }
+        let mut again = SplitMix64::new(7);
+        assert!((0..100).all(|i| p.draw(&mut again) == first[i]));
+        let wide = ParamSpec::parse("x=uniform:-9223372036854775808:9223372036854775807").unwrap();
+        let _ = wide.draw(&mut rng);
+    }
+}
