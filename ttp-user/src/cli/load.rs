@@ -49,11 +49,11 @@ pub enum ModelChoice {
 /// Targets: --simulate (the SickStore queue model, whose latencies are known),
 /// --exec -- CMD… (one process per request; exit status 0 is success) or
 /// --postgres CONNSTR --sql "…" (a pool of connections, the statement
-/// prepared once on each). With --attach-pid PID (needs root) the kernel
+/// prepared once on each) or --tcp HOST:PORT (a line answered by a line). With --attach-pid PID (needs root) the kernel
 /// ledger of that process and its descendants is sampled every second
 /// beside the latency timeline.
 #[derive(Debug, clap::Args)]
-#[command(group(ArgGroup::new("target").required(true).args(["simulate", "exec", "postgres"])))]
+#[command(group(ArgGroup::new("target").required(true).args(["simulate", "exec", "postgres", "tcp"])))]
 pub struct LoadArgs {
     /// Requests per second to send (the open model's arrival rate, the
     /// closed model's target throughput).
@@ -145,10 +145,33 @@ pub struct LoadArgs {
     #[arg(long, value_name = "SQL", requires = "postgres")]
     pub sql: Option<String>,
 
-    /// --postgres: most connections in the pool (default 16; the pool is
-    /// the phase's concurrency when that is smaller).
-    #[arg(long, value_name = "N", requires = "postgres")]
+    /// --postgres: the value of the statement's next `$n` (one option per
+    /// parameter, in order), drawn per request: NAME=uniform:LO:HI (integers,
+    /// both ends included), from a generator seeded by --seed (recorded).
+    #[arg(long, value_name = "NAME=uniform:LO:HI", requires = "postgres")]
+    pub param: Vec<String>,
+
+    /// As pgbench's --latency-limit: requests whose latency from their
+    /// intended start exceeds LIMIT are counted late; in the open model a
+    /// request already later than LIMIT when it is due is skipped (not
+    /// sent) and counted.
+    #[arg(long, value_parser = humantime::parse_duration, value_name = "LIMIT")]
+    pub latency_limit: Option<Duration>,
+
+    /// --postgres, --tcp: most connections in the pool (default 16; the
+    /// pool is the phase's concurrency when that is smaller).
+    #[arg(long, value_name = "N")]
     pub pool_size: Option<usize>,
+
+    /// Target: a TCP server that answers a line with a line (an echo
+    /// server, Redis PING); each request writes --send on a pooled
+    /// connection and waits for the answer line.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub tcp: Option<String>,
+
+    /// --tcp: the line each request writes (default `ping`).
+    #[arg(long, value_name = "LINE", requires = "tcp")]
+    pub send: Option<String>,
 
     /// Sample the kernel ledger of process PID and its descendants every
     /// second (on-CPU, run-queue wait, iowait, I/O bytes) beside the
@@ -216,6 +239,23 @@ impl LoadArgs {
         }
         let sim_only =
             self.capacity.is_some() || self.hiccup_at.is_some() || self.service_latency.is_some();
+        if self.latency_limit.is_some_and(|l| l.is_zero()) {
+            return usage("--latency-limit must be positive, e.g. --latency-limit 5ms");
+        }
+        // A uniform schedule without --param uses no randomness; its seed is
+        // 0 unless given. Otherwise the seed comes from the clock and is
+        // recorded, so the run can be repeated.
+        let seed = match self.seed {
+            Some(s) => s,
+            None if self.arrivals == Arrivals::Uniform && self.param.is_empty() => 0,
+            None => SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(0),
+        };
+        if self.pool_size.is_some() && self.postgres.is_none() && self.tcp.is_none() {
+            return usage("--pool-size applies only to --postgres and --tcp");
+        }
         let (factory, sim, clock): (Arc<dyn TargetFactory>, _, _) = if self.simulate {
             if !self.command.is_empty() {
                 return usage("a command after `--` needs --exec, not --simulate");
@@ -240,6 +280,22 @@ impl LoadArgs {
             };
             let clock = self.clock.unwrap_or(ClockKind::Virtual);
             (Arc::new(SimulateFactory { params }), Some(params), clock)
+        } else if let Some(addr) = &self.tcp {
+            if sim_only || !self.command.is_empty() {
+                return usage(
+                    "--tcp sends --send lines; drop the --simulate options and the command after `--`",
+                );
+            }
+            if self.clock == Some(ClockKind::Virtual) {
+                return usage("--tcp needs the real clock; drop --clock virtual");
+            }
+            let f = crate::protocol::load::tcp::TcpFactory::new(
+                addr,
+                self.send.as_deref(),
+                self.pool_size,
+            )
+            .or_else(usage)?;
+            (Arc::new(f), None, ClockKind::Real)
         } else if let Some(conninfo) = &self.postgres {
             if sim_only || !self.command.is_empty() {
                 return usage(
@@ -255,7 +311,13 @@ impl LoadArgs {
                 self.pool_size,
             )
             .or_else(usage)?;
-            (Arc::new(f), None, ClockKind::Real)
+            let params = self
+                .param
+                .iter()
+                .map(|p| crate::pg::load::ParamSpec::parse(p))
+                .collect::<Result<Vec<_>, _>>()
+                .or_else(usage)?;
+            (Arc::new(f.with_params(params, seed)), None, ClockKind::Real)
         } else {
             if sim_only {
                 return usage(
@@ -276,15 +338,6 @@ impl LoadArgs {
             }
             (Arc::new(f), None, ClockKind::Real)
         };
-        // A uniform schedule uses no randomness; its seed is 0 unless given.
-        let seed = match (self.seed, self.arrivals) {
-            (Some(s), _) => s,
-            (None, Arrivals::Uniform) => 0,
-            (None, Arrivals::Poisson) => SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map(|d| d.as_nanos() as u64)
-                .unwrap_or(0),
-        };
         Ok(LoadConfig {
             plan: PhasePlan {
                 rate_per_s: self.rate,
@@ -296,6 +349,7 @@ impl LoadArgs {
                 timeout_ns: self.timeout.map(nanos),
                 max_in_flight: self.max_in_flight,
                 connections: self.connections,
+                latency_limit_ns: self.latency_limit.map(nanos),
             },
             models: match self.model {
                 ModelChoice::Open => vec![Model::Open],

@@ -104,11 +104,9 @@ async fn phase(
     let target = factory.connect(&clock, concurrency).await?;
     let t0_ns = clock.now_ns();
     let end_ns = plan.warmup_ns + plan.duration_ns;
-    let rec = Arc::new(Mutex::new(Recorder::new(
-        plan.warmup_ns,
-        end_ns,
-        plan.grace_ns,
-    )));
+    let mut recorder = Recorder::new(plan.warmup_ns, end_ns, plan.grace_ns);
+    recorder.latency_limit_ns = plan.latency_limit_ns;
+    let rec = Arc::new(Mutex::new(recorder));
     let stop = Arc::new(AtomicBool::new(false));
     let samples = Arc::new(Mutex::new(BTreeMap::<String, Vec<serde_json::Value>>::new()));
     let progress = hooks.progress.clone();

@@ -56,6 +56,10 @@ pub struct Recorder {
     /// actual send − intended start: how late the generator (or the
     /// in-flight bound, or a closed-loop connection) sent each request.
     pub send_lag: Histogram<u64>,
+    /// Open model on the real clock: each send's lag minus the sender
+    /// thread's time waiting for and running on a CPU since it was last on
+    /// schedule — the time it slept past its deadline or blocked.
+    pub send_lag_unexplained: Histogram<u64>,
     pub errors: BTreeMap<String, u64>,
     /// Measured requests (intended in [warmup, end)) that were sent.
     pub sent: u64,
@@ -66,6 +70,10 @@ pub struct Recorder {
     pub timeline: Vec<SecondRow>,
     /// Completion time of the last measured request (ns from phase start).
     pub last_done_ns: u64,
+    /// `--latency-limit`, and the measured successes whose latency from
+    /// their intended start exceeded it (pgbench's "late").
+    pub latency_limit_ns: Option<u64>,
+    pub late: u64,
     closed: bool,
 }
 
@@ -85,12 +93,15 @@ impl Recorder {
             from_intended: new_histogram(),
             service: new_histogram(),
             send_lag: new_histogram(),
+            send_lag_unexplained: new_histogram(),
             errors: BTreeMap::new(),
             sent: 0,
             ok: 0,
             failed: 0,
             timeline,
             last_done_ns: 0,
+            latency_limit_ns: None,
+            late: 0,
             closed: false,
         }
     }
@@ -117,6 +128,34 @@ impl Recorder {
             self.sent += 1;
             self.send_lag
                 .saturating_record(sent_ns.saturating_sub(intended_ns));
+        }
+    }
+
+    /// [`Recorder::on_send`] with the sender's CPU wait and CPU time since it
+    /// was last on schedule (`run_delay_ns`), when known.
+    pub fn on_send_waited(&mut self, intended_ns: u64, sent_ns: u64, run_delay_ns: Option<u64>) {
+        if self.closed {
+            return;
+        }
+        self.on_send(intended_ns, sent_ns);
+        if let Some(d) = run_delay_ns
+            && self.measured(intended_ns)
+        {
+            let lag = sent_ns.saturating_sub(intended_ns);
+            self.send_lag_unexplained
+                .saturating_record(lag.saturating_sub(d));
+        }
+    }
+
+    /// Adds the sends `other` recorded (a sender thread's own recorder, kept
+    /// apart so that sending never waits on a lock the completions hold).
+    pub fn merge_sends(&mut self, other: &Recorder) {
+        self.sent += other.sent;
+        // Both histograms have the same bounds: adding cannot fail.
+        let _ = self.send_lag.add(&other.send_lag);
+        let _ = self.send_lag_unexplained.add(&other.send_lag_unexplained);
+        for (mine, theirs) in self.timeline.iter_mut().zip(&other.timeline) {
+            mine.sent += theirs.sent;
         }
     }
 
@@ -156,6 +195,9 @@ impl Recorder {
         match result {
             Ok(()) => {
                 self.ok += 1;
+                if self.latency_limit_ns.is_some_and(|l| latency_ns > l) {
+                    self.late += 1;
+                }
                 self.from_intended.saturating_record(latency_ns);
                 self.service
                     .saturating_record(done_ns.saturating_sub(sent_ns));

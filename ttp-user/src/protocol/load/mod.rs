@@ -14,9 +14,11 @@ pub mod ledger;
 pub mod models;
 pub mod output;
 pub mod schedule;
+pub mod sender;
 pub mod simulator;
 pub mod svg;
 pub mod targets;
+pub mod tcp;
 
 #[cfg(test)]
 mod scenario_tests;
@@ -57,6 +59,11 @@ pub struct PhasePlan {
     pub max_in_flight: usize,
     /// Closed model: number of connections (YCSB client threads).
     pub connections: usize,
+    /// `--latency-limit` (pgbench's): requests whose latency from their
+    /// intended start exceeds it are counted late; in the open model a
+    /// request already later than this when it would be sent is skipped
+    /// (not sent, counted).
+    pub latency_limit_ns: Option<u64>,
 }
 
 /// Failures that end a load run.

@@ -11,9 +11,13 @@
 //!
 //! Both record into the same [`Recorder`]: completion − intended start and
 //! completion − actual send; the model decides what those are called.
-use std::sync::{
-    Arc, Mutex, MutexGuard,
-    atomic::{AtomicU64, Ordering},
+use std::{
+    sync::{
+        Arc, Mutex, MutexGuard,
+        atomic::{AtomicU64, Ordering},
+    },
+    task::{Context, Poll, Waker},
+    time::{Duration, Instant},
 };
 
 use tokio::sync::{Notify, Semaphore};
@@ -23,6 +27,7 @@ use super::{
     clock::Clock,
     histograms::Recorder,
     schedule::Schedule,
+    sender::{PreciseSleeper, SenderStats, ThreadSchedstat},
     targets::{RequestError, RequestFuture, Target},
 };
 
@@ -39,8 +44,14 @@ pub struct ModelCounts {
     /// Closed model: scheduled requests no connection got to before the run
     /// ended — the measurements coordinated omission leaves out.
     pub omitted: u64,
+    /// Open model with `--latency-limit`: requests not sent because they
+    /// were already later than the limit when they were due (pgbench's
+    /// "skipped").
+    pub skipped: u64,
     /// Nanoseconds from the phase start to the end of the drain.
     pub elapsed_ns: u64,
+    /// Open model on the real clock: what its sender thread spent and saw.
+    pub sender: Option<SenderStats>,
 }
 
 pub(crate) fn lock(rec: &Mutex<Recorder>) -> MutexGuard<'_, Recorder> {
@@ -160,7 +171,139 @@ impl InFlight {
 }
 
 /// The open model (Sec. 3). Ends at warm-up + duration + grace at the latest.
+/// On the real clock the schedule runs on a sender thread ([`super::sender`]),
+/// on the virtual clock as a task.
 pub(crate) async fn run_open(ctx: Ctx) -> ModelCounts {
+    if let Clock::Real { origin, handle } = &ctx.clock {
+        let (origin, handle) = (origin.into_std(), handle.clone());
+        let in_flight = InFlight::new();
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let (c, f) = (ctx.clone(), in_flight.clone());
+        let spawned = std::thread::Builder::new()
+            .name("ttp-load-send".into())
+            .spawn(move || {
+                let _ = tx.send(send_open_schedule(&c, &f, origin, &handle));
+            });
+        match spawned {
+            Ok(_) => {
+                let mut counts = rx.await.unwrap_or_default();
+                in_flight.drain(&ctx, ctx.cutoff_ns()).await;
+                ctx.finish(&mut counts);
+                return counts;
+            }
+            Err(e) => log::warn!("no sender thread ({e}); sending from the runtime's timers"),
+        }
+    }
+    run_open_on_timers(ctx).await
+}
+
+/// The open model's schedule on the sender thread: sleeps precisely to each
+/// intended time, starts the request on this thread (its first poll) and
+/// hands the rest to the runtime. Returns when the schedule is sent or the
+/// run's cutoff passed.
+fn send_open_schedule(
+    ctx: &Ctx,
+    in_flight: &Arc<InFlight>,
+    origin: Instant,
+    handle: &tokio::runtime::Handle,
+) -> ModelCounts {
+    let plan = ctx.plan;
+    let end = ctx.end_ns();
+    let permits = Arc::new(Semaphore::new(plan.max_in_flight));
+    let mut schedule = Schedule::new(plan.rate_per_s, plan.arrivals, plan.seed);
+    let mut counts = ModelCounts::default();
+    let mut sleeper = PreciseSleeper::for_this_thread();
+    let mut schedstat = ThreadSchedstat::open();
+    // On-CPU + run-queue wait of this thread so far (ns).
+    let mut run_delay = || {
+        schedstat
+            .as_mut()
+            .and_then(ThreadSchedstat::read)
+            .map(|(cpu, wait)| (cpu, cpu + wait))
+    };
+    let first_delay = run_delay();
+    // The run-queue wait read when the sender was last ahead of schedule: a
+    // request sent late owes its lag to what happened since then (a CPU
+    // wait before request k delays k, k+1, … until the sender catches up).
+    let mut on_time_delay = first_delay;
+    let base = origin + Duration::from_nanos(ctx.t0_ns);
+    let mut sends = Recorder::new(plan.warmup_ns, end, plan.grace_ns);
+    while let Some(intended) = schedule.next() {
+        if intended >= end {
+            break;
+        }
+        let measured = ctx.measured(intended);
+        counts.scheduled += u64::from(measured);
+        let due = base + Duration::from_nanos(intended);
+        if Instant::now() < due {
+            on_time_delay = run_delay();
+        }
+        sleeper.sleep_until(due);
+        // Bounded in-flight: when the bound is hit the request waits here,
+        // its latency still counting from `intended`.
+        let permit = match permits.clone().try_acquire_owned() {
+            Ok(p) => Some(p),
+            Err(_) => handle.block_on(async {
+                tokio::select! {
+                    biased;
+                    p = permits.clone().acquire_owned() => p.ok(),
+                    _ = ctx.clock.sleep_until(ctx.t0_ns + ctx.cutoff_ns()) => None,
+                }
+            }),
+        };
+        let sent = ctx.now();
+        let Some(permit) = permit.filter(|_| sent < ctx.cutoff_ns()) else {
+            let left = ctx.count_measured_left(&mut schedule);
+            counts.not_sent += u64::from(measured) + left;
+            counts.scheduled += left;
+            break;
+        };
+        if plan
+            .latency_limit_ns
+            .is_some_and(|l| sent.saturating_sub(intended) > l)
+        {
+            counts.skipped += u64::from(measured);
+            continue;
+        }
+        let delay_after = run_delay();
+        let waited = on_time_delay
+            .zip(delay_after)
+            .map(|((_, a), (_, b))| b.saturating_sub(a));
+        sends.on_send_waited(intended, sent, waited);
+        in_flight.start();
+        // The request starts here: a target's first poll sends (a TCP
+        // request's write, a PostgreSQL query handed to its connection).
+        let _enter = handle.enter();
+        let mut fut = ctx.target.call();
+        let first = fut.as_mut().poll(&mut Context::from_waker(Waker::noop()));
+        let (task_ctx, task_in_flight) = (ctx.clone(), in_flight.clone());
+        let finish = move |result: Result<(), RequestError>| {
+            let done = task_ctx.now();
+            lock(&task_ctx.rec).on_complete(intended, sent, done, &result);
+            drop(permit);
+            task_in_flight.done();
+        };
+        match first {
+            Poll::Ready(result) => finish(result),
+            Poll::Pending => {
+                let c = ctx.clone();
+                handle.spawn(async move { finish(c.with_timeout(fut, sent).await) });
+            }
+        }
+    }
+    lock(&ctx.rec).merge_sends(&sends);
+    let stats = &mut sleeper.stats;
+    if let (Some((cpu0, both0)), Some((cpu1, both1))) = (first_delay, run_delay()) {
+        stats.on_cpu_ns = Some(cpu1.saturating_sub(cpu0));
+        stats.run_delay_ns = Some((both1 - cpu1).saturating_sub(both0 - cpu0));
+    }
+    counts.sender = Some(*stats);
+    counts
+}
+
+/// The open model on the clock's own timers (the virtual clock; the real
+/// one when no thread can be started).
+async fn run_open_on_timers(ctx: Ctx) -> ModelCounts {
     let plan = ctx.plan;
     let end = ctx.end_ns();
     let permits = Arc::new(Semaphore::new(plan.max_in_flight));
@@ -202,6 +345,13 @@ pub(crate) async fn run_open(ctx: Ctx) -> ModelCounts {
             counts.scheduled += left;
             break;
         };
+        if plan
+            .latency_limit_ns
+            .is_some_and(|l| sent.saturating_sub(intended) > l)
+        {
+            counts.skipped += u64::from(measured);
+            continue;
+        }
         lock(&ctx.rec).on_send(intended, sent);
         let fut = ctx.target.call();
         in_flight.start();

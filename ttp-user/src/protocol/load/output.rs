@@ -128,6 +128,7 @@ struct ReportJson<'a> {
     timeout_s: Option<f64>,
     max_in_flight: usize,
     connections: usize,
+    latency_limit_s: Option<f64>,
     phases: Vec<PhaseJson<'a>>,
     expected_open_latency_ns: Option<Stats>,
     files: &'a OutputFiles,
@@ -141,6 +142,10 @@ struct PhaseJson<'a> {
     completed_ok: u64,
     failed: u64,
     omitted: u64,
+    /// `--latency-limit`: measured successes later than the limit, and
+    /// (open model) requests skipped because they were already that late.
+    late: u64,
+    skipped: u64,
     errors: &'a BTreeMap<String, u64>,
     error_total: u64,
     requested_rate_per_s: f64,
@@ -148,6 +153,12 @@ struct PhaseJson<'a> {
     achieved_rate_per_s: f64,
     elapsed_s: f64,
     send_lag_ns: Stats,
+    /// Open model, real clock: each send's lag minus the sender thread's
+    /// CPU wait and CPU time since it was last on schedule.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    send_lag_unexplained_ns: Option<Stats>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sender: Option<super::sender::SenderStats>,
     series: BTreeMap<&'static str, Stats>,
     timeline: &'a [SecondRow],
     samplers: &'a BTreeMap<String, Vec<serde_json::Value>>,
@@ -179,6 +190,7 @@ impl LoadReport {
             timeout_s: p.timeout_ns.map(secs),
             max_in_flight: p.max_in_flight,
             connections: p.connections,
+            latency_limit_s: p.latency_limit_ns.map(secs),
             phases: self
                 .phases
                 .iter()
@@ -189,6 +201,8 @@ impl LoadReport {
                     completed_ok: ph.recorder.ok,
                     failed: ph.recorder.failed,
                     omitted: ph.counts.omitted,
+                    late: ph.recorder.late,
+                    skipped: ph.counts.skipped,
                     errors: &ph.recorder.errors,
                     error_total: ph.error_total(),
                     requested_rate_per_s: p.rate_per_s,
@@ -196,6 +210,11 @@ impl LoadReport {
                     achieved_rate_per_s: ph.achieved_rate_per_s(),
                     elapsed_s: secs(ph.counts.elapsed_ns),
                     send_lag_ns: Stats::of(&ph.recorder.send_lag),
+                    send_lag_unexplained_ns: ph
+                        .counts
+                        .sender
+                        .map(|_| Stats::of(&ph.recorder.send_lag_unexplained)),
+                    sender: ph.counts.sender,
                     series: ph
                         .series()
                         .iter()
@@ -341,12 +360,42 @@ impl LoadReport {
                 .join(", ")
         };
         line.push_str(&format!("\n        errors: {errors}"));
+        if let Some(limit) = ph.plan.latency_limit_ns {
+            line.push_str(&format!(
+                "\n        latency limit {}: {} late of {} ok ({:.3} %), {} skipped of {} scheduled ({:.3} %)",
+                fmt_ns(limit),
+                r.late,
+                r.ok,
+                percent(r.late, r.ok),
+                ph.counts.skipped,
+                ph.counts.scheduled,
+                percent(ph.counts.skipped, ph.counts.scheduled)
+            ));
+        }
         if !r.send_lag.is_empty() {
             line.push_str(&format!(
-                "; send lag behind schedule p99 {} max {}",
+                "\n        send lag behind schedule p50 {} p99 {} max {}",
+                fmt_ns(r.send_lag.value_at_quantile(0.50)),
                 fmt_ns(r.send_lag.value_at_quantile(0.99)),
                 fmt_ns(r.send_lag.max())
             ));
+        }
+        if let Some(s) = ph.counts.sender {
+            let h = &r.send_lag_unexplained;
+            match s.run_delay_ns {
+                Some(d) if !h.is_empty() => line.push_str(&format!(
+                    "\n        sender thread: waited {} for a CPU, ran {} (spun {}); lag beyond its CPU wait and work p99 {} max {}",
+                    fmt_ns(d),
+                    fmt_ns(s.on_cpu_ns.unwrap_or(0)),
+                    fmt_ns(s.spin_ns),
+                    fmt_ns(h.value_at_quantile(0.99)),
+                    fmt_ns(h.max()),
+                )),
+                _ => line.push_str(&format!(
+                    "\n        sender thread: spun {}; its CPU wait is unknown (no /proc/thread-self/schedstat)",
+                    fmt_ns(s.spin_ns)
+                )),
+            }
         }
         line.push('\n');
         line
@@ -375,6 +424,14 @@ impl LoadReport {
             written.push(p);
         }
         Ok(written)
+    }
+}
+
+fn percent(n: u64, of: u64) -> f64 {
+    if of == 0 {
+        0.0
+    } else {
+        100.0 * n as f64 / of as f64
     }
 }
 

@@ -44,6 +44,7 @@ fn plan(rate_per_s: f64, duration_ns: u64, connections: usize) -> PhasePlan {
         timeout_ns: None,
         max_in_flight: 4096,
         connections,
+        latency_limit_ns: None,
     }
 }
 
@@ -411,4 +412,49 @@ fn timeline_samplers_are_called_every_second() {
         r.samples["seconds"],
         vec![serde_json::json!(1), serde_json::json!(2)]
     );
+}
+
+/// `--latency-limit` counted as pgbench does. Open model, one request in
+/// flight at most, 1000 req/s against the queue model (capacity 1250/s,
+/// 50 µs) with a 100 ms hiccup at 1 s: the request intended at 1.000 s is
+/// held until ≈ 1.100 s, so the requests intended from 1.001 s are already
+/// more than 20 ms late when the permit frees unless intended after
+/// ≈ 1.080 s: about 79 skipped (never sent). The held one and the backlog
+/// after it complete more than 20 ms after their intended start (late).
+/// Without the limit nothing is skipped. Catches skips that are not
+/// counted, that are sent anyway, or a limit that is ignored.
+#[test]
+fn latency_limit_skips_and_counts_late_requests() {
+    let params = SimParams {
+        capacity_per_s: 1250.0,
+        hiccup: Some(Hiccup {
+            at_ns: S,
+            for_ns: 100 * MS,
+        }),
+        service_latency_ns: 50_000,
+    };
+    let mut p = plan(1000.0, 3 * S, 1);
+    p.max_in_flight = 1;
+    let free = sim_phase(Model::Open, p, params);
+    assert_eq!(free.counts.skipped, 0);
+    assert_eq!(free.recorder.late, 0, "no limit, nothing counted late");
+    p.latency_limit_ns = Some(20 * MS);
+    let r = sim_phase(Model::Open, p, params);
+    let skipped = r.counts.skipped;
+    assert!((75..=80).contains(&skipped), "skipped {skipped}");
+    assert_eq!(r.counts.scheduled, 3000);
+    assert_eq!(r.recorder.sent + skipped, 3000);
+    assert_eq!(r.recorder.ok, r.recorder.sent);
+    let late = r.recorder.late;
+    // The held request is late, and so is the backlog right behind it.
+    assert!((1..=40).contains(&late), "late {late}");
+    // Every latency over the limit is a late one.
+    let over = r
+        .recorder
+        .from_intended
+        .iter_recorded()
+        .filter(|v| v.value_iterated_to() > 20 * MS)
+        .map(|v| v.count_at_value())
+        .sum::<u64>();
+    assert_eq!(over, late);
 }

@@ -20,6 +20,8 @@ pub struct LoadDoc {
     pub warmup_s: f64,
     pub phases: Vec<Phase>,
     #[serde(default)]
+    pub latency_limit_s: Option<f64>,
+    #[serde(default)]
     pub expected_open_latency_ns: Option<Stats>,
 }
 
@@ -34,6 +36,15 @@ pub struct Phase {
     pub omitted: u64,
     pub achieved_rate_per_s: f64,
     pub series: BTreeMap<String, Stats>,
+    /// Absent from files written before these fields existed.
+    #[serde(default)]
+    pub send_lag_ns: Option<Stats>,
+    #[serde(default)]
+    pub send_lag_unexplained_ns: Option<Stats>,
+    #[serde(default)]
+    pub late: u64,
+    #[serde(default)]
+    pub skipped: u64,
 }
 
 /// A distribution's summary, ns (protocol/load/histograms.rs `Stats`).
@@ -140,6 +151,30 @@ impl Rendered for LoadDoc {
                     String::new()
                 }
             ));
+            if let Some(l) = p.send_lag_ns.as_ref().filter(|l| l.count > 0) {
+                let pct = |k: &str| fmt_ns(l.percentiles_ns.get(k).copied().unwrap_or(0));
+                out.push_str(&format!(
+                    "        send lag behind schedule p50 {} p99 {} max {}\n",
+                    pct("50"),
+                    pct("99"),
+                    fmt_ns(l.max_ns)
+                ));
+            }
+            if let Some(b) = p.send_lag_unexplained_ns.as_ref().filter(|b| b.count > 0) {
+                out.push_str(&format!(
+                    "        send lag beyond the sender's CPU wait and work p99 {} max {}\n",
+                    fmt_ns(b.percentiles_ns.get("99").copied().unwrap_or(0)),
+                    fmt_ns(b.max_ns)
+                ));
+            }
+            if let Some(limit) = self.latency_limit_s {
+                out.push_str(&format!(
+                    "        latency limit {}: {} late, {} skipped\n",
+                    fmt_ns((limit * 1e9).round() as u64),
+                    p.late,
+                    p.skipped
+                ));
+            }
         }
         out
     }
