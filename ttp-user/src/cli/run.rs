@@ -194,7 +194,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     let mut spans: Vec<(u32, u64, u64)> = Vec::new();
     let listener = ExitListener::start().ok();
     let user_hz = crate::collect::clock::user_hz().unwrap_or(100);
-    let mut machine = crate::sys::machine::facts();
+    let mut machine = crate::collect::machine::facts();
     machine.delay_accounting_switched_on = delayacct.as_ref().is_some_and(|d| d.switched_on());
     machine.cold_cache = Some(args.cold_cache);
     machine.deviations.push(
@@ -216,7 +216,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     };
     let mut ctx = QeContext {
         ledger: &mut ledger,
-        recorder: recorder.as_mut(),
+        recorder: recorder
+            .as_mut()
+            .map(|r| r as &mut dyn crate::window::qe::FollowProcess),
         taskstats_exits: listener.as_ref().map(|(_, rx)| rx),
         own_tgid: std::process::id(),
         utilities: &args.utilities,
@@ -311,8 +313,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     let doc = RunDocument::new(&qc, Some(&machine));
     if let Some(path) = &args.json {
-        atomic::write_json(path, &doc).with_context(|| format!("writing {}", path.display()))?;
-        eprintln!("wrote {}", path.display());
+        atomic::write_json_result(path, &doc)?;
     }
     if let (Some(path), Some(recording)) = (&args.trace, recording) {
         let mut trace = crate::report::trace::Trace::new(recording, "ttp run (TTPv2)");
@@ -330,7 +331,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             })?;
         }
         trace.write(path)?;
-        eprintln!("wrote {}", path.display());
+        crate::report::atomic::announce(path);
     }
     let analysis = doc.to_analysis();
     println!("{}", ttpv2::report::render(&analysis, None));
@@ -339,9 +340,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     if let Some(path) = &args.svg {
         let svg = ttpv2::svg::render_svg(&analysis).context("drawing the chart")?;
-        atomic::write(path, svg.as_bytes())
-            .with_context(|| format!("writing {}", path.display()))?;
-        eprintln!("wrote {}", path.display());
+        atomic::write_result(path, svg.as_bytes())?;
     }
     match failure {
         Some(e) => {

@@ -42,7 +42,7 @@ impl Instruments {
         ledger.seed(&seed::threads_from_proc());
         let listener = ExitListener::start().ok();
         let user_hz = crate::collect::clock::user_hz().unwrap_or(100);
-        let mut machine = crate::sys::machine::facts();
+        let mut machine = crate::collect::machine::facts();
         machine.delay_accounting_switched_on = delayacct.as_ref().is_some_and(|d| d.switched_on());
         machine.cold_cache = Some(cold_cache);
         machine.deviations.push(
@@ -225,17 +225,14 @@ pub fn run(args: RunArgs, conninfo: &str) -> anyhow::Result<()> {
     }
     let (doc, value) = run_json(&run.qc, &run.facts, &machine)?;
     if let Some(path) = &args.json {
-        atomic::write_json(path, &value).with_context(|| format!("writing {}", path.display()))?;
-        eprintln!("wrote {}", path.display());
+        atomic::write_json_result(path, &value)?;
     }
     print!("{}", header(&run.facts, &run.qc));
     let analysis = doc.to_analysis();
     println!("{}", ttpv2::report::render(&analysis, None));
     if let Some(path) = &args.svg {
         let svg = ttpv2::svg::render_svg(&analysis).context("drawing the chart")?;
-        atomic::write(path, svg.as_bytes())
-            .with_context(|| format!("writing {}", path.display()))?;
-        eprintln!("wrote {}", path.display());
+        atomic::write_result(path, svg.as_bytes())?;
     }
     match run.end {
         QcEnd::Paused(why) => Err(anyhow::anyhow!(
