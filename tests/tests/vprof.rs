@@ -11,16 +11,14 @@ use std::{
 };
 
 use common::*;
-use ttp_user::{
-    probe::vprof::UprobeSource,
-    protocol::variance::{
-        breakdown::{Breakdown, BreakdownConfig},
-        callgraph::CallGraph,
-        driver::{self, InvocationSource, Stop},
-        elf::ElfImage,
-        plan::ProbePlan,
-        tree::{FnName, Term, VarianceTree},
-    },
+use ttp_user::protocol::variance::{
+    breakdown::{Breakdown, BreakdownConfig},
+    callgraph::CallGraph,
+    driver::{self, InvocationSource, Stop},
+    elf::ElfImage,
+    plan::ProbePlan,
+    tree::{FnName, Term, VarianceTree},
+    uprobe::UprobeSource,
 };
 
 /// Compiles the fixture the way its header says.

@@ -197,9 +197,7 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
     summary.probe_cost = probe_cost;
     summary.print();
     if let Some(path) = &args.json {
-        report::atomic::write_json(path, &summary.json())
-            .with_context(|| format!("writing {}", path.display()))?;
-        eprintln!("wrote {}", path.display());
+        report::atomic::write_json_result(path, &summary.json())?;
     }
     if let (Some(path), Some(rec)) = (&args.trace, recorder) {
         let t = trace::Trace::new(rec.finish(&ledger)?, "ttp attach");

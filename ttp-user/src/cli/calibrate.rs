@@ -116,7 +116,7 @@ fn measure(args: &Args) -> anyhow::Result<(Vec<String>, Vec<EmpRun>, Vec<String>
         && !live.runs.is_empty()
     {
         emp_live::write_record(path, &command, &live.runs)?;
-        eprintln!("wrote {}", path.display());
+        crate::report::atomic::announce(path);
     }
     if let Some(e) = live.failure {
         return Err(e.context("the calibration program could not be run"));
@@ -173,16 +173,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Some(short) => build_profile(short, Some(analysis), cfg.sigma_k),
         None => build_profile(analysis, None, cfg.sigma_k),
     };
-    atomic::write_json(&args.out, &profile)
-        .with_context(|| format!("writing {}", args.out.display()))?;
+    atomic::write_json_result(&args.out, &profile)?;
     print!("{}", emp_report::terminal::render_calibration(&profile));
     for n in &notes {
         println!("note: {n}");
     }
-    eprintln!("wrote {}", args.out.display());
     if let Some(dir) = &args.plot {
         for p in emp_report::write_calibration_plots(dir, &profile)? {
-            eprintln!("wrote {}", p.display());
+            crate::report::atomic::announce(&p);
         }
     }
     Ok(())

@@ -9,14 +9,13 @@ use anyhow::Context;
 use indicatif::ProgressBar;
 
 use crate::{
-    collect::taskstats::ExitListener,
     error::UsageError,
-    probe::{Ledger, probe_error_ctx, seed},
     protocol::emp::EmpRun,
     sys::{signals::StopFlag, spawn::RunAs},
     window::{
         emp_runs,
-        qe::{self, QeContext, QeError},
+        qe::{self, QeError},
+        session::{MeasurementSession, SessionOptions},
     },
 };
 
@@ -58,32 +57,20 @@ pub fn measure(
     stop: &StopFlag,
     mut after_run: impl FnMut(&[EmpRun], &ProgressBar) -> anyhow::Result<()>,
 ) -> anyhow::Result<LiveRuns> {
-    crate::sys::privileges::require_bpf()?;
-    let mut ledger = Ledger::attach().map_err(probe_error_ctx)?;
-    ledger.seed(&seed::threads_from_proc());
+    let mut session = MeasurementSession::open(SessionOptions {
+        trace: false,
+        delay_accounting: false,
+        taskstats_exits: true,
+    })?;
     let mut notes = Vec::new();
-    let listener = match ExitListener::start() {
-        Ok(l) => Some(l),
-        Err(e) => {
-            notes.push(format!(
-                "taskstats exit records unavailable ({e}): PT from the ledger only"
-            ));
-            None
-        }
-    };
-    let user_hz = crate::collect::clock::user_hz().unwrap_or(100);
-    let mut ctx = QeContext {
-        ledger: &mut ledger,
-        taskstats_exits: listener.as_ref().map(|(_, rx)| rx),
-        own_tgid: std::process::id(),
-        utilities: &[],
-        query_by_name: false,
-        tick_ns: 1_000_000_000 / user_hz,
-        recorder: None,
-        timeout: plan.timeout,
-        run_as: plan.run_as.clone(),
-        blame_window_ns: None,
-    };
+    if let Some(e) = &session.listener_error {
+        notes.push(format!(
+            "taskstats exit records unavailable ({e}): PT from the ledger only"
+        ));
+    }
+    let listening = session.taskstats_exits().is_some();
+    let mut ctx = session.qe_context(plan.run_as.clone());
+    ctx.timeout = plan.timeout;
     let bar = crate::report::progress::bar(u64::from(plan.runs) + 1, plan.unit);
     let mut out = LiveRuns {
         runs: Vec::with_capacity(plan.runs as usize + 1),
@@ -114,7 +101,7 @@ pub fn measure(
                 break;
             }
             Err(QeError::Probe(e)) => {
-                out.failure = Some(probe_error_ctx(e));
+                out.failure = Some(crate::probe::probe_error_ctx(e));
                 break;
             }
             Err(e @ (QeError::Trace(_) | QeError::Blame(_))) => {
@@ -162,12 +149,12 @@ pub fn measure(
         bar.inc(1);
     }
     bar.finish_and_clear();
-    if listener.is_some() && taskstats_missing > 0 {
+    if listening && taskstats_missing > 0 {
         out.notes.push(format!(
             "taskstats exit records of the program incomplete in {taskstats_missing} run(s): their taskstats PT is absent"
         ));
     }
-    if let Some((l, _)) = &listener {
+    if let Some(l) = session.exit_listener() {
         let s = l.stats();
         if s.overflows > 0 {
             out.notes.push(format!(

@@ -8,7 +8,7 @@ use std::{
 
 use anyhow::Context;
 
-use super::run_pg::{Instruments, pg_error};
+use super::run_pg::pg_error;
 use crate::{
     error::usage,
     pg::{
@@ -147,8 +147,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     // Connect before touching the study: a server that is down or a wrong
     // connection string change nothing.
     let mut runner = Runner::start(&pg, opts, stop.clone()).map_err(pg_error)?;
-    let mut inst = Instruments::start(spec.cold_cache)?;
-    let machine = inst.machine.clone();
+    let (mut session, machine) = crate::pg::open_session(spec.cold_cache)?;
     let (mut study, seed, mut done) = open_study(&path, &mut spec, &machine)?;
     let n = spec.n;
     let total_qcs = spec.cardinalities.len() * spec.queries.len();
@@ -197,7 +196,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             ]
             .into_iter()
             .collect();
-            let mut ctx = inst.ctx();
+            let mut ctx = session.qe_context(crate::sys::spawn::RunAs::Current);
             let run = runner.run_qc(
                 &mut ctx,
                 &q.sql,
@@ -240,7 +239,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
     }
     bar.finish_and_clear();
-    drop(inst);
+    drop(session);
     if let Some(why) = paused {
         anyhow::bail!(
             "{why}; {} of {total_qcs} Q@Cs are finished and kept in {}; run the same command again to resume",

@@ -395,10 +395,8 @@ fn progress_bar(plan: &PhasePlan, model: Model) -> Option<indicatif::ProgressBar
 pub fn measure(cfg: &LoadConfig) -> anyhow::Result<LoadReport> {
     let ledger = match cfg.attach_pid {
         Some(_) => {
-            crate::sys::privileges::require_bpf()?;
-            let mut l = crate::probe::Ledger::attach().map_err(crate::probe::probe_error_ctx)?;
-            l.seed(&crate::probe::seed::threads_from_proc());
-            Some(Arc::new(std::sync::Mutex::new(l)))
+            let session = crate::window::session::MeasurementSession::open(Default::default())?;
+            Some(Arc::new(std::sync::Mutex::new(session.ledger)))
         }
         None => None,
     };

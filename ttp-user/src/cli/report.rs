@@ -62,7 +62,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             eprintln!("ttp: this kind of result has no plots");
         }
         for f in files {
-            eprintln!("wrote {}", f.display());
+            crate::report::atomic::announce(&f);
         }
     }
     Ok(())

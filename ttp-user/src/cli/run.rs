@@ -8,9 +8,8 @@ use anyhow::Context;
 use clap::Args;
 
 use crate::{
-    collect::taskstats::ExitListener,
     error::{UsageError, usage},
-    probe::{Ledger, probe_error_ctx, seed},
+    probe::probe_error_ctx,
     protocol::ttpv2::{
         self,
         analysis::RunDocument,
@@ -22,7 +21,10 @@ use crate::{
         signals::StopFlag,
         spawn::{HeldChild, RunAs},
     },
-    window::qe::{self, QeContext, QeError},
+    window::{
+        qe::{self, QeError},
+        session::{MeasurementSession, SessionOptions},
+    },
 };
 
 /// Run a command repeatedly and time it with the Tucson Timing Protocol v2:
@@ -199,35 +201,27 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     if args.blame && args.blame_window.is_zero() {
         return usage("--blame-window must be longer than 0, e.g. --blame-window 50ms");
     }
-    crate::sys::privileges::require_bpf()?;
     let run_as = if args.as_root {
         RunAs::Current
     } else {
         RunAs::User(Invoker::detect().map_err(|e| UsageError::new(e.to_string()))?)
     };
     let stop = StopFlag::install().context("installing signal handlers")?;
-    let delayacct = crate::sys::delayacct::DelayAcct::enable();
-    let mut ledger = Ledger::attach_with(&crate::probe::AttachOptions {
+    let mut session = MeasurementSession::open(SessionOptions {
         trace: args.trace.is_some(),
-    })
-    .map_err(probe_error_ctx)?;
-    ledger.seed(&seed::threads_from_proc());
+        delay_accounting: true,
+        taskstats_exits: true,
+    })?;
     let mut recorder = match &args.trace {
         Some(_) => Some(
-            crate::report::trace::Recorder::start(&mut ledger, &[])
+            crate::report::trace::Recorder::start(&mut session.ledger, &[])
                 .context("starting the trace")?,
         ),
         None => None,
     };
     let mut spans: Vec<(u32, u64, u64)> = Vec::new();
-    let listener = ExitListener::start().ok();
-    let user_hz = crate::collect::clock::user_hz().unwrap_or(100);
-    let mut machine = crate::sys::machine::facts();
-    machine.delay_accounting_switched_on = delayacct.as_ref().is_some_and(|d| d.switched_on());
-    machine.cold_cache = Some(args.cold_cache);
-    machine.deviations.push(
-        "BlockIO is the kernel ledger's block-I/O wait (switch-out with in_iowait to wakeup), in ticks; /proc's delayacct_blkio_ticks is reported beside it as blkio_proc_ticks".into(),
-    );
+    let user_hz = session.user_hz;
+    let machine = session.machine_facts(args.cold_cache);
     let mut qc = QcInput {
         labels,
         source: None,
@@ -242,20 +236,16 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         },
         qes: Vec::new(),
     };
-    let mut ctx = QeContext {
-        ledger: &mut ledger,
-        recorder: recorder.as_mut(),
-        taskstats_exits: listener.as_ref().map(|(_, rx)| rx),
-        own_tgid: std::process::id(),
-        utilities: &args.utilities,
-        query_by_name: args.query_process.is_some(),
-        tick_ns: 1_000_000_000 / user_hz,
-        timeout: Some(args.timeout),
-        run_as: run_as.clone(),
-        blame_window_ns: args
-            .blame
-            .then(|| u64::try_from(args.blame_window.as_nanos()).unwrap_or(u64::MAX)),
-    };
+    let mut ctx = session.qe_context(run_as.clone());
+    ctx.recorder = recorder
+        .as_mut()
+        .map(|r| r as &mut dyn crate::window::qe::FollowProcess);
+    ctx.utilities = &args.utilities;
+    ctx.query_by_name = args.query_process.is_some();
+    ctx.timeout = Some(args.timeout);
+    ctx.blame_window_ns = args
+        .blame
+        .then(|| u64::try_from(args.blame_window.as_nanos()).unwrap_or(u64::MAX));
     let bar = crate::report::progress::bar(args.n as u64, "QE");
     let mut failure: Option<anyhow::Error> = None;
     for i in 1..=args.n {
@@ -330,12 +320,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     bar.finish_and_clear();
     drop(ctx);
     let recording = match recorder {
-        Some(r) => Some(r.finish(&ledger).context("finishing the trace")?),
+        Some(r) => Some(r.finish(&session.ledger).context("finishing the trace")?),
         None => None,
     };
-    drop(listener);
-    drop(ledger);
-    drop(delayacct);
+    drop(session);
     // A command that could not start at all: the error alone, no report.
     if qc.qes.iter().all(|q| q.spawn_error.is_some()) {
         qc.qes.clear();
@@ -348,8 +336,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     let doc = RunDocument::new(&qc, Some(&machine));
     if let Some(path) = &args.json {
-        atomic::write_json(path, &doc).with_context(|| format!("writing {}", path.display()))?;
-        eprintln!("wrote {}", path.display());
+        atomic::write_json_result(path, &doc)?;
     }
     if let (Some(path), Some(recording)) = (&args.trace, recording) {
         let mut trace = crate::report::trace::Trace::new(recording, "ttp run (TTPv2)");
@@ -367,7 +354,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             })?;
         }
         trace.write(path)?;
-        eprintln!("wrote {}", path.display());
+        crate::report::atomic::announce(path);
     }
     let analysis = doc.to_analysis();
     println!("{}", ttpv2::report::render(&analysis, None));
@@ -376,9 +363,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     if let Some(path) = &args.svg {
         let svg = ttpv2::svg::render_svg(&analysis).context("drawing the chart")?;
-        atomic::write(path, svg.as_bytes())
-            .with_context(|| format!("writing {}", path.display()))?;
-        eprintln!("wrote {}", path.display());
+        atomic::write_result(path, svg.as_bytes())?;
     }
     match failure {
         Some(e) => {

@@ -184,16 +184,15 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         ));
     }
     if let Some(path) = &args.json {
-        atomic::write_json(path, &o).with_context(|| format!("writing {}", path.display()))?;
-        eprintln!("wrote {}", path.display());
+        atomic::write_json_result(path, &o)?;
     }
     if let Some(path) = &args.emp.record {
-        eprintln!("wrote {}", path.display());
+        crate::report::atomic::announce(path);
     }
     print!("{}", emp_report::terminal::render_outcome(&o));
     if let Some(dir) = &args.emp.plot {
         for p in emp_report::write_run_plots(dir, &o)? {
-            eprintln!("wrote {}", p.display());
+            crate::report::atomic::announce(&p);
         }
     }
     match live.failure {

@@ -2,16 +2,12 @@
 //! executed by a PostgreSQL server of this machine. The query process is
 //! the backend serving ttp's connection (`pg_backend_pid()`); the
 //! postmaster and its other children are utilities; the rest are daemons.
-use std::sync::mpsc::Receiver;
-
 use anyhow::Context;
 
 use super::run::RunArgs;
 use crate::{
-    collect::taskstats::{ExitListener, TaskstatsRecord},
     error::{UsageError, usage},
     pg::{Pg, PgError, PgFacts, QcEnd, Runner, RunnerOptions, restart::Restart},
-    probe::{Ledger, probe_error_ctx, seed},
     protocol::ttpv2::{
         self,
         analysis::RunDocument,
@@ -20,69 +16,7 @@ use crate::{
     },
     report::atomic,
     sys::signals::StopFlag,
-    window::qe::QeContext,
 };
-
-/// The ledger and its companions, set up once for a run or an experiment
-/// and undone on drop (fields drop in order: listener, ledger, sysctl).
-pub(crate) struct Instruments {
-    listener: Option<(ExitListener, Receiver<TaskstatsRecord>)>,
-    pub ledger: Ledger,
-    _delayacct: Option<crate::sys::delayacct::DelayAcct>,
-    pub machine: MachineFacts,
-    pub tick_ns: u64,
-    utilities: Vec<String>,
-}
-
-impl Instruments {
-    pub fn start(cold_cache: bool) -> anyhow::Result<Self> {
-        crate::sys::privileges::require_bpf()?;
-        let delayacct = crate::sys::delayacct::DelayAcct::enable();
-        let mut ledger = Ledger::attach().map_err(probe_error_ctx)?;
-        ledger.seed(&seed::threads_from_proc());
-        let listener = ExitListener::start().ok();
-        let user_hz = crate::collect::clock::user_hz().unwrap_or(100);
-        let mut machine = crate::sys::machine::facts();
-        machine.delay_accounting_switched_on = delayacct.as_ref().is_some_and(|d| d.switched_on());
-        machine.cold_cache = Some(cold_cache);
-        machine.deviations.push(
-            "BlockIO is the kernel ledger's block-I/O wait (switch-out with in_iowait to wakeup), in ticks; /proc's delayacct_blkio_ticks is reported beside it as blkio_proc_ticks".into(),
-        );
-        // Sec. 7.2 times one query process: with parallel workers the
-        // query's work would be spread over short-lived processes.
-        machine.deviations.push(
-            "parallel query was switched off in the measuring session (max_parallel_workers_per_gather = 0), so the backend is the only query process".into(),
-        );
-        if cold_cache {
-            machine.deviations.push(
-                "PostgreSQL cannot empty its buffers, so before each QE the server was restarted, the statement prepared again on a new connection and the page cache dropped: the cold start is somewhat artificially cold (Sec. 3.1)".into(),
-            );
-        }
-        Ok(Instruments {
-            listener,
-            ledger,
-            _delayacct: delayacct,
-            machine,
-            tick_ns: 1_000_000_000 / user_hz,
-            utilities: Vec::new(),
-        })
-    }
-
-    pub fn ctx(&mut self) -> QeContext<'_> {
-        QeContext {
-            recorder: None,
-            ledger: &mut self.ledger,
-            taskstats_exits: self.listener.as_ref().map(|(_, rx)| rx),
-            own_tgid: std::process::id(),
-            utilities: &self.utilities,
-            query_by_name: false,
-            tick_ns: self.tick_ns,
-            timeout: None,
-            run_as: crate::sys::spawn::RunAs::Current,
-            blame_window_ns: None,
-        }
-    }
-}
 
 /// A PostgreSQL error at the command line: what the user can fix (the
 /// connection string, the SQL, where ttp runs) is a usage error (exit 2).
@@ -181,8 +115,7 @@ pub fn run(args: RunArgs, conninfo: &str) -> anyhow::Result<()> {
     };
     let mut runner = Runner::start(&pg, opts, stop).map_err(pg_error)?;
     runner.check_sql(sql).map_err(pg_error)?;
-    let mut inst = Instruments::start(args.cold_cache)?;
-    let machine = inst.machine.clone();
+    let (mut session, machine) = crate::pg::open_session(args.cold_cache)?;
     let bar = crate::report::progress::bar(u64::from(args.n), "QE");
     let json = args.json.clone();
     let mut write_err: Option<anyhow::Error> = None;
@@ -200,7 +133,7 @@ pub fn run(args: RunArgs, conninfo: &str) -> anyhow::Result<()> {
         bar.set_position(qc.qes.len() as u64);
     };
     let notify = |m: String| bar.println(m);
-    let mut ctx = inst.ctx();
+    let mut ctx = session.qe_context(crate::sys::spawn::RunAs::Current);
     let outcome = runner.run_qc(&mut ctx, sql, args.n, labels, &mut on_qe, &notify);
     drop(ctx);
     bar.finish_and_clear();
@@ -209,14 +142,14 @@ pub fn run(args: RunArgs, conninfo: &str) -> anyhow::Result<()> {
     }
     let run = match outcome {
         Ok(r) => r,
-        Err(crate::pg::qc::QcError::Probe(e)) => return Err(probe_error_ctx(e)),
+        Err(crate::pg::qc::QcError::Probe(e)) => return Err(crate::probe::probe_error_ctx(e)),
         Err(e) => {
             return Err(
                 anyhow::Error::new(e).context("the Q@C stopped; the QEs measured before are kept")
             );
         }
     };
-    drop(inst);
+    drop(session);
     if run.qc.qes.is_empty() {
         return match run.end {
             QcEnd::Paused(why) => anyhow::bail!("paused before the first QE was measured: {why}"),
@@ -225,17 +158,14 @@ pub fn run(args: RunArgs, conninfo: &str) -> anyhow::Result<()> {
     }
     let (doc, value) = run_json(&run.qc, &run.facts, &machine)?;
     if let Some(path) = &args.json {
-        atomic::write_json(path, &value).with_context(|| format!("writing {}", path.display()))?;
-        eprintln!("wrote {}", path.display());
+        atomic::write_json_result(path, &value)?;
     }
     print!("{}", header(&run.facts, &run.qc));
     let analysis = doc.to_analysis();
     println!("{}", ttpv2::report::render(&analysis, None));
     if let Some(path) = &args.svg {
         let svg = ttpv2::svg::render_svg(&analysis).context("drawing the chart")?;
-        atomic::write(path, svg.as_bytes())
-            .with_context(|| format!("writing {}", path.display()))?;
-        eprintln!("wrote {}", path.display());
+        atomic::write_result(path, svg.as_bytes())?;
     }
     match run.end {
         QcEnd::Paused(why) => Err(anyhow::anyhow!(

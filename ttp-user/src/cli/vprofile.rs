@@ -13,10 +13,7 @@ use anyhow::Context;
 
 use crate::{
     error::{UsageError, usage},
-    probe::{
-        probe_error_ctx,
-        vprof::{UprobeSource, VprofProbeError},
-    },
+    probe::probe_error_ctx,
     protocol::variance::{
         breakdown::BreakdownConfig,
         callgraph::CallGraph,
@@ -24,6 +21,7 @@ use crate::{
         elf::{ElfError, ElfImage},
         render::VprofileReport,
         svg,
+        uprobe::{UprobeSource, VprofProbeError},
     },
     report::atomic,
     sys::{

@@ -13,3 +13,31 @@ pub mod session;
 pub use error::PgError;
 pub use qc::{PgFacts, QcEnd, QcRun, Runner, RunnerOptions};
 pub use session::{Pg, Session};
+
+use crate::{
+    collect::machine::MachineFacts,
+    window::session::{MeasurementSession, SessionOptions},
+};
+
+/// Opens the measurement session of a PostgreSQL run or experiment, with
+/// the machine facts of its report: the session's own and how measuring
+/// PostgreSQL deviates from the protocol (Sec. 9 (6)).
+pub fn open_session(cold_cache: bool) -> anyhow::Result<(MeasurementSession, MachineFacts)> {
+    let session = MeasurementSession::open(SessionOptions {
+        trace: false,
+        delay_accounting: true,
+        taskstats_exits: true,
+    })?;
+    let mut machine = session.machine_facts(cold_cache);
+    // Sec. 7.2 times one query process: with parallel workers the query's
+    // work would be spread over short-lived processes.
+    machine.deviations.push(
+        "parallel query was switched off in the measuring session (max_parallel_workers_per_gather = 0), so the backend is the only query process".into(),
+    );
+    if cold_cache {
+        machine.deviations.push(
+            "PostgreSQL cannot empty its buffers, so before each QE the server was restarted, the statement prepared again on a new connection and the page cache dropped: the cold start is somewhat artificially cold (Sec. 3.1)".into(),
+        );
+    }
+    Ok((session, machine))
+}

@@ -10,7 +10,6 @@ pub mod detail;
 mod read;
 pub mod seed;
 pub mod trace;
-pub mod vprof;
 
 use aya::{
     Ebpf, EbpfLoader,
@@ -25,7 +24,7 @@ pub use read::{KernelStats, SeedThread, Snapshot};
 pub use trace::{BlockPhase, ThreadState, TraceBody, TraceEvent};
 
 /// The eBPF object built by build.rs (empty when built with AYA_BUILD_SKIP=1).
-static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/ttp"));
+pub(crate) static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/ttp"));
 
 /// Programs of the time ledger, with the tp_btf tracepoint each attaches to.
 const LEDGER_PROGRAMS: &[(&str, &str)] = &[
@@ -99,7 +98,7 @@ pub enum ProbeError {
     },
 }
 
-fn is_permission_error(e: &aya::EbpfError) -> bool {
+pub(crate) fn is_permission_error(e: &aya::EbpfError) -> bool {
     let text = format!("{e:?}");
     text.contains("EPERM")
         || text.contains("PermissionDenied")
@@ -302,7 +301,7 @@ pub struct AttachOptions {
     pub trace: bool,
 }
 
-fn take<T>(ebpf: &mut Ebpf, name: &str) -> Result<T, ProbeError>
+pub(crate) fn take<T>(ebpf: &mut Ebpf, name: &str) -> Result<T, ProbeError>
 where
     T: TryFrom<aya::maps::Map, Error = aya::maps::MapError>,
 {

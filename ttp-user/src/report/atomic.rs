@@ -1,66 +1,58 @@
-//! Result files are written atomically: to a temporary file in the same
-//! directory, flushed, then renamed over the target. A reader (or a crash)
-//! sees either the previous complete file or the new complete one.
+//! Result files: written atomically (`sys::atomic`: a reader or a crash sees
+//! the previous complete file or the new complete one), then named on stderr
+//! as `wrote PATH`, so that every command says the same thing about the
+//! files it leaves.
 use std::{
-    fs,
-    io::{self, Write},
-    path::Path,
+    io,
+    path::{Path, PathBuf},
 };
 
-/// Writes `bytes` to `path` atomically.
-pub fn write(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let name = path
-        .file_name()
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "path has no file name"))?;
-    let tmp = dir.join(format!(
-        ".{}.tmp.{}",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    let result = (|| {
-        let mut f = fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result
+pub use crate::sys::atomic::{write, write_json};
+
+/// A result file that could not be written; shown as "writing PATH: cause".
+#[derive(Debug, thiserror::Error)]
+#[error("writing {}", path.display())]
+pub struct WriteError {
+    pub path: PathBuf,
+    #[source]
+    pub source: io::Error,
 }
 
-/// Serialises `value` as pretty JSON (with a trailing newline) and writes it
-/// atomically.
-pub fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> io::Result<()> {
-    let mut bytes = serde_json::to_vec_pretty(value).map_err(io::Error::other)?;
-    bytes.push(b'\n');
-    write(path, &bytes)
+/// Says on stderr that `path` was written.
+pub fn announce(path: &Path) {
+    eprintln!("wrote {}", path.display());
+}
+
+/// Writes `bytes` to `path` atomically and announces it.
+pub fn write_result(path: &Path, bytes: &[u8]) -> Result<(), WriteError> {
+    write(path, bytes).map_err(|source| WriteError {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    announce(path);
+    Ok(())
+}
+
+/// Writes `value` as pretty JSON to `path` atomically and announces it.
+pub fn write_json_result<T: serde::Serialize>(path: &Path, value: &T) -> Result<(), WriteError> {
+    write_json(path, value).map_err(|source| WriteError {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    announce(path);
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// Catches a writer that leaves the temporary file behind or does not
-    /// replace an existing file.
+    /// Catches an error that loses the path or the cause.
     #[test]
-    fn replaces_existing_file_and_leaves_no_temporary() {
-        let dir = std::env::temp_dir().join(format!("ttp-atomic-{}", std::process::id()));
-        fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("out.json");
-        write(&path, b"old").unwrap();
-        write_json(&path, &serde_json::json!({"a": 1})).unwrap();
-        assert_eq!(fs::read_to_string(&path).unwrap(), "{\n  \"a\": 1\n}\n");
-        let leftovers: Vec<_> = fs::read_dir(&dir)
-            .unwrap()
-            .filter_map(|e| e.ok())
-            .filter(|e| e.file_name().to_string_lossy().contains(".tmp."))
-            .collect();
-        assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
-        fs::remove_dir_all(&dir).unwrap();
+    fn failed_write_names_the_path_and_the_cause() {
+        let path = Path::new("/nonexistent-ttp-dir/out.json");
+        let e = write_json_result(path, &1).unwrap_err();
+        assert_eq!(e.to_string(), "writing /nonexistent-ttp-dir/out.json");
+        assert_eq!(e.source.kind(), io::ErrorKind::NotFound);
     }
 }

@@ -1,10 +1,10 @@
 //! The machine: privileges, the invoking user, signals and guards that undo
 //! every change the tool makes.
+pub mod atomic;
 pub mod clock;
 pub mod delayacct;
 pub mod invoker;
 pub mod logging;
-pub mod machine;
 pub mod page_cache;
 pub mod privileges;
 pub mod setup_check;

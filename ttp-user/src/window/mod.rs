@@ -5,3 +5,4 @@ pub mod emp_runs;
 pub mod procs;
 pub mod qe;
 pub mod qe_blame;
+pub mod session;

@@ -32,12 +32,22 @@ use crate::{
     },
 };
 
+/// Follows a QE's command from the moment it is held, before it executes
+/// (`--trace`: `report::trace::Recorder` adds it to the traced processes).
+pub trait FollowProcess {
+    fn follow(
+        &mut self,
+        ledger: &mut Ledger,
+        tgid: u32,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>>;
+}
+
 /// What stays the same across the QEs of a run.
 pub struct QeContext<'a> {
     pub ledger: &'a mut Ledger,
     /// With `--trace`: each QE's command is added to the traced processes
     /// while it is held, so its whole life is in the trace.
-    pub recorder: Option<&'a mut crate::report::trace::Recorder>,
+    pub recorder: Option<&'a mut dyn FollowProcess>,
     pub taskstats_exits: Option<&'a Receiver<TaskstatsRecord>>,
     pub own_tgid: u32,
     /// Names of utility processes (`--utility`).
@@ -71,7 +81,7 @@ pub enum QeError {
     #[error(transparent)]
     Probe(#[from] ProbeError),
     #[error(transparent)]
-    Trace(#[from] crate::report::trace::TraceError),
+    Trace(Box<dyn std::error::Error + Send + Sync>),
     #[error("--blame cannot measure the command: {0}")]
     Blame(String),
 }
@@ -155,7 +165,7 @@ pub fn measure(
 ) -> Result<QeOutcome, QeError> {
     let held = HeldChild::spawn(cmd, ctx.run_as.clone())?;
     if let Some(rec) = ctx.recorder.as_deref_mut() {
-        rec.add_process(ctx.ledger, held.pid())?;
+        rec.follow(ctx.ledger, held.pid()).map_err(QeError::Trace)?;
     }
     let blame = match ctx.blame_window_ns {
         Some(w) => Some(QeBlame::start(held.pid(), w).map_err(QeError::Blame)?),

@@ -413,14 +413,14 @@ impl LoadReport {
             .find(|(s, _)| *s == Series::OpenLatency)
             .or_else(|| all.iter().find(|(s, _)| *s == Series::ClosedIntended));
         if let Some((_, h)) = headline {
-            crate::report::atomic::write(path, histograms::hgrm_text(h).as_bytes())?;
+            crate::sys::atomic::write(path, histograms::hgrm_text(h).as_bytes())?;
             written.push(path.to_path_buf());
         }
         let s = path.to_string_lossy();
         let stem = s.strip_suffix(".hgrm").unwrap_or(&s);
         for (series, h) in all {
             let p = PathBuf::from(format!("{stem}.{}.hgrm", series.key()));
-            crate::report::atomic::write(&p, histograms::hgrm_text(h).as_bytes())?;
+            crate::sys::atomic::write(&p, histograms::hgrm_text(h).as_bytes())?;
             written.push(p);
         }
         Ok(written)

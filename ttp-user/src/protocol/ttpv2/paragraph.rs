@@ -1,52 +1,10 @@
 //! The reporting paragraph of Sec. 9: the nine pieces of information a
 //! paper using TTPv2 states, filled in from the machine and the results.
-use serde::{Deserialize, Serialize};
 
 use super::checks::{CheckResult, Scope};
 use super::model::QcInput;
 
-/// Facts about the machine and the setup of the measurement, collected by
-/// the `run` command (Sec. 9 (2), (3), (6)).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct MachineFacts {
-    /// Measuring tool and version, e.g. "ttp-ebpf 0.1.0".
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tool: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cpu_model: Option<String>,
-    /// Online CPUs (the paper enabled one, Sec. 3.4).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cores: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub memory_bytes: Option<u64>,
-    /// Disk the measured data lives on, e.g. "virtio vda 20 GiB".
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub disk: Option<String>,
-    /// Distribution, e.g. "Debian GNU/Linux 13 (trixie)".
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub os: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kernel: Option<String>,
-    /// CONFIG_HZ: the kernel's accounting tick rate.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub config_hz: Option<u32>,
-    /// USER_HZ: the tick rate of the /proc counters.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub user_hz: Option<u32>,
-    /// Hypervisor, e.g. "kvm"; `None` on bare metal or when unknown.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub virtualization: Option<String>,
-    /// Delay accounting (kernel.task_delayacct) was off and switched on for
-    /// the measurement.
-    #[serde(default)]
-    pub delay_accounting_switched_on: bool,
-    /// Page cache dropped before each QE (Sec. 3.1); `None`: not stated.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cold_cache: Option<bool>,
-    /// Further deviations from the protocol (daemons left running, …).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub deviations: Vec<String>,
-}
+pub use crate::collect::machine::MachineFacts;
 
 /// Everything the paragraph states.
 pub struct ParagraphInput<'a> {

@@ -20,6 +20,7 @@ mod stats;
 pub mod svg;
 mod symbols;
 pub mod tree;
+pub mod uprobe;
 
 #[cfg(test)]
 mod fixture;

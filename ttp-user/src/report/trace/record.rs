@@ -157,3 +157,13 @@ fn seeds_of(threads: &[ttp_common::ThreadAccount], tgids: &[u32]) -> Vec<Seed> {
         })
         .collect()
 }
+
+impl crate::window::qe::FollowProcess for Recorder {
+    fn follow(
+        &mut self,
+        ledger: &mut Ledger,
+        tgid: u32,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        Ok(self.add_process(ledger, tgid)?)
+    }
+}

@@ -1,8 +1,52 @@
 //! Facts about the machine for reports (TTPv2 Sec. 9: CPU, memory, disk,
-//! OS, kernel, HZ, virtualisation).
+//! OS, kernel, HZ, virtualisation), read from /proc and /sys like the rest
+//! of `collect`.
 use std::path::Path;
 
-use crate::protocol::ttpv2::paragraph::MachineFacts;
+use serde::{Deserialize, Serialize};
+
+/// Facts about the machine and the setup of the measurement, collected by
+/// the `run` command (Sec. 9 (2), (3), (6)).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct MachineFacts {
+    /// Measuring tool and version, e.g. "ttp-ebpf 0.1.0".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_model: Option<String>,
+    /// Online CPUs (the paper enabled one, Sec. 3.4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cores: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_bytes: Option<u64>,
+    /// Disk the measured data lives on, e.g. "virtio vda 20 GiB".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk: Option<String>,
+    /// Distribution, e.g. "Debian GNU/Linux 13 (trixie)".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub os: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<String>,
+    /// CONFIG_HZ: the kernel's accounting tick rate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_hz: Option<u32>,
+    /// USER_HZ: the tick rate of the /proc counters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_hz: Option<u32>,
+    /// Hypervisor, e.g. "kvm"; `None` on bare metal or when unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub virtualization: Option<String>,
+    /// Delay accounting (kernel.task_delayacct) was off and switched on for
+    /// the measurement.
+    #[serde(default)]
+    pub delay_accounting_switched_on: bool,
+    /// Page cache dropped before each QE (Sec. 3.1); `None`: not stated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cold_cache: Option<bool>,
+    /// Further deviations from the protocol (daemons left running, …).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deviations: Vec<String>,
+}
 
 fn first_value(text: &str, key: &str) -> Option<String> {
     text.lines()
@@ -57,9 +101,9 @@ pub fn facts() -> MachineFacts {
         disk: disks(),
         os,
         kernel,
-        config_hz: crate::collect::clock::kernel_hz(Path::new("/proc"), Path::new("/boot"))
+        config_hz: super::clock::kernel_hz(Path::new("/proc"), Path::new("/boot"))
             .map(|k| k.hz as u32),
-        user_hz: crate::collect::clock::user_hz().map(|h| h as u32),
+        user_hz: super::clock::user_hz().map(|h| h as u32),
         virtualization,
         ..Default::default()
     }

@@ -22,13 +22,15 @@ use aya::{
 };
 use ttp_common::vprof::{Record, Stats};
 
-use super::{OBJECT, ProbeError, is_permission_error, take};
-use crate::protocol::variance::{
+use super::{
     driver::{InvocationSource, RoundData, Stop},
     plan::ProbePlan,
     tree::ChildTable,
 };
-use crate::sys::signals::StopFlag;
+use crate::{
+    probe::{OBJECT, ProbeError, is_permission_error, take},
+    sys::signals::StopFlag,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum VprofProbeError {

@@ -1,0 +1,129 @@
+//! A measurement session: what every command that measures with the kernel
+//! ledger sets up once and undoes on drop. It checks the privileges, turns
+//! delay accounting on (restored when the session ends), loads the ledger
+//! and seeds it with the threads already running (so their first switch is
+//! accounted, docs/ledger.md), listens for taskstats exit records, reads
+//! the tick rate of /proc's counters (USER_HZ) and the machine facts, and
+//! hands out the [`QeContext`] of the TTPv2 Fig. 5 sequence (window/qe.rs).
+//!
+//! Fields drop in declaration order: the exit listener, then the ledger
+//! (detaching its programs), then the delay-accounting guard.
+use std::sync::mpsc::Receiver;
+
+use crate::{
+    collect::{
+        machine::MachineFacts,
+        taskstats::{ExitListener, TaskstatsError, TaskstatsRecord},
+    },
+    probe::{AttachOptions, Ledger, probe_error_ctx, seed},
+    sys::{delayacct::DelayAcct, spawn::RunAs},
+    window::qe::QeContext,
+};
+
+/// How the ledger's block-I/O wait relates to /proc's; stated in every
+/// TTPv2 report as a deviation (Sec. 9 (6)).
+const BLOCK_IO_DEVIATION: &str = "BlockIO is the kernel ledger's block-I/O wait (switch-out with in_iowait to wakeup), in ticks; /proc's delayacct_blkio_ticks is reported beside it as blkio_proc_ticks";
+
+/// What a session sets up beyond the seeded ledger.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SessionOptions {
+    /// Load the per-event stream of `--trace`.
+    pub trace: bool,
+    /// Switch delay accounting on for the session (taskstats and
+    /// /proc's delayacct_blkio_ticks need it).
+    pub delay_accounting: bool,
+    /// Listen for taskstats exit records (EMP's PT, TTPv2's stopped
+    /// processes).
+    pub taskstats_exits: bool,
+}
+
+/// One measurement session; see the module documentation.
+pub struct MeasurementSession {
+    listener: Option<(ExitListener, Receiver<TaskstatsRecord>)>,
+    /// Why the exit listener is missing, when it was asked for.
+    pub listener_error: Option<TaskstatsError>,
+    pub ledger: Ledger,
+    delay_accounting: Option<DelayAcct>,
+    /// USER_HZ, the tick rate of /proc's counters (100 when unreadable).
+    pub user_hz: u64,
+}
+
+impl MeasurementSession {
+    /// Opens a session. A missing privilege or a kernel without BTF is a
+    /// usage error (exit 2) naming what to do.
+    pub fn open(options: SessionOptions) -> anyhow::Result<Self> {
+        crate::sys::privileges::require_bpf()?;
+        let delay_accounting = if options.delay_accounting {
+            DelayAcct::enable()
+        } else {
+            None
+        };
+        let mut ledger = Ledger::attach_with(&AttachOptions {
+            trace: options.trace,
+        })
+        .map_err(probe_error_ctx)?;
+        ledger.seed(&seed::threads_from_proc());
+        let (listener, listener_error) = if options.taskstats_exits {
+            match ExitListener::start() {
+                Ok(l) => (Some(l), None),
+                Err(e) => (None, Some(e)),
+            }
+        } else {
+            (None, None)
+        };
+        Ok(MeasurementSession {
+            listener,
+            listener_error,
+            ledger,
+            delay_accounting,
+            user_hz: crate::collect::clock::user_hz().unwrap_or(100),
+        })
+    }
+
+    /// Nanoseconds per USER_HZ tick.
+    pub fn tick_ns(&self) -> u64 {
+        1_000_000_000 / self.user_hz
+    }
+
+    /// The taskstats exit listener, when it runs.
+    pub fn exit_listener(&self) -> Option<&ExitListener> {
+        self.listener.as_ref().map(|(l, _)| l)
+    }
+
+    /// The exit records received so far, when the listener runs.
+    pub fn taskstats_exits(&self) -> Option<&Receiver<TaskstatsRecord>> {
+        self.listener.as_ref().map(|(_, rx)| rx)
+    }
+
+    /// The machine facts of a TTPv2 report (Sec. 9 (2), (3), (6)), with
+    /// what this session changed and the ledger's block-I/O deviation.
+    pub fn machine_facts(&self, cold_cache: bool) -> MachineFacts {
+        let mut machine = crate::collect::machine::facts();
+        machine.delay_accounting_switched_on = self
+            .delay_accounting
+            .as_ref()
+            .is_some_and(|d| d.switched_on());
+        machine.cold_cache = Some(cold_cache);
+        machine.deviations.push(BLOCK_IO_DEVIATION.into());
+        machine
+    }
+
+    /// A QE context on this session's ledger and exit records, with the
+    /// defaults of a measured command (no trace, no utilities, no timeout,
+    /// no blame); callers set what their command changes.
+    pub fn qe_context(&mut self, run_as: RunAs) -> QeContext<'_> {
+        let tick_ns = self.tick_ns();
+        QeContext {
+            ledger: &mut self.ledger,
+            recorder: None,
+            taskstats_exits: self.listener.as_ref().map(|(_, rx)| rx),
+            own_tgid: std::process::id(),
+            utilities: &[],
+            query_by_name: false,
+            tick_ns,
+            timeout: None,
+            run_as,
+            blame_window_ns: None,
+        }
+    }
+}
