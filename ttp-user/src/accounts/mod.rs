@@ -10,7 +10,7 @@ mod image;
 mod measures;
 
 pub use image::{CpuTimes, Image, ProcessDelta, Window};
-pub use measures::{IoMeasures, Measures};
+pub use measures::{IoMeasures, LedgerColumns, LedgerMeasures};
 
 use ttp_common::{CpuAccount, ThreadAccount, flag, state};
 

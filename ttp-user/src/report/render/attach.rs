@@ -12,7 +12,7 @@ use super::{
     write_plot,
 };
 use crate::{
-    accounts::{CpuTimes, Measures},
+    accounts::{CpuTimes, LedgerMeasures},
     probe::KernelStats,
     report::units::{bytes, ms},
 };
@@ -52,7 +52,7 @@ pub struct ProcessView {
     pub exited: bool,
     #[serde(default)]
     pub threads: u32,
-    pub kernel: Measures,
+    pub kernel: LedgerMeasures,
     #[serde(default)]
     pub agreement: Vec<AgreementView>,
 }
@@ -185,47 +185,31 @@ impl Rendered for AttachDoc {
     }
 
     fn table(&self) -> Table {
-        let mut t = Table::new(&[
-            "pid",
-            "comm",
-            "threads",
-            "on_cpu_ms",
-            "runq_wait_ms",
-            "sleep_ms",
-            "blocked_ms",
-            "iowait_ms",
-            "iowait_own_ms",
-            "iowait_share_ms",
-            "read_requests",
-            "read_bytes",
-            "write_requests",
-            "write_bytes",
-            "device_ms",
-            "voluntary_switches",
-            "involuntary_switches",
-        ]);
+        // Every ledger counter, from its one declaration; times in ms.
+        let column = |name: &'static str| match name.strip_suffix("_ns") {
+            Some(stem) => format!("{stem}_ms"),
+            None => name.to_string(),
+        };
+        let mut head: Vec<String> = vec!["pid".into(), "comm".into(), "threads".into()];
+        head.extend(
+            LedgerMeasures::default()
+                .named()
+                .into_iter()
+                .map(|(n, _)| column(n)),
+        );
+        let head: Vec<&str> = head.iter().map(String::as_str).collect();
+        let mut t = Table::new(&head);
         let f = |ns: u64| ms3(Some(ns as f64));
         for p in &self.processes {
-            let k = &p.kernel;
-            t.push(vec![
-                p.pid.to_string(),
-                p.comm.clone(),
-                p.threads.to_string(),
-                f(k.on_cpu_ns),
-                f(k.runq_wait_ns),
-                f(k.sleep_ns),
-                f(k.blocked_ns),
-                f(k.iowait_ns),
-                f(k.iowait_own_ns),
-                f(k.iowait_share_ns),
-                k.io.read_requests.to_string(),
-                k.io.read_bytes.to_string(),
-                k.io.write_requests.to_string(),
-                k.io.write_bytes.to_string(),
-                f(k.io.device_ns),
-                k.voluntary_switches.to_string(),
-                k.involuntary_switches.to_string(),
-            ]);
+            let mut row = vec![p.pid.to_string(), p.comm.clone(), p.threads.to_string()];
+            row.extend(p.kernel.named().into_iter().map(|(n, v)| {
+                if n.ends_with("_ns") {
+                    f(v)
+                } else {
+                    v.to_string()
+                }
+            }));
+            t.push(row);
         }
         t
     }
@@ -257,7 +241,7 @@ impl Rendered for AttachDoc {
 }
 
 /// A stacked part of a bar: its legend, colour and measure.
-type Part = (&'static str, RGBColor, fn(&Measures) -> u64);
+type Part = (&'static str, RGBColor, fn(&LedgerMeasures) -> u64);
 
 /// Where each process's time went, as stacked horizontal bars (ms).
 fn time_chart(d: &AttachDoc) -> Result<String, RenderError> {
@@ -278,7 +262,7 @@ fn time_chart(d: &AttachDoc) -> Result<String, RenderError> {
         ("sleep", RGBColor(199, 199, 199), |k| k.sleep_ns),
     ];
     let n = d.processes.len().max(1);
-    let total = |k: &Measures| parts.iter().map(|(_, _, f)| f(k)).sum::<u64>();
+    let total = |k: &LedgerMeasures| parts.iter().map(|(_, _, f)| f(k)).sum::<u64>();
     let x_max = d
         .processes
         .iter()
