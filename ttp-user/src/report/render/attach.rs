@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use plotters::prelude::*;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::{
     RenderError, Rendered, Table,
@@ -13,14 +13,34 @@ use super::{
 };
 use crate::{
     accounts::{CpuTimes, LedgerMeasures},
+    collect::proc_stat::{CpuLine, CpuTicks},
     probe::KernelStats,
     report::units::{bytes, ms},
+    window::{
+        crosscheck::Agreement,
+        procs::{ProcCounters, TaskstatsCounters},
+    },
 };
 
-#[derive(Debug, Clone, Deserialize)]
+/// Schema of the attach summary.
+pub const ATTACH_SCHEMA: &str = "ttp.attach/1";
+
+/// The attach summary (`attach --json`), written and read by this one type.
+/// Fields added after the first files were written are `#[serde(default)]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct AttachDoc {
+    pub schema: String,
     #[serde(default)]
     pub kernel_release: Option<String>,
+    /// Kernel tick rate (CONFIG_HZ), when known.
+    #[serde(default)]
+    pub hz: Option<u64>,
+    /// USER_HZ, the unit of /proc's tick counters.
+    #[serde(default)]
+    pub user_hz: Option<u64>,
+    /// CPUs the ledger saw.
+    #[serde(default)]
+    pub cpus: Option<u64>,
     pub window: WindowView,
     pub lost: LostView,
     pub processes: Vec<ProcessView>,
@@ -31,47 +51,77 @@ pub struct AttachDoc {
     pub notes: Vec<String>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct WindowView {
     pub start_ns: u64,
     pub end_ns: u64,
+    #[serde(default)]
+    pub duration_ns: u64,
+    #[serde(default)]
+    pub clock: String,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LostView {
     pub kernel: KernelStats,
+    /// Threads in the first image with no end (lost records).
+    #[serde(default)]
+    pub vanished_threads: u32,
     #[serde(default)]
     pub taskstats_listener_overflows: u64,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ProcessView {
     pub pid: u32,
     pub comm: String,
+    /// Parent tgid when the ledger saw the fork.
+    #[serde(default)]
+    pub parent_pid: Option<u32>,
     #[serde(default)]
     pub exited: bool,
     #[serde(default)]
     pub threads: u32,
     pub kernel: LedgerMeasures,
+    /// /proc counters over the window (None: the process was gone).
+    #[serde(default)]
+    pub proc: Option<ProcCounters>,
+    #[serde(default)]
+    pub taskstats: Option<TaskstatsCounters>,
     #[serde(default)]
     pub agreement: Vec<AgreementView>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct OverallView {
     pub kernel: MachineView,
+    /// /proc/stat over the window, all CPUs and per CPU.
+    #[serde(default)]
+    pub proc_stat: Option<CpuTicks>,
+    #[serde(default)]
+    pub proc_stat_per_cpu: Option<Vec<CpuLine>>,
     #[serde(default)]
     pub agreement: Vec<AgreementView>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct MachineView {
-    pub cpus: Vec<serde_json::Value>,
+    pub cpus: Vec<CpuView>,
     pub total: CpuTimes,
 }
 
+/// One CPU's busy / idle / iowait time from the ledger.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CpuView {
+    pub cpu: u32,
+    pub busy_ns: u64,
+    pub idle_ns: u64,
+    pub iowait_ns: u64,
+}
+
 /// One cross-check row (window/crosscheck.rs `Agreement`).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct AgreementView {
     pub measure: String,
     pub ledger: u64,
@@ -81,8 +131,24 @@ pub struct AgreementView {
     pub rel_diff: Option<f64>,
     pub tolerance: u64,
     pub within: bool,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub informational: Option<String>,
+}
+
+impl From<&Agreement> for AgreementView {
+    fn from(a: &Agreement) -> Self {
+        Self {
+            measure: a.measure.into(),
+            ledger: a.ledger,
+            reference: a.reference.into(),
+            kernel: a.kernel,
+            // JSON has no infinity: serde_json writes a non-finite float as null.
+            rel_diff: a.rel_diff.is_finite().then_some(a.rel_diff),
+            tolerance: a.tolerance,
+            within: a.within,
+            informational: a.informational.map(String::from),
+        }
+    }
 }
 
 fn agreement_lines(out: &mut String, rows: &[AgreementView]) {
