@@ -59,126 +59,159 @@ pub mod flag {
     pub const SCHED_SNAP: u32 = 8;
 }
 
-/// Block I/O a thread submitted.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct IoAccount {
-    pub read_requests: u64,
-    pub read_bytes: u64,
-    pub write_requests: u64,
-    pub write_bytes: u64,
-    /// Sum over its requests of issue → completion (time on the device).
-    pub device_ns: u64,
-    /// Sum over its requests of start → issue (time queued in the block layer).
-    pub queue_ns: u64,
-}
-
-/// Where one thread's time went, aggregated in the kernel.
+/// The ledger's per-thread counters, declared once: every `u64` that only
+/// grows, which userspace reads, subtracts between two images and sums over
+/// a process. `ThreadAccount` and `IoAccount` below are declared from this
+/// list, and userspace generates its measure types, their arithmetic, serde,
+/// CSV columns and import mapping from it (`ttp-user/src/accounts/measures.rs`).
 ///
-/// Keyed by tid in the `THREADS` map; `start_time_ns` (task_struct.start_time)
-/// tells a reused tid from its predecessor. Closed intervals are in the
-/// `*_ns` fields; the open one is `state` since `state_since_ns`, which a
-/// reader closes "as of now".
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ThreadAccount {
-    pub tid: u32,
-    pub tgid: u32,
-    /// tgid of the forking process when the thread was created while the
-    /// ledger ran; 0 when unknown.
-    pub parent_tgid: u32,
-    pub state: u32,
-    /// task_struct.start_time: CLOCK_MONOTONIC ns at fork.
-    pub start_time_ns: u64,
-    /// CLOCK_MONOTONIC ns when the ledger first saw the thread.
-    pub first_seen_ns: u64,
-    pub state_since_ns: u64,
-    /// The kernel's runtime (`se.sum_exec_runtime`, rq clock, steal left
-    /// out) gained while the ledger followed the thread, read at its
-    /// switches.
-    pub on_cpu_ns: u64,
-    /// The kernel's run-queue wait (`sched_info.run_delay`) gained while the
-    /// ledger followed the thread, read at its switch-outs (a wait enters
-    /// it at the switch-in that ends it, so a running thread's last wait
-    /// shows from its next switch-out).
-    pub runq_wait_ns: u64,
-    /// Wall clock from a wakeup or a preemption to the switch-in.
-    pub wake_latency_ns: u64,
-    pub sleep_ns: u64,
-    pub blocked_ns: u64,
-    pub iowait_ns: u64,
-    /// Part of `iowait_ns` during which the disk served this thread's
-    /// process (shared evenly among processes with requests in service).
-    pub iowait_own_ns: u64,
-    /// This thread's share of the machine's iowait: idle CPU time while it
-    /// was in iowait, each interval split evenly among the tasks in iowait
-    /// on that CPU.
-    pub iowait_share_ns: u64,
-    pub voluntary_switches: u64,
-    pub involuntary_switches: u64,
-    pub wakeups: u64,
-    pub io: IoAccount,
-    /// CPU whose `nr_iowait` counts this thread's open iowait interval.
-    pub iowait_cpu: u32,
-    pub flags: u32,
-    /// Per-CPU `share_cum_ns` when the open iowait interval began.
-    pub share_snap: u64,
-    /// The process's own-I/O clock when the open iowait interval began.
-    pub own_snap: u64,
-    /// The kernel's `se.sum_exec_runtime` of the thread at the last read
-    /// (valid with [`flag::SCHED_SNAP`]).
-    pub exec_snap_ns: u64,
-    /// The kernel's `sched_info.run_delay` at the last read (valid with
-    /// [`flag::SCHED_SNAP`]).
-    pub run_delay_snap_ns: u64,
-    /// CPU of its last seen switch-in: a reader counts the open on-CPU
-    /// interval only while that CPU still shows the thread current.
-    pub run_cpu: u32,
-    pub _pad: u32,
-    pub comm: [u8; TASK_COMM_LEN],
+/// `for_each_ledger_counter!(callback)` expands to
+/// `callback! { thread { <counters> } io { <counters> } }`, each counter with
+/// its doc comment, in layout order. Adding a counter here (and counting it
+/// in `ttp-ebpf/src/ledger.rs`) adds it to the kernel layout, the attach
+/// JSON, the TTPv2 JSON and CSV columns, and the load ledger rows; the size
+/// asserts below then need the new size (docs/architecture.md, "Adding a
+/// ledger counter").
+#[macro_export]
+macro_rules! for_each_ledger_counter {
+    ($callback:ident) => {
+        $callback! {
+            thread {
+                /// The kernel's runtime (`se.sum_exec_runtime`, rq clock,
+                /// steal left out) gained while the ledger followed the
+                /// thread, read at its switches.
+                on_cpu_ns,
+                /// The kernel's run-queue wait (`sched_info.run_delay`)
+                /// gained while the ledger followed the thread, read at its
+                /// switch-outs (a wait enters it at the switch-in that ends
+                /// it, so a running thread's last wait shows from its next
+                /// switch-out).
+                runq_wait_ns,
+                /// Wall clock from a wakeup or a preemption to the switch-in.
+                wake_latency_ns,
+                /// Interruptible sleep (S), idle kernel threads, stopped.
+                sleep_ns,
+                /// Uninterruptible sleep (D) not on block I/O.
+                blocked_ns,
+                /// Blocked on block I/O (`in_iowait`): the delay-accounting
+                /// blkio delay, TTPv2's BlockIO.
+                iowait_ns,
+                /// Part of `iowait_ns` during which the disk served this
+                /// thread's process (shared evenly among processes with
+                /// requests in service).
+                iowait_own_ns,
+                /// This thread's share of the machine's iowait: idle CPU time
+                /// while it was in iowait, each interval split evenly among
+                /// the tasks in iowait on that CPU.
+                iowait_share_ns,
+                /// Switches out while not runnable.
+                voluntary_switches,
+                /// Switches out while runnable (preempted).
+                involuntary_switches,
+                /// Times it was woken.
+                wakeups,
+            }
+            io {
+                read_requests,
+                read_bytes,
+                write_requests,
+                write_bytes,
+                /// Sum over its requests of issue → completion (time on the
+                /// device).
+                device_ns,
+                /// Sum over its requests of start → issue (time queued in the
+                /// block layer).
+                queue_ns,
+            }
+        }
+    };
 }
 
-impl ThreadAccount {
-    pub const fn zeroed() -> Self {
-        Self {
-            tid: 0,
-            tgid: 0,
-            parent_tgid: 0,
-            state: state::UNKNOWN,
-            start_time_ns: 0,
-            first_seen_ns: 0,
-            state_since_ns: 0,
-            on_cpu_ns: 0,
-            runq_wait_ns: 0,
-            wake_latency_ns: 0,
-            sleep_ns: 0,
-            blocked_ns: 0,
-            iowait_ns: 0,
-            iowait_own_ns: 0,
-            iowait_share_ns: 0,
-            voluntary_switches: 0,
-            involuntary_switches: 0,
-            wakeups: 0,
-            io: IoAccount {
-                read_requests: 0,
-                read_bytes: 0,
-                write_requests: 0,
-                write_bytes: 0,
-                device_ns: 0,
-                queue_ns: 0,
-            },
-            iowait_cpu: 0,
-            flags: 0,
-            share_snap: 0,
-            own_snap: 0,
-            exec_snap_ns: 0,
-            run_delay_snap_ns: 0,
-            run_cpu: 0,
-            _pad: 0,
-            comm: [0; TASK_COMM_LEN],
+/// Declares `IoAccount` and `ThreadAccount` from the counter list.
+macro_rules! declare_accounts {
+    (
+        thread { $( $(#[$tm:meta])* $t:ident, )* }
+        io { $( $(#[$im:meta])* $i:ident, )* }
+    ) => {
+        /// Block I/O a thread submitted.
+        #[repr(C)]
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+        pub struct IoAccount {
+            $( $(#[$im])* pub $i: u64, )*
         }
-    }
+
+        /// Where one thread's time went, aggregated in the kernel.
+        ///
+        /// Keyed by tid in the `THREADS` map; `start_time_ns`
+        /// (task_struct.start_time) tells a reused tid from its predecessor.
+        /// Closed intervals are in the `*_ns` fields; the open one is `state`
+        /// since `state_since_ns`, which a reader closes "as of now". The
+        /// counters are declared by [`for_each_ledger_counter`].
+        #[repr(C)]
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        pub struct ThreadAccount {
+            pub tid: u32,
+            pub tgid: u32,
+            /// tgid of the forking process when the thread was created while
+            /// the ledger ran; 0 when unknown.
+            pub parent_tgid: u32,
+            pub state: u32,
+            /// task_struct.start_time: CLOCK_MONOTONIC ns at fork.
+            pub start_time_ns: u64,
+            /// CLOCK_MONOTONIC ns when the ledger first saw the thread.
+            pub first_seen_ns: u64,
+            pub state_since_ns: u64,
+            $( $(#[$tm])* pub $t: u64, )*
+            pub io: IoAccount,
+            /// CPU whose `nr_iowait` counts this thread's open iowait interval.
+            pub iowait_cpu: u32,
+            pub flags: u32,
+            /// Per-CPU `share_cum_ns` when the open iowait interval began.
+            pub share_snap: u64,
+            /// The process's own-I/O clock when the open iowait interval began.
+            pub own_snap: u64,
+            /// The kernel's `se.sum_exec_runtime` of the thread at the last
+            /// read (valid with [`flag::SCHED_SNAP`]).
+            pub exec_snap_ns: u64,
+            /// The kernel's `sched_info.run_delay` at the last read (valid
+            /// with [`flag::SCHED_SNAP`]).
+            pub run_delay_snap_ns: u64,
+            /// CPU of its last seen switch-in: a reader counts the open
+            /// on-CPU interval only while that CPU still shows the thread
+            /// current.
+            pub run_cpu: u32,
+            pub _pad: u32,
+            pub comm: [u8; TASK_COMM_LEN],
+        }
+
+        impl ThreadAccount {
+            pub const fn zeroed() -> Self {
+                Self {
+                    tid: 0,
+                    tgid: 0,
+                    parent_tgid: 0,
+                    state: state::UNKNOWN,
+                    start_time_ns: 0,
+                    first_seen_ns: 0,
+                    state_since_ns: 0,
+                    $( $t: 0, )*
+                    io: IoAccount { $( $i: 0, )* },
+                    iowait_cpu: 0,
+                    flags: 0,
+                    share_snap: 0,
+                    own_snap: 0,
+                    exec_snap_ns: 0,
+                    run_delay_snap_ns: 0,
+                    run_cpu: 0,
+                    _pad: 0,
+                    comm: [0; TASK_COMM_LEN],
+                }
+            }
+        }
+    };
 }
+
+for_each_ledger_counter!(declare_accounts);
 
 /// The final account of a thread, sent through the ring buffer at its last
 /// switch-out.

@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use serde::{Deserialize, Serialize};
 use ttp_common::{ExitRecord, ThreadAccount};
 
-use super::{Measures, ThreadKey, close, close_cpu, comm};
+use super::{LedgerMeasures, ThreadKey, close, close_cpu, comm};
 use crate::probe::{KernelStats, Snapshot};
 
 /// One CPU's time, as /proc/stat splits it: busy (not idle), idle, and
@@ -65,7 +65,7 @@ pub struct ProcessDelta {
     pub threads: u32,
     /// Its main thread exited within the window.
     pub exited: bool,
-    pub kernel: Measures,
+    pub kernel: LedgerMeasures,
 }
 
 /// The ledger's account of a window: per process, per CPU, and what was lost.
@@ -124,9 +124,9 @@ impl Window {
             let first = before
                 .threads
                 .get(&key)
-                .map(Measures::of)
+                .map(LedgerMeasures::of)
                 .unwrap_or_default();
-            let delta = Measures::of(last).since(&first);
+            let delta = LedgerMeasures::of(last).since(&first);
             let p = w
                 .processes
                 .entry(last.tgid)
@@ -144,7 +144,7 @@ impl Window {
             if is_leader && from_exit {
                 p.exited = true;
             }
-            if delta != Measures::default() {
+            if delta != LedgerMeasures::default() {
                 p.threads += 1;
             }
             p.kernel += delta;

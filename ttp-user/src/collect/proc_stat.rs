@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use procfs::{ExplicitSystemInfo, FromBufReadSI, KernelStats};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{ProcReadError, Regressions};
 
@@ -16,7 +16,8 @@ use super::{ProcReadError, Regressions};
 /// Note (kernel/sched/cputime.c): `guest` and `guest_nice` are also counted
 /// in `user` and `nice`; `iowait` is idle time while tasks that last slept on
 /// that CPU wait for block I/O, and the kernel warns it can decrease.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct CpuTicks {
     pub user: Option<u64>,
     pub nice: Option<u64>,
@@ -91,7 +92,7 @@ impl CpuTicks {
 }
 
 /// One CPU's line of /proc/stat.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CpuLine {
     /// The CPU number from the `cpuN` label (offline CPUs have no line, so
     /// the position in the file is not the CPU number).

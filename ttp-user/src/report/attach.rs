@@ -2,12 +2,21 @@
 //! its cross-check (terminal and ttp.attach/1 JSON; docs/attach.md).
 use std::collections::{BTreeSet, HashMap};
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::{
     accounts::{ProcessDelta, Window},
     collect::proc_stat::StatDelta,
-    report::units::{bytes, ms},
+    report::{
+        render::{
+            Rendered,
+            attach::{
+                ATTACH_SCHEMA, AgreementView, AttachDoc, CpuView, LostView, MachineView,
+                OverallView, ProcessView, WindowView,
+            },
+        },
+        units::{bytes, ms},
+    },
     window::{
         crosscheck::{self, Agreement},
         procs::{self, ProcCounters, ProcSet, TaskstatsCounters},
@@ -197,59 +206,77 @@ impl Summary {
             .count()
     }
 
-    /// The terminal summary, rendered from the same JSON `--json` writes by
+    /// The terminal summary, rendered from the document `--json` writes by
     /// the renderer `ttp-ebpf report` uses, so the two cannot drift apart.
     pub fn print(&self) {
-        use crate::report::render::{Rendered, attach::AttachDoc};
-        match serde_json::from_value::<AttachDoc>(self.json()) {
-            Ok(doc) => print!("{}", doc.text()),
-            Err(e) => eprintln!("ttp: cannot render the summary: {e}"),
-        }
+        print!("{}", self.doc().text());
     }
 
+    /// The summary as JSON (schema `ttp.attach/1`), keys sorted as written.
     pub fn json(&self) -> Value {
+        serde_json::to_value(self.doc()).unwrap_or_default()
+    }
+
+    /// The summary as its typed document.
+    pub fn doc(&self) -> AttachDoc {
         let w = &self.window;
         let st = self.stat.as_ref();
-        json!({
-            "schema": "ttp.attach/1",
-            "kernel_release": std::fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_string()).ok(),
-            "hz": self.hz,
-            "user_hz": self.user_hz,
-            "cpus": w.cpus.len(),
-            "window": {
-                "start_ns": w.start_ns,
-                "end_ns": w.end_ns,
-                "duration_ns": w.end_ns - w.start_ns,
-                "clock": "CLOCK_MONOTONIC",
+        let agreement = |rows: &[Agreement]| rows.iter().map(AgreementView::from).collect();
+        AttachDoc {
+            schema: ATTACH_SCHEMA.into(),
+            kernel_release: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+                .map(|s| s.trim().to_string())
+                .ok(),
+            hz: self.hz,
+            user_hz: Some(self.user_hz),
+            cpus: Some(w.cpus.len() as u64),
+            window: WindowView {
+                start_ns: w.start_ns,
+                end_ns: w.end_ns,
+                duration_ns: w.end_ns - w.start_ns,
+                clock: "CLOCK_MONOTONIC".into(),
             },
-            "lost": {
-                "kernel": w.lost,
-                "vanished_threads": w.vanished_threads,
-                "taskstats_listener_overflows": self.listener_overflows,
+            lost: LostView {
+                kernel: w.lost,
+                vanished_threads: w.vanished_threads,
+                taskstats_listener_overflows: self.listener_overflows,
             },
-            "processes": self.processes.iter().map(|p| json!({
-                "pid": p.ledger.tgid,
-                "comm": p.ledger.comm,
-                "parent_pid": p.ledger.parent_tgid,
-                "exited": p.ledger.exited,
-                "threads": p.ledger.threads,
-                "kernel": p.ledger.kernel,
-                "proc": p.proc,
-                "taskstats": p.taskstats,
-                "agreement": p.agreement,
-            })).collect::<Vec<_>>(),
-            "overall": {
-                "kernel": {
-                    "cpus": w.cpus.iter().map(|(id, c)| json!({"cpu": id, "busy_ns": c.busy_ns, "idle_ns": c.idle_ns, "iowait_ns": c.iowait_ns})).collect::<Vec<_>>(),
-                    "total": w.cpu_total(),
+            processes: self
+                .processes
+                .iter()
+                .map(|p| ProcessView {
+                    pid: p.ledger.tgid,
+                    comm: p.ledger.comm.clone(),
+                    parent_pid: p.ledger.parent_tgid,
+                    exited: p.ledger.exited,
+                    threads: p.ledger.threads,
+                    kernel: p.ledger.kernel,
+                    proc: p.proc.clone(),
+                    taskstats: p.taskstats.clone(),
+                    agreement: agreement(&p.agreement),
+                })
+                .collect(),
+            overall: OverallView {
+                kernel: MachineView {
+                    cpus: w
+                        .cpus
+                        .iter()
+                        .map(|(&cpu, c)| CpuView {
+                            cpu,
+                            busy_ns: c.busy_ns,
+                            idle_ns: c.idle_ns,
+                            iowait_ns: c.iowait_ns,
+                        })
+                        .collect(),
+                    total: w.cpu_total(),
                 },
-                "proc_stat": st.map(|s| &s.total),
-                "proc_stat_per_cpu": st.map(|s| &s.per_cpu),
-                "agreement": self.machine_agreement,
+                proc_stat: st.map(|s| s.total.clone()),
+                proc_stat_per_cpu: st.map(|s| s.per_cpu.clone()),
+                agreement: agreement(&self.machine_agreement),
             },
-            "taskstats_exit_records": self.taskstats_exits,
-            "probe_cost": self.probe_cost,
-            "notes": self.notes,
-        })
+            taskstats_exit_records: self.taskstats_exits,
+            probe_cost: self.probe_cost.clone(),
+            notes: self.notes.clone(),
+        }
     }
 }

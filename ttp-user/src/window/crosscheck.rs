@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use super::procs::{ProcCounters, TaskstatsCounters};
 use crate::{
-    accounts::{CpuTimes, Measures},
+    accounts::{CpuTimes, LedgerMeasures},
     collect::proc_stat::StatDelta,
 };
 
@@ -75,7 +75,7 @@ const MS: u64 = 1_000_000;
 /// process started (the kernel allocates a task's delay record at fork only
 /// while it is on), so its blkio references stay 0.
 pub fn process(
-    k: &Measures,
+    k: &LedgerMeasures,
     p: Option<&ProcCounters>,
     ts: Option<&TaskstatsCounters>,
     threads: u32,
@@ -269,7 +269,7 @@ mod tests {
     /// buffered write bytes differ and are informational, never flagged.
     #[test]
     fn buffered_writes_are_informational() {
-        let k = Measures::default();
+        let k = LedgerMeasures::default();
         let p = ProcCounters {
             write_bytes: Some(1 << 20),
             ..Default::default()

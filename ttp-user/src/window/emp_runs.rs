@@ -167,7 +167,7 @@ pub fn program_on_cpu_ns(o: &QeOutcome) -> Option<u64> {
         .processes
         .iter()
         .filter(|p| p.class == ProcessClass::Query)
-        .filter_map(|p| p.m.on_cpu_ns)
+        .filter_map(|p| p.m.ledger.on_cpu_ns)
         .reduce(|a, b| a + b)
 }
 
@@ -181,7 +181,7 @@ pub fn daemon_executions(o: &QeOutcome) -> Vec<DaemonExec> {
         .iter()
         .filter(|p| p.class != ProcessClass::Query)
         .filter_map(|p| {
-            let pt_ns = p.m.on_cpu_ns.filter(|&n| n > 0)?;
+            let pt_ns = p.m.ledger.on_cpu_ns.filter(|&n| n > 0)?;
             Some(DaemonExec {
                 name: p.comm.clone(),
                 pid: p.pid?,

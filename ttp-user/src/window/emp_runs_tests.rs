@@ -2,7 +2,7 @@ use std::{sync::mpsc::channel, time::Duration};
 
 use super::*;
 use crate::{
-    accounts::{ProcessDelta, Window},
+    accounts::{LedgerColumns, ProcessDelta, Window},
     collect::taskstats::{Origin, Taskstats},
     protocol::ttpv2::model::{Measures, ProcessMeasures, QeRecord},
 };
@@ -46,7 +46,10 @@ fn proc(
         class,
         stopped,
         m: Measures {
-            on_cpu_ns: Some(on_cpu_ns),
+            ledger: LedgerColumns {
+                on_cpu_ns: Some(on_cpu_ns),
+                ..Default::default()
+            },
             ..Default::default()
         },
     }

@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::collect::{
     proc_pid::ProcImage,
@@ -70,7 +70,8 @@ impl ProcSet {
 
 /// A process's /proc counters over a window (the `proc` object of the
 /// attach JSON).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct ProcCounters {
     pub utime_ticks: Option<u64>,
     pub stime_ticks: Option<u64>,
@@ -87,7 +88,8 @@ pub struct ProcCounters {
 }
 
 /// taskstats (thread group) over a window, the fields the cross-check uses.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct TaskstatsCounters {
     /// se.sum_exec_runtime of the live threads, ns.
     pub cpu_run_virtual_total_ns: Option<u64>,

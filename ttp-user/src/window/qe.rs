@@ -13,7 +13,7 @@ use std::{
 use ttp_common::ExitRecord;
 
 use crate::{
-    accounts::{Image, ThreadKey, Window},
+    accounts::{Image, LedgerColumns, ThreadKey, Window},
     collect::{
         proc_stat::StatImage,
         taskstats::{Scope as TsScope, TaskstatsRecord},
@@ -536,14 +536,7 @@ fn fill_processes(
             m.blkio_ticks = Some(l.kernel.iowait_ns / ctx.tick_ns);
         }
         if let Some(l) = ledger {
-            let k = &l.kernel;
-            m.on_cpu_ns = Some(k.on_cpu_ns);
-            m.runq_wait_ns = Some(k.runq_wait_ns);
-            m.iowait_ns = Some(k.iowait_ns);
-            m.iowait_own_ns = Some(k.iowait_own_ns);
-            m.iowait_share_ns = Some(k.iowait_share_ns);
-            m.read_bytes = Some(k.io.read_bytes);
-            m.write_bytes = Some(k.io.write_bytes);
+            m.ledger = LedgerColumns::from(&l.kernel);
         }
         let key = key_of(pid);
         if is_stopped {

@@ -16,7 +16,7 @@ use ttp_common::ExitRecord;
 
 use super::driver::TimelineSampler;
 use crate::{
-    accounts::{Image, Measures, Window},
+    accounts::{Image, LedgerColumns, LedgerMeasures, Window},
     probe::Ledger,
 };
 
@@ -27,16 +27,9 @@ pub struct LedgerRow {
     pub pid: u32,
     /// Processes of the tree that ran in this second.
     pub processes: u32,
-    pub on_cpu_ns: u64,
-    pub runq_wait_ns: u64,
-    pub sleep_ns: u64,
-    pub blocked_ns: u64,
-    pub iowait_ns: u64,
-    pub iowait_own_ns: u64,
-    pub read_bytes: u64,
-    pub write_bytes: u64,
-    pub voluntary_switches: u64,
-    pub involuntary_switches: u64,
+    /// The tree's ledger counters, summed.
+    #[serde(flatten)]
+    pub ledger: LedgerColumns,
     /// Ledger records lost in this second (non-zero: the row is a lower bound).
     pub lost_records: u64,
 }
@@ -44,7 +37,7 @@ pub struct LedgerRow {
 impl LedgerRow {
     /// Sums the measures of the processes in `tree` over `w`.
     pub fn of(second: u64, pid: u32, w: &Window, tree: &[u32]) -> Self {
-        let mut m = Measures::default();
+        let mut m = LedgerMeasures::default();
         let mut processes = 0;
         for p in tree.iter().filter_map(|t| w.processes.get(t)) {
             if p.threads > 0 {
@@ -56,16 +49,7 @@ impl LedgerRow {
             second,
             pid,
             processes,
-            on_cpu_ns: m.on_cpu_ns,
-            runq_wait_ns: m.runq_wait_ns,
-            sleep_ns: m.sleep_ns,
-            blocked_ns: m.blocked_ns,
-            iowait_ns: m.iowait_ns,
-            iowait_own_ns: m.iowait_own_ns,
-            read_bytes: m.io.read_bytes,
-            write_bytes: m.io.write_bytes,
-            voluntary_switches: m.voluntary_switches,
-            involuntary_switches: m.involuntary_switches,
+            ledger: LedgerColumns::from(&m),
             lost_records: w.lost.losses(),
         }
     }
@@ -191,9 +175,9 @@ mod tests {
     fn row_sums_the_tree_only() {
         let mut w = Window::default();
         for (tgid, cpu, read) in [(10, 1_000, 4096), (11, 2_000, 8192), (99, 50_000, 1)] {
-            let mut k = Measures {
+            let mut k = LedgerMeasures {
                 on_cpu_ns: cpu,
-                ..Measures::default()
+                ..LedgerMeasures::default()
             };
             k.io.read_bytes = read;
             w.processes.insert(
@@ -207,8 +191,8 @@ mod tests {
             );
         }
         let r = LedgerRow::of(3, 10, &w, &[10, 11]);
-        assert_eq!(r.on_cpu_ns, 3_000);
-        assert_eq!(r.read_bytes, 12_288);
+        assert_eq!(r.ledger.on_cpu_ns, Some(3_000));
+        assert_eq!(r.ledger.read_bytes, Some(12_288));
         assert_eq!(r.processes, 2);
         assert_eq!(r.second, 3);
     }

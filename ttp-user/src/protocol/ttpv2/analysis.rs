@@ -454,9 +454,9 @@ mod tests {
         qc.labels.insert("cardinality".into(), "1000".into());
         qc.qes[0].plan = Some("Seq Scan on t".into());
         qc.qes[0].time_meas_ns = Some(2_500_000_000);
-        qc.qes[1].processes[0].m.on_cpu_ns = Some(1_600_000_000);
-        qc.qes[1].processes[0].m.iowait_own_ns = Some(300_000_000);
-        qc.qes[1].processes[0].m.iowait_share_ns = Some(100_000_000);
+        qc.qes[1].processes[0].m.ledger.on_cpu_ns = Some(1_600_000_000);
+        qc.qes[1].processes[0].m.ledger.iowait_own_ns = Some(300_000_000);
+        qc.qes[1].processes[0].m.ledger.iowait_share_ns = Some(100_000_000);
         qc.qes[1].overall.iowait_ns = Some(200_000_000);
         qc.qes[2].overall.iowait_ticks = Some(45); // dropped by QE9
         qc.qes[3].process_sets = Some(ProcessSets {

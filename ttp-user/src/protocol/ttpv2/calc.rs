@@ -138,7 +138,7 @@ pub fn calc_qe(qe: &QeRecord, setup: &Setup) -> QeCalc {
             c.io_calc_eq3_ticks = Some(io3);
             c.time_calc_eq3_ms = Some(time_calc_ms(su, io3, tick_ms));
         }
-        if let (Some(share), Some(machine)) = (q.iowait_share_ns, qe.overall.iowait_ns) {
+        if let (Some(share), Some(machine)) = (q.ledger.iowait_share_ns, qe.overall.iowait_ns) {
             if let Some(f) = others_fraction_measured(share, machine) {
                 let ios = io_calc_with_others_fraction(blk, iow, f);
                 c.others_fraction_measured = Some(f);
@@ -152,7 +152,7 @@ pub fn calc_qe(qe: &QeRecord, setup: &Setup) -> QeCalc {
             }
         }
     }
-    if let (Some(cpu), Some(own)) = (q.on_cpu_ns, q.iowait_own_ns) {
+    if let (Some(cpu), Some(own)) = (q.ledger.on_cpu_ns, q.ledger.iowait_own_ns) {
         let exact = time_exact_ms(cpu, own);
         c.time_exact_ms = Some(exact);
         c.exact_minus_calc_ms = c.time_calc_ms.map(|t| exact - t);
@@ -200,9 +200,9 @@ mod tests {
     #[test]
     fn calc_qe_derives_all_variants() {
         let mut q = query_proc(1, 100, 20, 30);
-        q.m.on_cpu_ns = Some(1_195_000_000);
-        q.m.iowait_own_ns = Some(240_000_000);
-        q.m.iowait_share_ns = Some(150_000_000);
+        q.m.ledger.on_cpu_ns = Some(1_195_000_000);
+        q.m.ledger.iowait_own_ns = Some(240_000_000);
+        q.m.ledger.iowait_share_ns = Some(150_000_000);
         let mut qe = qe_with(1, 2000.0, vec![q], 10);
         qe.overall.iowait_ns = Some(100_000_000 * 2);
         // A daemon with BlockIO 10 ticks.

@@ -8,10 +8,12 @@
 //!   Q@C, labelled with them);
 //! - per QE: `timed_out` (true/false/1/0), `exit_code`, `plan`, `ephemeral`
 //!   (count of ephemeral processes), `time_meas_ns`;
-//! - more query measures, unprefixed: any name of [`MEASURE_COLUMNS`];
+//! - more query measures, unprefixed: any name of [`MEASURE_COLUMNS`] or
+//!   [`LedgerColumns::NAMES`];
 //! - utility, executor and daemon totals: `utility_`, `executor_` or
 //!   `daemon_` followed by `u_ticks`, `s_ticks`, `su_ticks` (U + S when only
-//!   the sum is known), `blkio_ticks` or any name of [`MEASURE_COLUMNS`];
+//!   the sum is known), `blkio_ticks` or any name of [`MEASURE_COLUMNS`] or
+//!   [`LedgerColumns::NAMES`];
 //! - overall: `overall_` followed by a name of [`OVERALL_COLUMNS`].
 //!
 //! An empty cell is a measure not known. Unknown columns are refused, so a
@@ -25,8 +27,10 @@ use super::model::{
     QcInput, QeRecord, Setup,
 };
 use super::paragraph::MachineFacts;
+use crate::accounts::LedgerColumns;
 
-/// Measure columns besides U, S and BlockIO ticks.
+/// Measure columns besides U, S and BlockIO ticks and the ledger's
+/// ([`LedgerColumns::NAMES`]).
 pub const MEASURE_COLUMNS: &[&str] = &[
     "guest_ticks",
     "cguest_ticks",
@@ -39,13 +43,6 @@ pub const MEASURE_COLUMNS: &[&str] = &[
     "u_ns",
     "s_ns",
     "blkio_ns",
-    "on_cpu_ns",
-    "runq_wait_ns",
-    "iowait_ns",
-    "iowait_own_ns",
-    "iowait_share_ns",
-    "read_bytes",
-    "write_bytes",
 ];
 
 /// Overall columns, after the `overall_` prefix.
@@ -157,14 +154,10 @@ fn set_measure(m: &mut Measures, name: &str, v: u64) -> bool {
         "u_ns" => &mut m.u_ns,
         "s_ns" => &mut m.s_ns,
         "blkio_ns" => &mut m.blkio_ns,
-        "on_cpu_ns" => &mut m.on_cpu_ns,
-        "runq_wait_ns" => &mut m.runq_wait_ns,
-        "iowait_ns" => &mut m.iowait_ns,
-        "iowait_own_ns" => &mut m.iowait_own_ns,
-        "iowait_share_ns" => &mut m.iowait_share_ns,
-        "read_bytes" => &mut m.read_bytes,
-        "write_bytes" => &mut m.write_bytes,
-        _ => return false,
+        _ => match m.ledger.slot(name) {
+            Some(slot) => slot,
+            None => return false,
+        },
     };
     *slot = Some(v);
     true
@@ -219,7 +212,8 @@ fn classify(name: &str) -> Option<Col> {
         "iowait_ticks" => Col::Overall("iowait_ticks".into()),
         _ => {
             let is_measure = |m: &str| {
-                ["u_ticks", "s_ticks", "blkio_ticks"].contains(&m) || MEASURE_COLUMNS.contains(&m)
+                ["u_ticks", "s_ticks", "blkio_ticks"].contains(&m)
+                    || (MEASURE_COLUMNS.contains(&m) || LedgerColumns::NAMES.contains(&m))
             };
             if let Some(o) = name.strip_prefix("overall_") {
                 return (OVERALL_COLUMNS.contains(&o)).then(|| Col::Overall(o.into()));

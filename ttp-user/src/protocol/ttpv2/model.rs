@@ -8,6 +8,7 @@
 //! could not be read is `None`: absent is not zero.
 use std::collections::BTreeMap;
 
+use crate::accounts::LedgerColumns;
 use serde::{Deserialize, Serialize};
 
 /// Free-text `key=value` labels of a Q@C (`--label cardinality=1000`).
@@ -117,30 +118,12 @@ pub struct Measures {
     /// BlockIO delay in ns (taskstats blkio_delay_total).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub blkio_ns: Option<u64>,
-    /// Ledger: time on a CPU.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub on_cpu_ns: Option<u64>,
-    /// Ledger: time runnable but waiting for a CPU (the per-process
-    /// "waiting mode" Sec. 7.3 says Linux does not record).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub runq_wait_ns: Option<u64>,
-    /// Ledger: time blocked on I/O (`in_iowait`), the exact BlockIO delay.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub iowait_ns: Option<u64>,
-    /// Ledger: part of `iowait_ns` during which the disk served this
-    /// process's own requests (the split Sec. 12 asks for).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub iowait_own_ns: Option<u64>,
-    /// Ledger: this process's share of the machine's iowait (idle CPU time
-    /// while it waited, split evenly among the tasks waiting).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub iowait_share_ns: Option<u64>,
-    /// Ledger: bytes of block I/O read.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub read_bytes: Option<u64>,
-    /// Ledger: bytes of block I/O written.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub write_bytes: Option<u64>,
+    /// The kernel ledger's counters (on-CPU, run-queue wait — the
+    /// per-process "waiting mode" Sec. 7.3 says Linux does not record —,
+    /// iowait and its own/share split Sec. 12 asks for, block I/O), under
+    /// their ledger names; `None` when the ledger did not measure them.
+    #[serde(flatten)]
+    pub ledger: LedgerColumns,
 }
 
 /// Adds two optional measures: known only when both are known.
@@ -198,13 +181,7 @@ impl Measures {
             u_ns: add(self.u_ns, o.u_ns),
             s_ns: add(self.s_ns, o.s_ns),
             blkio_ns: add(self.blkio_ns, o.blkio_ns),
-            on_cpu_ns: add(self.on_cpu_ns, o.on_cpu_ns),
-            runq_wait_ns: add(self.runq_wait_ns, o.runq_wait_ns),
-            iowait_ns: add(self.iowait_ns, o.iowait_ns),
-            iowait_own_ns: add(self.iowait_own_ns, o.iowait_own_ns),
-            iowait_share_ns: add(self.iowait_share_ns, o.iowait_share_ns),
-            read_bytes: add(self.read_bytes, o.read_bytes),
-            write_bytes: add(self.write_bytes, o.write_bytes),
+            ledger: self.ledger.plus(&o.ledger),
         }
     }
 
@@ -228,13 +205,7 @@ impl Measures {
             u_ns: z,
             s_ns: z,
             blkio_ns: z,
-            on_cpu_ns: z,
-            runq_wait_ns: z,
-            iowait_ns: z,
-            iowait_own_ns: z,
-            iowait_share_ns: z,
-            read_bytes: z,
-            write_bytes: z,
+            ledger: LedgerColumns::zero(),
         }
     }
 }

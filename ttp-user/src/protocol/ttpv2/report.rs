@@ -94,13 +94,16 @@ fn qc_section(out: &mut String, d: &QcDocument) {
             if let Some(why) = &r.no_result_why {
                 let _ = writeln!(out, "  No TTPv2 result: {why}.");
             }
-            let _ = writeln!(
-                out,
-                "  Measured over all {} QE(s) run: Time_meas {}; exact (ledger) {}",
-                s.time_meas_all_ms.as_ref().map_or(0, |s| s.n),
-                spread(&s.time_meas_all_ms, "ms"),
-                spread(&s.time_exact_all_ms, "ms")
-            );
+            // Absent in results saved before these were computed.
+            if let Some(all) = &s.time_meas_all_ms {
+                let _ = writeln!(
+                    out,
+                    "  Measured over all {} QE(s) run: Time_meas {}; exact (ledger) {}",
+                    all.n,
+                    spread(&s.time_meas_all_ms, "ms"),
+                    spread(&s.time_exact_all_ms, "ms")
+                );
+            }
             let _ = writeln!(
                 out,
                 "  Not a TTPv2 result; over the {} QE(s) Step 2 kept: Time_calc {}",
@@ -165,7 +168,7 @@ fn cpus_line(d: &QcDocument) -> Option<String> {
         .qes
         .iter()
         .filter_map(|e| {
-            let cpu = e.calc.query.as_ref()?.on_cpu_ns? as f64;
+            let cpu = e.calc.query.as_ref()?.ledger.on_cpu_ns? as f64;
             let meas = e.record.time_meas_ns? as f64;
             (meas > 0.0).then(|| cpu / meas)
         })
@@ -325,8 +328,8 @@ mod tests {
             q.m.u_ticks = Some(0);
             q.m.s_ticks = Some(0);
             q.m.blkio_ticks = Some(0);
-            q.m.on_cpu_ns = Some(500_000);
-            q.m.iowait_own_ns = Some(0);
+            q.m.ledger.on_cpu_ns = Some(500_000);
+            q.m.ledger.iowait_own_ns = Some(0);
         }
         let a = analyse(&[qc], None);
         let text = render(&a, None);

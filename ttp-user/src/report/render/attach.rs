@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use plotters::prelude::*;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::{
     RenderError, Rendered, Table,
@@ -12,18 +12,38 @@ use super::{
     write_plot,
 };
 use crate::{
-    accounts::{CpuTimes, Measures},
+    accounts::{CpuTimes, LedgerMeasures},
+    collect::proc_stat::{CpuLine, CpuTicks},
     probe::{KernelStats, cost::ProbeCost},
     report::{
         losses::{self, Affects},
         units::{bytes, ms},
     },
+    window::{
+        crosscheck::Agreement,
+        procs::{ProcCounters, TaskstatsCounters},
+    },
 };
 
-#[derive(Debug, Clone, Deserialize)]
+/// Schema of the attach summary.
+pub const ATTACH_SCHEMA: &str = "ttp.attach/1";
+
+/// The attach summary (`attach --json`), written and read by this one type.
+/// Fields added after the first files were written are `#[serde(default)]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct AttachDoc {
+    pub schema: String,
     #[serde(default)]
     pub kernel_release: Option<String>,
+    /// Kernel tick rate (CONFIG_HZ), when known.
+    #[serde(default)]
+    pub hz: Option<u64>,
+    /// USER_HZ, the unit of /proc's tick counters.
+    #[serde(default)]
+    pub user_hz: Option<u64>,
+    /// CPUs the ledger saw.
+    #[serde(default)]
+    pub cpus: Option<u64>,
     pub window: WindowView,
     pub lost: LostView,
     pub processes: Vec<ProcessView>,
@@ -34,53 +54,81 @@ pub struct AttachDoc {
     pub notes: Vec<String>,
     /// The probes' own cost (absent in files written before it existed, or
     /// when the kernel refused BPF statistics: a note says why).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probe_cost: Option<ProbeCost>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct WindowView {
     pub start_ns: u64,
     pub end_ns: u64,
+    #[serde(default)]
+    pub duration_ns: u64,
+    #[serde(default)]
+    pub clock: String,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LostView {
     pub kernel: KernelStats,
+    /// Threads in the first image with no end (lost records).
     #[serde(default)]
-    pub vanished_threads: u64,
+    pub vanished_threads: u32,
     #[serde(default)]
     pub taskstats_listener_overflows: u64,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ProcessView {
     pub pid: u32,
     pub comm: String,
+    /// Parent tgid when the ledger saw the fork.
+    #[serde(default)]
+    pub parent_pid: Option<u32>,
     #[serde(default)]
     pub exited: bool,
     #[serde(default)]
     pub threads: u32,
-    pub kernel: Measures,
+    pub kernel: LedgerMeasures,
+    /// /proc counters over the window (None: the process was gone).
+    #[serde(default)]
+    pub proc: Option<ProcCounters>,
+    #[serde(default)]
+    pub taskstats: Option<TaskstatsCounters>,
     #[serde(default)]
     pub agreement: Vec<AgreementView>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct OverallView {
     pub kernel: MachineView,
+    /// /proc/stat over the window, all CPUs and per CPU.
+    #[serde(default)]
+    pub proc_stat: Option<CpuTicks>,
+    #[serde(default)]
+    pub proc_stat_per_cpu: Option<Vec<CpuLine>>,
     #[serde(default)]
     pub agreement: Vec<AgreementView>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct MachineView {
-    pub cpus: Vec<serde_json::Value>,
+    pub cpus: Vec<CpuView>,
     pub total: CpuTimes,
 }
 
+/// One CPU's busy / idle / iowait time from the ledger.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CpuView {
+    pub cpu: u32,
+    pub busy_ns: u64,
+    pub idle_ns: u64,
+    pub iowait_ns: u64,
+}
+
 /// One cross-check row (window/crosscheck.rs `Agreement`).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct AgreementView {
     pub measure: String,
     pub ledger: u64,
@@ -90,8 +138,24 @@ pub struct AgreementView {
     pub rel_diff: Option<f64>,
     pub tolerance: u64,
     pub within: bool,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub informational: Option<String>,
+}
+
+impl From<&Agreement> for AgreementView {
+    fn from(a: &Agreement) -> Self {
+        Self {
+            measure: a.measure.into(),
+            ledger: a.ledger,
+            reference: a.reference.into(),
+            kernel: a.kernel,
+            // JSON has no infinity: serde_json writes a non-finite float as null.
+            rel_diff: a.rel_diff.is_finite().then_some(a.rel_diff),
+            tolerance: a.tolerance,
+            within: a.within,
+            informational: a.informational.map(String::from),
+        }
+    }
 }
 
 fn agreement_lines(out: &mut String, rows: &[AgreementView]) {
@@ -123,7 +187,7 @@ impl AttachDoc {
     /// Every loss and repair of the window, in words.
     fn losses(&self) -> Vec<losses::Loss> {
         let extra = losses::Extra {
-            vanished_threads: self.lost.vanished_threads,
+            vanished_threads: u64::from(self.lost.vanished_threads),
             recursion_misses: self.probe_cost.as_ref().map_or(0, |c| c.lost_events()),
             taskstats_overflows: self.lost.taskstats_listener_overflows,
         };
@@ -206,47 +270,31 @@ impl Rendered for AttachDoc {
     }
 
     fn table(&self) -> Table {
-        let mut t = Table::new(&[
-            "pid",
-            "comm",
-            "threads",
-            "on_cpu_ms",
-            "runq_wait_ms",
-            "sleep_ms",
-            "blocked_ms",
-            "iowait_ms",
-            "iowait_own_ms",
-            "iowait_share_ms",
-            "read_requests",
-            "read_bytes",
-            "write_requests",
-            "write_bytes",
-            "device_ms",
-            "voluntary_switches",
-            "involuntary_switches",
-        ]);
+        // Every ledger counter, from its one declaration; times in ms.
+        let column = |name: &'static str| match name.strip_suffix("_ns") {
+            Some(stem) => format!("{stem}_ms"),
+            None => name.to_string(),
+        };
+        let mut head: Vec<String> = vec!["pid".into(), "comm".into(), "threads".into()];
+        head.extend(
+            LedgerMeasures::default()
+                .named()
+                .into_iter()
+                .map(|(n, _)| column(n)),
+        );
+        let head: Vec<&str> = head.iter().map(String::as_str).collect();
+        let mut t = Table::new(&head);
         let f = |ns: u64| ms3(Some(ns as f64));
         for p in &self.processes {
-            let k = &p.kernel;
-            t.push(vec![
-                p.pid.to_string(),
-                p.comm.clone(),
-                p.threads.to_string(),
-                f(k.on_cpu_ns),
-                f(k.runq_wait_ns),
-                f(k.sleep_ns),
-                f(k.blocked_ns),
-                f(k.iowait_ns),
-                f(k.iowait_own_ns),
-                f(k.iowait_share_ns),
-                k.io.read_requests.to_string(),
-                k.io.read_bytes.to_string(),
-                k.io.write_requests.to_string(),
-                k.io.write_bytes.to_string(),
-                f(k.io.device_ns),
-                k.voluntary_switches.to_string(),
-                k.involuntary_switches.to_string(),
-            ]);
+            let mut row = vec![p.pid.to_string(), p.comm.clone(), p.threads.to_string()];
+            row.extend(p.kernel.named().into_iter().map(|(n, v)| {
+                if n.ends_with("_ns") {
+                    f(v)
+                } else {
+                    v.to_string()
+                }
+            }));
+            t.push(row);
         }
         t
     }
@@ -278,7 +326,7 @@ impl Rendered for AttachDoc {
 }
 
 /// A stacked part of a bar: its legend, colour and measure.
-type Part = (&'static str, RGBColor, fn(&Measures) -> u64);
+type Part = (&'static str, RGBColor, fn(&LedgerMeasures) -> u64);
 
 /// Where each process's time went, as stacked horizontal bars (ms).
 fn time_chart(d: &AttachDoc) -> Result<String, RenderError> {
@@ -299,7 +347,7 @@ fn time_chart(d: &AttachDoc) -> Result<String, RenderError> {
         ("sleep", RGBColor(199, 199, 199), |k| k.sleep_ns),
     ];
     let n = d.processes.len().max(1);
-    let total = |k: &Measures| parts.iter().map(|(_, _, f)| f(k)).sum::<u64>();
+    let total = |k: &LedgerMeasures| parts.iter().map(|(_, _, f)| f(k)).sum::<u64>();
     let x_max = d
         .processes
         .iter()

@@ -138,4 +138,6 @@ pub(crate) fn write_plot(dir: &Path, name: &str, text: &str) -> Result<PathBuf, 
 }
 
 #[cfg(test)]
+mod saved_tests;
+#[cfg(test)]
 mod tests;

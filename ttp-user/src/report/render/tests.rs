@@ -126,7 +126,7 @@ fn attach_summary_renders_every_format() {
     let row = csv.lines().nth(1).unwrap();
     assert!(
         row.starts_with(
-            "4242,\"psql, copy\",2,12.346,1.000,2000.000,0.000,400.000,300.000,100.000,32,33554432,"
+            "4242,\"psql, copy\",2,12.346,1.000,0.000,2000.000,0.000,400.000,300.000,100.000,32,33554432,"
         ),
         "{row}"
     );

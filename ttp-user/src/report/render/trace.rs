@@ -3,10 +3,11 @@
 //! events; the QE slices of a `run` trace.
 use std::collections::BTreeMap;
 
+use serde::Deserialize;
 use serde_json::Value;
 
 use super::{RenderError, Rendered, Table, table::ms3};
-use crate::report::trace::{IO_TID_BASE, PROTOCOL_PID, SYNTHETIC_ID_BASE};
+use crate::report::trace::{IO_TID_BASE, PROTOCOL_PID, SYNTHETIC_ID_BASE, TraceMetadata};
 
 const STATES: [&str; 5] = ["Running", "Runnable", "Sleeping", "Blocked", "I/O wait"];
 
@@ -27,7 +28,7 @@ struct QeRow {
 }
 
 pub struct TraceSummary {
-    metadata: Value,
+    metadata: TraceMetadata,
     /// (pid, tid) → row.
     threads: BTreeMap<(u64, u64), ThreadRow>,
     process_names: BTreeMap<u64, String>,
@@ -44,7 +45,15 @@ impl TraceSummary {
             .as_array()
             .ok_or_else(|| invalid("no traceEvents array"))?;
         let mut s = TraceSummary {
-            metadata: v.get("metadata").cloned().unwrap_or(Value::Null),
+            metadata: match v.get("metadata") {
+                Some(m) => {
+                    TraceMetadata::deserialize(m).map_err(|source| RenderError::Invalid {
+                        schema: "ttp.trace/1".into(),
+                        source,
+                    })?
+                }
+                None => TraceMetadata::default(),
+            },
             threads: BTreeMap::new(),
             process_names: BTreeMap::new(),
             qes: Vec::new(),
@@ -92,9 +101,13 @@ impl Rendered for TraceSummary {
     fn title(&self) -> String {
         format!(
             "ttp trace ({}): {} thread(s) over {:.3} s",
-            self.metadata["command"].as_str().unwrap_or("ttp"),
+            if self.metadata.command.is_empty() {
+                "ttp"
+            } else {
+                &self.metadata.command
+            },
             self.threads.len(),
-            self.metadata["duration_ns"].as_f64().unwrap_or(0.0) / 1e9
+            self.metadata.duration_ns as f64 / 1e9
         )
     }
 
@@ -103,9 +116,9 @@ impl Rendered for TraceSummary {
         let mut out = format!(
             "{}\nclock {}, {} events, {} lost; open it in ui.perfetto.dev or chrome://tracing\n\n",
             self.title(),
-            m["clock"].as_str().unwrap_or("?"),
-            m["events"],
-            m["events_lost"]
+            if m.clock.is_empty() { "?" } else { &m.clock },
+            m.events,
+            m.events_lost
         );
         out.push_str(&format!(
             "{:>8} {:>8} {:<16} {:>11} {:>11} {:>11} {:>11} {:>11} {:>6} {:>12}\n",
@@ -147,8 +160,8 @@ impl Rendered for TraceSummary {
                 ));
             }
         }
-        for w in self.metadata["warnings"].as_array().into_iter().flatten() {
-            out.push_str(&format!("warning: {}\n", w.as_str().unwrap_or_default()));
+        for w in &self.metadata.warnings {
+            out.push_str(&format!("warning: {w}\n"));
         }
         out
     }

@@ -37,7 +37,6 @@ use std::{collections::HashMap, path::Path};
 
 pub use chrome::{CPUS_PID, IO_TID_BASE, PROTOCOL_PID, SYNTHETIC_ID_BASE, op_name, state_name, us};
 pub use record::{Recorder, Recording};
-use serde_json::json;
 pub use timeline::{
     CpuCounter, Flow, IoRequest, Mark, MarkKind, Seed, StateSlice, Timeline, TimelineStats, Waker,
 };
@@ -157,25 +156,27 @@ impl Trace {
     /// The trace's "metadata" object.
     pub fn metadata(&self) -> serde_json::Value {
         let r = &self.recording;
-        json!({
-            "schema": "ttp.trace/1",
-            "command": self.command,
-            "clock": "CLOCK_MONOTONIC",
-            "ts_unit": "us",
-            "start_ns": r.start_ns,
-            "end_ns": r.end_ns,
-            "duration_ns": r.end_ns.saturating_sub(r.start_ns),
-            "traced_pids": r.roots,
-            "processes": self.timeline.processes(),
-            "events": r.events.len(),
-            "events_lost": r.stats.trace_events_lost,
-            "undecodable": r.undecodable,
-            "cpu_sample_hz": SAMPLE_HZ,
-            "timeline": self.timeline.stats,
-            "kernel": r.stats,
-            "qes": self.qes.len(),
-            "warnings": self.warnings(),
-        })
+        let m = TraceMetadata {
+            schema: TRACE_SCHEMA.into(),
+            command: self.command.clone(),
+            clock: "CLOCK_MONOTONIC".into(),
+            ts_unit: "us".into(),
+            start_ns: r.start_ns,
+            end_ns: r.end_ns,
+            duration_ns: r.end_ns.saturating_sub(r.start_ns),
+            traced_pids: r.roots.clone(),
+            processes: self.timeline.processes().into_iter().collect(),
+            events: r.events.len() as u64,
+            events_lost: r.stats.trace_events_lost,
+            undecodable: r.undecodable,
+            cpu_sample_hz: SAMPLE_HZ,
+            timeline: self.timeline.stats,
+            kernel: r.stats,
+            qes: self.qes.len() as u64,
+            warnings: self.warnings(),
+        };
+        // Through a Value: keys sorted, as the files have always been written.
+        serde_json::to_value(m).unwrap_or_default()
     }
 
     /// The Chrome Trace Event Format JSON text.
@@ -229,3 +230,34 @@ impl DeviceNames {
 
 #[cfg(test)]
 mod tests;
+
+/// Schema of a `--trace` file.
+pub const TRACE_SCHEMA: &str = "ttp.trace/1";
+
+/// The "metadata" object of a `--trace` file, written by [`Trace`] and read
+/// back by `report` (report/render/trace.rs). Every field is
+/// `#[serde(default)]`, so files written before a field existed still load.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct TraceMetadata {
+    pub schema: String,
+    /// What recorded the trace (e.g. "ttp run (TTPv2)").
+    pub command: String,
+    pub clock: String,
+    /// Unit of the events' `ts` and `dur`.
+    pub ts_unit: String,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub duration_ns: u64,
+    pub traced_pids: Vec<u32>,
+    /// Processes (tgids) that appear in the trace.
+    pub processes: Vec<u32>,
+    pub events: u64,
+    pub events_lost: u64,
+    pub undecodable: u64,
+    pub cpu_sample_hz: u64,
+    pub timeline: TimelineStats,
+    pub kernel: crate::probe::KernelStats,
+    pub qes: u64,
+    pub warnings: Vec<String>,
+}

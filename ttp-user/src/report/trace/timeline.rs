@@ -110,7 +110,8 @@ pub struct Mark {
 }
 
 /// Anomalies met while building the timeline: reported, never hidden.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct TimelineStats {
     /// Block issues or completions of requests submitted before tracing
     /// started (their submission was not seen).

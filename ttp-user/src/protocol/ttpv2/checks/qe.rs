@@ -97,7 +97,7 @@ fn check_one(id: &str, qe: &QeRecord, c: &QeCalc, qc: &QcInput) -> Verdict {
                 return Verdict::na(NO_QUERY);
             };
             let n = query_cpus(qe, &qc.setup) as f64;
-            match (q.on_cpu_ns, q.iowait_ns, qe.time_meas_ns) {
+            match (q.ledger.on_cpu_ns, q.ledger.iowait_ns, qe.time_meas_ns) {
                 // Both sides in ns: no tick rounding.
                 (Some(cpu), Some(io), Some(meas_ns)) => {
                     Verdict::from_bool((cpu + io) as f64 > n * meas_ns as f64)
@@ -152,7 +152,11 @@ fn check_one(id: &str, qe: &QeRecord, c: &QeCalc, qc: &QcInput) -> Verdict {
             let Some(q) = q else {
                 return Verdict::na(NO_QUERY);
             };
-            match (q.iowait_ns, q.iowait_share_ns, qe.overall.iowait_ns) {
+            match (
+                q.ledger.iowait_ns,
+                q.ledger.iowait_share_ns,
+                qe.overall.iowait_ns,
+            ) {
                 (Some(blk), Some(share), _) if qc.setup.cpus > 1 => Verdict::from_bool(share > blk),
                 (Some(blk), _, Some(machine)) => Verdict::from_bool(machine > blk),
                 _ => qe9_literal(qe, Some(q)),
@@ -465,15 +469,15 @@ mod tests {
         qe.time_meas_ns = Some(329_500_000);
         let m = query_mut(qe);
         *m = query_proc(1, 30, 3, 0).m;
-        m.on_cpu_ns = Some(320_000_000);
-        m.iowait_ns = Some(0);
+        m.ledger.on_cpu_ns = Some(320_000_000);
+        m.ledger.iowait_ns = Some(0);
         assert_eq!(verdicts(&qc, "QE4")[1], Verdict::Pass);
         let calcs: Vec<_> = qc.qes.iter().map(|q| calc_qe(q, &qc.setup)).collect();
         let lit = literal_checks(&qc, &calcs);
         assert_eq!(lit[0].0, "QE4");
         assert_eq!(lit[0].2[1], Verdict::Violation);
         // 330 ms measured in ns does fire.
-        query_mut(&mut qc.qes[1]).on_cpu_ns = Some(329_600_000);
+        query_mut(&mut qc.qes[1]).ledger.on_cpu_ns = Some(329_600_000);
         assert_eq!(verdicts(&qc, "QE4")[1], Verdict::Violation);
     }
 
@@ -489,15 +493,15 @@ mod tests {
         qc.setup.cpus = 2;
         for qe in &mut qc.qes {
             let m = query_mut(qe);
-            m.iowait_ns = Some(400_000_000);
-            m.iowait_share_ns = Some(400_000_000);
+            m.ledger.iowait_ns = Some(400_000_000);
+            m.ledger.iowait_share_ns = Some(400_000_000);
             qe.overall.iowait_ns = Some(400_000_000);
         }
         let qe = &mut qc.qes[1];
         qe.overall.iowait_ticks = Some(44);
         qe.overall.iowait_ns = Some(440_000_000);
         assert_eq!(verdicts(&qc, "QE9")[1], Verdict::Pass);
-        query_mut(&mut qc.qes[2]).iowait_share_ns = Some(400_000_001);
+        query_mut(&mut qc.qes[2]).ledger.iowait_share_ns = Some(400_000_001);
         assert_eq!(verdicts(&qc, "QE9")[2], Verdict::Violation);
         let calcs: Vec<_> = qc.qes.iter().map(|q| calc_qe(q, &qc.setup)).collect();
         assert_eq!(literal_checks(&qc, &calcs)[1].2[1], Verdict::Violation);
@@ -506,8 +510,8 @@ mod tests {
         for qe in &mut one.qes {
             let m = query_mut(qe);
             m.blkio_ticks = Some(0);
-            m.iowait_ns = Some(9_000_000);
-            m.iowait_share_ns = Some(9_000_000);
+            m.ledger.iowait_ns = Some(9_000_000);
+            m.ledger.iowait_share_ns = Some(9_000_000);
             qe.overall.iowait_ticks = Some(1);
             qe.overall.iowait_ns = Some(9_000_000);
         }
