@@ -40,7 +40,8 @@ fn main() -> std::io::Result<()> {
     let sleep_ms: u64 = ttp_tests::arg("--sleep-ms", 0);
     let cpu_ms: u64 = ttp_tests::arg("--cpu-ms", 100);
     let read_mib: usize = ttp_tests::arg("--read-mib", 4);
-    let block: usize = ttp_tests::arg::<usize>("--block-kib", BLOCK >> 10).clamp(4, BLOCK >> 10) << 10;
+    let block: usize =
+        ttp_tests::arg::<usize>("--block-kib", BLOCK >> 10).clamp(4, BLOCK >> 10) << 10;
     let default_file =
         std::env::temp_dir().join(format!("ttp-fixture-{}.dat", unsafe { libc::getuid() }));
     let file: PathBuf = ttp_tests::arg("--file", default_file);
