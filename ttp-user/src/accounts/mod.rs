@@ -37,7 +37,7 @@ impl ThreadKey {
 fn share_clock(c: &CpuAccount, now: u64) -> u64 {
     let dt = now.saturating_sub(c.since_ns);
     if c.valid != 0 && c.idle != 0 && c.nr_iowait > 0 {
-        c.share_cum_ns + dt / c.nr_iowait as u64
+        c.share_cum_ns + dt / c.nr_iowait
     } else {
         c.share_cum_ns
     }
