@@ -413,6 +413,7 @@ fn fill_processes(
             let k = &l.kernel;
             m.on_cpu_ns = Some(k.on_cpu_ns);
             m.runq_wait_ns = Some(k.runq_wait_ns);
+            m.wake_latency_ns = Some(k.wake_latency_ns);
             m.iowait_ns = Some(k.iowait_ns);
             m.iowait_own_ns = Some(k.iowait_own_ns);
             m.iowait_share_ns = Some(k.iowait_share_ns);

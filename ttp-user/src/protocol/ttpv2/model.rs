@@ -124,6 +124,10 @@ pub struct Measures {
     /// "waiting mode" Sec. 7.3 says Linux does not record).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runq_wait_ns: Option<u64>,
+    /// Ledger: wall clock from a wakeup or a preemption to the switch-in
+    /// (docs/ledger.md; `runq_wait_ns` is the kernel's run_delay).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wake_latency_ns: Option<u64>,
     /// Ledger: time blocked on I/O (`in_iowait`), the exact BlockIO delay.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub iowait_ns: Option<u64>,
@@ -200,6 +204,7 @@ impl Measures {
             blkio_ns: add(self.blkio_ns, o.blkio_ns),
             on_cpu_ns: add(self.on_cpu_ns, o.on_cpu_ns),
             runq_wait_ns: add(self.runq_wait_ns, o.runq_wait_ns),
+            wake_latency_ns: add(self.wake_latency_ns, o.wake_latency_ns),
             iowait_ns: add(self.iowait_ns, o.iowait_ns),
             iowait_own_ns: add(self.iowait_own_ns, o.iowait_own_ns),
             iowait_share_ns: add(self.iowait_share_ns, o.iowait_share_ns),
@@ -230,6 +235,7 @@ impl Measures {
             blkio_ns: z,
             on_cpu_ns: z,
             runq_wait_ns: z,
+            wake_latency_ns: z,
             iowait_ns: z,
             iowait_own_ns: z,
             iowait_share_ns: z,
