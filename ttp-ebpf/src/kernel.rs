@@ -60,7 +60,58 @@ unsafe fn read<T>(base: *const u8, off: usize) -> Result<T, i32> {
     unsafe { bpf_probe_read_kernel(base.add(off) as *const T) }
 }
 
+/// A task read through `bpf_probe_read_kernel` (any pointer, e.g. from
+/// `bpf_get_current_task()`).
 pub struct Task(pub *const u8);
+
+/// A task pointer whose BTF type the verifier knows (a tp_btf argument):
+/// its fields are plain loads at offsets the verifier reads as constants
+/// from the frozen `.rodata` (aya freezes it; the loader sets the offsets
+/// before load), checked against task_struct's BTF, with no helper call. A
+/// fault in such a load reads 0, as bpf_probe_read_kernel would fail.
+#[derive(Clone, Copy)]
+pub struct BtfTask(pub *const u8);
+
+/// A plain load at `base + off`.
+#[inline(always)]
+unsafe fn load<T: Copy>(base: *const u8, off: usize) -> Result<T, i32> {
+    if base.is_null() {
+        return Err(-1);
+    }
+    unsafe { Ok(core::ptr::read_volatile(base.add(off) as *const T)) }
+}
+
+impl BtfTask {
+    /// The same task, for code that reads through the helper.
+    #[inline(always)]
+    pub fn task(&self) -> Task {
+        Task(self.0)
+    }
+    #[inline(always)]
+    pub fn pid(&self) -> Result<u32, i32> {
+        unsafe { load::<u32>(self.0, global(&OFF_TASK_PID)) }
+    }
+    /// `task_struct.in_iowait`, a one-bit bitfield: set by io_schedule*()
+    /// while the task waits for block I/O.
+    #[inline(always)]
+    pub fn in_iowait(&self) -> Result<bool, i32> {
+        let byte = unsafe { load::<u8>(self.0, global(&OFF_TASK_IN_IOWAIT_BYTE))? };
+        Ok(byte as usize & global(&TASK_IN_IOWAIT_MASK) != 0)
+    }
+    /// See [`Task::sum_exec_runtime`].
+    #[inline(always)]
+    pub fn sum_exec_runtime(&self) -> Result<u64, i32> {
+        unsafe { load::<u64>(self.0, global(&OFF_TASK_SUM_EXEC)) }
+    }
+    /// See [`Task::run_delay`].
+    #[inline(always)]
+    pub fn run_delay(&self) -> Option<u64> {
+        if !have_run_delay() {
+            return None;
+        }
+        unsafe { load::<u64>(self.0, global(&OFF_TASK_RUN_DELAY)).ok() }
+    }
+}
 
 impl Task {
     #[inline(always)]
@@ -78,13 +129,6 @@ impl Task {
     #[inline(always)]
     pub fn comm(&self) -> Result<[u8; TASK_COMM_LEN], i32> {
         unsafe { read::<[u8; TASK_COMM_LEN]>(self.0, global(&OFF_TASK_COMM)) }
-    }
-    /// `task_struct.in_iowait`, a one-bit bitfield: set by io_schedule*()
-    /// while the task waits for block I/O.
-    #[inline(always)]
-    pub fn in_iowait(&self) -> Result<bool, i32> {
-        let byte = unsafe { read::<u8>(self.0, global(&OFF_TASK_IN_IOWAIT_BYTE))? };
-        Ok(byte as usize & global(&TASK_IN_IOWAIT_MASK) != 0)
     }
     /// `task->se.sum_exec_runtime`: the scheduler's count of the task's
     /// CPU time (what /proc/PID/schedstat reports first), ns.

@@ -18,7 +18,8 @@ use crate::{
     cpu::LockedCpu,
     detail,
     kernel::{
-        TASK_DEAD, TASK_INTERRUPTIBLE, TASK_NOLOAD, TASK_RUNNING, TASK_UNINTERRUPTIBLE, Task,
+        BtfTask, TASK_DEAD, TASK_INTERRUPTIBLE, TASK_NOLOAD, TASK_RUNNING, TASK_UNINTERRUPTIBLE,
+        Task,
     },
     ledger::{self, close_interval},
     now_ns, trace,
@@ -29,8 +30,8 @@ use crate::{
 #[btf_tracepoint(function = "sched_switch")]
 pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
     let preempt: u64 = ctx.arg(0);
-    let prev = Task(ctx.arg::<*const u8>(1));
-    let next = Task(ctx.arg::<*const u8>(2));
+    let prev = BtfTask(ctx.arg::<*const u8>(1));
+    let next = BtfTask(ctx.arg::<*const u8>(2));
     let prev_state: u64 = ctx.arg(3);
     let prev_state = prev_state as u32;
     let now = now_ns();
@@ -57,13 +58,13 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
     // The idle task is pid 0 on every CPU: it has no account; its time is
     // the CPU's idle time.
     if prev_tid != 0
-        && let Some(a) = ledger::get_or_create(prev_tid, &prev, now, 0)
+        && let Some(a) = ledger::get_or_create(prev_tid, &prev.task(), now, 0)
     {
         detail::switched_out(a, cpu_id, now);
         take_counters_at_switch_out(a, &prev, cpu_id, now, cpu.as_ref());
         close_interval(a, now, cpu.as_ref());
         if prev_state & TASK_DEAD != 0 {
-            trace::exited(a, &prev, cpu_id, now);
+            trace::exited(a, &prev.task(), cpu_id, now);
             ledger::retire(prev_tid, a, now);
         } else {
             if preempt & 1 != 0 || prev_state == TASK_RUNNING {
@@ -103,7 +104,7 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
     }
 
     if next_tid != 0
-        && let Some(a) = ledger::get_or_create(next_tid, &next, now, 0)
+        && let Some(a) = ledger::get_or_create(next_tid, &next.task(), now, 0)
     {
         if a.state != state::RUNNABLE && a.state != state::UNKNOWN && a.state != state::RUNNING {
             // Switched in without a wakeup the ledger saw (woken before the
@@ -146,7 +147,7 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
 #[inline(always)]
 fn take_counters_at_switch_out(
     a: &mut ThreadAccount,
-    task: &Task,
+    task: &BtfTask,
     cpu_id: u32,
     now: u64,
     cpu: Option<&LockedCpu>,
@@ -183,7 +184,7 @@ fn take_counters_at_switch_out(
 /// off the CPU); the rest of the open interval (off the CPU, but waiting or
 /// sleeping is unknown) is left unattributed rather than guessed.
 #[inline(always)]
-fn recover_unseen_switch_out(a: &mut ThreadAccount, task: &Task) {
+fn recover_unseen_switch_out(a: &mut ThreadAccount, task: &BtfTask) {
     crate::count(stat::SWITCH_UNSEEN);
     let Ok(exec) = task.sum_exec_runtime() else {
         return;
@@ -203,7 +204,7 @@ fn recover_unseen_switch_out(a: &mut ThreadAccount, task: &Task) {
 }
 
 #[inline(always)]
-fn on_wakeup(task: Task, new: bool) -> i32 {
+fn on_wakeup(task: BtfTask, new: bool) -> i32 {
     let now = now_ns();
     let Ok(tid) = task.pid() else {
         crate::count(stat::READ_FAILED);
@@ -218,7 +219,7 @@ fn on_wakeup(task: Task, new: bool) -> i32 {
             if !new {
                 crate::count(stat::WAKEUP_UNSEEN);
             }
-            match ledger::create(tid, &task, now, 0) {
+            match ledger::create(tid, &task.task(), now, 0) {
                 Some(a) => a,
                 None => return 0,
             }
@@ -247,13 +248,13 @@ fn on_wakeup(task: Task, new: bool) -> i32 {
 /// sched_wakeup(struct task_struct *p)
 #[btf_tracepoint(function = "sched_wakeup")]
 pub fn sched_wakeup(ctx: BtfTracePointContext) -> i32 {
-    on_wakeup(Task(ctx.arg::<*const u8>(0)), false)
+    on_wakeup(BtfTask(ctx.arg::<*const u8>(0)), false)
 }
 
 /// sched_wakeup_new(struct task_struct *p): a new task's first enqueue.
 #[btf_tracepoint(function = "sched_wakeup_new")]
 pub fn sched_wakeup_new(ctx: BtfTracePointContext) -> i32 {
-    on_wakeup(Task(ctx.arg::<*const u8>(0)), true)
+    on_wakeup(BtfTask(ctx.arg::<*const u8>(0)), true)
 }
 
 /// sched_process_fork(struct task_struct *parent, struct task_struct *child):
