@@ -280,3 +280,81 @@ pub fn disks_bytes() -> u64 {
         })
         .sum()
 }
+
+/// One CPU's idle and iowait sleep time as the kernel keeps them
+/// (tick_sched, printed in /proc/timer_list): ns-exact sums of the idle
+/// stretches that have ended. /proc/stat's idle and iowait are the same sums
+/// rounded down to 10 ms ticks (get_cpu_iowait_time_us).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct KernelIdle {
+    pub idle_ns: u64,
+    pub iowait_ns: u64,
+    /// CLOCK_MONOTONIC ns when the sums were read.
+    pub read_ns: u64,
+}
+
+/// Per CPU [`KernelIdle`], each read by a thread running on that CPU (root
+/// only): a CPU running the reader is not idle, so its sums include every
+/// idle stretch up to the read (an open stretch is in neither sum until it
+/// ends, and the file does not say whether one is open).
+pub fn kernel_idle() -> std::collections::BTreeMap<u32, KernelIdle> {
+    let cpus: Vec<u32> = (0..online_cpus()).collect();
+    cpus.into_iter()
+        .filter_map(|cpu| {
+            std::thread::spawn(move || {
+                // SAFETY: a zeroed cpu_set_t with one bit set, valid size.
+                unsafe {
+                    let mut set: libc::cpu_set_t = std::mem::zeroed();
+                    libc::CPU_SET(cpu as usize, &mut set);
+                    if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0
+                    {
+                        return None;
+                    }
+                }
+                let text = std::fs::read_to_string("/proc/timer_list").expect("/proc/timer_list");
+                let read_ns = monotonic_ns();
+                let mut k = KernelIdle {
+                    read_ns,
+                    ..KernelIdle::default()
+                };
+                let mut this = false;
+                for line in text.lines().map(str::trim) {
+                    if let Some(n) = line.strip_prefix("cpu: ") {
+                        this = n.trim().parse::<u32>().ok() == Some(cpu);
+                        continue;
+                    }
+                    let Some((key, value)) = line.split_once(':') else {
+                        continue;
+                    };
+                    let ns = || value.trim().strip_suffix(" nsecs")?.parse::<u64>().ok();
+                    match key.trim() {
+                        ".idle_sleeptime" if this => k.idle_ns = ns()?,
+                        ".iowait_sleeptime" if this => k.iowait_ns = ns()?,
+                        _ => {}
+                    }
+                }
+                Some((cpu, k))
+            })
+            .join()
+            .ok()
+            .flatten()
+        })
+        .collect()
+}
+
+/// CLOCK_MONOTONIC in ns (the ledger's clock).
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: valid pointer to a timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// CPUs online (what /proc/stat's counters cover).
+fn online_cpus() -> u32 {
+    // SAFETY: sysconf has no preconditions.
+    unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) as u32 }
+}
