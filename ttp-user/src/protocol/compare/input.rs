@@ -1,0 +1,241 @@
+//! What `compare` takes from a saved result: the retained samples of each
+//! measure, and the facts of its set-up that must agree for the comparison
+//! to mean what it says.
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use super::stats::Centre;
+use crate::collect::machine::MachineFacts;
+use crate::protocol::{emp::EmpOutcome, ttpv2::analysis::RunDocument};
+
+/// A measure of one kind of result.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MeasureSpec {
+    /// Name in reports and JSON, with its unit.
+    pub name: &'static str,
+    /// What it is, in one line.
+    pub what: &'static str,
+    pub centre: Centre,
+}
+
+/// TTPv2 (Sec. 8.5, Step 4): medians over the QEs Steps 2–3 retained.
+pub const TTPV2_MEASURES: &[MeasureSpec] = &[
+    MeasureSpec {
+        name: "time_calc_ms",
+        what: "Time_calc, (U + S + IO_calc) × tick (TTPv2 eq. 2)",
+        centre: Centre::Median,
+    },
+    MeasureSpec {
+        name: "time_exact_ms",
+        what: "exact time: the query's on-CPU and own I/O wait, from the ledger",
+        centre: Centre::Median,
+    },
+    MeasureSpec {
+        name: "time_meas_ms",
+        what: "Time_meas, the elapsed time of the QE (TTPv2 Sec. 8.5)",
+        centre: Centre::Median,
+    },
+];
+
+/// EMP (paper 001, Sec. 4.5): means over the runs EMPv5 retained.
+pub const EMP_MEASURES: &[MeasureSpec] = &[
+    MeasureSpec {
+        name: "pt_ms",
+        what: "PT, process time of the retained runs (EMP Sec. 4.5)",
+        centre: Centre::Mean,
+    },
+    MeasureSpec {
+        name: "et_ms",
+        what: "ET, elapsed time of the same runs (EMP Sec. 4.5)",
+        centre: Centre::Mean,
+    },
+];
+
+/// Kinds of result `compare` reads.
+pub const COMPARABLE: &[&str] = &["ttp.run/1", "ttp.emp/1"];
+
+/// One saved result, reduced to what is compared.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Side {
+    /// The file's schema, e.g. "ttp.run/1".
+    pub schema: String,
+    /// What was measured (the command and its labels).
+    pub title: String,
+    /// Retained QEs or runs.
+    pub retained: usize,
+    /// Samples per measure, in the order of the kind's measure list; a
+    /// measure a QE did not record is left out of that QE.
+    pub samples: Vec<Vec<f64>>,
+    /// Facts of the set-up, by name; two sides that differ in one are
+    /// compared only with a note.
+    pub setup: BTreeMap<&'static str, String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum InputError {
+    #[error("the file has no \"schema\" field: it is not a ttp result")]
+    NoSchema,
+    #[error(
+        "a {schema} result cannot be compared: compare reads {}",
+        COMPARABLE.join(" and ")
+    )]
+    NotComparable { schema: String },
+    #[error("not a valid {schema} document: {source}")]
+    Invalid {
+        schema: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error(
+        "{retained} retained {unit}{why}; compare needs at least 2 on each side: measure more of them"
+    )]
+    TooFew {
+        retained: usize,
+        unit: &'static str,
+        why: String,
+    },
+}
+
+/// The measures of a kind.
+pub fn measures_of(schema: &str) -> &'static [MeasureSpec] {
+    match schema {
+        "ttp.emp/1" => EMP_MEASURES,
+        _ => TTPV2_MEASURES,
+    }
+}
+
+/// Reads a saved result; refuses kinds it cannot compare and results with
+/// fewer than 2 retained samples.
+pub fn side_of(v: Value) -> Result<Side, InputError> {
+    let schema = v
+        .get("schema")
+        .and_then(Value::as_str)
+        .ok_or(InputError::NoSchema)?
+        .to_string();
+    let invalid = |source| InputError::Invalid {
+        schema: schema.clone(),
+        source,
+    };
+    let side = match schema.as_str() {
+        "ttp.run/1" => run_side(serde_json::from_value(v).map_err(invalid)?),
+        "ttp.emp/1" => emp_side(serde_json::from_value(v).map_err(invalid)?),
+        _ => return Err(InputError::NotComparable { schema }),
+    }?;
+    Ok(side)
+}
+
+fn run_side(d: RunDocument) -> Result<Side, InputError> {
+    let r = &d.qc.result;
+    let kept: Vec<_> = if r.dropped_reason.is_some() {
+        Vec::new()
+    } else {
+        d.qc.qes
+            .iter()
+            .filter(|e| e.dropped_by.is_empty())
+            .collect()
+    };
+    if kept.len() < 2 {
+        let why = match &r.dropped_reason {
+            Some(reason) => format!(" (the Q@C was dropped: {reason})"),
+            None => String::new(),
+        };
+        return Err(InputError::TooFew {
+            retained: kept.len(),
+            unit: "QE(s)",
+            why,
+        });
+    }
+    let samples = vec![
+        kept.iter().filter_map(|e| e.calc.time_calc_ms).collect(),
+        kept.iter().filter_map(|e| e.calc.time_exact_ms).collect(),
+        kept.iter().map(|e| e.record.time_meas_ms).collect(),
+    ];
+    let mut setup = machine_setup(d.machine.as_ref());
+    setup.insert("schema", d.schema.clone());
+    setup.insert("USER_HZ (setup)", d.qc.setup.user_hz.to_string());
+    setup.insert("CPUs (setup)", d.qc.setup.cpus.to_string());
+    if let Some(q) = &d.qc.setup.query_process {
+        setup.insert("query process", q.clone());
+    }
+    Ok(Side {
+        schema: d.schema.clone(),
+        title: d.qc.title(),
+        retained: kept.len(),
+        samples,
+        setup,
+    })
+}
+
+fn machine_setup(m: Option<&MachineFacts>) -> BTreeMap<&'static str, String> {
+    let mut s = BTreeMap::new();
+    let Some(m) = m else {
+        s.insert("machine facts", "not recorded".to_string());
+        return s;
+    };
+    let mut put = |k: &'static str, v: Option<String>| {
+        if let Some(v) = v {
+            s.insert(k, v);
+        }
+    };
+    put("CPU model", m.cpu_model.clone());
+    put("cores", m.cores.map(|v| v.to_string()));
+    put("memory bytes", m.memory_bytes.map(|v| v.to_string()));
+    put("disk", m.disk.clone());
+    put("OS", m.os.clone());
+    put("kernel", m.kernel.clone());
+    put("CONFIG_HZ", m.config_hz.map(|v| v.to_string()));
+    put("virtualization", m.virtualization.clone());
+    put("tool", m.tool.clone());
+    put(
+        "cache",
+        m.cold_cache
+            .map(|c| if c { "cold" } else { "warm" }.to_string()),
+    );
+    s
+}
+
+fn emp_side(o: EmpOutcome) -> Result<Side, InputError> {
+    let kept: Vec<_> = o
+        .runs
+        .iter()
+        .filter(|r| r.verdict.is_retained() && r.pt_ns.is_some())
+        .collect();
+    if kept.len() < 2 {
+        return Err(InputError::TooFew {
+            retained: kept.len(),
+            unit: "run(s)",
+            why: String::new(),
+        });
+    }
+    let ms = |ns: u64| ns as f64 / 1e6;
+    let samples = vec![
+        kept.iter().filter_map(|r| r.pt_ns.map(ms)).collect(),
+        kept.iter().map(|r| ms(r.et_ns)).collect(),
+    ];
+    let mut setup = BTreeMap::new();
+    setup.insert("schema", o.schema.clone());
+    setup.insert("PT source", format!("{:?}", o.pt_source).to_lowercase());
+    setup.insert("σ band (k)", o.sigma_k.to_string());
+    setup.insert(
+        "daemon cut-offs",
+        if o.cutoffs.is_some() {
+            "applied"
+        } else {
+            "not applied"
+        }
+        .to_string(),
+    );
+    let title = if o.command.is_empty() {
+        "command not recorded".to_string()
+    } else {
+        o.command.join(" ")
+    };
+    Ok(Side {
+        schema: o.schema.clone(),
+        title,
+        retained: kept.len(),
+        samples,
+        setup,
+    })
+}

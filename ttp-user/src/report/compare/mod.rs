@@ -1,0 +1,222 @@
+//! `ttp-ebpf compare` shown: the terminal report, Markdown, and per-measure
+//! strip plots (svg.rs) of a `ttp.compare/1` document.
+
+use crate::protocol::compare::{CompareDocument, Comparison, MeasureComparison, stats::MwuMethod};
+use crate::report::render::Table;
+
+/// What the compared results are, in words.
+fn kind_name(schema: &str) -> &'static str {
+    match schema {
+        "ttp.run/1" => "TTPv2 runs",
+        "ttp.emp/1" => "EMP runs",
+        _ => "results",
+    }
+}
+
+fn num(x: f64) -> String {
+    if x.abs() >= 100.0 {
+        format!("{x:.1}")
+    } else {
+        format!("{x:.3}")
+    }
+}
+
+fn ci_text(m: &MeasureComparison) -> String {
+    m.ci.as_ref()
+        .map_or("-".into(), |c| format!("{:.3}–{:.3}", c.lower, c.upper))
+}
+
+fn mwu_text(m: &MeasureComparison) -> String {
+    let tag = match m.mann_whitney.method {
+        MwuMethod::Exact => " (exact)",
+        MwuMethod::Asymptotic => "",
+    };
+    format!("{:.4}{tag}", m.mann_whitney.p)
+}
+
+/// The loud note of a comparison whose set-ups differ; empty when they
+/// agree.
+pub fn setup_note(c: &Comparison) -> String {
+    if c.setup_differences.is_empty() {
+        return String::new();
+    }
+    let facts = c
+        .setup_differences
+        .iter()
+        .map(|d| {
+            format!(
+                "{}: {} in {}, {} in {}",
+                d.fact,
+                d.baseline.as_deref().unwrap_or("not recorded"),
+                c.baseline,
+                d.candidate.as_deref().unwrap_or("not recorded"),
+                c.candidate
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    format!(
+        "!! WARNING: the set-up of {} differs from {}'s ({facts}).\n!! Any difference below may come from the set-up, not from what was changed.\n",
+        c.candidate, c.baseline
+    )
+}
+
+/// The measures of one comparison as a table (Markdown and text share it).
+pub fn table(c: &Comparison) -> Table {
+    let mut t = Table::new(&[
+        "measure",
+        "centre",
+        "n_A",
+        "n_B",
+        "A",
+        "B",
+        "B/A",
+        "CI_of_B/A",
+        "p_MWU",
+        "p_Welch",
+        "p_Holm",
+        "cliffs_delta",
+    ]);
+    for m in &c.measures {
+        t.push(vec![
+            m.measure.clone(),
+            m.centre.name().into(),
+            m.baseline.n.to_string(),
+            m.candidate.n.to_string(),
+            num(m.baseline.centre),
+            num(m.candidate.centre),
+            m.ratio.map_or("-".into(), |r| format!("{r:.4}")),
+            ci_text(m),
+            mwu_text(m),
+            m.welch
+                .as_ref()
+                .map_or("-".into(), |w| format!("{:.4}", w.p)),
+            format!("{:.4}", m.p_holm),
+            format!("{:.2}", m.cliffs_delta),
+        ]);
+    }
+    t
+}
+
+/// Columns padded to their widest cell.
+fn aligned(t: &Table) -> String {
+    let widths: Vec<usize> = (0..t.columns.len())
+        .map(|i| {
+            std::iter::once(&t.columns[i])
+                .chain(t.rows.iter().map(|r| &r[i]))
+                .map(|s| s.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let line = |cells: &[String]| {
+        let mut s = String::from(" ");
+        for (c, w) in cells.iter().zip(&widths) {
+            s.push_str(&format!(" {c:<w$}"));
+        }
+        s.trim_end().to_string() + "\n"
+    };
+    let mut out = line(&t.columns);
+    for r in &t.rows {
+        out.push_str(&line(r));
+    }
+    out
+}
+
+fn header(doc: &CompareDocument) -> String {
+    let mut out = format!(
+        "ttp compare ({}, {}): {} against {}\n",
+        kind_name(&doc.kind),
+        doc.kind,
+        doc.files[1..]
+            .iter()
+            .map(|f| f.label.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
+        doc.files[0].label
+    );
+    for f in &doc.files {
+        out.push_str(&format!(
+            "  {}  {}  {} ({} retained)\n",
+            f.label, f.path, f.title, f.retained
+        ));
+    }
+    out
+}
+
+fn method_text(doc: &CompareDocument) -> String {
+    let m = &doc.method;
+    format!(
+        "Method: {} % {}; seed {} ({}). {}. Multiple comparisons: {} (alpha {}). Effect size: Cliff's delta, P(B > A) − P(B < A). A difference is claimed only when the corrected p is below alpha and the interval excludes 1. Power: {} (detecting {} % with power {}).\n",
+        (m.config.level * 100.0).round(),
+        m.interval,
+        m.config.seed,
+        m.rng,
+        m.tests,
+        m.correction,
+        m.config.alpha,
+        m.power,
+        m.config.detect_rel * 100.0,
+        m.config.power
+    )
+}
+
+/// The terminal report.
+pub fn text(doc: &CompareDocument) -> String {
+    let mut out = header(doc);
+    for c in &doc.comparisons {
+        out.push('\n');
+        out.push_str(&setup_note(c));
+        out.push_str(&format!("{} against {}:\n", c.candidate, c.baseline));
+        out.push_str(&aligned(&table(c)));
+        for m in &c.measures {
+            out.push_str(&format!("  {}: {}\n", m.measure, m.verdict.text));
+        }
+        for s in &c.skipped {
+            out.push_str(&format!("  not compared: {s}\n"));
+        }
+    }
+    out.push('\n');
+    out.push_str(&method_text(doc));
+    out
+}
+
+/// Markdown: the files, then per candidate its note, table and verdicts.
+pub fn markdown(doc: &CompareDocument) -> String {
+    let mut files = Table::new(&["label", "file", "measured", "retained"]);
+    for f in &doc.files {
+        files.push(vec![
+            f.label.clone(),
+            f.path.clone(),
+            f.title.clone(),
+            f.retained.to_string(),
+        ]);
+    }
+    let mut out = format!(
+        "**ttp compare ({}, {})**\n\n{}",
+        kind_name(&doc.kind),
+        doc.kind,
+        files.markdown()
+    );
+    for c in &doc.comparisons {
+        out.push_str(&format!("\n**{} against {}**\n\n", c.candidate, c.baseline));
+        let note = setup_note(c);
+        if !note.is_empty() {
+            out.push_str(&format!(
+                "> {}\n",
+                note.replace("!! ", "").replace('\n', " ")
+            ));
+        }
+        out.push_str(&table(c).markdown());
+        out.push('\n');
+        for m in &c.measures {
+            out.push_str(&format!("- {}: {}\n", m.measure, m.verdict.text));
+        }
+        for s in &c.skipped {
+            out.push_str(&format!("- not compared: {s}\n"));
+        }
+    }
+    out.push('\n');
+    out.push_str(&method_text(doc));
+    out
+}
