@@ -113,3 +113,219 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::compare::Outcome;
+    use crate::protocol::ttpv2::analysis::{RunDocument, SavedRun};
+    use serde_json::{Value, json};
+
+    const RUN_FIXTURE: &str = include_str!("../report/render/fixtures/run-1.json");
+
+    /// Query CPU ticks (U + S) of twelve QEs: 160 ± a few ticks, the spread
+    /// (sd 2.9 ticks, 1.8 %) of a real query's repeated executions.
+    const BASE_TICKS: [i64; 12] = [160, 163, 158, 165, 161, 156, 162, 159, 164, 157, 160, 162];
+
+    /// A saved `ttp.run/1` built from the recorded dd run (its machine
+    /// facts, process list and process sets), each QE's query made to take
+    /// `scale` × BASE_TICKS[i] ticks of CPU: U and S in ticks, the ledger's
+    /// on-CPU time to the same ns, Time_meas 20 ms more, and the overall
+    /// /proc/stat ticks the sum of the processes'. The protocol (Steps 2–5)
+    /// is applied to it as `run` does.
+    fn scaled_run(scale: f64) -> Value {
+        let fixture: Value = serde_json::from_str(RUN_FIXTURE).unwrap();
+        let template = fixture["qes"][0].clone();
+        let mut qes = Vec::new();
+        for (i, ticks) in BASE_TICKS.iter().enumerate() {
+            let cpu = (*ticks as f64 * scale).round() as u64;
+            let (u, s) = (cpu - cpu / 10, cpu / 10);
+            let mut qe = template.clone();
+            qe["qe"] = json!(i + 1);
+            qe["time_meas_ms"] = json!(cpu as f64 * 10.0 + 20.0);
+            qe["time_meas_ns"] = json!(cpu * 10_000_000 + 20_000_000);
+            let (mut all_u, mut all_s) = (0, 0);
+            for p in qe["processes"].as_array_mut().unwrap() {
+                if p["class"] == "query" {
+                    p["u_ticks"] = json!(u);
+                    p["s_ticks"] = json!(s);
+                    p["on_cpu_ns"] = json!(cpu * 10_000_000);
+                    for k in [
+                        "blkio_ticks",
+                        "iowait_ns",
+                        "iowait_own_ns",
+                        "iowait_share_ns",
+                    ] {
+                        p[k] = json!(0);
+                    }
+                }
+                all_u += p["u_ticks"].as_u64().unwrap();
+                all_s += p["s_ticks"].as_u64().unwrap();
+            }
+            qe["overall"]["user_ticks"] = json!(all_u);
+            qe["overall"]["system_ticks"] = json!(all_s);
+            qe["overall"]["iowait_ticks"] = json!(0);
+            qe["overall"]["iowait_ns"] = json!(0);
+            qes.push(qe);
+        }
+        let mut saved = fixture.clone();
+        saved["qes"] = json!(qes);
+        saved["setup"]["qes_requested"] = json!(BASE_TICKS.len());
+        let saved: SavedRun = serde_json::from_value(saved).unwrap();
+        let (qc, machine) = saved.into_input();
+        serde_json::to_value(RunDocument::new(&qc, machine.as_ref())).unwrap()
+    }
+
+    fn write(dir: &Path, name: &str, v: &Value) -> PathBuf {
+        let p = dir.join(name);
+        std::fs::write(&p, serde_json::to_vec(v).unwrap()).unwrap();
+        p
+    }
+
+    fn sides(paths: &[&Path]) -> Vec<(String, Side)> {
+        paths
+            .iter()
+            .map(|p| (p.display().to_string(), read_side(p).unwrap()))
+            .collect()
+    }
+
+    /// Two saved runs whose query CPU time differs by a known 5 %: B is
+    /// called faster on Time_calc and the exact time, the interval of the
+    /// change contains 5 %, p < 0.01. Catches samples taken from dropped
+    /// QEs, the ratio inverted, or the verdict lost on real documents.
+    #[test]
+    fn saved_runs_five_percent_apart() {
+        let dir = tempfile::tempdir().unwrap();
+        let a_run = scaled_run(1.0);
+        assert_eq!(
+            a_run["result"]["retained"],
+            json!(BASE_TICKS.len()),
+            "the constructed QEs must pass the protocol: {}",
+            a_run["qes"][0]["dropped_by"]
+        );
+        let a = write(dir.path(), "a.json", &a_run);
+        let b = write(dir.path(), "b.json", &scaled_run(0.95));
+        let doc = compare::compare(&sides(&[&a, &b]), &Config::default()).unwrap();
+        let c = &doc.comparisons[0];
+        assert!(c.setup_differences.is_empty(), "{:?}", c.setup_differences);
+        for name in ["time_calc_ms", "time_exact_ms", "time_meas_ms"] {
+            let m = c.measures.iter().find(|m| m.measure == name).unwrap();
+            assert_eq!(m.baseline.n, BASE_TICKS.len());
+            assert_eq!(
+                m.verdict.outcome,
+                Outcome::Faster,
+                "{name}: {}",
+                m.verdict.text
+            );
+            assert!(m.p_holm < 0.01, "{name}: p {}", m.p_holm);
+            if name != "time_meas_ms" {
+                // Time_meas carries a constant 20 ms, so its change is a
+                // little under 5 %.
+                let [lo, hi] = m.verdict.change_ci_percent.unwrap();
+                assert!(lo < 5.0 && 5.0 < hi, "{name}: {lo}–{hi} %");
+            }
+        }
+        // The same file twice: no difference on any measure.
+        let doc = compare::compare(&sides(&[&a, &a]), &Config::default()).unwrap();
+        for m in &doc.comparisons[0].measures {
+            assert_eq!(
+                m.verdict.outcome,
+                Outcome::NoDifference,
+                "{}",
+                m.verdict.text
+            );
+            let ci = m.ci.as_ref().unwrap();
+            assert!(ci.lower <= 1.0 && 1.0 <= ci.upper);
+        }
+    }
+
+    /// The refusals of the issue: each is a usage error (exit 2) whose one
+    /// line names the file and says what to do.
+    #[test]
+    fn refusals_are_usage_errors_in_one_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let not_json = dir.path().join("x.json");
+        std::fs::write(&not_json, "{ not json").unwrap();
+        // The fixture as recorded: 3 QEs, all dropped by Step 2.
+        let dropped = write(
+            dir.path(),
+            "dropped.json",
+            &serde_json::from_str(RUN_FIXTURE).unwrap(),
+        );
+        let load: Value =
+            serde_json::from_str(include_str!("../report/render/fixtures/load-1.json")).unwrap();
+        let load = write(dir.path(), "load.json", &load);
+        let cases = [
+            (not_json.clone(), "is not JSON"),
+            (
+                dropped,
+                "0 retained QE(s) (the Q@C was dropped: Step 3 (iv)",
+            ),
+            (load, "a ttp.load/1 result cannot be compared"),
+            (dir.path().join("missing.json"), "cannot read"),
+        ];
+        for (path, want) in cases {
+            let e = read_side(&path).unwrap_err();
+            let msg = format!("{e:#}");
+            assert_eq!(crate::error::exit_code(&e), 2, "{msg}");
+            assert!(msg.contains(want), "{msg}");
+            assert!(!msg.contains('\n'), "{msg}");
+            assert!(msg.starts_with(&path.display().to_string()) || msg.starts_with("cannot read"));
+        }
+        // Files of different kinds.
+        let a = write(dir.path(), "a.json", &scaled_run(1.0));
+        let emp = write(dir.path(), "emp.json", &emp_outcome(1.0));
+        let args = Args {
+            files: vec![a, emp],
+            markdown: false,
+            json: None,
+            seed: 1,
+            resamples: 1000,
+            confidence: 95.0,
+            detect: 2.0,
+        };
+        let e = run(args).unwrap_err();
+        assert_eq!(crate::error::exit_code(&e), 2);
+        assert!(format!("{e:#}").ends_with("a ttp.emp/1 result: compare files of one kind"));
+    }
+
+    /// The EMP outcome of the calibration tests' 200 synthetic runs (no
+    /// profile: the ±2σ check only), every run's PT and ET × `scale`.
+    fn emp_outcome(scale: f64) -> Value {
+        use crate::protocol::emp::{EmpConfig, apply, calibrate::tests::synthetic_runs};
+        let o = apply(&synthetic_runs(), None, &EmpConfig::default()).unwrap();
+        let mut v = serde_json::to_value(o).unwrap();
+        for r in v["runs"].as_array_mut().unwrap() {
+            for k in ["pt_ns", "et_ns"] {
+                if let Some(ns) = r[k].as_u64() {
+                    r[k] = json!((ns as f64 * scale).round() as u64);
+                }
+            }
+        }
+        v
+    }
+
+    /// EMP results 2 % apart: compared by the mean of the retained runs,
+    /// decided by Welch's test, the interval containing 2 %; the same
+    /// result twice shows no difference.
+    #[test]
+    fn saved_emp_results_two_percent_apart() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = write(dir.path(), "a.json", &emp_outcome(1.0));
+        let b = write(dir.path(), "b.json", &emp_outcome(0.98));
+        let doc = compare::compare(&sides(&[&a, &b]), &Config::default()).unwrap();
+        let ms = &doc.comparisons[0].measures;
+        assert_eq!(ms.len(), 2);
+        for m in ms {
+            assert_eq!(m.decided_by, "welch");
+            assert_eq!(m.verdict.outcome, Outcome::Faster, "{}", m.verdict.text);
+            let [lo, hi] = m.verdict.change_ci_percent.unwrap();
+            assert!(lo < 2.0 && 2.0 < hi, "{}: {lo}–{hi} %", m.measure);
+            assert!((m.ratio.unwrap() - 0.98).abs() < 1e-6);
+        }
+        let doc = compare::compare(&sides(&[&a, &a]), &Config::default()).unwrap();
+        for m in &doc.comparisons[0].measures {
+            assert_eq!(m.verdict.outcome, Outcome::NoDifference);
+        }
+    }
+}

@@ -346,10 +346,31 @@ pub fn p_text(p: f64) -> String {
     }
 }
 
-/// A percentage with one decimal, without a sign for 0.
+/// A percentage: one decimal, two below 1 %, no sign on zero.
 fn pct(x: f64) -> String {
-    let s = format!("{x:.1}");
-    if s == "-0.0" { "0.0".into() } else { s }
+    let s = if x.abs() < 1.0 {
+        format!("{x:.2}")
+    } else {
+        format!("{x:.1}")
+    };
+    if s.trim_start_matches('-')
+        .trim_matches(|c| c == '0' || c == '.')
+        .is_empty()
+    {
+        s.trim_start_matches('-').to_string()
+    } else {
+        s
+    }
+}
+
+/// A signed percentage: "+0.6", "−3.1".
+fn signed_pct(x: f64) -> String {
+    let s = pct(x);
+    match s.strip_prefix('-') {
+        Some(abs) => format!("−{abs}"),
+        None if x > 0.0 => format!("+{s}"),
+        None => s,
+    }
 }
 
 /// The verdict in words: a difference is claimed only when the corrected
@@ -423,9 +444,9 @@ fn verdict(r: &MeasureComparison, who: &str, family: usize, cfg: &Config) -> Ver
     );
     let interval = match &r.ci {
         Some(ci) => format!(
-            "{level} % CI of the change {}–{} %",
-            pct((ci.lower - 1.0) * 100.0),
-            pct((ci.upper - 1.0) * 100.0)
+            "{level} % CI of the change {} % to {} %",
+            signed_pct((ci.lower - 1.0) * 100.0),
+            signed_pct((ci.upper - 1.0) * 100.0)
         ),
         None => "no interval".into(),
     };

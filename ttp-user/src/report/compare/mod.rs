@@ -21,6 +21,15 @@ fn num(x: f64) -> String {
     }
 }
 
+/// A p-value in a table cell: four decimals, or scientific below 0.0001.
+fn p_cell(p: f64) -> String {
+    if p < 1e-4 {
+        format!("{p:.1e}")
+    } else {
+        format!("{p:.4}")
+    }
+}
+
 fn ci_text(m: &MeasureComparison) -> String {
     m.ci.as_ref()
         .map_or("-".into(), |c| format!("{:.3}–{:.3}", c.lower, c.upper))
@@ -31,7 +40,7 @@ fn mwu_text(m: &MeasureComparison) -> String {
         MwuMethod::Exact => " (exact)",
         MwuMethod::Asymptotic => "",
     };
-    format!("{:.4}{tag}", m.mann_whitney.p)
+    format!("{}{tag}", p_cell(m.mann_whitney.p))
 }
 
 /// The loud note of a comparison whose set-ups differ; empty when they
@@ -91,7 +100,7 @@ pub fn table(c: &Comparison) -> Table {
             m.welch
                 .as_ref()
                 .map_or("-".into(), |w| format!("{:.4}", w.p)),
-            format!("{:.4}", m.p_holm),
+            p_cell(m.p_holm),
             format!("{:.2}", m.cliffs_delta),
         ]);
     }
@@ -147,7 +156,7 @@ fn header(doc: &CompareDocument) -> String {
 fn method_text(doc: &CompareDocument) -> String {
     let m = &doc.method;
     format!(
-        "Method: {} % {}; seed {} ({}). {}. Multiple comparisons: {} (alpha {}). Effect size: Cliff's delta, P(B > A) − P(B < A). A difference is claimed only when the corrected p is below alpha and the interval excludes 1. Power: {} (detecting {} % with power {}).\n",
+        "Method:\n  interval: {} % {}; seed {}, {}\n  tests: {}\n  multiple comparisons: {}, alpha {}\n  effect size: Cliff's delta, P(B > A) − P(B < A)\n  a difference is claimed only when the corrected p is below alpha and the interval excludes 1\n  runs needed: {}; for {} % at power {}\n",
         (m.config.level * 100.0).round(),
         m.interval,
         m.config.seed,
