@@ -34,6 +34,10 @@ pub struct Args {
     /// Write the comparison as JSON (schema ttp.compare/1).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Also draw, per measure, every file's samples as a strip with its
+    /// centre and each candidate's interval: DIR/compare-MEASURE.svg.
+    #[arg(long, value_name = "DIR")]
+    pub svg: Option<PathBuf>,
     /// Seed of the bootstrap's random numbers (reported; the same seed and
     /// files give the same interval).
     #[arg(long, default_value_t = Config::default().seed)]
@@ -110,6 +114,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     if let Some(path) = &args.json {
         write_json_result(path, &doc).with_context(|| "the comparison is printed above")?;
+    }
+    if let Some(dir) = &args.svg {
+        for f in show::svg::write_svgs(&doc, dir)? {
+            crate::report::atomic::announce(&f);
+        }
     }
     Ok(())
 }
@@ -279,6 +288,7 @@ mod tests {
             files: vec![a, emp],
             markdown: false,
             json: None,
+            svg: None,
             seed: 1,
             resamples: 1000,
             confidence: 95.0,

@@ -1,5 +1,6 @@
 //! `ttp-ebpf compare` shown: the terminal report, Markdown, and per-measure
 //! strip plots (svg.rs) of a `ttp.compare/1` document.
+pub mod svg;
 
 use crate::protocol::compare::{CompareDocument, Comparison, MeasureComparison, stats::MwuMethod};
 use crate::report::render::Table;
@@ -72,20 +73,22 @@ pub fn setup_note(c: &Comparison) -> String {
 
 /// The measures of one comparison as a table (Markdown and text share it).
 pub fn table(c: &Comparison) -> Table {
-    let mut t = Table::new(&[
-        "measure",
-        "centre",
-        "n_A",
-        "n_B",
-        "A",
-        "B",
-        "B/A",
-        "CI_of_B/A",
-        "p_MWU",
-        "p_Welch",
-        "p_Holm",
-        "cliffs_delta",
-    ]);
+    let (a, x) = (&c.baseline, &c.candidate);
+    let columns = [
+        "measure".to_string(),
+        "centre".into(),
+        format!("n_{a}"),
+        format!("n_{x}"),
+        a.clone(),
+        x.clone(),
+        format!("{x}/{a}"),
+        format!("CI_of_{x}/{a}"),
+        "p_MWU".into(),
+        "p_Welch".into(),
+        "p_Holm".into(),
+        "cliffs_delta".into(),
+    ];
+    let mut t = Table::new(&columns.iter().map(String::as_str).collect::<Vec<_>>());
     for m in &c.measures {
         t.push(vec![
             m.measure.clone(),
