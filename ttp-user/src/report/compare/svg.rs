@@ -115,7 +115,7 @@ fn draw(doc: &CompareDocument, measure: &str, rows: &[Row]) -> Result<String, St
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(10)
-            .build_cartesian_2d(x0..x1, -0.5f64..(k as f64 - 0.5))
+            .build_cartesian_2d(x0..x1, -0.62f64..(k as f64 - 0.5))
             .map_err(|x| e(&x))?;
         chart
             .configure_mesh()
