@@ -261,16 +261,16 @@ mod tests {
             "dropped.json",
             &serde_json::from_str(RUN_FIXTURE).unwrap(),
         );
-        let load: Value =
-            serde_json::from_str(include_str!("../report/render/fixtures/load-1.json")).unwrap();
-        let load = write(dir.path(), "load.json", &load);
+        let attach: Value =
+            serde_json::from_str(include_str!("../report/render/fixtures/attach-1.json")).unwrap();
+        let attach = write(dir.path(), "attach.json", &attach);
         let cases = [
             (not_json.clone(), "is not JSON"),
             (
                 dropped,
                 "0 retained QE(s) (the Q@C was dropped: Step 3 (iv)",
             ),
-            (load, "a ttp.load/1 result cannot be compared"),
+            (attach, "a ttp.attach/1 result cannot be compared"),
             (dir.path().join("missing.json"), "cannot read"),
         ];
         for (path, want) in cases {
@@ -335,6 +335,81 @@ mod tests {
         }
         let doc = compare::compare(&sides(&[&a, &a]), &Config::default()).unwrap();
         for m in &doc.comparisons[0].measures {
+            assert_eq!(m.verdict.outcome, Outcome::NoDifference);
+        }
+    }
+
+    /// The recorded load run, its timeline stretched to 30 measured
+    /// seconds (the first recorded second's latencies, ± up to 3 %) and
+    /// every latency × `scale`.
+    fn load_run(scale: f64) -> Value {
+        let mut v: Value =
+            serde_json::from_str(include_str!("../report/render/fixtures/load-1.json")).unwrap();
+        let phase = &mut v["phases"][0];
+        let rows = phase["timeline"].as_array().unwrap().clone();
+        let timeline: Vec<Value> = (0..30)
+            .map(|i| {
+                let mut r = rows[0].clone();
+                let wiggle = 1.0 + ((i * 7) % 13) as f64 / 12.0 * 0.06 - 0.03;
+                r["second"] = json!(i);
+                for k in ["latency_mean_ns", "latency_max_ns"] {
+                    let ns = r[k].as_u64().unwrap() as f64;
+                    r[k] = json!((ns * wiggle * scale).round() as u64);
+                }
+                r
+            })
+            .collect();
+        phase["timeline"] = json!(timeline);
+        for (_, st) in phase["series"].as_object_mut().unwrap() {
+            let max = st["max_ns"].as_u64().unwrap() as f64;
+            st["max_ns"] = json!((max * scale).round() as u64);
+            for (_, p) in st["percentiles_ns"].as_object_mut().unwrap() {
+                *p = json!((p.as_u64().unwrap() as f64 * scale).round() as u64);
+            }
+        }
+        v
+    }
+
+    /// Load results 10 % apart in latency: compared per second (the
+    /// per-second mean and max latency over 30 seconds), B called slower
+    /// with an interval containing 10 %; the whole-run percentiles shown
+    /// side by side with their ratio. The recorded file itself, with 2
+    /// measured seconds, is compared but cannot show a difference.
+    #[test]
+    fn saved_load_results_ten_percent_apart() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = write(dir.path(), "a.json", &load_run(1.0));
+        let b = write(dir.path(), "b.json", &load_run(1.1));
+        let doc = compare::compare(&sides(&[&a, &b]), &Config::default()).unwrap();
+        let c = &doc.comparisons[0];
+        assert_eq!(c.measures.len(), 2);
+        for m in &c.measures {
+            assert_eq!(m.baseline.n, 30);
+            assert_eq!(m.verdict.outcome, Outcome::Slower, "{}", m.verdict.text);
+            let [lo, hi] = m.verdict.change_ci_percent.unwrap();
+            assert!(lo < 10.0 && 10.0 < hi, "{}: {lo}–{hi} %", m.measure);
+        }
+        let p99 = c
+            .whole_run
+            .iter()
+            .find(|w| w.name == "open_latency p99 (ms)")
+            .unwrap();
+        assert!((p99.baseline - 3.883007).abs() < 1e-9);
+        assert!((p99.ratio.unwrap() - 1.1).abs() < 1e-6);
+        let text = crate::report::compare::text(&doc);
+        assert!(
+            text.contains("whole-run numbers: one value per file"),
+            "{text}"
+        );
+
+        let fixture = write(
+            dir.path(),
+            "fixture.json",
+            &serde_json::from_str(include_str!("../report/render/fixtures/load-1.json")).unwrap(),
+        );
+        let doc = compare::compare(&sides(&[&fixture, &fixture]), &Config::default()).unwrap();
+        for m in &doc.comparisons[0].measures {
+            assert_eq!(m.baseline.n, 2);
             assert_eq!(m.verdict.outcome, Outcome::NoDifference);
         }
     }

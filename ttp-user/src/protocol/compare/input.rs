@@ -53,7 +53,32 @@ pub const EMP_MEASURES: &[MeasureSpec] = &[
 ];
 
 /// Kinds of result `compare` reads.
-pub const COMPARABLE: &[&str] = &["ttp.run/1", "ttp.emp/1"];
+pub const COMPARABLE: &[&str] = &["ttp.run/1", "ttp.emp/1", "ttp.load/1"];
+
+/// A measure of one file: what it is and its retained samples.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Measure {
+    /// Name in reports and JSON, ending in its unit; measures of two files
+    /// are matched by it.
+    pub name: String,
+    pub what: String,
+    pub centre: Centre,
+    pub samples: Vec<f64>,
+    /// What one sample is: "QEs", "runs", "seconds".
+    pub sample_unit: &'static str,
+}
+
+impl Measure {
+    pub(super) fn of(spec: &MeasureSpec, samples: Vec<f64>, sample_unit: &'static str) -> Self {
+        Measure {
+            name: spec.name.into(),
+            what: spec.what.into(),
+            centre: spec.centre,
+            samples,
+            sample_unit,
+        }
+    }
+}
 
 /// One saved result, reduced to what is compared.
 #[derive(Debug, Clone, PartialEq)]
@@ -62,11 +87,14 @@ pub struct Side {
     pub schema: String,
     /// What was measured (the command and its labels).
     pub title: String,
-    /// Retained QEs or runs.
+    /// Retained QEs, runs or seconds.
     pub retained: usize,
-    /// Samples per measure, in the order of the kind's measure list; a
-    /// measure a QE did not record is left out of that QE.
-    pub samples: Vec<Vec<f64>>,
+    /// The measures with their samples; a value a QE did not record is
+    /// left out of that measure's samples.
+    pub measures: Vec<Measure>,
+    /// Numbers the file holds once for the whole measurement (no samples,
+    /// so no interval): shown side by side only.
+    pub whole_run: Vec<(String, f64)>,
     /// Facts of the set-up, by name; two sides that differ in one are
     /// compared only with a note.
     pub setup: BTreeMap<&'static str, String>,
@@ -97,14 +125,6 @@ pub enum InputError {
     },
 }
 
-/// The measures of a kind.
-pub fn measures_of(schema: &str) -> &'static [MeasureSpec] {
-    match schema {
-        "ttp.emp/1" => EMP_MEASURES,
-        _ => TTPV2_MEASURES,
-    }
-}
-
 /// Reads a saved result; refuses kinds it cannot compare and results with
 /// fewer than 2 retained samples.
 pub fn side_of(v: Value) -> Result<Side, InputError> {
@@ -120,6 +140,7 @@ pub fn side_of(v: Value) -> Result<Side, InputError> {
     let side = match schema.as_str() {
         "ttp.run/1" => run_side(serde_json::from_value(v).map_err(invalid)?),
         "ttp.emp/1" => emp_side(serde_json::from_value(v).map_err(invalid)?),
+        "ttp.load/1" => super::load::load_side(serde_json::from_value(v).map_err(invalid)?),
         _ => return Err(InputError::NotComparable { schema }),
     }?;
     Ok(side)
@@ -146,11 +167,16 @@ fn run_side(d: RunDocument) -> Result<Side, InputError> {
             why,
         });
     }
-    let samples = vec![
+    let samples: [Vec<f64>; 3] = [
         kept.iter().filter_map(|e| e.calc.time_calc_ms).collect(),
         kept.iter().filter_map(|e| e.calc.time_exact_ms).collect(),
         kept.iter().map(|e| e.record.time_meas_ms).collect(),
     ];
+    let measures = TTPV2_MEASURES
+        .iter()
+        .zip(samples)
+        .map(|(s, x)| Measure::of(s, x, "QEs"))
+        .collect();
     let mut setup = machine_setup(d.machine.as_ref());
     setup.insert("schema", d.schema.clone());
     setup.insert("USER_HZ (setup)", d.qc.setup.user_hz.to_string());
@@ -162,7 +188,8 @@ fn run_side(d: RunDocument) -> Result<Side, InputError> {
         schema: d.schema.clone(),
         title: d.qc.title(),
         retained: kept.len(),
-        samples,
+        measures,
+        whole_run: Vec::new(),
         setup,
     })
 }
@@ -209,10 +236,15 @@ fn emp_side(o: EmpOutcome) -> Result<Side, InputError> {
         });
     }
     let ms = |ns: u64| ns as f64 / 1e6;
-    let samples = vec![
+    let samples: [Vec<f64>; 2] = [
         kept.iter().filter_map(|r| r.pt_ns.map(ms)).collect(),
         kept.iter().map(|r| ms(r.et_ns)).collect(),
     ];
+    let measures = EMP_MEASURES
+        .iter()
+        .zip(samples)
+        .map(|(s, x)| Measure::of(s, x, "runs"))
+        .collect();
     let mut setup = BTreeMap::new();
     setup.insert("schema", o.schema.clone());
     setup.insert("PT source", format!("{:?}", o.pt_source).to_lowercase());
@@ -235,7 +267,8 @@ fn emp_side(o: EmpOutcome) -> Result<Side, InputError> {
         schema: o.schema.clone(),
         title,
         retained: kept.len(),
-        samples,
+        measures,
+        whole_run: Vec::new(),
         setup,
     })
 }

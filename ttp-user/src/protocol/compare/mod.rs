@@ -6,13 +6,14 @@
 //! correction over the candidates, and a verdict in words. docs/compare.md
 //! gives the method.
 pub mod input;
+mod load;
 pub mod stats;
 #[cfg(test)]
 mod tests;
 
 use serde::Serialize;
 
-pub use input::{InputError, MeasureSpec, Side, measures_of, side_of};
+pub use input::{InputError, Measure, Side, side_of};
 use stats::{BootstrapCi, Centre, MannWhitney, Welch};
 
 pub const COMPARE_SCHEMA: &str = "ttp.compare/1";
@@ -131,7 +132,8 @@ pub struct Verdict {
     /// The interval of that change, in %.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub change_ci_percent: Option<[f64; 2]>,
-    /// Runs per side that would detect the `detect_rel` difference.
+    /// Samples (QEs, runs, seconds) per side that would detect the
+    /// `detect_rel` difference.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub runs_needed: Option<u64>,
     pub text: String,
@@ -142,6 +144,8 @@ pub struct MeasureComparison {
     pub measure: String,
     pub what: String,
     pub centre: Centre,
+    /// What one sample is: "QEs", "runs", "seconds".
+    pub sample_unit: String,
     pub baseline: SampleSummary,
     pub candidate: SampleSummary,
     /// centre(B) / centre(A); `None` when centre(A) is 0.
@@ -167,6 +171,34 @@ pub struct Comparison {
     pub measures: Vec<MeasureComparison>,
     /// Measures left out, and why.
     pub skipped: Vec<String>,
+    /// Numbers each file holds once (no samples, no interval), side by side.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub whole_run: Vec<WholeRun>,
+}
+
+/// A number both files hold once for the whole measurement.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WholeRun {
+    pub name: String,
+    pub baseline: f64,
+    pub candidate: f64,
+    /// candidate / baseline; `None` when the baseline is 0.
+    pub ratio: Option<f64>,
+}
+
+fn whole_run(a: &Side, b: &Side) -> Vec<WholeRun> {
+    a.whole_run
+        .iter()
+        .filter_map(|(name, x)| {
+            let (_, y) = b.whole_run.iter().find(|(n, _)| n == name)?;
+            Some(WholeRun {
+                name: name.clone(),
+                baseline: *x,
+                candidate: *y,
+                ratio: (*x != 0.0).then(|| y / x),
+            })
+        })
+        .collect()
 }
 
 /// The `ttp.compare/1` document.
@@ -219,7 +251,6 @@ pub fn compare(files: &[(String, Side)], cfg: &Config) -> Result<CompareDocument
             b_schema: b.schema.clone(),
         });
     }
-    let specs = measures_of(&a.schema);
     let mut comparisons: Vec<Comparison> = rest
         .iter()
         .enumerate()
@@ -229,25 +260,30 @@ pub fn compare(files: &[(String, Side)], cfg: &Config) -> Result<CompareDocument
             setup_differences: setup_differences(a, b),
             measures: Vec::new(),
             skipped: Vec::new(),
+            whole_run: whole_run(a, b),
         })
         .collect();
-    for (m, spec) in specs.iter().enumerate() {
+    for ma in &a.measures {
         // Holm's family: this measure's comparisons of every candidate
         // with A.
         let mut raw = Vec::new();
         for (c, (_, b)) in rest.iter().enumerate() {
-            let (xa, xb) = (&a.samples[m], &b.samples[m]);
-            if xa.len() < 2 || xb.len() < 2 {
+            let xb = b
+                .measures
+                .iter()
+                .find(|m| m.name == ma.name)
+                .map_or(&[][..], |m| &m.samples[..]);
+            if ma.samples.len() < 2 || xb.len() < 2 {
                 comparisons[c].skipped.push(format!(
                     "{}: {} sample(s) in A, {} in {} (needs 2 on each side)",
-                    spec.name,
-                    xa.len(),
+                    ma.name,
+                    ma.samples.len(),
                     xb.len(),
                     label(c + 1)
                 ));
                 continue;
             }
-            raw.push((c, measure(spec, xa, xb, cfg)));
+            raw.push((c, measure(ma, xb, cfg)));
         }
         let adjusted = stats::holm(&raw.iter().map(|(_, r)| r.p).collect::<Vec<_>>());
         let family = raw.len();
@@ -290,7 +326,8 @@ fn method(cfg: &Config) -> Method {
 }
 
 /// The numbers of one measure, before the correction and the verdict.
-fn measure(spec: &MeasureSpec, a: &[f64], b: &[f64], cfg: &Config) -> MeasureComparison {
+fn measure(spec: &Measure, b: &[f64], cfg: &Config) -> MeasureComparison {
+    let a = &spec.samples[..];
     let sa = SampleSummary::of(a, spec.centre);
     let sb = SampleSummary::of(b, spec.centre);
     let ratio = (sa.centre != 0.0).then(|| sb.centre / sa.centre);
@@ -311,9 +348,10 @@ fn measure(spec: &MeasureSpec, a: &[f64], b: &[f64], cfg: &Config) -> MeasureCom
         ),
     };
     MeasureComparison {
-        measure: spec.name.into(),
-        what: spec.what.into(),
+        measure: spec.name.clone(),
+        what: spec.what.clone(),
         centre: spec.centre,
+        sample_unit: spec.sample_unit.into(),
         ratio,
         ci,
         cliffs_delta: stats::cliffs_delta(a, b),
@@ -456,8 +494,9 @@ fn verdict(r: &MeasureComparison, who: &str, family: usize, cfg: &Config) -> Ver
         change_ci_percent: None,
         runs_needed: Some(n),
         text: format!(
-            "no difference detectable with these samples ({who}/A = {ratio:.3}, {interval}, {p}); with this spread, detecting {} % needs about {n} runs per side",
-            pct(cfg.detect_rel * 100.0)
+            "no difference detectable with these samples ({who}/A = {ratio:.3}, {interval}, {p}); with this spread, detecting {} % needs about {n} {} per side",
+            pct(cfg.detect_rel * 100.0),
+            r.sample_unit
         ),
     }
 }

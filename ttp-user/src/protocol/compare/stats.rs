@@ -305,7 +305,9 @@ fn standard_normal() -> Normal {
 /// two-sample comparison, n = 2 (z₁₋α/₂ + z_power)² σ² / δ² (Cohen 1988,
 /// ch. 2), divided by the asymptotic relative efficiency of the rank test
 /// against the t-test under normality, 3/π (Lehmann 1975), when the rank
-/// test decides. At least 2.
+/// test decides. At least 2, and for the rank test at least the smallest
+/// n per side whose most extreme outcome (all of one side below all of the
+/// other, two-sided p = 2 / C(2n, n)) reaches `alpha`: 4 at α = 0.05.
 pub fn runs_needed(sd: f64, centre_a: f64, rel: f64, alpha: f64, power: f64, rank: bool) -> u64 {
     let delta = (rel * centre_a).abs();
     if delta <= 0.0 {
@@ -314,8 +316,17 @@ pub fn runs_needed(sd: f64, centre_a: f64, rel: f64, alpha: f64, power: f64, ran
     let z = standard_normal();
     let k = z.inverse_cdf(1.0 - alpha / 2.0) + z.inverse_cdf(power);
     let mut n = 2.0 * k * k * (sd / delta).powi(2);
+    let mut floor = 2;
     if rank {
         n /= 3.0 / std::f64::consts::PI;
+        while 2.0 / binomial(2 * floor, floor) >= alpha {
+            floor += 1;
+        }
     }
-    (n.ceil() as u64).max(2)
+    (n.ceil() as u64).max(floor)
+}
+
+/// C(n, k) as a float (exact for the sizes used here).
+fn binomial(n: u64, k: u64) -> f64 {
+    (0..k).fold(1.0, |c, i| c * (n - i) as f64 / (i + 1) as f64)
 }

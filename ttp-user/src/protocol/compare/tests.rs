@@ -222,6 +222,13 @@ fn runs_needed_follows_the_normal_approximation() {
     assert_eq!(runs_needed(1.0, 100.0, 0.01, 0.05, 0.8, true), 17);
     // Half the difference: four times the runs.
     assert_eq!(runs_needed(1.0, 100.0, 0.005, 0.05, 0.8, false), 63);
+    // No spread: the t-test's floor of 2; the rank test cannot reach
+    // p < 0.05 with 3 per side (2 / C(6, 3) = 0.1), with 4 it can
+    // (2 / 70 = 0.029); at α = 0.025 (two candidates) it needs 5
+    // (2 / 252 = 0.008; 4 gives 0.029).
+    assert_eq!(runs_needed(0.0, 100.0, 0.02, 0.05, 0.8, false), 2);
+    assert_eq!(runs_needed(0.0, 100.0, 0.02, 0.05, 0.8, true), 4);
+    assert_eq!(runs_needed(0.0, 100.0, 0.02, 0.025, 0.8, true), 5);
 }
 
 /// Normal samples from a seeded stream (inverse CDF of uniforms).
@@ -266,11 +273,20 @@ fn same_distribution_twice_rejects_about_five_percent() {
 }
 
 fn side(schema: &str, samples: Vec<Vec<f64>>) -> Side {
+    let specs = match schema {
+        "ttp.emp/1" => input::EMP_MEASURES,
+        _ => input::TTPV2_MEASURES,
+    };
     Side {
         schema: schema.into(),
         title: "q".into(),
         retained: samples[0].len(),
-        samples,
+        measures: specs
+            .iter()
+            .zip(samples)
+            .map(|(s, x)| Measure::of(s, x, "runs"))
+            .collect(),
+        whole_run: Vec::new(),
         setup: [("kernel", "6.18".to_string())].into_iter().collect(),
     }
 }

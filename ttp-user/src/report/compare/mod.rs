@@ -10,6 +10,7 @@ fn kind_name(schema: &str) -> &'static str {
     match schema {
         "ttp.run/1" => "TTPv2 runs",
         "ttp.emp/1" => "EMP runs",
+        "ttp.load/1" => "load, per second",
         _ => "results",
     }
 }
@@ -110,6 +111,32 @@ pub fn table(c: &Comparison) -> Table {
     t
 }
 
+/// Numbers held once per file, side by side (no samples, no interval).
+fn whole_run_table(c: &Comparison) -> Option<Table> {
+    if c.whole_run.is_empty() {
+        return None;
+    }
+    let (a, x) = (&c.baseline, &c.candidate);
+    let cols = [
+        "whole run".to_string(),
+        a.clone(),
+        x.clone(),
+        format!("{x}/{a}"),
+    ];
+    let mut t = Table::new(&cols.iter().map(String::as_str).collect::<Vec<_>>());
+    for w in &c.whole_run {
+        t.push(vec![
+            w.name.clone(),
+            num(w.baseline),
+            num(w.candidate),
+            w.ratio.map_or("-".into(), |r| format!("{r:.4}")),
+        ]);
+    }
+    Some(t)
+}
+
+const WHOLE_RUN_NOTE: &str = "whole-run numbers: one value per file, so no interval or test (the file keeps no per-second percentiles)";
+
 /// Columns padded to their widest cell.
 fn aligned(t: &Table) -> String {
     let widths: Vec<usize> = (0..t.columns.len())
@@ -187,6 +214,10 @@ pub fn text(doc: &CompareDocument) -> String {
         for s in &c.skipped {
             out.push_str(&format!("  not compared: {s}\n"));
         }
+        if let Some(t) = whole_run_table(c) {
+            out.push_str(&format!("  {WHOLE_RUN_NOTE}:\n"));
+            out.push_str(&aligned(&t));
+        }
     }
     out.push('\n');
     out.push_str(&method_text(doc));
@@ -226,6 +257,13 @@ pub fn markdown(doc: &CompareDocument) -> String {
         }
         for s in &c.skipped {
             out.push_str(&format!("- not compared: {s}\n"));
+        }
+        if let Some(t) = whole_run_table(c) {
+            out.push_str(&format!(
+                "\n{}, {WHOLE_RUN_NOTE}:\n\n{}",
+                c.candidate,
+                t.markdown()
+            ));
         }
     }
     out.push('\n');

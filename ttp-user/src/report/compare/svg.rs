@@ -204,14 +204,22 @@ pub fn write_svgs(doc: &CompareDocument, dir: &Path) -> Result<Vec<PathBuf>, Ren
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::compare::{Config, Side, compare};
+    use crate::protocol::compare::{Config, Measure, Side, compare, stats::Centre};
 
     fn side(xs: &[f64]) -> Side {
+        let m = |name: &str| Measure {
+            name: name.into(),
+            what: String::new(),
+            centre: Centre::Mean,
+            samples: xs.to_vec(),
+            sample_unit: "runs",
+        };
         Side {
             schema: "ttp.emp/1".into(),
             title: "q".into(),
             retained: xs.len(),
-            samples: vec![xs.to_vec(), xs.to_vec()],
+            measures: vec![m("pt_ms"), m("et_ms")],
+            whole_run: Vec::new(),
             setup: Default::default(),
         }
     }
