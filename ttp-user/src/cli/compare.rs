@@ -6,6 +6,10 @@ use anyhow::Context;
 use crate::{
     error::{UsageError, usage},
     protocol::compare::{self, Config, Side},
+    protocol::ttpv2::{
+        analysis::{ANALYZE_SCHEMA, AnalyzeDocument, analyse},
+        study::{is_study, read_study},
+    },
     report::{atomic::write_json_result, compare as show},
 };
 
@@ -13,9 +17,12 @@ use crate::{
 /// every further file is compared with it.
 ///
 /// Reads `run --json` files (TTPv2: Time_calc, the exact time and
-/// Time_meas over the retained QEs, compared by their medians) or
-/// `run --protocol emp --json` files (PT and ET of the retained runs,
-/// compared by their means). For each measure: both sides' samples, the
+/// Time_meas over the retained QEs, compared by their medians),
+/// `analyze --json` and `experiment` study files (the same, per Q@C matched
+/// by labels), `run --protocol emp --json` files (PT and ET of the
+/// retained runs, compared by their means) and `load --json` files (the
+/// per-second mean and max latency, compared by their medians; whole-run
+/// percentiles side by side). For each measure: both sides' samples, the
 /// ratio B/A with a seeded percentile-bootstrap interval, Mann–Whitney U
 /// and Welch's t p-values, Holm's correction when several files are
 /// compared with A, Cliff's delta, and a verdict in words — or, when no
@@ -84,8 +91,28 @@ impl Args {
     }
 }
 
+/// A study file of `experiment` (JSON lines), analysed as `analyze` does:
+/// its Q@Cs become one `ttp.analyze/1` document.
+fn analysed_study(path: &Path) -> anyhow::Result<serde_json::Value> {
+    let (qcs, machine) =
+        read_study(path).map_err(|e| UsageError::new(format!("{}: {e}", path.display())))?;
+    let a = analyse(&qcs, machine.as_ref());
+    Ok(serde_json::to_value(AnalyzeDocument {
+        schema: ANALYZE_SCHEMA.into(),
+        machine,
+        qcs: a.qcs,
+        checks: a.checks,
+        paragraph: a.paragraph,
+        correlations: None,
+    })?)
+}
+
 /// Reads one file; every problem is a usage error naming the file.
 fn read_side(path: &Path) -> anyhow::Result<Side> {
+    if is_study(path) {
+        return compare::side_of(analysed_study(path)?)
+            .map_err(|e| UsageError::new(format!("{}: {e}", path.display())).into());
+    }
     let bytes = std::fs::read(path)
         .map_err(|e| UsageError::new(format!("cannot read {}: {e}", path.display())))?;
     let value: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| {
@@ -143,6 +170,16 @@ mod tests {
     /// /proc/stat ticks the sum of the processes'. The protocol (Steps 2–5)
     /// is applied to it as `run` does.
     fn scaled_run(scale: f64) -> Value {
+        let (qc, machine) = scaled_qc(scale);
+        serde_json::to_value(RunDocument::new(&qc, machine.as_ref())).unwrap()
+    }
+
+    fn scaled_qc(
+        scale: f64,
+    ) -> (
+        crate::protocol::ttpv2::model::QcInput,
+        Option<crate::collect::machine::MachineFacts>,
+    ) {
         let fixture: Value = serde_json::from_str(RUN_FIXTURE).unwrap();
         let template = fixture["qes"][0].clone();
         let mut qes = Vec::new();
@@ -181,8 +218,90 @@ mod tests {
         saved["qes"] = json!(qes);
         saved["setup"]["qes_requested"] = json!(BASE_TICKS.len());
         let saved: SavedRun = serde_json::from_value(saved).unwrap();
-        let (qc, machine) = saved.into_input();
-        serde_json::to_value(RunDocument::new(&qc, machine.as_ref())).unwrap()
+        saved.into_input()
+    }
+
+    /// An analysis of two Q@Cs labelled cardinality=1 and 2, built like
+    /// [`scaled_run`], the second Q@C twice as long.
+    fn scaled_analysis(scale: f64, order: [u32; 2]) -> Value {
+        let mut qcs = Vec::new();
+        let mut machine = None;
+        for card in order {
+            let (mut qc, m) = scaled_qc(scale * f64::from(card));
+            qc.labels.insert("cardinality".into(), card.to_string());
+            qcs.push(qc);
+            machine = m;
+        }
+        let a = analyse(&qcs, machine.as_ref());
+        serde_json::to_value(AnalyzeDocument {
+            schema: ANALYZE_SCHEMA.into(),
+            machine,
+            qcs: a.qcs,
+            checks: a.checks,
+            paragraph: a.paragraph,
+            correlations: None,
+        })
+        .unwrap()
+    }
+
+    /// Analyses of two Q@Cs each, the Q@Cs in a different order in B:
+    /// matched by their labels, each Q@C's measures compared, B 5 % faster
+    /// on every one. Catches Q@Cs matched by position or pooled together.
+    #[test]
+    fn analyses_are_compared_per_qc_by_labels() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = write(dir.path(), "a.json", &scaled_analysis(1.0, [1, 2]));
+        let b = write(dir.path(), "b.json", &scaled_analysis(0.95, [2, 1]));
+        let doc = compare::compare(&sides(&[&a, &b]), &Config::default()).unwrap();
+        let ms = &doc.comparisons[0].measures;
+        assert_eq!(ms.len(), 6, "{:?}", doc.comparisons[0].skipped);
+        for m in ms {
+            assert_eq!(
+                m.verdict.outcome,
+                Outcome::Faster,
+                "{}: {}",
+                m.measure,
+                m.verdict.text
+            );
+            assert!((m.ratio.unwrap() - 0.95).abs() < 0.01, "{}", m.measure);
+        }
+        let calc2 = ms
+            .iter()
+            .find(|m| m.measure == "cardinality=2: time_calc_ms")
+            .unwrap();
+        assert!(calc2.baseline.centre > 3000.0, "{}", calc2.baseline.centre);
+
+        // The same Q@Cs as a study file of `experiment` (JSON lines): read,
+        // analysed and matched to the analysis of A: no difference.
+        use crate::protocol::ttpv2::study::{STUDY_SCHEMA, Study, StudyHeader, StudyQc};
+        let study_path = dir.path().join("study.jsonl");
+        let (qc1, machine) = scaled_qc(1.0);
+        let header = StudyHeader {
+            schema: STUDY_SCHEMA.into(),
+            kind: "header".into(),
+            spec: json!({}),
+            machine,
+            created_unix_ns: 0,
+        };
+        let mut study = Study::create(&study_path, &header).unwrap();
+        for card in [1u32, 2] {
+            let mut qc = if card == 1 {
+                qc1.clone()
+            } else {
+                scaled_qc(2.0).0
+            };
+            qc.labels.insert("cardinality".into(), card.to_string());
+            study.append(&StudyQc::new(qc, None)).unwrap();
+        }
+        drop(study);
+        let doc = compare::compare(&sides(&[&a, &study_path]), &Config::default()).unwrap();
+        let ms = &doc.comparisons[0].measures;
+        assert_eq!(ms.len(), 6);
+        assert!(doc.comparisons[0].setup_differences.is_empty());
+        for m in ms {
+            assert_eq!(m.verdict.outcome, Outcome::NoDifference, "{}", m.measure);
+            assert_eq!(m.ratio, Some(1.0));
+        }
     }
 
     fn write(dir: &Path, name: &str, v: &Value) -> PathBuf {

@@ -6,8 +6,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use super::stats::Centre;
-use crate::collect::machine::MachineFacts;
-use crate::protocol::{emp::EmpOutcome, ttpv2::analysis::RunDocument};
+use crate::protocol::emp::EmpOutcome;
 
 /// A measure of one kind of result.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -53,7 +52,7 @@ pub const EMP_MEASURES: &[MeasureSpec] = &[
 ];
 
 /// Kinds of result `compare` reads.
-pub const COMPARABLE: &[&str] = &["ttp.run/1", "ttp.emp/1", "ttp.load/1"];
+pub const COMPARABLE: &[&str] = &["ttp.run/1", "ttp.analyze/1", "ttp.emp/1", "ttp.load/1"];
 
 /// A measure of one file: what it is and its retained samples.
 #[derive(Debug, Clone, PartialEq)]
@@ -138,88 +137,13 @@ pub fn side_of(v: Value) -> Result<Side, InputError> {
         source,
     };
     let side = match schema.as_str() {
-        "ttp.run/1" => run_side(serde_json::from_value(v).map_err(invalid)?),
+        "ttp.run/1" => super::ttpv2::run_side(serde_json::from_value(v).map_err(invalid)?),
+        "ttp.analyze/1" => super::ttpv2::analyze_side(serde_json::from_value(v).map_err(invalid)?),
         "ttp.emp/1" => emp_side(serde_json::from_value(v).map_err(invalid)?),
         "ttp.load/1" => super::load::load_side(serde_json::from_value(v).map_err(invalid)?),
         _ => return Err(InputError::NotComparable { schema }),
     }?;
     Ok(side)
-}
-
-fn run_side(d: RunDocument) -> Result<Side, InputError> {
-    let r = &d.qc.result;
-    let kept: Vec<_> = if r.dropped_reason.is_some() {
-        Vec::new()
-    } else {
-        d.qc.qes
-            .iter()
-            .filter(|e| e.dropped_by.is_empty())
-            .collect()
-    };
-    if kept.len() < 2 {
-        let why = match &r.dropped_reason {
-            Some(reason) => format!(" (the Q@C was dropped: {reason})"),
-            None => String::new(),
-        };
-        return Err(InputError::TooFew {
-            retained: kept.len(),
-            unit: "QE(s)",
-            why,
-        });
-    }
-    let samples: [Vec<f64>; 3] = [
-        kept.iter().filter_map(|e| e.calc.time_calc_ms).collect(),
-        kept.iter().filter_map(|e| e.calc.time_exact_ms).collect(),
-        kept.iter().map(|e| e.record.time_meas_ms).collect(),
-    ];
-    let measures = TTPV2_MEASURES
-        .iter()
-        .zip(samples)
-        .map(|(s, x)| Measure::of(s, x, "QEs"))
-        .collect();
-    let mut setup = machine_setup(d.machine.as_ref());
-    setup.insert("schema", d.schema.clone());
-    setup.insert("USER_HZ (setup)", d.qc.setup.user_hz.to_string());
-    setup.insert("CPUs (setup)", d.qc.setup.cpus.to_string());
-    if let Some(q) = &d.qc.setup.query_process {
-        setup.insert("query process", q.clone());
-    }
-    Ok(Side {
-        schema: d.schema.clone(),
-        title: d.qc.title(),
-        retained: kept.len(),
-        measures,
-        whole_run: Vec::new(),
-        setup,
-    })
-}
-
-fn machine_setup(m: Option<&MachineFacts>) -> BTreeMap<&'static str, String> {
-    let mut s = BTreeMap::new();
-    let Some(m) = m else {
-        s.insert("machine facts", "not recorded".to_string());
-        return s;
-    };
-    let mut put = |k: &'static str, v: Option<String>| {
-        if let Some(v) = v {
-            s.insert(k, v);
-        }
-    };
-    put("CPU model", m.cpu_model.clone());
-    put("cores", m.cores.map(|v| v.to_string()));
-    put("memory bytes", m.memory_bytes.map(|v| v.to_string()));
-    put("disk", m.disk.clone());
-    put("OS", m.os.clone());
-    put("kernel", m.kernel.clone());
-    put("CONFIG_HZ", m.config_hz.map(|v| v.to_string()));
-    put("virtualization", m.virtualization.clone());
-    put("tool", m.tool.clone());
-    put(
-        "cache",
-        m.cold_cache
-            .map(|c| if c { "cold" } else { "warm" }.to_string()),
-    );
-    s
 }
 
 fn emp_side(o: EmpOutcome) -> Result<Side, InputError> {

@@ -10,6 +10,7 @@ mod load;
 pub mod stats;
 #[cfg(test)]
 mod tests;
+mod ttpv2;
 
 use serde::Serialize;
 
