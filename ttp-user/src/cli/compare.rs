@@ -270,6 +270,12 @@ mod tests {
             .find(|m| m.measure == "cardinality=2: time_calc_ms")
             .unwrap();
         assert!(calc2.baseline.centre > 3000.0, "{}", calc2.baseline.centre);
+        // One Holm family per measure across the two Q@Cs.
+        assert!(
+            calc2.verdict.text.contains("Holm-adjusted over 2"),
+            "{}",
+            calc2.verdict.text
+        );
 
         // The same Q@Cs as a study file of `experiment` (JSON lines): read,
         // analysed and matched to the analysis of A: no difference.

@@ -236,6 +236,12 @@ fn setup_differences(a: &Side, b: &Side) -> Vec<Difference> {
         .collect()
 }
 
+/// The family of a measure for Holm's correction: its name without the
+/// Q@C ("cardinality=1: time_calc_ms" → "time_calc_ms").
+fn family(measure: &str) -> &str {
+    measure.rsplit(": ").next().unwrap_or(measure)
+}
+
 /// Compares every file after the first with the first.
 pub fn compare(files: &[(String, Side)], cfg: &Config) -> Result<CompareDocument, CompareError> {
     let [(a_path, a), rest @ ..] = files else {
@@ -264,10 +270,9 @@ pub fn compare(files: &[(String, Side)], cfg: &Config) -> Result<CompareDocument
             whole_run: whole_run(a, b),
         })
         .collect();
+    // Every comparison that has samples, in A's measure order.
+    let mut raw = Vec::new();
     for ma in &a.measures {
-        // Holm's family: this measure's comparisons of every candidate
-        // with A.
-        let mut raw = Vec::new();
         for (c, (_, b)) in rest.iter().enumerate() {
             let xb = b
                 .measures
@@ -286,13 +291,31 @@ pub fn compare(files: &[(String, Side)], cfg: &Config) -> Result<CompareDocument
             }
             raw.push((c, measure(ma, xb, cfg)));
         }
-        let adjusted = stats::holm(&raw.iter().map(|(_, r)| r.p).collect::<Vec<_>>());
-        let family = raw.len();
-        for ((c, mut r), p_holm) in raw.into_iter().zip(adjusted) {
-            r.p_holm = p_holm;
-            r.verdict = verdict(&r, &label(c + 1), family, cfg);
-            comparisons[c].measures.push(r);
+    }
+    // Holm's families: one per measure (time_calc_ms, pt_ms, …), holding
+    // its comparisons for every candidate and, in analyses, every Q@C.
+    let mut p_holm = vec![0.0; raw.len()];
+    let mut family_size = vec![0; raw.len()];
+    let mut families: Vec<&str> = Vec::new();
+    for (_, r) in &raw {
+        if !families.contains(&family(&r.measure)) {
+            families.push(family(&r.measure));
         }
+    }
+    for f in families {
+        let members: Vec<usize> = (0..raw.len())
+            .filter(|&i| family(&raw[i].1.measure) == f)
+            .collect();
+        let adjusted = stats::holm(&members.iter().map(|&i| raw[i].1.p).collect::<Vec<_>>());
+        for (&i, p) in members.iter().zip(adjusted) {
+            p_holm[i] = p;
+            family_size[i] = members.len();
+        }
+    }
+    for (i, (c, mut r)) in raw.into_iter().enumerate() {
+        r.p_holm = p_holm[i];
+        r.verdict = verdict(&r, &label(c + 1), family_size[i], cfg);
+        comparisons[c].measures.push(r);
     }
     Ok(CompareDocument {
         schema: COMPARE_SCHEMA.into(),
@@ -320,7 +343,7 @@ fn method(cfg: &Config) -> Method {
         ),
         rng: "Xoshiro256++ (rand 0.10), seeded".into(),
         tests: "two-sided Mann–Whitney U (exact without ties when a side has ≤ 8 values, else normal approximation with tie and continuity corrections) decides for medians; two-sided Welch's t-test decides for means".into(),
-        correction: "Holm over the comparisons of each measure with A (one per candidate)".into(),
+        correction: "Holm over the comparisons of each measure with A (one per candidate and, in analyses, per Q@C)".into(),
         power: "runs per side for a two-sided test at alpha to detect detect_rel with the given power: 2 (z₁₋α/₂ + z_power)² σ² / δ², σ the pooled sd, divided by 3/π for the rank test".into(),
         config: cfg.clone(),
     }
