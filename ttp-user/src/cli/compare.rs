@@ -538,4 +538,60 @@ mod tests {
             assert_eq!(m.verdict.outcome, Outcome::NoDifference);
         }
     }
+
+    /// The whole command: `--json` writes a `ttp.compare/1` document
+    /// holding both sides' samples, the method with its seed, and the
+    /// verdict; `--svg` writes a plot per measure. Catches a document that
+    /// loses the samples or the seed, and options that are not applied.
+    #[test]
+    fn the_command_writes_json_and_plots() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = write(dir.path(), "a.json", &scaled_run(1.0));
+        let b = write(dir.path(), "b.json", &scaled_run(0.95));
+        let out = dir.path().join("cmp.json");
+        let plots = dir.path().join("plots");
+        run(Args {
+            files: vec![a.clone(), b.clone()],
+            markdown: true,
+            json: Some(out.clone()),
+            svg: Some(plots.clone()),
+            seed: 99,
+            resamples: 2000,
+            confidence: 90.0,
+            detect: 1.0,
+        })
+        .unwrap();
+        let v: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+        assert_eq!(v["schema"], "ttp.compare/1");
+        assert_eq!(v["kind"], "ttp.run/1");
+        assert_eq!(v["method"]["seed"], 99);
+        assert_eq!(v["method"]["resamples"], 2000);
+        assert_eq!(v["method"]["level"], 0.9);
+        let m = &v["comparisons"][0]["measures"][0];
+        assert_eq!(m["measure"], "time_calc_ms");
+        assert_eq!(m["baseline"]["samples"].as_array().unwrap().len(), 12);
+        assert_eq!(m["ci"]["seed"], 99);
+        assert_eq!(m["verdict"]["outcome"], "faster");
+        assert!(m["verdict"]["text"].as_str().unwrap().contains("(90 % CI "));
+        assert_eq!(std::fs::read_dir(&plots).unwrap().count(), 3);
+
+        // Options out of range are usage errors.
+        for (confidence, detect, resamples) in
+            [(100.0, 2.0, 1000), (95.0, 0.0, 1000), (95.0, 2.0, 10)]
+        {
+            let e = run(Args {
+                files: vec![a.clone(), b.clone()],
+                markdown: false,
+                json: None,
+                svg: None,
+                seed: 1,
+                resamples,
+                confidence,
+                detect,
+            })
+            .unwrap_err();
+            assert_eq!(crate::error::exit_code(&e), 2, "{e:#}");
+            assert!(format!("{e:#}").starts_with("--"), "{e:#}");
+        }
+    }
 }

@@ -378,3 +378,34 @@ fn different_kinds_are_refused() {
         "a.json is a ttp.run/1 result and b.json a ttp.emp/1 result: compare files of one kind"
     );
 }
+
+/// The verdict's own false-claim rate: 400 pairs of samples from one
+/// distribution, each compared in full (1,000 resamples to keep the test
+/// short). A difference is claimed only when the rank test and the
+/// interval agree, so the rate must not exceed the test's 5 %: the bound is
+/// 5 % + 3 binomial sd, √(0.05 · 0.95 / 400) = 1.1 %, i.e. 33 of 400.
+#[test]
+fn the_verdict_claims_no_more_than_five_percent_on_equal_samples() {
+    use rand::SeedableRng;
+    let mut rng = rand::rngs::Xoshiro256PlusPlus::seed_from_u64(77);
+    let cfg = Config {
+        resamples: 1000,
+        ..Config::default()
+    };
+    let mut claims = 0;
+    for _ in 0..400 {
+        let a = normal_samples(&mut rng, 10, 100.0, 3.0);
+        let b = normal_samples(&mut rng, 10, 100.0, 3.0);
+        let doc = compare(
+            &[
+                ("a".into(), side("ttp.run/1", vec![a])),
+                ("b".into(), side("ttp.run/1", vec![b])),
+            ],
+            &cfg,
+        )
+        .unwrap();
+        claims +=
+            usize::from(doc.comparisons[0].measures[0].verdict.outcome != Outcome::NoDifference);
+    }
+    assert!(claims <= 33, "{claims} of 400 claimed a difference");
+}

@@ -270,3 +270,55 @@ pub fn markdown(doc: &CompareDocument) -> String {
     out.push_str(&method_text(doc));
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::compare::{Config, Measure, Side, compare, stats::Centre};
+
+    fn side(xs: &[f64], kernel: &str) -> Side {
+        Side {
+            schema: "ttp.run/1".into(),
+            title: "`q`".into(),
+            retained: xs.len(),
+            measures: vec![Measure {
+                name: "time_calc_ms".into(),
+                what: String::new(),
+                centre: Centre::Median,
+                samples: xs.to_vec(),
+                sample_unit: "QEs",
+            }],
+            whole_run: Vec::new(),
+            setup: [("kernel", kernel.to_string())].into_iter().collect(),
+        }
+    }
+
+    /// Catches a set-up difference that is not shouted, a verdict or a
+    /// method line missing from either format.
+    #[test]
+    fn reports_carry_the_warning_the_verdict_and_the_method() {
+        let a = side(&[100.0, 101.0, 99.0, 100.5, 99.5, 100.2], "6.18");
+        let b = side(&[90.0, 91.0, 89.0, 90.5, 89.5, 90.2], "6.1");
+        let doc = compare(
+            &[("a.json".into(), a), ("b.json".into(), b)],
+            &Config::default(),
+        )
+        .unwrap();
+        let t = text(&doc);
+        assert!(
+            t.contains(
+                "!! WARNING: the set-up of B differs from A's (kernel: 6.18 in A, 6.1 in B)"
+            ),
+            "{t}"
+        );
+        assert!(
+            t.contains("time_calc_ms: B is 10.0 % faster (95 % CI "),
+            "{t}"
+        );
+        assert!(t.contains("seed 1953788003"), "{t}");
+        let md = markdown(&doc);
+        assert!(md.contains("> WARNING: the set-up of B differs"), "{md}");
+        assert!(md.contains("| time_calc_ms | median | 6 | 6 |"), "{md}");
+        assert!(md.contains("- time_calc_ms: B is 10.0 % faster"), "{md}");
+    }
+}
