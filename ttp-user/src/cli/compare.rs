@@ -567,6 +567,7 @@ mod tests {
         assert_eq!(v["method"]["seed"], 99);
         assert_eq!(v["method"]["resamples"], 2000);
         assert_eq!(v["method"]["level"], 0.9);
+        assert_eq!(v["method"]["power"], 0.8);
         let m = &v["comparisons"][0]["measures"][0];
         assert_eq!(m["measure"], "time_calc_ms");
         assert_eq!(m["baseline"]["samples"].as_array().unwrap().len(), 12);
@@ -574,6 +575,11 @@ mod tests {
         assert_eq!(m["verdict"]["outcome"], "faster");
         assert!(m["verdict"]["text"].as_str().unwrap().contains("(90 % CI "));
         assert_eq!(std::fs::read_dir(&plots).unwrap().count(), 3);
+        // `report` reads the document back and shows the same verdicts.
+        let shown = crate::report::render::load(v.clone()).unwrap();
+        let verdict = m["verdict"]["text"].as_str().unwrap();
+        assert!(shown.text().contains(verdict), "{}", shown.text());
+        assert_eq!(shown.table().rows.len(), 3);
 
         // Options out of range are usage errors.
         for (confidence, detect, resamples) in

@@ -12,7 +12,7 @@ pub mod stats;
 mod tests;
 mod ttpv2;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 pub use input::{InputError, Measure, Side, side_of};
 use stats::{BootstrapCi, Centre, MannWhitney, Welch};
@@ -20,7 +20,7 @@ use stats::{BootstrapCi, Centre, MannWhitney, Welch};
 pub const COMPARE_SCHEMA: &str = "ttp.compare/1";
 
 /// How the comparison is made; every field is reported.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Config {
     /// Confidence level of the bootstrap interval.
     pub level: f64,
@@ -61,7 +61,7 @@ pub enum CompareError {
 }
 
 /// One input file as reported.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FileEntry {
     /// A, B, C, …
     pub label: String,
@@ -71,26 +71,27 @@ pub struct FileEntry {
 }
 
 /// What the document's numbers mean.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Method {
     pub interval: String,
     pub rng: String,
     pub tests: String,
     pub correction: String,
-    pub power: String,
+    /// How the runs needed to detect `detect_rel` are estimated.
+    pub runs_needed: String,
     #[serde(flatten)]
     pub config: Config,
 }
 
 /// A set-up fact that differs between the baseline and a candidate.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Difference {
     pub fact: String,
     pub baseline: Option<String>,
     pub candidate: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SampleSummary {
     pub n: usize,
     /// The protocol's centre (median for TTPv2, mean for EMP).
@@ -114,7 +115,7 @@ impl SampleSummary {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
     Faster,
@@ -124,23 +125,23 @@ pub enum Outcome {
     NoRatio,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Verdict {
     pub outcome: Outcome,
     /// How much faster or slower, in % of A (positive).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub change_percent: Option<f64>,
     /// The interval of that change, in %.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub change_ci_percent: Option<[f64; 2]>,
     /// Samples (QEs, runs, seconds) per side that would detect the
     /// `detect_rel` difference.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runs_needed: Option<u64>,
     pub text: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MeasureComparison {
     pub measure: String,
     pub what: String,
@@ -164,7 +165,7 @@ pub struct MeasureComparison {
     pub verdict: Verdict,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Comparison {
     pub baseline: String,
     pub candidate: String,
@@ -173,12 +174,12 @@ pub struct Comparison {
     /// Measures left out, and why.
     pub skipped: Vec<String>,
     /// Numbers each file holds once (no samples, no interval), side by side.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub whole_run: Vec<WholeRun>,
 }
 
 /// A number both files hold once for the whole measurement.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WholeRun {
     pub name: String,
     pub baseline: f64,
@@ -203,7 +204,7 @@ fn whole_run(a: &Side, b: &Side) -> Vec<WholeRun> {
 }
 
 /// The `ttp.compare/1` document.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CompareDocument {
     pub schema: String,
     /// The kind of the compared results.
@@ -344,7 +345,7 @@ fn method(cfg: &Config) -> Method {
         rng: "Xoshiro256++ (rand 0.10), seeded".into(),
         tests: "two-sided Mann–Whitney U (exact without ties when a side has ≤ 8 values, else normal approximation with tie and continuity corrections) decides for medians; two-sided Welch's t-test decides for means".into(),
         correction: "Holm over the comparisons of each measure with A (one per candidate and, in analyses, per Q@C)".into(),
-        power: "runs per side for a two-sided test at alpha to detect detect_rel with the given power: 2 (z₁₋α/₂ + z_power)² σ² / δ², σ the pooled sd, divided by 3/π for the rank test".into(),
+        runs_needed: "runs per side for a two-sided test at alpha to detect detect_rel with the given power: 2 (z₁₋α/₂ + z_power)² σ² / δ², σ the pooled sd, divided by 3/π for the rank test".into(),
         config: cfg.clone(),
     }
 }

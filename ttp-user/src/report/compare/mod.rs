@@ -194,7 +194,7 @@ fn method_text(doc: &CompareDocument) -> String {
         m.tests,
         m.correction,
         m.config.alpha,
-        m.power,
+        m.runs_needed,
         m.config.detect_rel * 100.0,
         m.config.power
     )
