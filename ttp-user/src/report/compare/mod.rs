@@ -101,9 +101,7 @@ pub fn table(c: &Comparison) -> Table {
             m.ratio.map_or("-".into(), |r| format!("{r:.4}")),
             ci_text(m),
             mwu_text(m),
-            m.welch
-                .as_ref()
-                .map_or("-".into(), |w| format!("{:.4}", w.p)),
+            m.welch.as_ref().map_or("-".into(), |w| p_cell(w.p)),
             p_cell(m.p_holm),
             format!("{:.2}", m.cliffs_delta),
         ]);
@@ -200,9 +198,29 @@ fn method_text(doc: &CompareDocument) -> String {
     )
 }
 
+/// What each measure is, once (from the first comparison holding it).
+fn legend(doc: &CompareDocument) -> String {
+    let mut seen: Vec<&str> = Vec::new();
+    let mut out = String::new();
+    for m in doc.comparisons.iter().flat_map(|c| &c.measures) {
+        let name = m.measure.rsplit(": ").next().unwrap_or(&m.measure);
+        if !seen.contains(&name) {
+            seen.push(name);
+            out.push_str(&format!(
+                "  {name}: {}; one sample per {}\n",
+                m.what,
+                m.sample_unit.trim_end_matches('s')
+            ));
+        }
+    }
+    out
+}
+
 /// The terminal report.
 pub fn text(doc: &CompareDocument) -> String {
     let mut out = header(doc);
+    out.push_str("Measures:\n");
+    out.push_str(&legend(doc));
     for c in &doc.comparisons {
         out.push('\n');
         out.push_str(&setup_note(c));
@@ -316,6 +334,11 @@ mod tests {
             "{t}"
         );
         assert!(t.contains("seed 1953788003"), "{t}");
+        // Samples 10 % apart without overlap: Welch's p is far below 1e-4
+        // and must be written so, not rounded to 0.
+        let welch = doc.comparisons[0].measures[0].welch.as_ref().unwrap().p;
+        assert!(welch < 1e-4);
+        assert!(t.contains(&format!("{welch:.1e}")), "{t}");
         let md = markdown(&doc);
         assert!(md.contains("> WARNING: the set-up of B differs"), "{md}");
         assert!(md.contains("| time_calc_ms | median | 6 | 6 |"), "{md}");
