@@ -10,6 +10,7 @@ pub mod attach;
 pub mod blame;
 pub mod calibrate;
 pub mod check;
+pub mod compare;
 mod emp_live;
 pub mod experiment;
 pub mod inc;
@@ -40,6 +41,7 @@ pub enum Command {
     Blame(blame::Args),
     Calibrate(calibrate::Args),
     Check(check::Args),
+    Compare(compare::Args),
     Experiment(experiment::Args),
     Inc(inc::Args),
     Load(load::LoadArgs),
@@ -59,6 +61,7 @@ pub fn main() -> ExitCode {
         Command::Blame(args) => blame::run(args),
         Command::Calibrate(a) => calibrate::run(a),
         Command::Check(a) => check::run(a),
+        Command::Compare(a) => compare::run(a),
         Command::Experiment(a) => experiment::run(a),
         Command::Inc(a) => inc::run(a),
         Command::Load(args) => load::run(args),

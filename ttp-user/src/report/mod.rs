@@ -2,6 +2,7 @@
 //! per format) terminal tables, JSON, SVG plots.
 pub mod atomic;
 pub mod attach;
+pub mod compare;
 pub mod emp;
 pub mod losses;
 pub mod probe_cost;

@@ -6,6 +6,7 @@
 //! next to the module that writes the kind.
 pub mod attach;
 mod blame;
+mod compare;
 mod emp;
 mod load_report;
 mod table;
@@ -85,6 +86,7 @@ pub const SCHEMAS: &[&str] = &[
     "ttp.emp-profile/1",
     "ttp.emp-sample-size/1",
     "ttp.blame/1",
+    "ttp.compare/1",
     "ttp.load/1",
     "ttp.trace/1",
     "ttp.vprofile/1",
@@ -113,6 +115,7 @@ pub fn load(v: Value) -> Result<Box<dyn Rendered>, RenderError> {
         "ttp.emp-profile/1" => Box::new(emp::Calibration(typed(s, v)?)),
         "ttp.emp-sample-size/1" => Box::new(emp::SampleSize(typed(s, v)?)),
         "ttp.blame/1" => Box::new(blame::Blame(typed(s, v)?)),
+        "ttp.compare/1" => Box::new(compare::Compared(typed(s, v)?)),
         "ttp.load/1" => Box::new(typed::<load_report::LoadDoc>(s, v)?),
         "ttp.trace/1" => Box::new(trace::TraceSummary::from_value(v)?),
         "ttp.vprofile/1" => Box::new(vprofile::Vprofile(typed(s, v)?)),

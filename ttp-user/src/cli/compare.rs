@@ -1,0 +1,155 @@
+//! `ttp-ebpf compare A B [C …]`: is B faster than A, or is it noise?
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+
+use crate::{
+    error::{UsageError, usage},
+    protocol::compare::{self, Config, Side},
+    protocol::ttpv2::{
+        analysis::{ANALYZE_SCHEMA, AnalyzeDocument, analyse},
+        study::{is_study, read_study},
+    },
+    report::{atomic::write_json_result, compare as show},
+};
+
+/// Compare saved results of one kind: the first file (A) is the baseline,
+/// every further file is compared with it.
+///
+/// Reads `run --json` files (TTPv2: Time_calc, the exact time and
+/// Time_meas over the retained QEs, compared by their medians),
+/// `analyze --json` and `experiment` study files (the same, per Q@C matched
+/// by labels), `run --protocol emp --json` files (PT and ET of the
+/// retained runs, compared by their means) and `load --json` files (the
+/// per-second mean and max latency, compared by their medians; whole-run
+/// percentiles side by side). For each measure: both sides' samples, the
+/// ratio B/A with a seeded percentile-bootstrap interval, Mann–Whitney U
+/// and Welch's t p-values, Holm's correction when several files are
+/// compared with A, Cliff's delta, and a verdict in words — or, when no
+/// difference is detectable, how many runs would detect one. Results whose
+/// set-up differs (machine, cold or warm cache, protocol settings) are
+/// compared with a warning. Needs no privileges. docs/compare.md explains
+/// every number.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Result files: the baseline first, then one or more candidates.
+    #[arg(value_name = "FILE", num_args = 2.., required = true)]
+    pub files: Vec<PathBuf>,
+    /// Print Markdown instead of the terminal report.
+    #[arg(long)]
+    pub markdown: bool,
+    /// Write the comparison as JSON (schema ttp.compare/1).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Also draw, per measure, every file's samples as a strip with its
+    /// centre and each candidate's interval: DIR/compare-MEASURE.svg.
+    #[arg(long, value_name = "DIR")]
+    pub svg: Option<PathBuf>,
+    /// Seed of the bootstrap's random numbers (reported; the same seed and
+    /// files give the same interval).
+    #[arg(long, default_value_t = Config::default().seed)]
+    pub seed: u64,
+    /// Bootstrap resamples.
+    #[arg(long, default_value_t = Config::default().resamples, value_name = "N")]
+    pub resamples: usize,
+    /// Confidence level of the interval, in %.
+    #[arg(long, default_value_t = 95.0, value_name = "PERCENT")]
+    pub confidence: f64,
+    /// The difference, in %, the power estimate asks runs for.
+    #[arg(long, default_value_t = 2.0, value_name = "PERCENT")]
+    pub detect: f64,
+}
+
+impl Args {
+    /// The options as one checked configuration.
+    fn config(&self) -> Result<Config, UsageError> {
+        if !(self.confidence > 0.0 && self.confidence < 100.0) {
+            return Err(UsageError::new(format!(
+                "--confidence {} is not a level: give a percentage between 0 and 100, e.g. 95",
+                self.confidence
+            )));
+        }
+        if !(self.detect > 0.0 && self.detect.is_finite()) {
+            return Err(UsageError::new(format!(
+                "--detect {} is not a difference: give a positive percentage, e.g. 2",
+                self.detect
+            )));
+        }
+        if self.resamples < 100 {
+            return Err(UsageError::new(format!(
+                "--resamples {} is too few for a bootstrap interval: give at least 100 (10000 is the default)",
+                self.resamples
+            )));
+        }
+        Ok(Config {
+            level: self.confidence / 100.0,
+            resamples: self.resamples,
+            seed: self.seed,
+            detect_rel: self.detect / 100.0,
+            ..Config::default()
+        })
+    }
+}
+
+/// A study file of `experiment` (JSON lines), analysed as `analyze` does:
+/// its Q@Cs become one `ttp.analyze/1` document.
+fn analysed_study(path: &Path) -> anyhow::Result<serde_json::Value> {
+    let (qcs, machine) =
+        read_study(path).map_err(|e| UsageError::new(format!("{}: {e}", path.display())))?;
+    let a = analyse(&qcs, machine.as_ref());
+    Ok(serde_json::to_value(AnalyzeDocument {
+        schema: ANALYZE_SCHEMA.into(),
+        machine,
+        qcs: a.qcs,
+        checks: a.checks,
+        paragraph: a.paragraph,
+        correlations: None,
+    })?)
+}
+
+/// Reads one file; every problem is a usage error naming the file.
+fn read_side(path: &Path) -> anyhow::Result<Side> {
+    if is_study(path) {
+        return compare::side_of(analysed_study(path)?)
+            .map_err(|e| UsageError::new(format!("{}: {e}", path.display())).into());
+    }
+    let bytes = std::fs::read(path)
+        .map_err(|e| UsageError::new(format!("cannot read {}: {e}", path.display())))?;
+    let value: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| {
+        UsageError::new(format!(
+            "{} is not JSON ({e}): give files written by `ttp-ebpf run --json`",
+            path.display()
+        ))
+    })?;
+    compare::side_of(value).map_err(|e| UsageError::new(format!("{}: {e}", path.display())).into())
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let cfg = args.config()?;
+    let mut sides = Vec::with_capacity(args.files.len());
+    for path in &args.files {
+        sides.push((path.display().to_string(), read_side(path)?));
+    }
+    let doc = match compare::compare(&sides, &cfg) {
+        Ok(d) => d,
+        Err(e) => return usage(e.to_string()),
+    };
+    if args.markdown {
+        print!("{}", show::markdown(&doc));
+    } else {
+        print!("{}", show::text(&doc));
+    }
+    if let Some(path) = &args.json {
+        write_json_result(path, &doc).with_context(|| "the comparison is printed above")?;
+    }
+    if let Some(dir) = &args.svg {
+        for f in show::svg::write_svgs(&doc, dir)? {
+            crate::report::atomic::announce(&f);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[path = "compare_tests.rs"]
+mod tests;

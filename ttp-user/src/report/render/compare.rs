@@ -1,0 +1,64 @@
+//! `ttp.compare/1` (`compare --json`), read back: the comparison's own
+//! terminal report, Markdown and strip plots (report/compare), and one row
+//! per candidate and measure.
+use std::path::{Path, PathBuf};
+
+use super::{RenderError, Rendered, Table};
+use crate::protocol::compare::CompareDocument;
+use crate::report::compare::{markdown, svg::write_svgs, text};
+
+pub struct Compared(pub CompareDocument);
+
+impl Rendered for Compared {
+    fn title(&self) -> String {
+        format!(
+            "ttp compare ({}): {} file(s) against {}",
+            self.0.kind,
+            self.0.files.len().saturating_sub(1),
+            self.0.files.first().map_or("?", |f| f.path.as_str())
+        )
+    }
+    fn text(&self) -> String {
+        text(&self.0)
+    }
+    fn table(&self) -> Table {
+        let mut t = Table::new(&[
+            "candidate",
+            "measure",
+            "centre",
+            "baseline",
+            "candidate_centre",
+            "ratio",
+            "ci_lower",
+            "ci_upper",
+            "p",
+            "p_holm",
+            "verdict",
+        ]);
+        for c in &self.0.comparisons {
+            for m in &c.measures {
+                let ci = m.ci.as_ref();
+                t.push(vec![
+                    c.candidate.clone(),
+                    m.measure.clone(),
+                    m.centre.name().into(),
+                    m.baseline.centre.to_string(),
+                    m.candidate.centre.to_string(),
+                    m.ratio.map_or(String::new(), |r| r.to_string()),
+                    ci.map_or(String::new(), |c| c.lower.to_string()),
+                    ci.map_or(String::new(), |c| c.upper.to_string()),
+                    m.p.to_string(),
+                    m.p_holm.to_string(),
+                    m.verdict.text.clone(),
+                ]);
+            }
+        }
+        t
+    }
+    fn markdown(&self) -> String {
+        markdown(&self.0)
+    }
+    fn plots(&self, dir: &Path) -> Result<Vec<PathBuf>, RenderError> {
+        write_svgs(&self.0, dir)
+    }
+}
