@@ -1,14 +1,93 @@
 //! Atomic file writes: to a temporary file in the same directory, flushed,
 //! then renamed over the target. A reader (or a crash) sees either the
 //! previous complete file or the new complete one.
+//!
+//! Result files belong to the user who asked for them: under sudo (running
+//! as root with SUDO_UID set) the temporary file is given to SUDO_UID /
+//! SUDO_GID before the rename, so the file never appears owned by root in
+//! the user's directory, and directories ttp creates for results are given
+//! to them too. Without sudo files are created as the current user anyway.
 use std::{
     fs,
     io::{self, Write},
+    os::fd::AsRawFd,
     path::Path,
+    sync::OnceLock,
 };
 
-/// Writes `bytes` to `path` atomically.
+/// Whom result files are given to, from the effective uid and sudo's
+/// variables: the invoking user when root runs on their behalf; None when
+/// files are already created as the right user (not root, no sudo, or sudo
+/// from root) or the variables are not ids (then files stay root's, and
+/// the measured program refuses to start over the same variables).
+pub fn owner_from(euid: u32, sudo_uid: Option<&str>, sudo_gid: Option<&str>) -> Option<(u32, u32)> {
+    if euid != 0 {
+        return None;
+    }
+    let uid = sudo_uid.map(str::trim).filter(|s| !s.is_empty())?;
+    let invoker = super::invoker::Invoker::from_vars(Some(uid), sudo_gid, None).ok()?;
+    (invoker.uid != 0 || invoker.gid != 0).then_some((invoker.uid, invoker.gid))
+}
+
+/// [`owner_from`] for this process (read once).
+pub fn result_owner() -> Option<(u32, u32)> {
+    static OWNER: OnceLock<Option<(u32, u32)>> = OnceLock::new();
+    *OWNER.get_or_init(|| {
+        let var = |n| std::env::var(n).ok();
+        // SAFETY: geteuid has no preconditions.
+        let euid = unsafe { libc::geteuid() };
+        owner_from(euid, var("SUDO_UID").as_deref(), var("SUDO_GID").as_deref())
+    })
+}
+
+/// Gives an open file to the invoking user under sudo. A file system that
+/// refuses (vfat, root-squashed NFS) keeps root's ownership: said once, the
+/// result is still written.
+pub fn give_to_invoker(f: &fs::File, path: &Path) {
+    let Some((uid, gid)) = result_owner() else {
+        return;
+    };
+    // SAFETY: fchown on an open descriptor.
+    if unsafe { libc::fchown(f.as_raw_fd(), uid, gid) } != 0 {
+        static SAID: OnceLock<()> = OnceLock::new();
+        let e = io::Error::last_os_error();
+        SAID.get_or_init(|| {
+            log::warn!(
+                "cannot give {} to uid {uid} gid {gid} ({e}): it stays owned by root",
+                path.display()
+            );
+        });
+    }
+}
+
+/// Creates `dir` and its missing parents; those created are given to the
+/// invoking user under sudo.
+pub fn create_dir_all(dir: &Path) -> io::Result<()> {
+    let missing: Vec<&Path> = dir
+        .ancestors()
+        .take_while(|d| !d.as_os_str().is_empty() && !d.exists())
+        .collect();
+    fs::create_dir_all(dir)?;
+    for d in missing.iter().rev() {
+        if let Ok(f) = fs::File::open(d) {
+            give_to_invoker(&f, d);
+        }
+    }
+    Ok(())
+}
+
+/// Writes `bytes` to `path` atomically, owned by the invoking user.
 pub fn write(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    write_with(path, bytes, true)
+}
+
+/// Writes `bytes` to `path` atomically, owned by whoever ttp runs as (the
+/// machine's own state files under /run/ttp).
+pub fn write_as_is(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    write_with(path, bytes, false)
+}
+
+fn write_with(path: &Path, bytes: &[u8], for_invoker: bool) -> io::Result<()> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -25,6 +104,9 @@ pub fn write(path: &Path, bytes: &[u8]) -> io::Result<()> {
         let mut f = fs::File::create(&tmp)?;
         f.write_all(bytes)?;
         f.sync_all()?;
+        if for_invoker {
+            give_to_invoker(&f, path);
+        }
         fs::rename(&tmp, path)
     })();
     if result.is_err() {
@@ -62,5 +144,31 @@ mod tests {
             .collect();
         assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
         fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Catches giving files away when not under sudo, giving them to root,
+    /// or ignoring SUDO_GID.
+    #[test]
+    fn owner_only_under_sudo_as_root() {
+        assert_eq!(
+            owner_from(0, Some("1000"), Some("1001")),
+            Some((1000, 1001))
+        );
+        assert_eq!(
+            owner_from(0, Some(" 65534 "), Some("65534")),
+            Some((65534, 65534))
+        );
+        // Not root: files are created as this user already.
+        assert_eq!(owner_from(1000, Some("1000"), Some("1000")), None);
+        // Root without sudo, or sudo from root.
+        assert_eq!(owner_from(0, None, None), None);
+        assert_eq!(owner_from(0, Some(""), Some("")), None);
+        assert_eq!(owner_from(0, Some("0"), Some("0")), None);
+        // Not ids: left to root rather than guessed.
+        assert_eq!(owner_from(0, Some("alice"), Some("1000")), None);
+        assert_eq!(owner_from(0, Some("1000"), Some("staff")), None);
+        // No SUDO_GID: the user's primary group from the user database
+        // (uid 0 is root's in every passwd).
+        assert_eq!(owner_from(0, Some("0"), None), None);
     }
 }
