@@ -44,7 +44,11 @@ pub fn result_owner() -> Option<(u32, u32)> {
 /// refuses (vfat, root-squashed NFS) keeps root's ownership: said once, the
 /// result is still written.
 pub fn give_to_invoker(f: &fs::File, path: &Path) {
-    let Some((uid, gid)) = result_owner() else {
+    give_to(f, path, result_owner());
+}
+
+fn give_to(f: &fs::File, path: &Path, owner: Option<(u32, u32)>) {
+    let Some((uid, gid)) = owner else {
         return;
     };
     // SAFETY: fchown on an open descriptor.
@@ -63,6 +67,10 @@ pub fn give_to_invoker(f: &fs::File, path: &Path) {
 /// Creates `dir` and its missing parents; those created are given to the
 /// invoking user under sudo.
 pub fn create_dir_all(dir: &Path) -> io::Result<()> {
+    create_dir_all_as(dir, result_owner())
+}
+
+fn create_dir_all_as(dir: &Path, owner: Option<(u32, u32)>) -> io::Result<()> {
     let missing: Vec<&Path> = dir
         .ancestors()
         .take_while(|d| !d.as_os_str().is_empty() && !d.exists())
@@ -70,7 +78,7 @@ pub fn create_dir_all(dir: &Path) -> io::Result<()> {
     fs::create_dir_all(dir)?;
     for d in missing.iter().rev() {
         if let Ok(f) = fs::File::open(d) {
-            give_to_invoker(&f, d);
+            give_to(&f, d, owner);
         }
     }
     Ok(())
@@ -170,5 +178,29 @@ mod tests {
         // No SUDO_GID: the user's primary group from the user database
         // (uid 0 is root's in every passwd).
         assert_eq!(owner_from(0, Some("0"), None), None);
+    }
+
+    /// Catches giving away directories that existed before, or missing the
+    /// intermediate ones ttp created. Needs root to give files away.
+    #[test]
+    fn created_directories_are_given_away() {
+        use std::os::unix::fs::MetadataExt;
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("SKIPPED created_directories_are_given_away: needs root");
+            return;
+        }
+        let top = tempfile::tempdir().unwrap();
+        let deep = top.path().join("a/b/c");
+        create_dir_all_as(&deep, Some((65534, 65534))).unwrap();
+        for d in ["a", "a/b", "a/b/c"] {
+            let m = fs::metadata(top.path().join(d)).unwrap();
+            assert_eq!((m.uid(), m.gid()), (65534, 65534), "{d}");
+        }
+        assert_eq!(
+            fs::metadata(top.path()).unwrap().uid(),
+            0,
+            "existing parent given away"
+        );
     }
 }
