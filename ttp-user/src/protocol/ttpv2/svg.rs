@@ -25,7 +25,7 @@ fn panel(
 ) -> Result<(), SvgError> {
     let title = d.title();
     let qes: Vec<u32> = d.qes.iter().map(|e| e.record.qe).collect();
-    let x_max = qes.iter().copied().max().unwrap_or(1) + 1;
+    let x_max = qes.iter().copied().max().unwrap_or(1).saturating_add(1);
     let y_max = d
         .qes
         .iter()
