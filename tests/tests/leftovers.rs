@@ -322,3 +322,119 @@ fn files_belong_to_the_sudo_user() {
     assert_eq!(names.len(), 3, "temporary files left: {names:?}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Compiles the vprofile fixture (tests/fixtures/vprof-target) the way its
+/// header says.
+fn vprof_target() -> std::path::PathBuf {
+    let src = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/fixtures/vprof-target/vprof_target.c"
+    );
+    let out = temp_path("vprof-target");
+    let ok = std::process::Command::new("cc")
+        .args(["-O1", "-fno-inline", "-g", "-o"])
+        .arg(&out)
+        .arg(src)
+        .status()
+        .expect("run cc")
+        .success();
+    assert!(ok, "cc failed on {src}");
+    out
+}
+
+/// Where `symbol` of `bin` is in process `pid`'s memory: the symbol's
+/// address (nm) plus, for a position-independent binary, its load base
+/// (the mapping at file offset 0, /proc/PID/maps).
+fn runtime_address(pid: u32, bin: &Path, symbol: &str) -> u64 {
+    let nm = std::process::Command::new("nm")
+        .arg(bin)
+        .output()
+        .expect("nm");
+    let nm = String::from_utf8_lossy(&nm.stdout);
+    let vaddr = nm
+        .lines()
+        .find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() == 3 && f[2] == symbol).then(|| u64::from_str_radix(f[0], 16).unwrap())
+        })
+        .unwrap_or_else(|| panic!("{symbol} not in {}", bin.display()));
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).expect("maps");
+    let name = bin.to_str().unwrap();
+    let base = maps
+        .lines()
+        .find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() >= 6 && f[5] == name && f[2] == "00000000")
+                .then(|| u64::from_str_radix(f[0].split('-').next().unwrap(), 16).unwrap())
+        })
+        .expect("the binary's first mapping");
+    // A position-dependent binary is linked at its run-time address.
+    if vaddr >= base { vaddr } else { base + vaddr }
+}
+
+/// The byte at `addr` in process `pid` (a uprobe's breakpoint is 0xCC).
+fn byte_at(pid: u32, addr: u64) -> u8 {
+    use std::os::unix::fs::FileExt;
+    let mem = std::fs::File::open(format!("/proc/{pid}/mem")).expect("mem");
+    let mut b = [0u8];
+    mem.read_exact_at(&mut b, addr).expect("read mem");
+    b[0]
+}
+
+/// Catches uprobes that outlive a killed `vprofile`: the breakpoint the
+/// kernel writes at the probed function's entry must be gone (the original
+/// byte back) once ttp is killed with SIGKILL, its programs freed, and the
+/// measured process neither stopped nor killed.
+#[test]
+fn sigkill_of_vprofile_removes_its_uprobes() {
+    if !root_or_skip("sigkill_of_vprofile_removes_its_uprobes") {
+        return;
+    }
+    let _serial = serial();
+    let bin = vprof_target();
+    let target = Background(
+        std::process::Command::new(&bin)
+            .args(["flat", "0", "-"])
+            .spawn()
+            .expect("start vprof-target"),
+    );
+    let pid = target.0.id();
+    std::thread::sleep(Duration::from_millis(50));
+    let entry = runtime_address(pid, &bin, "vt_root");
+    let original = byte_at(pid, entry);
+    assert_ne!(original, 0xcc, "vt_root starts with a breakpoint already");
+    let mut ttp = std::process::Command::new(ttp_bin())
+        .args(["vprofile", "--pid", &pid.to_string(), "--binary"])
+        .arg(&bin)
+        .args([
+            "--root",
+            "vt_root",
+            "--rounds",
+            "1",
+            "--invocations",
+            "1000000",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start ttp vprofile");
+    wait_for("the uprobe at vt_root", Duration::from_secs(30), || {
+        byte_at(pid, entry) == 0xcc
+    });
+    let progs = prog_ids_of(ttp.id());
+    assert!(!progs.is_empty(), "vprofile holds no BPF program");
+    sigkill(&mut ttp);
+    wait_for("the breakpoint removed", Duration::from_secs(10), || {
+        byte_at(pid, entry) == original
+    });
+    wait_for("the programs unloaded", Duration::from_secs(10), || {
+        progs.iter().all(|&id| !prog_loaded(id))
+    });
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("target still runs");
+    let state = stat[stat.rfind(')').unwrap() + 2..].chars().next();
+    assert!(
+        matches!(state, Some('R' | 'S')),
+        "target left in state {state:?}"
+    );
+    let _ = std::fs::remove_file(&bin);
+}
