@@ -214,6 +214,82 @@ fn sigkill_of_attach_leaves_nothing_behind() {
     after_the_kill(pid, &start_value, &progs);
 }
 
+/// SIGKILL at spread-out points of `attach`'s start (before, while and
+/// after it records, switches delay accounting on and loads its programs):
+/// whatever point the kill hits, the next command leaves task_delayacct as
+/// it was, no state file, and none of the programs seen loaded. Catches a
+/// window where the change is made but not yet recorded.
+#[test]
+fn sigkill_at_any_point_of_attach_start() {
+    if !root_or_skip("sigkill_at_any_point_of_attach_start") {
+        return;
+    }
+    let _serial = serial();
+    let (_restore, start_value) = delayacct_off_for_the_test();
+    // How long attach takes to start on this machine now: the kills are
+    // spread from 0 to 1.25 times that.
+    let t0 = Instant::now();
+    let mut first = ttp_attached(&["attach", "--all", "--duration", "60s", "-q"]);
+    let start_ms = t0.elapsed().as_millis() as u64;
+    sigkill(&mut first);
+    let (code, _, err) = ttp(&["check", "--sample", "10ms"]);
+    assert!(
+        code == 0 || code == 1,
+        "check failed to run ({code}): {err}"
+    );
+    let (mut killed_on, mut killed_loaded) = (0, 0);
+    for i in 0..10u64 {
+        let delay_ms = start_ms * i / 8;
+        let mut attach = std::process::Command::new(ttp_bin())
+            .args(["attach", "--all", "--duration", "60s", "-q"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start ttp attach");
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        let progs = prog_ids_of(attach.id());
+        let on = delayacct() == "1";
+        // SAFETY: kill of our own child.
+        unsafe { libc::kill(attach.id() as libc::pid_t, libc::SIGKILL) };
+        killed_on += usize::from(on);
+        killed_loaded += usize::from(!progs.is_empty());
+        attach.wait().expect("wait ttp");
+        let json = temp_path("leftovers-any-point.json");
+        let (code, _, err) = ttp(&[
+            "check",
+            "--sample",
+            "10ms",
+            "--json",
+            json.to_str().unwrap(),
+        ]);
+        assert!(
+            code == 0 || code == 1,
+            "check failed to run ({code}): {err}"
+        );
+        let _ = std::fs::remove_file(&json);
+        if !held_by_a_live_ttp() {
+            assert_eq!(
+                delayacct(),
+                start_value,
+                "killed after {delay_ms} ms: task_delayacct not restored"
+            );
+            assert!(!Path::new(STATE).exists(), "state file left");
+        }
+        wait_for("the programs unloaded", Duration::from_secs(10), || {
+            progs.iter().all(|&id| !prog_loaded(id))
+        });
+    }
+    eprintln!(
+        "attach started in {start_ms} ms; of 10 kills, {killed_on} after delay accounting was on, {killed_loaded} with programs loaded"
+    );
+    if start_value == "0" {
+        assert!(
+            killed_on > 0 && killed_loaded > 0,
+            "no kill landed after the change ({killed_on}) or the load ({killed_loaded}): the delays miss attach's start"
+        );
+    }
+}
+
 /// The same for `run` killed while its program runs: the measured program
 /// is not left stopped (it goes on as an orphan, as under `time` or `perf
 /// stat`; a child still held before exec exits instead, sys/spawn.rs), and
