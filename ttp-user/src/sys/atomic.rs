@@ -103,11 +103,9 @@ fn write_with(path: &Path, bytes: &[u8], for_invoker: bool) -> io::Result<()> {
     let name = path
         .file_name()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "path has no file name"))?;
-    let tmp = dir.join(format!(
-        ".{}.tmp.{}",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
+    let prefix = format!(".{}.tmp.", name.to_string_lossy());
+    remove_dead_temporaries(dir, &prefix);
+    let tmp = dir.join(format!("{prefix}{}", std::process::id()));
     let result = (|| {
         let mut f = fs::File::create(&tmp)?;
         f.write_all(bytes)?;
@@ -121,6 +119,31 @@ fn write_with(path: &Path, bytes: &[u8], for_invoker: bool) -> io::Result<()> {
         let _ = fs::remove_file(&tmp);
     }
     result
+}
+
+/// Removes `PREFIX<pid>` files of processes that no longer run: the
+/// temporary file of a ttp killed between creating it and the rename.
+fn remove_dead_temporaries(dir: &Path, prefix: &str) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(prefix))
+            .and_then(|p| p.parse::<libc::pid_t>().ok())
+        else {
+            continue;
+        };
+        // SAFETY: signal 0 only checks that the process exists.
+        let gone = pid > 0
+            && unsafe { libc::kill(pid, 0) } != 0
+            && io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+        if gone {
+            let _ = fs::remove_file(e.path());
+        }
+    }
 }
 
 /// Serialises `value` as pretty JSON (with a trailing newline) and writes it
@@ -178,6 +201,27 @@ mod tests {
         // No SUDO_GID: the user's primary group from the user database
         // (uid 0 is root's in every passwd).
         assert_eq!(owner_from(0, Some("0"), None), None);
+    }
+
+    /// Catches the temporary file of a writer killed before its rename
+    /// staying in the user's directory for good; a live writer's is kept.
+    #[test]
+    fn a_dead_writers_temporary_is_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        let stale = dir.path().join(format!(".out.json.tmp.{dead}"));
+        let other = dir.path().join(format!(".other.json.tmp.{dead}"));
+        for f in [&stale, &other] {
+            fs::write(f, "partial").unwrap();
+        }
+        let live_keep = dir.path().join(".out.json.tmp.1");
+        fs::write(&live_keep, "pid 1 runs").unwrap();
+        write(&dir.path().join("out.json"), b"{}").unwrap();
+        assert!(!stale.exists(), "dead writer's temporary kept");
+        assert!(other.exists(), "another file's temporary removed");
+        assert!(live_keep.exists(), "a live process's temporary removed");
     }
 
     /// Catches giving away directories that existed before, or missing the
