@@ -51,6 +51,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             return crate::error::usage("--fix changes kernel settings: run it with sudo");
         }
         let fixes = fix::apply(&root, &report.items);
+        // A live measurement would put its recorded value back when it ends
+        // and undo the fix: the fixed value becomes the one it restores.
+        let delayacct_fixed = fixes
+            .iter()
+            .any(|f| f.item == "delay_accounting" && f.error.is_none());
+        if delayacct_fixed && let Err(e) = crate::sys::delayacct::tracked().keep_as_original("1") {
+            log::warn!(
+                "a running ttp may switch delay accounting off when it ends ({e}); run `sysctl -w kernel.task_delayacct=1` after it"
+            );
+        }
         report = run_checks(root, &LiveProbes, args.sample);
         report.fixes = fixes;
     }

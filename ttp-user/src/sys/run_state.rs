@@ -206,6 +206,28 @@ impl Tracked {
         )
     }
 
+    /// Makes `value` the one the last live instance restores: a value set
+    /// deliberately while ttp measures (`check --fix`) outlasts the
+    /// measurement instead of being undone by it. False when nothing is
+    /// recorded (no instance will restore anything).
+    pub fn keep_as_original(&self, value: &str) -> io::Result<bool> {
+        let Some(_dir) = self.lock_dir(false)? else {
+            return Ok(false);
+        };
+        let Some(change) = self.recorded()? else {
+            return Ok(false);
+        };
+        let change = Change {
+            original: value.into(),
+            ..change
+        };
+        super::atomic::write_as_is(
+            &self.state_path(),
+            &serde_json::to_vec_pretty(&change).map_err(io::Error::other)?,
+        )?;
+        Ok(true)
+    }
+
     pub fn forget(&self) -> io::Result<()> {
         match std::fs::remove_file(self.state_path()) {
             Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),

@@ -166,3 +166,17 @@ fn no_run_directory() {
     assert!(t.restore_leftover().is_none());
     assert!(!t.dir.exists());
 }
+
+/// Catches a measurement undoing `check --fix`: a value set deliberately
+/// while an instance measures is what the last one leaves.
+#[test]
+fn a_deliberate_value_outlasts_the_measurement() {
+    let (_d, t) = setup("0");
+    let g = DelayAcct::enable_at(t.clone()).unwrap();
+    assert!(t.keep_as_original("1").unwrap());
+    drop(g);
+    assert_eq!(value(&t.path), "1");
+    assert!(!t.state_path().exists());
+    // Nothing recorded: nothing to keep.
+    assert!(!t.keep_as_original("1").unwrap());
+}
