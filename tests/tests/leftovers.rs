@@ -514,3 +514,45 @@ fn sigkill_of_vprofile_removes_its_uprobes() {
     );
     let _ = std::fs::remove_file(&bin);
 }
+
+/// Catches `blame` leaving its programs (the ledger and the blame detail)
+/// loaded, or its victim stopped, after SIGKILL.
+#[test]
+fn sigkill_of_blame_leaves_nothing_behind() {
+    if !root_or_skip("sigkill_of_blame_leaves_nothing_behind") {
+        return;
+    }
+    let _serial = serial();
+    let victim = Background(
+        std::process::Command::new("sleep")
+            .arg("120")
+            .spawn()
+            .expect("start sleep"),
+    );
+    let pid = victim.0.id();
+    let mut blame = std::process::Command::new(ttp_bin())
+        .args(["blame", "--pid", &pid.to_string(), "--duration", "60s"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start ttp blame");
+    let mut progs = Vec::new();
+    // The ledger and the detail load one after the other: wait until the
+    // count stops growing for half a second.
+    let mut stable_since = Instant::now();
+    wait_for("blame's programs loaded", Duration::from_secs(60), || {
+        let now = prog_ids_of(blame.id());
+        if now.len() != progs.len() {
+            progs = now;
+            stable_since = Instant::now();
+        }
+        !progs.is_empty() && stable_since.elapsed() > Duration::from_millis(500)
+    });
+    sigkill(&mut blame);
+    wait_for("the programs unloaded", Duration::from_secs(10), || {
+        progs.iter().all(|&id| !prog_loaded(id))
+    });
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("victim runs");
+    let state = stat[stat.rfind(')').unwrap() + 2..].chars().next();
+    assert_eq!(state, Some('S'), "victim left in state {state:?}");
+}
