@@ -566,11 +566,16 @@ mod tests {
             after.chars().next()
         };
         let comm = |pid: u32| std::fs::read_to_string(format!("/proc/{pid}/comm")).ok();
-        assert!(
-            matches!(state(pid), Some('S')),
-            "held child not blocked on its pipe: {:?}",
-            state(pid)
-        );
+        // It reports its pid just before it blocks on the pipe.
+        let start = std::time::Instant::now();
+        while state(pid) != Some('S') {
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(10),
+                "held child not blocked on its pipe: {:?}",
+                state(pid)
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
         helper.kill().unwrap();
         helper.wait().unwrap();
         let start = std::time::Instant::now();
