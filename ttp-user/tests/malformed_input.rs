@@ -260,6 +260,21 @@ fn both_commands(bytes: &[u8], allowed: &[u8]) -> Result<(), TestCaseError> {
             Err(msg) => prop_assert!(false, "{cmd} panicked: {msg}"),
         }
     }
+    // A document report accepts renders in every format and with its plots.
+    if run_in_process(&["report"], &path) == Ok(0) {
+        let plots = dir.path().join("plots");
+        let plot_arg = format!("--plot={}", plots.display());
+        for args in [
+            &["report", "--format", "csv"][..],
+            &["report", "--format", "markdown"][..],
+            &["report", plot_arg.as_str()][..],
+        ] {
+            match run_in_process(args, &path) {
+                Ok(code) => prop_assert!(code == 0, "{args:?} exited {code}"),
+                Err(msg) => prop_assert!(false, "{args:?} panicked: {msg}"),
+            }
+        }
+    }
     Ok(())
 }
 
