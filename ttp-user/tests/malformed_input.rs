@@ -380,3 +380,80 @@ proptest! {
         both_commands(&serde_json::to_vec(&v).unwrap(), &[0, 2])?;
     }
 }
+
+/// The experiment specification of docs/postgres.md.
+const SPEC: &str = r#"name = "self-join at three cardinalities"
+connection = "host=/tmp/ttp-pgdev port=54329 user=ttp dbname=postgres"
+n = 10
+cold_cache = true
+cardinalities = [50000, 100000, 200000]
+
+[data]
+seed = 42
+generate = "SELECT g AS id, (random() * {max_cardinality})::int AS k, md5(random()::text) AS pad FROM generate_series(1, {max_cardinality}) g"
+
+[[query]]
+name = "selfjoin"
+sql = "SELECT count(*) FROM ttp_var a JOIN ttp_var b ON a.k = b.id"
+"#;
+
+/// A real ELF file of this machine for `vprofile --binary`'s reader.
+fn an_elf() -> Vec<u8> {
+    std::fs::read("/bin/true").expect("/bin/true")
+}
+
+fn no_panic<T>(what: &str, f: impl FnOnce() -> T) -> Result<(), TestCaseError> {
+    match std::panic::catch_unwind(AssertUnwindSafe(f)) {
+        Ok(_) => Ok(()),
+        Err(_) => Err(TestCaseError::fail(format!("{what} panicked"))),
+    }
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    /// Experiment specifications (TOML) cut short or with bytes changed:
+    /// parsed or refused, never a panic.
+    #[test]
+    fn experiment_specs_never_panic(
+        cut in any::<Index>(),
+        flips in proptest::collection::vec((any::<Index>(), any::<u8>()), 0..4),
+    ) {
+        let mut bytes = SPEC.as_bytes()[..cut.index(SPEC.len() + 1)].to_vec();
+        for (at, b) in flips {
+            if !bytes.is_empty() {
+                let i = at.index(bytes.len());
+                bytes[i] = b;
+            }
+        }
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        no_panic("Spec::parse", || ttp_user::pg::experiment::Spec::parse(&text))?;
+    }
+
+    /// ELF files cut short or with bytes changed (headers, tables,
+    /// symbols): read or refused by `vprofile`'s reader, never a panic.
+    #[test]
+    fn elf_files_never_panic(
+        cut in any::<Index>(),
+        flips in proptest::collection::vec((any::<Index>(), any::<u8>()), 0..8),
+        head_only in any::<bool>(),
+    ) {
+        let full = an_elf();
+        let mut bytes = full[..cut.index(full.len()) + 1].to_vec();
+        // Half the cases change the ELF and program/section headers, where
+        // a flip changes offsets and sizes rather than code.
+        let span = if head_only { bytes.len().min(256) } else { bytes.len() };
+        for (at, b) in flips {
+            let i = at.index(span);
+            bytes[i] = b;
+        }
+        no_panic("ElfImage::parse", || {
+            ttp_user::protocol::variance::elf::ElfImage::parse(Path::new("/bin/true"), bytes)
+                .map(|elf| {
+                    for f in elf.functions() {
+                        let _ = elf.code(f.address, f.size_bytes);
+                    }
+                })
+        })?;
+    }
+}
