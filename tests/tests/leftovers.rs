@@ -21,15 +21,22 @@ fn delayacct() -> String {
 }
 
 /// Whether some ttp instance holds delay accounting: the shared lock of
-/// this build and the lock file of earlier builds.
+/// this build and the lock file of earlier builds. Under the run
+/// directory's lock, as ttp tests it (sys/run_state.rs), so that a ttp
+/// starting meanwhile does not take this probe for a live instance.
 fn held_by_a_live_ttp() -> bool {
+    use std::os::fd::AsRawFd;
+    let dir = std::fs::File::open("/run/ttp").ok();
+    if let Some(d) = &dir {
+        // SAFETY: flock on an open descriptor; closing it drops the lock.
+        unsafe { libc::flock(d.as_raw_fd(), libc::LOCK_EX) };
+    }
     ["/run/ttp/delayacct.lock", "/run/ttp-delayacct.lock"]
         .iter()
         .any(|p| {
             let Ok(f) = std::fs::File::open(p) else {
                 return false;
             };
-            use std::os::fd::AsRawFd;
             // SAFETY: flock on an open descriptor; closing it drops the lock.
             unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) != 0 }
         })
