@@ -475,6 +475,7 @@ fn sigkill_of_vprofile_removes_its_uprobes() {
     }
     let _serial = serial();
     let bin = vprof_target();
+    let _remove = RemoveOnDrop(bin.clone());
     let target = Background(
         std::process::Command::new(&bin)
             .args(["flat", "0", "-"])
@@ -519,7 +520,15 @@ fn sigkill_of_vprofile_removes_its_uprobes() {
         matches!(state, Some('R' | 'S')),
         "target left in state {state:?}"
     );
-    let _ = std::fs::remove_file(&bin);
+}
+
+/// Removes a file the test made, also when it fails.
+struct RemoveOnDrop(std::path::PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
 }
 
 /// Catches `blame` leaving its programs (the ledger and the blame detail)
