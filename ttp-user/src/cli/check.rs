@@ -5,7 +5,10 @@ use clap::Args as ClapArgs;
 
 use crate::{
     report::atomic::write_json,
-    sys::setup_check::{CheckReport, Status, fix, live::LiveProbes, run_checks},
+    sys::{
+        run_state::restore_leftovers,
+        setup_check::{CheckReport, Status, fix, live::LiveProbes, run_checks},
+    },
 };
 
 /// Check the set-up steps of EMPv1–v4 and TTPv2 Step 0: kernel and BTF,
@@ -38,6 +41,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         );
     }
     let root = PathBuf::from("/");
+    // Before the checks, so that they see the machine as it was before the
+    // instance that left it changed.
+    let leftovers = restore_leftovers();
     let mut report = run_checks(root.clone(), &LiveProbes, args.sample);
     if args.fix {
         // SAFETY: geteuid has no preconditions.
@@ -45,9 +51,20 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             return crate::error::usage("--fix changes kernel settings: run it with sudo");
         }
         let fixes = fix::apply(&root, &report.items);
+        // A live measurement would put its recorded value back when it ends
+        // and undo the fix: the fixed value becomes the one it restores.
+        let delayacct_fixed = fixes
+            .iter()
+            .any(|f| f.item == "delay_accounting" && f.error.is_none());
+        if delayacct_fixed && let Err(e) = crate::sys::delayacct::tracked().keep_as_original("1") {
+            log::warn!(
+                "a running ttp may switch delay accounting off when it ends ({e}); run `sysctl -w kernel.task_delayacct=1` after it"
+            );
+        }
         report = run_checks(root, &LiveProbes, args.sample);
         report.fixes = fixes;
     }
+    report.leftovers = leftovers;
     print!("{}", render(&report, args.fix));
     if let Some(path) = &args.json {
         write_json(path, &report)
@@ -67,6 +84,12 @@ pub fn render(r: &CheckReport, fixed: bool) -> String {
     use std::fmt::Write;
     let mut s = String::new();
     let _ = writeln!(s, "ttp set-up check (EMPv1–v4, TTPv2 Step 0)");
+    if !r.leftovers.is_empty() {
+        let _ = writeln!(s, "Left behind by a ttp that was killed:");
+        for l in &r.leftovers {
+            let _ = writeln!(s, "  {l}");
+        }
+    }
     if !r.fixes.is_empty() {
         let _ = writeln!(s, "Applied (persistent until reboot):");
         for f in &r.fixes {

@@ -53,7 +53,25 @@ pub enum Command {
 /// Parses the command line, runs the command and maps errors to exit codes:
 /// 0 success, 1 a failure while measuring, 2 a usage error.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    ExitCode::from(run_from(std::env::args_os()))
+}
+
+/// [`main`] on the given command line (program name first): prints what
+/// the command prints, and returns the exit code. Tests run commands
+/// through it in-process.
+pub fn run_from<I, T>(args: I) -> u8
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            // clap's own output and code: help and version 0, errors 2.
+            let _ = e.print();
+            return u8::try_from(e.exit_code()).unwrap_or(2);
+        }
+    };
     crate::sys::logging::init();
     let result: anyhow::Result<()> = match cli.command {
         Command::Analyze(args) => analyze::run(args),
@@ -70,10 +88,10 @@ pub fn main() -> ExitCode {
         Command::Vprofile(args) => vprofile::run(args),
     };
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(()) => 0,
         Err(e) => {
             eprintln!("Error: {e:#}");
-            ExitCode::from(crate::error::exit_code(&e))
+            crate::error::exit_code(&e)
         }
     }
 }

@@ -1,11 +1,9 @@
 //! `ttp-ebpf report`: a saved result shown again, without root.
 use std::path::PathBuf;
 
-use anyhow::Context;
-
 use crate::{
     error::usage,
-    report::render::{self, Format, RenderError},
+    report::render::{self, Format},
 };
 
 /// Show a saved ttp result again: the terminal report, a Markdown table for
@@ -36,19 +34,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     let value: serde_json::Value = match serde_json::from_slice(&bytes) {
         Ok(v) => v,
-        Err(e) => {
-            return usage(format!(
-                "{} is not JSON ({e}): give a file written by a ttp-ebpf command's --json or --trace",
-                args.file.display()
-            ));
-        }
+        Err(e) => return usage(not_json(&args.file, &bytes, &e)),
     };
+    // Every way a file can fail to load is the file's fault, not a failure
+    // of this run: one line, exit 2.
     let doc = match render::load(value.clone()) {
         Ok(d) => d,
-        Err(e @ (RenderError::NoSchema | RenderError::UnknownSchema { .. })) => {
-            return usage(format!("{}: {e}", args.file.display()));
-        }
-        Err(e) => return Err(e).with_context(|| args.file.display().to_string()),
+        Err(e) => return usage(format!("{}: {e}", args.file.display())),
     };
     match args.format {
         Format::Text => print!("{}", doc.text()),
@@ -66,4 +58,27 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Why `bytes` are not JSON, in one line: a file that ends inside its JSON
+/// is said to be truncated (a copy cut short, a disk that filled up; ttp's
+/// own writes are atomic and never leave one).
+pub fn not_json(file: &std::path::Path, bytes: &[u8], e: &serde_json::Error) -> String {
+    if e.is_eof() && !bytes.iter().all(u8::is_ascii_whitespace) {
+        format!(
+            "{} is truncated: its JSON ends at byte {} before the document does; give the complete file",
+            file.display(),
+            bytes.len()
+        )
+    } else if bytes.iter().all(u8::is_ascii_whitespace) {
+        format!(
+            "{} is empty: give a file written by a ttp-ebpf command's --json or --trace",
+            file.display()
+        )
+    } else {
+        format!(
+            "{} is not JSON ({e}): give a file written by a ttp-ebpf command's --json or --trace",
+            file.display()
+        )
+    }
 }

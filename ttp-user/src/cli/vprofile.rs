@@ -117,6 +117,7 @@ fn parse_share(s: &str) -> Result<f64, String> {
 pub fn run(args: Args) -> anyhow::Result<()> {
     let prepared = prepare(&args)?;
     let stop = StopFlag::install().context("installing signal handlers")?;
+    crate::sys::run_state::restore_leftovers_and_say();
     let held = match args.pid {
         Some(_) => None,
         None => {

@@ -53,7 +53,7 @@ pub fn describe(k: &KernelStats, extra: &Extra) -> Vec<Loss> {
             format!(
                 "{} of {} thread exit records lost (exit ring buffer full): those threads' last moments are missing from the per-process figures",
                 n(k.exit_records_lost),
-                n(k.exit_records_lost + k.exit_records)
+                n(k.exit_records_lost.saturating_add(k.exit_records))
             ),
         ),
         (
@@ -126,7 +126,7 @@ pub fn describe(k: &KernelStats, extra: &Extra) -> Vec<Loss> {
             format!(
                 "{} of {} trace events lost (trace ring buffer full): the timeline has gaps",
                 n(k.trace_events_lost),
-                n(k.trace_events_lost + k.trace_events)
+                n(k.trace_events_lost.saturating_add(k.trace_events))
             ),
         ),
         (
@@ -189,8 +189,7 @@ pub fn mark(losses: &[Loss], affects: Affects) -> String {
     let lost: u64 = losses
         .iter()
         .filter(|l| l.affects == affects)
-        .map(|l| l.count)
-        .sum();
+        .fold(0u64, |a, l| a.saturating_add(l.count));
     if lost == 0 {
         String::new()
     } else {

@@ -33,7 +33,10 @@ pub fn lines(c: &ProbeCost, window_name: &str) -> String {
             )
         })
         .collect();
-    let rest: u64 = ran.iter().skip(2).map(|p| p.runs).sum();
+    let rest: u64 = ran
+        .iter()
+        .skip(2)
+        .fold(0u64, |a, p| a.saturating_add(p.runs));
     let mut sum = terms.join(" + ");
     if rest > 0 {
         sum += &format!(" + {} other probe runs", grouped(rest));

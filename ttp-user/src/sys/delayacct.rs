@@ -1,66 +1,115 @@
 //! Delay accounting (kernel.task_delayacct) switched on for a measurement
-//! and restored after, shared by concurrent ttp instances.
+//! and restored after, shared by concurrent ttp instances, and restored by
+//! the next ttp command when an instance is killed before it could
+//! (sys/run_state.rs).
 //!
 //! Switching it off while another measurement runs is not harmless: a task
 //! that began a block-I/O wait while it was off and ends it while it is on
 //! is charged `now − 0`, an uptime-sized BlockIO delay (kernel/delayacct.c).
-//! So instances hold a shared lock on /run/ttp-delayacct.lock; the first one
-//! records the previous value in that file and switches accounting on, the
-//! last one out restores it.
-use std::{
-    fs::{File, OpenOptions},
-    io::{Read, Seek, Write},
-    os::fd::AsRawFd,
-};
+//! So instances hold a shared lock on /run/ttp/delayacct.lock; the first one
+//! records the previous value in /run/ttp/delayacct.json and then switches
+//! accounting on, the last one out restores it.
+use std::{fs::File, path::PathBuf};
+
+use super::run_state::{self, Leftover, Tracked, flock};
 
 const SYSCTL: &str = "/proc/sys/kernel/task_delayacct";
-const LOCK: &str = "/run/ttp-delayacct.lock";
 
-pub struct DelayAcct {
-    lock: File,
-    /// It was off before ttp (this or another instance) switched it on.
-    switched_on: bool,
+/// kernel.task_delayacct as a tracked setting of this machine.
+pub fn tracked() -> Tracked {
+    Tracked {
+        id: "delayacct",
+        setting: "kernel.task_delayacct",
+        path: PathBuf::from(SYSCTL),
+        dir: run_state::run_dir().to_path_buf(),
+    }
 }
 
-fn flock(f: &File, op: libc::c_int) -> bool {
-    // SAFETY: flock on an open descriptor.
-    unsafe { libc::flock(f.as_raw_fd(), op) == 0 }
+pub struct DelayAcct {
+    tracked: Tracked,
+    holders: File,
+    /// It was off before ttp (this or another instance) switched it on.
+    switched_on: bool,
+    /// What a dead instance had left, found and handled on the way in.
+    leftover: Option<Leftover>,
 }
 
 impl DelayAcct {
     /// Switches delay accounting on; None if it cannot (no such sysctl, not
-    /// root): the measurement goes on without the delay-accounting
-    /// references, and says so.
+    /// root, the state cannot be recorded): the measurement goes on without
+    /// the delay-accounting references, and says so. A change a dead
+    /// instance left is restored first and said on stderr.
     pub fn enable() -> Option<Self> {
-        let mut lock = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(LOCK)
-            .ok()?;
-        let alone = flock(&lock, libc::LOCK_EX | libc::LOCK_NB);
-        let current = std::fs::read_to_string(SYSCTL).ok()?.trim().to_string();
+        let d = Self::enable_at(tracked())?;
+        if let Some(l) = &d.leftover {
+            log::warn!("{l}");
+        }
+        Some(d)
+    }
+
+    /// As [`enable`](Self::enable), for the setting and run directory given.
+    pub fn enable_at(tracked: Tracked) -> Option<Self> {
+        let warn = |what: &str, e: std::io::Error| {
+            log::warn!(
+                "{what}: {e}; {} is left as it is and its delay-accounting references are missing",
+                tracked.setting
+            );
+        };
+        let dir = match tracked.lock_dir(true) {
+            Ok(Some(d)) => d,
+            Ok(None) => return None,
+            Err(e) => {
+                warn(&format!("cannot lock {}", tracked.dir.display()), e);
+                return None;
+            }
+        };
+        let holders = match tracked.open_lock(true) {
+            Ok(f) => f,
+            Err(e) => {
+                warn(&format!("cannot open {}", tracked.lock_path().display()), e);
+                return None;
+            }
+        };
+        let alone = flock(&holders, libc::LOCK_EX | libc::LOCK_NB);
+        let leftover = if alone {
+            tracked.restore_abandoned()
+        } else {
+            None
+        };
+        let current = tracked.current().ok()?;
         let previous = if alone {
-            lock.set_len(0).ok()?;
-            lock.write_all(current.as_bytes()).ok()?;
             if current != "1" {
-                std::fs::write(SYSCTL, "1\n").ok()?;
+                // Recorded before it is changed: a SIGKILL between the two
+                // leaves a record the next command reads (run_state.rs).
+                if let Err(e) = tracked.record(&current, "1") {
+                    warn(
+                        &format!("cannot record {}", tracked.state_path().display()),
+                        e,
+                    );
+                    return None;
+                }
+                if tracked.set("1").is_err() {
+                    let _ = tracked.forget();
+                    return None;
+                }
             }
             current
         } else {
-            let mut recorded = String::new();
-            let _ = lock.read_to_string(&mut recorded);
-            if recorded.trim().is_empty() {
-                current
-            } else {
-                recorded.trim().to_string()
+            // Another live instance switched it on, or found it on.
+            match tracked.recorded() {
+                Ok(Some(c)) => c.original,
+                _ => current,
             }
         };
-        flock(&lock, libc::LOCK_SH);
+        // Downgrading is not atomic under flock; the directory lock keeps
+        // every other instance from testing the exclusive lock meanwhile.
+        flock(&holders, libc::LOCK_SH);
+        drop(dir);
         Some(Self {
-            lock,
+            tracked,
+            holders,
             switched_on: previous != "1",
+            leftover,
         })
     }
 
@@ -68,20 +117,38 @@ impl DelayAcct {
     pub fn switched_on(&self) -> bool {
         self.switched_on
     }
+
+    /// What a dead instance had left and this one restored on the way in.
+    pub fn leftover(&self) -> Option<&Leftover> {
+        self.leftover.as_ref()
+    }
 }
 
 impl Drop for DelayAcct {
     fn drop(&mut self) {
-        if flock(&self.lock, libc::LOCK_EX | libc::LOCK_NB) {
-            let mut previous = String::new();
-            let _ = self.lock.rewind();
-            let _ = self.lock.read_to_string(&mut previous);
-            let previous = previous.trim();
-            if !previous.is_empty() && previous != "1" {
-                let _ = std::fs::write(SYSCTL, format!("{previous}\n"));
+        // Without the directory lock (removed by hand) restoring still
+        // matters more than the race it guards against.
+        let dir = self.tracked.lock_dir(false).ok().flatten();
+        if flock(&self.holders, libc::LOCK_EX | libc::LOCK_NB) {
+            // The last instance out: put back what the first one recorded.
+            if let Ok(Some(change)) = self.tracked.recorded() {
+                if let Err(e) = self.tracked.set(&change.original) {
+                    log::error!(
+                        "cannot restore {} = {} ({e}); restore it by hand: sysctl -w {}={}",
+                        change.setting,
+                        change.original,
+                        change.setting,
+                        change.original
+                    );
+                } else {
+                    let _ = self.tracked.forget();
+                }
             }
-            let _ = self.lock.set_len(0);
         }
-        flock(&self.lock, libc::LOCK_UN);
+        flock(&self.holders, libc::LOCK_UN);
+        drop(dir);
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -7,6 +7,7 @@ pub mod invoker;
 pub mod logging;
 pub mod page_cache;
 pub mod privileges;
+pub mod run_state;
 pub mod setup_check;
 pub mod signals;
 pub mod spawn;

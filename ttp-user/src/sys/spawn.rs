@@ -518,4 +518,80 @@ mod tests {
         assert!(err.is_usage());
         assert!(err.to_string().contains("on PATH"), "{err}");
     }
+
+    /// Run only by `a_held_child_does_not_outlive_a_killed_parent`, in a
+    /// process of its own that it then kills.
+    #[test]
+    #[ignore = "started by a_held_child_does_not_outlive_a_killed_parent"]
+    fn hold_a_child_and_wait() {
+        use std::io::Write;
+        if std::env::var_os("TTP_HOLD_CHILD").is_none() {
+            return;
+        }
+        let mut sleep = Command::new("sleep");
+        sleep.arg("1000");
+        let held = HeldChild::spawn(sleep, RunAs::Current).unwrap();
+        println!("held {}", held.pid());
+        std::io::stdout().flush().unwrap();
+        std::thread::sleep(std::time::Duration::from_secs(60));
+    }
+
+    /// Catches a held child that stays stopped, or runs the program, after
+    /// ttp is killed with SIGKILL (no destructor runs): it must read
+    /// end-of-file on its pipe and exit without exec'ing.
+    #[test]
+    fn a_held_child_does_not_outlive_a_killed_parent() {
+        use std::io::BufRead;
+        let mut helper = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "sys::spawn::tests::hold_a_child_and_wait",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env("TTP_HOLD_CHILD", "1")
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = std::io::BufReader::new(helper.stdout.take().unwrap());
+        let pid: u32 = out
+            .lines()
+            .map_while(Result::ok)
+            .find_map(|l| l.split("held ").nth(1).and_then(|p| p.trim().parse().ok()))
+            .expect("the helper held no child");
+        let state = |pid: u32| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let after = &stat[stat.rfind(')')? + 2..];
+            after.chars().next()
+        };
+        let comm = |pid: u32| std::fs::read_to_string(format!("/proc/{pid}/comm")).ok();
+        // It reports its pid just before it blocks on the pipe.
+        let start = std::time::Instant::now();
+        while state(pid) != Some('S') {
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(10),
+                "held child not blocked on its pipe: {:?}",
+                state(pid)
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        helper.kill().unwrap();
+        helper.wait().unwrap();
+        let start = std::time::Instant::now();
+        // Gone, or a zombie waiting for whoever adopted it: either way not
+        // running and not stopped.
+        while !matches!(state(pid), None | Some('Z')) {
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(10),
+                "held child {pid} still {:?} ({:?}) 10 s after its parent was killed",
+                state(pid),
+                comm(pid)
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        if let Some(c) = comm(pid) {
+            assert_ne!(c.trim(), "sleep", "the program ran after its parent died");
+        }
+    }
 }

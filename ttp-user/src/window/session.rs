@@ -53,9 +53,12 @@ impl MeasurementSession {
     /// usage error (exit 2) naming what to do.
     pub fn open(options: SessionOptions) -> anyhow::Result<Self> {
         crate::sys::privileges::require_bpf()?;
+        // Either way, what a SIGKILLed instance left is put back first
+        // (sys/run_state.rs) and said on stderr.
         let delay_accounting = if options.delay_accounting {
             DelayAcct::enable()
         } else {
+            crate::sys::run_state::restore_leftovers_and_say();
             None
         };
         let mut ledger = Ledger::attach_with(&AttachOptions {

@@ -70,7 +70,10 @@ impl PhaseResult {
     }
 
     pub fn error_total(&self) -> u64 {
-        self.recorder.errors.values().sum()
+        self.recorder
+            .errors
+            .values()
+            .fold(0u64, |a, &e| a.saturating_add(e))
     }
 
     /// Successful measured requests per second of the measured span (the

@@ -37,12 +37,10 @@ pub fn time_calc_ms(su_query_ticks: u64, io_calc_ticks: f64, tick_ms: f64) -> f6
 /// BlockIO_daemon)`. With one other process doing as much I/O as the query
 /// this is eq. 1's 0.5. Zero when nobody was blocked on I/O.
 pub fn others_fraction_eq3(blkio_query: u64, blkio_utility: u64, blkio_daemon: u64) -> f64 {
-    let total = blkio_query + blkio_utility + blkio_daemon;
-    if total == 0 {
-        0.0
-    } else {
-        (blkio_utility + blkio_daemon) as f64 / total as f64
-    }
+    // In f64: counts read from a file may be anything up to u64::MAX.
+    let others = blkio_utility as f64 + blkio_daemon as f64;
+    let total = blkio_query as f64 + others;
+    if total == 0.0 { 0.0 } else { others / total }
 }
 
 /// The measured counterpart of eq. 1's 0.5: the part of the machine's
@@ -57,7 +55,7 @@ pub fn others_fraction_measured(query_share_ns: u64, machine_iowait_ns: u64) -> 
 /// The exact query time from the ledger: CPU time plus the time the query
 /// waited while the disk served its own I/O, which is what eq. 1 estimates.
 pub fn time_exact_ms(on_cpu_ns: u64, iowait_own_ns: u64) -> f64 {
-    (on_cpu_ns + iowait_own_ns) as f64 / 1e6
+    (on_cpu_ns as f64 + iowait_own_ns as f64) / 1e6
 }
 
 /// Everything Step 4 derives for one QE. Serialised beside the record in

@@ -105,6 +105,12 @@ pub enum ImportError {
     DuplicateQe { path: PathBuf, qe: u32, qc: String },
     #[error("{path}: no rows")]
     NoRows { path: PathBuf },
+    #[error(
+        "{path} is truncated: its JSON ends at byte {len} before the document does; give the complete file"
+    )]
+    Truncated { path: PathBuf, len: usize },
+    #[error("{path} is empty: give a file written by `ttp-ebpf run --json`")]
+    EmptyFile { path: PathBuf },
     #[error("{path}: not a ttp run JSON: {source}")]
     Json {
         path: PathBuf,
@@ -122,9 +128,18 @@ pub fn read_run_json(path: &Path) -> Result<(QcInput, Option<MachineFacts>), Imp
         path: path.into(),
         source,
     })?;
-    let saved: SavedRun = serde_json::from_str(&text).map_err(|source| ImportError::Json {
-        path: path.into(),
-        source,
+    let saved: SavedRun = serde_json::from_str(&text).map_err(|source| {
+        let path = path.into();
+        if text.trim().is_empty() {
+            ImportError::EmptyFile { path }
+        } else if source.is_eof() {
+            ImportError::Truncated {
+                path,
+                len: text.len(),
+            }
+        } else {
+            ImportError::Json { path, source }
+        }
     })?;
     if saved.schema != RUN_SCHEMA {
         return Err(ImportError::Schema {

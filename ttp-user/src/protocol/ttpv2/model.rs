@@ -135,7 +135,7 @@ impl Measures {
     /// Computation ticks S + U (Sec. 7.2).
     pub fn su_ticks(&self) -> Option<u64> {
         match (self.u_ticks, self.s_ticks) {
-            (Some(u), Some(s)) => Some(u + s),
+            (Some(u), Some(s)) => Some(u.saturating_add(s)),
             _ => self.su_ticks,
         }
     }

@@ -107,13 +107,17 @@ fn probe_cost_sentence(qcs: &[QcInput]) -> Option<String> {
     let (runs, ns) = costs
         .iter()
         .filter_map(|c| c.program("sched_switch"))
-        .fold((0u64, 0u64), |(r, t), p| (r + p.runs, t + p.run_time_ns));
+        .fold((0u64, 0u64), |(r, t), p| {
+            (r.saturating_add(p.runs), t.saturating_add(p.run_time_ns))
+        });
     let per_switch = if runs > 0 {
         format!("; {} ns per context switch", sig2(ns as f64 / runs as f64))
     } else {
         String::new()
     };
-    let missed: u64 = costs.iter().map(|c| c.lost_events()).sum();
+    let missed: u64 = costs
+        .iter()
+        .fold(0u64, |a, c| a.saturating_add(c.lost_events()));
     let missed = if missed > 0 {
         format!("; {missed} events never reached the probes")
     } else {

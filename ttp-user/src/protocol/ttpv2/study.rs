@@ -103,6 +103,9 @@ impl Study {
                     source: e,
                 },
             })?;
+        // Appended to in place (not atomic writes), so given to the
+        // invoking user here, once.
+        crate::sys::atomic::give_to_invoker(&file, path);
         let line = serde_json::to_string(header).map_err(|e| StudyError::Json {
             path: path.into(),
             line: 1,

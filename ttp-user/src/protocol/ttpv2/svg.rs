@@ -14,7 +14,7 @@ fn err<E: std::fmt::Display>(e: E) -> SvgError {
 }
 
 /// A named, coloured series of (QE, ms) points.
-type Line = (&'static str, RGBColor, Vec<(u32, f64)>);
+type Line = (&'static str, RGBColor, Vec<(u64, f64)>);
 
 const PANEL_HEIGHT: u32 = 320;
 const WIDTH: u32 = 860;
@@ -24,7 +24,9 @@ fn panel(
     d: &QcDocument,
 ) -> Result<(), SvgError> {
     let title = d.title();
-    let qes: Vec<u32> = d.qes.iter().map(|e| e.record.qe).collect();
+    // A u64 axis: plotters' u32 range overflows near u32::MAX, a QE number
+    // a damaged file may hold.
+    let qes: Vec<u64> = d.qes.iter().map(|e| u64::from(e.record.qe)).collect();
     let x_max = qes.iter().copied().max().unwrap_or(1) + 1;
     let y_max = d
         .qes
@@ -37,14 +39,20 @@ fn panel(
             ]
         })
         .flatten()
+        .chain(d.result.time_calc_ms)
         .fold(1.0f64, f64::max)
         * 1.1;
+    // Plotters maps to i32 pixels and overflows on values far outside the
+    // axis: a damaged file's times (negative, or near f64::MAX) are left
+    // out rather than drawn.
+    let y_max = if y_max.is_finite() { y_max } else { f64::MAX };
+    let drawable = |v: f64| (0.0..=y_max).contains(&v);
     let mut chart = ChartBuilder::on(area)
         .caption(format!("TTPv2 — {title}"), ("sans-serif", 18))
         .margin(10)
         .x_label_area_size(35)
         .y_label_area_size(60)
-        .build_cartesian_2d(0u32..x_max, 0f64..y_max)
+        .build_cartesian_2d(0u64..x_max, 0f64..y_max)
         .map_err(err)?;
     chart
         .configure_mesh()
@@ -55,10 +63,13 @@ fn panel(
         .draw()
         .map_err(err)?;
 
-    let series = |f: fn(&super::analysis::QeEntry) -> Option<f64>| -> Vec<(u32, f64)> {
+    let series = |f: fn(&super::analysis::QeEntry) -> Option<f64>| -> Vec<(u64, f64)> {
         d.qes
             .iter()
-            .filter_map(|e| f(e).map(|v| (e.record.qe, v)))
+            .filter_map(|e| {
+                f(e).filter(|&v| drawable(v))
+                    .map(|v| (u64::from(e.record.qe), v))
+            })
             .collect()
     };
     let lines: [Line; 3] = [
@@ -93,16 +104,17 @@ fn panel(
             .draw_series(points.iter().map(|&p| Circle::new(p, 3, color.filled())))
             .map_err(err)?;
     }
-    let dropped: Vec<(u32, f64)> = d
+    let dropped: Vec<(u64, f64)> = d
         .qes
         .iter()
         .filter(|e| !e.dropped_by.is_empty())
         .map(|e| {
             (
-                e.record.qe,
+                u64::from(e.record.qe),
                 e.calc.time_calc_ms.unwrap_or(e.record.time_meas_ms),
             )
         })
+        .filter(|&(_, v)| drawable(v))
         .collect();
     if !dropped.is_empty() {
         chart
@@ -115,7 +127,7 @@ fn panel(
             .label("dropped in Step 2")
             .legend(|(x, y)| Cross::new((x + 9, y), 5, RED.stroke_width(2)));
     }
-    if let Some(m) = d.result.time_calc_ms {
+    if let Some(m) = d.result.time_calc_ms.filter(|&m| drawable(m)) {
         let blue = RGBColor(31, 119, 180);
         chart
             .draw_series(LineSeries::new(

@@ -13,7 +13,7 @@ use crate::{
 
 fn write_svg(dir: &Path, name: &str, svg: &str) -> Result<std::path::PathBuf, EmpError> {
     let path = dir.join(name);
-    std::fs::create_dir_all(dir)
+    crate::sys::atomic::create_dir_all(dir)
         .and_then(|_| atomic::write(&path, svg.as_bytes()))
         .map_err(|e| EmpError::Plot {
             what: "file",

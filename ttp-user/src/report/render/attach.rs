@@ -200,7 +200,7 @@ impl Rendered for AttachDoc {
         format!(
             "ttp attach: {} process(es) over {:.3} s",
             self.processes.len(),
-            (self.window.end_ns - self.window.start_ns) as f64 / 1e9
+            self.window.end_ns.saturating_sub(self.window.start_ns) as f64 / 1e9
         )
     }
 
@@ -208,7 +208,7 @@ impl Rendered for AttachDoc {
         let w = &self.window;
         let mut out = format!(
             "== summary over {:.3} s ==\n",
-            (w.end_ns - w.start_ns) as f64 / 1e9
+            w.end_ns.saturating_sub(w.start_ns) as f64 / 1e9
         );
         let losses = self.losses();
         for p in &self.processes {
@@ -347,7 +347,11 @@ fn time_chart(d: &AttachDoc) -> Result<String, RenderError> {
         ("sleep", RGBColor(199, 199, 199), |k| k.sleep_ns),
     ];
     let n = d.processes.len().max(1);
-    let total = |k: &LedgerMeasures| parts.iter().map(|(_, _, f)| f(k)).sum::<u64>();
+    let total = |k: &LedgerMeasures| {
+        parts
+            .iter()
+            .fold(0u64, |a, (_, _, f)| a.saturating_add(f(k)))
+    };
     let x_max = d
         .processes
         .iter()
@@ -391,8 +395,7 @@ fn time_chart(d: &AttachDoc) -> Result<String, RenderError> {
                     let before: u64 = parts
                         .iter()
                         .take_while(|(n2, _, _)| *n2 != name)
-                        .map(|(_, _, g)| g(&p.kernel))
-                        .sum();
+                        .fold(0u64, |a, (_, _, g)| a.saturating_add(g(&p.kernel)));
                     let x0 = before as f64 / 1e6;
                     let x1 = x0 + f(&p.kernel) as f64 / 1e6;
                     Rectangle::new(

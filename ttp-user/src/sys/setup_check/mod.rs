@@ -121,6 +121,10 @@ pub struct CheckReport {
     /// Fixes applied before these items were (re)checked.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fixes: Vec<FixOutcome>,
+    /// Settings a ttp instance changed and did not restore (it was killed),
+    /// found before the checks ran, and what was done about each.
+    #[serde(default)]
+    pub leftovers: Vec<super::run_state::Leftover>,
 }
 
 impl CheckReport {
@@ -189,6 +193,7 @@ pub fn run_checks(root: PathBuf, probes: &dyn Probes, sample: Duration) -> Check
         sample_ms: window.elapsed.as_millis() as u64,
         items,
         fixes: Vec::new(),
+        leftovers: Vec::new(),
     }
 }
 

@@ -70,6 +70,7 @@ impl LiveSource {
     /// Attaches the ledger with the blame detail and takes the first edge.
     pub fn open(victim: &VictimSpec, window_ns: u64) -> Result<Self, SourceError> {
         check_victim(Path::new("/proc"), victim.pid)?;
+        crate::sys::run_state::restore_leftovers_and_say();
         let mut ledger = Ledger::attach_blame()?;
         ledger.seed(&seed::threads_from_proc());
         let avail = ledger.detail_availability().cloned().unwrap_or_default();

@@ -80,7 +80,7 @@ fn check_one(id: &str, qe: &QeRecord, c: &QeCalc, qc: &QcInput) -> Verdict {
                 .zip(qe.class_totals(ProcessClass::Utility).process_ticks());
             let daemon = qe.class_totals(ProcessClass::Daemon).process_ticks();
             match (dbms, daemon) {
-                (Some((q, u)), Some(d)) => Verdict::from_bool(q + u < d),
+                (Some((q, u)), Some(d)) => Verdict::from_bool(q.saturating_add(u) < d),
                 _ => Verdict::na("U, S or BlockIO missing for some process"),
             }
         }
@@ -100,7 +100,7 @@ fn check_one(id: &str, qe: &QeRecord, c: &QeCalc, qc: &QcInput) -> Verdict {
             match (q.ledger.on_cpu_ns, q.ledger.iowait_ns, qe.time_meas_ns) {
                 // Both sides in ns: no tick rounding.
                 (Some(cpu), Some(io), Some(meas_ns)) => {
-                    Verdict::from_bool((cpu + io) as f64 > n * meas_ns as f64)
+                    Verdict::from_bool(cpu as f64 + io as f64 > n * meas_ns as f64)
                 }
                 _ => match q.process_ticks() {
                     None => Verdict::na("query U, S or BlockIO missing"),
@@ -112,19 +112,22 @@ fn check_one(id: &str, qe: &QeRecord, c: &QeCalc, qc: &QcInput) -> Verdict {
         // priority) ticks + 1 tick of fudge for partial-tick charging.
         "QE5" => match (q.map(|q| q.u_ticks), qe.overall.user_all_ticks()) {
             (None, _) => Verdict::na(NO_QUERY),
-            (Some(Some(u)), Some(all)) => Verdict::from_bool(u > all + 1),
+            (Some(Some(u)), Some(all)) => Verdict::from_bool(u > all.saturating_add(1)),
             _ => Verdict::na("query or overall user ticks missing"),
         },
         // App. E (6): overall user + system ticks beyond the measured time
         // (× CPUs, see the module comment).
         "QE6" => match qe.overall.user_all_ticks().zip(qe.overall.system_ticks) {
-            Some((u, s)) => Verdict::from_bool((u + s) as f64 * tick_ms > cpus * meas),
+            Some((u, s)) => Verdict::from_bool((u as f64 + s as f64) * tick_ms > cpus * meas),
             None => Verdict::na("overall user or system ticks missing"),
         },
         // App. E (7): S + U of all processes beyond the measured time plus
         // 10 ticks (the per-process image takes ~100 ms).
         "QE7" => {
-            let su: Option<u64> = qe.processes.iter().map(|p| p.m.su_ticks()).sum();
+            let su: Option<u64> = qe
+                .processes
+                .iter()
+                .try_fold(0u64, |a, p| Some(a.saturating_add(p.m.su_ticks()?)));
             match su {
                 Some(su) => Verdict::from_bool(su as f64 * tick_ms > cpus * meas + 10.0 * tick_ms),
                 None => Verdict::na("U or S missing for some process"),
