@@ -48,6 +48,7 @@ fn profile(cutoffs: &[(&str, u64)]) -> Profile {
                 long_basis: None,
             })
             .collect(),
+        cutoff_resolution_ns: None,
         calibrations: vec![],
     }
 }
