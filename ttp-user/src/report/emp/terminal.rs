@@ -94,7 +94,11 @@ pub fn render_outcome(o: &EmpOutcome) -> String {
         "  {:>5}  {:>12}  {:>12}  verdict",
         "run", "ET (ms)", "PT (ms)"
     );
-    for r in o.runs.iter().filter(|r| all || !r.verdict.is_retained()) {
+    for r in o
+        .runs
+        .iter()
+        .filter(|r| all || !r.verdict.is_retained() || r.et_two_sigma.is_some())
+    {
         let _ = writeln!(
             s,
             "  {:>5}  {:>12}  {:>12}  {}",
@@ -102,6 +106,11 @@ pub fn render_outcome(o: &EmpOutcome) -> String {
             ms(r.et_ns as f64),
             r.pt_ns.map_or("—".into(), |p| ms(p as f64)),
             verdict_text(&r.verdict)
+                + match r.et_two_sigma {
+                    Some(Side::Above) => "; ET above its mean + 2σ",
+                    Some(Side::Below) => "; ET below its mean − 2σ",
+                    None => "",
+                }
         );
     }
     let d = &o.dropped;
@@ -139,6 +148,17 @@ pub fn render_outcome(o: &EmpOutcome) -> String {
             let _ = writeln!(s, "  second check, ±2σ: not applied");
         }
     }
+    if let Some(b) = &o.et_two_sigma {
+        let _ = writeln!(
+            s,
+            "  ET's own band (Table XVIII), mean ± {}σ = [{}, {}] ms over the same {} runs: {} outside (ET statistics leave them out; the PT result does not)",
+            o.sigma_k,
+            ms(b.lower_ns),
+            ms(b.upper_ns),
+            b.n,
+            d.et_two_sigma
+        );
+    }
     if d.flagged + d.missing_pt > 0 {
         let _ = writeln!(
             s,
@@ -152,6 +172,19 @@ pub fn render_outcome(o: &EmpOutcome) -> String {
     );
     s += &summary_line("process time (PT)", o.pt.as_ref());
     s += &summary_line("elapsed time (ET)", o.et.as_ref());
+    if o.et_two_sigma.is_some() {
+        let _ = writeln!(
+            s,
+            "  outliers: PT {} (= {} + {}), ET {} (= {} + {}) of {} runs (first check + own ±2σ)",
+            d.daemon_cutoff + d.two_sigma,
+            d.daemon_cutoff,
+            d.two_sigma,
+            d.daemon_cutoff + d.et_two_sigma,
+            d.daemon_cutoff,
+            d.et_two_sigma,
+            o.runs.len() - d.flagged - d.missing_pt
+        );
+    }
     s += &summary_line("PT before removal", o.pt_before.as_ref());
     s += &summary_line("ET before removal", o.et_before.as_ref());
     if let Some(a) = &o.source_agreement {

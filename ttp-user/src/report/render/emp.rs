@@ -55,13 +55,15 @@ impl Rendered for Outcome {
         terminal::render_outcome(&self.0)
     }
     fn table(&self) -> Table {
-        let mut t = Table::new(&["run", "et_ms", "pt_ms", "verdict"]);
+        let mut t = Table::new(&["run", "et_ms", "pt_ms", "verdict", "et_two_sigma"]);
         for r in &self.0.runs {
             t.push(vec![
                 r.index.to_string(),
                 ms3(Some(r.et_ns as f64)),
                 ms3(r.pt_ns.map(|v| v as f64)),
                 verdict(&r.verdict),
+                r.et_two_sigma
+                    .map_or(String::new(), |s| format!("{s:?}").to_lowercase()),
             ]);
         }
         t
