@@ -6,12 +6,24 @@
 //! standard deviation of the retained PT; Step 3 picks the smallest size
 //! whose outliers and standard deviation are similar to the whole set's.
 //!
-//! "Similar" is the paper's judgement (Tables XX–XXI); ttp makes it a rule:
+//! "Similar" is the paper's judgement by eye ("All things considered",
+//! Sec. 4.6.2, Tables XX–XXI); the rule that stands in for it is **ttp's
+//! own**, and the report says so:
 //! * the subset's retained-PT standard deviation lies within
 //!   `sd_tolerance` (25 %) of the whole set's, and
 //! * its outliers are at most `outlier_factor` (2) times the whole set's
 //!   outlier share scaled to the subset, rounded up, and at least 1 run is
 //!   always allowed.
+//!
+//! The recommendation is never below [`MIN_RUNS`] = 10, the paper's floor:
+//! Sec. 4.6.2 settles on 10 and adds "A smaller sample size is probably not
+//! possible, as the previous step may drop a few samples", and Fig. 8
+//! Step 2 runs the program ten times. The arithmetic behind it: over n
+//! runs no value lies further than (n − 1)/√n sample standard deviations
+//! from their mean (Samuelson's inequality), so EMPv5's ±2σ (Sec. 4.5.2)
+//! can drop a run only when (n − 1)/√n > 2, that is n ≥ 6; with 5 runs —
+//! the paper's smallest subset, Table XXII — it never fires, and a subset
+//! that "keeps the outliers" that way shows only that its check is blind.
 //!
 //! On Tables XX–XXI (INC128, 800 runs: 20 outliers, sd 2.6 ms) this picks
 //! 10, the paper's choice.
@@ -25,6 +37,9 @@ use super::{
 };
 
 pub const SCHEMA: &str = "ttp.emp-sample-size/1";
+
+/// The smallest number of runs EMPv6 recommends (Sec. 4.6.2; Fig. 8 Step 2).
+pub const MIN_RUNS: usize = 10;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SampleSizeConfig {
@@ -79,7 +94,15 @@ pub struct SampleSizeReport {
     pub full: SizeRow,
     /// Subsets, largest first.
     pub rows: Vec<SizeRow>,
-    /// Smallest size that keeps both; `None` when no subset does.
+    /// The smallest subset that keeps both by ttp's own similarity rule
+    /// (may be below [`MIN_RUNS`]); `None` when no subset does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub similar: Option<usize>,
+    /// The floor applied to the recommendation ([`MIN_RUNS`]); absent in
+    /// reports written before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_runs: Option<usize>,
+    /// max(`similar`, `min_runs`); `None` when no subset keeps both.
     pub recommended: Option<usize>,
 }
 
@@ -139,15 +162,23 @@ pub fn sample_size(
     };
     let full = row(n)?;
     let mut rows = sizes.into_iter().map(row).collect::<Result<Vec<_>, _>>()?;
-    let recommended = judge(&full, &mut rows, cfg.sd_tolerance, cfg.outlier_factor);
+    let similar = judge(&full, &mut rows, cfg.sd_tolerance, cfg.outlier_factor);
     Ok(SampleSizeReport {
         schema: SCHEMA.to_string(),
         sd_tolerance: cfg.sd_tolerance,
         outlier_factor: cfg.outlier_factor,
         full,
         rows,
-        recommended,
+        similar,
+        min_runs: Some(MIN_RUNS),
+        recommended: similar.map(recommend),
     })
+}
+
+/// The recommendation for the smallest similar subset: never below
+/// [`MIN_RUNS`] (Sec. 4.6.2).
+pub fn recommend(similar: usize) -> usize {
+    similar.max(MIN_RUNS)
 }
 
 /// Step 3: marks which subsets keep the whole set's standard deviation and
@@ -257,7 +288,32 @@ mod tests {
         assert!(close(r.rows[1].sd_pt_ns, 1.15950));
         assert!(close(r.rows[2].sd_pt_ns, 1.30384));
         assert!(r.rows.iter().all(|r| r.outliers() == 0));
-        assert_eq!(r.recommended, Some(5));
+        // 5 runs are similar by ttp's rule, but the paper's floor holds.
+        assert_eq!(r.similar, Some(5));
+        assert_eq!((r.min_runs, r.recommended), (Some(MIN_RUNS), Some(10)));
+    }
+
+    /// The floor's arithmetic (Samuelson's inequality): the most extreme
+    /// set of n values, n − 1 equal and one apart, puts that one
+    /// (n − 1)/√n sample sd from the mean: 1.789 for n = 5, inside ±2σ, and
+    /// 2.041 for n = 6, outside. Catches a floor below 6, where the second
+    /// sanity check cannot fire, and guards MIN_RUNS against being lowered.
+    #[test]
+    fn two_sigma_is_blind_below_six_runs() {
+        use crate::protocol::emp::outliers::sigma_band;
+        let extreme = |n: usize| {
+            let mut v = vec![0.0; n - 1];
+            v.push(1.0);
+            let b = sigma_band(&v, 2.0).unwrap();
+            v.iter().filter(|&&x| b.outside(x).is_some()).count()
+        };
+        for n in 2..=5 {
+            assert_eq!(extreme(n), 0, "n = {n}");
+        }
+        assert_eq!(extreme(6), 1);
+        const { assert!(MIN_RUNS >= 6) };
+        assert_eq!(recommend(5), 10);
+        assert_eq!(recommend(20), 20);
     }
 
     /// Catches explicit sizes larger than the run set being accepted.

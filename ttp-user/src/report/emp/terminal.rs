@@ -392,7 +392,21 @@ pub fn render_sample_size(r: &SampleSizeReport) -> String {
     }
     let _ = writeln!(
         s,
-        "  recommended: {}",
+        "  similar (ttp's own rule: sd within ±{:.0} %, outliers at most {}× the whole set's share; the paper judges by eye): {}",
+        r.sd_tolerance * 100.0,
+        r.outlier_factor,
+        r.similar
+            .map_or("no subset".into(), |n| format!("{n} runs and more"))
+    );
+    let floor = match (r.similar, r.min_runs) {
+        (Some(sim), Some(min)) if sim < min => format!(
+            " (raised from {sim}: never fewer than {min}, Sec. 4.6.2 — with 5 or fewer runs ±2σ cannot drop a run)"
+        ),
+        _ => String::new(),
+    };
+    let _ = writeln!(
+        s,
+        "  recommended: {}{floor}",
         r.recommended.map_or(
             "no subset keeps both; use the whole set size".into(),
             |n| format!("{n} runs")
