@@ -395,8 +395,9 @@ pub fn render_sample_size(r: &SampleSizeReport) -> String {
         "  similar (ttp's own rule: sd within ±{:.0} %, outliers at most {}× the whole set's share; the paper judges by eye): {}",
         r.sd_tolerance * 100.0,
         r.outlier_factor,
-        r.similar
-            .map_or("no subset".into(), |n| format!("{n} runs and more"))
+        r.similar.map_or("no subset".into(), |n| format!(
+            "{n} runs (the smallest subset)"
+        ))
     );
     let floor = match (r.similar, r.min_runs) {
         (Some(sim), Some(min)) if sim < min => format!(
