@@ -5,6 +5,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::sys::setup_check::read::parse_cpu_list;
+
 /// Facts about the machine and the setup of the measurement, collected by
 /// the `run` command (Sec. 9 (2), (3), (6)).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -14,9 +16,19 @@ pub struct MachineFacts {
     pub tool: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_model: Option<String>,
-    /// Online CPUs (the paper enabled one, Sec. 3.4).
+    /// Online CPUs (the paper enabled one, Sec. 3.4): the CPUs the overall
+    /// /proc/stat counters sum over, whatever ttp's own affinity or cgroup
+    /// (see [`online_cpus`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cores: Option<u32>,
+    /// The CPUs ttp — and the query it starts, which inherits them — may
+    /// run on, when fewer than the online CPUs (`taskset`, cpusets).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub affinity_cpus: Option<Vec<u32>>,
+    /// The tightest cgroup v2 CPU bandwidth limit (`cpu.max`) over ttp's
+    /// cgroup and its ancestors, inherited by the query it starts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup_cpu_limit: Option<CgroupCpuLimit>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_bytes: Option<u64>,
     /// Disk the measured data lives on, e.g. "virtio vda 20 GiB".
@@ -48,6 +60,86 @@ pub struct MachineFacts {
     pub deviations: Vec<String>,
 }
 
+/// A cgroup v2 `cpu.max` that limits CPU time.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CgroupCpuLimit {
+    /// The cgroup whose `cpu.max` it is, e.g. "/user.slice/limited".
+    pub cgroup: String,
+    pub quota_us: u64,
+    pub period_us: u64,
+}
+
+impl CgroupCpuLimit {
+    /// The limit in CPUs' worth of time (quota / period).
+    pub fn cpus(&self) -> f64 {
+        self.quota_us as f64 / self.period_us.max(1) as f64
+    }
+}
+
+/// The online CPUs, which the aggregate `cpu` line of /proc/stat sums over
+/// (TTPv2 eq. 1 and QE6/QE7 compare with it): the list in
+/// `sys/devices/system/cpu/online` under `root`, else
+/// sysconf(_SC_NPROCESSORS_ONLN). Not `available_parallelism()`, which
+/// shrinks with ttp's affinity mask and cgroup quota while /proc/stat does
+/// not.
+pub fn online_cpus(root: &Path) -> Option<u32> {
+    let listed = std::fs::read_to_string(root.join("sys/devices/system/cpu/online"))
+        .ok()
+        .and_then(|s| parse_cpu_list(&s))
+        .map(|l| l.len() as u32)
+        .filter(|&n| n > 0);
+    listed.or_else(|| {
+        // SAFETY: sysconf has no preconditions.
+        let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+        u32::try_from(n).ok().filter(|&n| n > 0)
+    })
+}
+
+/// The CPUs of `Cpus_allowed_list` in a /proc/PID/status text, when they
+/// are fewer than `online`; `None` when the mask covers every online CPU.
+pub fn restricted_affinity(status: &str, online: u32) -> Option<Vec<u32>> {
+    let list = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .and_then(parse_cpu_list)?;
+    (!list.is_empty() && (list.len() as u32) < online).then_some(list)
+}
+
+/// The tightest `cpu.max` over the cgroup v2 path of a /proc/PID/cgroup
+/// text (`0::/a/b`) and its ancestors, under `cgroup_root`
+/// (/sys/fs/cgroup). `None` when no level sets a quota ("max") or the
+/// hierarchy is not v2.
+pub fn cgroup_cpu_limit(cgroup_root: &Path, proc_cgroup: &str) -> Option<CgroupCpuLimit> {
+    let path = proc_cgroup
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))?
+        .trim();
+    let mut best: Option<CgroupCpuLimit> = None;
+    let mut here = Some(Path::new(path));
+    while let Some(dir) = here {
+        let rel = dir.strip_prefix("/").unwrap_or(dir);
+        let text = std::fs::read_to_string(cgroup_root.join(rel).join("cpu.max")).ok();
+        let parsed = text.as_deref().and_then(|t| {
+            let mut it = t.split_whitespace();
+            let quota = it.next()?.parse::<u64>().ok()?; // "max": no limit
+            let period = it.next()?.parse::<u64>().ok()?;
+            Some((quota, period))
+        });
+        if let Some((quota_us, period_us)) = parsed {
+            let l = CgroupCpuLimit {
+                cgroup: dir.display().to_string(),
+                quota_us,
+                period_us,
+            };
+            if best.as_ref().is_none_or(|b| l.cpus() < b.cpus()) {
+                best = Some(l);
+            }
+        }
+        here = dir.parent();
+    }
+    best
+}
+
 fn first_value(text: &str, key: &str) -> Option<String> {
     text.lines()
         .find(|l| l.starts_with(key))
@@ -76,9 +168,14 @@ pub fn facts() -> MachineFacts {
                 .and_then(|n| n.parse::<u64>().ok())
         })
         .map(|kib| kib * 1024);
-    let cores = std::thread::available_parallelism()
+    let cores = online_cpus(Path::new("/"));
+    let affinity_cpus = cores.and_then(|online| {
+        let status = std::fs::read_to_string("/proc/self/status").ok()?;
+        restricted_affinity(&status, online)
+    });
+    let cgroup_cpu_limit = std::fs::read_to_string("/proc/self/cgroup")
         .ok()
-        .map(|n| n.get() as u32);
+        .and_then(|c| cgroup_cpu_limit(Path::new("/sys/fs/cgroup"), &c));
     let virtualization = cpuinfo
         .lines()
         .find(|l| l.starts_with("flags"))
@@ -97,6 +194,8 @@ pub fn facts() -> MachineFacts {
         tool: Some(format!("ttp-ebpf {}", env!("CARGO_PKG_VERSION"))),
         cpu_model: first_value(&cpuinfo, "model name"),
         cores,
+        affinity_cpus,
+        cgroup_cpu_limit,
         memory_bytes,
         disk: disks(),
         os,
@@ -134,4 +233,68 @@ fn disks() -> Option<String> {
         ));
     }
     (!out.is_empty()).then(|| out.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tree(name: &str) -> std::path::PathBuf {
+        let d = std::env::temp_dir().join(format!("ttp-machine-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    fn write(root: &Path, rel: &str, text: &str) {
+        let p = root.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+
+    /// The CPU count is the online list (what /proc/stat sums over), not
+    /// the affinity mask. Catches `available_parallelism()`, which under
+    /// `taskset -c 0` on two CPUs says 1.
+    #[test]
+    fn online_cpus_come_from_the_online_list() {
+        let root = tree("online");
+        write(&root, "sys/devices/system/cpu/online", "0-1,4-5\n");
+        assert_eq!(online_cpus(&root), Some(4));
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    /// Pinned when the mask is a strict subset of the online CPUs. Catches
+    /// a full mask reported as pinning, or a mask on a 1-CPU machine.
+    #[test]
+    fn affinity_is_reported_only_when_smaller_than_online() {
+        let st = "Name:\tttp\nCpus_allowed:\t1\nCpus_allowed_list:\t0\n";
+        assert_eq!(restricted_affinity(st, 2), Some(vec![0]));
+        assert_eq!(restricted_affinity(st, 1), None);
+        let all = "Cpus_allowed_list:\t0-1\n";
+        assert_eq!(restricted_affinity(all, 2), None);
+        assert_eq!(restricted_affinity("Name: x\n", 2), None);
+    }
+
+    /// The tightest quota over the cgroup and its ancestors: 0.5 CPU at
+    /// /a, none ("max") at /a/b, 1.5 CPUs at the root. Catches reading
+    /// only the leaf (no limit) or taking the first limit found.
+    #[test]
+    fn cgroup_limit_is_the_tightest_ancestor() {
+        let root = tree("cgroup");
+        write(&root, "cpu.max", "150000 100000\n");
+        write(&root, "a/cpu.max", "50000 100000\n");
+        write(&root, "a/b/cpu.max", "max 100000\n");
+        let l = cgroup_cpu_limit(&root, "0::/a/b\n").unwrap();
+        assert_eq!(
+            (l.cgroup.as_str(), l.quota_us, l.period_us),
+            ("/a", 50_000, 100_000)
+        );
+        assert_eq!(l.cpus(), 0.5);
+        write(&root, "a/cpu.max", "max 100000\n");
+        write(&root, "cpu.max", "max 100000\n");
+        assert_eq!(cgroup_cpu_limit(&root, "0::/a/b\n"), None);
+        // cgroup v1 only: nothing to read.
+        assert_eq!(cgroup_cpu_limit(&root, "4:cpu,cpuacct:/a\n"), None);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
 }
