@@ -183,6 +183,10 @@ pub struct EmpOutcome {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runtime_agreement: Option<SourceAgreement>,
     pub notes: Vec<String>,
+    /// EMPv1–v4 set-up state from the `check` snapshot taken before the
+    /// runs (set by the caller); `None` when not recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub setup: Option<super::setup::EmpSetup>,
 }
 
 /// Applies EMPv5 to a set of runs.
@@ -343,6 +347,7 @@ pub fn apply(
         }),
         runs: verdicts,
         notes,
+        setup: None,
     })
 }
 

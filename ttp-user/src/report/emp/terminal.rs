@@ -9,6 +9,7 @@ use crate::protocol::emp::{
     outliers::Side,
     profile::{Applies, Profile},
     stats::Summary,
+    version_label,
 };
 
 /// Up to this many runs the report lists every run.
@@ -75,9 +76,26 @@ pub fn render_outcome(o: &EmpOutcome) -> String {
     };
     let _ = writeln!(
         s,
-        "EMP (compute-bound timing, EMPv5): {} runs, PT from {src}",
+        "EMP (compute-bound timing, {}): {} runs, PT from {src}",
+        version_label(o.setup.as_ref()),
         o.runs.len()
     );
+    if let Some(setup) = &o.setup {
+        let _ = writeln!(
+            s,
+            "\nSet-up (Fig. 8 Step 1, EMPv1–v4, from `ttp-ebpf check`)"
+        );
+        for v in &setup.versions {
+            if v.met() {
+                let _ = writeln!(s, "  {} held: {}", v.version, v.asks);
+                continue;
+            }
+            let _ = writeln!(s, "  {} NOT met: {}", v.version, v.asks);
+            for u in &v.unmet {
+                let _ = writeln!(s, "    {}: {}", u.title, u.detail);
+            }
+        }
+    }
     // Long measurements list only the runs not retained.
     let all = o.runs.len() <= FULL_TABLE_RUNS;
     let _ = writeln!(
@@ -414,4 +432,79 @@ pub fn render_sample_size(r: &SampleSizeReport) -> String {
         )
     );
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::emp::{
+        EmpConfig, EmpRun, EmpSetup, ProgramTime, RunFlags, apply, setup::VERSIONS,
+    };
+
+    fn outcome(daemons_item: &str) -> EmpOutcome {
+        let runs: Vec<EmpRun> = (0..10u64)
+            .map(|i| EmpRun {
+                index: i as u32,
+                et_ns: if i == 4 { 160_000_000 } else { 105_000_000 },
+                start_offset_ns: None,
+                pt: ProgramTime {
+                    taskstats_us: None,
+                    ledger_on_cpu_ns: Some(100_000_000),
+                    runtime_ns: None,
+                },
+                daemons: vec![],
+                flags: RunFlags::default(),
+            })
+            .collect();
+        let mut o = apply(&runs, None, &EmpConfig::default()).unwrap();
+        let items: Vec<serde_json::Value> = VERSIONS
+            .iter()
+            .flat_map(|(_, _, ids)| ids.iter())
+            .map(|id| {
+                let status = if *id == "noncritical_daemons" {
+                    daemons_item
+                } else {
+                    "pass"
+                };
+                serde_json::json!({"id": id, "title": format!("T-{id}"), "source": "s",
+                    "status": status, "detail": format!("D-{id}")})
+            })
+            .collect();
+        let check = serde_json::from_value(serde_json::json!({
+            "schema": "ttp.check/1", "root": "/", "sample_ms": 1000, "items": items,
+        }))
+        .unwrap();
+        o.setup = Some(EmpSetup::from_check(check));
+        o
+    }
+
+    /// The header claims EMPv5 only when EMPv1–v4 held, and names what did
+    /// not; the ET band and both outlier counts are printed. Catches
+    /// "EMPv5" printed unconditionally or the unmet item left unnamed.
+    #[test]
+    fn header_claims_empv5_only_when_the_setup_held() {
+        let met = render_outcome(&outcome("pass"));
+        assert!(
+            met.starts_with("EMP (compute-bound timing, EMPv5): 10 runs"),
+            "{met}"
+        );
+        assert!(met.contains("EMPv1 held"), "{met}");
+        let unmet = render_outcome(&outcome("warn"));
+        assert!(
+            unmet.starts_with(
+                "EMP (compute-bound timing, EMPv5's outlier removal, not EMPv5: set-up of EMPv1 not met)"
+            ),
+            "{unmet}"
+        );
+        assert!(unmet.contains("EMPv1 NOT met"), "{unmet}");
+        assert!(
+            unmet.contains("T-noncritical_daemons: D-noncritical_daemons"),
+            "{unmet}"
+        );
+        assert!(unmet.contains("ET's own band (Table XVIII)"), "{unmet}");
+        assert!(
+            unmet.contains("outliers: PT 0 (= 0 + 0), ET 1 (= 0 + 1) of 10 runs"),
+            "{unmet}"
+        );
+    }
 }

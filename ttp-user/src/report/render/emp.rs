@@ -42,7 +42,8 @@ impl Rendered for Outcome {
     fn title(&self) -> String {
         let o = &self.0;
         format!(
-            "ttp run (EMP): {}, {} runs",
+            "ttp run (EMP, {}): {}, {} runs",
+            crate::protocol::emp::version_label(o.setup.as_ref()),
             if o.command.is_empty() {
                 "command not recorded".to_string()
             } else {
