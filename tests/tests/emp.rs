@@ -322,7 +322,8 @@ fn calibration_finds_the_daemon_and_a_later_run_uses_its_cutoff() {
         .collect();
     assert_eq!(runs, woke);
     // Step 8: never in the central cluster, so its cut-off is half its
-    // smallest long execution (midpoint with 0).
+    // smallest long execution (midpoint with 0), rounded half up to whole
+    // ms and at least 1 ms (the paper's PT resolution, Table XVI).
     let bursts = daemon_bursts(&dir.path("noisyd.log"));
     assert_eq!(bursts.len(), 4);
     let d = p["daemons"]
@@ -336,7 +337,8 @@ fn calibration_finds_the_daemon_and_a_later_run_uses_its_cutoff() {
     assert!(basis["central_max_ns"].is_null());
     let l_min = basis["l_min_ns"].as_u64().unwrap();
     let cutoff = d["cases"][0]["cutoff_ns"].as_u64().unwrap();
-    assert_eq!(cutoff, l_min.div_ceil(2));
+    let ms = 1_000_000;
+    assert_eq!(cutoff, ((l_min + ms) / (2 * ms) * ms).max(ms));
     // The smallest of the four ledger measurements of a 300 ms burst (see
     // the band of the test above): not the 10 ms program, not a fraction.
     let min_burst = *bursts.iter().min().unwrap() as f64;

@@ -299,7 +299,7 @@ fn reproduces_table_xvii() {
             .map(|r| r.index)
             .collect()
     };
-    let inc128 = measurement(800, 128_250, TABLE_IX, &TABLE_VIII);
+    let inc128 = measurement(800, 128_250, TABLE_IX, TABLE_VIII);
     assert_eq!(
         dropped(&inc128),
         [
