@@ -192,6 +192,25 @@ fn emp_run_under_noise_keeps_pt_steady_and_drops_the_daemon_runs() {
         "every run has the scheduler's runtime"
     );
     assert_eq!(o["profile_path"], profile.to_string_lossy().as_ref());
+    // Fig. 8 Step 1: the EMPv1–v4 set-up from a check snapshot, and the
+    // header claims EMPv5 exactly when all four held.
+    let versions = o["setup"]["versions"].as_array().expect("set-up recorded");
+    let names: Vec<&str> = versions
+        .iter()
+        .map(|v| v["version"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["EMPv1", "EMPv2", "EMPv3", "EMPv4"]);
+    assert_eq!(o["setup"]["check"]["schema"], "ttp.check/1");
+    let held = versions
+        .iter()
+        .all(|v| v["unmet"].as_array().unwrap().is_empty());
+    assert_eq!(
+        stdout.contains("EMP (compute-bound timing, EMPv5):"),
+        held,
+        "{stdout}"
+    );
+    // PT and ET outliers are counted apart (Table XVIII).
+    assert!(o["dropped"]["et_two_sigma"].is_u64() && o["et_two_sigma"]["n"].is_u64());
 
     // The runs that woke the daemon, by the program's own log (index 0 is
     // the warm-up). A run the loop set aside (lost ledger records) is never
