@@ -89,7 +89,7 @@ pub fn deviations(machine: Option<&MachineFacts>, qcs: &[QcInput]) -> Vec<String
 /// CPUs than the overall /proc/stat counters sum over (`cores`, the online
 /// CPUs), by its affinity mask or a cgroup's `cpu.max`, say so: those
 /// counters (eq. 1's overall IOWait, QE6, QE9) still cover every online CPU
-/// (issue rule, docs/ttpv2.md "More than one CPU").
+/// (docs/ttpv2.md, "Which CPU count").
 pub fn cpu_restrictions(m: &MachineFacts) -> Vec<String> {
     let mut d = Vec::new();
     let online = m
