@@ -25,8 +25,9 @@ pub struct MachineFacts {
     /// run on, when fewer than the online CPUs (`taskset`, cpusets).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub affinity_cpus: Option<Vec<u32>>,
-    /// The tightest cgroup v2 CPU bandwidth limit (`cpu.max`) over ttp's
-    /// cgroup and its ancestors, inherited by the query it starts.
+    /// The tightest cgroup CPU bandwidth limit (v2 `cpu.max`, v1
+    /// `cpu.cfs_quota_us`) over ttp's cgroup and its ancestors, inherited
+    /// by the query it starts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cgroup_cpu_limit: Option<CgroupCpuLimit>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -60,10 +61,11 @@ pub struct MachineFacts {
     pub deviations: Vec<String>,
 }
 
-/// A cgroup v2 `cpu.max` that limits CPU time.
+/// A cgroup CPU quota that limits CPU time (v2 `cpu.max`, v1
+/// `cpu.cfs_quota_us` and `cpu.cfs_period_us`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CgroupCpuLimit {
-    /// The cgroup whose `cpu.max` it is, e.g. "/user.slice/limited".
+    /// The cgroup that sets it, e.g. "/user.slice/limited".
     pub cgroup: String,
     pub quota_us: u64,
     pub period_us: u64,
@@ -105,39 +107,66 @@ pub fn restricted_affinity(status: &str, online: u32) -> Option<Vec<u32>> {
     (!list.is_empty() && (list.len() as u32) < online).then_some(list)
 }
 
-/// The tightest `cpu.max` over the cgroup v2 path of a /proc/PID/cgroup
-/// text (`0::/a/b`) and its ancestors, under `cgroup_root`
-/// (/sys/fs/cgroup). `None` when no level sets a quota ("max") or the
-/// hierarchy is not v2.
+/// The tightest CPU bandwidth limit over ttp's cgroup and its ancestors,
+/// from a /proc/PID/cgroup text, under `cgroup_root` (/sys/fs/cgroup):
+/// cgroup v2 `cpu.max` ("50000 100000"; "max" is no limit) on the unified
+/// hierarchy — `cgroup_root` itself, or `cgroup_root/unified` on a hybrid
+/// system — and cgroup v1 `cpu.cfs_quota_us` / `cpu.cfs_period_us` (−1 is
+/// no limit) on the hierarchy that holds the `cpu` controller. `None` when
+/// no level sets a quota.
 pub fn cgroup_cpu_limit(cgroup_root: &Path, proc_cgroup: &str) -> Option<CgroupCpuLimit> {
-    let path = proc_cgroup
-        .lines()
-        .find_map(|l| l.strip_prefix("0::"))?
-        .trim();
-    let mut best: Option<CgroupCpuLimit> = None;
+    let mut found = Vec::new();
+    for line in proc_cgroup.lines() {
+        let mut f = line.splitn(3, ':');
+        let (Some(_), Some(ctrls), Some(path)) = (f.next(), f.next(), f.next()) else {
+            continue;
+        };
+        if ctrls.is_empty() {
+            let base = if cgroup_root.join("cgroup.controllers").exists() {
+                cgroup_root.to_path_buf()
+            } else {
+                cgroup_root.join("unified")
+            };
+            found.extend(levels(&base, path.trim(), read_cpu_max));
+        } else if ctrls.split(',').any(|c| c == "cpu") {
+            found.extend(levels(&cgroup_root.join(ctrls), path.trim(), read_cfs));
+        }
+    }
+    found
+        .into_iter()
+        .min_by(|a, b| a.cpus().total_cmp(&b.cpus()))
+}
+
+/// The limits set at `path` and each ancestor under `base`.
+fn levels(base: &Path, path: &str, read: fn(&Path) -> Option<(u64, u64)>) -> Vec<CgroupCpuLimit> {
+    let mut out = Vec::new();
     let mut here = Some(Path::new(path));
     while let Some(dir) = here {
         let rel = dir.strip_prefix("/").unwrap_or(dir);
-        let text = std::fs::read_to_string(cgroup_root.join(rel).join("cpu.max")).ok();
-        let parsed = text.as_deref().and_then(|t| {
-            let mut it = t.split_whitespace();
-            let quota = it.next()?.parse::<u64>().ok()?; // "max": no limit
-            let period = it.next()?.parse::<u64>().ok()?;
-            Some((quota, period))
-        });
-        if let Some((quota_us, period_us)) = parsed {
-            let l = CgroupCpuLimit {
+        if let Some((quota_us, period_us)) = read(&base.join(rel)) {
+            out.push(CgroupCpuLimit {
                 cgroup: dir.display().to_string(),
                 quota_us,
                 period_us,
-            };
-            if best.as_ref().is_none_or(|b| l.cpus() < b.cpus()) {
-                best = Some(l);
-            }
+            });
         }
         here = dir.parent();
     }
-    best
+    out
+}
+
+fn read_cpu_max(dir: &Path) -> Option<(u64, u64)> {
+    let t = std::fs::read_to_string(dir.join("cpu.max")).ok()?;
+    let mut it = t.split_whitespace();
+    let quota = it.next()?.parse::<u64>().ok()?; // "max": no limit
+    Some((quota, it.next()?.parse().ok()?))
+}
+
+fn read_cfs(dir: &Path) -> Option<(u64, u64)> {
+    let read = |f: &str| std::fs::read_to_string(dir.join(f)).ok();
+    let quota = read("cpu.cfs_quota_us")?.trim().parse::<i64>().ok()?;
+    let period = read("cpu.cfs_period_us")?.trim().parse::<u64>().ok()?;
+    Some((u64::try_from(quota).ok()?, period)) // −1: no limit
 }
 
 fn first_value(text: &str, key: &str) -> Option<String> {
@@ -281,6 +310,7 @@ mod tests {
     #[test]
     fn cgroup_limit_is_the_tightest_ancestor() {
         let root = tree("cgroup");
+        write(&root, "cgroup.controllers", "cpu memory\n");
         write(&root, "cpu.max", "150000 100000\n");
         write(&root, "a/cpu.max", "50000 100000\n");
         write(&root, "a/b/cpu.max", "max 100000\n");
@@ -293,8 +323,27 @@ mod tests {
         write(&root, "a/cpu.max", "max 100000\n");
         write(&root, "cpu.max", "max 100000\n");
         assert_eq!(cgroup_cpu_limit(&root, "0::/a/b\n"), None);
-        // cgroup v1 only: nothing to read.
-        assert_eq!(cgroup_cpu_limit(&root, "4:cpu,cpuacct:/a\n"), None);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    /// A hybrid system (v2 under unified/, `cpu` on v1): the v1 quota of
+    /// 0.25 CPU at /a counts, its root's −1 does not, and the unified
+    /// hierarchy is read under unified/. Catches v1 quotas ignored, −1
+    /// taken as a limit, or v2 read from the wrong directory.
+    #[test]
+    fn cgroup_v1_and_hybrid_limits_are_read() {
+        let root = tree("cgroup-v1");
+        write(&root, "cpu,cpuacct/cpu.cfs_quota_us", "-1\n");
+        write(&root, "cpu,cpuacct/cpu.cfs_period_us", "100000\n");
+        write(&root, "cpu,cpuacct/a/cpu.cfs_quota_us", "25000\n");
+        write(&root, "cpu,cpuacct/a/cpu.cfs_period_us", "100000\n");
+        write(&root, "unified/u/cpu.max", "75000 100000\n");
+        let proc = "4:cpu,cpuacct:/a\n3:memory:/m\n0::/u\n";
+        let l = cgroup_cpu_limit(&root, proc).unwrap();
+        assert_eq!((l.cgroup.as_str(), l.cpus()), ("/a", 0.25));
+        let l = cgroup_cpu_limit(&root, "4:cpu,cpuacct:/\n0::/u\n").unwrap();
+        assert_eq!((l.cgroup.as_str(), l.cpus()), ("/u", 0.75));
+        assert_eq!(cgroup_cpu_limit(&root, "4:cpu,cpuacct:/\n"), None);
         std::fs::remove_dir_all(&root).unwrap();
     }
 }

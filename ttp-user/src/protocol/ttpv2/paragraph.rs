@@ -87,7 +87,7 @@ pub fn deviations(machine: Option<&MachineFacts>, qcs: &[QcInput]) -> Vec<String
 
 /// Sec. 9 (2)/(6): when ttp — and so the query it starts — could use fewer
 /// CPUs than the overall /proc/stat counters sum over (`cores`, the online
-/// CPUs), by its affinity mask or a cgroup's `cpu.max`, say so: those
+/// CPUs), by its affinity mask or a cgroup's CPU quota, say so: those
 /// counters (eq. 1's overall IOWait, QE6, QE9) still cover every online CPU
 /// (docs/ttpv2.md, "Which CPU count").
 pub fn cpu_restrictions(m: &MachineFacts) -> Vec<String> {
@@ -107,7 +107,7 @@ pub fn cpu_restrictions(m: &MachineFacts) -> Vec<String> {
     }
     if let Some(l) = &m.cgroup_cpu_limit {
         d.push(format!(
-            "ttp and the query it started ran in cgroup {} limited by cpu.max to {} CPUs' worth of time ({} µs per {} µs){online}; the overall /proc/stat counters still sum over every online CPU",
+            "ttp and the query it started ran in cgroup {}, whose CPU quota limits them to {} CPUs' worth of time ({} µs per {} µs){online}; the overall /proc/stat counters still sum over every online CPU",
             l.cgroup,
             sig2(l.cpus()),
             l.quota_us,
@@ -355,7 +355,7 @@ mod tests {
         for needle in [
             "2 CPU cores were enabled",
             "pinned to CPU 0 (1 of the 2 online CPUs, by their affinity mask)",
-            "cgroup /limited limited by cpu.max to 0.50 CPUs' worth of time (50000 µs per 100000 µs) of the 2 online CPUs",
+            "cgroup /limited, whose CPU quota limits them to 0.50 CPUs' worth of time (50000 µs per 100000 µs) of the 2 online CPUs",
         ] {
             assert!(d.contains(needle), "missing {needle:?} in:\n{d}");
         }
