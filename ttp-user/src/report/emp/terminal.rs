@@ -242,7 +242,15 @@ pub fn render_calibration(p: &Profile) -> String {
         );
         render_analysis(&mut s, a);
     }
-    let _ = writeln!(s, "Step 8: daemon cut-offs ({} daemons)", p.daemons.len());
+    let _ = writeln!(
+        s,
+        "Step 8: daemon cut-offs ({} daemons){}",
+        p.daemons.len(),
+        p.cutoff_resolution_ns.map_or(String::new(), |r| format!(
+            ", rounded half up to {} ms and at least that (the paper's PT resolution, Table XVI)",
+            ms(r as f64)
+        ))
+    );
     let _ = writeln!(
         s,
         "  {:<16} {:>14}  {:>14}  applies",
