@@ -75,6 +75,12 @@ pub struct SizeRow {
     pub retained: usize,
     pub mean_pt_ns: Option<f64>,
     pub sd_pt_ns: Option<f64>,
+    /// ET outliers by ET's own ±2σ (Table XX's ET row: daemon + ET ±2σ).
+    #[serde(default)]
+    pub dropped_et_two_sigma: usize,
+    /// Standard deviation of the ET inside ET's band (Table XXI's ET row).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sd_et_ns: Option<f64>,
     pub keeps_sd: bool,
     pub keeps_outliers: bool,
 }
@@ -82,6 +88,11 @@ pub struct SizeRow {
 impl SizeRow {
     pub fn outliers(&self) -> usize {
         self.dropped_daemon + self.dropped_two_sigma
+    }
+
+    /// ET outliers as Table XX counts them (daemon cut-off + ET ±2σ).
+    pub fn et_outliers(&self) -> usize {
+        self.dropped_daemon + self.dropped_et_two_sigma
     }
 }
 
@@ -156,6 +167,8 @@ pub fn sample_size(
             retained: o.pt.map_or(0, |s| s.n),
             mean_pt_ns: o.pt.map(|s| s.mean_ns),
             sd_pt_ns: o.pt.and_then(|s| s.sd_ns),
+            dropped_et_two_sigma: o.dropped.et_two_sigma,
+            sd_et_ns: o.et.and_then(|s| s.sd_ns),
             keeps_sd: false,
             keeps_outliers: false,
         })
@@ -220,6 +233,8 @@ mod tests {
             retained: size - outliers,
             mean_pt_ns: None,
             sd_pt_ns: Some(sd_ms * MS),
+            dropped_et_two_sigma: 0,
+            sd_et_ns: None,
             keeps_sd: false,
             keeps_outliers: false,
         }
@@ -275,13 +290,18 @@ mod tests {
     /// 1000), retained sd √((136 − 58²/39)/38) = 1.14413 ms; first 20:
     /// √(25/19) = 1.14708 ms; first 10: √(12.1/9) = 1.15950 ms; first 5:
     /// √(6.8/4) = 1.30384 ms. Catches subsets not taken from the start, a
-    /// wrong halving, or outliers not counted per subset.
+    /// wrong halving, outliers not counted per subset, or ET's columns not
+    /// filled.
     #[test]
     fn halving_subsets_on_constructed_data() {
         let r = sample_size(&runs(), None, &SampleSizeConfig::default()).unwrap();
         assert_eq!((r.full.size, r.full.outliers()), (40, 1));
         let close = |a: Option<f64>, ms: f64| (a.unwrap() / MS - ms).abs() < 1e-5;
         assert!(close(r.full.sd_pt_ns, 1.14413));
+        // ET = PT in these runs: ET's own band finds the same run and the
+        // same sd (Tables XX–XXI's ET rows).
+        assert_eq!(r.full.et_outliers(), 1);
+        assert!(close(r.full.sd_et_ns, 1.14413));
         let sizes: Vec<usize> = r.rows.iter().map(|r| r.size).collect();
         assert_eq!(sizes, [20, 10, 5]);
         assert!(close(r.rows[0].sd_pt_ns, 1.14708));

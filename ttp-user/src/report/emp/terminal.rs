@@ -379,18 +379,20 @@ pub fn render_sample_size(r: &SampleSizeReport) -> String {
     );
     let _ = writeln!(
         s,
-        "  {:>6}  {:>16}  {:>10}  {:>12}  keeps sd (±{:.0} %)  keeps outliers",
+        "  {:>6}  {:>16}  {:>10}  {:>12}  {:>16}  {:>10}  keeps sd (±{:.0} %)  keeps outliers",
         "size",
         "outliers (=I+II)",
         "retained",
         "sd PT (ms)",
+        "ET outl. (=I+II)",
+        "sd ET (ms)",
         r.sd_tolerance * 100.0
     );
     for row in std::iter::once(&r.full).chain(&r.rows) {
         let whole = row.size == r.full.size;
         let _ = writeln!(
             s,
-            "  {:>6}  {:>16}  {:>10}  {:>12}  {:>18}  {}",
+            "  {:>6}  {:>16}  {:>10}  {:>12}  {:>16}  {:>10}  {:>18}  {}",
             row.size,
             format!(
                 "{} (={}+{})",
@@ -400,6 +402,13 @@ pub fn render_sample_size(r: &SampleSizeReport) -> String {
             ),
             row.retained,
             row.sd_pt_ns.map_or("—".into(), ms),
+            format!(
+                "{} (={}+{})",
+                row.et_outliers(),
+                row.dropped_daemon,
+                row.dropped_et_two_sigma
+            ),
+            row.sd_et_ns.map_or("—".into(), ms),
             if whole {
                 "whole set"
             } else if row.keeps_sd {
