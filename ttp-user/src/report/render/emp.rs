@@ -136,6 +136,8 @@ impl Rendered for SampleSize {
             "retained",
             "mean_pt_ms",
             "sd_pt_ms",
+            "dropped_et_two_sigma",
+            "sd_et_ms",
             "keeps_sd",
             "keeps_outliers",
         ]);
@@ -147,6 +149,8 @@ impl Rendered for SampleSize {
                 r.retained.to_string(),
                 ms3(r.mean_pt_ns),
                 ms3(r.sd_pt_ns),
+                r.dropped_et_two_sigma.to_string(),
+                ms3(r.sd_et_ns),
                 r.keeps_sd.to_string(),
                 r.keeps_outliers.to_string(),
             ]);
