@@ -52,6 +52,22 @@ pub fn deviations(machine: Option<&MachineFacts>, qcs: &[QcInput]) -> Vec<String
         d.push(format!(
             "{c} CPU cores were enabled instead of one (overall ticks are summed over them; checks QE6 and QE7 allow {c} × Time_meas)"
         ));
+        // Eq. 1 and QE9 take the overall IOWait unscaled (docs/ttpv2.md,
+        // "More than one CPU"); the ledger's share of it is the measured
+        // alternative to eq. 1's 0.5 (calc.rs, others_fraction_measured).
+        let share_known = qcs.iter().flat_map(|q| &q.qes).any(|qe| {
+            qe.processes.iter().any(|p| {
+                p.class == super::model::ProcessClass::Query && p.m.ledger.iowait_share_ns.is_some()
+            })
+        });
+        d.push(format!(
+            "eq. 1 halves, and QE9 compares, the IOWait summed over all {c} CPUs, unscaled, so another process's I/O wait on an idle CPU counts as if it were the query's{}",
+            if share_known {
+                "; Time_calc with the query's own share of that IOWait (the ledger's iowait_share_ns) in place of the half is reported beside it"
+            } else {
+                ""
+            }
+        ));
     }
     if let Some(m) = machine {
         d.extend(cpu_restrictions(m));
@@ -354,11 +370,26 @@ mod tests {
         let d = deviations(Some(&pinned), &[]).join("\n");
         for needle in [
             "2 CPU cores were enabled",
+            "eq. 1 halves, and QE9 compares, the IOWait summed over all 2 CPUs, unscaled",
             "pinned to CPU 0 (1 of the 2 online CPUs, by their affinity mask)",
             "cgroup /limited, whose CPU quota limits them to 0.50 CPUs' worth of time (50000 µs per 100000 µs) of the 2 online CPUs",
         ] {
             assert!(d.contains(needle), "missing {needle:?} in:\n{d}");
         }
+        assert!(!d.contains("iowait_share_ns"), "no ledger share given: {d}");
+        // With the query's ledger share of IOWait measured, the paragraph
+        // says Time_calc from it is reported beside eq. 1's.
+        let mut qc = crate::protocol::ttpv2::testutil::clean_qc(3);
+        for p in qc.qes.iter_mut().flat_map(|q| &mut q.processes) {
+            if p.class == crate::protocol::ttpv2::model::ProcessClass::Query {
+                p.m.ledger.iowait_share_ns = Some(1_000_000);
+            }
+        }
+        let d = deviations(Some(&pinned), &[qc]).join("\n");
+        assert!(
+            d.contains("(the ledger's iowait_share_ns) in place of the half is reported beside it"),
+            "{d}"
+        );
     }
 
     /// The paragraph states the machine, the counts and the deviations it
