@@ -85,9 +85,7 @@ impl CgroupCpuLimit {
 /// shrinks with ttp's affinity mask and cgroup quota while /proc/stat does
 /// not.
 pub fn online_cpus(root: &Path) -> Option<u32> {
-    let listed = std::fs::read_to_string(root.join("sys/devices/system/cpu/online"))
-        .ok()
-        .and_then(|s| parse_cpu_list(&s))
+    let listed = online_cpu_list(root)
         .map(|l| l.len() as u32)
         .filter(|&n| n > 0);
     listed.or_else(|| {
@@ -97,14 +95,27 @@ pub fn online_cpus(root: &Path) -> Option<u32> {
     })
 }
 
-/// The CPUs of `Cpus_allowed_list` in a /proc/PID/status text, when they
-/// are fewer than `online`; `None` when the mask covers every online CPU.
-pub fn restricted_affinity(status: &str, online: u32) -> Option<Vec<u32>> {
-    let list = status
+/// The online CPUs listed in `sys/devices/system/cpu/online` under `root`.
+pub fn online_cpu_list(root: &Path) -> Option<Vec<u32>> {
+    std::fs::read_to_string(root.join("sys/devices/system/cpu/online"))
+        .ok()
+        .and_then(|s| parse_cpu_list(&s))
+}
+
+/// The online CPUs that `Cpus_allowed_list` of a /proc/PID/status text
+/// allows, when they are fewer than the online CPUs; `None` when the mask
+/// covers every online CPU (a mask may also name CPUs that are offline).
+pub fn restricted_affinity(status: &str, online: &[u32]) -> Option<Vec<u32>> {
+    let allowed = status
         .lines()
         .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
         .and_then(parse_cpu_list)?;
-    (!list.is_empty() && (list.len() as u32) < online).then_some(list)
+    let usable: Vec<u32> = online
+        .iter()
+        .copied()
+        .filter(|c| allowed.contains(c))
+        .collect();
+    (!allowed.is_empty() && usable.len() < online.len()).then_some(usable)
 }
 
 /// The tightest CPU bandwidth limit over ttp's cgroup and its ancestors,
@@ -198,9 +209,9 @@ pub fn facts() -> MachineFacts {
         })
         .map(|kib| kib * 1024);
     let cores = online_cpus(Path::new("/"));
-    let affinity_cpus = cores.and_then(|online| {
+    let affinity_cpus = online_cpu_list(Path::new("/")).and_then(|online| {
         let status = std::fs::read_to_string("/proc/self/status").ok()?;
-        restricted_affinity(&status, online)
+        restricted_affinity(&status, &online)
     });
     let cgroup_cpu_limit = std::fs::read_to_string("/proc/self/cgroup")
         .ok()
@@ -292,16 +303,23 @@ mod tests {
         std::fs::remove_dir_all(&root).unwrap();
     }
 
-    /// Pinned when the mask is a strict subset of the online CPUs. Catches
-    /// a full mask reported as pinning, or a mask on a 1-CPU machine.
+    /// Pinned when the mask allows fewer than the online CPUs. Catches a
+    /// full mask reported as pinning, a mask on a 1-CPU machine, or a mask
+    /// counted with its offline CPUs.
     #[test]
     fn affinity_is_reported_only_when_smaller_than_online() {
         let st = "Name:\tttp\nCpus_allowed:\t1\nCpus_allowed_list:\t0\n";
-        assert_eq!(restricted_affinity(st, 2), Some(vec![0]));
-        assert_eq!(restricted_affinity(st, 1), None);
+        assert_eq!(restricted_affinity(st, &[0, 1]), Some(vec![0]));
+        assert_eq!(restricted_affinity(st, &[0]), None);
         let all = "Cpus_allowed_list:\t0-1\n";
-        assert_eq!(restricted_affinity(all, 2), None);
-        assert_eq!(restricted_affinity("Name: x\n", 2), None);
+        assert_eq!(restricted_affinity(all, &[0, 1]), None);
+        assert_eq!(restricted_affinity("Name: x\n", &[0, 1]), None);
+        // A mask of every possible CPU covers the online ones; a mask of
+        // two CPUs, one of them offline, pins to the other.
+        let possible = "Cpus_allowed_list:\t0-7\n";
+        assert_eq!(restricted_affinity(possible, &[0, 1]), None);
+        let half_offline = "Cpus_allowed_list:\t0,5\n";
+        assert_eq!(restricted_affinity(half_offline, &[0, 1]), Some(vec![0]));
     }
 
     /// The tightest quota over the cgroup and its ancestors: 0.5 CPU at
