@@ -192,6 +192,25 @@ fn emp_run_under_noise_keeps_pt_steady_and_drops_the_daemon_runs() {
         "every run has the scheduler's runtime"
     );
     assert_eq!(o["profile_path"], profile.to_string_lossy().as_ref());
+    // Fig. 8 Step 1: the EMPv1–v4 set-up from a check snapshot, and the
+    // header claims EMPv5 exactly when all four held.
+    let versions = o["setup"]["versions"].as_array().expect("set-up recorded");
+    let names: Vec<&str> = versions
+        .iter()
+        .map(|v| v["version"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["EMPv1", "EMPv2", "EMPv3", "EMPv4"]);
+    assert_eq!(o["setup"]["check"]["schema"], "ttp.check/1");
+    let held = versions
+        .iter()
+        .all(|v| v["unmet"].as_array().unwrap().is_empty());
+    assert_eq!(
+        stdout.contains("EMP (compute-bound timing, EMPv5):"),
+        held,
+        "{stdout}"
+    );
+    // PT and ET outliers are counted apart (Table XVIII).
+    assert!(o["dropped"]["et_two_sigma"].is_u64() && o["et_two_sigma"]["n"].is_u64());
 
     // The runs that woke the daemon, by the program's own log (index 0 is
     // the warm-up). A run the loop set aside (lost ledger records) is never
@@ -322,7 +341,8 @@ fn calibration_finds_the_daemon_and_a_later_run_uses_its_cutoff() {
         .collect();
     assert_eq!(runs, woke);
     // Step 8: never in the central cluster, so its cut-off is half its
-    // smallest long execution (midpoint with 0).
+    // smallest long execution (midpoint with 0), rounded half up to whole
+    // ms and at least 1 ms (the paper's PT resolution, Table XVI).
     let bursts = daemon_bursts(&dir.path("noisyd.log"));
     assert_eq!(bursts.len(), 4);
     let d = p["daemons"]
@@ -336,7 +356,8 @@ fn calibration_finds_the_daemon_and_a_later_run_uses_its_cutoff() {
     assert!(basis["central_max_ns"].is_null());
     let l_min = basis["l_min_ns"].as_u64().unwrap();
     let cutoff = d["cases"][0]["cutoff_ns"].as_u64().unwrap();
-    assert_eq!(cutoff, l_min.div_ceil(2));
+    let ms = 1_000_000;
+    assert_eq!(cutoff, ((l_min + ms) / (2 * ms) * ms).max(ms));
     // The smallest of the four ledger measurements of a 300 ms burst (see
     // the band of the test above): not the 10 ms program, not a fraction.
     let min_burst = *bursts.iter().min().unwrap() as f64;

@@ -158,6 +158,53 @@ fn run_under_noise_time_calc_is_stable_and_exact_time_agrees() {
     let _ = std::fs::remove_file(json);
 }
 
+/// `taskset -c 0 ttp-ebpf run`: the CPU count is what the overall /proc/stat
+/// counters sum over (its `cpuN` lines, read here independently), not the
+/// one CPU of the affinity mask, and the Sec. 9 paragraph says the run was
+/// pinned. Catches `available_parallelism()` (1 under taskset) as
+/// `setup.cpus`, and a pinned run reported as if it could use every CPU.
+#[test]
+fn pinned_run_counts_every_online_cpu_and_says_it_was_pinned() {
+    if !root_or_skip("pinned_run_counts_every_online_cpu_and_says_it_was_pinned") {
+        return;
+    }
+    let stat = std::fs::read_to_string("/proc/stat").unwrap();
+    let summed = stat
+        .lines()
+        .filter(|l| l.starts_with("cpu") && l.as_bytes().get(3).is_some_and(u8::is_ascii_digit))
+        .count() as u64;
+    if summed < 2 {
+        eprintln!("skipped: one online CPU, nothing to pin away from");
+        return;
+    }
+    let _serial = serial();
+    let json = temp_path("pinned.json");
+    let out = std::process::Command::new("taskset")
+        .args(["-c", "0"])
+        .arg(ttp_bin())
+        .args(["run", "-n", "2", "--as-root", "--json"])
+        .arg(&json)
+        .args(["--", "true"])
+        .output()
+        .expect("taskset runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = json_file(&json);
+    assert_eq!(v["setup"]["cpus"].as_u64(), Some(summed), "{}", v["setup"]);
+    assert_eq!(v["machine"]["affinity_cpus"], serde_json::json!([0]));
+    assert!(
+        stdout.contains(&format!(
+            "pinned to CPU 0 (1 of the {summed} online CPUs, by their affinity mask)"
+        )),
+        "{stdout}"
+    );
+    let _ = std::fs::remove_file(json);
+}
+
 /// Catches an interrupted run that loses what it measured, and a missing
 /// command that hangs or is not counted by X1.
 #[test]

@@ -107,6 +107,9 @@ mod tests {
             .map(|r| r["size"].as_u64().unwrap())
             .collect();
         assert_eq!(sizes, [20, 10, 5]);
+        // Never fewer than 10 runs (Sec. 4.6.2), whatever the subsets show.
+        assert!(v["recommended"].as_u64().is_none_or(|n| n >= 10), "{v}");
+        assert_eq!(v["min_runs"], 10);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

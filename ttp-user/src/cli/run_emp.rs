@@ -1,5 +1,7 @@
 //! `ttp-ebpf run --protocol emp`: a compute-bound program timed with EMP
-//! (paper 001, Fig. 8): one discarded warm-up run, N runs measured under the
+//! (paper 001, Fig. 8): the EMPv1–v4 set-up read from a `check` snapshot
+//! (Step 1; the report claims "EMPv5" only when all four hold), one
+//! discarded warm-up run, N runs measured under the
 //! kernel ledger, EMPv5's outlier removal (daemon cut-offs from a
 //! calibration profile, then ±2σ on PT, Sec. 4.5), and the average PT of the
 //! retained runs (Step 4).
@@ -14,9 +16,14 @@ use super::{
 };
 use crate::{
     error::{UsageError, usage},
-    protocol::emp::{EmpConfig, EmpOutcome, EmpRun, Profile, PtSource, apply},
+    protocol::emp::{EmpConfig, EmpOutcome, EmpRun, EmpSetup, Profile, PtSource, apply},
     report::{atomic, emp as emp_report},
-    sys::{invoker::Invoker, signals::StopFlag, spawn::RunAs},
+    sys::{
+        invoker::Invoker,
+        setup_check::{live::LiveProbes, run_checks},
+        signals::StopFlag,
+        spawn::RunAs,
+    },
 };
 
 /// The measurement protocol of `run`.
@@ -113,12 +120,18 @@ fn outcome(
     profile: Option<&Profile>,
     cfg: &EmpConfig,
     args: &RunArgs,
+    setup: &EmpSetup,
 ) -> Result<EmpOutcome, crate::protocol::emp::EmpError> {
     let mut o = apply(runs, profile, cfg)?;
     o.command = args.command.clone();
     o.profile_path = args.emp.cutoffs.clone();
+    o.setup = Some(setup.clone());
     Ok(o)
 }
+
+/// How long the set-up snapshot samples CPU use and steal time (the
+/// default of `ttp-ebpf check --sample`).
+const SETUP_SAMPLE: std::time::Duration = std::time::Duration::from_secs(1);
 
 pub fn run(args: RunArgs) -> anyhow::Result<()> {
     if args.n == 0 {
@@ -138,6 +151,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         pt_source: args.emp.pt_source,
         ..EmpConfig::default()
     };
+    // Fig. 8 Step 1: the EMPv1–v4 set-up, as `check` reports it, before the
+    // first run (so the snapshot does not see the program).
+    let setup = EmpSetup::from_check(run_checks(PathBuf::from("/"), &LiveProbes, SETUP_SAMPLE));
     let stop = StopFlag::install().context("installing signal handlers")?;
     let plan = LivePlan {
         command: &args.command,
@@ -153,7 +169,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         }
         // The result so far, once a run beyond the warm-up exists.
         if let Some(path) = &args.json
-            && let Ok(o) = outcome(runs, profile.as_ref(), &cfg, &args)
+            && let Ok(o) = outcome(runs, profile.as_ref(), &cfg, &args, &setup)
         {
             atomic::write_json(path, &o).with_context(|| format!("writing {}", path.display()))?;
         }
@@ -165,7 +181,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             None => usage("interrupted before the first run: nothing measured"),
         };
     }
-    let mut o = match outcome(&live.runs, profile.as_ref(), &cfg, &args) {
+    let mut o = match outcome(&live.runs, profile.as_ref(), &cfg, &args, &setup) {
         Ok(o) => o,
         Err(e) => {
             let e = anyhow::Error::new(e);

@@ -230,9 +230,9 @@ impl<'a> Runner<'a> {
             setup: Setup {
                 qes_requested: Some(n),
                 user_hz: (1_000_000_000 / ctx.tick_ns.max(1)) as u32,
-                cpus: std::thread::available_parallelism()
-                    .map(|c| c.get() as u32)
-                    .unwrap_or(1),
+                // What the overall /proc/stat counters sum over, not the
+                // affinity- or cgroup-limited available_parallelism().
+                cpus: crate::collect::machine::online_cpus(std::path::Path::new("/")).unwrap_or(1),
                 timeout_ms: self.opts.statement_timeout.map(|t| t.as_millis() as u64),
                 query_process: None,
                 utilities: Vec::new(),

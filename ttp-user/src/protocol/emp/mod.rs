@@ -15,6 +15,7 @@ pub mod input;
 pub mod outliers;
 pub mod profile;
 pub mod sample_size;
+pub mod setup;
 pub mod stats;
 
 pub use self::{
@@ -23,4 +24,5 @@ pub use self::{
     outliers::{EmpConfig, EmpOutcome, Verdict, apply},
     profile::Profile,
     sample_size::{SampleSizeConfig, SampleSizeReport, sample_size},
+    setup::{EmpSetup, version_label},
 };

@@ -9,6 +9,13 @@
 //!    P_i < P̄ − 2σ(P)}), computed once over the remaining runs.
 //! 4. The result is the average PT of the retained runs (Fig. 8, Step 4),
 //!    with its standard deviation and relative error.
+//!
+//! ET gets its own ±2σ over the same runs (Table XVIII counts 16 = 15 + 1
+//! ET and 20 = 15 + 5 PT outliers on INC128; Sec. 4.6.2 counts "outliers
+//! with ET (PT) measurements" separately): the ET statistics are those of
+//! the runs inside the ET band, the PT result those inside the PT band. A
+//! run's verdict is its PT verdict (PT is the protocol's measure); its ET
+//! outcome is reported beside it.
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -90,6 +97,10 @@ pub struct RunVerdict {
     pub pt_ns: Option<u64>,
     #[serde(flatten)]
     pub verdict: Verdict,
+    /// The ET ±2σ check (Table XVIII's ET row) for a run that passed the
+    /// first sanity check: `Some(side)` when its ET lies outside the ET band.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub et_two_sigma: Option<Side>,
 }
 
 /// The ±2σ band of the second sanity check.
@@ -127,7 +138,12 @@ pub struct DropCounts {
     pub flagged: usize,
     pub missing_pt: usize,
     pub daemon_cutoff: usize,
+    /// PT outside the PT band (the second sanity check, Sec. 4.5.2).
     pub two_sigma: usize,
+    /// ET outside the ET band (Table XVIII's ET row; these runs keep their
+    /// PT verdict).
+    #[serde(default)]
+    pub et_two_sigma: usize,
 }
 
 /// Everything `run --protocol emp` reports (schema `ttp.emp/1`).
@@ -145,11 +161,17 @@ pub struct EmpOutcome {
     /// `None` when no profile was given: the first sanity check was skipped.
     pub cutoffs: Option<AppliedCutoffs>,
     pub runs: Vec<RunVerdict>,
+    /// The PT band of the second sanity check.
     pub two_sigma: Option<SigmaBand>,
+    /// The ET band over the same runs (Table XVIII, ET row).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub et_two_sigma: Option<SigmaBand>,
     pub dropped: DropCounts,
     /// PT of the retained runs: the protocol's result (mean = the time).
     pub pt: Option<Summary>,
-    /// ET of the same retained runs.
+    /// ET of the runs that passed the first sanity check and lie inside the
+    /// ET band (Table XVIII's ET row). Files written before ET had its own
+    /// band hold the ET of the PT-retained runs here.
     pub et: Option<Summary>,
     /// PT and ET of every run with a PT, before outlier removal.
     pub pt_before: Option<Summary>,
@@ -161,6 +183,10 @@ pub struct EmpOutcome {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runtime_agreement: Option<SourceAgreement>,
     pub notes: Vec<String>,
+    /// EMPv1–v4 set-up state from the `check` snapshot taken before the
+    /// runs (set by the caller); `None` when not recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub setup: Option<super::setup::EmpSetup>,
 }
 
 /// Applies EMPv5 to a set of runs.
@@ -236,6 +262,7 @@ pub fn apply(
             et_ns: r.et_ns,
             pt_ns: pt,
             verdict: verdict.unwrap_or(Verdict::Retained),
+            et_two_sigma: None,
         });
     }
 
@@ -246,19 +273,23 @@ pub fn apply(
         .filter_map(|v| v.pt_ns.map(|p| p as f64))
         .collect();
     let band = sigma_band(&rest, cfg.sigma_k);
+    // ET's own band over the same runs (Table XVIII).
+    let rest_et: Vec<f64> = verdicts
+        .iter()
+        .filter(|v| v.verdict.is_retained())
+        .map(|v| v.et_ns as f64)
+        .collect();
+    let et_band = sigma_band(&rest_et, cfg.sigma_k);
+    if let Some(b) = &et_band {
+        for v in verdicts.iter_mut().filter(|v| v.verdict.is_retained()) {
+            v.et_two_sigma = b.outside(v.et_ns as f64);
+            dropped.et_two_sigma += usize::from(v.et_two_sigma.is_some());
+        }
+    }
     match &band {
         Some(b) => {
             for v in verdicts.iter_mut().filter(|v| v.verdict.is_retained()) {
-                let p = v.pt_ns.unwrap_or_default() as f64;
-                // Strict inequalities, as in the set definition of Sec. 4.5.2.
-                let side = if p > b.upper_ns {
-                    Some(Side::Above)
-                } else if p < b.lower_ns {
-                    Some(Side::Below)
-                } else {
-                    None
-                };
-                if let Some(side) = side {
+                if let Some(side) = b.outside(v.pt_ns.unwrap_or_default() as f64) {
                     v.verdict = Verdict::TwoSigma { side };
                     dropped.two_sigma += 1;
                 }
@@ -284,6 +315,12 @@ pub fn apply(
         .iter()
         .filter(|v| v.verdict.is_retained())
         .collect();
+    // Passed the first check (PT-retained or PT ±2σ) and inside the ET band.
+    let et_kept: Vec<&RunVerdict> = verdicts
+        .iter()
+        .filter(|v| matches!(v.verdict, Verdict::Retained | Verdict::TwoSigma { .. }))
+        .filter(|v| v.et_two_sigma.is_none())
+        .collect();
     let pt_of =
         |vs: &[&RunVerdict]| Summary::of(&vs.iter().filter_map(|v| v.pt_ns).collect::<Vec<_>>());
     let et_of = |vs: &[&RunVerdict]| Summary::of(&vs.iter().map(|v| v.et_ns).collect::<Vec<_>>());
@@ -296,9 +333,10 @@ pub fn apply(
         sigma_k: cfg.sigma_k,
         cutoffs: applied,
         two_sigma: band,
+        et_two_sigma: et_band,
         dropped,
         pt: pt_of(&kept),
-        et: et_of(&kept),
+        et: et_of(&et_kept),
         pt_before: pt_of(&with_pt),
         et_before: et_of(&with_pt),
         source_agreement: agreement(&usable, |r| {
@@ -309,6 +347,7 @@ pub fn apply(
         }),
         runs: verdicts,
         notes,
+        setup: None,
     })
 }
 
@@ -327,6 +366,21 @@ pub fn daemon_hits(run: &EmpRun, cutoffs_ns: &BTreeMap<String, u64>) -> Vec<Daem
             })
         })
         .collect()
+}
+
+impl SigmaBand {
+    /// Which side of the band `x` lies on, if outside. Strict inequalities,
+    /// as in the set definition of Sec. 4.5.2:
+    /// {P_i | P_i > P̄ + 2σ(P) or P_i < P̄ − 2σ(P)}.
+    pub fn outside(&self, x: f64) -> Option<Side> {
+        if x > self.upper_ns {
+            Some(Side::Above)
+        } else if x < self.lower_ns {
+            Some(Side::Below)
+        } else {
+            None
+        }
+    }
 }
 
 /// mean ± k·σ over `values` (Sec. 4.5.2); `None` for fewer than 2 values.

@@ -48,6 +48,7 @@ fn profile(cutoffs: &[(&str, u64)]) -> Profile {
                 long_basis: None,
             })
             .collect(),
+        cutoff_resolution_ns: None,
         calibrations: vec![],
     }
 }
@@ -88,6 +89,55 @@ fn two_sigma_drops_the_high_run() {
             .iter()
             .any(|n| n.contains("no daemon cut-off profile"))
     );
+}
+
+/// ET has its own ±2σ (Table XVIII: 16 ET and 20 PT outliers on INC128).
+/// PT 100 ms × 9 and 130 ms (run 9); ET = PT + 5 ms except run 4, which
+/// waited: ET 160 ms at PT 100 ms. ET band: mean 113.5, sd √(3202.5/9) =
+/// 18.864 ms, [75.77, 151.23] ms, so run 4 (160) is an ET outlier and run 9
+/// (135) is not; the PT band drops run 9 only. ET statistics are over the
+/// nine runs inside the ET band: mean (8 × 105 + 135)/9 = 108.333 ms.
+/// Catches ET judged by the PT band, ET statistics taken over the
+/// PT-retained runs (mean 111.1 ms), or an ET outlier losing its PT.
+#[test]
+fn et_has_its_own_two_sigma() {
+    let mut runs: Vec<EmpRun> = (0..9).map(|i| run(i, 100, vec![])).collect();
+    runs.push(run(9, 130, vec![]));
+    runs[4].et_ns = 160 * MS;
+    let o = apply(&runs, None, &EmpConfig::default()).unwrap();
+    let eb = o.et_two_sigma.unwrap();
+    assert_eq!((eb.n, eb.mean_ns), (10, 113.5 * MS as f64));
+    assert!((eb.sd_ns - (3202.5f64 / 9.0).sqrt() * MS as f64).abs() < 1e-3);
+    let et_out: Vec<u32> = o
+        .runs
+        .iter()
+        .filter(|r| r.et_two_sigma == Some(Side::Above))
+        .map(|r| r.index)
+        .collect();
+    assert_eq!(et_out, [4]);
+    assert_eq!(dropped(&o, |v| matches!(v, Verdict::TwoSigma { .. })), [9]);
+    assert!(o.runs[4].verdict.is_retained());
+    assert_eq!((o.dropped.two_sigma, o.dropped.et_two_sigma), (1, 1));
+    let et = o.et.unwrap();
+    assert_eq!(et.n, 9);
+    assert!((et.mean_ns - 975.0 / 9.0 * MS as f64).abs() < 1e-3);
+    assert_eq!(o.pt.unwrap().n, 9);
+    assert_eq!(o.pt.unwrap().mean_ns, 100.0 * MS as f64);
+}
+
+/// A `ttp.emp/1` file written before ET had its own band still loads.
+/// Catches a new field without `#[serde(default)]`.
+#[test]
+fn old_outcome_files_still_load() {
+    let runs: Vec<EmpRun> = (0..4).map(|i| run(i, 100, vec![])).collect();
+    let o = apply(&runs, None, &EmpConfig::default()).unwrap();
+    let mut v = serde_json::to_value(&o).unwrap();
+    let m = v.as_object_mut().unwrap();
+    m.remove("et_two_sigma");
+    m["dropped"].as_object_mut().unwrap().remove("et_two_sigma");
+    let back: EmpOutcome = serde_json::from_value(v).unwrap();
+    assert_eq!(back.dropped.et_two_sigma, 0);
+    assert_eq!(back.et_two_sigma, None);
 }
 
 /// Mirror image: catches a one-sided rule that never drops fast runs.

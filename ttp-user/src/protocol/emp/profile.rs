@@ -49,7 +49,8 @@ pub struct CutoffCase {
 pub enum CutoffBasis {
     /// Step 8 (1)–(2): midpoint between the daemon's maximum PT in the
     /// central cluster (0 if absent) and the minimum PT of its long-running
-    /// executions in the L-samples.
+    /// executions in the L-samples, rounded half up to whole ms and at
+    /// least 1 ms (Table XVI).
     Midpoint {
         central_max_ns: Option<u64>,
         l_min_ns: u64,
@@ -57,7 +58,8 @@ pub enum CutoffBasis {
     },
     /// Step 8 (4): identified as infrequent in another calibration but
     /// present only in this one's central cluster: its maximum there plus
-    /// two standard deviations.
+    /// two standard deviations, rounded half up to whole ms and at least
+    /// 1 ms (Table XVI).
     CentralPlusTwoSd {
         central_max_ns: u64,
         central_sd_ns: f64,
@@ -110,6 +112,11 @@ pub struct Profile {
     /// ttp version that wrote it.
     pub created_by: String,
     pub daemons: Vec<DaemonCutoff>,
+    /// Resolution the cut-offs were rounded to (half up), which is also the
+    /// smallest cut-off (Step 8 at the paper's 1 ms PT resolution, see
+    /// `calibrate::cutoffs`); absent in profiles written before ttp rounded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cutoff_resolution_ns: Option<u64>,
     /// The calibration analyses it was computed from (short first, then the
     /// optional long one), kept so that profiles can be merged and audited.
     pub calibrations: Vec<CalibrationAnalysis>,
@@ -208,6 +215,7 @@ mod tests {
             schema: PROFILE_SCHEMA.into(),
             created_by: "ttp test".into(),
             daemons: vec![periodic()],
+            cutoff_resolution_ns: Some(1_000_000),
             calibrations: vec![],
         };
         let bytes = serde_json::to_vec(&p).unwrap();

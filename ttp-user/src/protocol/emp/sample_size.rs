@@ -6,12 +6,24 @@
 //! standard deviation of the retained PT; Step 3 picks the smallest size
 //! whose outliers and standard deviation are similar to the whole set's.
 //!
-//! "Similar" is the paper's judgement (Tables XX–XXI); ttp makes it a rule:
+//! "Similar" is the paper's judgement by eye ("All things considered",
+//! Sec. 4.6.2, Tables XX–XXI); the rule that stands in for it is **ttp's
+//! own**, and the report says so:
 //! * the subset's retained-PT standard deviation lies within
 //!   `sd_tolerance` (25 %) of the whole set's, and
 //! * its outliers are at most `outlier_factor` (2) times the whole set's
 //!   outlier share scaled to the subset, rounded up, and at least 1 run is
 //!   always allowed.
+//!
+//! The recommendation is never below [`MIN_RUNS`] = 10, the paper's floor:
+//! Sec. 4.6.2 settles on 10 and adds "A smaller sample size is probably not
+//! possible, as the previous step may drop a few samples", and Fig. 8
+//! Step 2 runs the program ten times. The arithmetic behind it: over n
+//! runs no value lies further than (n − 1)/√n sample standard deviations
+//! from their mean (Samuelson's inequality), so EMPv5's ±2σ (Sec. 4.5.2)
+//! can drop a run only when (n − 1)/√n > 2, that is n ≥ 6; with 5 runs —
+//! the paper's smallest subset, Table XXII — it never fires, and a subset
+//! that "keeps the outliers" that way shows only that its check is blind.
 //!
 //! On Tables XX–XXI (INC128, 800 runs: 20 outliers, sd 2.6 ms) this picks
 //! 10, the paper's choice.
@@ -25,6 +37,9 @@ use super::{
 };
 
 pub const SCHEMA: &str = "ttp.emp-sample-size/1";
+
+/// The smallest number of runs EMPv6 recommends (Sec. 4.6.2; Fig. 8 Step 2).
+pub const MIN_RUNS: usize = 10;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SampleSizeConfig {
@@ -60,6 +75,12 @@ pub struct SizeRow {
     pub retained: usize,
     pub mean_pt_ns: Option<f64>,
     pub sd_pt_ns: Option<f64>,
+    /// ET outliers by ET's own ±2σ (Table XX's ET row: daemon + ET ±2σ).
+    #[serde(default)]
+    pub dropped_et_two_sigma: usize,
+    /// Standard deviation of the ET inside ET's band (Table XXI's ET row).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sd_et_ns: Option<f64>,
     pub keeps_sd: bool,
     pub keeps_outliers: bool,
 }
@@ -67,6 +88,11 @@ pub struct SizeRow {
 impl SizeRow {
     pub fn outliers(&self) -> usize {
         self.dropped_daemon + self.dropped_two_sigma
+    }
+
+    /// ET outliers as Table XX counts them (daemon cut-off + ET ±2σ).
+    pub fn et_outliers(&self) -> usize {
+        self.dropped_daemon + self.dropped_et_two_sigma
     }
 }
 
@@ -79,7 +105,15 @@ pub struct SampleSizeReport {
     pub full: SizeRow,
     /// Subsets, largest first.
     pub rows: Vec<SizeRow>,
-    /// Smallest size that keeps both; `None` when no subset does.
+    /// The smallest subset that keeps both by ttp's own similarity rule
+    /// (may be below [`MIN_RUNS`]); `None` when no subset does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub similar: Option<usize>,
+    /// The floor applied to the recommendation ([`MIN_RUNS`]); absent in
+    /// reports written before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_runs: Option<usize>,
+    /// max(`similar`, `min_runs`); `None` when no subset keeps both.
     pub recommended: Option<usize>,
 }
 
@@ -133,21 +167,31 @@ pub fn sample_size(
             retained: o.pt.map_or(0, |s| s.n),
             mean_pt_ns: o.pt.map(|s| s.mean_ns),
             sd_pt_ns: o.pt.and_then(|s| s.sd_ns),
+            dropped_et_two_sigma: o.dropped.et_two_sigma,
+            sd_et_ns: o.et.and_then(|s| s.sd_ns),
             keeps_sd: false,
             keeps_outliers: false,
         })
     };
     let full = row(n)?;
     let mut rows = sizes.into_iter().map(row).collect::<Result<Vec<_>, _>>()?;
-    let recommended = judge(&full, &mut rows, cfg.sd_tolerance, cfg.outlier_factor);
+    let similar = judge(&full, &mut rows, cfg.sd_tolerance, cfg.outlier_factor);
     Ok(SampleSizeReport {
         schema: SCHEMA.to_string(),
         sd_tolerance: cfg.sd_tolerance,
         outlier_factor: cfg.outlier_factor,
         full,
         rows,
-        recommended,
+        similar,
+        min_runs: Some(MIN_RUNS),
+        recommended: similar.map(recommend),
     })
+}
+
+/// The recommendation for the smallest similar subset: never below
+/// [`MIN_RUNS`] (Sec. 4.6.2).
+pub fn recommend(similar: usize) -> usize {
+    similar.max(MIN_RUNS)
 }
 
 /// Step 3: marks which subsets keep the whole set's standard deviation and
@@ -189,6 +233,8 @@ mod tests {
             retained: size - outliers,
             mean_pt_ns: None,
             sd_pt_ns: Some(sd_ms * MS),
+            dropped_et_two_sigma: 0,
+            sd_et_ns: None,
             keeps_sd: false,
             keeps_outliers: false,
         }
@@ -244,20 +290,50 @@ mod tests {
     /// 1000), retained sd √((136 − 58²/39)/38) = 1.14413 ms; first 20:
     /// √(25/19) = 1.14708 ms; first 10: √(12.1/9) = 1.15950 ms; first 5:
     /// √(6.8/4) = 1.30384 ms. Catches subsets not taken from the start, a
-    /// wrong halving, or outliers not counted per subset.
+    /// wrong halving, outliers not counted per subset, or ET's columns not
+    /// filled.
     #[test]
     fn halving_subsets_on_constructed_data() {
         let r = sample_size(&runs(), None, &SampleSizeConfig::default()).unwrap();
         assert_eq!((r.full.size, r.full.outliers()), (40, 1));
         let close = |a: Option<f64>, ms: f64| (a.unwrap() / MS - ms).abs() < 1e-5;
         assert!(close(r.full.sd_pt_ns, 1.14413));
+        // ET = PT in these runs: ET's own band finds the same run and the
+        // same sd (Tables XX–XXI's ET rows).
+        assert_eq!(r.full.et_outliers(), 1);
+        assert!(close(r.full.sd_et_ns, 1.14413));
         let sizes: Vec<usize> = r.rows.iter().map(|r| r.size).collect();
         assert_eq!(sizes, [20, 10, 5]);
         assert!(close(r.rows[0].sd_pt_ns, 1.14708));
         assert!(close(r.rows[1].sd_pt_ns, 1.15950));
         assert!(close(r.rows[2].sd_pt_ns, 1.30384));
         assert!(r.rows.iter().all(|r| r.outliers() == 0));
-        assert_eq!(r.recommended, Some(5));
+        // 5 runs are similar by ttp's rule, but the paper's floor holds.
+        assert_eq!(r.similar, Some(5));
+        assert_eq!((r.min_runs, r.recommended), (Some(MIN_RUNS), Some(10)));
+    }
+
+    /// The floor's arithmetic (Samuelson's inequality): the most extreme
+    /// set of n values, n − 1 equal and one apart, puts that one
+    /// (n − 1)/√n sample sd from the mean: 1.789 for n = 5, inside ±2σ, and
+    /// 2.041 for n = 6, outside. Catches a floor below 6, where the second
+    /// sanity check cannot fire, and guards MIN_RUNS against being lowered.
+    #[test]
+    fn two_sigma_is_blind_below_six_runs() {
+        use crate::protocol::emp::outliers::sigma_band;
+        let extreme = |n: usize| {
+            let mut v = vec![0.0; n - 1];
+            v.push(1.0);
+            let b = sigma_band(&v, 2.0).unwrap();
+            v.iter().filter(|&&x| b.outside(x).is_some()).count()
+        };
+        for n in 2..=5 {
+            assert_eq!(extreme(n), 0, "n = {n}");
+        }
+        assert_eq!(extreme(6), 1);
+        const { assert!(MIN_RUNS >= 6) };
+        assert_eq!(recommend(5), 10);
+        assert_eq!(recommend(20), 20);
     }
 
     /// Catches explicit sizes larger than the run set being accepted.

@@ -52,8 +52,25 @@ pub fn deviations(machine: Option<&MachineFacts>, qcs: &[QcInput]) -> Vec<String
         d.push(format!(
             "{c} CPU cores were enabled instead of one (overall ticks are summed over them; checks QE6 and QE7 allow {c} × Time_meas)"
         ));
+        // Eq. 1 and QE9 take the overall IOWait unscaled (docs/ttpv2.md,
+        // "More than one CPU"); the ledger's share of it is the measured
+        // alternative to eq. 1's 0.5 (calc.rs, others_fraction_measured).
+        let share_known = qcs.iter().flat_map(|q| &q.qes).any(|qe| {
+            qe.processes.iter().any(|p| {
+                p.class == super::model::ProcessClass::Query && p.m.ledger.iowait_share_ns.is_some()
+            })
+        });
+        d.push(format!(
+            "eq. 1 halves, and QE9 compares, the IOWait summed over all {c} CPUs, unscaled, so another process's I/O wait on an idle CPU counts as if it were the query's{}",
+            if share_known {
+                "; Time_calc with the query's own share of that IOWait (the ledger's iowait_share_ns) in place of the half is reported beside it"
+            } else {
+                ""
+            }
+        ));
     }
     if let Some(m) = machine {
+        d.extend(cpu_restrictions(m));
         if let Some(v) = &m.virtualization {
             d.push(format!(
                 "the machine is a virtual machine ({v}), so steal time may occur"
@@ -81,6 +98,38 @@ pub fn deviations(machine: Option<&MachineFacts>, qcs: &[QcInput]) -> Vec<String
         ));
     }
     d.push("QE10 and QC2 judge a QE against the spread of the other QEs of its Q@C".into());
+    d
+}
+
+/// Sec. 9 (2)/(6): when ttp — and so the query it starts — could use fewer
+/// CPUs than the overall /proc/stat counters sum over (`cores`, the online
+/// CPUs), by its affinity mask or a cgroup's CPU quota, say so: those
+/// counters (eq. 1's overall IOWait, QE6, QE9) still cover every online CPU
+/// (docs/ttpv2.md, "Which CPU count").
+pub fn cpu_restrictions(m: &MachineFacts) -> Vec<String> {
+    let mut d = Vec::new();
+    let online = m
+        .cores
+        .map(|c| format!(" of the {c} online CPUs"))
+        .unwrap_or_default();
+    if let Some(list) = &m.affinity_cpus {
+        let cpus: Vec<String> = list.iter().map(u32::to_string).collect();
+        d.push(format!(
+            "ttp and the query it started were pinned to CPU{} {} ({}{online}, by their affinity mask); the overall /proc/stat counters still sum over every online CPU",
+            if list.len() == 1 { "" } else { "s" },
+            cpus.join(","),
+            list.len()
+        ));
+    }
+    if let Some(l) = &m.cgroup_cpu_limit {
+        d.push(format!(
+            "ttp and the query it started ran in cgroup {}, whose CPU quota limits them to {} CPUs' worth of time ({} µs per {} µs){online}; the overall /proc/stat counters still sum over every online CPU",
+            l.cgroup,
+            sig2(l.cpus()),
+            l.quota_us,
+            l.period_us
+        ));
+    }
     d
 }
 
@@ -302,6 +351,51 @@ mod tests {
         assert_eq!(sig2(0.0), "0");
     }
 
+    /// `taskset -c 0` on 2 CPUs: 2 online CPUs, pinned to CPU 0; a cgroup
+    /// quota of half a CPU. Catches a pinned run reported as unrestricted,
+    /// or an unrestricted one as pinned.
+    #[test]
+    fn pinning_and_cgroup_limits_are_stated() {
+        use crate::collect::machine::CgroupCpuLimit;
+        let free = MachineFacts {
+            cores: Some(2),
+            ..MachineFacts::default()
+        };
+        assert!(cpu_restrictions(&free).is_empty());
+        let pinned = MachineFacts {
+            affinity_cpus: Some(vec![0]),
+            cgroup_cpu_limit: Some(CgroupCpuLimit {
+                cgroup: "/limited".into(),
+                quota_us: 50_000,
+                period_us: 100_000,
+            }),
+            ..free
+        };
+        let d = deviations(Some(&pinned), &[]).join("\n");
+        for needle in [
+            "2 CPU cores were enabled",
+            "eq. 1 halves, and QE9 compares, the IOWait summed over all 2 CPUs, unscaled",
+            "pinned to CPU 0 (1 of the 2 online CPUs, by their affinity mask)",
+            "cgroup /limited, whose CPU quota limits them to 0.50 CPUs' worth of time (50000 µs per 100000 µs) of the 2 online CPUs",
+        ] {
+            assert!(d.contains(needle), "missing {needle:?} in:\n{d}");
+        }
+        assert!(!d.contains("iowait_share_ns"), "no ledger share given: {d}");
+        // With the query's ledger share of IOWait measured, the paragraph
+        // says Time_calc from it is reported beside eq. 1's.
+        let mut qc = crate::protocol::ttpv2::testutil::clean_qc(3);
+        for p in qc.qes.iter_mut().flat_map(|q| &mut q.processes) {
+            if p.class == crate::protocol::ttpv2::model::ProcessClass::Query {
+                p.m.ledger.iowait_share_ns = Some(1_000_000);
+            }
+        }
+        let d = deviations(Some(&pinned), &[qc]).join("\n");
+        assert!(
+            d.contains("(the ledger's iowait_share_ns) in place of the half is reported beside it"),
+            "{d}"
+        );
+    }
+
     /// The paragraph states the machine, the counts and the deviations it
     /// was given. Catches a dropped sentence or a wrong percentage.
     #[test]
@@ -320,6 +414,7 @@ mod tests {
             delay_accounting_switched_on: true,
             cold_cache: Some(true),
             deviations: vec!["sshd left running".into()],
+            ..MachineFacts::default()
         };
         let mut qcs = vec![clean_qc(10)];
         // The probes' cost of QEs 1–3: 0.2 %, 0.4 % and 0.3 % of a 1 s

@@ -9,6 +9,7 @@ use crate::protocol::emp::{
     outliers::Side,
     profile::{Applies, Profile},
     stats::Summary,
+    version_label,
 };
 
 /// Up to this many runs the report lists every run.
@@ -75,9 +76,26 @@ pub fn render_outcome(o: &EmpOutcome) -> String {
     };
     let _ = writeln!(
         s,
-        "EMP (compute-bound timing, EMPv5): {} runs, PT from {src}",
+        "EMP (compute-bound timing, {}): {} runs, PT from {src}",
+        version_label(o.setup.as_ref()),
         o.runs.len()
     );
+    if let Some(setup) = &o.setup {
+        let _ = writeln!(
+            s,
+            "\nSet-up (Fig. 8 Step 1, EMPv1–v4, from `ttp-ebpf check`)"
+        );
+        for v in &setup.versions {
+            if v.met() {
+                let _ = writeln!(s, "  {} held: {}", v.version, v.asks);
+                continue;
+            }
+            let _ = writeln!(s, "  {} NOT met: {}", v.version, v.asks);
+            for u in &v.unmet {
+                let _ = writeln!(s, "    {}: {}", u.title, u.detail);
+            }
+        }
+    }
     // Long measurements list only the runs not retained.
     let all = o.runs.len() <= FULL_TABLE_RUNS;
     let _ = writeln!(
@@ -94,7 +112,11 @@ pub fn render_outcome(o: &EmpOutcome) -> String {
         "  {:>5}  {:>12}  {:>12}  verdict",
         "run", "ET (ms)", "PT (ms)"
     );
-    for r in o.runs.iter().filter(|r| all || !r.verdict.is_retained()) {
+    for r in o
+        .runs
+        .iter()
+        .filter(|r| all || !r.verdict.is_retained() || r.et_two_sigma.is_some())
+    {
         let _ = writeln!(
             s,
             "  {:>5}  {:>12}  {:>12}  {}",
@@ -102,6 +124,11 @@ pub fn render_outcome(o: &EmpOutcome) -> String {
             ms(r.et_ns as f64),
             r.pt_ns.map_or("—".into(), |p| ms(p as f64)),
             verdict_text(&r.verdict)
+                + match r.et_two_sigma {
+                    Some(Side::Above) => "; ET above its mean + 2σ",
+                    Some(Side::Below) => "; ET below its mean − 2σ",
+                    None => "",
+                }
         );
     }
     let d = &o.dropped;
@@ -139,6 +166,17 @@ pub fn render_outcome(o: &EmpOutcome) -> String {
             let _ = writeln!(s, "  second check, ±2σ: not applied");
         }
     }
+    if let Some(b) = &o.et_two_sigma {
+        let _ = writeln!(
+            s,
+            "  ET's own band (Table XVIII), mean ± {}σ = [{}, {}] ms over the same {} runs: {} outside (ET statistics leave them out; the PT result does not)",
+            o.sigma_k,
+            ms(b.lower_ns),
+            ms(b.upper_ns),
+            b.n,
+            d.et_two_sigma
+        );
+    }
     if d.flagged + d.missing_pt > 0 {
         let _ = writeln!(
             s,
@@ -152,6 +190,19 @@ pub fn render_outcome(o: &EmpOutcome) -> String {
     );
     s += &summary_line("process time (PT)", o.pt.as_ref());
     s += &summary_line("elapsed time (ET)", o.et.as_ref());
+    if o.et_two_sigma.is_some() {
+        let _ = writeln!(
+            s,
+            "  outliers: PT {} (= {} + {}), ET {} (= {} + {}) of {} runs (first check + own ±2σ)",
+            d.daemon_cutoff + d.two_sigma,
+            d.daemon_cutoff,
+            d.two_sigma,
+            d.daemon_cutoff + d.et_two_sigma,
+            d.daemon_cutoff,
+            d.et_two_sigma,
+            o.runs.len() - d.flagged - d.missing_pt
+        );
+    }
     s += &summary_line("PT before removal", o.pt_before.as_ref());
     s += &summary_line("ET before removal", o.et_before.as_ref());
     if let Some(a) = &o.source_agreement {
@@ -191,7 +242,15 @@ pub fn render_calibration(p: &Profile) -> String {
         );
         render_analysis(&mut s, a);
     }
-    let _ = writeln!(s, "Step 8: daemon cut-offs ({} daemons)", p.daemons.len());
+    let _ = writeln!(
+        s,
+        "Step 8: daemon cut-offs ({} daemons){}",
+        p.daemons.len(),
+        p.cutoff_resolution_ns.map_or(String::new(), |r| format!(
+            ", rounded half up to {} ms and at least that (the paper's PT resolution, Table XVI)",
+            ms(r as f64)
+        ))
+    );
     let _ = writeln!(
         s,
         "  {:<16} {:>14}  {:>14}  applies",
@@ -320,18 +379,20 @@ pub fn render_sample_size(r: &SampleSizeReport) -> String {
     );
     let _ = writeln!(
         s,
-        "  {:>6}  {:>16}  {:>10}  {:>12}  keeps sd (±{:.0} %)  keeps outliers",
+        "  {:>6}  {:>16}  {:>10}  {:>12}  {:>16}  {:>10}  keeps sd (±{:.0} %)  keeps outliers",
         "size",
         "outliers (=I+II)",
         "retained",
         "sd PT (ms)",
+        "ET outl. (=I+II)",
+        "sd ET (ms)",
         r.sd_tolerance * 100.0
     );
     for row in std::iter::once(&r.full).chain(&r.rows) {
         let whole = row.size == r.full.size;
         let _ = writeln!(
             s,
-            "  {:>6}  {:>16}  {:>10}  {:>12}  {:>18}  {}",
+            "  {:>6}  {:>16}  {:>10}  {:>12}  {:>16}  {:>10}  {:>18}  {}",
             row.size,
             format!(
                 "{} (={}+{})",
@@ -341,6 +402,13 @@ pub fn render_sample_size(r: &SampleSizeReport) -> String {
             ),
             row.retained,
             row.sd_pt_ns.map_or("—".into(), ms),
+            format!(
+                "{} (={}+{})",
+                row.et_outliers(),
+                row.dropped_daemon,
+                row.dropped_et_two_sigma
+            ),
+            row.sd_et_ns.map_or("—".into(), ms),
             if whole {
                 "whole set"
             } else if row.keeps_sd {
@@ -359,11 +427,101 @@ pub fn render_sample_size(r: &SampleSizeReport) -> String {
     }
     let _ = writeln!(
         s,
-        "  recommended: {}",
+        "  similar (ttp's own rule: sd within ±{:.0} %, outliers at most {}× the whole set's share; the paper judges by eye): {}",
+        r.sd_tolerance * 100.0,
+        r.outlier_factor,
+        r.similar.map_or("no subset".into(), |n| format!(
+            "{n} runs (the smallest subset)"
+        ))
+    );
+    let floor = match (r.similar, r.min_runs) {
+        (Some(sim), Some(min)) if sim < min => format!(
+            " (raised from {sim}: never fewer than {min}, Sec. 4.6.2 — with 5 or fewer runs ±2σ cannot drop a run)"
+        ),
+        _ => String::new(),
+    };
+    let _ = writeln!(
+        s,
+        "  recommended: {}{floor}",
         r.recommended.map_or(
             "no subset keeps both; use the whole set size".into(),
             |n| format!("{n} runs")
         )
     );
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::emp::{
+        EmpConfig, EmpRun, EmpSetup, ProgramTime, RunFlags, apply, setup::VERSIONS,
+    };
+
+    fn outcome(daemons_item: &str) -> EmpOutcome {
+        let runs: Vec<EmpRun> = (0..10u64)
+            .map(|i| EmpRun {
+                index: i as u32,
+                et_ns: if i == 4 { 160_000_000 } else { 105_000_000 },
+                start_offset_ns: None,
+                pt: ProgramTime {
+                    taskstats_us: None,
+                    ledger_on_cpu_ns: Some(100_000_000),
+                    runtime_ns: None,
+                },
+                daemons: vec![],
+                flags: RunFlags::default(),
+            })
+            .collect();
+        let mut o = apply(&runs, None, &EmpConfig::default()).unwrap();
+        let items: Vec<serde_json::Value> = VERSIONS
+            .iter()
+            .flat_map(|(_, _, ids)| ids.iter())
+            .map(|id| {
+                let status = if *id == "noncritical_daemons" {
+                    daemons_item
+                } else {
+                    "pass"
+                };
+                serde_json::json!({"id": id, "title": format!("T-{id}"), "source": "s",
+                    "status": status, "detail": format!("D-{id}")})
+            })
+            .collect();
+        let check = serde_json::from_value(serde_json::json!({
+            "schema": "ttp.check/1", "root": "/", "sample_ms": 1000, "items": items,
+        }))
+        .unwrap();
+        o.setup = Some(EmpSetup::from_check(check));
+        o
+    }
+
+    /// The header claims EMPv5 only when EMPv1–v4 held, and names what did
+    /// not; the ET band and both outlier counts are printed. Catches
+    /// "EMPv5" printed unconditionally or the unmet item left unnamed.
+    #[test]
+    fn header_claims_empv5_only_when_the_setup_held() {
+        let met = render_outcome(&outcome("pass"));
+        assert!(
+            met.starts_with("EMP (compute-bound timing, EMPv5): 10 runs"),
+            "{met}"
+        );
+        assert!(met.contains("EMPv1 held"), "{met}");
+        let unmet = render_outcome(&outcome("warn"));
+        assert!(
+            unmet.starts_with(
+                "EMP (compute-bound timing, EMPv5's outlier removal, not EMPv5: set-up of EMPv1 not met)"
+            ),
+            "{unmet}"
+        );
+        assert!(unmet.contains("EMPv1 NOT met"), "{unmet}");
+        assert!(
+            unmet.contains("T-noncritical_daemons: D-noncritical_daemons"),
+            "{unmet}"
+        );
+        assert!(unmet.contains("ET's own band (Table XVIII)"), "{unmet}");
+        assert!(
+            unmet.contains("outliers: PT 0 (= 0 + 0), ET 1 (= 0 + 1) of 10 runs"),
+            "{unmet}"
+        );
+    }
 }

@@ -42,7 +42,8 @@ impl Rendered for Outcome {
     fn title(&self) -> String {
         let o = &self.0;
         format!(
-            "ttp run (EMP): {}, {} runs",
+            "ttp run (EMP, {}): {}, {} runs",
+            crate::protocol::emp::version_label(o.setup.as_ref()),
             if o.command.is_empty() {
                 "command not recorded".to_string()
             } else {
@@ -55,13 +56,15 @@ impl Rendered for Outcome {
         terminal::render_outcome(&self.0)
     }
     fn table(&self) -> Table {
-        let mut t = Table::new(&["run", "et_ms", "pt_ms", "verdict"]);
+        let mut t = Table::new(&["run", "et_ms", "pt_ms", "verdict", "et_two_sigma"]);
         for r in &self.0.runs {
             t.push(vec![
                 r.index.to_string(),
                 ms3(Some(r.et_ns as f64)),
                 ms3(r.pt_ns.map(|v| v as f64)),
                 verdict(&r.verdict),
+                r.et_two_sigma
+                    .map_or(String::new(), |s| format!("{s:?}").to_lowercase()),
             ]);
         }
         t
@@ -133,6 +136,8 @@ impl Rendered for SampleSize {
             "retained",
             "mean_pt_ms",
             "sd_pt_ms",
+            "dropped_et_two_sigma",
+            "sd_et_ms",
             "keeps_sd",
             "keeps_outliers",
         ]);
@@ -144,6 +149,8 @@ impl Rendered for SampleSize {
                 r.retained.to_string(),
                 ms3(r.mean_pt_ns),
                 ms3(r.sd_pt_ns),
+                r.dropped_et_two_sigma.to_string(),
+                ms3(r.sd_et_ns),
                 r.keeps_sd.to_string(),
                 r.keeps_outliers.to_string(),
             ]);

@@ -16,6 +16,12 @@
 //!   least that long use the maximum of the two (rhn_check: 281 ms below
 //!   12 min, 12,828 ms from 12 min). A daemon without a period has one
 //!   cut-off, the maximum of the two (item 5).
+//! * Every cut-off is at the paper's PT resolution: whole milliseconds,
+//!   rounded half up (Table XVI prints bash (0 + 1)/2 as 1 ms, flush-9:0
+//!   (1 + 126)/2 as 64 ms, rhnsd 9 + 2 × 1.6 as 12 ms), and never below one
+//!   tick of that resolution (1 ms): a daemon execution of at most 1 ms
+//!   never drops a run. Without this, bash's 0.5 ms drops sample 451 of
+//!   Table IX (bash 1 ms), which Table XVII keeps.
 use std::collections::BTreeSet;
 
 use super::{CalibrationAnalysis, PeriodKind, Periodicity};
@@ -25,6 +31,26 @@ use crate::protocol::emp::profile::{
 
 /// Share of a daemon's period that defines its task time (Step 8 (3)).
 pub const TASK_TIME_SHARE: f64 = 0.05;
+
+/// Resolution of a cut-off: the paper's PT resolution, 1 ms (taskstats
+/// ticks, Sec. 3.2; "PT is measured in msec", Sec. 4.5.2 before Table XVIII).
+pub const CUTOFF_RESOLUTION_NS: u64 = 1_000_000;
+
+/// The smallest cut-off: one tick of PT resolution. No daemon execution at
+/// or below it drops a run (Table XVII keeps sample 451, bash 1 ms, under
+/// bash's cut-off of 1 ms).
+pub const CUTOFF_FLOOR_NS: u64 = CUTOFF_RESOLUTION_NS;
+
+/// `num / den` ns at the cut-off resolution, rounded half up, and at least
+/// the floor.
+fn at_resolution(num: u128, den: u128) -> u64 {
+    let r = u128::from(CUTOFF_RESOLUTION_NS);
+    // round(num / (den · r)) = floor((2·num + den·r) / (2·den·r)).
+    let ticks = (2 * num + den * r) / (2 * den * r);
+    u64::try_from(ticks * r)
+        .unwrap_or(u64::MAX)
+        .max(CUTOFF_FLOOR_NS)
+}
 
 /// Builds the profile (Steps 7–8).
 pub fn build_profile(
@@ -46,6 +72,7 @@ pub fn build_profile(
         schema: PROFILE_SCHEMA.to_string(),
         created_by: format!("ttp {}", env!("CARGO_PKG_VERSION")),
         daemons,
+        cutoff_resolution_ns: Some(CUTOFF_RESOLUTION_NS),
         calibrations: std::iter::once(short).chain(long).collect(),
     }
 }
@@ -65,7 +92,8 @@ fn basis(a: &CalibrationAnalysis, name: &str, sigma_k: f64) -> Option<CutoffBasi
         return Some(CutoffBasis::Midpoint {
             central_max_ns: central_max,
             l_min_ns: d.min_pt_ns,
-            cutoff_ns: midpoint(lo, d.min_pt_ns),
+            // Step 8 (1): the midpoint, at PT resolution.
+            cutoff_ns: at_resolution(u128::from(lo) + u128::from(d.min_pt_ns), 2),
         });
     }
     a.central_daemons
@@ -73,13 +101,13 @@ fn basis(a: &CalibrationAnalysis, name: &str, sigma_k: f64) -> Option<CutoffBasi
         .map(|c| CutoffBasis::CentralPlusTwoSd {
             central_max_ns: c.max_pt_ns,
             central_sd_ns: c.sd_pt_ns,
-            cutoff_ns: (c.max_pt_ns as f64 + sigma_k * c.sd_pt_ns).round() as u64,
+            // Step 8 (4): maximum + 2σ, at PT resolution (whole ns first:
+            // σ is a real number).
+            cutoff_ns: at_resolution(
+                (c.max_pt_ns as f64 + sigma_k * c.sd_pt_ns).round().max(0.0) as u128,
+                1,
+            ),
         })
-}
-
-fn midpoint(a: u64, b: u64) -> u64 {
-    // Rounds half up without overflow.
-    a / 2 + b / 2 + (a % 2 + b % 2).div_ceil(2)
 }
 
 fn period_of(a: &CalibrationAnalysis, name: &str) -> Option<Periodicity> {

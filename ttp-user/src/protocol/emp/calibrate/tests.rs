@@ -159,7 +159,8 @@ fn identifies_long_running_executions_and_period() {
 }
 
 /// Step 8 on the synthetic set: midpoints between central max (or 0) and
-/// L minimum. Catches midpoints of the wrong quantities.
+/// L minimum, rounded half up to whole ms (Table XVI). Catches midpoints of
+/// the wrong quantities.
 #[test]
 fn cutoffs_of_the_synthetic_profile() {
     let p = build_profile(analysed(), None, 2.0);
@@ -172,9 +173,9 @@ fn cutoffs_of_the_synthetic_profile() {
             .unwrap()
     };
     assert_eq!(c("rhn_check"), 225 * MS); // (0 + 450)/2
-    assert_eq!(c("flush-9:0"), 60_500_000); // (1 + 120)/2
+    assert_eq!(c("flush-9:0"), 61 * MS); // (1 + 120)/2 = 60.5
     assert_eq!(c("bash"), MS); // (0 + 2)/2
-    assert_eq!(c("sshd"), 7_500_000); // (0 + 15)/2
+    assert_eq!(c("sshd"), 8 * MS); // (0 + 15)/2 = 7.5
     assert_eq!(p.daemons.len(), 4);
 }
 
