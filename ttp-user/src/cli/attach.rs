@@ -18,6 +18,7 @@ use crate::{
     report::{
         self,
         attach::{Summary, Targets},
+        render::attach::TextOptions,
         trace,
         units::parse_duration,
     },
@@ -57,6 +58,15 @@ pub struct AttachArgs {
     /// chrome://tracing. See docs/trace.md.
     #[arg(long, value_name = "FILE", conflicts_with = "all")]
     pub trace: Option<PathBuf>,
+    /// List this many processes in the summary, busiest (on-CPU) first; the
+    /// rest are summed in one line. 0 lists them all. The JSON always has
+    /// every process.
+    #[arg(long, value_name = "N", default_value_t = report::render::attach::DEFAULT_TOP)]
+    pub top: usize,
+    /// Show every cross-check comparison in the summary, not only the
+    /// flagged ones (a summary of one process shows them all anyway).
+    #[arg(long)]
+    pub checks: bool,
     /// Print only the final summary, not the live table.
     #[arg(long, short)]
     pub quiet: bool,
@@ -195,7 +205,10 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
         notes,
     );
     summary.probe_cost = probe_cost;
-    summary.print();
+    summary.print(&TextOptions {
+        top: (args.top > 0).then_some(args.top),
+        all_checks: args.checks,
+    });
     if let Some(path) = &args.json {
         report::atomic::write_json_result(path, &summary.json())?;
     }

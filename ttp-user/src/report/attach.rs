@@ -8,12 +8,9 @@ use crate::{
     accounts::{ProcessDelta, Window},
     collect::proc_stat::StatDelta,
     report::{
-        render::{
-            Rendered,
-            attach::{
-                ATTACH_SCHEMA, AgreementView, AttachDoc, CpuView, LostView, MachineView,
-                OverallView, ProcessView, WindowView,
-            },
+        render::attach::{
+            ATTACH_SCHEMA, AgreementView, AttachDoc, CpuView, LostView, MachineView, OverallView,
+            ProcessView, TextOptions, WindowView,
         },
         units::{bytes, ms},
     },
@@ -208,8 +205,8 @@ impl Summary {
 
     /// The terminal summary, rendered from the document `--json` writes by
     /// the renderer `ttp-ebpf report` uses, so the two cannot drift apart.
-    pub fn print(&self) {
-        print!("{}", self.doc().text());
+    pub fn print(&self, o: &TextOptions) {
+        print!("{}", self.doc().text_with(o));
     }
 
     /// The summary as JSON (schema `ttp.attach/1`), keys sorted as written.

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use plotters::prelude::*;
 use serde::{Deserialize, Serialize};
 
+pub use super::attach_text::{DEFAULT_TOP, TextOptions};
 use super::{
     RenderError, Rendered, Table,
     table::{ms3, num},
@@ -15,10 +16,7 @@ use crate::{
     accounts::{CpuTimes, LedgerMeasures},
     collect::proc_stat::{CpuLine, CpuTicks},
     probe::{KernelStats, cost::ProbeCost},
-    report::{
-        losses::{self, Affects},
-        units::{bytes, ms},
-    },
+    report::losses::{self, Affects},
     window::{
         crosscheck::Agreement,
         procs::{ProcCounters, TaskstatsCounters},
@@ -158,31 +156,6 @@ impl From<&Agreement> for AgreementView {
     }
 }
 
-fn agreement_lines(out: &mut String, rows: &[AgreementView]) {
-    for a in rows {
-        let mark = if a.informational.is_some() {
-            "info"
-        } else if a.within {
-            "ok"
-        } else {
-            "FLAG"
-        };
-        out.push_str(&format!(
-            "    [{mark:>4}] {:<14} {:>12} vs {:<32} {:>12}  ({:+.2}%, tolerance {}){}\n",
-            a.measure,
-            a.ledger,
-            a.reference,
-            a.kernel,
-            a.rel_diff.unwrap_or(f64::INFINITY) * 100.0,
-            a.tolerance,
-            a.informational
-                .as_ref()
-                .map(|w| format!(" — {w}"))
-                .unwrap_or_default()
-        ));
-    }
-}
-
 impl AttachDoc {
     /// Every loss and repair of the window, in words.
     fn losses(&self) -> Vec<losses::Loss> {
@@ -193,65 +166,12 @@ impl AttachDoc {
         };
         losses::describe(&self.lost.kernel, &extra)
     }
-}
 
-impl Rendered for AttachDoc {
-    fn title(&self) -> String {
-        format!(
-            "ttp attach: {} process(es) over {:.3} s",
-            self.processes.len(),
-            (self.window.end_ns - self.window.start_ns) as f64 / 1e9
-        )
-    }
-
-    fn text(&self) -> String {
-        let w = &self.window;
-        let mut out = format!(
-            "== summary over {:.3} s ==\n",
-            (w.end_ns - w.start_ns) as f64 / 1e9
-        );
+    /// The terminal summary (attach_text.rs), then the exit records, the
+    /// probes' cost, the losses in words and the notes.
+    pub fn text_with(&self, o: &TextOptions) -> String {
         let losses = self.losses();
-        for p in &self.processes {
-            let k = &p.kernel;
-            out.push_str(&format!(
-                "pid {} ({}){}, {} thread(s): on-CPU {} ms, run-queue {} ms, sleep {} ms, blocked {} ms, iowait {} ms (own I/O {} ms, share of machine iowait {} ms){}\n",
-                p.pid,
-                p.comm,
-                if p.exited { ", exited" } else { "" },
-                p.threads,
-                ms(k.on_cpu_ns),
-                ms(k.runq_wait_ns),
-                ms(k.sleep_ns),
-                ms(k.blocked_ns),
-                ms(k.iowait_ns),
-                ms(k.iowait_own_ns),
-                ms(k.iowait_share_ns),
-                losses::mark(&losses, Affects::Processes),
-            ));
-            out.push_str(&format!(
-                "    I/O: {} reads ({}), {} writes ({}), device {} ms, queued {} ms; switches {} voluntary, {} involuntary{}\n",
-                k.io.read_requests,
-                bytes(k.io.read_bytes),
-                k.io.write_requests,
-                bytes(k.io.write_bytes),
-                ms(k.io.device_ns),
-                ms(k.io.queue_ns),
-                k.voluntary_switches,
-                k.involuntary_switches,
-                losses::mark(&losses, Affects::Io),
-            ));
-            agreement_lines(&mut out, &p.agreement);
-        }
-        let t = &self.overall.kernel.total;
-        out.push_str(&format!(
-            "machine ({} CPUs): busy {} ms, idle {} ms, iowait {} ms{}\n",
-            self.overall.kernel.cpus.len(),
-            ms(t.busy_ns),
-            ms(t.idle_ns),
-            ms(t.iowait_ns),
-            losses::mark(&losses, Affects::Machine)
-        ));
-        agreement_lines(&mut out, &self.overall.agreement);
+        let mut out = super::attach_text::text(self, o, &losses);
         if let Some(n) = self.taskstats_exit_records {
             let ledger_exits = self.processes.iter().filter(|p| p.exited).count();
             out.push_str(&format!(
@@ -267,6 +187,20 @@ impl Rendered for AttachDoc {
             out.push_str(&format!("note: {n}\n"));
         }
         out
+    }
+}
+
+impl Rendered for AttachDoc {
+    fn title(&self) -> String {
+        format!(
+            "ttp attach: {} process(es) over {:.3} s",
+            self.processes.len(),
+            (self.window.end_ns - self.window.start_ns) as f64 / 1e9
+        )
+    }
+
+    fn text(&self) -> String {
+        self.text_with(&TextOptions::default())
     }
 
     fn table(&self) -> Table {
@@ -284,27 +218,36 @@ impl Rendered for AttachDoc {
         );
         let head: Vec<&str> = head.iter().map(String::as_str).collect();
         let mut t = Table::new(&head);
-        let f = |ns: u64| ms3(Some(ns as f64));
         for p in &self.processes {
-            let mut row = vec![p.pid.to_string(), p.comm.clone(), p.threads.to_string()];
-            row.extend(p.kernel.named().into_iter().map(|(n, v)| {
-                if n.ends_with("_ns") {
-                    f(v)
-                } else {
-                    v.to_string()
-                }
-            }));
-            t.push(row);
+            t.push(measures_row(
+                [p.pid.to_string(), p.comm.clone(), p.threads.to_string()],
+                &p.kernel,
+            ));
         }
         t
     }
 
     fn markdown(&self) -> String {
         let t = &self.overall.kernel.total;
+        // A total row under several processes (the tree of --children, the
+        // machine's processes of --all); CSV keeps one row per process so
+        // that a column sums to the total.
+        let mut table = self.table();
+        if self.processes.len() > 1 {
+            let threads: u32 = self.processes.iter().map(|p| p.threads).sum();
+            table.push(measures_row(
+                [
+                    String::new(),
+                    format!("total ({} processes)", self.processes.len()),
+                    threads.to_string(),
+                ],
+                &super::attach_text::total(self),
+            ));
+        }
         format!(
             "**{}**\n\n{}\nMachine: busy {} ms, idle {} ms, iowait {} ms over {} CPUs{}.\n",
             self.title(),
-            self.table().markdown(),
+            table.markdown(),
             num(Some(t.busy_ns as f64 / 1e6)),
             num(Some(t.idle_ns as f64 / 1e6)),
             num(Some(t.iowait_ns as f64 / 1e6)),
@@ -323,6 +266,20 @@ impl Rendered for AttachDoc {
             &time_chart(self)?,
         )?])
     }
+}
+
+/// One table row: the process columns, then every ledger counter from its
+/// one declaration (times in ms with three decimals).
+fn measures_row(head: [String; 3], k: &LedgerMeasures) -> Vec<String> {
+    let mut row = Vec::from(head);
+    row.extend(k.named().into_iter().map(|(n, v)| {
+        if n.ends_with("_ns") {
+            ms3(Some(v as f64))
+        } else {
+            v.to_string()
+        }
+    }));
+    row
 }
 
 /// A stacked part of a bar: its legend, colour and measure.

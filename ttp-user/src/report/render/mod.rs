@@ -5,6 +5,7 @@
 //! Adding a result kind is one arm in [`load`] and one [`Rendered`] impl,
 //! next to the module that writes the kind.
 pub mod attach;
+mod attach_text;
 mod blame;
 mod emp;
 mod load_report;
