@@ -161,6 +161,52 @@ fn attach_children_sees_all_200_and_ends_when_the_target_exits() {
     let _ = std::fs::remove_file(json);
 }
 
+/// `attach --pid` of a target killed 0.5 s in, with a 5 s refresh: the
+/// window ends at the exit (the test's own clock at the kill), not at the
+/// next refresh. The end must come after the kill and within 2.5 s of it:
+/// half the refresh, so a window that waits for the refresh fails by
+/// seconds, while the wake-up itself takes milliseconds even on a loaded
+/// machine. Catches a target that exits after 1.09 s reported "over 2 s".
+#[test]
+fn attach_ends_the_window_when_the_target_exits() {
+    if !root_or_skip("attach_ends_the_window_when_the_target_exits") {
+        return;
+    }
+    let _serial = serial();
+    let mut target = std::process::Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .expect("sleep");
+    let json = temp_path("exit-window.json");
+    let mut ttp = ttp_attached(&[
+        "attach",
+        "--pid",
+        &target.id().to_string(),
+        "--interval",
+        "5s",
+        "--duration",
+        "60s",
+        "-q",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let killed_ns = monotonic_ns();
+    target.kill().expect("kill sleep");
+    target.wait().expect("reap sleep");
+    assert!(ttp.wait().expect("wait ttp").success());
+    let v = json_file(&json);
+    let end_ns = v["window"]["end_ns"].as_u64().unwrap();
+    assert!(end_ns >= killed_ns, "window ended before the target exited");
+    let late_ms = (end_ns - killed_ns) as f64 / 1e6;
+    assert!(
+        late_ms < 2500.0,
+        "window ended {late_ms:.1} ms after the exit"
+    );
+    assert_eq!(v["processes"][0]["exited"], true);
+    let _ = std::fs::remove_file(json);
+}
+
 /// Catches bad input that panics, hangs or exits 0: each gets one clear
 /// line and exit code 2.
 #[test]

@@ -129,9 +129,33 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
     let mut exited_by_taskstats: Vec<u32> = Vec::new();
     let mut last = first.clone();
     let mut notes = Vec::new();
+    // The target's end ends the window: the pidfd wakes the loop at the
+    // exit instead of at the next refresh (without it, a target that exits
+    // 1.09 s in would be reported over 2 s).
+    let watch = args
+        .pid
+        .and_then(|p| crate::sys::pidfd::PidExit::open(p).ok());
+    let target_exited = |exits: &[ttp_common::ExitRecord]| {
+        args.pid.is_some_and(|pid| {
+            exits
+                .iter()
+                .any(|e| e.account.tid == pid && e.account.tgid == pid)
+        })
+    };
     loop {
         let left = end_at.map(|e| e.saturating_duration_since(Instant::now()));
-        stop.sleep(left.map_or(args.interval, |l| l.min(args.interval)));
+        let step = left.map_or(args.interval, |l| l.min(args.interval));
+        let gone = stop.sleep_watching(step, watch.as_ref());
+        if gone {
+            // The exit record is written at the task's last switch, just
+            // after the pidfd wakes: wait for it (briefly) so this image
+            // closes the window.
+            let give_up = Instant::now() + Duration::from_millis(200);
+            while !target_exited(&exits) && Instant::now() < give_up {
+                ledger.drain_exits(&mut exits);
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
         let image = Image::from_snapshot(&ledger.snapshot().map_err(probe_error_ctx)?);
         cost_last = ledger.cost_snapshot();
         // After the image: a thread missing from it has its record queued.
@@ -152,12 +176,16 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
         }
         last = image;
         if let Some(pid) = args.pid
-            && exits
-                .iter()
-                .any(|e| e.account.tid == pid && e.account.tgid == pid)
+            && target_exited(&exits)
         {
             notes.push(format!(
                 "process {pid} exited; its final account comes from its exit record"
+            ));
+            break;
+        }
+        if gone && let Some(pid) = args.pid {
+            notes.push(format!(
+                "process {pid} exited but its exit record did not arrive within 200 ms: its account ends at its last switch the ledger read"
             ));
             break;
         }

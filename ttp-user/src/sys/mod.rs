@@ -6,6 +6,7 @@ pub mod delayacct;
 pub mod invoker;
 pub mod logging;
 pub mod page_cache;
+pub mod pidfd;
 pub mod privileges;
 pub mod setup_check;
 pub mod signals;
