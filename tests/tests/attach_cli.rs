@@ -207,6 +207,55 @@ fn attach_ends_the_window_when_the_target_exits() {
     let _ = std::fs::remove_file(json);
 }
 
+/// A target that exits inside the window (`dd` copying 1 GB of zeros in
+/// 1 KiB blocks, on CPU for a few hundred ms) is cross-checked against its
+/// taskstats exit record: the record is there and the ledger's on-CPU time
+/// agrees with its runtime. Catches `taskstats: null` and no cross-check
+/// for a process whose exit record arrived.
+#[test]
+fn an_exited_target_is_cross_checked_from_its_exit_record() {
+    if !root_or_skip("an_exited_target_is_cross_checked_from_its_exit_record") {
+        return;
+    }
+    let _serial = serial();
+    let mut target = std::process::Command::new("sh")
+        .args([
+            "-c",
+            "read go; exec dd if=/dev/zero of=/dev/null bs=1k count=1000000 2>/dev/null",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .expect("sh");
+    let json = temp_path("exit-record.json");
+    let mut ttp = ttp_attached(&[
+        "attach",
+        "--pid",
+        &target.id().to_string(),
+        "--duration",
+        "60s",
+        "-q",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    use std::io::Write;
+    writeln!(target.stdin.take().unwrap(), "go").unwrap();
+    assert!(target.wait().expect("dd").success());
+    assert!(ttp.wait().expect("wait ttp").success());
+    let v = json_file(&json);
+    let p = &v["processes"][0];
+    assert_eq!(p["exited"], true);
+    assert!(p["taskstats"].is_object(), "taskstats: {}", p["taskstats"]);
+    assert!(p["kernel"]["on_cpu_ns"].as_u64().unwrap() > 50_000_000);
+    let row = p["agreement"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["reference"] == "taskstats exit record cpu_run_virtual_total")
+        .unwrap_or_else(|| panic!("no exit-record comparison: {}", p["agreement"]));
+    assert_eq!(row["within"], true, "{row}");
+    let _ = std::fs::remove_file(json);
+}
+
 /// Catches bad input that panics, hangs or exits 0: each gets one clear
 /// line and exit code 2.
 #[test]

@@ -12,12 +12,13 @@ use clap::Args;
 
 use crate::{
     accounts::{Image, Window},
-    collect::taskstats::{ExitListener, Scope as TsScope, TaskstatsClient},
+    collect::taskstats::{ExitListener, TaskstatsClient},
     error::usage,
     probe::{AttachOptions, Ledger, probe_error_ctx, seed},
     report::{
         self,
         attach::{Summary, Targets},
+        exit_stats::ExitRecords,
         render::attach::TextOptions,
         trace,
         units::parse_duration,
@@ -126,7 +127,7 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
 
     let end_at = args.duration.map(|d| Instant::now() + d);
     let mut exits = Vec::new();
-    let mut exited_by_taskstats: Vec<u32> = Vec::new();
+    let mut exit_records = ExitRecords::default();
     let mut last = first.clone();
     let mut notes = Vec::new();
     // The target's end ends the window: the pidfd wakes the loop at the
@@ -161,11 +162,7 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
         // After the image: a thread missing from it has its record queued.
         ledger.drain_exits(&mut exits);
         if let Some((_, rx)) = &listener {
-            exited_by_taskstats.extend(
-                rx.try_iter()
-                    .filter(|r| r.scope == TsScope::Task)
-                    .filter_map(|r| r.stats.ac_pid),
-            );
+            rx.try_iter().for_each(|r| exit_records.add(r));
         }
         if !args.quiet {
             report::attach::print_interval(
@@ -193,6 +190,24 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
             break;
         }
     }
+    // The kernel sends a target's taskstats exit record before the exit
+    // that ended the window, but the listener thread may not have passed it
+    // on yet (a busy machine): wait for it briefly, then take what came.
+    if let (Some((_, rx)), Some(pid)) = (&listener, args.pid)
+        && target_exited(&exits)
+    {
+        let give_up = Instant::now() + Duration::from_millis(500);
+        while !exit_records.has(pid) {
+            let left = give_up.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(r) => exit_records.add(r),
+                Err(_) => break,
+            }
+        }
+    }
+    if let Some((_, rx)) = &listener {
+        rx.try_iter().for_each(|r| exit_records.add(r));
+    }
     let window = Window::between(&first, &last, &exits);
     let mut final_targets = targets.of(&window, &parents);
     final_targets.extend(&initial);
@@ -205,8 +220,8 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
     }
     let (taskstats_exits, listener_overflows) = match &listener {
         Some((l, _)) => {
-            let seen = exited_by_taskstats
-                .iter()
+            let seen = exit_records
+                .leaders()
                 .filter(|p| final_targets.contains(p))
                 .count();
             (Some(seen as u64), l.stats().overflows)
@@ -227,6 +242,7 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
         &parents,
         &procs_before,
         &procs_after,
+        &exit_records,
         taskstats_exits,
         listener_overflows,
         switched_on,

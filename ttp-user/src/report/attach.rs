@@ -8,6 +8,7 @@ use crate::{
     accounts::{ProcessDelta, Window},
     collect::proc_stat::StatDelta,
     report::{
+        exit_stats::{ExitRecords, window_counters},
         render::attach::{
             ATTACH_SCHEMA, AgreementView, AttachDoc, CpuView, LostView, MachineView, OverallView,
             ProcessView, TextOptions, WindowView,
@@ -102,6 +103,22 @@ pub fn print_interval(w: &Window, targets: &Targets, parents: &HashMap<u32, u32>
     println!();
 }
 
+/// A comparison with an exit record's runtime. The kernel writes the record
+/// in do_exit (kernel/taskstats.c `taskstats_exit` via delayacct_add_tsk),
+/// reading `se.sum_exec_runtime` of a task that is still running: it lacks
+/// the time since the scheduler last brought it up to date (at most one
+/// kernel tick) and the rest of the exit path, which the ledger counts up
+/// to the task's last switch. The tolerance grows by one tick for that, and
+/// the row says it compares with an exit record.
+fn from_exit_record(a: &mut Agreement, kernel_tick_ns: u64) {
+    if a.reference != "taskstats cpu_run_virtual_total" {
+        return;
+    }
+    a.reference = "taskstats exit record cpu_run_virtual_total";
+    a.tolerance += kernel_tick_ns;
+    a.within = a.ledger.abs_diff(a.kernel) <= a.tolerance;
+}
+
 /// One process in the summary.
 pub struct ProcessReport {
     pub ledger: ProcessDelta,
@@ -132,12 +149,20 @@ impl Summary {
         parents: &HashMap<u32, u32>,
         before: &ProcSet,
         after: &ProcSet,
+        exit_records: &ExitRecords,
         taskstats_exits: Option<u64>,
         listener_overflows: u64,
         delayacct_switched_on: bool,
         notes: Vec<String>,
     ) -> Self {
         let user_hz = crate::collect::clock::user_hz().unwrap_or(100);
+        let hz = crate::collect::clock::kernel_hz(
+            std::path::Path::new("/proc"),
+            std::path::Path::new("/boot"),
+        )
+        .map(|k| k.hz);
+        // Unknown CONFIG_HZ: the longest tick in use (HZ=100, 10 ms).
+        let kernel_tick_ns = 1_000_000_000 / hz.unwrap_or(100);
         let tick_ns = 1_000_000_000 / user_hz;
         let stat = procs::stat_delta(before, after);
         let steal = stat.as_ref().map(crosscheck::steal_fraction).unwrap_or(0.0);
@@ -149,11 +174,23 @@ impl Summary {
                 let b = before.procs.get(&p.tgid);
                 let a = after.procs.get(&p.tgid);
                 let proc = a.map(|a| procs::proc_delta(b, a));
-                let taskstats = a.and_then(|a| procs::taskstats_delta(b, a));
+                // A process that exited has its counters in its exit
+                // record: a query finds it gone, or, while it is a zombie
+                // still in /proc, answers with its exited threads left out
+                // (kernel/taskstats.c fill_stats_for_tgid skips them).
+                let exit_stats = p
+                    .exited
+                    .then(|| exit_records.process(p.tgid, p.threads))
+                    .flatten();
+                let from_exit = exit_stats.is_some();
+                let taskstats = match exit_stats {
+                    Some(e) => window_counters(b.map(|b| b.taskstats.as_ref()), e),
+                    None => a.and_then(|a| procs::taskstats_delta(b, a)),
+                };
                 // A process already running when ttp switched delay
                 // accounting on has no delay record.
                 let covers = !(delayacct_switched_on && b.is_some());
-                let agreement = crosscheck::process(
+                let mut agreement = crosscheck::process(
                     &p.kernel,
                     proc.as_ref(),
                     taskstats.as_ref(),
@@ -162,6 +199,11 @@ impl Summary {
                     covers,
                     steal,
                 );
+                if from_exit {
+                    agreement
+                        .iter_mut()
+                        .for_each(|r| from_exit_record(r, kernel_tick_ns));
+                }
                 ProcessReport {
                     ledger: p.clone(),
                     proc,
@@ -174,11 +216,6 @@ impl Summary {
             .as_ref()
             .map(|s| crosscheck::machine(&window.cpu_total(), window.cpus.len(), s, tick_ns))
             .unwrap_or_default();
-        let hz = crate::collect::clock::kernel_hz(
-            std::path::Path::new("/proc"),
-            std::path::Path::new("/boot"),
-        )
-        .map(|k| k.hz);
         Self {
             window,
             processes,
@@ -275,5 +312,45 @@ impl Summary {
             probe_cost: self.probe_cost.clone(),
             notes: self.notes.clone(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(reference: &'static str, ledger: u64, kernel: u64) -> Agreement {
+        Agreement {
+            measure: "on_cpu_ns",
+            ledger,
+            reference,
+            kernel,
+            rel_diff: 0.0,
+            tolerance: 2_000_000,
+            within: ledger.abs_diff(kernel) <= 2_000_000,
+            informational: None,
+        }
+    }
+
+    /// The numbers of a real `dd` that exited inside the window (ledger
+    /// 123.20 ms, its exit record 120.47 ms, HZ=250): outside the 2 ms
+    /// tolerance of a live query, within it plus one 4 ms tick; 10 ms apart
+    /// stays flagged; other references are left alone. Catches an exit
+    /// record compared as if read at the task's last switch, and an
+    /// allowance that passes anything.
+    #[test]
+    fn exit_record_runtime_allows_one_tick() {
+        let tick = 4_000_000;
+        let mut a = row("taskstats cpu_run_virtual_total", 123_203_256, 120_471_220);
+        assert!(!a.within);
+        from_exit_record(&mut a, tick);
+        assert!(a.within && !a.flagged());
+        assert_eq!(a.reference, "taskstats exit record cpu_run_virtual_total");
+        let mut far = row("taskstats cpu_run_virtual_total", 130_500_000, 120_471_220);
+        from_exit_record(&mut far, tick);
+        assert!(far.flagged());
+        let mut other = row("taskstats blkio_delay_total", 123_203_256, 120_471_220);
+        from_exit_record(&mut other, tick);
+        assert!(other.flagged());
     }
 }
