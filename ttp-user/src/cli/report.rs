@@ -11,8 +11,8 @@ use crate::{
 /// Show a saved ttp result again: the terminal report, a Markdown table for
 /// papers and notebooks, CSV of its per-process, per-QE or per-run
 /// measures, or its plots. Reads any JSON a ttp-ebpf command wrote
-/// (attach, run, analyze, emp, calibrate, blame, load, vprofile, and
-/// --trace files)
+/// (attach, run, analyze, emp, calibrate, blame, load, vprofile, check,
+/// inc, --trace and --record files)
 /// and needs no privileges.
 #[derive(Debug, clap::Args)]
 pub struct Args {
