@@ -293,7 +293,7 @@ fn emp_markdown_headline_with_and_without_retained_runs() {
         2.0,
     );
     let mut o = apply(&runs, Some(&p), &EmpConfig::default()).unwrap();
-    let pt = o.pt.clone().unwrap();
+    let pt = o.pt.unwrap();
     let md = load(serde_json::to_value(&o).unwrap()).unwrap().markdown();
     let want = format!(
         "Process time (mean of {} retained runs): {:.3} ms, sd {:.3} ms.",
