@@ -130,6 +130,7 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
     let mut exit_records = ExitRecords::default();
     let mut last = first.clone();
     let mut notes = Vec::new();
+    let mut live = report::attach::LiveTable::new();
     // The target's end ends the window: the pidfd wakes the loop at the
     // exit instead of at the next refresh (without it, a target that exits
     // 1.09 s in would be reported over 2 s).
@@ -165,11 +166,7 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
             rx.try_iter().for_each(|r| exit_records.add(r));
         }
         if !args.quiet {
-            report::attach::print_interval(
-                &Window::between(&last, &image, &exits),
-                &targets,
-                &parents,
-            );
+            live.print(&Window::between(&last, &image, &exits), &targets, &parents);
         }
         last = image;
         if let Some(pid) = args.pid

@@ -53,11 +53,75 @@ impl Targets {
     }
 }
 
-pub fn print_interval(w: &Window, targets: &Targets, parents: &HashMap<u32, u32>) {
+/// The live table of `attach`: on a terminal each interval redraws the
+/// previous one in place (cursor up over its lines, clear to the end of the
+/// screen), as `top` does; into a pipe or file every interval is printed
+/// whole, header included, so each block stands alone in a log.
+#[derive(Debug, Default)]
+pub struct LiveTable {
+    tty: bool,
+    /// Terminal rows the previous block took.
+    last_lines: usize,
+    /// Terminal width in columns (a longer line wraps onto more rows).
+    columns: Option<usize>,
+}
+
+/// The terminal's width (TIOCGWINSZ on stdout), when it says.
+fn terminal_columns() -> Option<usize> {
+    // SAFETY: TIOCGWINSZ writes one winsize into the valid pointer.
+    let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
+    let rc = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut ws) };
+    (rc == 0 && ws.ws_col > 0).then_some(usize::from(ws.ws_col))
+}
+
+impl LiveTable {
+    pub fn new() -> Self {
+        use std::io::IsTerminal;
+        Self {
+            tty: std::io::stdout().is_terminal(),
+            last_lines: 0,
+            columns: None,
+        }
+    }
+
+    /// What to write for the next interval's `block`.
+    fn frame(&mut self, block: &str) -> String {
+        let mut out = String::new();
+        if self.tty && self.last_lines > 0 {
+            // CSI n A: up n lines; CSI J: clear to the end of the screen.
+            out.push_str(&format!("\x1b[{}A\x1b[J", self.last_lines));
+        }
+        out.push_str(block);
+        self.last_lines = block
+            .lines()
+            .map(|l| match self.columns {
+                Some(c) => l.chars().count().div_ceil(c).max(1),
+                None => 1,
+            })
+            .sum();
+        out
+    }
+
+    pub fn print(&mut self, w: &Window, targets: &Targets, parents: &HashMap<u32, u32>) {
+        use std::io::Write;
+        let block = interval_block(w, targets, parents);
+        if self.tty {
+            self.columns = terminal_columns();
+        }
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(self.frame(&block).as_bytes());
+        let _ = out.flush();
+    }
+}
+
+fn interval_block(w: &Window, targets: &Targets, parents: &HashMap<u32, u32>) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
     let set = targets.of(w, parents);
     let mut rows: Vec<&ProcessDelta> = set.iter().filter_map(|t| w.processes.get(t)).collect();
     rows.sort_by_key(|p| std::cmp::Reverse(p.kernel.on_cpu_ns + p.kernel.iowait_ns));
-    println!(
+    let _ = writeln!(
+        out,
         "{:>8} {:<16} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>6} {:>10} {:>8} {:>6}",
         "PID",
         "COMM",
@@ -75,7 +139,8 @@ pub fn print_interval(w: &Window, targets: &Targets, parents: &HashMap<u32, u32>
     );
     for p in rows.iter().take(if targets.all { 15 } else { usize::MAX }) {
         let k = &p.kernel;
-        println!(
+        let _ = writeln!(
+            out,
             "{:>8} {:<16} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>6} {:>10} {:>8} {:>6}",
             p.tgid,
             p.comm,
@@ -98,9 +163,10 @@ pub fn print_interval(w: &Window, targets: &Targets, parents: &HashMap<u32, u32>
     };
     let losses = crate::report::losses::describe(&w.lost, &extra);
     if !losses.is_empty() {
-        print!("{}", crate::report::losses::lines(&losses));
+        out.push_str(&crate::report::losses::lines(&losses));
     }
-    println!();
+    out.push('\n');
+    out
 }
 
 /// A comparison with an exit record's runtime. The kernel writes the record
@@ -318,6 +384,28 @@ impl Summary {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// On a terminal the second interval moves up over the first one's
+    /// three lines (more when a line wraps) and clears before drawing; into
+    /// a pipe nothing is erased. Catches a header repeated every second on a terminal, and
+    /// escape codes written into a log.
+    #[test]
+    fn live_table_redraws_in_place_on_a_terminal_only() {
+        let mut tty = LiveTable {
+            tty: true,
+            last_lines: 0,
+            columns: None,
+        };
+        assert_eq!(tty.frame("head\nrow\n\n"), "head\nrow\n\n");
+        assert_eq!(tty.frame("head\nrow2\n\n"), "\x1b[3A\x1b[Jhead\nrow2\n\n");
+        // 10 columns: a 25-character line takes 3 rows.
+        tty.columns = Some(10);
+        tty.frame(&format!("{}\nrow\n\n", "x".repeat(25)));
+        assert!(tty.frame("x\n").starts_with("\x1b[5A\x1b[J"));
+        let mut pipe = LiveTable::default();
+        pipe.frame("head\nrow\n\n");
+        assert_eq!(pipe.frame("head\nrow2\n\n"), "head\nrow2\n\n");
+    }
 
     fn row(reference: &'static str, ledger: u64, kernel: u64) -> Agreement {
         Agreement {
