@@ -1,5 +1,6 @@
 //! The machine: privileges, the invoking user, signals and guards that undo
 //! every change the tool makes.
+pub mod affinity;
 pub mod atomic;
 pub mod clock;
 pub mod delayacct;
