@@ -44,7 +44,7 @@ pub fn split<'a>(area: &Area<'a>, width: u32) -> (Area<'a>, Area<'a>) {
 pub fn draw(area: &Area<'_>, rows: &[(String, Key)], top: i32) -> Result<(), String> {
     let e = |x: DrawingAreaErrorKind<_>| x.to_string();
     let font = ("sans-serif", 12).into_font().color(&BLACK);
-    let style = TextStyle::from(font).pos(Pos::new(HPos::Left, VPos::Center));
+    let style = font.pos(Pos::new(HPos::Left, VPos::Center));
     for (i, (label, key)) in rows.iter().enumerate() {
         let y = top + ROW / 2 + i as i32 * ROW;
         let (x0, x1) = (6, 24);
