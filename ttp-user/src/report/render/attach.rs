@@ -16,6 +16,7 @@ use crate::{
     accounts::{CpuTimes, LedgerMeasures},
     collect::proc_stat::{CpuLine, CpuTicks},
     probe::{KernelStats, cost::ProbeCost},
+    protocol::chart::{self, Key},
     report::losses::{self, Affects},
     window::{
         crosscheck::Agreement,
@@ -285,7 +286,9 @@ fn measures_row(head: [String; 3], k: &LedgerMeasures) -> Vec<String> {
 /// A stacked part of a bar: its legend, colour and measure.
 type Part = (&'static str, RGBColor, fn(&LedgerMeasures) -> u64);
 
-/// Where each process's time went, as stacked horizontal bars (ms).
+/// Where each process's time went, as stacked horizontal bars (ms): the
+/// busiest processes first (as the text summary lists them), the rest
+/// summed in one bar, the legend in a column of its own.
 fn time_chart(d: &AttachDoc) -> Result<String, RenderError> {
     let err = |e: &dyn std::fmt::Display| RenderError::Plot {
         what: "attach_time.svg".into(),
@@ -303,79 +306,80 @@ fn time_chart(d: &AttachDoc) -> Result<String, RenderError> {
         ("blocked", RGBColor(214, 39, 40), |k| k.blocked_ns),
         ("sleep", RGBColor(199, 199, 199), |k| k.sleep_ns),
     ];
-    let n = d.processes.len().max(1);
-    let total = |k: &LedgerMeasures| parts.iter().map(|(_, _, f)| f(k)).sum::<u64>();
-    let x_max = d
-        .processes
+    let sorted = super::attach_text::by_on_cpu(d);
+    let shown = sorted.len().min(DEFAULT_TOP);
+    let mut bars: Vec<(String, LedgerMeasures)> = sorted[..shown]
         .iter()
-        .map(|p| total(&p.kernel) as f64 / 1e6)
+        .map(|p| (format!("{} ({})", p.comm, p.pid), p.kernel))
+        .collect();
+    if shown < sorted.len() {
+        let mut rest = LedgerMeasures::default();
+        sorted[shown..].iter().for_each(|p| rest += p.kernel);
+        bars.push((format!("{} more processes", sorted.len() - shown), rest));
+    }
+    let n = bars.len().max(1);
+    let total = |k: &LedgerMeasures| parts.iter().map(|(_, _, f)| f(k)).sum::<u64>();
+    let x_max = bars
+        .iter()
+        .map(|(_, k)| total(k) as f64 / 1e6)
         .fold(1.0, f64::max)
         * 1.05;
+    // Bar i (busiest first, from the top) is centred on y = n − 1 − i, so
+    // the axis labels its whole numbers with the names.
+    let row_y = |i: usize| (n - 1 - i) as f64;
     let mut svg = String::new();
     {
-        let height = 120 + 40 * n as u32;
+        // Room for the six legend rows even with one bar.
+        let height = (120 + 40 * n as u32).max(200);
         let root = SVGBackend::with_string(&mut svg, (900, height)).into_drawing_area();
         root.fill(&WHITE).map_err(|e| err(&e))?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(d.title(), ("sans-serif", 18))
+        let root = root
+            .titled(&d.title(), ("sans-serif", 18))
+            .map_err(|e| err(&e))?;
+        let (plot, legend_area) = chart::split(&root, 160);
+        let mut chart = ChartBuilder::on(&plot)
             .margin(10)
             .x_label_area_size(35)
             .y_label_area_size(170)
-            .build_cartesian_2d(0f64..x_max, (0..n).into_segmented())
+            .build_cartesian_2d(0f64..x_max, -0.5f64..n as f64 - 0.5)
             .map_err(|e| err(&e))?;
-        let labels: Vec<String> = d
-            .processes
-            .iter()
-            .map(|p| format!("{} ({})", p.comm, p.pid))
-            .collect();
+        let name = |v: &f64| {
+            let r = v.round();
+            if (v - r).abs() < 1e-6 && r >= 0.0 && (r as usize) < n {
+                bars.get(n - 1 - r as usize)
+                    .map(|b| b.0.clone())
+                    .unwrap_or_default()
+            } else {
+                String::new()
+            }
+        };
         chart
             .configure_mesh()
             .disable_y_mesh()
             .x_desc("ms")
-            .y_labels(n)
-            .y_label_formatter(&|v| match v {
-                SegmentValue::CenterOf(i) => labels.get(*i).cloned().unwrap_or_default(),
-                _ => String::new(),
-            })
+            .y_labels(n + 1)
+            .y_label_formatter(&name)
             .draw()
             .map_err(|e| err(&e))?;
-        for (name, color, f) in parts {
-            let bars: Vec<Rectangle<(f64, SegmentValue<usize>)>> = d
-                .processes
+        for (k, (_, color, f)) in parts.iter().enumerate() {
+            let rects: Vec<Rectangle<(f64, f64)>> = bars
                 .iter()
                 .enumerate()
-                .map(|(i, p)| {
-                    let before: u64 = parts
-                        .iter()
-                        .take_while(|(n2, _, _)| *n2 != name)
-                        .map(|(_, _, g)| g(&p.kernel))
-                        .sum();
+                .map(|(i, (_, m))| {
+                    let before: u64 = parts[..k].iter().map(|(_, _, g)| g(m)).sum();
                     let x0 = before as f64 / 1e6;
-                    let x1 = x0 + f(&p.kernel) as f64 / 1e6;
-                    Rectangle::new(
-                        [
-                            (x0, SegmentValue::Exact(i)),
-                            (x1, SegmentValue::Exact(i + 1)),
-                        ],
-                        color.filled(),
-                    )
+                    let x1 = x0 + f(m) as f64 / 1e6;
+                    let y = row_y(i);
+                    Rectangle::new([(x0, y - 0.35), (x1, y + 0.35)], color.filled())
                 })
                 .collect();
-            chart
-                .draw_series(bars)
-                .map_err(|e| err(&e))?
-                .label(name)
-                .legend(move |(x, y)| {
-                    Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled())
-                });
+            chart.draw_series(rects).map_err(|e| err(&e))?;
         }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::LowerRight)
-            .draw()
-            .map_err(|e| err(&e))?;
+        let legend: Vec<(String, Key)> = parts
+            .iter()
+            .map(|(label, color, _)| (label.to_string(), Key::Square(*color)))
+            .collect();
+        chart::draw(&legend_area, &legend, 10).map_err(|e| err(&e))?;
         root.present().map_err(|e| err(&e))?;
     }
     Ok(svg)

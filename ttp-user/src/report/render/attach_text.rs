@@ -335,4 +335,77 @@ mod tests {
         );
         assert!(!doc(1).markdown().contains("total ("));
     }
+
+    /// attach_time.svg: every legend label has its own colour's key on
+    /// the same row (its centre at the label's y), in a column right of
+    /// every bar; 25 processes give 20 bars and one for the other 5.
+    /// Catches the legend's keys a row off their labels and a legend
+    /// drawn over the bars.
+    #[test]
+    fn time_chart_legend_keys_sit_on_their_labels() {
+        use crate::report::render::Rendered;
+        let dir = std::env::temp_dir().join(format!("ttp-attach-chart-{}", std::process::id()));
+        let files = doc(25).plots(&dir).unwrap();
+        let svg = std::fs::read_to_string(&files[0]).unwrap();
+        std::fs::remove_dir_all(&dir).ok();
+        let xml = roxmltree::Document::parse(&svg).unwrap();
+        let f = |n: &roxmltree::Node, a: &str| n.attribute(a).and_then(|v| v.parse::<f64>().ok());
+        let rects: Vec<(f64, f64, f64, f64, String)> = xml
+            .descendants()
+            .filter(|n| n.has_tag_name("rect"))
+            .filter_map(|n| {
+                Some((
+                    f(&n, "x")?,
+                    f(&n, "y")?,
+                    f(&n, "width")?,
+                    f(&n, "height")?,
+                    n.attribute("fill")?.to_string(),
+                ))
+            })
+            .collect();
+        let texts: Vec<(f64, f64, String)> = xml
+            .descendants()
+            .filter(|n| n.has_tag_name("text"))
+            .map(|n| {
+                (
+                    f(&n, "x").unwrap(),
+                    f(&n, "y").unwrap(),
+                    n.text().unwrap_or("").trim().into(),
+                )
+            })
+            .collect();
+        let column = 900.0 - 160.0;
+        for (label, fill) in [
+            ("on CPU", "#2CA02C"),
+            ("run queue", "#FF7F0E"),
+            ("blocked", "#D62728"),
+            ("sleep", "#C7C7C7"),
+        ] {
+            let t = texts.iter().find(|t| t.2 == label).unwrap();
+            assert!(t.0 > column, "{label} at x {}", t.0);
+            let key = rects
+                .iter()
+                .find(|r| r.0 > column && r.4 == fill)
+                .unwrap_or_else(|| panic!("no {fill} key for {label}"));
+            assert_eq!(
+                key.1 + key.3 / 2.0,
+                t.1,
+                "{label}: key {key:?}, label y {}",
+                t.1
+            );
+        }
+        // Sleep bars (10 ms each here) are left of the legend column.
+        let sleep_bars = rects
+            .iter()
+            .filter(|r| r.4 == "#C7C7C7" && r.0 < column)
+            .count();
+        assert_eq!(sleep_bars, 21);
+        assert!(
+            rects
+                .iter()
+                .filter(|r| r.4 == "#C7C7C7")
+                .all(|r| r.0 > column || r.0 + r.2 <= column)
+        );
+        assert!(texts.iter().any(|t| t.2 == "5 more processes"));
+    }
 }
