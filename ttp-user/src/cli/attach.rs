@@ -133,9 +133,12 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
     let mut live = report::attach::LiveTable::new();
     // The target's end ends the window: the pidfd wakes the loop at the
     // exit instead of at the next refresh (without it, a target that exits
-    // 1.09 s in would be reported over 2 s).
+    // 1.09 s in would be reported over 2 s). With --children the window
+    // still ends at the refresh after the exit: descendants the target did
+    // not wait for may still be running and are part of the tree.
     let watch = args
         .pid
+        .filter(|_| !args.children)
         .and_then(|p| crate::sys::pidfd::PidExit::open(p).ok());
     let target_exited = |exits: &[ttp_common::ExitRecord]| {
         args.pid.is_some_and(|pid| {
