@@ -210,7 +210,8 @@ fn attach_ends_the_window_when_the_target_exits() {
 /// A target that exits inside the window (`dd` copying 1 GB of zeros in
 /// 1 KiB blocks, on CPU for a few hundred ms) is cross-checked against its
 /// taskstats exit record: the record is there and the ledger's on-CPU time
-/// agrees with its runtime. Catches `taskstats: null` and no cross-check
+/// is not short of its runtime (within tolerance, or above it by the exit
+/// path that follows the record, which the row then says). Catches `taskstats: null` and no cross-check
 /// for a process whose exit record arrived.
 #[test]
 fn an_exited_target_is_cross_checked_from_its_exit_record() {
@@ -252,7 +253,21 @@ fn an_exited_target_is_cross_checked_from_its_exit_record() {
         .iter()
         .find(|a| a["reference"] == "taskstats exit record cpu_run_virtual_total")
         .unwrap_or_else(|| panic!("no exit-record comparison: {}", p["agreement"]));
-    assert_eq!(row["within"], true, "{row}");
+    // The ledger may exceed the record by the exit path after it (marked
+    // informational, its length unknown to the kernel), never fall short.
+    let (ledger, kernel, tol) = (
+        row["ledger"].as_u64().unwrap(),
+        row["kernel"].as_u64().unwrap(),
+        row["tolerance"].as_u64().unwrap(),
+    );
+    assert!(
+        ledger + tol >= kernel,
+        "ledger short of the exit record: {row}"
+    );
+    assert!(
+        row["within"] == true || row["informational"].is_string(),
+        "{row}"
+    );
     let _ = std::fs::remove_file(json);
 }
 
