@@ -161,6 +161,116 @@ fn attach_children_sees_all_200_and_ends_when_the_target_exits() {
     let _ = std::fs::remove_file(json);
 }
 
+/// `attach --pid` of a target killed 0.5 s in, with a 5 s refresh: the
+/// window ends at the exit (the test's own clock at the kill), not at the
+/// next refresh. The end must come after the kill and within 2.5 s of it:
+/// half the refresh, so a window that waits for the refresh fails by
+/// seconds, while the wake-up itself takes milliseconds even on a loaded
+/// machine. Catches a target that exits after 1.09 s reported "over 2 s".
+#[test]
+fn attach_ends_the_window_when_the_target_exits() {
+    if !root_or_skip("attach_ends_the_window_when_the_target_exits") {
+        return;
+    }
+    let _serial = serial();
+    let mut target = std::process::Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .expect("sleep");
+    let json = temp_path("exit-window.json");
+    let mut ttp = ttp_attached(&[
+        "attach",
+        "--pid",
+        &target.id().to_string(),
+        "--interval",
+        "5s",
+        "--duration",
+        "60s",
+        "-q",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let killed_ns = monotonic_ns();
+    target.kill().expect("kill sleep");
+    target.wait().expect("reap sleep");
+    assert!(ttp.wait().expect("wait ttp").success());
+    let v = json_file(&json);
+    let end_ns = v["window"]["end_ns"].as_u64().unwrap();
+    assert!(end_ns >= killed_ns, "window ended before the target exited");
+    let late_ms = (end_ns - killed_ns) as f64 / 1e6;
+    assert!(
+        late_ms < 2500.0,
+        "window ended {late_ms:.1} ms after the exit"
+    );
+    assert_eq!(v["processes"][0]["exited"], true);
+    let _ = std::fs::remove_file(json);
+}
+
+/// A target that exits inside the window (`dd` copying 1 GB of zeros in
+/// 1 KiB blocks, on CPU for a few hundred ms) is cross-checked against its
+/// taskstats exit record: the record is there and the ledger's on-CPU time
+/// is not short of its runtime (within tolerance, or above it by the exit
+/// path that follows the record, which the row then says). Catches `taskstats: null` and no cross-check
+/// for a process whose exit record arrived.
+#[test]
+fn an_exited_target_is_cross_checked_from_its_exit_record() {
+    if !root_or_skip("an_exited_target_is_cross_checked_from_its_exit_record") {
+        return;
+    }
+    let _serial = serial();
+    let mut target = std::process::Command::new("sh")
+        .args([
+            "-c",
+            "read go; exec dd if=/dev/zero of=/dev/null bs=1k count=1000000 2>/dev/null",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .expect("sh");
+    let json = temp_path("exit-record.json");
+    let mut ttp = ttp_attached(&[
+        "attach",
+        "--pid",
+        &target.id().to_string(),
+        "--duration",
+        "60s",
+        "-q",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    use std::io::Write;
+    writeln!(target.stdin.take().unwrap(), "go").unwrap();
+    assert!(target.wait().expect("dd").success());
+    assert!(ttp.wait().expect("wait ttp").success());
+    let v = json_file(&json);
+    let p = &v["processes"][0];
+    assert_eq!(p["exited"], true);
+    assert!(p["taskstats"].is_object(), "taskstats: {}", p["taskstats"]);
+    assert!(p["kernel"]["on_cpu_ns"].as_u64().unwrap() > 50_000_000);
+    let row = p["agreement"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["reference"] == "taskstats exit record cpu_run_virtual_total")
+        .unwrap_or_else(|| panic!("no exit-record comparison: {}", p["agreement"]));
+    // The ledger may exceed the record by the exit path after it (marked
+    // informational, its length unknown to the kernel), never fall short.
+    let (ledger, kernel, tol) = (
+        row["ledger"].as_u64().unwrap(),
+        row["kernel"].as_u64().unwrap(),
+        row["tolerance"].as_u64().unwrap(),
+    );
+    assert!(
+        ledger + tol >= kernel,
+        "ledger short of the exit record: {row}"
+    );
+    assert!(
+        row["within"] == true || row["informational"].is_string(),
+        "{row}"
+    );
+    let _ = std::fs::remove_file(json);
+}
+
 /// Catches bad input that panics, hangs or exits 0: each gets one clear
 /// line and exit code 2.
 #[test]

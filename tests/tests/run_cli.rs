@@ -438,3 +438,62 @@ fn run_blame_puts_each_qes_cpu_wait_on_the_burner() {
         "the burner is blamed {burner_blamed_ns} ns but ran {burner_ran} ns"
     );
 }
+
+/// `run --cpu N`: each execution sees only CPU N in its own
+/// /proc/self/status (the kernel's view, printed through --show-output),
+/// the JSON's machine deviations and the Sec. 9 paragraph say so, and a
+/// CPU ttp may not use is refused in one line with exit 2. Catches a pin
+/// that is not applied, not inherited across exec, or not reported.
+#[test]
+fn run_cpu_pins_the_command_and_says_so() {
+    if !root_or_skip("run_cpu_pins_the_command_and_says_so") {
+        return;
+    }
+    let _serial = serial();
+    // The last CPU online: pinning there is not the default placement.
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    let cpu: u32 = online
+        .trim()
+        .rsplit([',', '-'])
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let json = temp_path("pinned.json");
+    let (code, out, err) = ttp(&[
+        "run",
+        "-n",
+        "2",
+        "--cpu",
+        &cpu.to_string(),
+        "--show-output",
+        "--json",
+        json.to_str().unwrap(),
+        "--",
+        "grep",
+        "Cpus_allowed_list",
+        "/proc/self/status",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let seen: Vec<&str> = out
+        .lines()
+        .filter(|l| l.starts_with("Cpus_allowed_list"))
+        .collect();
+    assert_eq!(seen, vec![format!("Cpus_allowed_list:\t{cpu}"); 2], "{out}");
+    let v = json_file(&json);
+    let pinned = format!("pinned to CPU {cpu} with sched_setaffinity");
+    assert!(
+        v["machine"]["deviations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d.as_str().unwrap().contains(&pinned)),
+        "{}",
+        v["machine"]
+    );
+    assert!(out.contains(&pinned), "the paragraph states it: {out}");
+    let _ = std::fs::remove_file(&json);
+    let (code, _, err) = ttp(&["run", "-n", "1", "--cpu", "4096", "--", "true"]);
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+}

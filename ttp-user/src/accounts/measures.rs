@@ -74,8 +74,9 @@ macro_rules! declare_measures {
 
         impl AddAssign for LedgerMeasures {
             fn add_assign(&mut self, o: Self) {
-                $( self.$t += o.$t; )*
-                $( self.io.$i += o.io.$i; )*
+                // Saturating: a damaged saved file must not overflow a sum.
+                $( self.$t = self.$t.saturating_add(o.$t); )*
+                $( self.io.$i = self.io.$i.saturating_add(o.io.$i); )*
             }
         }
 

@@ -68,6 +68,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let mut qcs: Vec<QcInput> = Vec::new();
     let mut machine = None;
+    let mut caches: Vec<Option<bool>> = Vec::new();
     for path in &args.files {
         let (mut read, m) = if is_study(path) {
             read_study(path).map_err(|e| UsageError::new(e.to_string()))?
@@ -75,6 +76,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             let (qc, m) = read_run_json(path).map_err(|e| UsageError::new(e.to_string()))?;
             (vec![qc], m)
         };
+        caches.push(m.as_ref().and_then(|m| m.cold_cache));
         if machine.is_none() {
             machine = m;
         }
@@ -89,6 +91,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         qcs.extend(read_qe_csv(path, &setup).map_err(|e| UsageError::new(e.to_string()))?);
     }
 
+    if let Some(m) = machine.as_mut() {
+        merge_cache(m, &caches);
+    }
     let analysis = analyse(&qcs, machine.as_ref());
     let correlations = args
         .correlations
@@ -112,4 +117,50 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         write_json(path, &doc).with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())
+}
+
+/// The machine facts of the first file speak for every file, except the
+/// cache: files measured warm and cold together are neither "with a warm
+/// cache" nor "with a cold cache" (Sec. 9 (6)); the paragraph says how many
+/// of each instead.
+fn merge_cache(m: &mut crate::collect::machine::MachineFacts, caches: &[Option<bool>]) {
+    let cold = caches.iter().filter(|c| **c == Some(true)).count();
+    let warm = caches.iter().filter(|c| **c == Some(false)).count();
+    if cold > 0 && warm > 0 {
+        m.cold_cache = None;
+        m.deviations.push(format!(
+            "the files analysed mix cache states: {cold} measured with a cold cache, {warm} with a warm cache"
+        ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A warm and a cold run analysed together: the cache is not stated as
+    /// warm, and the mix is named; files of one state keep it. Catches
+    /// "with a warm cache (2 Q@Cs)" for a warm and a cold run.
+    #[test]
+    fn a_warm_and_a_cold_file_are_not_called_warm() {
+        let mut m = crate::collect::machine::MachineFacts {
+            cold_cache: Some(false),
+            ..Default::default()
+        };
+        merge_cache(&mut m, &[Some(false), Some(true)]);
+        assert_eq!(m.cold_cache, None);
+        assert_eq!(
+            m.deviations,
+            [
+                "the files analysed mix cache states: 1 measured with a cold cache, 1 with a warm cache"
+            ]
+        );
+        let mut same = crate::collect::machine::MachineFacts {
+            cold_cache: Some(true),
+            ..Default::default()
+        };
+        merge_cache(&mut same, &[Some(true), Some(true), None]);
+        assert_eq!(same.cold_cache, Some(true));
+        assert!(same.deviations.is_empty());
+    }
 }

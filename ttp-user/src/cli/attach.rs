@@ -12,12 +12,14 @@ use clap::Args;
 
 use crate::{
     accounts::{Image, Window},
-    collect::taskstats::{ExitListener, Scope as TsScope, TaskstatsClient},
+    collect::taskstats::{ExitListener, TaskstatsClient},
     error::usage,
     probe::{AttachOptions, Ledger, probe_error_ctx, seed},
     report::{
         self,
         attach::{Summary, Targets},
+        exit_stats::ExitRecords,
+        render::attach::TextOptions,
         trace,
         units::parse_duration,
     },
@@ -57,6 +59,15 @@ pub struct AttachArgs {
     /// chrome://tracing. See docs/trace.md.
     #[arg(long, value_name = "FILE", conflicts_with = "all")]
     pub trace: Option<PathBuf>,
+    /// List this many processes in the summary, busiest (on-CPU) first; the
+    /// rest are summed in one line. 0 lists them all. The JSON always has
+    /// every process.
+    #[arg(long, value_name = "N", default_value_t = report::render::attach::DEFAULT_TOP)]
+    pub top: usize,
+    /// Show every cross-check comparison in the summary, not only the
+    /// flagged ones (a summary of one process shows them all anyway).
+    #[arg(long)]
+    pub checks: bool,
     /// Print only the final summary, not the live table.
     #[arg(long, short)]
     pub quiet: bool,
@@ -116,44 +127,86 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
 
     let end_at = args.duration.map(|d| Instant::now() + d);
     let mut exits = Vec::new();
-    let mut exited_by_taskstats: Vec<u32> = Vec::new();
+    let mut exit_records = ExitRecords::default();
     let mut last = first.clone();
     let mut notes = Vec::new();
+    let mut live = report::attach::LiveTable::new();
+    // The target's end ends the window: the pidfd wakes the loop at the
+    // exit instead of at the next refresh (without it, a target that exits
+    // 1.09 s in would be reported over 2 s). With --children the window
+    // still ends at the refresh after the exit: descendants the target did
+    // not wait for may still be running and are part of the tree.
+    let watch = args
+        .pid
+        .filter(|_| !args.children)
+        .and_then(|p| crate::sys::pidfd::PidExit::open(p).ok());
+    let target_exited = |exits: &[ttp_common::ExitRecord]| {
+        args.pid.is_some_and(|pid| {
+            exits
+                .iter()
+                .any(|e| e.account.tid == pid && e.account.tgid == pid)
+        })
+    };
     loop {
         let left = end_at.map(|e| e.saturating_duration_since(Instant::now()));
-        stop.sleep(left.map_or(args.interval, |l| l.min(args.interval)));
+        let step = left.map_or(args.interval, |l| l.min(args.interval));
+        let gone = stop.sleep_watching(step, watch.as_ref());
+        if gone {
+            // The exit record is written at the task's last switch, just
+            // after the pidfd wakes: wait for it (briefly) so this image
+            // closes the window.
+            let give_up = Instant::now() + Duration::from_millis(200);
+            while !target_exited(&exits) && Instant::now() < give_up {
+                ledger.drain_exits(&mut exits);
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
         let image = Image::from_snapshot(&ledger.snapshot().map_err(probe_error_ctx)?);
         cost_last = ledger.cost_snapshot();
         // After the image: a thread missing from it has its record queued.
         ledger.drain_exits(&mut exits);
         if let Some((_, rx)) = &listener {
-            exited_by_taskstats.extend(
-                rx.try_iter()
-                    .filter(|r| r.scope == TsScope::Task)
-                    .filter_map(|r| r.stats.ac_pid),
-            );
+            rx.try_iter().for_each(|r| exit_records.add(r));
         }
         if !args.quiet {
-            report::attach::print_interval(
-                &Window::between(&last, &image, &exits),
-                &targets,
-                &parents,
-            );
+            live.print(&Window::between(&last, &image, &exits), &targets, &parents);
         }
         last = image;
         if let Some(pid) = args.pid
-            && exits
-                .iter()
-                .any(|e| e.account.tid == pid && e.account.tgid == pid)
+            && target_exited(&exits)
         {
             notes.push(format!(
                 "process {pid} exited; its final account comes from its exit record"
             ));
             break;
         }
+        if gone && let Some(pid) = args.pid {
+            notes.push(format!(
+                "process {pid} exited but its exit record did not arrive within 200 ms: its account ends at its last switch the ledger read"
+            ));
+            break;
+        }
         if stop.raised() || end_at.is_some_and(|e| Instant::now() >= e) {
             break;
         }
+    }
+    // The kernel sends a target's taskstats exit record before the exit
+    // that ended the window, but the listener thread may not have passed it
+    // on yet (a busy machine): wait for it briefly, then take what came.
+    if let (Some((_, rx)), Some(pid)) = (&listener, args.pid)
+        && target_exited(&exits)
+    {
+        let give_up = Instant::now() + Duration::from_millis(500);
+        while !exit_records.has(pid) {
+            let left = give_up.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(r) => exit_records.add(r),
+                Err(_) => break,
+            }
+        }
+    }
+    if let Some((_, rx)) = &listener {
+        rx.try_iter().for_each(|r| exit_records.add(r));
     }
     let window = Window::between(&first, &last, &exits);
     let mut final_targets = targets.of(&window, &parents);
@@ -167,8 +220,8 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
     }
     let (taskstats_exits, listener_overflows) = match &listener {
         Some((l, _)) => {
-            let seen = exited_by_taskstats
-                .iter()
+            let seen = exit_records
+                .leaders()
                 .filter(|p| final_targets.contains(p))
                 .count();
             (Some(seen as u64), l.stats().overflows)
@@ -189,13 +242,17 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
         &parents,
         &procs_before,
         &procs_after,
+        &exit_records,
         taskstats_exits,
         listener_overflows,
         switched_on,
         notes,
     );
     summary.probe_cost = probe_cost;
-    summary.print();
+    summary.print(&TextOptions {
+        top: (args.top > 0).then_some(args.top),
+        all_checks: args.checks,
+    });
     if let Some(path) = &args.json {
         report::atomic::write_json_result(path, &summary.json())?;
     }

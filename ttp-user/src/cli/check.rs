@@ -7,7 +7,7 @@ use crate::{
     report::atomic::write_json,
     sys::{
         run_state::restore_leftovers,
-        setup_check::{CheckReport, Status, fix, live::LiveProbes, run_checks},
+        setup_check::{Status, fix, live::LiveProbes, run_checks},
     },
 };
 
@@ -65,7 +65,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         report.fixes = fixes;
     }
     report.leftovers = leftovers;
-    print!("{}", render(&report, args.fix));
+    print!(
+        "{}",
+        crate::report::render::recorded::check_text(&report, args.fix)
+    );
     if let Some(path) = &args.json {
         write_json(path, &report)
             .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
@@ -77,58 +80,4 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         );
     }
     Ok(())
-}
-
-/// The terminal report.
-pub fn render(r: &CheckReport, fixed: bool) -> String {
-    use std::fmt::Write;
-    let mut s = String::new();
-    let _ = writeln!(s, "ttp set-up check (EMPv1–v4, TTPv2 Step 0)");
-    if !r.leftovers.is_empty() {
-        let _ = writeln!(s, "Left behind by a ttp that was killed:");
-        for l in &r.leftovers {
-            let _ = writeln!(s, "  {l}");
-        }
-    }
-    if !r.fixes.is_empty() {
-        let _ = writeln!(s, "Applied (persistent until reboot):");
-        for f in &r.fixes {
-            let _ = match &f.error {
-                None => writeln!(s, "  done    {}", f.action),
-                Some(e) => writeln!(s, "  FAILED  {}: {e}", f.action),
-            };
-        }
-    }
-    for i in &r.items {
-        let tag = match i.status {
-            Status::Pass => "PASS",
-            Status::Warn => "WARN",
-            Status::Fail => "FAIL",
-        };
-        let _ = writeln!(s, "  {tag}  {:<36} {}", i.title, i.detail);
-        if i.status != Status::Pass {
-            let _ = writeln!(s, "        {:<36} ({})", "", i.source);
-            if let Some(rem) = &i.remedy {
-                let _ = writeln!(s, "        {:<36} remedy: {rem}", "");
-            }
-            if let Some(f) = &i.fix {
-                let _ = writeln!(s, "        {:<36} --fix: {}", "", f.describe());
-            }
-        }
-    }
-    let fixable = r.items.iter().filter(|i| i.fix.is_some()).count();
-    let _ = writeln!(
-        s,
-        "{} pass, {} warn, {} fail.",
-        r.count(Status::Pass),
-        r.count(Status::Warn),
-        r.count(Status::Fail)
-    );
-    if fixable > 0 && !fixed {
-        let _ = writeln!(
-            s,
-            "`sudo ttp-ebpf check --fix` applies the {fixable} fix(es) marked above; they persist until reboot."
-        );
-    }
-    s
 }

@@ -48,15 +48,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         (None, None) => return crate::error::usage("give --seconds N or --loops C"),
     };
     let r = inc::run(loops, cal, target);
-    println!(
-        "INC: {} iterations × {} increments (k = {}): CPU {:.3} s, elapsed {:.3} s; repeat with `ttp-ebpf inc --loops {}`",
-        r.outer,
-        r.inner,
-        r.k,
-        r.cpu_ns as f64 / 1e9,
-        r.et_ns as f64 / 1e9,
-        r.outer
-    );
+    print!("{}", crate::report::render::recorded::inc_line(&r));
     if let Some(path) = &args.json {
         write_json(path, &r)
             .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;

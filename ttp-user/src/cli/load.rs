@@ -472,6 +472,8 @@ pub fn run(args: LoadArgs) -> anyhow::Result<()> {
 }
 
 #[cfg(test)]
+mod report_tests;
+#[cfg(test)]
 mod tests {
     use clap::Parser;
 

@@ -9,8 +9,8 @@ use crate::{
 /// Show a saved ttp result again: the terminal report, a Markdown table for
 /// papers and notebooks, CSV of its per-process, per-QE or per-run
 /// measures, or its plots. Reads any JSON a ttp-ebpf command wrote
-/// (attach, run, analyze, emp, calibrate, blame, load, vprofile, and
-/// --trace files)
+/// (attach, run, analyze, emp, calibrate, blame, load, vprofile, check,
+/// inc, --trace and --record files)
 /// and needs no privileges.
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -25,6 +25,14 @@ pub struct Args {
     /// into DIR.
     #[arg(long, value_name = "DIR")]
     pub plot: Option<PathBuf>,
+    /// An attach summary (text): list this many processes, busiest first
+    /// (0: all of them).
+    #[arg(long, value_name = "N", default_value_t = render::attach::DEFAULT_TOP)]
+    pub top: usize,
+    /// An attach summary (text): show every cross-check comparison, not
+    /// only the flagged ones.
+    #[arg(long)]
+    pub checks: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -43,7 +51,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Err(e) => return usage(format!("{}: {e}", args.file.display())),
     };
     match args.format {
-        Format::Text => print!("{}", doc.text()),
+        Format::Text => match serde_json::from_value::<render::attach::AttachDoc>(value.clone()) {
+            Ok(a) if a.schema == render::attach::ATTACH_SCHEMA => print!(
+                "{}",
+                a.text_with(&render::attach::TextOptions {
+                    top: (args.top > 0).then_some(args.top),
+                    all_checks: args.checks,
+                })
+            ),
+            _ => print!("{}", doc.text()),
+        },
         Format::Json => println!("{}", serde_json::to_string_pretty(&value)?),
         Format::Markdown => print!("{}", doc.markdown()),
         Format::Csv => print!("{}", doc.table().csv()),

@@ -17,6 +17,7 @@ use crate::{
     },
     report::{atomic, units::parse_duration},
     sys::{
+        affinity::CpuList,
         invoker::Invoker,
         signals::StopFlag,
         spawn::{HeldChild, RunAs},
@@ -107,6 +108,12 @@ pub struct RunArgs {
     /// server restarting), doubled at each of up to ten retries.
     #[arg(long, default_value = "100ms", value_parser = parse_duration)]
     pub backoff: Duration,
+    /// Pin the measured command to these CPUs (a cpulist such as 1, 0,2 or
+    /// 0-3, as taskset -c takes): sched_setaffinity in the child before
+    /// exec, inherited by everything it starts. The report's Sec. 9
+    /// paragraph states it. --prepare and --plan-cmd are not pinned.
+    #[arg(long = "cpu", value_name = "LIST", conflicts_with = "postgres")]
+    pub cpu: Option<String>,
     /// Print the command's standard output (by default it is discarded,
     /// as hyperfine does, so the report is not mixed with it; standard
     /// error is always shown).
@@ -178,6 +185,22 @@ pub(crate) fn check_command(command: &[String]) -> anyhow::Result<()> {
     }
 }
 
+/// `--cpu LIST`, checked against the CPUs ttp itself may use (online and in
+/// its own affinity), so a typo fails in one line before anything runs.
+pub(crate) fn cpu_list(list: &str) -> anyhow::Result<CpuList> {
+    let allowed = CpuList::current().context("reading ttp's own CPU affinity")?;
+    CpuList::parse_within(list, &allowed).or_else(|e| usage(e.to_string()))
+}
+
+/// The sentence the Sec. 9 paragraph (6) carries for `--cpu`.
+pub(crate) fn pinned_statement(pin: &CpuList) -> String {
+    let n = pin.cpus().len();
+    format!(
+        "the command was pinned to CPU{} {pin} with sched_setaffinity before exec (--cpu), the other CPUs staying online",
+        if n == 1 { "" } else { "s" }
+    )
+}
+
 fn drop_page_cache() -> anyhow::Result<()> {
     crate::sys::page_cache::drop_page_cache().context("dropping the page cache (needs root)")
 }
@@ -187,6 +210,11 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         return usage("--postgres measures with TTPv2; --protocol emp applies to commands");
     }
     if args.protocol == super::run_emp::Protocol::Emp {
+        if args.cpu.is_some() {
+            return usage(
+                "--cpu pins the executions of TTPv2 runs only; leave it out with --protocol emp",
+            );
+        }
         return super::run_emp::run(args);
     }
     args.emp.reject_outside_emp()?;
@@ -198,6 +226,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     let labels = parse_labels(&args.labels)?;
     check_command(&args.command)?;
+    let pin = match &args.cpu {
+        Some(list) => Some(cpu_list(list)?),
+        None => None,
+    };
     if args.blame && args.blame_window.is_zero() {
         return usage("--blame-window must be longer than 0, e.g. --blame-window 50ms");
     }
@@ -221,7 +253,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     };
     let mut spans: Vec<(u32, u64, u64)> = Vec::new();
     let user_hz = session.user_hz;
-    let machine = session.machine_facts(args.cold_cache);
+    let mut machine = session.machine_facts(args.cold_cache);
+    if let Some(pin) = &pin {
+        machine.deviations.push(pinned_statement(pin));
+    }
     let mut qc = QcInput {
         labels,
         source: None,
@@ -270,6 +305,12 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         cmd.args(&args.command[1..]);
         if !args.show_output {
             cmd.stdout(std::process::Stdio::null());
+        }
+        if let Some(pin) = pin.clone() {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: pin_self only calls sched_setaffinity on a set on the
+            // stack: no allocation or lock between fork and exec.
+            unsafe { cmd.pre_exec(move || pin.pin_self()) };
         }
         match qe::measure(&mut ctx, i, cmd, plan) {
             Ok(out) if stop.raised() => {

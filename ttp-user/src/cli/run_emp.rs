@@ -53,9 +53,10 @@ pub struct EmpArgs {
     /// --sample-size` and `calibrate --from`.
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
-    /// Source of the program's PT: the kernel ledger's on-CPU time (ns) or
-    /// taskstats ac_utime + ac_stime (µs, tick-sampled); auto prefers the
-    /// ledger.
+    /// Source of the program's PT: the scheduler's runtime (ns, steal
+    /// excluded), the kernel ledger's on-CPU time (ns) or taskstats
+    /// ac_utime plus ac_stime (µs, tick-sampled); auto takes the runtime,
+    /// then the ledger, then taskstats (docs/emp.md).
     #[arg(long, value_enum, default_value_t = PtSource::Auto)]
     pub pt_source: PtSource,
 }

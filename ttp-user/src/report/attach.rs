@@ -8,12 +8,10 @@ use crate::{
     accounts::{ProcessDelta, Window},
     collect::proc_stat::StatDelta,
     report::{
-        render::{
-            Rendered,
-            attach::{
-                ATTACH_SCHEMA, AgreementView, AttachDoc, CpuView, LostView, MachineView,
-                OverallView, ProcessView, WindowView,
-            },
+        exit_stats::{ExitRecords, window_counters},
+        render::attach::{
+            ATTACH_SCHEMA, AgreementView, AttachDoc, CpuView, LostView, MachineView, OverallView,
+            ProcessView, TextOptions, WindowView,
         },
         units::{bytes, ms},
     },
@@ -55,11 +53,75 @@ impl Targets {
     }
 }
 
-pub fn print_interval(w: &Window, targets: &Targets, parents: &HashMap<u32, u32>) {
+/// The live table of `attach`: on a terminal each interval redraws the
+/// previous one in place (cursor up over its lines, clear to the end of the
+/// screen), as `top` does; into a pipe or file every interval is printed
+/// whole, header included, so each block stands alone in a log.
+#[derive(Debug, Default)]
+pub struct LiveTable {
+    tty: bool,
+    /// Terminal rows the previous block took.
+    last_lines: usize,
+    /// Terminal width in columns (a longer line wraps onto more rows).
+    columns: Option<usize>,
+}
+
+/// The terminal's width (TIOCGWINSZ on stdout), when it says.
+fn terminal_columns() -> Option<usize> {
+    // SAFETY: TIOCGWINSZ writes one winsize into the valid pointer.
+    let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
+    let rc = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut ws) };
+    (rc == 0 && ws.ws_col > 0).then_some(usize::from(ws.ws_col))
+}
+
+impl LiveTable {
+    pub fn new() -> Self {
+        use std::io::IsTerminal;
+        Self {
+            tty: std::io::stdout().is_terminal(),
+            last_lines: 0,
+            columns: None,
+        }
+    }
+
+    /// What to write for the next interval's `block`.
+    fn frame(&mut self, block: &str) -> String {
+        let mut out = String::new();
+        if self.tty && self.last_lines > 0 {
+            // CSI n A: up n lines; CSI J: clear to the end of the screen.
+            out.push_str(&format!("\x1b[{}A\x1b[J", self.last_lines));
+        }
+        out.push_str(block);
+        self.last_lines = block
+            .lines()
+            .map(|l| match self.columns {
+                Some(c) => l.chars().count().div_ceil(c).max(1),
+                None => 1,
+            })
+            .sum();
+        out
+    }
+
+    pub fn print(&mut self, w: &Window, targets: &Targets, parents: &HashMap<u32, u32>) {
+        use std::io::Write;
+        let block = interval_block(w, targets, parents);
+        if self.tty {
+            self.columns = terminal_columns();
+        }
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(self.frame(&block).as_bytes());
+        let _ = out.flush();
+    }
+}
+
+fn interval_block(w: &Window, targets: &Targets, parents: &HashMap<u32, u32>) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
     let set = targets.of(w, parents);
     let mut rows: Vec<&ProcessDelta> = set.iter().filter_map(|t| w.processes.get(t)).collect();
     rows.sort_by_key(|p| std::cmp::Reverse(p.kernel.on_cpu_ns + p.kernel.iowait_ns));
-    println!(
+    let _ = writeln!(
+        out,
         "{:>8} {:<16} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>6} {:>10} {:>8} {:>6}",
         "PID",
         "COMM",
@@ -77,7 +139,8 @@ pub fn print_interval(w: &Window, targets: &Targets, parents: &HashMap<u32, u32>
     );
     for p in rows.iter().take(if targets.all { 15 } else { usize::MAX }) {
         let k = &p.kernel;
-        println!(
+        let _ = writeln!(
+            out,
             "{:>8} {:<16} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>6} {:>10} {:>8} {:>6}",
             p.tgid,
             p.comm,
@@ -100,9 +163,35 @@ pub fn print_interval(w: &Window, targets: &Targets, parents: &HashMap<u32, u32>
     };
     let losses = crate::report::losses::describe(&w.lost, &extra);
     if !losses.is_empty() {
-        print!("{}", crate::report::losses::lines(&losses));
+        out.push_str(&crate::report::losses::lines(&losses));
     }
-    println!();
+    out.push('\n');
+    out
+}
+
+/// A comparison with an exit record's runtime. The kernel writes the record
+/// in do_exit (kernel/taskstats.c `taskstats_exit` via delayacct_add_tsk),
+/// reading `se.sum_exec_runtime` of a task that is still running: it lacks
+/// the time since the scheduler last brought it up to date (at most one
+/// kernel tick) and the rest of the exit path (freeing memory and files,
+/// kernel/exit.c), which the ledger counts up to the task's last switch.
+/// The tolerance grows by one tick for the first; a larger surplus is the
+/// exit path, whose length the kernel does not report (on a loaded virtual
+/// machine it includes stolen time), so it is shown as informational with
+/// its size. A ledger short of the record is still flagged: that time was
+/// lost.
+fn from_exit_record(a: &mut Agreement, kernel_tick_ns: u64) {
+    if a.reference != "taskstats cpu_run_virtual_total" {
+        return;
+    }
+    a.reference = "taskstats exit record cpu_run_virtual_total";
+    a.tolerance += kernel_tick_ns;
+    a.within = a.ledger.abs_diff(a.kernel) <= a.tolerance;
+    if !a.within && a.ledger > a.kernel && a.informational.is_none() {
+        a.informational = Some(
+            "the exit record is read before the exit path ends; the ledger counts the rest of it, up to the last switch",
+        );
+    }
 }
 
 /// One process in the summary.
@@ -135,12 +224,20 @@ impl Summary {
         parents: &HashMap<u32, u32>,
         before: &ProcSet,
         after: &ProcSet,
+        exit_records: &ExitRecords,
         taskstats_exits: Option<u64>,
         listener_overflows: u64,
         delayacct_switched_on: bool,
         notes: Vec<String>,
     ) -> Self {
         let user_hz = crate::collect::clock::user_hz().unwrap_or(100);
+        let hz = crate::collect::clock::kernel_hz(
+            std::path::Path::new("/proc"),
+            std::path::Path::new("/boot"),
+        )
+        .map(|k| k.hz);
+        // Unknown CONFIG_HZ: the longest tick in use (HZ=100, 10 ms).
+        let kernel_tick_ns = 1_000_000_000 / hz.unwrap_or(100);
         let tick_ns = 1_000_000_000 / user_hz;
         let stat = procs::stat_delta(before, after);
         let steal = stat.as_ref().map(crosscheck::steal_fraction).unwrap_or(0.0);
@@ -152,11 +249,23 @@ impl Summary {
                 let b = before.procs.get(&p.tgid);
                 let a = after.procs.get(&p.tgid);
                 let proc = a.map(|a| procs::proc_delta(b, a));
-                let taskstats = a.and_then(|a| procs::taskstats_delta(b, a));
+                // A process that exited has its counters in its exit
+                // record: a query finds it gone, or, while it is a zombie
+                // still in /proc, answers with its exited threads left out
+                // (kernel/taskstats.c fill_stats_for_tgid skips them).
+                let exit_stats = p
+                    .exited
+                    .then(|| exit_records.process(p.tgid, p.threads))
+                    .flatten();
+                let from_exit = exit_stats.is_some();
+                let taskstats = match exit_stats {
+                    Some(e) => window_counters(b.map(|b| b.taskstats.as_ref()), e),
+                    None => a.and_then(|a| procs::taskstats_delta(b, a)),
+                };
                 // A process already running when ttp switched delay
                 // accounting on has no delay record.
                 let covers = !(delayacct_switched_on && b.is_some());
-                let agreement = crosscheck::process(
+                let mut agreement = crosscheck::process(
                     &p.kernel,
                     proc.as_ref(),
                     taskstats.as_ref(),
@@ -165,6 +274,11 @@ impl Summary {
                     covers,
                     steal,
                 );
+                if from_exit {
+                    agreement
+                        .iter_mut()
+                        .for_each(|r| from_exit_record(r, kernel_tick_ns));
+                }
                 ProcessReport {
                     ledger: p.clone(),
                     proc,
@@ -177,11 +291,6 @@ impl Summary {
             .as_ref()
             .map(|s| crosscheck::machine(&window.cpu_total(), window.cpus.len(), s, tick_ns))
             .unwrap_or_default();
-        let hz = crate::collect::clock::kernel_hz(
-            std::path::Path::new("/proc"),
-            std::path::Path::new("/boot"),
-        )
-        .map(|k| k.hz);
         Self {
             window,
             processes,
@@ -208,8 +317,8 @@ impl Summary {
 
     /// The terminal summary, rendered from the document `--json` writes by
     /// the renderer `ttp-ebpf report` uses, so the two cannot drift apart.
-    pub fn print(&self) {
-        print!("{}", self.doc().text());
+    pub fn print(&self, o: &TextOptions) {
+        print!("{}", self.doc().text_with(o));
     }
 
     /// The summary as JSON (schema `ttp.attach/1`), keys sorted as written.
@@ -278,5 +387,73 @@ impl Summary {
             probe_cost: self.probe_cost.clone(),
             notes: self.notes.clone(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// On a terminal the second interval moves up over the first one's
+    /// three lines (more when a line wraps) and clears before drawing; into
+    /// a pipe nothing is erased. Catches a header repeated every second on a terminal, and
+    /// escape codes written into a log.
+    #[test]
+    fn live_table_redraws_in_place_on_a_terminal_only() {
+        let mut tty = LiveTable {
+            tty: true,
+            last_lines: 0,
+            columns: None,
+        };
+        assert_eq!(tty.frame("head\nrow\n\n"), "head\nrow\n\n");
+        assert_eq!(tty.frame("head\nrow2\n\n"), "\x1b[3A\x1b[Jhead\nrow2\n\n");
+        // 10 columns: a 25-character line takes 3 rows.
+        tty.columns = Some(10);
+        tty.frame(&format!("{}\nrow\n\n", "x".repeat(25)));
+        assert!(tty.frame("x\n").starts_with("\x1b[5A\x1b[J"));
+        let mut pipe = LiveTable::default();
+        pipe.frame("head\nrow\n\n");
+        assert_eq!(pipe.frame("head\nrow2\n\n"), "head\nrow2\n\n");
+    }
+
+    fn row(reference: &'static str, ledger: u64, kernel: u64) -> Agreement {
+        Agreement {
+            measure: "on_cpu_ns",
+            ledger,
+            reference,
+            kernel,
+            rel_diff: 0.0,
+            tolerance: 2_000_000,
+            within: ledger.abs_diff(kernel) <= 2_000_000,
+            informational: None,
+        }
+    }
+
+    /// The numbers of a real `dd` that exited inside the window (ledger
+    /// 123.20 ms, its exit record 120.47 ms, HZ=250): outside the 2 ms
+    /// tolerance of a live query, within it plus one 4 ms tick; 10 ms more
+    /// is the exit path (informational), 10 ms less is flagged; other
+    /// references are left alone. Catches an exit record compared as if
+    /// read at the task's last switch, and an allowance that passes a
+    /// ledger short of the kernel.
+    #[test]
+    fn exit_record_runtime_allows_one_tick() {
+        let tick = 4_000_000;
+        let mut a = row("taskstats cpu_run_virtual_total", 123_203_256, 120_471_220);
+        assert!(!a.within);
+        from_exit_record(&mut a, tick);
+        assert!(a.within && !a.flagged());
+        assert_eq!(a.reference, "taskstats exit record cpu_run_virtual_total");
+        // 10 ms more than the record: the exit path, informational.
+        let mut far = row("taskstats cpu_run_virtual_total", 130_500_000, 120_471_220);
+        from_exit_record(&mut far, tick);
+        assert!(!far.within && !far.flagged() && far.informational.is_some());
+        // 10 ms less: time the ledger lost, flagged.
+        let mut short = row("taskstats cpu_run_virtual_total", 110_400_000, 120_471_220);
+        from_exit_record(&mut short, tick);
+        assert!(short.flagged());
+        let mut other = row("taskstats blkio_delay_total", 123_203_256, 120_471_220);
+        from_exit_record(&mut other, tick);
+        assert!(other.flagged());
     }
 }

@@ -4,6 +4,7 @@ pub mod atomic;
 pub mod attach;
 pub mod compare;
 pub mod emp;
+pub mod exit_stats;
 pub mod losses;
 pub mod probe_cost;
 pub mod progress;

@@ -1,11 +1,13 @@
 //! The machine: privileges, the invoking user, signals and guards that undo
 //! every change the tool makes.
+pub mod affinity;
 pub mod atomic;
 pub mod clock;
 pub mod delayacct;
 pub mod invoker;
 pub mod logging;
 pub mod page_cache;
+pub mod pidfd;
 pub mod privileges;
 pub mod run_state;
 pub mod setup_check;

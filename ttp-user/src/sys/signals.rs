@@ -32,13 +32,29 @@ impl StopFlag {
 
     /// Sleeps up to `d`, waking early when the flag is raised.
     pub fn sleep(&self, d: std::time::Duration) {
+        self.sleep_watching(d, None);
+    }
+
+    /// Sleeps up to `d`, waking early when the flag is raised or when the
+    /// watched process exits; returns whether it exited.
+    pub fn sleep_watching(
+        &self,
+        d: std::time::Duration,
+        watch: Option<&crate::sys::pidfd::PidExit>,
+    ) -> bool {
         let end = std::time::Instant::now() + d;
         while !self.raised() {
             let now = std::time::Instant::now();
             if now >= end {
                 break;
             }
-            std::thread::sleep((end - now).min(std::time::Duration::from_millis(50)));
+            let step = (end - now).min(std::time::Duration::from_millis(50));
+            match watch {
+                Some(w) if w.wait(step) => return true,
+                Some(_) => {}
+                None => std::thread::sleep(step),
+            }
         }
+        false
     }
 }

@@ -23,7 +23,8 @@ pub fn new_histogram() -> Histogram<u64> {
 
 /// One second of a phase (by the requests' intended start times, except
 /// `completed`, which counts completions in that second).
-#[derive(Debug, Clone, Default, serde::Serialize)]
+/// Read back by `report` (report/render/load_report.rs).
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct SecondRow {
     pub second: u64,
     pub warmup: bool,

@@ -28,7 +28,7 @@ use schedule::Arrivals;
 use targets::TargetError;
 
 /// The load model of one phase.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Model {
     /// Open system model (Sec. 3): requests sent at their intended times.

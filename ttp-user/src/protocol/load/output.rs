@@ -121,6 +121,9 @@ pub struct OutputFiles {
 struct ReportJson<'a> {
     schema: &'static str,
     target: &'a serde_json::Value,
+    /// The terminal's line for the target, so `report` shows it as `load`
+    /// did.
+    target_summary: &'a str,
     clock: ClockKind,
     requested_rate_per_s: f64,
     arrivals: super::schedule::Arrivals,
@@ -183,6 +186,7 @@ impl LoadReport {
         ReportJson {
             schema: "ttp.load/1",
             target: &self.target,
+            target_summary: &self.target_summary,
             clock: self.clock,
             requested_rate_per_s: p.rate_per_s,
             arrivals: p.arrivals,

@@ -87,7 +87,12 @@ pub fn post_checks(r: &Refined) -> Vec<CheckResult> {
             median(&t).map(|m| (m, sample_sd(&t).unwrap_or(0.0)))
         })
         .collect();
-    let (strict, relaxed) = monotonicity(("POST2", "POST3"), r.qcs, &points);
+    let left_out = if r.retained().next().is_none() {
+        "no Q@C retained"
+    } else {
+        "the retained Q@Cs do not cover two cardinalities of one query (the others were dropped)"
+    };
+    let (strict, relaxed) = monotonicity(("POST2", "POST3"), r.qcs, &points, left_out);
     out.push(strict);
     out.push(relaxed);
     out.push(relative_difference(
@@ -250,5 +255,31 @@ mod tests {
         );
         let o = owned(vec![mk("10", 50), mk("20", 0)], vec![false, true]);
         assert!(post(&o)[1].is_na());
+    }
+
+    /// A study at three cardinalities with every Q@C dropped: POST2/POST3
+    /// say that no Q@C was retained, not that the study lacks
+    /// cardinalities; with one retained they say the retained ones do not
+    /// cover two; without cardinality labels the old reason stands.
+    /// Catches the misleading "needs Q@Cs at two or more cardinalities".
+    #[test]
+    fn post2_post3_say_why_nothing_was_compared() {
+        let mk = |card: &str| {
+            let mut qc = clean_qc(8);
+            qc.labels.insert("cardinality".into(), card.into());
+            qc
+        };
+        let why = |o: &Owned| {
+            let r = post(o);
+            assert_eq!(r[1].na_reason, r[2].na_reason);
+            r[1].na_reason.clone().unwrap()
+        };
+        let three = || vec![mk("10"), mk("20"), mk("30")];
+        assert_eq!(why(&owned(three(), vec![true; 3])), "no Q@C retained");
+        assert!(
+            why(&owned(three(), vec![true, false, true]))
+                .starts_with("the retained Q@Cs do not cover two cardinalities")
+        );
+        assert!(why(&owned(vec![clean_qc(8)], vec![true])).starts_with("needs Q@Cs"));
     }
 }

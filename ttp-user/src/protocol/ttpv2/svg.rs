@@ -4,6 +4,7 @@
 use plotters::prelude::*;
 
 use super::analysis::{Analysis, QcDocument};
+use crate::protocol::chart::{self, Area, Key};
 
 #[derive(Debug, thiserror::Error)]
 #[error("cannot draw the chart: {0}")]
@@ -14,20 +15,25 @@ fn err<E: std::fmt::Display>(e: E) -> SvgError {
 }
 
 /// A named, coloured series of (QE, ms) points.
-type Line = (&'static str, RGBColor, Vec<(u64, f64)>);
+type Line = (&'static str, RGBColor, Vec<(f64, f64)>);
 
 const PANEL_HEIGHT: u32 = 320;
 const WIDTH: u32 = 860;
+/// The legend column right of each panel.
+const LEGEND_WIDTH: u32 = 210;
 
-fn panel(
-    area: &DrawingArea<SVGBackend, plotters::coord::Shift>,
-    d: &QcDocument,
-) -> Result<(), SvgError> {
+fn panel(area: &Area<'_>, d: &QcDocument) -> Result<(), SvgError> {
     let title = d.title();
-    // A u64 axis: plotters' u32 range overflows near u32::MAX, a QE number
-    // a damaged file may hold.
-    let qes: Vec<u64> = d.qes.iter().map(|e| u64::from(e.record.qe)).collect();
-    let x_max = qes.iter().copied().max().unwrap_or(1) + 1;
+    let area = area
+        .titled(&format!("TTPv2 — {title}"), ("sans-serif", 18))
+        .map_err(err)?;
+    let (plot, legend_area) = chart::split(&area, LEGEND_WIDTH);
+    let qes: Vec<u32> = d.qes.iter().map(|e| e.record.qe).collect();
+    // The axis covers the QEs only: half a QE of room on either side, and
+    // ticks labelled at whole QE numbers within them (no QE 0 or n + 1).
+    let first = qes.iter().copied().min().unwrap_or(1);
+    let last = qes.iter().copied().max().unwrap_or(1);
+    let (x_lo, x_hi) = (f64::from(first) - 0.5, f64::from(last) + 0.5);
     let y_max = d
         .qes
         .iter()
@@ -47,28 +53,36 @@ fn panel(
     // out rather than drawn.
     let y_max = if y_max.is_finite() { y_max } else { f64::MAX };
     let drawable = |v: f64| (0.0..=y_max).contains(&v);
-    let mut chart = ChartBuilder::on(area)
-        .caption(format!("TTPv2 — {title}"), ("sans-serif", 18))
+    let mut chart = ChartBuilder::on(&plot)
         .margin(10)
         .x_label_area_size(35)
         .y_label_area_size(60)
-        .build_cartesian_2d(0u64..x_max, 0f64..y_max)
+        .build_cartesian_2d(x_lo..x_hi, 0f64..y_max)
         .map_err(err)?;
+    let qe_label = |v: &f64| {
+        let r = v.round();
+        if (v - r).abs() < 1e-6 && r >= f64::from(first) && r <= f64::from(last) {
+            format!("{r:.0}")
+        } else {
+            String::new()
+        }
+    };
     chart
         .configure_mesh()
         .x_desc("QE")
         .y_desc("ms")
-        .x_labels(qes.len().max(2))
+        .x_labels((qes.len() + 1).max(2))
+        .x_label_formatter(&qe_label)
         .y_label_formatter(&|v| format!("{v:.0}"))
         .draw()
         .map_err(err)?;
 
-    let series = |f: fn(&super::analysis::QeEntry) -> Option<f64>| -> Vec<(u64, f64)> {
+    let series = |f: fn(&super::analysis::QeEntry) -> Option<f64>| -> Vec<(f64, f64)> {
         d.qes
             .iter()
             .filter_map(|e| {
                 f(e).filter(|&v| drawable(v))
-                    .map(|v| (u64::from(e.record.qe), v))
+                    .map(|v| (f64::from(e.record.qe), v))
             })
             .collect()
     };
@@ -89,28 +103,26 @@ fn panel(
             series(|e| e.calc.time_exact_ms),
         ),
     ];
+    let mut legend: Vec<(String, Key)> = Vec::new();
     for (name, color, points) in lines {
         if points.is_empty() {
             continue;
         }
         chart
             .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))
-            .map_err(err)?
-            .label(name)
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
-            });
+            .map_err(err)?;
         chart
             .draw_series(points.iter().map(|&p| Circle::new(p, 3, color.filled())))
             .map_err(err)?;
+        legend.push((name.to_string(), Key::Line(color)));
     }
-    let dropped: Vec<(u64, f64)> = d
+    let dropped: Vec<(f64, f64)> = d
         .qes
         .iter()
         .filter(|e| !e.dropped_by.is_empty())
         .map(|e| {
             (
-                u64::from(e.record.qe),
+                f64::from(e.record.qe),
                 e.calc.time_calc_ms.unwrap_or(e.record.time_meas_ms),
             )
         })
@@ -123,28 +135,20 @@ fn panel(
                     .iter()
                     .map(|&p| Cross::new(p, 7, RED.stroke_width(2))),
             )
-            .map_err(err)?
-            .label("dropped in Step 2")
-            .legend(|(x, y)| Cross::new((x + 9, y), 5, RED.stroke_width(2)));
+            .map_err(err)?;
+        legend.push(("dropped in Step 2".into(), Key::Cross(RED)));
     }
     if let Some(m) = d.result.time_calc_ms.filter(|&m| drawable(m)) {
         let blue = RGBColor(31, 119, 180);
         chart
             .draw_series(LineSeries::new(
-                vec![(0, m), (x_max, m)],
+                vec![(x_lo, m), (x_hi, m)],
                 blue.mix(0.5).stroke_width(1),
             ))
-            .map_err(err)?
-            .label(format!("median Time_calc {m:.1} ms"))
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], blue.mix(0.5)));
+            .map_err(err)?;
+        legend.push((format!("median Time_calc {m:.1} ms"), Key::Faded(blue)));
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::MiddleRight)
-        .draw()
-        .map_err(err)?;
+    chart::draw(&legend_area, &legend, 10).map_err(SvgError)?;
     Ok(())
 }
 
@@ -184,5 +188,51 @@ mod tests {
         assert!(svg.contains("cardinality=10") && svg.contains("cardinality=20"));
         assert!(svg.contains("dropped in Step 2"));
         assert!(svg.contains("median Time_calc"));
+    }
+
+    /// Eight QEs, one dropped: every point and the dropped QE's cross lie
+    /// left of the legend column, the legend's labels inside it, and the x
+    /// axis is labelled 1 to 8 only. Catches the legend drawn over a
+    /// dropped-QE marker and an axis showing QE 0 and QE 9.
+    #[test]
+    fn legend_beside_the_data_and_only_real_qes_on_the_axis() {
+        use crate::protocol::chart::tests::drawn;
+        let mut a = clean_qc(8);
+        a.qes[7].timed_out = Some(true);
+        let svg = render_svg(&analyse(&[a], None)).unwrap();
+        let d = drawn(&svg);
+        let column = f64::from(WIDTH - LEGEND_WIDTH);
+        // Time_meas and Time_calc of each QE (no ledger times in the fixture).
+        assert_eq!(d.circles.len(), 2 * 8);
+        assert!(
+            d.circles.iter().all(|&(x, _)| x < column),
+            "{:?}",
+            d.circles
+        );
+        let legend_x = |label: &str| {
+            d.texts
+                .iter()
+                .find(|t| t.2.starts_with(label))
+                .unwrap_or_else(|| panic!("no {label:?}"))
+                .0
+        };
+        assert!(legend_x("dropped in Step 2") > column);
+        assert!(legend_x("Time_meas") > column);
+        // The cross of the dropped QE 8: its two strokes are paths near the
+        // last circle, left of the column like it.
+        let last_qe_x = d.circles.iter().map(|c| c.0).fold(0.0, f64::max);
+        assert!(last_qe_x + 7.0 < column);
+        let axis: Vec<&str> = d
+            .texts
+            .iter()
+            .filter(|t| t.2.parse::<u32>().is_ok() && t.1 > f64::from(PANEL_HEIGHT) - 40.0)
+            .map(|t| t.2.as_str())
+            .collect();
+        assert_eq!(
+            axis,
+            ["1", "2", "3", "4", "5", "6", "7", "8"],
+            "{:?}",
+            d.texts
+        );
     }
 }

@@ -5,10 +5,16 @@
 //! the daemon rule, squares for ±2σ).
 use plotters::{coord::Shift, prelude::*};
 
-use crate::protocol::emp::{
-    EmpError, EmpOutcome, Verdict,
-    calibrate::{CalibrationAnalysis, PairKind},
+use crate::protocol::{
+    chart::{self, Key},
+    emp::{
+        EmpError, EmpOutcome, Verdict,
+        calibrate::{CalibrationAnalysis, PairKind},
+    },
 };
+
+/// Width of the legend column beside each plot, px.
+const LEGEND_WIDTH: u32 = 300;
 
 const MS: f64 = 1e6;
 
@@ -62,14 +68,18 @@ pub fn dual_execution_svg(a: &CalibrationAnalysis, zoom: Zoom) -> Result<String,
     );
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (720, 680)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut svg, (720 + LEGEND_WIDTH, 680)).into_drawing_area();
         root.fill(&WHITE).map_err(|x| e(x.to_string()))?;
         let title = match zoom {
             Zoom::All => format!("Dual executions: {} pairs of consecutive runs", pairs.len()),
             Zoom::Central => format!("Central cluster: {} pairs", pairs.len()),
         };
-        let mut chart = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 20))
+        let root = root
+            .titled(&title, ("sans-serif", 20))
+            .map_err(|x| e(x.to_string()))?;
+        let (plot, legend_area) = chart::split(&root, LEGEND_WIDTH);
+        let mut legend: Vec<(String, Key)> = Vec::new();
+        let mut chart = ChartBuilder::on(&plot)
             .margin(12)
             .x_label_area_size(45)
             .y_label_area_size(80)
@@ -87,9 +97,8 @@ pub fn dual_execution_svg(a: &CalibrationAnalysis, zoom: Zoom) -> Result<String,
             let grey = RGBColor(160, 160, 160);
             chart
                 .draw_series(LineSeries::new([(fence, lo), (fence, hi)], grey))
-                .map_err(|x| e(x.to_string()))?
-                .label(format!("L-sample fence {fence:.3} ms"))
-                .legend(move |(x, y)| PathElement::new([(x, y), (x + 16, y)], grey));
+                .map_err(|x| e(x.to_string()))?;
+            legend.push((format!("L-sample fence {fence:.3} ms"), Key::Line(grey)));
             chart
                 .draw_series(LineSeries::new([(lo, fence), (hi, fence)], grey))
                 .map_err(|x| e(x.to_string()))?;
@@ -116,17 +125,10 @@ pub fn dual_execution_svg(a: &CalibrationAnalysis, zoom: Zoom) -> Result<String,
                     pts.into_iter()
                         .map(|p| Circle::new(p, 4, color.stroke_width(1))),
                 )
-                .map_err(|x| e(x.to_string()))?
-                .label(format!("{label} ({n})"))
-                .legend(move |(x, y)| Rectangle::new([(x, y - 4), (x + 8, y + 4)], color.filled()));
+                .map_err(|x| e(x.to_string()))?;
+            legend.push((format!("{label} ({n})"), Key::Square(color)));
         }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::UpperRight)
-            .draw()
-            .map_err(|x| e(x.to_string()))?;
+        chart::draw(&legend_area, &legend, 12).map_err(&e)?;
         root.present().map_err(|x| e(x.to_string()))?;
     }
     Ok(svg)
@@ -155,7 +157,7 @@ pub fn series_svg(o: &EmpOutcome) -> Result<String, EmpError> {
     let e = err("PT/ET series");
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (900, 720)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut svg, (900 + LEGEND_WIDTH, 720)).into_drawing_area();
         root.fill(&WHITE).map_err(|x| e(x.to_string()))?;
         let root = root
             .titled(
@@ -190,12 +192,25 @@ fn panel(
 ) -> Result<(), String> {
     let x_hi = pts.iter().map(|p| p.0).max().unwrap_or(0) + 1;
     let x_lo = pts.iter().map(|p| p.0).min().unwrap_or(0);
+    // A time is never negative: a wide ±2σ band stops at 0 on the axis.
+    let band = band.map(|(l, u)| (l.max(0.0), u));
     let (lo, hi) = padded(
         pts.iter()
             .map(|p| p.1)
             .chain(band.into_iter().flat_map(|(a, b)| [a, b])),
     );
-    let mut chart = ChartBuilder::on(area)
+    let (area, legend_area) = chart::split(area, LEGEND_WIDTH);
+    let mut legend: Vec<(String, Key)> = Vec::new();
+    // Runs are whole numbers: ticks between them stay unlabelled.
+    let run_label = |x: &f64| {
+        let r = x.round();
+        if (x - r).abs() < 1e-6 && r >= f64::from(x_lo) && r < f64::from(x_hi) {
+            format!("{r:.0}")
+        } else {
+            String::new()
+        }
+    };
+    let mut chart = ChartBuilder::on(&area)
         .margin(10)
         .x_label_area_size(35)
         .y_label_area_size(80)
@@ -204,7 +219,7 @@ fn panel(
     chart
         .configure_mesh()
         .x_desc("run")
-        .x_label_formatter(&|x| format!("{x:.0}"))
+        .x_label_formatter(&run_label)
         .y_desc(y_desc)
         .draw()
         .map_err(|x| x.to_string())?;
@@ -213,9 +228,8 @@ fn panel(
         let (a, b) = (f64::from(x_lo) - 0.5, f64::from(x_hi) - 0.5);
         chart
             .draw_series(LineSeries::new([(a, u), (b, u)], c))
-            .map_err(|x| x.to_string())?
-            .label("mean ± 2σ (second sanity check)")
-            .legend(move |(x, y)| PathElement::new([(x, y), (x + 16, y)], c));
+            .map_err(|x| x.to_string())?;
+        legend.push(("mean ± 2σ (second sanity check)".into(), Key::Line(c)));
         chart
             .draw_series(LineSeries::new([(a, l), (b, l)], c))
             .map_err(|x| x.to_string())?;
@@ -233,16 +247,20 @@ fn panel(
     if n(Mark::Retained) > 0 {
         chart
             .draw_series(sel(Mark::Retained).map(|p| Circle::new(p, 3, blue.filled())))
-            .map_err(|x| x.to_string())?
-            .label(format!("retained ({})", n(Mark::Retained)))
-            .legend(move |(x, y)| Rectangle::new([(x, y - 3), (x + 6, y + 3)], blue.filled()));
+            .map_err(|x| x.to_string())?;
+        legend.push((
+            format!("retained ({})", n(Mark::Retained)),
+            Key::Square(blue),
+        ));
     }
     if n(Mark::Daemon) > 0 {
         chart
             .draw_series(sel(Mark::Daemon).map(|p| TriangleMarker::new(p, 7, red.filled())))
-            .map_err(|x| x.to_string())?
-            .label(format!("dropped: daemon cut-off ({})", n(Mark::Daemon)))
-            .legend(move |(x, y)| TriangleMarker::new((x + 4, y), 6, red.filled()));
+            .map_err(|x| x.to_string())?;
+        legend.push((
+            format!("dropped: daemon cut-off ({})", n(Mark::Daemon)),
+            Key::Triangle(red),
+        ));
     }
     if n(Mark::TwoSigma) > 0 {
         chart
@@ -250,30 +268,25 @@ fn panel(
                 EmptyElement::at((x, y))
                     + Rectangle::new([(-5, -5), (5, 5)], orange.stroke_width(2))
             }))
-            .map_err(|x| x.to_string())?
-            .label(format!("dropped: ±2σ ({})", n(Mark::TwoSigma)))
-            .legend(move |(x, y)| {
-                Rectangle::new([(x, y - 4), (x + 8, y + 4)], orange.stroke_width(2))
-            });
+            .map_err(|x| x.to_string())?;
+        legend.push((
+            format!("dropped: ±2σ ({})", n(Mark::TwoSigma)),
+            Key::Outline(orange),
+        ));
     }
     if n(Mark::Set) > 0 {
         chart
             .draw_series(sel(Mark::Set).map(|p| Cross::new(p, 5, grey.stroke_width(2))))
-            .map_err(|x| x.to_string())?
-            .label(format!(
+            .map_err(|x| x.to_string())?;
+        legend.push((
+            format!(
                 "set aside: warm-up, failed, lost records, no PT ({})",
                 n(Mark::Set)
-            ))
-            .legend(move |(x, y)| Cross::new((x + 4, y), 4, grey.stroke_width(2)));
+            ),
+            Key::Cross(grey),
+        ));
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperRight)
-        .draw()
-        .map_err(|x| x.to_string())?;
-    Ok(())
+    chart::draw(&legend_area, &legend, 10)
 }
 
 #[cfg(test)]

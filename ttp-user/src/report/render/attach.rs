@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use plotters::prelude::*;
 use serde::{Deserialize, Serialize};
 
+pub use super::attach_text::{DEFAULT_TOP, TextOptions};
 use super::{
     RenderError, Rendered, Table,
     table::{ms3, num},
@@ -15,10 +16,8 @@ use crate::{
     accounts::{CpuTimes, LedgerMeasures},
     collect::proc_stat::{CpuLine, CpuTicks},
     probe::{KernelStats, cost::ProbeCost},
-    report::{
-        losses::{self, Affects},
-        units::{bytes, ms},
-    },
+    protocol::chart::{self, Key},
+    report::losses::{self, Affects},
     window::{
         crosscheck::Agreement,
         procs::{ProcCounters, TaskstatsCounters},
@@ -158,31 +157,6 @@ impl From<&Agreement> for AgreementView {
     }
 }
 
-fn agreement_lines(out: &mut String, rows: &[AgreementView]) {
-    for a in rows {
-        let mark = if a.informational.is_some() {
-            "info"
-        } else if a.within {
-            "ok"
-        } else {
-            "FLAG"
-        };
-        out.push_str(&format!(
-            "    [{mark:>4}] {:<14} {:>12} vs {:<32} {:>12}  ({:+.2}%, tolerance {}){}\n",
-            a.measure,
-            a.ledger,
-            a.reference,
-            a.kernel,
-            a.rel_diff.unwrap_or(f64::INFINITY) * 100.0,
-            a.tolerance,
-            a.informational
-                .as_ref()
-                .map(|w| format!(" — {w}"))
-                .unwrap_or_default()
-        ));
-    }
-}
-
 impl AttachDoc {
     /// Every loss and repair of the window, in words.
     fn losses(&self) -> Vec<losses::Loss> {
@@ -193,65 +167,12 @@ impl AttachDoc {
         };
         losses::describe(&self.lost.kernel, &extra)
     }
-}
 
-impl Rendered for AttachDoc {
-    fn title(&self) -> String {
-        format!(
-            "ttp attach: {} process(es) over {:.3} s",
-            self.processes.len(),
-            self.window.end_ns.saturating_sub(self.window.start_ns) as f64 / 1e9
-        )
-    }
-
-    fn text(&self) -> String {
-        let w = &self.window;
-        let mut out = format!(
-            "== summary over {:.3} s ==\n",
-            w.end_ns.saturating_sub(w.start_ns) as f64 / 1e9
-        );
+    /// The terminal summary (attach_text.rs), then the exit records, the
+    /// probes' cost, the losses in words and the notes.
+    pub fn text_with(&self, o: &TextOptions) -> String {
         let losses = self.losses();
-        for p in &self.processes {
-            let k = &p.kernel;
-            out.push_str(&format!(
-                "pid {} ({}){}, {} thread(s): on-CPU {} ms, run-queue {} ms, sleep {} ms, blocked {} ms, iowait {} ms (own I/O {} ms, share of machine iowait {} ms){}\n",
-                p.pid,
-                p.comm,
-                if p.exited { ", exited" } else { "" },
-                p.threads,
-                ms(k.on_cpu_ns),
-                ms(k.runq_wait_ns),
-                ms(k.sleep_ns),
-                ms(k.blocked_ns),
-                ms(k.iowait_ns),
-                ms(k.iowait_own_ns),
-                ms(k.iowait_share_ns),
-                losses::mark(&losses, Affects::Processes),
-            ));
-            out.push_str(&format!(
-                "    I/O: {} reads ({}), {} writes ({}), device {} ms, queued {} ms; switches {} voluntary, {} involuntary{}\n",
-                k.io.read_requests,
-                bytes(k.io.read_bytes),
-                k.io.write_requests,
-                bytes(k.io.write_bytes),
-                ms(k.io.device_ns),
-                ms(k.io.queue_ns),
-                k.voluntary_switches,
-                k.involuntary_switches,
-                losses::mark(&losses, Affects::Io),
-            ));
-            agreement_lines(&mut out, &p.agreement);
-        }
-        let t = &self.overall.kernel.total;
-        out.push_str(&format!(
-            "machine ({} CPUs): busy {} ms, idle {} ms, iowait {} ms{}\n",
-            self.overall.kernel.cpus.len(),
-            ms(t.busy_ns),
-            ms(t.idle_ns),
-            ms(t.iowait_ns),
-            losses::mark(&losses, Affects::Machine)
-        ));
-        agreement_lines(&mut out, &self.overall.agreement);
+        let mut out = super::attach_text::text(self, o, &losses);
         if let Some(n) = self.taskstats_exit_records {
             let ledger_exits = self.processes.iter().filter(|p| p.exited).count();
             out.push_str(&format!(
@@ -267,6 +188,20 @@ impl Rendered for AttachDoc {
             out.push_str(&format!("note: {n}\n"));
         }
         out
+    }
+}
+
+impl Rendered for AttachDoc {
+    fn title(&self) -> String {
+        format!(
+            "ttp attach: {} process(es) over {:.3} s",
+            self.processes.len(),
+            self.window.end_ns.saturating_sub(self.window.start_ns) as f64 / 1e9
+        )
+    }
+
+    fn text(&self) -> String {
+        self.text_with(&TextOptions::default())
     }
 
     fn table(&self) -> Table {
@@ -284,27 +219,36 @@ impl Rendered for AttachDoc {
         );
         let head: Vec<&str> = head.iter().map(String::as_str).collect();
         let mut t = Table::new(&head);
-        let f = |ns: u64| ms3(Some(ns as f64));
         for p in &self.processes {
-            let mut row = vec![p.pid.to_string(), p.comm.clone(), p.threads.to_string()];
-            row.extend(p.kernel.named().into_iter().map(|(n, v)| {
-                if n.ends_with("_ns") {
-                    f(v)
-                } else {
-                    v.to_string()
-                }
-            }));
-            t.push(row);
+            t.push(measures_row(
+                [p.pid.to_string(), p.comm.clone(), p.threads.to_string()],
+                &p.kernel,
+            ));
         }
         t
     }
 
     fn markdown(&self) -> String {
         let t = &self.overall.kernel.total;
+        // A total row under several processes (the tree of --children, the
+        // machine's processes of --all); CSV keeps one row per process so
+        // that a column sums to the total.
+        let mut table = self.table();
+        if self.processes.len() > 1 {
+            let threads: u32 = self.processes.iter().map(|p| p.threads).sum();
+            table.push(measures_row(
+                [
+                    String::new(),
+                    format!("total ({} processes)", self.processes.len()),
+                    threads.to_string(),
+                ],
+                &super::attach_text::total(self),
+            ));
+        }
         format!(
             "**{}**\n\n{}\nMachine: busy {} ms, idle {} ms, iowait {} ms over {} CPUs{}.\n",
             self.title(),
-            self.table().markdown(),
+            table.markdown(),
             num(Some(t.busy_ns as f64 / 1e6)),
             num(Some(t.idle_ns as f64 / 1e6)),
             num(Some(t.iowait_ns as f64 / 1e6)),
@@ -325,10 +269,26 @@ impl Rendered for AttachDoc {
     }
 }
 
+/// One table row: the process columns, then every ledger counter from its
+/// one declaration (times in ms with three decimals).
+fn measures_row(head: [String; 3], k: &LedgerMeasures) -> Vec<String> {
+    let mut row = Vec::from(head);
+    row.extend(k.named().into_iter().map(|(n, v)| {
+        if n.ends_with("_ns") {
+            ms3(Some(v as f64))
+        } else {
+            v.to_string()
+        }
+    }));
+    row
+}
+
 /// A stacked part of a bar: its legend, colour and measure.
 type Part = (&'static str, RGBColor, fn(&LedgerMeasures) -> u64);
 
-/// Where each process's time went, as stacked horizontal bars (ms).
+/// Where each process's time went, as stacked horizontal bars (ms): the
+/// busiest processes first (as the text summary lists them), the rest
+/// summed in one bar, the legend in a column of its own.
 fn time_chart(d: &AttachDoc) -> Result<String, RenderError> {
     let err = |e: &dyn std::fmt::Display| RenderError::Plot {
         what: "attach_time.svg".into(),
@@ -346,82 +306,86 @@ fn time_chart(d: &AttachDoc) -> Result<String, RenderError> {
         ("blocked", RGBColor(214, 39, 40), |k| k.blocked_ns),
         ("sleep", RGBColor(199, 199, 199), |k| k.sleep_ns),
     ];
-    let n = d.processes.len().max(1);
+    let sorted = super::attach_text::by_on_cpu(d);
+    let shown = sorted.len().min(DEFAULT_TOP);
+    let mut bars: Vec<(String, LedgerMeasures)> = sorted[..shown]
+        .iter()
+        .map(|p| (format!("{} ({})", p.comm, p.pid), p.kernel))
+        .collect();
+    if shown < sorted.len() {
+        let mut rest = LedgerMeasures::default();
+        sorted[shown..].iter().for_each(|p| rest += p.kernel);
+        bars.push((format!("{} more processes", sorted.len() - shown), rest));
+    }
+    let n = bars.len().max(1);
     let total = |k: &LedgerMeasures| {
         parts
             .iter()
             .fold(0u64, |a, (_, _, f)| a.saturating_add(f(k)))
     };
-    let x_max = d
-        .processes
+    let x_max = bars
         .iter()
-        .map(|p| total(&p.kernel) as f64 / 1e6)
+        .map(|(_, k)| total(k) as f64 / 1e6)
         .fold(1.0, f64::max)
         * 1.05;
+    // Bar i (busiest first, from the top) is centred on y = n − 1 − i, so
+    // the axis labels its whole numbers with the names.
+    let row_y = |i: usize| (n - 1 - i) as f64;
     let mut svg = String::new();
     {
-        let height = 120 + 40 * n as u32;
+        // Room for the six legend rows even with one bar.
+        let height = (120 + 40 * n as u32).max(200);
         let root = SVGBackend::with_string(&mut svg, (900, height)).into_drawing_area();
         root.fill(&WHITE).map_err(|e| err(&e))?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(d.title(), ("sans-serif", 18))
+        let root = root
+            .titled(&d.title(), ("sans-serif", 18))
+            .map_err(|e| err(&e))?;
+        let (plot, legend_area) = chart::split(&root, 160);
+        let mut chart = ChartBuilder::on(&plot)
             .margin(10)
             .x_label_area_size(35)
             .y_label_area_size(170)
-            .build_cartesian_2d(0f64..x_max, (0..n).into_segmented())
+            .build_cartesian_2d(0f64..x_max, -0.5f64..n as f64 - 0.5)
             .map_err(|e| err(&e))?;
-        let labels: Vec<String> = d
-            .processes
-            .iter()
-            .map(|p| format!("{} ({})", p.comm, p.pid))
-            .collect();
+        let name = |v: &f64| {
+            let r = v.round();
+            if (v - r).abs() < 1e-6 && r >= 0.0 && (r as usize) < n {
+                bars.get(n - 1 - r as usize)
+                    .map(|b| b.0.clone())
+                    .unwrap_or_default()
+            } else {
+                String::new()
+            }
+        };
         chart
             .configure_mesh()
             .disable_y_mesh()
             .x_desc("ms")
-            .y_labels(n)
-            .y_label_formatter(&|v| match v {
-                SegmentValue::CenterOf(i) => labels.get(*i).cloned().unwrap_or_default(),
-                _ => String::new(),
-            })
+            .y_labels(n + 1)
+            .y_label_formatter(&name)
             .draw()
             .map_err(|e| err(&e))?;
-        for (name, color, f) in parts {
-            let bars: Vec<Rectangle<(f64, SegmentValue<usize>)>> = d
-                .processes
+        for (k, (_, color, f)) in parts.iter().enumerate() {
+            let rects: Vec<Rectangle<(f64, f64)>> = bars
                 .iter()
                 .enumerate()
-                .map(|(i, p)| {
-                    let before: u64 = parts
+                .map(|(i, (_, m))| {
+                    let before: u64 = parts[..k]
                         .iter()
-                        .take_while(|(n2, _, _)| *n2 != name)
-                        .fold(0u64, |a, (_, _, g)| a.saturating_add(g(&p.kernel)));
+                        .fold(0u64, |a, (_, _, g)| a.saturating_add(g(m)));
                     let x0 = before as f64 / 1e6;
-                    let x1 = x0 + f(&p.kernel) as f64 / 1e6;
-                    Rectangle::new(
-                        [
-                            (x0, SegmentValue::Exact(i)),
-                            (x1, SegmentValue::Exact(i + 1)),
-                        ],
-                        color.filled(),
-                    )
+                    let x1 = x0 + f(m) as f64 / 1e6;
+                    let y = row_y(i);
+                    Rectangle::new([(x0, y - 0.35), (x1, y + 0.35)], color.filled())
                 })
                 .collect();
-            chart
-                .draw_series(bars)
-                .map_err(|e| err(&e))?
-                .label(name)
-                .legend(move |(x, y)| {
-                    Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled())
-                });
+            chart.draw_series(rects).map_err(|e| err(&e))?;
         }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::LowerRight)
-            .draw()
-            .map_err(|e| err(&e))?;
+        let legend: Vec<(String, Key)> = parts
+            .iter()
+            .map(|(label, color, _)| (label.to_string(), Key::Square(*color)))
+            .collect();
+        chart::draw(&legend_area, &legend, 10).map_err(|e| err(&e))?;
         root.present().map_err(|e| err(&e))?;
     }
     Ok(svg)

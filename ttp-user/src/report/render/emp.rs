@@ -70,14 +70,23 @@ impl Rendered for Outcome {
         t
     }
     fn markdown(&self) -> String {
-        let pt = self.0.pt.as_ref();
+        let headline = match self.0.pt.as_ref().filter(|p| p.n > 0) {
+            None => "Process time: no run was retained, so there is no mean (the verdicts above say why).".to_string(),
+            Some(p) => format!(
+                "Process time (mean of {} retained run{}): {} ms, {}.",
+                p.n,
+                if p.n == 1 { "" } else { "s" },
+                ms3(Some(p.mean_ns)),
+                match p.sd_ns {
+                    Some(sd) => format!("sd {} ms", ms3(Some(sd))),
+                    None => "no sd (one run)".to_string(),
+                }
+            ),
+        };
         format!(
-            "**{}**\n\n{}\nProcess time (mean of {} retained runs): {} ms, sd {} ms.\n",
+            "**{}**\n\n{}\n{headline}\n",
             self.title(),
             self.table().markdown(),
-            pt.map_or(0, |p| p.n),
-            ms3(pt.map(|p| p.mean_ns)),
-            ms3(pt.and_then(|p| p.sd_ns)),
         )
     }
     fn plots(&self, dir: &Path) -> Result<Vec<PathBuf>, RenderError> {

@@ -8,11 +8,39 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 use super::{Rendered, Table};
-use crate::protocol::load::output::fmt_ns;
+use crate::protocol::load::{Model, histograms::SecondRow, output::fmt_ns, sender::SenderStats};
+
+/// The target in words: the line `load` printed, or, for files written
+/// before it was saved, the target's fields (nulls left out).
+fn target_line(d: &LoadDoc) -> String {
+    if let Some(s) = &d.target_summary {
+        return s.clone();
+    }
+    let Some(obj) = d.target.as_object() else {
+        return d.target.to_string();
+    };
+    let kind = obj.get("kind").and_then(|k| k.as_str()).unwrap_or("target");
+    let fields: Vec<String> = obj
+        .iter()
+        .filter(|(k, v)| *k != "kind" && !v.is_null())
+        .map(|(k, v)| match v {
+            serde_json::Value::String(s) => format!("{k} {s}"),
+            v => format!("{k} {v}"),
+        })
+        .collect();
+    format!("{kind} ({})", fields.join(", "))
+}
 
 #[derive(Debug, Clone, Deserialize)]
 pub struct LoadDoc {
     pub target: serde_json::Value,
+    /// The line `load` printed for the target (absent from older files).
+    #[serde(default)]
+    pub target_summary: Option<String>,
+    #[serde(default)]
+    pub seed: Option<u64>,
+    #[serde(default)]
+    pub connections: Option<u64>,
     pub clock: String,
     pub requested_rate_per_s: f64,
     pub arrivals: String,
@@ -31,7 +59,6 @@ pub struct Phase {
     pub scheduled: u64,
     pub sent: u64,
     pub completed_ok: u64,
-    pub failed: u64,
     #[serde(default)]
     pub omitted: u64,
     pub achieved_rate_per_s: f64,
@@ -45,6 +72,17 @@ pub struct Phase {
     pub late: u64,
     #[serde(default)]
     pub skipped: u64,
+    #[serde(default)]
+    pub errors: BTreeMap<String, u64>,
+    /// The open model's sender thread on the real clock.
+    #[serde(default)]
+    pub sender: Option<SenderStats>,
+    /// Requests and latency per second of the phase.
+    #[serde(default)]
+    pub timeline: Vec<SecondRow>,
+    /// Per-second samplers (`--attach-pid`: "ledger", the server's ledger).
+    #[serde(default)]
+    pub samplers: BTreeMap<String, Vec<serde_json::Value>>,
 }
 
 /// A distribution's summary, ns (protocol/load/histograms.rs `Stats`).
@@ -72,10 +110,97 @@ impl LoadDoc {
                     .map(|(k, s)| (p.model.clone(), k.clone(), s))
             })
             .collect();
+        // The order `load` prints them in (protocol/load/output.rs).
+        let rank = |series: &str| match series {
+            "open_latency" => 0,
+            "closed_uncorrected" => 1,
+            "closed_intended" => 2,
+            "open_service_time" => 3,
+            _ => 4,
+        };
+        cols.sort_by_key(|(_, series, _)| rank(series));
         if let Some(e) = &self.expected_open_latency_ns {
             cols.push(("queue model".into(), "expected_open_latency".into(), e));
         }
         cols
+    }
+}
+
+impl LoadDoc {
+    /// A phase's counts, errors, send lag and sender thread, worded as
+    /// `load` words them (protocol/load/output.rs `render_phase_summary`).
+    fn phase_summary(&self, p: &Phase) -> String {
+        let name = match p.model.as_str() {
+            "open" => "open:  ".to_string(),
+            m => format!("{m}:"),
+        };
+        let mut line = format!(
+            "{name} achieved {:.1} of {} req/s requested; {} scheduled, {} sent, {} ok",
+            p.achieved_rate_per_s, self.requested_rate_per_s, p.scheduled, p.sent, p.completed_ok
+        );
+        if p.model == "closed" {
+            line.push_str(&format!(
+                ", {} omitted (never sent: coordinated omission)",
+                p.omitted
+            ));
+        }
+        let errors = if p.errors.is_empty() {
+            "none".to_string()
+        } else {
+            p.errors
+                .iter()
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        line.push_str(&format!("\n        errors: {errors}"));
+        let percent = |n: u64, of: u64| {
+            if of == 0 {
+                0.0
+            } else {
+                100.0 * n as f64 / of as f64
+            }
+        };
+        if let Some(limit) = self.latency_limit_s {
+            line.push_str(&format!(
+                "\n        latency limit {}: {} late of {} ok ({:.3} %), {} skipped of {} scheduled ({:.3} %)",
+                fmt_ns((limit * 1e9).round() as u64),
+                p.late,
+                p.completed_ok,
+                percent(p.late, p.completed_ok),
+                p.skipped,
+                p.scheduled,
+                percent(p.skipped, p.scheduled)
+            ));
+        }
+        let pct = |st: &Stats, k: &str| fmt_ns(st.percentiles_ns.get(k).copied().unwrap_or(0));
+        if let Some(l) = p.send_lag_ns.as_ref().filter(|l| l.count > 0) {
+            line.push_str(&format!(
+                "\n        send lag behind schedule p50 {} p99 {} max {}",
+                pct(l, "50"),
+                pct(l, "99"),
+                fmt_ns(l.max_ns)
+            ));
+        }
+        if let Some(s) = &p.sender {
+            let beyond = p.send_lag_unexplained_ns.as_ref().filter(|b| b.count > 0);
+            match (s.run_delay_ns, beyond) {
+                (Some(d), Some(b)) => line.push_str(&format!(
+                    "\n        sender thread: waited {} for a CPU, ran {} (spun {}); lag beyond its CPU wait and work p99 {} max {}",
+                    fmt_ns(d),
+                    fmt_ns(s.on_cpu_ns.unwrap_or(0)),
+                    fmt_ns(s.spin_ns),
+                    pct(b, "99"),
+                    fmt_ns(b.max_ns),
+                )),
+                _ => line.push_str(&format!(
+                    "\n        sender thread: spun {}; its CPU wait is unknown (no /proc/thread-self/schedstat)",
+                    fmt_ns(s.spin_ns)
+                )),
+            }
+        }
+        line.push('\n');
+        line
     }
 }
 
@@ -88,22 +213,39 @@ impl Rendered for LoadDoc {
     }
 
     fn text(&self) -> String {
+        let arrivals = match (self.arrivals.as_str(), self.seed) {
+            ("poisson", Some(seed)) => format!("poisson (seed {seed})"),
+            (a, _) => a.to_string(),
+        };
         let mut out = format!(
-            "load: {}\n      {} req/s {} for {} s after {} s warm-up, {} clock\n\n",
-            self.target,
+            "load: {}\n      {} req/s {arrivals} for {} after {} warm-up, {} clock\n\n",
+            target_line(self),
             self.requested_rate_per_s,
-            self.arrivals,
-            self.duration_s,
-            self.warmup_s,
+            fmt_ns((self.duration_s * 1e9).round() as u64),
+            fmt_ns((self.warmup_s * 1e9).round() as u64),
             self.clock
         );
         let cols = self.columns();
-        let w = 24;
-        out.push_str(&format!("{:<10}", ""));
-        for (m, s, _) in &cols {
-            out.push_str(&format!("{:>w$}", format!("{m} {s}")));
+        // The two header lines of `load` (protocol/load/output.rs).
+        let w = 18;
+        let closed = match self.connections {
+            Some(n) => format!("closed ({n} conn.)"),
+            None => "closed".to_string(),
+        };
+        let mut head = [format!("{:<10}", ""), format!("{:<10}", "")];
+        for (_, series, _) in &cols {
+            let (a, b) = match series.as_str() {
+                "open_latency" => ("open model", "latency"),
+                "open_service_time" => ("open model", "service time"),
+                "closed_uncorrected" => (closed.as_str(), "uncorrected"),
+                "closed_intended" => (closed.as_str(), "YCSB-intended"),
+                "expected_open_latency" => ("queue model", "expected"),
+                other => ("", other),
+            };
+            head[0].push_str(&format!("{a:>w$}"));
+            head[1].push_str(&format!("{b:>w$}"));
         }
-        out.push('\n');
+        out.push_str(&format!("{}\n{}\n", head[0], head[1]));
         // A distribution with no request has no latencies: "-", not 0.
         let cell = |st: &Stats, v: u64| {
             if st.count == 0 {
@@ -136,43 +278,22 @@ impl Rendered for LoadDoc {
         }
         out.push_str("\n\n");
         for p in &self.phases {
-            out.push_str(&format!(
-                "{}: achieved {:.1} of {} req/s requested; {} scheduled, {} sent, {} ok, {} failed{}\n",
-                p.model,
-                p.achieved_rate_per_s,
-                self.requested_rate_per_s,
-                p.scheduled,
-                p.sent,
-                p.completed_ok,
-                p.failed,
-                if p.model == "closed" {
-                    format!(", {} omitted (never sent: coordinated omission)", p.omitted)
-                } else {
-                    String::new()
-                }
-            ));
-            if let Some(l) = p.send_lag_ns.as_ref().filter(|l| l.count > 0) {
-                let pct = |k: &str| fmt_ns(l.percentiles_ns.get(k).copied().unwrap_or(0));
-                out.push_str(&format!(
-                    "        send lag behind schedule p50 {} p99 {} max {}\n",
-                    pct("50"),
-                    pct("99"),
-                    fmt_ns(l.max_ns)
-                ));
-            }
-            if let Some(b) = p.send_lag_unexplained_ns.as_ref().filter(|b| b.count > 0) {
-                out.push_str(&format!(
-                    "        send lag beyond the sender's CPU wait and work p99 {} max {}\n",
-                    fmt_ns(b.percentiles_ns.get("99").copied().unwrap_or(0)),
-                    fmt_ns(b.max_ns)
-                ));
-            }
-            if let Some(limit) = self.latency_limit_s {
-                out.push_str(&format!(
-                    "        latency limit {}: {} late, {} skipped\n",
-                    fmt_ns((limit * 1e9).round() as u64),
-                    p.late,
-                    p.skipped
+            out.push_str(&self.phase_summary(p));
+        }
+        // The server's ledger per second (`--attach-pid`), as `load`
+        // printed it after the phases.
+        for p in &self.phases {
+            let Some(rows) = p.samplers.get("ledger").filter(|r| !r.is_empty()) else {
+                continue;
+            };
+            let model = serde_json::from_value::<Model>(p.model.clone().into());
+            let pid = rows[0]["pid"].as_u64().unwrap_or(0) as u32;
+            if let Ok(model) = model {
+                out.push_str(&crate::protocol::load::ledger::render(
+                    model,
+                    pid,
+                    rows,
+                    &p.timeline,
                 ));
             }
         }

@@ -5,10 +5,12 @@
 //! Adding a result kind is one arm in [`load`] and one [`Rendered`] impl,
 //! next to the module that writes the kind.
 pub mod attach;
+mod attach_text;
 mod blame;
 mod compare;
 mod emp;
 mod load_report;
+pub mod recorded;
 mod table;
 mod trace;
 mod ttpv2;
@@ -90,6 +92,9 @@ pub const SCHEMAS: &[&str] = &[
     "ttp.load/1",
     "ttp.trace/1",
     "ttp.vprofile/1",
+    "ttp.emp-runs/1",
+    "ttp.check/1",
+    "ttp.inc/1",
 ];
 
 fn typed<T: serde::de::DeserializeOwned>(schema: &str, v: Value) -> Result<T, RenderError> {
@@ -119,6 +124,9 @@ pub fn load(v: Value) -> Result<Box<dyn Rendered>, RenderError> {
         "ttp.load/1" => Box::new(typed::<load_report::LoadDoc>(s, v)?),
         "ttp.trace/1" => Box::new(trace::TraceSummary::from_value(v)?),
         "ttp.vprofile/1" => Box::new(vprofile::Vprofile(typed(s, v)?)),
+        "ttp.emp-runs/1" => Box::new(recorded::Runs(typed(s, v)?)),
+        "ttp.check/1" => Box::new(recorded::Check(typed(s, v)?)),
+        "ttp.inc/1" => Box::new(recorded::Inc(typed(s, v)?)),
         _ => {
             return Err(RenderError::UnknownSchema {
                 schema,

@@ -7,9 +7,14 @@
 //! for them — the independent truth the text is compared with. One change
 //! is deliberate: the attach summary's `lost: nothing` line became one line
 //! in words per loss or repair counter that is not zero (report/losses.rs),
-//! so attach-1.report.txt carries those lines; TTPv2 reports name the
+//! so attach-1.report.txt carries those lines, and a tally of its cross-check
+//! above the processes; TTPv2 reports name the
 //! command measured in their title; load reports add the send lag behind
-//! schedule, computed from the send times the file already held.
+//! schedule, computed from the send times the file already held, and are
+//! laid out as `load` printed them: the target in words (its fields, for
+//! files written before the line itself was saved), the two-line header,
+//! each phase's errors, and the server's ledger per second the file held;
+//! CSV and Markdown print every measured number with three decimals.
 use serde_json::Value;
 
 use super::*;

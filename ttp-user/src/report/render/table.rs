@@ -81,11 +81,8 @@ pub fn ms3(ns: Option<f64>) -> String {
     ns.map(|v| format!("{:.3}", v / 1e6)).unwrap_or_default()
 }
 
-/// A number with up to three decimals, "" when absent.
+/// A measured number with three decimals ("5.410", "0.000"), "" when
+/// absent: every row of a column has the same precision (docs/report.md).
 pub fn num(v: Option<f64>) -> String {
-    v.map(|v| {
-        let s = format!("{v:.3}");
-        s.trim_end_matches('0').trim_end_matches('.').to_string()
-    })
-    .unwrap_or_default()
+    v.map(|v| format!("{v:.3}")).unwrap_or_default()
 }

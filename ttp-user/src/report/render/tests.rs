@@ -46,11 +46,12 @@ fn analyze_document_renders_table_xv() {
     assert_eq!(
         calc,
         [
-            "2000", "1975", "2115", "1985", "2005", "1970", "1990", "1995"
+            "2000.000", "1975.000", "2115.000", "1985.000", "2005.000", "1970.000", "1990.000",
+            "1995.000"
         ]
     );
     assert!(
-        r.markdown().contains("median Time_calc 1992.5 ms"),
+        r.markdown().contains("median Time_calc 1992.500 ms"),
         "{}",
         r.markdown()
     );
@@ -68,7 +69,10 @@ fn run_document_renders_and_plots() {
     let csv = r.table().csv();
     assert!(csv.starts_with("qc,qe,time_meas_ms,time_calc_ms"));
     assert!(
-        csv.lines().nth(1).unwrap().contains(",1,9321,2000,"),
+        csv.lines()
+            .nth(1)
+            .unwrap()
+            .contains(",1,9321.000,2000.000,"),
         "{csv}"
     );
     let dir = tmpdir("run");
@@ -132,7 +136,9 @@ fn attach_summary_renders_every_format() {
     );
     let md = r.markdown();
     assert!(md.contains("| 4242 | psql, copy | 2 | 12.346 |"), "{md}");
-    assert!(md.contains("Machine: busy 900 ms, idle 4000 ms, iowait 100 ms over 2 CPUs"));
+    assert!(
+        md.contains("Machine: busy 900.000 ms, idle 4000.000 ms, iowait 100.000 ms over 2 CPUs")
+    );
     let dir = tmpdir("attach");
     let files = r.plots(&dir).unwrap();
     let svg = std::fs::read_to_string(&files[0]).unwrap();
@@ -269,6 +275,37 @@ fn emp_outcome_renders_with_its_module() {
         profile.text(),
         crate::report::emp::terminal::render_calibration(&p)
     );
+}
+
+/// The Markdown headline of an EMP outcome: the mean and sd of the
+/// retained runs with three decimals, and in words when no run was
+/// retained. Catches "mean of 0 retained runs:  ms, sd  ms.".
+#[test]
+fn emp_markdown_headline_with_and_without_retained_runs() {
+    use crate::protocol::emp::{
+        EmpConfig, apply,
+        calibrate::{CalibrationConfig, analyze, build_profile, tests::synthetic_runs},
+    };
+    let runs = synthetic_runs();
+    let p = build_profile(
+        analyze(&[], &runs, &CalibrationConfig::default()).unwrap(),
+        None,
+        2.0,
+    );
+    let mut o = apply(&runs, Some(&p), &EmpConfig::default()).unwrap();
+    let pt = o.pt.unwrap();
+    let md = load(serde_json::to_value(&o).unwrap()).unwrap().markdown();
+    let want = format!(
+        "Process time (mean of {} retained runs): {:.3} ms, sd {:.3} ms.",
+        pt.n,
+        pt.mean_ns / 1e6,
+        pt.sd_ns.unwrap() / 1e6
+    );
+    assert!(md.contains(&want), "{md}");
+    o.pt = None;
+    let md = load(serde_json::to_value(&o).unwrap()).unwrap().markdown();
+    assert!(md.contains("Process time: no run was retained"), "{md}");
+    assert!(!md.contains(" ms, sd"), "{md}");
 }
 
 /// The example blame recording analysed, saved and read back gives the
