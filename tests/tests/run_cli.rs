@@ -419,7 +419,9 @@ fn run_blame_puts_each_qes_cpu_wait_on_the_burner() {
             q["qe"]
         );
         burner_blamed_ns += burner_blame;
-        if burner_blame >= 0.3 * blocked {
+        // With more than half of the wait, nobody else can rank above it
+        // (below half, another program on CPU 0 may, on a busy machine).
+        if burner_blame > 0.5 * blocked {
             let top = &explanations[0];
             assert_eq!(
                 top["pid"].as_u64(),
