@@ -118,6 +118,15 @@ pub struct Window {
     /// Threads that consumed or waited for something in this window.
     #[serde(default)]
     pub tasks: Vec<TaskWindow>,
+    /// How long the reads of the edge at `start_ns` took (from the first
+    /// read to the instant that closed every open interval). A switch inside
+    /// them can count the same time on a thread and on the idle task, so the
+    /// capacity check (eq. 12) allows it. 0 when not recorded.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub start_read_ns: u64,
+    /// The same for the edge at `end_ns`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub end_read_ns: u64,
 }
 
 impl Window {
@@ -338,6 +347,8 @@ fn merge_chunk(chunk: &[Window]) -> Window {
         cpus: cpus.into_values().collect(),
         devices: devices.into_values().collect(),
         tasks: tasks.into_values().collect(),
+        start_read_ns: chunk.first().map_or(0, |w| w.start_read_ns),
+        end_read_ns: chunk.last().map_or(0, |w| w.end_read_ns),
     }
 }
 

@@ -58,6 +58,8 @@ pub struct ThreadEdge {
 pub struct Edge {
     /// When every open interval was closed: the window boundary.
     pub at_ns: u64,
+    /// How long its reads took, up to `at_ns` (set by the sampler).
+    pub read_ns: u64,
     pub threads: HashMap<ThreadKey, ThreadEdge>,
     /// Time each CPU ran its idle task (the ledger's idle + iowait).
     pub cpu_idle: BTreeMap<u32, u64>,
@@ -185,6 +187,7 @@ impl Edge {
         }
         Self {
             at_ns: at,
+            read_ns: 0,
             threads,
             cpu_idle: image
                 .cpus
@@ -430,5 +433,7 @@ pub fn to_window(prev: &Edge, cur: &mut Edge, naming: Naming<'_>) -> Window {
             })
             .collect(),
         tasks,
+        start_read_ns: prev.read_ns,
+        end_read_ns: cur.read_ns,
     }
 }

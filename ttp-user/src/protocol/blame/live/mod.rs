@@ -125,6 +125,7 @@ impl LiveSource {
     /// records (a thread missing from the ledger's map has sent its record by
     /// then). Records of exits after the edge wait for the next one.
     fn sample(&mut self) -> Result<(Edge, (KernelStats, DetailStats)), SourceError> {
+        let read_start = monotonic_ns();
         let mut snap = self.ledger.snapshot()?;
         let detail = self.ledger.detail_snapshot()?.unwrap_or_default();
         // The CPUs' idle state read right after the (thread, CPU) pairs, and
@@ -149,6 +150,7 @@ impl LiveSource {
             procs.task_cpu(tgid, tid)
         });
         edge.hold_max(&self.prev);
+        edge.read_ns = snap.at_ns.saturating_sub(read_start);
         // Detail entries of threads that exited one window ago have been
         // read for the last time.
         let gone = std::mem::take(&mut self.exited_last);

@@ -81,6 +81,8 @@ pub fn window(i: u64, len: u64) -> Window {
         cpus: Vec::new(),
         devices: Vec::new(),
         tasks: Vec::new(),
+        start_read_ns: 0,
+        end_read_ns: 0,
     }
 }
 
