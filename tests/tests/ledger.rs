@@ -598,45 +598,55 @@ fn procs_blocked() -> u64 {
 }
 
 /// Each CPU's iowait (and idle, when `idle`) in the ledger's window against
-/// the kernel's own ns sums (/proc/timer_list, [`kernel_idle`]). The two
-/// windows differ by when each was read: whatever time fell between the
-/// ledger's image and the reader's read on that CPU can land in one and not
-/// the other, so that gap is the first part of the bound. The kernel
-/// classifies an idle stretch when it ends, at the interrupt that ends it,
-/// and leaves interrupt time inside idle out of idle; the ledger classifies
-/// by its own iowait count up to the wake-up, interrupt included: 5 % and
-/// 1 ms per CPU beside the gap.
+/// the kernel's own ns sums (/proc/timer_list, [`kernel_idle`]).
+///
+/// Bound, per CPU and measure: (1) the two windows differ by when each was
+/// read, and whatever fell between the ledger's image and the reader's read
+/// on that CPU can land in one and not the other: the gap. (2) The ledger
+/// counts a CPU idle from the switch to its idle task to the switch away;
+/// the kernel's idle clock runs only inside the idle loop and stops at each
+/// interrupt, so the entry and exit paths of every idle stretch (interrupt,
+/// tick stop and restart — VM exits here —, the switch) are idle to the
+/// ledger and not to the kernel. Measured on this machine: 9 µs an idle
+/// entry under pgbench (383 ms over 41 064 entries, twice), 22–27 µs with
+/// O_DIRECT completions; allowed: 30 µs an entry (`idle_calls`), shared
+/// between idle and iowait in the kernel's proportion. It is only ever an
+/// excess. (3) 5 % and 1 ms for the classification at the end of a stretch
+/// (the kernel) against as the count changes (the ledger).
 fn per_cpu_idle_matches_the_kernel(
     w: &Window,
     k0: &std::collections::BTreeMap<u32, KernelIdle>,
     k1: &std::collections::BTreeMap<u32, KernelIdle>,
     idle: bool,
 ) {
+    const ENTRY_NS: f64 = 30e3;
     let mut compared = 0;
     for (cpu, t) in &w.cpus {
         let (Some(a), Some(b)) = (k0.get(cpu), k1.get(cpu)) else {
             continue;
         };
         compared += 1;
-        let gap = a.read_ns.abs_diff(w.start_ns) + b.read_ns.abs_diff(w.end_ns);
-        let kernel_iowait = b.iowait_ns - a.iowait_ns;
-        let kernel_idle = b.idle_ns - a.idle_ns;
+        let gap = (a.read_ns.abs_diff(w.start_ns) + b.read_ns.abs_diff(w.end_ns)) as f64;
+        let kernel_iowait = (b.iowait_ns - a.iowait_ns) as f64;
+        let kernel_idle = (b.idle_ns - a.idle_ns) as f64;
+        let entries = (b.idle_calls - a.idle_calls) as f64;
         eprintln!(
-            "cpu{cpu}: ledger idle {} iowait {} | kernel idle {kernel_idle} iowait {kernel_iowait} | reads {gap} ns apart",
+            "cpu{cpu}: ledger idle {} iowait {} | kernel idle {kernel_idle} iowait {kernel_iowait} | reads {gap} ns apart | {entries} idle entries",
             t.idle_ns, t.iowait_ns
         );
-        let bound = |k: u64| gap as f64 + 0.05 * k as f64 + 1e6;
-        assert!(
-            (t.iowait_ns as f64 - kernel_iowait as f64).abs() <= bound(kernel_iowait),
-            "cpu{cpu}: ledger iowait {} vs the kernel's {kernel_iowait} (reads {gap} ns apart)",
-            t.iowait_ns
-        );
-        if idle {
+        let both = (kernel_idle + kernel_iowait).max(1.0);
+        let check = |what: &str, ledger: u64, kernel: f64| {
+            let paths = entries * ENTRY_NS * kernel / both;
+            let slack = gap + 0.05 * kernel + 1e6;
+            let ledger = ledger as f64;
             assert!(
-                (t.idle_ns as f64 - kernel_idle as f64).abs() <= bound(kernel_idle),
-                "cpu{cpu}: ledger idle {} vs the kernel's {kernel_idle} (reads {gap} ns apart)",
-                t.idle_ns
+                ledger >= kernel - slack && ledger <= kernel + slack + paths,
+                "cpu{cpu}: ledger {what} {ledger} vs the kernel's {kernel} (reads {gap} ns apart, {entries} idle entries)"
             );
+        };
+        check("iowait", t.iowait_ns, kernel_iowait);
+        if idle {
+            check("idle", t.idle_ns, kernel_idle);
         }
     }
     assert_eq!(compared, w.cpus.len(), "CPUs without the kernel's sums");

@@ -289,6 +289,8 @@ pub fn disks_bytes() -> u64 {
 pub struct KernelIdle {
     pub idle_ns: u64,
     pub iowait_ns: u64,
+    /// Times the CPU entered its idle loop (`idle_calls`).
+    pub idle_calls: u64,
     /// CLOCK_MONOTONIC ns when the sums were read.
     pub read_ns: u64,
 }
@@ -330,6 +332,7 @@ pub fn kernel_idle() -> std::collections::BTreeMap<u32, KernelIdle> {
                     match key.trim() {
                         ".idle_sleeptime" if this => k.idle_ns = ns()?,
                         ".iowait_sleeptime" if this => k.iowait_ns = ns()?,
+                        ".idle_calls" if this => k.idle_calls = value.trim().parse().ok()?,
                         _ => {}
                     }
                 }
