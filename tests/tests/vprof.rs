@@ -79,9 +79,10 @@ fn read_records(path: &PathBuf) -> (Vec<String>, Vec<Vec<u64>>) {
 /// The bounds are what the tool controls. The program reads its clock just
 /// after the root's entry and just before its return; the probes read
 /// theirs at the entry and return probes, and their interval contains the
-/// program's plus the probes' own cost, which is subtracted. So per
-/// invocation, probe − own lies within ± the calibration's residual
-/// uncertainty for that invocation's hits, plus, on the high side, the time
+/// program's plus the probes' own cost: the programs' run time, which is
+/// subtracted, and the traps around them, which the calibration bounds. So
+/// per invocation, probe − own lies within ± that uncertainty for that
+/// invocation's hits, plus, on the high side, the time
 /// the thread waited in the run queue around the call (the kernel's
 /// run_delay, which the fixture reads from schedstat around each call),
 /// plus 20 µs for the few clock reads and calls between the two clocks.
@@ -134,6 +135,8 @@ fn uprobes_match_the_programs_own_clock() {
     assert_eq!(source.incomplete_records, 0, "every call was tracked");
     assert!(data.probe_hits > 0 && data.probe_ns > 0);
     assert_eq!(data.root_hits.len(), data.invocations.len());
+    let used = data.cost.expect("the probes' cost was subtracted");
+    eprintln!("subtracted per hit: {used:?}");
     eprintln!(
         "{} invocations, {} hits, {:.0} ns in the programs per hit, {:.0} ns subtracted per invocation",
         data.invocations.len(),
@@ -160,7 +163,7 @@ fn uprobes_match_the_programs_own_clock() {
             .iter()
             .find(|r| r[col("start")] >= start && r[col("start")] - start < 200_000)
             .unwrap_or_else(|| panic!("no fixture record starts near {start}"));
-        let unc = cost.uncertainty_ns(units);
+        let unc = used.uncertainty_ns(units);
         let run_delay = row[col("run_delay")] as f64;
         let mut check = |probe: u64, own: u64, what: &str| {
             let d = probe as f64 - own as f64;
@@ -342,5 +345,95 @@ fn a_command_runs_as_the_invoking_user_and_is_stopped_at_the_end() {
     assert!(
         !std::path::Path::new(&format!("/proc/{pid}")).exists(),
         "the command (pid {pid}, endless) still runs after vprofile ended"
+    );
+}
+
+/// CPU time (user + system) of a child, waited for with wait4.
+fn wait_cpu_ns(child: &mut Child) -> (bool, u64) {
+    let mut status = 0;
+    // SAFETY: rusage is plain data; wait4 fills it for our own child.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: a pid of our own child, pointers to locals.
+    let r = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut ru) };
+    assert_eq!(r, child.id() as i32, "wait4");
+    let tv = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1000;
+    (
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        tv(ru.ru_utime) + tv(ru.ru_stime),
+    )
+}
+
+/// A short root, as in the PostgreSQL case (a few µs, several probe hits
+/// per invocation): the fixture's `tight` root, three calls and its own
+/// burn, timed bare by the process's CPU time per invocation (user +
+/// system from wait4: preemption on a busy machine does not inflate it),
+/// and by the probes with their cost subtracted. The median probed root
+/// must lie between the bare duration less 1 µs and the bare duration
+/// plus the stated uncertainty of the subtraction for that invocation's
+/// hits plus 1 µs (the loop around the call, and the CPU time's own
+/// sampling: the process runs for ≥ 100 ms, so a 4 ms tick moves it by
+/// under 4 % — for that the bound also allows 5 % of the bare duration).
+/// Catches the probes' cost left in (the report was 2–5× the bare
+/// duration) and a subtraction of more than the probes cost.
+#[test]
+fn a_short_roots_duration_is_the_bare_one() {
+    if !root_or_skip("a_short_roots_duration_is_the_bare_one") {
+        return;
+    }
+    let _serial = serial();
+    let bin = build_target();
+    let n_bare = 200_000u64;
+    let mut bare = Command::new(&bin)
+        .args(["tight", &n_bare.to_string(), "-"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("start vprof-target");
+    let (ok, cpu) = wait_cpu_ns(&mut bare);
+    assert!(ok);
+    let bare_ns = cpu as f64 / n_bare as f64;
+
+    let cost = ttp_user::probe::vprof::calibrate().expect("calibrate the probe cost");
+    let child = Command::new(&bin)
+        .args(["tight", "100000", "wait"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("start vprof-target");
+    let child = Kill(child);
+    let pid = child.0.id();
+    let elf = ElfImage::load(&bin).unwrap();
+    let root = elf.lookup("vt_root_tight").unwrap();
+    let graph = CallGraph::build(&elf, root);
+    let config = BreakdownConfig {
+        k: 3,
+        threshold_share: 0.05,
+        min_child_share: 0.8,
+        max_rounds: 1,
+    };
+    let mut b = Breakdown::new("vt_root_tight", config);
+    let table = b.next_table(&graph).unwrap().clone();
+    let plan = ProbePlan::new(&elf, root, &table).unwrap();
+    let mut source = UprobeSource::new(pid).with_cost(cost);
+    let data = source
+        .measure(&table, &plan, Stop::Invocations(20_000))
+        .expect("measure with uprobes");
+    drop(source);
+    drop(child);
+    let used = data.cost.expect("cost subtracted");
+    let mut roots: Vec<f64> = data.invocations.iter().map(|i| i.root_ns as f64).collect();
+    roots.sort_by(f64::total_cmp);
+    let median = roots[roots.len() / 2];
+    let mut hits = data.root_hits.clone();
+    hits.sort_unstable();
+    let units = hits[hits.len() / 2];
+    let unc = used.uncertainty_ns(units);
+    let raw = median + used.root_overhead_ns(units);
+    eprintln!(
+        "bare {bare_ns:.0} ns per invocation; probed {raw:.0} ns raw, {median:.0} ns with {:.0} ns subtracted ({units} hit units, uncertainty {unc:.0} ns); {used:?}",
+        used.root_overhead_ns(units)
+    );
+    let slack = 1_000.0 + 0.05 * bare_ns;
+    assert!(
+        median >= bare_ns - slack && median <= bare_ns + unc + slack,
+        "probed {median:.0} ns vs bare {bare_ns:.0} ns (uncertainty {unc:.0} ns)"
     );
 }

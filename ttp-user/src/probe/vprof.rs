@@ -57,7 +57,7 @@ pub struct UprobeSource {
     pub incomplete_records: u64,
     loaded: Option<Loaded>,
     stop: Option<StopFlag>,
-    /// Subtracted from every measured interval (see [`calibrate`]).
+    /// The calibrated cost of a hit (see [`calibrate`]), an upper bound.
     cost: Option<ProbeCost>,
 }
 
@@ -84,8 +84,8 @@ impl UprobeSource {
         }
     }
 
-    /// Subtracts `cost` per probe hit from every interval measured from now
-    /// on.
+    /// The calibrated cost of a probe hit ([`calibrate`]): the upper end of
+    /// the uncertainty of the cost subtracted from every interval.
     pub fn with_cost(mut self, cost: ProbeCost) -> Self {
         self.cost = Some(cost);
         self
@@ -264,6 +264,7 @@ impl InvocationSource for UprobeSource {
         let l = self.loaded.as_mut().expect("kept");
         let started = Instant::now();
         let mut data = RoundData::default();
+        let mut raw: Vec<Record> = Vec::new();
         loop {
             while let Some(item) = l.ring.next() {
                 if item.len() < size_of::<Record>() {
@@ -279,15 +280,8 @@ impl InvocationSource for UprobeSource {
                 if rec.untracked_calls > 0 {
                     self.incomplete_records += 1;
                 }
-                let inv = match &self.cost {
-                    Some(cost) => {
-                        let (inv, cut) = plan.corrected_invocation(&rec, cost);
-                        data.root_overhead_ns += cut;
-                        inv
-                    }
-                    None => plan.invocation(&rec),
-                };
-                data.invocations.push(inv);
+                data.invocations.push(plan.invocation(&rec));
+                raw.push(rec);
                 data.root_hits.push(rec.root_hits);
                 data.starts_ns.push(rec.start_ns);
             }
@@ -311,7 +305,6 @@ impl InvocationSource for UprobeSource {
             std::thread::sleep(Duration::from_millis(10));
         }
         data.elapsed = started.elapsed();
-        data.cost = self.cost;
         let mut total = Stats::default();
         if let Ok(per_cpu) = l.stats.get(&0, 0) {
             for s in per_cpu.iter() {
@@ -324,6 +317,29 @@ impl InvocationSource for UprobeSource {
         data.probe_hits = total.hits - l.seen.hits;
         data.probe_ns = total.probe_ns - l.seen.probe_ns;
         l.seen = total;
+        // The probes' own cost, taken out of every interval: the calibrated
+        // cost, else the time the programs ran on this round's hits (a lower
+        // bound: the traps around them are not in it). docs/vprofile.md,
+        // "The probes' own cost".
+        if data.probe_hits > 0 {
+            let in_programs = data.probe_ns as f64 / data.probe_hits as f64;
+            let cost = self.cost.unwrap_or(ProbeCost {
+                per_hit_ns: in_programs,
+                boundary_ns: in_programs,
+                call_boundary_ns: in_programs,
+                // Without a calibration only the programs' own run time is
+                // known; the traps around them cost more, by an unknown
+                // amount of at least as much again.
+                uncertainty_per_hit_ns: in_programs,
+            });
+            data.invocations.clear();
+            for rec in &raw {
+                let (inv, cut) = plan.corrected_invocation(rec, &cost);
+                data.root_overhead_ns += cut;
+                data.invocations.push(inv);
+            }
+            data.cost = Some(cost);
+        }
         Ok(data)
     }
 }
@@ -413,21 +429,23 @@ fn runs_of(runs: &[(u64, u64, f64)], n: u64, from: u64) -> Vec<f64> {
         .collect()
 }
 
-/// Measures what a probe hit adds to a measured interval, on ttp's own
-/// calibration root (a function this process times itself without probes,
-/// then runs with the same programs attached the same way: root entry and
-/// return, a call site and its return site, so the same traps). Medians, so
-/// that preemption of a few runs does not move the figures.
+/// Measures what the probes add to the intervals they measure, on ttp's
+/// own calibration root (a function this process times itself without
+/// probes, then runs with the same programs attached the same way: root
+/// entry and return, a call site and its return site, so the same traps).
+/// Medians, so that preemption of a few runs does not move the figures.
 ///
-/// - boundary: the probes' duration of the root with no call inside minus
-///   its bare duration;
-/// - per hit: how much more the probes' root duration grows with 16 calls
-///   (32 hits) inside than the bare duration does, per hit;
-/// - call boundary: the probes' summed duration of the 16 calls, less the
-///   bare time they add to the root, per call;
-/// - uncertainty per hit: the standard error of the per-hit figure (IQR/√n
-///   per hit) plus |call boundary − per hit|, since a child's hits inside
-///   and its own boundaries are counted together.
+/// - boundary (the root's entry and return probes, the return probe's
+///   trampoline included): the probes' duration of the root with no call
+///   inside, minus its bare duration;
+/// - per call, and per hit inside an interval: the probes' summed duration
+///   of 16 calls to a leaf, less the bare time those calls add to the
+///   root, per call. A hit inside an interval costs what a call's two
+///   probes add to the call (a trap out of the program and back, and one
+///   program run), so the same figure serves for both;
+/// - uncertainty per hit: the standard errors of the medians (IQR/√n), the
+///   leaf's own time (between 0 and the bare time per call), and a quarter
+///   of a call's cost for the model (see below).
 pub fn calibrate() -> Result<ProbeCost, VprofProbeError> {
     use crate::protocol::variance::{callgraph::CallGraph, elf::ElfImage, tree::ChildSlot};
     let fail = |what: String| VprofProbeError::Calibration(what);
@@ -492,23 +510,31 @@ pub fn calibrate() -> Result<ProbeCost, VprofProbeError> {
     let calls = CALIBRATION_CALLS as f64;
     let inner = f64::from(hits_n - 1);
     let (b0, bn) = (median(bare0), median(bare_n));
-    let spread = iqr(&probe_n) / (probe_n.len() as f64).sqrt() / inner;
-    let (p0, pn) = (median(probe0), median(probe_n));
-    // What the probes' root interval grows by per hit inside it.
-    let per_hit = ((pn - bn) - (p0 - b0)) / inner;
+    let _ = inner;
+    let p0 = median(probe0.clone());
     let boundary = p0 - b0;
     // A call's interval: the leaf's own time is at most the bare time the
     // calls add to the root (loop included).
-    let call_boundary = (median(probed(hits_n, Some(0))) - (bn - b0).max(0.0)) / calls;
-    if !(per_hit.is_finite() && per_hit > 0.0 && call_boundary.is_finite()) {
+    let slot = probed(hits_n, Some(0));
+    let call_boundary = (median(slot.clone()) - (bn - b0).max(0.0)) / calls;
+    // Standard errors of the two medians (IQR/√n), and what the leaf's own
+    // time may be (0 to the bare time per call).
+    let se = |v: &[f64]| iqr(v) / (v.len() as f64).sqrt();
+    let spread = se(&slot) / calls + (bn - b0).max(0.0) / calls + se(&probe0);
+    if !(boundary.is_finite() && call_boundary.is_finite() && call_boundary > 0.0) {
         return Err(fail(format!(
-            "per-hit cost came out as {per_hit:.0} ns (call boundary {call_boundary:.0} ns)"
+            "the cost came out as {call_boundary:.0} ns per call, {boundary:.0} ns at the root"
         )));
     }
     Ok(ProbeCost {
-        per_hit_ns: per_hit,
+        per_hit_ns: call_boundary,
         boundary_ns: boundary.max(0.0),
-        call_boundary_ns: call_boundary.max(0.0),
-        uncertainty_per_hit_ns: spread + (call_boundary - per_hit).abs(),
+        call_boundary_ns: call_boundary,
+        // The model's own error: a hit inside an interval is taken to cost
+        // what a call's two probes add, though the instruction under the
+        // probe (emulated like a call, or single-stepped) changes it; on the
+        // fixture's short root the subtraction landed within 0.1 µs per hit
+        // of the bare CPU time, and a quarter of a call's cost covers that.
+        uncertainty_per_hit_ns: spread + 0.25 * call_boundary,
     })
 }

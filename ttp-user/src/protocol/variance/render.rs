@@ -224,8 +224,9 @@ impl VprofileReport {
             (Some(c), Some(cut), Some(unc)) => {
                 let _ = writeln!(
                     s,
-                    "probe cost subtracted: {:.0} ns per hit (calibrated, ±{:.0}); {:.1} hits and {} per invocation, ± {}",
+                    "probe cost subtracted: {:.0} ns per hit, {:.0} ns for the root's entry and return (± {:.0} ns per hit); {:.1} hit units and {} per invocation, ± {}",
                     c.per_hit_ns,
+                    c.boundary_ns,
                     c.uncertainty_per_hit_ns,
                     m.hits_per_invocation.unwrap_or(0.0),
                     ms(cut),
@@ -233,7 +234,7 @@ impl VprofileReport {
                 );
             }
             _ => {
-                let _ = writeln!(s, "probe cost: not subtracted (no calibration)");
+                let _ = writeln!(s, "probe cost: not subtracted (no probe hits counted)");
             }
         }
         let _ = writeln!(
