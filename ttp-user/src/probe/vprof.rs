@@ -444,8 +444,12 @@ fn runs_of(runs: &[(u64, u64, f64)], n: u64, from: u64) -> Vec<f64> {
 ///   probes add to the call (a trap out of the program and back, and one
 ///   program run), so the same figure serves for both;
 /// - uncertainty per hit: the standard errors of the medians (IQR/√n), the
-///   leaf's own time (between 0 and the bare time per call), and a quarter
-///   of a call's cost for the model (see below).
+///   leaf's own time (between 0 and the bare time per call), a quarter of a
+///   call's cost for the model (see below), and how much more than a call's
+///   cost a hit adds to the root's interval with 16 calls inside than with
+///   none: a single-stepped probed instruction is stepped after the program
+///   read the clock, so the step lands in the enclosing interval, and which
+///   sites are stepped is not counted.
 pub fn calibrate() -> Result<ProbeCost, VprofProbeError> {
     use crate::protocol::variance::{callgraph::CallGraph, elf::ElfImage, tree::ChildSlot};
     let fail = |what: String| VprofProbeError::Calibration(what);
@@ -510,8 +514,14 @@ pub fn calibrate() -> Result<ProbeCost, VprofProbeError> {
     let calls = CALIBRATION_CALLS as f64;
     let inner = f64::from(hits_n - 1);
     let (b0, bn) = (median(bare0), median(bare_n));
-    let _ = inner;
     let p0 = median(probe0.clone());
+    // How much the probes' root interval grows per hit inside it: more than
+    // a call's own cost when the instruction under the return-site probe is
+    // single-stepped (the step runs after the program has read the clock,
+    // so it lands in the parent's interval, not the call's). Which sites
+    // are stepped is not counted per invocation: that difference is part
+    // of the uncertainty.
+    let per_hit_in_root = ((median(probe_n.clone()) - bn) - (p0 - b0)) / inner;
     let boundary = p0 - b0;
     // A call's interval: the leaf's own time is at most the bare time the
     // calls add to the root (loop included).
@@ -535,6 +545,8 @@ pub fn calibrate() -> Result<ProbeCost, VprofProbeError> {
         // probe (emulated like a call, or single-stepped) changes it; on the
         // fixture's short root the subtraction landed within 0.1 µs per hit
         // of the bare CPU time, and a quarter of a call's cost covers that.
-        uncertainty_per_hit_ns: spread + 0.25 * call_boundary,
+        uncertainty_per_hit_ns: spread
+            + 0.25 * call_boundary
+            + (per_hit_in_root - call_boundary).max(0.0),
     })
 }
