@@ -486,3 +486,137 @@ fn live_blame_finds_the_culprits() {
     );
     std::fs::remove_dir_all(&dir).expect("remove temp dir");
 }
+
+/// ttp's disk extension live (docs/blame.md, "The victim's own disk
+/// time"): a victim reading alone with O_DIRECT — no contender started by
+/// the test. The split of its iowait must add up (own service + behind
+/// others = the disk's blocked time, within the victim's own read time),
+/// the own part must be there (the device served its requests while it
+/// waited), and in the split view the only processes blamed are ones that
+/// completed disk I/O themselves in the recording: on a machine where
+/// nothing else touches the disk that is nobody (the "reading alone gets
+/// no blame" case); a disk writer running beside the test is blamed only
+/// for the time the victim waited behind it. Catches culprits blamed for
+/// the victim's own service time, a split missing from the report, and a
+/// split that does not add up.
+#[test]
+fn a_victim_reading_alone_is_blamed_on_nobody_for_its_own_disk_time() {
+    if !root_or_skip("a_victim_reading_alone_is_blamed_on_nobody_for_its_own_disk_time") {
+        return;
+    }
+    let _serial = serial();
+    let dir = std::env::temp_dir().join(format!("ttp-blame-alone-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    // SAFETY: no arguments.
+    let uid = unsafe { libc::getuid() };
+    let v_file = std::env::temp_dir().join(format!("ttp-blame-fixture-{uid}-victim.dat"));
+    fill(&v_file);
+    let mut victim = Held::start(
+        "fixture-blame",
+        &[
+            "--role",
+            "victim",
+            "--seconds",
+            "3",
+            "--cpu-us",
+            "500",
+            "--file",
+            v_file.to_str().expect("utf-8 path"),
+        ],
+    );
+    let vpid = victim.pid();
+    let (rec, json) = (dir.join("rec.json"), dir.join("live.json"));
+    let ttp = ttp_pinned_to_cpu0()
+        .args(["blame", "--pid", &vpid.to_string(), "--record"])
+        .args([&rec, Path::new("--json"), &json])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start ttp-ebpf blame");
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let runner = std::thread::spawn(move || finish_ttp(ttp, ready_tx));
+    ready_rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("ttp-ebpf did not start measuring");
+    victim.go();
+    let said: Value = serde_json::from_str(&victim.line()).expect("victim output");
+    victim.finish();
+    let (out, stderr) = runner.join().expect("ttp runner");
+    let text = String::from_utf8_lossy(&out.stdout);
+    eprintln!("{text}\n{stderr}\nvictim said {said}");
+    assert!(out.status.success(), "ttp-ebpf blame failed: {stderr}");
+    let r = read_json(&json);
+    let split = &r["disk_split"];
+    assert!(split.is_object(), "no disk split in the report");
+    let (blocked, own, behind) = (
+        num(&split["blocked_ns"]),
+        num(&split["own_service_ns"]),
+        num(&split["behind_others_ns"]),
+    );
+    let disk_blocked = r["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["resource"] == "disk")
+        .map(|x| num(&x["blocked_ns"]))
+        .unwrap();
+    assert_eq!(
+        blocked, disk_blocked,
+        "the split covers the disk's blocked time"
+    );
+    assert_eq!(
+        own + behind,
+        blocked,
+        "own {own} + behind {behind} vs {blocked}"
+    );
+    let read_ns = num(&said["read_ns"]);
+    assert!(
+        blocked > 0.0 && blocked <= read_ns * 1.02 && own > 0.0,
+        "blocked {blocked}, own {own}, the victim's read time {read_ns}"
+    );
+    // Who did disk I/O in the recording, besides the victim.
+    let recording = read_json(&rec);
+    let pid_of: std::collections::HashMap<u64, u64> = recording["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| (t["id"].as_u64().unwrap(), t["pid"].as_u64().unwrap()))
+        .collect();
+    let mut io_pids = std::collections::BTreeSet::new();
+    for w in recording["windows"].as_array().unwrap() {
+        for t in w["tasks"].as_array().unwrap() {
+            let bytes: u64 = t["disk_bytes"]
+                .as_object()
+                .map_or(0, |m| m.values().filter_map(Value::as_u64).sum());
+            if bytes > 0 {
+                io_pids.insert(pid_of[&t["task"].as_u64().unwrap()]);
+            }
+        }
+    }
+    io_pids.remove(&u64::from(vpid));
+    let mut given = 0.0;
+    for c in split["culprits"].as_array().unwrap() {
+        given += num(&c["behind_blame_ns"]);
+        if let Some(pid) = c["pid"].as_u64() {
+            assert!(
+                io_pids.contains(&pid),
+                "pid {pid} blamed in the split view without disk I/O of its own: {c}"
+            );
+        }
+    }
+    assert!(
+        given <= behind * (1.0 + 1e-9) + 1.0,
+        "blamed {given} of {behind} behind others"
+    );
+    if io_pids.is_empty() {
+        assert!(
+            split["culprits"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|c| !c["pid"].is_u64()),
+            "nobody else used the disk, yet: {}",
+            split["culprits"]
+        );
+    }
+}

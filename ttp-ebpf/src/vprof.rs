@@ -46,7 +46,8 @@ struct Frame {
     /// Run-time address the call returns to.
     return_ip: u64,
     slot: u32,
-    _pad: u32,
+    /// `ThreadState::hits` when the call opened (its own hit included).
+    hits0: u32,
 }
 
 /// Per-thread state; too large for the 512-byte BPF stack, so it lives in
@@ -59,10 +60,14 @@ struct ThreadState {
     /// Open calls in `stack`.
     sp: u32,
     untracked: u32,
-    _pad: u32,
+    /// Probe hits on this thread since the outermost root entry (that
+    /// entry not counted).
+    hits: u32,
     start_ns: u64,
     stack: [Frame; MAX_DEPTH],
     sums: [u64; MAX_SLOTS],
+    /// Per slot: probe costs inside its closed calls (see `Record`).
+    hit_sums: [u32; MAX_SLOTS],
 }
 
 /// The process measured (set by the loader; 0: any). The attachments are
@@ -141,6 +146,9 @@ fn close_at(st: &mut ThreadState, ip: u64, now: u64) {
     }
     if let Some(s) = bounded(top.slot as usize, MAX_SLOTS) {
         st.sums[s] += now.saturating_sub(top.start_ns);
+        // Hits after the opening one, the closing one included: the hits
+        // inside the call plus one for its two boundaries.
+        st.hit_sums[s] += st.hits.wrapping_sub(top.hits0);
     }
     st.sp -= 1;
 }
@@ -176,11 +184,18 @@ pub fn vprof_root_entry(_ctx: ProbeContext) -> u32 {
         st.start_ns = now;
         st.sp = 0;
         st.untracked = 0;
+        st.hits = 0;
         for sum in st.sums.iter_mut() {
             *sum = 0;
         }
-    } else if let Some(s) = stats() {
-        s.nested_roots += 1;
+        for h in st.hit_sums.iter_mut() {
+            *h = 0;
+        }
+    } else {
+        st.hits += 1;
+        if let Some(s) = stats() {
+            s.nested_roots += 1;
+        }
     }
     st.depth += 1;
     account(now);
@@ -199,6 +214,7 @@ pub fn vprof_root_return(_ctx: RetProbeContext) -> u32 {
     }
     st.depth -= 1;
     if st.depth > 0 {
+        st.hits += 1;
         account(now);
         return 0;
     }
@@ -219,6 +235,12 @@ pub fn vprof_root_return(_ctx: RetProbeContext) -> u32 {
                 (*rec).slots = MAX_SLOTS as u32;
                 let dst = &mut (*rec).children_ns;
                 for (d, v) in dst.iter_mut().zip(st.sums.iter()) {
+                    *d = *v;
+                }
+                (*rec).root_hits = st.hits + 1;
+                (*rec)._pad = 0;
+                let dst = &mut (*rec).children_hits;
+                for (d, v) in dst.iter_mut().zip(st.hit_sums.iter()) {
                     *d = *v;
                 }
             }
@@ -254,8 +276,13 @@ pub fn vprof_call(ctx: ProbeContext) -> u32 {
     let now = now_ns();
     let Some((_, tid)) = current() else { return 0 };
     let Some(st) = state(tid) else { return 0 };
+    if st.depth == 0 {
+        return 0; // outside the root
+    }
+    st.hits += 1;
     if st.depth != 1 {
-        return 0; // outside the root, or in a nested activation
+        account(now);
+        return 0; // in a nested activation
     }
     let (ip, cookie) = site(&ctx);
     // A call right at the return address of the open call closes it first.
@@ -271,6 +298,7 @@ pub fn vprof_call(ctx: ProbeContext) -> u32 {
         }
     };
     if context != parent {
+        account(now);
         return 0; // made by the child function from another context
     }
     let Some(top) = bounded(sp, MAX_DEPTH) else {
@@ -283,7 +311,7 @@ pub fn vprof_call(ctx: ProbeContext) -> u32 {
         start_ns: now,
         return_ip: ip + u64::from(call_len),
         slot,
-        _pad: 0,
+        hits0: st.hits,
     };
     st.sp += 1;
     account(now);
@@ -295,7 +323,12 @@ pub fn vprof_return(ctx: ProbeContext) -> u32 {
     let now = now_ns();
     let Some((_, tid)) = current() else { return 0 };
     let Some(st) = state(tid) else { return 0 };
+    if st.depth == 0 {
+        return 0; // outside the root
+    }
+    st.hits += 1;
     if st.depth != 1 {
+        account(now);
         return 0; // a nested root activation returning to the same site
     }
     let (ip, _) = site(&ctx);

@@ -32,6 +32,15 @@ pub struct Record {
     /// Number of slots in use (the rest of `children_ns` is zero).
     pub slots: u32,
     pub children_ns: [u64; MAX_SLOTS],
+    /// Probe hits inside `root_ns`, plus one for its two boundary probes
+    /// (the entry's return to the program, the return probe's trap): the
+    /// number of probe costs the interval includes. Userspace subtracts a
+    /// calibrated cost per unit (VProfiler accounts for its own overhead).
+    pub root_hits: u32,
+    pub _pad: u32,
+    /// The same per slot: over the slot's calls, hits inside each call plus
+    /// one per call for its boundaries.
+    pub children_hits: [u32; MAX_SLOTS],
 }
 
 /// Counters kept by the probes (one per CPU, summed by userspace).
@@ -84,7 +93,9 @@ unsafe impl aya::Pod for Record {}
 unsafe impl aya::Pod for Stats {}
 
 // The layouts have no implicit padding: the kernel and userspace agree.
-const _: () = assert!(core::mem::size_of::<Record>() == 4 + 4 + 8 + 8 + 4 + 4 + 8 * MAX_SLOTS);
+const _: () = assert!(
+    core::mem::size_of::<Record>() == 4 + 4 + 8 + 8 + 4 + 4 + 8 * MAX_SLOTS + 4 + 4 + 4 * MAX_SLOTS
+);
 const _: () = assert!(core::mem::size_of::<Stats>() == 7 * 8);
 const _: () = assert!(MAX_SLOTS < PARENT_ROOT as usize);
 

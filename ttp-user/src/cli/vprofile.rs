@@ -137,6 +137,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         VprofProbeError::Probe(p) => probe_error_ctx(p),
         other => anyhow::Error::new(other),
     })?;
+    // The probes' own cost, subtracted from every interval (docs/vprofile.md,
+    // "The probes' own cost"); without it the report says so.
+    match crate::probe::vprof::calibrate() {
+        Ok(cost) => source = source.with_cost(cost),
+        Err(e) => eprintln!("note: {e}; the probes' own cost is not subtracted"),
+    }
     let started = match held {
         Some(h) => Some(Started(h.release().map_err(spawn_error)?)),
         None => None,

@@ -142,6 +142,12 @@ pub struct Share {
     pub beta: Option<f64>,
     /// β̂(c→t) = RATP-blocked_t / RATP_c (eq. 8); `None` likewise.
     pub beta_hat: Option<f64>,
+    /// ttp's disk extension: its part of the victim's time waiting behind
+    /// others' requests ([`Row::behind_others_ns`]), in proportion to δr_c
+    /// among the causes that are not the victim's own process. `None` where
+    /// the split was not measured (not disk, or no own-I/O clock).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub behind_blame_ns: Option<f64>,
 }
 
 /// One victim thread's blocked time on one unit in one window, and its
@@ -169,6 +175,15 @@ pub struct Row {
     pub slowdown_p1: Option<f64>,
     /// The p2 (known + unknown) part of S_t (eq. 5).
     pub slowdown_p2: Option<f64>,
+    /// ttp's disk extension (docs/blame.md, "The victim's own disk
+    /// time"): the part of BT during which the device served the victim
+    /// process's own requests (the ledger's `iowait_own_ns`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub own_service_ns: Option<u64>,
+    /// BT − own service: waiting while the device served others, or nobody
+    /// the ledger could name. Blamed on the other consumers of the unit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub behind_others_ns: Option<u64>,
     pub shares: Vec<Share>,
 }
 
@@ -249,7 +264,12 @@ pub fn attribute(rec: &Recording, cls: &Classifier, opts: &Options) -> Attributi
             for (unit, bt) in blocked.into_iter().filter(|(_, bt)| *bt > 0) {
                 let empty = UnitTable::default();
                 let table = tables.get(&unit).unwrap_or(&empty);
-                rows.push(distribute(i, w.len_ns(), tw.task, unit, bt, table, cls));
+                let mut row = distribute(i, w.len_ns(), tw.task, unit, bt, table, cls);
+                if row.unit.resource == Resource::Disk && rec.sources.iowait_own {
+                    let own = tw.iowait_own_ns.get(&row.unit.unit).copied().unwrap_or(0);
+                    split_disk_wait(&mut row, own);
+                }
+                rows.push(row);
             }
         }
     }
@@ -307,6 +327,7 @@ fn distribute(
                 beta: defined.then(|| a / vc),
                 // Eq. 8: (BT/δr_t) / (δt/δr_c).
                 beta_hat: defined.then(|| (bt / vc) / (dt / a)),
+                behind_blame_ns: None,
             })
             .collect()
     } else {
@@ -321,6 +342,7 @@ fn distribute(
             blame_ns: bt,
             beta: None,
             beta_hat: None,
+            behind_blame_ns: None,
         }]
     };
     let p1: f64 = causes.iter().filter(|c| c.1.is_p1()).map(|c| c.2).sum();
@@ -339,7 +361,37 @@ fn distribute(
         slowdown: defined.then(|| total / vc),
         slowdown_p1: defined.then(|| p1 / vc),
         slowdown_p2: defined.then(|| (total - p1) / vc),
+        own_service_ns: None,
+        behind_others_ns: None,
         shares,
+    }
+}
+
+/// ttp's extension beyond eq. 10 for the disk (docs/blame.md, "The
+/// victim's own disk time"): of the victim thread's iowait BT, `own_ns` is
+/// the device serving its own process's requests — time no other process
+/// caused — and only the rest, BT − own, is waiting behind others. That rest
+/// is shared over the causes other than the victim's own threads in
+/// proportion to δr_c, as eq. 10 shares BT; with no such cause it is left
+/// unattributed (nobody else used the device in the window). The eq. 10
+/// figures (`blame_ns`) are left as they are.
+pub fn split_disk_wait(row: &mut Row, own_ns: u64) {
+    let own = own_ns.min(row.blocked_ns);
+    let behind = row.blocked_ns - own;
+    row.own_service_ns = Some(own);
+    row.behind_others_ns = Some(behind);
+    let others: f64 = row
+        .shares
+        .iter()
+        .filter(|s| s.kind != CauseKind::Own && s.consumed > 0.0)
+        .map(|s| s.consumed)
+        .sum();
+    for s in &mut row.shares {
+        s.behind_blame_ns = Some(if s.kind != CauseKind::Own && s.consumed > 0.0 {
+            behind as f64 * s.consumed / others
+        } else {
+            0.0
+        });
     }
 }
 

@@ -58,6 +58,10 @@ pub struct Sources {
     pub mem_stall: bool,
     /// `mem_alloc_pages` for every thread.
     pub mem_alloc: bool,
+    /// `iowait_own_ns` per device for the victim's threads (ttp's
+    /// extension: the part of iowait the disk spent on its own requests).
+    #[serde(default)]
+    pub iowait_own: bool,
 }
 
 /// Identity of one thread; `id` is unique in the recording, so a reused tid
@@ -173,6 +177,10 @@ pub struct TaskWindow {
     /// Time blocked in iowait, per device it waited for.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub iowait_ns: BTreeMap<String, u64>,
+    /// Part of `iowait_ns` during which the device served its process's own
+    /// requests (the ledger's `iowait_own_ns`), per device.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub iowait_own_ns: BTreeMap<String, u64>,
     /// Bytes of its requests completed, per device.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub disk_bytes: BTreeMap<String, u64>,

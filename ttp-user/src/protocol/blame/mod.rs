@@ -11,6 +11,7 @@
 pub mod attribute;
 pub mod baseline;
 pub mod cause;
+pub mod disk_split;
 pub mod dot;
 pub mod explain;
 pub mod graph;

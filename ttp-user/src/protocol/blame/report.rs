@@ -35,6 +35,11 @@ pub struct BlameReport {
     pub baseline: Baseline,
     pub graph: Graph,
     pub checks: Vec<Check>,
+    /// ttp's disk extension: the victim's iowait split into its own
+    /// requests' service and waiting behind others', blamed for the second
+    /// only (`None`: not measured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk_split: Option<super::disk_split::DiskSplit>,
     /// One row per victim thread, unit and window (RATP, eq. 7, slowdown,
     /// and each cause's share).
     pub rows: Vec<Row>,
@@ -173,6 +178,7 @@ pub(super) fn assemble(
         baseline,
         graph,
         checks,
+        disk_split: super::disk_split::summarize(&attr.rows, cls),
         rows: attr.rows,
     }
 }

@@ -34,10 +34,42 @@ impl BlameReport {
         }
         s.push('\n');
         self.resources_table(&mut s);
+        self.disk_split_lines(&mut s, top);
         self.explanations_list(&mut s, top);
         self.culprit_table(&mut s, top);
         self.checks_list(&mut s);
         s
+    }
+
+    /// ttp's disk extension, beside the paper's figures.
+    fn disk_split_lines(&self, s: &mut String, top: usize) {
+        let Some(d) = &self.disk_split else { return };
+        if d.blocked_ns == 0 {
+            return;
+        }
+        let _ = writeln!(
+            s,
+            "Disk wait split (ttp's extension, not iQCAR): {} the disk serving the victim's own requests, {} waiting behind others'",
+            fmt_ns(d.own_service_ns as f64),
+            fmt_ns(d.behind_others_ns as f64),
+        );
+        for c in d.culprits.iter().take(top) {
+            let pid = c.pid.map_or(String::new(), |p| format!(" (pid {p})"));
+            let _ = writeln!(
+                s,
+                "  behind {}{pid}: {}",
+                c.process,
+                fmt_ns(c.behind_blame_ns)
+            );
+        }
+        if d.unattributed_ns > 0.0 {
+            let _ = writeln!(
+                s,
+                "  nobody else used the disk: {}",
+                fmt_ns(d.unattributed_ns)
+            );
+        }
+        s.push('\n');
     }
 
     fn resources_table(&self, s: &mut String) {

@@ -10,7 +10,7 @@ use super::{
     breakdown::{Breakdown, BreakdownConfig},
     callgraph::CallGraph,
     elf::ElfImage,
-    plan::{PlanError, ProbePlan},
+    plan::{PlanError, ProbeCost, ProbePlan},
     render::{BinaryInfo, MeasurementInfo, VprofileReport},
     tree::{ChildTable, Invocation, TreeError},
 };
@@ -37,6 +37,13 @@ pub struct RoundData {
     pub probe_hits: u64,
     /// Time spent inside the probes, ns.
     pub probe_ns: u64,
+    /// Probe hit units per invocation (hits inside the root + 1,
+    /// `Record::root_hits`), when the source counts them.
+    pub root_hits: Vec<u32>,
+    /// The calibrated probe cost subtracted from every interval, if any.
+    pub cost: Option<ProbeCost>,
+    /// Σ over invocations of the ns subtracted from the root.
+    pub root_overhead_ns: f64,
     pub elapsed: Duration,
     /// The user asked to stop (Ctrl-C): no further round is run.
     pub interrupted: bool,
@@ -103,6 +110,7 @@ pub fn drive(
         probe_hits: Some(0),
         probe_overhead_ns_per_hit: None,
         measured_s: Some(0.0),
+        ..Default::default()
     };
     let mut probe_ns = 0u64;
     let mut round = 0;
@@ -122,6 +130,20 @@ pub fn drive(
         *info.probe_hits.get_or_insert(0) += data.probe_hits;
         *info.measured_s.get_or_insert(0.0) += data.elapsed.as_secs_f64();
         probe_ns += data.probe_ns;
+        // The report's numbers are the last round's: so is its overhead.
+        let n = data.invocations.len().max(1) as f64;
+        info.probe_cost = data.cost;
+        info.hits_per_invocation = (!data.root_hits.is_empty()).then(|| {
+            data.root_hits.iter().map(|&h| f64::from(h)).sum::<f64>() / data.root_hits.len() as f64
+        });
+        info.overhead_subtracted_ns_per_invocation = data.cost.map(|_| data.root_overhead_ns / n);
+        info.overhead_uncertainty_ns_per_invocation = data.cost.map(|c| {
+            data.root_hits
+                .iter()
+                .map(|&h| c.uncertainty_ns(h))
+                .sum::<f64>()
+                / n
+        });
         b.observe(&data.invocations, graph)
             .map_err(|source| DriveError::Tree { round, source })?;
         if data.interrupted {

@@ -109,11 +109,81 @@ impl ProbePlan {
         })
     }
 
-    /// The invocation a probe record describes (its first `slots` columns).
+    /// The invocation a probe record describes (its first `slots` columns),
+    /// as the probes timed it.
     pub fn invocation(&self, record: &Record) -> Invocation {
         Invocation {
             root_ns: record.root_ns,
             children_ns: record.children_ns[..self.slots.min(MAX_SLOTS)].to_vec(),
         }
+    }
+
+    /// The invocation with the probes' own cost taken out of every
+    /// interval (see [`ProbeCost`]), and the ns taken out of the root.
+    pub fn corrected_invocation(&self, record: &Record, cost: &ProbeCost) -> (Invocation, f64) {
+        let n = self.slots.min(MAX_SLOTS);
+        let root_cut = cost.root_overhead_ns(record.root_hits);
+        let children_ns = record.children_ns[..n]
+            .iter()
+            .zip(&record.children_hits[..n])
+            .map(|(&ns, &hits)| cost.subtract(ns, cost.child_overhead_ns(hits)))
+            .collect();
+        (
+            Invocation {
+                root_ns: cost.subtract(record.root_ns, root_cut),
+                children_ns,
+            },
+            root_cut.min(record.root_ns as f64),
+        )
+    }
+}
+
+/// What one probe hit adds to the intervals the probes measure, calibrated
+/// on a function of ttp's own whose bare duration is known
+/// (`probe::vprof::calibrate`). VProfiler subtracts its own instrumentation
+/// cost from what it reports; so does ttp.
+///
+/// A measured interval (the root, or one call of a child) starts at the
+/// timestamp of one probe and ends at that of another. It contains the rest
+/// of the opening probe (its return to the program), every probe hit inside
+/// (trap, program, return: `per_hit_ns` each) and the start of the closing
+/// probe: `boundary_ns` for the root, whose closing probe is the return
+/// probe's trampoline, `call_boundary_ns` for a call. A slot's record counts
+/// its calls and the hits inside them together, so each unit of it is
+/// charged `call_boundary_ns`; the difference from `per_hit_ns` is part of
+/// `uncertainty_per_hit_ns`.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ProbeCost {
+    /// Cost of one probe hit inside a measured interval, ns.
+    pub per_hit_ns: f64,
+    /// What the root's entry and return probes add to an interval with no
+    /// hit inside, ns.
+    pub boundary_ns: f64,
+    /// What a call site's probe and its return site's add to one call, ns.
+    pub call_boundary_ns: f64,
+    /// Residual uncertainty of the subtraction per hit unit, ns: how far the
+    /// calibration's two call counts disagree with one linear cost, and the
+    /// difference between the root's boundary and one hit.
+    pub uncertainty_per_hit_ns: f64,
+}
+
+impl ProbeCost {
+    /// Overhead in the root's interval; `units` = hits inside + 1
+    /// (`Record::root_hits`).
+    pub fn root_overhead_ns(&self, units: u32) -> f64 {
+        self.boundary_ns + self.per_hit_ns * f64::from(units.saturating_sub(1))
+    }
+    /// Overhead in a slot's calls; `units` = Σ over its calls of (hits
+    /// inside + 1) (`Record::children_hits`).
+    pub fn child_overhead_ns(&self, units: u32) -> f64 {
+        self.call_boundary_ns * f64::from(units)
+    }
+    /// Uncertainty of the overhead removed from an interval of `units`.
+    pub fn uncertainty_ns(&self, units: u32) -> f64 {
+        self.uncertainty_per_hit_ns * f64::from(units)
+    }
+    /// `ns` less `overhead`, never below 0.
+    pub fn subtract(&self, ns: u64, overhead: f64) -> u64 {
+        (ns as f64 - overhead.max(0.0)).max(0.0).round() as u64
     }
 }

@@ -24,6 +24,19 @@ pub struct MeasurementInfo {
     pub probe_overhead_ns_per_hit: Option<f64>,
     /// Wall time spent measuring, all rounds.
     pub measured_s: Option<f64>,
+    /// The calibrated cost of a probe hit subtracted from every interval
+    /// (`None`: nothing was subtracted).
+    #[serde(default)]
+    pub probe_cost: Option<super::plan::ProbeCost>,
+    /// Mean probe hit units per invocation of the root, last round.
+    #[serde(default)]
+    pub hits_per_invocation: Option<f64>,
+    /// Mean ns subtracted from the root per invocation, last round.
+    #[serde(default)]
+    pub overhead_subtracted_ns_per_invocation: Option<f64>,
+    /// Mean residual uncertainty of that subtraction, ns per invocation.
+    #[serde(default)]
+    pub overhead_uncertainty_ns_per_invocation: Option<f64>,
 }
 
 /// The binary the call graph came from.
@@ -197,7 +210,32 @@ impl VprofileReport {
             let _ = writeln!(s, "lost records: {lost}");
         }
         if let Some(o) = self.measurement.probe_overhead_ns_per_hit {
-            let _ = writeln!(s, "probe overhead: {o:.0} ns per hit");
+            let _ = writeln!(
+                s,
+                "probe programs: {o:.0} ns per hit (inside the eBPF programs)"
+            );
+        }
+        let m = &self.measurement;
+        match (
+            m.probe_cost,
+            m.overhead_subtracted_ns_per_invocation,
+            m.overhead_uncertainty_ns_per_invocation,
+        ) {
+            (Some(c), Some(cut), Some(unc)) => {
+                let _ = writeln!(
+                    s,
+                    "probe cost subtracted: {:.0} ns per hit, {:.0} ns for the root's entry and return (± {:.0} ns per hit); {:.1} hit units and {} per invocation, ± {}",
+                    c.per_hit_ns,
+                    c.boundary_ns,
+                    c.uncertainty_per_hit_ns,
+                    m.hits_per_invocation.unwrap_or(0.0),
+                    ms(cut),
+                    ms(unc)
+                );
+            }
+            _ => {
+                let _ = writeln!(s, "probe cost: not subtracted (no probe hits counted)");
+            }
         }
         let _ = writeln!(
             s,

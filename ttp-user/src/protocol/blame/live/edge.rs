@@ -47,6 +47,9 @@ pub struct ThreadEdge {
     pub runq: PerCpu,
     /// Blocked in iowait (the ledger's, open interval closed at the edge).
     pub iowait_ns: u64,
+    /// The part of it the device served the thread's process (the ledger's
+    /// `iowait_own_ns`, closed at the edge the same way).
+    pub iowait_own_ns: u64,
     /// Direct reclaim + compaction, the open stall closed at the edge.
     pub mem_stall_ns: u64,
     /// Completed I/O per device (kernel dev_t).
@@ -129,6 +132,7 @@ impl Edge {
                 let t = ThreadEdge {
                     tgid: a.tgid,
                     iowait_ns: a.iowait_ns,
+                    iowait_own_ns: a.iowait_own_ns,
                     ..Default::default()
                 };
                 (*k, t)
@@ -143,6 +147,7 @@ impl Edge {
                 ThreadEdge {
                     tgid: e.account.tgid,
                     iowait_ns: e.account.iowait_ns,
+                    iowait_own_ns: e.account.iowait_own_ns,
                     ..Default::default()
                 },
             );
@@ -233,6 +238,7 @@ pub struct ThreadDelta {
     pub on_cpu: BTreeMap<u32, u64>,
     pub runq: BTreeMap<u32, u64>,
     pub iowait_ns: u64,
+    pub iowait_own_ns: u64,
     pub mem_stall_ns: u64,
     pub disk: BTreeMap<u32, DeviceIo>,
 }
@@ -297,6 +303,9 @@ pub fn thread_delta(prev: Option<&ThreadEdge>, cur: &mut ThreadEdge) -> ThreadDe
         iowait_ns: cur
             .iowait_ns
             .saturating_sub(prev.map_or(0, |p| p.iowait_ns)),
+        iowait_own_ns: cur
+            .iowait_own_ns
+            .saturating_sub(prev.map_or(0, |p| p.iowait_own_ns)),
         mem_stall_ns: cur
             .mem_stall_ns
             .saturating_sub(prev.map_or(0, |p| p.mem_stall_ns)),
@@ -403,9 +412,15 @@ pub fn to_window(prev: &Edge, cur: &mut Edge, naming: Naming<'_>) -> Window {
             } else {
                 // Even split; the remainder of the division goes to the first.
                 let n = devs.len() as u64;
+                // The own part cannot exceed the wait it is part of.
+                let own = d.iowait_own_ns.min(d.iowait_ns);
                 for (i, dev) in devs.iter().enumerate() {
                     let part = d.iowait_ns / n + if i == 0 { d.iowait_ns % n } else { 0 };
                     *tw.iowait_ns.entry((naming.device)(*dev)).or_default() += part;
+                    let own_part = own / n + if i == 0 { own % n } else { 0 };
+                    if own_part > 0 {
+                        *tw.iowait_own_ns.entry((naming.device)(*dev)).or_default() += own_part;
+                    }
                 }
             }
         }

@@ -87,6 +87,9 @@ impl LiveSource {
             // for an always-on program, so consumption of memory is not
             // measured and memory stalls are blamed on unknown causes.
             mem_alloc: false,
+            // The ledger's own-I/O clock: while a thread waits, the time
+            // the device serves its process's requests.
+            iowait_own: avail.disk_devices,
         };
         let mut src = Self {
             ledger,

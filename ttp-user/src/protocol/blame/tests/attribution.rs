@@ -303,3 +303,56 @@ fn invalid_recordings_are_refused() {
         Err(BlameError::NoWindows)
     ));
 }
+
+/// ttp's disk extension (docs/blame.md, "The victim's own disk time"):
+/// the victim waits 40 ms on vda, the device served its own requests for
+/// 30 ms of them. Alone (window 0) nobody is blamed in that view, though
+/// eq. 10 puts all 40 ms on the unknown cause; beside a writer that
+/// completed 3× its bytes (window 1), the writer gets the 10 ms behind
+/// others and eq. 10's figures are unchanged. Catches culprits blamed for
+/// the victim's own service time in the split view, a split that does not
+/// add up to BT, and the paper's figures changed by the extension.
+#[test]
+fn disk_split_blames_only_the_wait_behind_others() {
+    const MS: u64 = 1_000_000;
+    let tasks = vec![proc_task(1, "victim"), proc_task(2, "writer")];
+    let mut w0 = window(0, 100 * MS);
+    w0.devices = vec![device("vda", Some(4096), Some(1))];
+    w0.tasks = vec![
+        Tw::new(1)
+            .iowait("vda", 40 * MS)
+            .iowait_own("vda", 30 * MS)
+            .io("vda", 4096, 1)
+            .done(),
+    ];
+    let mut w1 = window(1, 100 * MS);
+    w1.devices = vec![device("vda", Some(16384), Some(4))];
+    w1.tasks = vec![
+        Tw::new(1)
+            .iowait("vda", 40 * MS)
+            .iowait_own("vda", 30 * MS)
+            .io("vda", 4096, 1)
+            .done(),
+        Tw::new(2).io("vda", 12288, 3).done(),
+    ];
+    let rec = recording(1, 100 * MS, tasks.clone(), vec![w0.clone()]);
+    let alone = blame::analyze(&rec, &Options::default()).unwrap();
+    let d = alone.disk_split.as_ref().expect("split measured");
+    assert_eq!((d.own_service_ns, d.behind_others_ns), (30 * MS, 10 * MS));
+    assert!(d.culprits.is_empty(), "{:?}", d.culprits);
+    assert!(close(d.unattributed_ns, (10 * MS) as f64));
+
+    let rec = recording(1, 100 * MS, tasks, vec![w0, w1]);
+    let both = blame::analyze(&rec, &Options::default()).unwrap();
+    let d = both.disk_split.as_ref().unwrap();
+    assert_eq!((d.own_service_ns, d.behind_others_ns), (60 * MS, 20 * MS));
+    assert_eq!(d.culprits.len(), 1);
+    assert_eq!(d.culprits[0].pid, Some(2));
+    assert!(close(d.culprits[0].behind_blame_ns, (10 * MS) as f64));
+    // Eq. 10 as before: the writer gets all of window 1's 40 ms.
+    let by = blame_by_pid(&both);
+    assert!(
+        close(by[&(Some(2), Resource::Disk)], (40 * MS) as f64),
+        "{by:?}"
+    );
+}

@@ -22,6 +22,7 @@ pub fn all_sources() -> Sources {
         disk_io: true,
         mem_stall: true,
         mem_alloc: true,
+        iowait_own: true,
     }
 }
 
@@ -122,6 +123,10 @@ impl Tw {
     }
     pub fn iowait(mut self, dev: &str, ns: u64) -> Self {
         self.0.iowait_ns.insert(dev.into(), ns);
+        self
+    }
+    pub fn iowait_own(mut self, dev: &str, ns: u64) -> Self {
+        self.0.iowait_own_ns.insert(dev.into(), ns);
         self
     }
     pub fn io(mut self, dev: &str, bytes: u64, requests: u64) -> Self {
