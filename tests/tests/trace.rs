@@ -53,7 +53,7 @@ fn trace_of_sleep_compute_and_direct_reads_matches_the_ledger() {
         return;
     }
     let _serial = serial();
-    let mut ledger = Ledger::attach_with(&AttachOptions { trace: true })
+    let mut ledger = Ledger::attach_with(&AttachOptions { trace: true, ..Default::default() })
         .expect("attach the ledger with tracing");
     let mut fx = Held::start(
         "fixture-mixed",

@@ -166,17 +166,9 @@ impl Ledger {
         Ok(cpus)
     }
 
-    /// Moves every pending exit record into `out`.
+    /// Moves every exit record received so far into `out`.
     pub fn drain_exits(&mut self, out: &mut Vec<ExitRecord>) {
-        while let Some(item) = self.exits.next() {
-            if item.len() >= size_of::<ExitRecord>() {
-                // SAFETY: the kernel wrote a whole ExitRecord (checked length);
-                // read_unaligned because ring-buffer items are only 8-aligned
-                // by convention, not by type.
-                let rec = unsafe { std::ptr::read_unaligned(item.as_ptr() as *const ExitRecord) };
-                out.push(rec);
-            }
-        }
+        self.exits.drain(out);
     }
 
     /// Gives threads that existed before the probes attached the state
