@@ -65,7 +65,12 @@ fn fork_storm_loses_no_exit_record() {
     ]);
     let out = Command::new(fixture("fixture-forkstorm"))
         .args(["--procs", "1500", "--threads", "4", "--parallel", "8"])
-        .args(["--thread-cpu-us", "50", "--out", truth_path.to_str().unwrap()])
+        .args([
+            "--thread-cpu-us",
+            "50",
+            "--out",
+            truth_path.to_str().unwrap(),
+        ])
         .output()
         .expect("run fixture-forkstorm");
     assert!(out.status.success());
@@ -148,7 +153,14 @@ fn thread_table_full_is_counted_and_the_rest_stays_exact() {
     let state = temp_path("table-spin");
     std::fs::create_dir_all(&state).unwrap();
     let mut ttp = Command::new(ttp_bin())
-        .args(["attach", "--all", "--duration", "120s", "-q", "--max-threads"])
+        .args([
+            "attach",
+            "--all",
+            "--duration",
+            "120s",
+            "-q",
+            "--max-threads",
+        ])
         .args([cap.as_str(), "--json", json.to_str().unwrap()])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

@@ -21,7 +21,11 @@ pub const CEILING: u32 = 1 << 22;
 
 /// Entries for a machine whose limit is `threads_max` with `live` threads
 /// now; `requested` (the flag) wins when given.
-pub fn thread_map_entries(threads_max: Option<u64>, live: Option<u64>, requested: Option<u32>) -> u32 {
+pub fn thread_map_entries(
+    threads_max: Option<u64>,
+    live: Option<u64>,
+    requested: Option<u32>,
+) -> u32 {
     if let Some(n) = requested {
         return n.max(1);
     }
@@ -66,7 +70,10 @@ mod tests {
         assert_eq!(thread_map_entries(Some(1 << 30), Some(10), None), CEILING);
         // The flag wins, both ways.
         assert_eq!(thread_map_entries(Some(192_730), Some(200), Some(500)), 500);
-        assert_eq!(thread_map_entries(Some(192_730), Some(200), Some(1 << 23)), 1 << 23);
+        assert_eq!(
+            thread_map_entries(Some(192_730), Some(200), Some(1 << 23)),
+            1 << 23
+        );
     }
 
     #[test]

@@ -58,7 +58,10 @@ fn bpftool_json(args: &[&str]) -> Option<serde_json::Value> {
 
 /// Id of the `THREADS` map among the fds of process `pid`.
 fn threads_map_id(pid: u32) -> Option<String> {
-    for fd in std::fs::read_dir(format!("/proc/{pid}/fdinfo")).ok()?.flatten() {
+    for fd in std::fs::read_dir(format!("/proc/{pid}/fdinfo"))
+        .ok()?
+        .flatten()
+    {
         let info = std::fs::read_to_string(fd.path()).unwrap_or_default();
         let Some(id) = info
             .lines()
@@ -76,7 +79,11 @@ fn threads_map_id(pid: u32) -> Option<String> {
 }
 
 fn entries(map_id: &str) -> Option<u64> {
-    Some(bpftool_json(&["map", "dump", "id", map_id])?.as_array()?.len() as u64)
+    Some(
+        bpftool_json(&["map", "dump", "id", map_id])?
+            .as_array()?
+            .len() as u64,
+    )
 }
 
 pub fn bench(duration: Duration, every: Duration) -> anyhow::Result<()> {
@@ -138,7 +145,10 @@ pub fn bench(duration: Duration, every: Duration) -> anyhow::Result<()> {
 
     // Figures: after the first minute (start-up allocations settle).
     let settled: Vec<&Sample> = samples.iter().filter(|s| s.t_s >= 60.0).collect();
-    println!("soak: attach --all --interval 1s for {:?}, sampled every {every:?}", duration);
+    println!(
+        "soak: attach --all --interval 1s for {:?}, sampled every {every:?}",
+        duration
+    );
     if let (Some(a), Some(b)) = (settled.first(), settled.last())
         && b.t_s > a.t_s
     {
@@ -154,7 +164,9 @@ pub fn bench(duration: Duration, every: Duration) -> anyhow::Result<()> {
             b.t_s,
             hwm_kib as f64 / 1024.0
         );
-        println!("  CPU after the first minute: mean {mean_cpu:.2} %, max {max_cpu:.2} % of one CPU");
+        println!(
+            "  CPU after the first minute: mean {mean_cpu:.2} %, max {max_cpu:.2} % of one CPU"
+        );
         let e: Vec<u64> = settled.iter().filter_map(|s| s.entries).collect();
         let m: Vec<u64> = settled.iter().filter_map(|s| s.machine_threads).collect();
         if let (Some(emin), Some(emax)) = (e.iter().min(), e.iter().max()) {
@@ -170,7 +182,11 @@ pub fn bench(duration: Duration, every: Duration) -> anyhow::Result<()> {
     if let Some(l) = lost {
         println!("  losses attach reported: {l}");
     }
-    println!("  samples: {}; plot: {}", dir.join("soak.csv").display(), svg.display());
+    println!(
+        "  samples: {}; plot: {}",
+        dir.join("soak.csv").display(),
+        svg.display()
+    );
     Ok(())
 }
 
@@ -184,7 +200,10 @@ fn plot(samples: &[Sample], path: &str) -> Result<(), String> {
     let orange = RGBColor(255, 127, 14);
     type Series = Vec<(Vec<(f64, f64)>, String, RGBColor)>;
     let mib: Series = vec![(
-        samples.iter().map(|s| (s.t_s / 60.0, s.rss_kib as f64 / 1024.0)).collect(),
+        samples
+            .iter()
+            .map(|s| (s.t_s / 60.0, s.rss_kib as f64 / 1024.0))
+            .collect(),
         "ttp RSS, MiB".into(),
         blue,
     )];
@@ -235,8 +254,11 @@ fn plot(samples: &[Sample], path: &str) -> Result<(), String> {
             .draw()
             .map_err(e)?;
         for (points, _, color) in &series {
-            c.draw_series(LineSeries::new(points.iter().copied(), color.stroke_width(2)))
-                .map_err(e)?;
+            c.draw_series(LineSeries::new(
+                points.iter().copied(),
+                color.stroke_width(2),
+            ))
+            .map_err(e)?;
         }
         let rows: Vec<(String, chart::Key)> = series
             .iter()

@@ -201,9 +201,9 @@ fn check_one(id: &str, qe: &QeRecord, c: &QeCalc, qc: &QcInput) -> Verdict {
         // were lost.
         "XQE1" => match qe.exit_records_lost {
             None => Verdict::na("lost exit records not recorded (external data)"),
-            Some(lost) => Verdict::from_bool(
-                lost > 0 && qe.of_class(ProcessClass::Query).any(|p| p.stopped),
-            ),
+            Some(lost) => {
+                Verdict::from_bool(lost > 0 && qe.of_class(ProcessClass::Query).any(|p| p.stopped))
+            }
         },
         _ => unreachable!("check_one called with {id}"),
     }
@@ -599,7 +599,11 @@ mod tests {
     #[test]
     fn xqe1_query_exit_record_lost() {
         let stopped = |qe: &mut QeRecord| {
-            for p in qe.processes.iter_mut().filter(|p| p.class == ProcessClass::Query) {
+            for p in qe
+                .processes
+                .iter_mut()
+                .filter(|p| p.class == ProcessClass::Query)
+            {
                 p.stopped = true;
             }
         };
@@ -611,7 +615,11 @@ mod tests {
         qc.qes[2].exit_records_lost = Some(5);
         let v = verdicts(&qc, "XQE1");
         assert_eq!(v[2], Verdict::Violation);
-        assert!(v.iter().enumerate().all(|(i, v)| i == 2 || *v == Verdict::Pass));
+        assert!(
+            v.iter()
+                .enumerate()
+                .all(|(i, v)| i == 2 || *v == Verdict::Pass)
+        );
         let mut running = clean_qc(8);
         for qe in &mut running.qes {
             qe.exit_records_lost = Some(5);
@@ -619,8 +627,15 @@ mod tests {
                 p.stopped = false;
             }
         }
-        assert!(verdicts(&running, "XQE1").iter().all(|v| *v == Verdict::Pass));
-        assert!(matches!(verdicts(&clean_qc(8), "XQE1")[0], Verdict::NotApplicable(_)));
+        assert!(
+            verdicts(&running, "XQE1")
+                .iter()
+                .all(|v| *v == Verdict::Pass)
+        );
+        assert!(matches!(
+            verdicts(&clean_qc(8), "XQE1")[0],
+            Verdict::NotApplicable(_)
+        ));
     }
 
     #[test]
