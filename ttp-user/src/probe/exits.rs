@@ -40,10 +40,17 @@ pub fn ring_bytes(rate: u64, stall_ms: u64) -> u32 {
     need.max(page).next_power_of_two().min(1 << 30) as u32
 }
 
+/// Records the queue holds at most between two reads of the ledger
+/// (256 MiB): a command that stops reading must not grow without bound.
+/// Records beyond it are dropped and counted as lost exit records.
+pub const QUEUE_LIMIT: usize = 1 << 20;
+
 struct Shared {
     ring: Mutex<RingBuf<MapData>>,
     queue: Mutex<Vec<ExitRecord>>,
     stop: AtomicBool,
+    /// Records dropped because the queue was at its limit.
+    dropped: std::sync::atomic::AtomicU64,
 }
 
 /// The ring buffer and the thread that empties it.
@@ -63,6 +70,7 @@ impl ExitDrain {
             ring: Mutex::new(ring),
             queue: Mutex::new(Vec::new()),
             stop: AtomicBool::new(false),
+            dropped: std::sync::atomic::AtomicU64::new(0),
         });
         let s = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
@@ -79,6 +87,11 @@ impl ExitDrain {
         move_ring_to_queue(&self.shared);
         let mut q = lock(&self.shared.queue);
         out.append(&mut q);
+    }
+
+    /// Records dropped so far because nobody read the queue (QUEUE_LIMIT).
+    pub fn dropped(&self) -> u64 {
+        self.shared.dropped.load(Ordering::Relaxed)
     }
 }
 
@@ -130,7 +143,14 @@ fn move_ring_to_queue(shared: &Shared) {
         }
     }
     if !batch.is_empty() {
-        lock(&shared.queue).append(&mut batch);
+        let mut q = lock(&shared.queue);
+        let room = QUEUE_LIMIT.saturating_sub(q.len());
+        if batch.len() > room {
+            let extra = (batch.len() - room) as u64;
+            shared.dropped.fetch_add(extra, Ordering::Relaxed);
+            batch.truncate(room);
+        }
+        q.append(&mut batch);
     }
 }
 
