@@ -53,8 +53,11 @@ fn trace_of_sleep_compute_and_direct_reads_matches_the_ledger() {
         return;
     }
     let _serial = serial();
-    let mut ledger = Ledger::attach_with(&AttachOptions { trace: true })
-        .expect("attach the ledger with tracing");
+    let mut ledger = Ledger::attach_with(&AttachOptions {
+        trace: true,
+        ..Default::default()
+    })
+    .expect("attach the ledger with tracing");
     let mut fx = Held::start(
         "fixture-mixed",
         &["--sleep-ms", "150", "--cpu-ms", "200", "--read-mib", "16"],

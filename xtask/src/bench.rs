@@ -14,6 +14,7 @@ use clap::Subcommand;
 use crate::{setup, util};
 
 mod cost;
+mod soak;
 mod vprofile;
 
 #[derive(Subcommand)]
@@ -47,6 +48,30 @@ pub enum Which {
         #[arg(long, default_value_t = 200_000)]
         invocations: u64,
     },
+    /// A long run of `attach --all --interval 1s`: ttp's RSS, CPU use and
+    /// thread-map occupancy over time, as figures and an SVG plot
+    /// (target/soak/).
+    Soak {
+        /// How long to run (e.g. 15m, 1h).
+        #[arg(long, default_value = "15m", value_parser = parse_duration)]
+        duration: Duration,
+        /// Sample every this long.
+        #[arg(long, default_value = "10s", value_parser = parse_duration)]
+        every: Duration,
+    },
+}
+
+/// `90s`, `15m`, `1h`, or plain seconds.
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+    let n: u64 = num.parse().map_err(|_| format!("not a duration: {s}"))?;
+    let secs = match unit {
+        "" | "s" => n,
+        "m" => n * 60,
+        "h" => n * 3600,
+        _ => return Err(format!("unknown unit in {s} (s, m or h)")),
+    };
+    Ok(Duration::from_secs(secs))
 }
 
 pub fn run(which: Which) -> anyhow::Result<()> {
@@ -61,6 +86,7 @@ pub fn run(which: Which) -> anyhow::Result<()> {
             rounds,
             invocations,
         } => vprofile::bench(rounds, invocations),
+        Which::Soak { duration, every } => soak::bench(duration, every),
     }
 }
 

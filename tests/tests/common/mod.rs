@@ -39,6 +39,8 @@ pub fn fixture(name: &str) -> PathBuf {
         "fixture-spin" => PathBuf::from(env!("CARGO_BIN_EXE_fixture-spin")),
         "fixture-noisyd" => PathBuf::from(env!("CARGO_BIN_EXE_fixture-noisyd")),
         "fixture-cpu-noise" => PathBuf::from(env!("CARGO_BIN_EXE_fixture-cpu-noise")),
+        "fixture-forkstorm" => PathBuf::from(env!("CARGO_BIN_EXE_fixture-forkstorm")),
+        "fixture-threads" => PathBuf::from(env!("CARGO_BIN_EXE_fixture-threads")),
         other => panic!("unknown fixture {other}"),
     }
 }

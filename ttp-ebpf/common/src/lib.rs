@@ -11,7 +11,9 @@ pub const TASK_COMM_LEN: usize = 16;
 /// [`stat::CPU_OUT_OF_RANGE`]).
 pub const MAX_CPUS: u32 = 512;
 
-/// Threads the ledger can hold at once (system-wide).
+/// Threads the ledger can hold at once (system-wide), as compiled;
+/// userspace sizes the map at load from threads-max
+/// (ttp-user/src/probe/capacity.rs).
 pub const MAX_THREADS: u32 = 32768;
 
 /// Block requests that can be in flight at once.
@@ -20,7 +22,9 @@ pub const MAX_REQUESTS: u32 = 8192;
 /// Processes that can have block I/O accounted at once.
 pub const MAX_IO_PROCS: u32 = 8192;
 
-/// Bytes of the ring buffer that carries exit records.
+/// Bytes of the ring buffer that carries exit records, as compiled;
+/// userspace sizes it at load from the exit rate it must absorb
+/// (ttp-user/src/probe/exits.rs).
 pub const EXIT_RING_BYTES: u32 = 1 << 20;
 
 /// What a thread is doing since `ThreadAccount::state_since_ns`.

@@ -68,6 +68,12 @@ pub struct AttachArgs {
     /// flagged ones (a summary of one process shows them all anyway).
     #[arg(long)]
     pub checks: bool,
+    /// Room for this many thread accounts in the kernel's ledger instead
+    /// of the size chosen from /proc/sys/kernel/threads-max and the threads
+    /// alive now (docs/ledger.md). Threads that find it full are counted
+    /// and shown, never guessed.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_threads: Option<u32>,
     /// Print only the final summary, not the live table.
     #[arg(long, short)]
     pub quiet: bool,
@@ -89,6 +95,7 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
     let started = crate::sys::clock::monotonic_ns();
     let options = AttachOptions {
         trace: args.trace.is_some(),
+        max_threads: args.max_threads,
     };
     let mut ledger = Ledger::attach_with(&options).map_err(probe_error_ctx)?;
     let existing = seed::threads_from_proc();

@@ -5,15 +5,17 @@
 //! frees every map (the RAII guard for everything the probes change).
 mod batch;
 pub mod btf;
+pub mod capacity;
 pub mod cost;
 pub mod detail;
+pub mod exits;
 mod read;
 pub mod seed;
 pub mod trace;
 
 use aya::{
     Ebpf, EbpfLoader,
-    maps::{Array, HashMap, MapData, PerCpuArray, RingBuf},
+    maps::{Array, HashMap, MapData, PerCpuArray},
     programs::BtfTracePoint,
 };
 use trace::TraceMaps;
@@ -114,7 +116,8 @@ pub struct Ledger {
     pub(crate) disk: Array<MapData, DiskAccount>,
     pub(crate) proc_disk: HashMap<MapData, u32, ProcDisk>,
     pub(crate) stats: PerCpuArray<MapData, u64>,
-    pub(crate) exits: RingBuf<MapData>,
+    /// The exit records, drained by their own thread (exits.rs).
+    pub(crate) exits: exits::ExitDrain,
     /// The `--trace` maps, when the ledger was loaded with tracing on.
     pub(crate) trace: Option<TraceMaps>,
     /// The blame detail, in blame mode only.
@@ -122,6 +125,8 @@ pub struct Ledger {
     _ebpf: Ebpf,
     /// CLOCK_MONOTONIC ns when every program was attached.
     pub ready_ns: u64,
+    /// How many thread accounts the THREADS map holds (capacity.rs).
+    pub thread_capacity: u32,
     /// The kernel's BPF run-time statistics, on while this fd is open
     /// (cost.rs), or why they are not.
     bpf_stats: Result<std::os::fd::OwnedFd, cost::CostUnavailable>,
@@ -177,6 +182,16 @@ impl Ledger {
             // Ring buffers are allocated at load: one page when unused.
             loader.map_max_entries(trace::EVENTS_MAP, trace::page_size());
         }
+        let thread_capacity = capacity::thread_map_entries(
+            capacity::threads_max(),
+            capacity::live_threads(),
+            options.max_threads,
+        );
+        loader.map_max_entries("THREADS", thread_capacity);
+        loader.map_max_entries(
+            "EXITS",
+            exits::ring_bytes(exits::DESIGN_EXIT_RATE, exits::DESIGN_STALL_MS),
+        );
         match &plan {
             Some(p) => p.configure(&mut loader),
             None => detail::shrink_maps(&mut loader),
@@ -225,11 +240,12 @@ impl Ledger {
             disk: take(&mut ebpf, "DISK")?,
             proc_disk: take(&mut ebpf, "PROC_DISK")?,
             stats: take(&mut ebpf, "STATS")?,
-            exits: take(&mut ebpf, "EXITS")?,
+            exits: exits::ExitDrain::start(take(&mut ebpf, "EXITS")?),
             trace,
             detail,
             _ebpf: ebpf,
             ready_ns,
+            thread_capacity,
             bpf_stats,
         })
     }
@@ -299,6 +315,9 @@ fn attach_detail(
 pub struct AttachOptions {
     /// The per-event stream of `--trace`.
     pub trace: bool,
+    /// Size of the thread-account map instead of the one chosen from
+    /// threads-max (capacity.rs).
+    pub max_threads: Option<u32>,
 }
 
 pub(crate) fn take<T>(ebpf: &mut Ebpf, name: &str) -> Result<T, ProbeError>

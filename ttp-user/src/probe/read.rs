@@ -139,6 +139,12 @@ impl Ledger {
             let per_cpu = self.stats.get(&(i as u32), 0).map_err(map_err("STATS"))?;
             *slot = per_cpu.iter().sum();
         }
+        // Records the kernel delivered but the queue had no room for
+        // (exits.rs) are lost all the same.
+        let dropped = self.exits.dropped();
+        counters[stat::EXIT_RECORD_LOST as usize] += dropped;
+        let delivered = &mut counters[stat::EXIT_RECORDS as usize];
+        *delivered = delivered.saturating_sub(dropped);
         let at_ns = crate::sys::clock::monotonic_ns();
         for a in threads.iter_mut().filter(|a| a.state == state::RUNNING) {
             a.state_since_ns = at_ns;
@@ -166,17 +172,9 @@ impl Ledger {
         Ok(cpus)
     }
 
-    /// Moves every pending exit record into `out`.
+    /// Moves every exit record received so far into `out`.
     pub fn drain_exits(&mut self, out: &mut Vec<ExitRecord>) {
-        while let Some(item) = self.exits.next() {
-            if item.len() >= size_of::<ExitRecord>() {
-                // SAFETY: the kernel wrote a whole ExitRecord (checked length);
-                // read_unaligned because ring-buffer items are only 8-aligned
-                // by convention, not by type.
-                let rec = unsafe { std::ptr::read_unaligned(item.as_ptr() as *const ExitRecord) };
-                out.push(rec);
-            }
-        }
+        self.exits.drain(out);
     }
 
     /// Gives threads that existed before the probes attached the state

@@ -51,7 +51,7 @@ pub fn describe(k: &KernelStats, extra: &Extra) -> Vec<Loss> {
             k.exit_records_lost,
             Processes,
             format!(
-                "{} of {} thread exit records lost (exit ring buffer full): those threads' last moments are missing from the per-process figures",
+                "{} of {} thread exits lost (exit ring buffer full): their time since the previous refresh is missing from the per-process table; the machine totals are complete",
                 n(k.exit_records_lost),
                 n(k.exit_records_lost.saturating_add(k.exit_records))
             ),
@@ -68,7 +68,7 @@ pub fn describe(k: &KernelStats, extra: &Extra) -> Vec<Loss> {
             k.thread_map_full,
             Processes,
             format!(
-                "{} threads got no account (thread table full): their time is missing from the per-process figures",
+                "{} times a thread got no account (thread table full): its time is missing from the per-process figures; the machine totals are complete (raise the table with --max-threads)",
                 n(k.thread_map_full)
             ),
         ),
@@ -254,7 +254,7 @@ mod tests {
         assert_eq!(l.len(), 15, "{l:#?}");
         let text = lines(&l);
         assert!(
-            text.contains("61 940 of 100 003 thread exit records lost"),
+            text.contains("61 940 of 100 003 thread exits lost"),
             "{text}"
         );
         assert!(text.contains("10 of 100 trace events lost"), "{text}");

@@ -266,6 +266,7 @@ pub fn measure_with<R>(
         roles,
     );
     rec.query_threads_max = Some(threads_at_once(&before, &after, &exits, &query_tgids));
+    rec.exit_records_lost = Some(window.lost.exit_records_lost);
     Ok((
         QeOutcome {
             t0_ns: t0,

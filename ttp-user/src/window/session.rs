@@ -63,6 +63,7 @@ impl MeasurementSession {
         };
         let mut ledger = Ledger::attach_with(&AttachOptions {
             trace: options.trace,
+            ..Default::default()
         })
         .map_err(probe_error_ctx)?;
         ledger.seed(&seed::threads_from_proc());

@@ -356,6 +356,11 @@ pub struct QeRecord {
     /// (kernel ledger): how many CPUs the query could use together.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub query_threads_max: Option<u32>,
+    /// Thread exit records the kernel ledger could not deliver during the
+    /// QE (its ring buffer was full): check XQE1. `None`: not recorded
+    /// (external data).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_records_lost: Option<u64>,
 }
 
 impl QeRecord {
@@ -381,6 +386,7 @@ impl QeRecord {
             blame_error: None,
             probe_cost: None,
             query_threads_max: None,
+            exit_records_lost: None,
         }
     }
 

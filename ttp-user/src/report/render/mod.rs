@@ -139,7 +139,7 @@ pub fn load(v: Value) -> Result<Box<dyn Rendered>, RenderError> {
 /// Writes `text` to `dir/name`, creating `dir`.
 pub(crate) fn write_plot(dir: &Path, name: &str, text: &str) -> Result<PathBuf, RenderError> {
     let path = dir.join(name);
-    std::fs::create_dir_all(dir)
+    crate::sys::atomic::create_dir_all(dir)
         .and_then(|_| crate::report::atomic::write(&path, text.as_bytes()))
         .map_err(|source| RenderError::Write {
             path: path.clone(),

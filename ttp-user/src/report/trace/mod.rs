@@ -11,7 +11,7 @@
 //! ```no_run
 //! # fn demo() -> anyhow::Result<()> {
 //! use ttp_user::{probe::{AttachOptions, Ledger}, report::trace::{QeSlice, Recorder, Trace}};
-//! let mut ledger = Ledger::attach_with(&AttachOptions { trace: true })?;
+//! let mut ledger = Ledger::attach_with(&AttachOptions { trace: true, ..Default::default() })?;
 //! let mut rec = Recorder::start(&mut ledger, &[])?;
 //! // for each QE: start its process held before exec, then
 //! rec.add_process(&mut ledger, 4242)?;

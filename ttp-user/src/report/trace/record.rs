@@ -43,7 +43,7 @@ pub struct Recording {
 }
 
 /// Drains the trace ring buffer of a ledger loaded with tracing on
-/// (`Ledger::attach_with(&AttachOptions { trace: true })`).
+/// (`Ledger::attach_with(&AttachOptions { trace: true, ..Default::default() })`).
 pub struct Recorder {
     stop: Arc<AtomicBool>,
     handle: Option<JoinHandle<(Vec<TraceEvent>, TraceReader)>>,
