@@ -48,12 +48,13 @@ pub enum ModelChoice {
 ///
 /// Targets: --simulate (the SickStore queue model, whose latencies are known),
 /// --exec -- CMD… (one process per request; exit status 0 is success) or
-/// --postgres CONNSTR --sql "…" (a pool of connections, the statement
-/// prepared once on each) or --tcp HOST:PORT (a line answered by a line). With --attach-pid PID (needs root) the kernel
+/// --postgres CONNSTR --sql "…" or -f SCRIPT (a pool of connections, the
+/// statements prepared once on each) or --tcp HOST:PORT (a line answered by a line). With --attach-pid PID (needs root) the kernel
 /// ledger of that process and its descendants is sampled every second
 /// beside the latency timeline.
 #[derive(Debug, clap::Args)]
 #[command(group(ArgGroup::new("target").required(true).args(["simulate", "exec", "postgres", "tcp"])))]
+#[command(group(ArgGroup::new("statements").args(["sql", "file"])))]
 pub struct LoadArgs {
     /// Requests per second to send (the open model's arrival rate, the
     /// closed model's target throughput).
@@ -136,9 +137,23 @@ pub struct LoadArgs {
     pub exec: bool,
 
     /// Target: PostgreSQL (key=value pairs or a postgresql:// URL); each
-    /// request executes --sql on a connection of the pool.
-    #[arg(long, value_name = "CONNSTR", requires = "sql")]
+    /// request executes --sql, or the script of -f, on a connection of the
+    /// pool.
+    #[arg(long, value_name = "CONNSTR", requires = "statements")]
     pub postgres: Option<String>,
+
+    /// --postgres: a transaction script in pgbench's format (the subset of
+    /// docs/load.md: one statement per line, `\set NAME random(LO, HI)`,
+    /// `:NAME`, BEGIN;/END;); each request runs it whole on one connection,
+    /// so latencies are per transaction.
+    #[arg(
+        short = 'f',
+        long = "file",
+        value_name = "SCRIPT",
+        requires = "postgres",
+        conflicts_with_all = ["sql", "param"]
+    )]
+    pub file: Option<PathBuf>,
 
     /// --postgres: the statement each request executes (prepared once per
     /// connection; its rows are read and dropped).
@@ -247,7 +262,12 @@ impl LoadArgs {
         // recorded, so the run can be repeated.
         let seed = match self.seed {
             Some(s) => s,
-            None if self.arrivals == Arrivals::Uniform && self.param.is_empty() => 0,
+            None if self.arrivals == Arrivals::Uniform
+                && self.param.is_empty()
+                && self.file.is_none() =>
+            {
+                0
+            }
             None => SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .map(|d| d.as_nanos() as u64)
@@ -305,19 +325,37 @@ impl LoadArgs {
             if self.clock == Some(ClockKind::Virtual) {
                 return usage("--postgres needs the real clock; drop --clock virtual");
             }
-            let f = crate::pg::load::PgFactory::new(
-                conninfo,
-                self.sql.as_deref().unwrap_or(""),
-                self.pool_size,
-            )
-            .or_else(usage)?;
-            let params = self
-                .param
-                .iter()
-                .map(|p| crate::pg::load::ParamSpec::parse(p))
-                .collect::<Result<Vec<_>, _>>()
-                .or_else(usage)?;
-            (Arc::new(f.with_params(params, seed)), None, ClockKind::Real)
+            let f = match &self.file {
+                Some(path) => {
+                    let text = std::fs::read_to_string(path).or_else(|e| {
+                        usage(format!(
+                            "-f {}: {e}; give a readable pgbench-style script",
+                            path.display()
+                        ))
+                    })?;
+                    let name = path.display().to_string();
+                    let script = crate::pg::script::Script::parse(&name, &text).or_else(usage)?;
+                    crate::pg::load::PgFactory::new(conninfo, &script.text(), self.pool_size)
+                        .or_else(usage)?
+                        .with_script(script, &name, seed)
+                }
+                None => {
+                    let params = self
+                        .param
+                        .iter()
+                        .map(|p| crate::pg::load::ParamSpec::parse(p))
+                        .collect::<Result<Vec<_>, _>>()
+                        .or_else(usage)?;
+                    crate::pg::load::PgFactory::new(
+                        conninfo,
+                        self.sql.as_deref().unwrap_or(""),
+                        self.pool_size,
+                    )
+                    .or_else(usage)?
+                    .with_params(params, seed)
+                }
+            };
+            (Arc::new(f), None, ClockKind::Real)
         } else {
             if sim_only {
                 return usage(
