@@ -7,7 +7,6 @@
 //! their latency still counted from their intended start (open model).
 use std::sync::{Arc, Mutex};
 
-use tokio::sync::Semaphore;
 use tokio_postgres::{
     Client, Config, NoTls, Statement,
     types::{ToSql, Type},
@@ -19,6 +18,7 @@ use super::{
 };
 use crate::protocol::load::{
     clock::{Clock, ClockKind},
+    pool::Pool,
     schedule::SplitMix64,
     targets::{ConnectFuture, RequestError, RequestFuture, Target, TargetError, TargetFactory},
 };
@@ -256,22 +256,16 @@ impl TargetFactory for PgFactory {
                 });
             }
             let size = concurrency.clamp(1, self.pool_max);
-            let mut conns = Vec::with_capacity(size);
-            for _ in 0..size {
-                conns.push(
-                    connect_one(&self.config, &self.script)
-                        .await
-                        .map_err(|reason| TargetError::Connect {
-                            target: describe(&self.config),
-                            reason,
-                        })?,
-                );
-            }
+            let pool = Pool::connect(size, || connect_one(&self.config, &self.script))
+                .await
+                .map_err(|reason| TargetError::Connect {
+                    target: describe(&self.config),
+                    reason,
+                })?;
             Ok(Arc::new(PgTarget {
                 config: self.config.clone(),
                 script: Arc::new(self.script.clone()),
-                free: Arc::new(Mutex::new(conns)),
-                permits: Arc::new(Semaphore::new(size)),
+                pool,
                 rng: Mutex::new(SplitMix64::new(self.param_seed)),
             }) as Arc<dyn Target>)
         })
@@ -281,30 +275,10 @@ impl TargetFactory for PgFactory {
 struct PgTarget {
     config: Config,
     script: Arc<Script>,
-    free: Arc<Mutex<Vec<Conn>>>,
-    permits: Arc<Semaphore>,
+    pool: Pool<Conn>,
     /// Draws the parameters in call order (the open model calls in
     /// schedule order, so a seed replays the same values).
     rng: Mutex<SplitMix64>,
-}
-
-/// A connection taken from the pool; back in the pool when dropped unless
-/// the request broke it (or was abandoned mid-way: its result is unknown).
-struct Taken {
-    conn: Option<Conn>,
-    free: Arc<Mutex<Vec<Conn>>>,
-    healthy: bool,
-}
-
-impl Drop for Taken {
-    fn drop(&mut self) {
-        if let Some(c) = self.conn.take()
-            && self.healthy
-            && !c.client.is_closed()
-        {
-            self.free.lock().unwrap_or_else(|e| e.into_inner()).push(c);
-        }
-    }
 }
 
 fn request_error(e: tokio_postgres::Error) -> RequestError {
@@ -322,28 +296,19 @@ fn request_error(e: tokio_postgres::Error) -> RequestError {
 
 impl Target for PgTarget {
     fn call(&self) -> RequestFuture {
-        let (config, script, free, permits) = (
-            self.config.clone(),
-            self.script.clone(),
-            self.free.clone(),
-            self.permits.clone(),
-        );
+        let (config, script, lease) = (self.config.clone(), self.script.clone(), self.pool.take());
         let values: Vec<i64> = {
             let mut rng = self.rng.lock().unwrap_or_else(|e| e.into_inner());
             self.script.vars.iter().map(|p| p.draw(&mut rng)).collect()
         };
         Box::pin(async move {
-            let _permit = permits
-                .acquire_owned()
-                .await
-                .map_err(|e| RequestError::Other {
-                    kind: "postgres_pool",
-                    message: e.to_string(),
-                })?;
-            let conn = free.lock().unwrap_or_else(|e| e.into_inner()).pop();
+            let lease = lease.await.map_err(|e| RequestError::Other {
+                kind: "postgres_pool",
+                message: e.to_string(),
+            })?;
             // A connection lost earlier is replaced here.
-            let conn =
-                match conn {
+            let c =
+                match lease.pooled() {
                     Some(c) => c,
                     None => connect_one(&config, &script).await.map_err(|message| {
                         RequestError::Other {
@@ -352,15 +317,6 @@ impl Target for PgTarget {
                         }
                     })?,
                 };
-            let mut taken = Taken {
-                conn: Some(conn),
-                free,
-                healthy: false,
-            };
-            let c = taken.conn.as_ref().ok_or(RequestError::Other {
-                kind: "postgres_pool",
-                message: "no connection".into(),
-            })?;
             let rows = async {
                 for (statement, st) in c.statements.iter().zip(&script.statements) {
                     // Each value as the type the server chose for its $n.
@@ -393,19 +349,18 @@ impl Target for PgTarget {
                 Ok::<(), tokio_postgres::Error>(())
             }
             .await;
-            match rows {
-                Ok(()) => {
-                    taken.healthy = true;
-                    Ok(())
-                }
-                Err(e) => {
-                    // A statement error leaves the connection usable, unless
-                    // a script's transaction may still be open on it: that
-                    // connection is closed (the server rolls it back).
-                    taken.healthy = e.as_db_error().is_some() && script.statements.len() == 1;
-                    Err(request_error(e))
-                }
+            // Only a connection whose request completed goes back (an
+            // abandoned one is dropped with this future). A statement error
+            // leaves it usable, unless a script's transaction may still be
+            // open on it: that one is closed (the server rolls it back).
+            let healthy = match &rows {
+                Ok(()) => true,
+                Err(e) => e.as_db_error().is_some() && script.statements.len() == 1,
+            };
+            if healthy && !c.client.is_closed() {
+                lease.put_back(c);
             }
+            rows.map_err(request_error)
         })
     }
 }
