@@ -84,9 +84,9 @@ fn dropped_by(qe: &Value) -> Vec<String> {
 ///   file reads, the log line and the protocol messages inside the QE,
 ///   measured at 0.1–0.4 ms; CPU time, so a busy machine delays but does
 ///   not lengthen it);
-/// - the join did no I/O of its own (warm cache, in-memory hash), so its
-///   BlockIO is 0 and QE9 cannot fire on it, whatever the disk writer
-///   beside it makes others wait.
+/// - the join is warm (cache) and in memory (hash) and one thread, so
+///   neither QE4 nor QE9 fires on it, whatever the disk writer beside it
+///   makes others wait.
 #[test]
 fn warm_join_drops_only_what_the_checks_justify() {
     if !root_or_skip("warm_join_drops_only_what_the_checks_justify") {
@@ -191,9 +191,38 @@ fn warm_join_drops_only_what_the_checks_justify() {
             "QE {n}: QE6 verdict vs {overall_ticks} overall ticks in {} ms on {cpus} CPUs: {by:?}",
             qe["time_meas_ms"]
         );
-        // Warm and in memory: nothing for QE4 or QE9 to find.
-        assert_eq!(blk, 0, "QE {n}: the warm join waited for I/O");
-        assert!(!qe4 && !qe9, "QE {n}: {by:?}");
+        // QE8 (App. E (8)): some process's BlockIO delay beyond Time_meas —
+        // a disk writer beside the test blocks for as long as the window
+        // lasts, which is longer than Time_meas. It must fire exactly then.
+        let per_process = qe["detail"] == "per_process";
+        let max_blk = qe["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| per_process || p["class"] == "query")
+            .filter_map(|p| p["blkio_ticks"].as_u64())
+            .max();
+        let qe8 =
+            max_blk.is_some_and(|b| b as f64 * tick_ms > qe["time_meas_ms"].as_f64().unwrap());
+        assert_eq!(
+            by.iter().any(|d| d == "QE8"),
+            qe8,
+            "QE {n}: QE8 verdict vs the largest BlockIO {max_blk:?} ticks: {by:?}"
+        );
+        // Warm and in memory, one thread: nothing for QE4 or QE9 to find.
+        // (The backend may still wait for a little I/O of its own — seen
+        // beside a disk writer: a few ms — which QE9 then compares with
+        // the iowait it shared in, never with other processes'.)
+        assert!(
+            !qe4 && !qe9,
+            "QE {n}: on-CPU {on_cpu}, BlockIO {blk}, share {share} ns: {by:?}"
+        );
+        if blk > 0 {
+            eprintln!(
+                "QE {n}: the backend waited {blk} ns for I/O (its share {share} ns), read {} bytes, wrote {} bytes",
+                q["read_bytes"], q["write_bytes"]
+            );
+        }
         // The exact time against the kernel's own counter, read by the
         // backend around the join.
         let inner = after - before;
@@ -208,13 +237,13 @@ fn warm_join_drops_only_what_the_checks_justify() {
     // Which checks may still drop a QE here: those that compare the
     // machine's other processes with the query (QE2: daemons computing
     // more than the DBMS — two CPU burners do; QE6/QE7: the machine's
-    // ticks against its CPUs × Time_meas, tick-sampled; QE10: context
-    // switches of a preempted backend). Not QE3 (the join takes tens of ms
+    // ticks against its CPUs × Time_meas, tick-sampled; QE8: another
+    // process's BlockIO; QE10: context switches of a preempted backend). Not QE3 (the join takes tens of ms
     // of CPU) and not QE12 (the backend is always found).
     for qe in qes {
         for d in dropped_by(qe) {
             assert!(
-                ["QE2", "QE5", "QE6", "QE7", "QE10", "QE11"].contains(&d.as_str()),
+                ["QE2", "QE5", "QE6", "QE7", "QE8", "QE10", "QE11"].contains(&d.as_str()),
                 "QE {} dropped by {d}",
                 qe["qe"]
             );
