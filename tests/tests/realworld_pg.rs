@@ -632,3 +632,112 @@ fn load_script_runs_whole_transactions() {
         percentile_ns(service, "50") / 1e3
     );
 }
+
+/// `pgbench` run in the background, killed on drop.
+struct Pgbench(std::process::Child);
+
+impl Drop for Pgbench {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// #14 case 5: `vprofile` on the backend serving `pgbench -S -c 1`, root
+/// PortalRun in Debian's stripped postgres (`--unnamed-children`), gives an
+/// answer: at least one factor selected (not "none"). The root's
+/// invocations are counted against pgbench's own count: every PortalRun of
+/// that backend is one of pgbench's select-only transactions (one
+/// statement each), so the round cannot see more invocations than pgbench
+/// processed in its whole run. Catches the selection stopping at a leaf
+/// below the threshold, and invocations invented or double-counted.
+#[test]
+fn vprofile_answers_on_the_pgbench_backend() {
+    if !root_or_skip("vprofile_answers_on_the_pgbench_backend") {
+        return;
+    }
+    let _serial = serial();
+    let c = Cluster::start("rwvprof");
+    pgbench_init(&c);
+    let mut bench = Pgbench(
+        std::process::Command::new(c.bin.join("pgbench"))
+            .args(["-n", "-S", "-c", "1", "-T", "20", "-d"])
+            .arg(c.conninfo())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("pgbench"),
+    );
+    let t0 = std::time::Instant::now();
+    let backend = loop {
+        // The client's backend, once it runs the select-only statement
+        // (pgbench's set-up connection comes and goes before it).
+        let pid = c.psql(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = 'pgbench' AND query LIKE 'SELECT abalance%'",
+        );
+        if let Ok(p) = pid.parse::<u32>() {
+            break p;
+        }
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(10),
+            "pgbench did not connect"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let json = c.dir.join("vprof.json");
+    let (code, text, err) = ttp(&[
+        "vprofile",
+        "--pid",
+        &backend.to_string(),
+        "--binary",
+        c.bin.join("postgres").to_str().unwrap(),
+        "--root",
+        "PortalRun",
+        "--unnamed-children",
+        "--duration",
+        "2s",
+        "--rounds",
+        "1",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}\n{text}");
+    let out = bench.0.wait_with_output_ref();
+    let processed: u64 = out
+        .lines()
+        .find_map(|l| l.strip_prefix("number of transactions actually processed: "))
+        .and_then(|n| n.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("pgbench's summary: {out}"));
+    let doc = json_file(&json);
+    let selected = doc["selected"].as_array().expect("selected");
+    assert!(
+        !selected.is_empty(),
+        "no factor selected (\"none\"):\n{text}"
+    );
+    let invocations = u64_at(&doc, "invocations");
+    assert!(
+        invocations >= 100 && invocations <= processed,
+        "{invocations} PortalRun invocations in 2 s, pgbench processed {processed} transactions"
+    );
+    assert!(doc["measurement"]["lost_records"].is_u64());
+    eprintln!(
+        "vprofile: selected {selected:?} over {invocations} invocations (pgbench: {processed} transactions)"
+    );
+}
+
+trait WaitOutput {
+    fn wait_with_output_ref(&mut self) -> String;
+}
+
+impl WaitOutput for std::process::Child {
+    /// Waits for the child and returns its standard output.
+    fn wait_with_output_ref(&mut self) -> String {
+        use std::io::Read;
+        let mut s = String::new();
+        if let Some(mut o) = self.stdout.take() {
+            let _ = o.read_to_string(&mut s);
+        }
+        let _ = self.wait();
+        s
+    }
+}
