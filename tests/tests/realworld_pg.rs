@@ -337,9 +337,12 @@ fn vprofile_answers_on_the_pgbench_backend() {
     let _serial = serial();
     let c = Cluster::start("rwvprof");
     pgbench_init(&c);
+    // 25 s: long enough for vprofile's attach and its 2 s round on a loaded
+    // machine (the backend must outlive the round); pgbench's summary is
+    // read once it ends.
     let mut bench = Pgbench(
         std::process::Command::new(c.bin.join("pgbench"))
-            .args(["-n", "-S", "-c", "1", "-T", "20", "-d"])
+            .args(["-n", "-S", "-c", "1", "-T", "25", "-d"])
             .arg(c.conninfo())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())
