@@ -29,7 +29,12 @@ use common::{pg::Cluster, realpg::*, *};
 /// - latency from the intended start contains the service time, so the
 ///   same holds between them;
 /// - the send lag is recorded for every request sent, with the part the
-///   sender's own CPU wait does not explain beside it.
+///   sender's own CPU wait does not explain beside it;
+/// - the `$1` values the server received (its log's parameters of each
+///   execute) lie in [1, 100000] and their mean is within 5 standard
+///   errors of a uniform draw's 50000.5 (sd of one draw 100000/√12, so
+///   the bound is 5 × 28868/√n: a false alarm about once in 1.7 million
+///   runs).
 ///
 /// No bound here depends on how fast the machine is: a busy machine makes
 /// every figure larger, never reorders them.
@@ -79,6 +84,34 @@ fn load_service_times_contain_the_servers_own() {
         (1..=2).contains(&by_backend.len()),
         "backends {:?} for a pool of 2",
         by_backend.keys()
+    );
+    // The parameters of each execute, as the server logged them on the
+    // line after it.
+    let log = log_lines_of(&c, None);
+    let values: Vec<f64> = log
+        .windows(2)
+        .filter(|w| {
+            w[0].contains("  execute ") && w[0].contains("FROM pgbench_accounts WHERE aid = $1")
+        })
+        .map(|w| {
+            let v = w[1]
+                .split("parameters: $1 = '")
+                .nth(1)
+                .and_then(|x| x.split('\'').next())
+                .unwrap_or_else(|| panic!("no parameter after {}: {}", w[0], w[1]));
+            v.parse::<f64>().expect("integer parameter")
+        })
+        .collect();
+    assert_eq!(values.len() as u64, ok, "one logged parameter per execute");
+    assert!(
+        values.iter().all(|&v| (1.0..=100_000.0).contains(&v)),
+        "a value outside [1, 100000]"
+    );
+    let mean = values.iter().sum::<f64>() / values.len() as f64;
+    let bound = 5.0 * 100_000.0 / 12f64.sqrt() / (values.len() as f64).sqrt();
+    assert!(
+        (mean - 50_000.5).abs() <= bound,
+        "mean of the values the server received {mean}, expected 50000.5 ± {bound}"
     );
     let mut server: Vec<f64> = by_backend.into_values().flatten().collect();
     server.sort_by(f64::total_cmp);
