@@ -165,7 +165,9 @@ END;
 ///   of balances grew by exactly the number ttp counts completed (each
 ///   adds 1), none failed;
 /// - the server executed the four statements in the script's order on
-///   each connection, once per completed transaction (its log);
+///   each connection, once per completed transaction (its log), the
+///   UPDATE and the SELECT of a transaction with the same `:aid`, drawn
+///   anew for each transaction;
 /// - each transaction's service time contains the server's execution of
 ///   its four statements, so at every reported percentile ttp's service
 ///   time is at least the server's per-transaction sum (the same order
@@ -239,8 +241,11 @@ fn load_script_runs_whole_transactions() {
         "committed transactions vs ttp's completed"
     );
     // The server's executions, per backend in log order.
-    let mut per_backend: BTreeMap<u64, Vec<(String, f64)>> = BTreeMap::new();
-    for l in log_lines_of(&c, None) {
+    // (statement kind, duration µs, its `$1` as logged on the next line).
+    type Exec = (String, f64, Option<String>);
+    let mut per_backend: BTreeMap<u64, Vec<Exec>> = BTreeMap::new();
+    let log = log_lines_of(&c, None);
+    for (i, l) in log.iter().enumerate() {
         let Some(rest) = l.split("LOG:  duration: ").nth(1) else {
             continue;
         };
@@ -255,20 +260,42 @@ fn load_script_runs_whole_transactions() {
             .and_then(|x| x.parse().ok())
             .unwrap();
         let kind = sql.split_whitespace().next().unwrap_or("").to_string();
-        per_backend
-            .entry(pid)
-            .or_default()
-            .push((kind, ms.parse::<f64>().unwrap() * 1000.0));
+        let param = log
+            .get(i + 1)
+            .and_then(|d| d.split("parameters: $1 = '").nth(1))
+            .and_then(|x| x.split('\'').next())
+            .map(str::to_string);
+        per_backend.entry(pid).or_default().push((
+            kind,
+            ms.parse::<f64>().unwrap() * 1000.0,
+            param,
+        ));
     }
     let mut tx_us: Vec<f64> = Vec::new();
+    let mut distinct = std::collections::BTreeSet::new();
     for (pid, execs) in &per_backend {
         assert_eq!(execs.len() % 4, 0, "backend {pid}: {execs:?}");
         for tx in execs.chunks(4) {
-            let kinds: Vec<&str> = tx.iter().map(|(k, _)| k.as_str()).collect();
+            let kinds: Vec<&str> = tx.iter().map(|(k, _, _)| k.as_str()).collect();
             assert_eq!(kinds, ["BEGIN", "UPDATE", "SELECT", "END"], "backend {pid}");
-            tx_us.push(tx.iter().map(|(_, d)| d).sum());
+            // :aid is drawn once a transaction: the UPDATE and the SELECT
+            // of one transaction got the same value.
+            assert!(
+                tx[1].2.is_some() && tx[1].2 == tx[2].2,
+                "backend {pid}: {tx:?}"
+            );
+            distinct.insert(tx[1].2.clone());
+            tx_us.push(tx.iter().map(|(_, d, _)| d).sum());
         }
     }
+    // A new draw each transaction: of n uniform draws on 100 000 values,
+    // the expected number of repeated pairs is n²/200 000 (0.2 for 200).
+    assert!(
+        distinct.len() + 5 >= tx_us.len(),
+        "{} distinct :aid values in {} transactions",
+        distinct.len(),
+        tx_us.len()
+    );
     assert_eq!(tx_us.len() as u64, ok, "transactions the server executed");
     tx_us.sort_by(f64::total_cmp);
     let service = &ph["series"]["open_service_time"];
