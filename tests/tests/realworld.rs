@@ -353,9 +353,11 @@ fn emp_run_pins_the_program() {
     let spin = fixture("fixture-spin");
     let seen = temp_path("emp-cpu.txt");
     let _ = std::fs::remove_file(&seen);
-    // The spinner's threads, listed while it runs (it burns 2 × 200 ms).
+    // The spinner's threads, listed once all three exist (it burns 2 × 200
+    // ms on one CPU, so they live at least 0.4 s; polled every 10 ms, for
+    // at most 5 s).
     let script = format!(
-        "{} --threads 2 --cpu-ms 200 & p=$!; sleep 0.1; cat /proc/$p/task/*/status | grep Cpus_allowed_list >> {}; wait $p",
+        "{} --threads 2 --cpu-ms 200 & p=$!; i=0; while [ $(ls /proc/$p/task 2>/dev/null | wc -l) -lt 3 ] && [ $i -lt 500 ]; do sleep 0.01; i=$((i+1)); done; cat /proc/$p/task/*/status | grep Cpus_allowed_list >> {}; wait $p",
         spin.display(),
         seen.display()
     );
@@ -381,7 +383,7 @@ fn emp_run_pins_the_program() {
     let _ = std::fs::remove_file(&seen);
     let lines: Vec<&str> = lines.lines().collect();
     // Warm-up + 2 runs, each with the main thread and its 2 workers.
-    assert!(lines.len() >= 3 * 3, "{lines:?}");
+    assert_eq!(lines.len(), 3 * 3, "{lines:?}");
     for l in &lines {
         assert_eq!(*l, format!("Cpus_allowed_list:\t{cpu}"), "{lines:?}");
     }
