@@ -488,7 +488,8 @@ fn backend_of(c: &Cluster, app: &str) -> u32 {
 /// completed disk I/O in the recording (eq. 10 distributes the blocked
 /// time over the unit's concurrent consumers) — a disk writer running
 /// beside the test is such a process; the test's own processes (the lock
-/// holder's backend, psql) and the idle postmaster are not. The victim's
+/// holder's backend, psql) and the idle postmaster are not, unless they
+/// read or wrote a block themselves. The victim's
 /// disk blocked time is at most its own iowait. Catches blame on
 /// processes that did not use the disk, and blocked time invented.
 #[test]
@@ -503,7 +504,7 @@ fn blame_on_a_backend_reading_alone() {
     c.start_server();
     let mut holder = Session::start(&c, "holder");
     holder.send("SELECT pg_advisory_lock(1);");
-    let holder_backend = backend_of(&c, "holder");
+    backend_of(&c, "holder");
     // The lock is held before the victim asks for it.
     std::thread::sleep(std::time::Duration::from_millis(300));
     let mut victim = Session::start(&c, "victim");
@@ -601,7 +602,6 @@ fn blame_on_a_backend_reading_alone() {
                 io_pids.contains(&pid),
                 "pid {pid} blamed {on_disk} ns for the disk without disk I/O of its own: {culprit}"
             );
-            assert_ne!(pid, u64::from(holder_backend), "{culprit}");
         }
     }
     // Eq. 10: the contributions (the unknown cause's included) add up to
