@@ -307,6 +307,27 @@ fn load_script_runs_whole_transactions() {
             "p{p}: transaction service time {svc} µs below the server's {srv} µs"
         );
     }
+    // A variable whose range its column's type cannot hold: refused at
+    // connect, naming the variable as the script wrote it.
+    let wide = c.dir.join("wide.sql");
+    std::fs::write(
+        &wide,
+        "\\set aid random(1, 9999999999)\nSELECT abalance FROM pgbench_accounts WHERE aid = :aid;\n",
+    )
+    .unwrap();
+    let (code, _, err) = ttp(&[
+        "load",
+        "--rate",
+        "10",
+        "--duration",
+        "1s",
+        "--postgres",
+        &c.conninfo(),
+        "-f",
+        wide.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("does not fit :aid of type int4"), "{err}");
     eprintln!(
         "script: {ok} transactions; server p50 {:.1} µs, ttp service p50 {:.1} µs",
         sorted_percentile(&tx_us, 50.0),

@@ -12,7 +12,7 @@ use clap::ArgGroup;
 use crate::{
     error::{UsageError, usage},
     protocol::load::{
-        Model, PhasePlan,
+        LoadError, Model, PhasePlan,
         analytic::expected_open_latencies_ns,
         clock::ClockKind,
         driver::{PhaseHooks, run_phase},
@@ -21,7 +21,7 @@ use crate::{
         schedule::Arrivals,
         simulator::{Hiccup, SimParams, SimulateFactory},
         svg,
-        targets::{ExecFactory, TargetFactory},
+        targets::{ExecFactory, TargetError, TargetFactory},
     },
     report::atomic,
     sys::invoker::Invoker,
@@ -452,8 +452,17 @@ pub fn measure(cfg: &LoadConfig) -> anyhow::Result<LoadReport> {
                 ClockKind::Virtual => None,
             },
         };
-        let phase = run_phase(model, cfg.plan, cfg.clock, cfg.factory.clone(), hooks)
-            .with_context(|| format!("{model:?} model phase failed"))?;
+        let phase = match run_phase(model, cfg.plan, cfg.clock, cfg.factory.clone(), hooks) {
+            Ok(p) => p,
+            // A target that cannot be reached or refuses the statements is
+            // the user's to fix (as for `run --postgres`): exit 2.
+            Err(e @ LoadError::Target(TargetError::Connect { .. })) => {
+                return usage(format!("{model:?} model phase: {e}"));
+            }
+            Err(e) => {
+                return Err(anyhow::Error::new(e).context(format!("{model:?} model phase failed")));
+            }
+        };
         phases.push(phase);
     }
     Ok(LoadReport {

@@ -143,14 +143,23 @@ async fn connect_one(config: &Config, script: &Script) -> Result<Conn, String> {
             .await
             .map_err(|e| crate::pg::PgError::from_client(&st.sql, e).to_string())?;
         let params: Vec<&ParamSpec> = st.vars.iter().map(|&v| &script.vars[v]).collect();
-        check_types(&statement, &params)?;
+        check_types(&statement, &params, script.from_file)?;
         statements.push(statement);
     }
     Ok(Conn { client, statements })
 }
 
-/// The statement's `$n` are integers whose type holds each variable's range.
-fn check_types(statement: &Statement, params: &[&ParamSpec]) -> Result<(), String> {
+/// The statement's `$n` are integers whose type holds each variable's
+/// range. Errors name `$n` for `--sql`, the `:NAME` of a script's line.
+fn check_types(
+    statement: &Statement,
+    params: &[&ParamSpec],
+    from_file: bool,
+) -> Result<(), String> {
+    let what = |i: usize| match params.get(i) {
+        Some(p) if from_file => format!(":{}", p.name),
+        _ => format!("${}", i + 1),
+    };
     let n_params = params.len();
     let types = statement.params();
     if types.len() != n_params {
@@ -165,9 +174,9 @@ fn check_types(statement: &Statement, params: &[&ParamSpec]) -> Result<(), Strin
         .find(|(_, t)| ![Type::INT2, Type::INT4, Type::INT8].contains(t))
     {
         return Err(format!(
-            "${} has type {t}; --param draws integers (smallint, integer, bigint); cast it, e.g. ${}::bigint",
-            i + 1,
-            i + 1
+            "{} has type {t}; the values drawn are integers (smallint, integer, bigint); cast it, e.g. {}::bigint",
+            what(i),
+            what(i)
         ));
     }
     for ((i, t), p) in types.iter().enumerate().zip(params) {
@@ -179,12 +188,13 @@ fn check_types(statement: &Statement, params: &[&ParamSpec]) -> Result<(), Strin
             (i64::MIN, i64::MAX)
         };
         if p.lo < min || p.hi > max {
+            let given = if from_file { "\\set" } else { "--param" };
             return Err(format!(
-                "--param {}: [{}, {}] does not fit ${} of type {t}",
+                "{given} {}: [{}, {}] does not fit {} of type {t}",
                 p.name,
                 p.lo,
                 p.hi,
-                i + 1
+                what(i)
             ));
         }
     }

@@ -33,6 +33,9 @@ pub struct Script {
     /// The `\set` variables, in the order they are drawn.
     pub vars: Vec<ParamSpec>,
     pub statements: Vec<ScriptStatement>,
+    /// Parsed from a file (`-f`), not `--sql`: errors name `:NAME`.
+    #[serde(skip)]
+    pub from_file: bool,
 }
 
 impl Script {
@@ -45,6 +48,7 @@ impl Script {
                 vars: (0..params.len()).collect(),
             }],
             vars: params,
+            from_file: false,
         }
     }
 
@@ -82,7 +86,11 @@ impl Script {
                 "{name}: no SQL statement (one per line, e.g. SELECT abalance FROM pgbench_accounts WHERE aid = :aid;)"
             ));
         }
-        Ok(Self { vars, statements })
+        Ok(Self {
+            vars,
+            statements,
+            from_file: true,
+        })
     }
 
     /// The statements' SQL, one per line, for reports.
