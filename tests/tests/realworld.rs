@@ -330,3 +330,74 @@ fn mistyped_command_fails_in_one_line() {
     assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
     assert!(err.contains("no-such-command-xyz"), "{err}");
 }
+
+/// #14 item 3: `run --protocol emp --cpu N`: every run of a program with
+/// two threads is allowed CPU N only (the kernel's Cpus_allowed_list of the
+/// process and of each of its threads, read by the program's shell from
+/// /proc while it runs), and the result says so. Catches --cpu refused or
+/// ignored under EMP.
+#[test]
+fn emp_run_pins_the_program() {
+    if !root_or_skip("emp_run_pins_the_program") {
+        return;
+    }
+    let _serial = serial();
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    let cpu: u32 = online
+        .trim()
+        .rsplit([',', '-'])
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let spin = fixture("fixture-spin");
+    let seen = temp_path("emp-cpu.txt");
+    let _ = std::fs::remove_file(&seen);
+    // The spinner's threads, listed once all three exist (it burns 2 × 200
+    // ms on one CPU, so they live at least 0.4 s; polled every 10 ms, for
+    // at most 5 s).
+    let script = format!(
+        "{} --threads 2 --cpu-ms 200 & p=$!; i=0; while [ $(ls /proc/$p/task 2>/dev/null | wc -l) -lt 3 ] && [ $i -lt 500 ]; do sleep 0.01; i=$((i+1)); done; cat /proc/$p/task/*/status | grep Cpus_allowed_list >> {}; wait $p",
+        spin.display(),
+        seen.display()
+    );
+    let json = temp_path("emp-cpu.json");
+    let (code, out, err) = ttp(&[
+        "run",
+        "--protocol",
+        "emp",
+        "-n",
+        "2",
+        "--as-root",
+        "--cpu",
+        &cpu.to_string(),
+        "--json",
+        json.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    assert_eq!(code, 0, "{err}\n{out}");
+    let lines = std::fs::read_to_string(&seen).expect("the program's own view");
+    let _ = std::fs::remove_file(&seen);
+    let lines: Vec<&str> = lines.lines().collect();
+    // Warm-up + 2 runs, each with the main thread and its 2 workers.
+    assert_eq!(lines.len(), 3 * 3, "{lines:?}");
+    for l in &lines {
+        assert_eq!(*l, format!("Cpus_allowed_list:\t{cpu}"), "{lines:?}");
+    }
+    let doc = json_file(&json);
+    let _ = std::fs::remove_file(&json);
+    let pinned = format!("pinned to CPU {cpu} with sched_setaffinity");
+    assert!(
+        doc["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d.as_str().unwrap().contains(&pinned)),
+        "{}",
+        doc["notes"]
+    );
+    assert!(out.contains(&pinned), "the report states it: {out}");
+}

@@ -1,6 +1,7 @@
 //! Shared by the privileged integration tests.
 #![allow(dead_code)]
 pub mod pg;
+pub mod realpg;
 use std::{
     io::{BufRead, BufReader, Write},
     path::PathBuf,

@@ -94,6 +94,7 @@ fn measure(args: &Args) -> anyhow::Result<(Vec<String>, Vec<EmpRun>, Vec<String>
     };
     let stop = StopFlag::install().context("installing signal handlers")?;
     let plan = LivePlan {
+        pin: None,
         command: &command,
         runs: args.runs,
         timeout: Some(args.timeout),

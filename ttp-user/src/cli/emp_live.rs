@@ -35,6 +35,9 @@ pub struct LivePlan<'a> {
     pub quiet: bool,
     /// Progress-bar unit.
     pub unit: &'static str,
+    /// `run --cpu LIST`: every run (the warm-up too) pinned to these CPUs
+    /// before exec.
+    pub pin: Option<crate::sys::affinity::CpuList>,
 }
 
 /// The runs measured, and why the loop ended early if it did.
@@ -89,6 +92,12 @@ pub fn measure(
         cmd.args(&plan.command[1..]);
         if plan.quiet {
             cmd.stdout(std::process::Stdio::null());
+        }
+        if let Some(pin) = plan.pin.clone() {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: pin_self only calls sched_setaffinity on a set on the
+            // stack: no allocation or lock between fork and exec.
+            unsafe { cmd.pre_exec(move || pin.pin_self()) };
         }
         let mut outcome = match qe::measure(&mut ctx, index + 1, cmd, None) {
             Ok(o) => o,

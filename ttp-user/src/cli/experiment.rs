@@ -139,6 +139,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         humantime::parse_duration(v.as_deref().unwrap_or(d)).unwrap_or_default()
     };
     let opts = RunnerOptions {
+        cpu: None,
         cold_cache: spec.cold_cache,
         restart: spec.restart_cmd.clone().map(Restart::Command),
         backoff: dur(&spec.backoff, "100ms"),

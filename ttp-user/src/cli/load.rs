@@ -12,7 +12,7 @@ use clap::ArgGroup;
 use crate::{
     error::{UsageError, usage},
     protocol::load::{
-        Model, PhasePlan,
+        LoadError, Model, PhasePlan,
         analytic::expected_open_latencies_ns,
         clock::ClockKind,
         driver::{PhaseHooks, run_phase},
@@ -21,7 +21,7 @@ use crate::{
         schedule::Arrivals,
         simulator::{Hiccup, SimParams, SimulateFactory},
         svg,
-        targets::{ExecFactory, TargetFactory},
+        targets::{ExecFactory, TargetError, TargetFactory},
     },
     report::atomic,
     sys::invoker::Invoker,
@@ -48,12 +48,13 @@ pub enum ModelChoice {
 ///
 /// Targets: --simulate (the SickStore queue model, whose latencies are known),
 /// --exec -- CMD… (one process per request; exit status 0 is success) or
-/// --postgres CONNSTR --sql "…" (a pool of connections, the statement
-/// prepared once on each) or --tcp HOST:PORT (a line answered by a line). With --attach-pid PID (needs root) the kernel
+/// --postgres CONNSTR --sql "…" or -f SCRIPT (a pool of connections, the
+/// statements prepared once on each) or --tcp HOST:PORT (a line answered by a line). With --attach-pid PID (needs root) the kernel
 /// ledger of that process and its descendants is sampled every second
 /// beside the latency timeline.
 #[derive(Debug, clap::Args)]
 #[command(group(ArgGroup::new("target").required(true).args(["simulate", "exec", "postgres", "tcp"])))]
+#[command(group(ArgGroup::new("statements").args(["sql", "file"])))]
 pub struct LoadArgs {
     /// Requests per second to send (the open model's arrival rate, the
     /// closed model's target throughput).
@@ -136,9 +137,23 @@ pub struct LoadArgs {
     pub exec: bool,
 
     /// Target: PostgreSQL (key=value pairs or a postgresql:// URL); each
-    /// request executes --sql on a connection of the pool.
-    #[arg(long, value_name = "CONNSTR", requires = "sql")]
+    /// request executes --sql, or the script of -f, on a connection of the
+    /// pool.
+    #[arg(long, value_name = "CONNSTR", requires = "statements")]
     pub postgres: Option<String>,
+
+    /// --postgres: a transaction script in pgbench's format (the subset of
+    /// docs/load.md: one statement per line, `\set NAME random(LO, HI)`,
+    /// `:NAME`, BEGIN;/END;); each request runs it whole on one connection,
+    /// so latencies are per transaction.
+    #[arg(
+        short = 'f',
+        long = "file",
+        value_name = "SCRIPT",
+        requires = "postgres",
+        conflicts_with_all = ["sql", "param"]
+    )]
+    pub file: Option<PathBuf>,
 
     /// --postgres: the statement each request executes (prepared once per
     /// connection; its rows are read and dropped).
@@ -247,7 +262,12 @@ impl LoadArgs {
         // recorded, so the run can be repeated.
         let seed = match self.seed {
             Some(s) => s,
-            None if self.arrivals == Arrivals::Uniform && self.param.is_empty() => 0,
+            None if self.arrivals == Arrivals::Uniform
+                && self.param.is_empty()
+                && self.file.is_none() =>
+            {
+                0
+            }
             None => SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .map(|d| d.as_nanos() as u64)
@@ -305,19 +325,37 @@ impl LoadArgs {
             if self.clock == Some(ClockKind::Virtual) {
                 return usage("--postgres needs the real clock; drop --clock virtual");
             }
-            let f = crate::pg::load::PgFactory::new(
-                conninfo,
-                self.sql.as_deref().unwrap_or(""),
-                self.pool_size,
-            )
-            .or_else(usage)?;
-            let params = self
-                .param
-                .iter()
-                .map(|p| crate::pg::load::ParamSpec::parse(p))
-                .collect::<Result<Vec<_>, _>>()
-                .or_else(usage)?;
-            (Arc::new(f.with_params(params, seed)), None, ClockKind::Real)
+            let f = match &self.file {
+                Some(path) => {
+                    let text = std::fs::read_to_string(path).or_else(|e| {
+                        usage(format!(
+                            "-f {}: {e}; give a readable pgbench-style script",
+                            path.display()
+                        ))
+                    })?;
+                    let name = path.display().to_string();
+                    let script = crate::pg::script::Script::parse(&name, &text).or_else(usage)?;
+                    crate::pg::load::PgFactory::new(conninfo, &script.text(), self.pool_size)
+                        .or_else(usage)?
+                        .with_script(script, &name, seed)
+                }
+                None => {
+                    let params = self
+                        .param
+                        .iter()
+                        .map(|p| crate::pg::load::ParamSpec::parse(p))
+                        .collect::<Result<Vec<_>, _>>()
+                        .or_else(usage)?;
+                    crate::pg::load::PgFactory::new(
+                        conninfo,
+                        self.sql.as_deref().unwrap_or(""),
+                        self.pool_size,
+                    )
+                    .or_else(usage)?
+                    .with_params(params, seed)
+                }
+            };
+            (Arc::new(f), None, ClockKind::Real)
         } else {
             if sim_only {
                 return usage(
@@ -414,8 +452,17 @@ pub fn measure(cfg: &LoadConfig) -> anyhow::Result<LoadReport> {
                 ClockKind::Virtual => None,
             },
         };
-        let phase = run_phase(model, cfg.plan, cfg.clock, cfg.factory.clone(), hooks)
-            .with_context(|| format!("{model:?} model phase failed"))?;
+        let phase = match run_phase(model, cfg.plan, cfg.clock, cfg.factory.clone(), hooks) {
+            Ok(p) => p,
+            // A target that cannot be reached or refuses the statements is
+            // the user's to fix (as for `run --postgres`): exit 2.
+            Err(e @ LoadError::Target(TargetError::Connect { .. })) => {
+                return usage(format!("{model:?} model phase: {e}"));
+            }
+            Err(e) => {
+                return Err(anyhow::Error::new(e).context(format!("{model:?} model phase failed")));
+            }
+        };
         phases.push(phase);
     }
     Ok(LoadReport {
@@ -474,262 +521,4 @@ pub fn run(args: LoadArgs) -> anyhow::Result<()> {
 #[cfg(test)]
 mod report_tests;
 #[cfg(test)]
-mod tests {
-    use clap::Parser;
-
-    use super::*;
-    use crate::cli::{Cli, Command};
-
-    fn parse(args: &[&str]) -> LoadArgs {
-        let mut argv = vec!["ttp-ebpf", "load"];
-        argv.extend_from_slice(args);
-        match Cli::try_parse_from(argv).unwrap().command {
-            Command::Load(a) => a,
-            other => panic!("parsed as {other:?}"),
-        }
-    }
-
-    /// Catches bad input that slips through to a run (or panics) instead of
-    /// a usage error (exit code 2) that says what to do.
-    #[test]
-    fn invalid_options_are_usage_errors() {
-        let cases: &[&[&str]] = &[
-            &[
-                "--rate",
-                "0",
-                "--duration",
-                "1s",
-                "--simulate",
-                "--capacity",
-                "10",
-            ],
-            &[
-                "--rate",
-                "NaN",
-                "--duration",
-                "1s",
-                "--simulate",
-                "--capacity",
-                "10",
-            ],
-            &[
-                "--rate",
-                "10",
-                "--duration",
-                "0s",
-                "--simulate",
-                "--capacity",
-                "10",
-            ],
-            &[
-                "--rate",
-                "10",
-                "--duration",
-                "1s",
-                "--simulate",
-                "--capacity=-1",
-            ],
-            &[
-                "--rate",
-                "10",
-                "--duration",
-                "1s",
-                "--simulate",
-                "--capacity",
-                "10",
-                "--connections",
-                "0",
-            ],
-            &[
-                "--rate",
-                "10",
-                "--duration",
-                "1s",
-                "--simulate",
-                "--capacity",
-                "10",
-                "--",
-                "true",
-            ],
-            &["--rate", "10", "--duration", "1s", "--exec"],
-            &[
-                "--rate",
-                "10",
-                "--duration",
-                "1s",
-                "--exec",
-                "--clock",
-                "virtual",
-                "--",
-                "true",
-            ],
-            &[
-                "--rate",
-                "10",
-                "--duration",
-                "1s",
-                "--exec",
-                "--capacity",
-                "5",
-                "--",
-                "true",
-            ],
-            &[
-                "--rate",
-                "10",
-                "--duration",
-                "1s",
-                "--exec",
-                "--",
-                "/no/such/program",
-            ],
-        ];
-        for args in cases {
-            let err = parse(args)
-                .validate()
-                .err()
-                .unwrap_or_else(|| panic!("{args:?} accepted"));
-            assert_eq!(crate::error::exit_code(&err), 2, "{args:?}: {err:#}");
-        }
-        // And clap itself refuses a run without a target or with two.
-        assert!(
-            Cli::try_parse_from(["ttp-ebpf", "load", "--rate", "1", "--duration", "1s"]).is_err()
-        );
-        assert!(
-            Cli::try_parse_from([
-                "ttp-ebpf",
-                "load",
-                "--rate",
-                "1",
-                "--duration",
-                "1s",
-                "--simulate",
-                "--capacity",
-                "2",
-                "--exec",
-                "--",
-                "true"
-            ])
-            .is_err()
-        );
-    }
-
-    /// Catches defaults that drift from the documented ones: the simulator
-    /// runs on the virtual clock with the paper's 50 µs, exec on the real
-    /// clock, the seed is always recorded, `all` runs open then closed.
-    #[test]
-    fn defaults() {
-        let cfg = parse(&[
-            "--rate",
-            "10",
-            "--duration",
-            "1s",
-            "--simulate",
-            "--capacity",
-            "10",
-            "--model",
-            "all",
-        ])
-        .validate()
-        .unwrap();
-        assert_eq!(cfg.clock, ClockKind::Virtual);
-        assert_eq!(cfg.sim.unwrap().service_latency_ns, 50_000);
-        assert_eq!(cfg.models, vec![Model::Open, Model::Closed]);
-        assert_eq!((cfg.plan.max_in_flight, cfg.plan.connections), (4096, 1));
-        assert_eq!(cfg.plan.grace_ns, 1_000_000_000);
-        let cfg = parse(&[
-            "--rate",
-            "10",
-            "--duration",
-            "1s",
-            "--seed",
-            "7",
-            "--exec",
-            "--",
-            "true",
-        ])
-        .validate()
-        .unwrap();
-        assert_eq!(cfg.clock, ClockKind::Real);
-        assert_eq!(cfg.plan.seed, 7);
-    }
-
-    /// The whole command on the simulator: catches a JSON document that does
-    /// not follow `ttp.load/1` (schema first, one phase per model, the
-    /// series names, the queue model's answer) or files that are listed but
-    /// not written. Numbers checked against hand computation: 100 req/s for
-    /// 5 s is 500 requests; a 0.5 s hiccup at 2 s against 125 req/s gives
-    /// request 200 a wait of 0.5 − (1/100 − 1/125) = 0.498 s, the maximum.
-    #[test]
-    fn json_hgrm_and_svg_files() {
-        let dir = std::env::temp_dir().join(format!("ttp-load-cli-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let (json, hgrm, svg) = (dir.join("r.json"), dir.join("r.hgrm"), dir.join("r.svg"));
-        let args = parse(&[
-            "--rate",
-            "100",
-            "--duration",
-            "5s",
-            "--model",
-            "all",
-            "--connections",
-            "2",
-            "--simulate",
-            "--capacity",
-            "125",
-            "--hiccup-at",
-            "2s",
-            "--hiccup-for",
-            "500ms",
-            "--service-latency",
-            "0s",
-            "--json",
-            json.to_str().unwrap(),
-            "--hgrm",
-            hgrm.to_str().unwrap(),
-            "--svg",
-            svg.to_str().unwrap(),
-        ]);
-        run(args).unwrap();
-        let text = std::fs::read_to_string(&json).unwrap();
-        assert!(
-            text.starts_with("{\n  \"schema\": \"ttp.load/1\""),
-            "{}",
-            &text[..80]
-        );
-        let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
-        assert_eq!(doc["clock"], "virtual");
-        assert_eq!(doc["target"]["kind"], "simulate");
-        let phases = doc["phases"].as_array().unwrap();
-        assert_eq!(phases.len(), 2);
-        assert_eq!(phases[0]["model"], "open");
-        assert_eq!(phases[1]["model"], "closed");
-        assert_eq!(phases[0]["scheduled"], 500);
-        assert_eq!(phases[0]["completed_ok"], 500);
-        assert_eq!(phases[0]["error_total"], 0);
-        assert_eq!(phases[0]["timeline"].as_array().unwrap().len(), 6);
-        let open_max = phases[0]["series"]["open_latency"]["max_ns"]
-            .as_u64()
-            .unwrap();
-        assert!(open_max.abs_diff(498_000_000) <= 498_000, "{open_max}");
-        assert!(phases[1]["series"]["closed_uncorrected"]["percentiles_ns"]["99"].is_u64());
-        assert!(phases[1]["series"]["closed_intended"]["count"].is_u64());
-        assert_eq!(doc["expected_open_latency_ns"]["max_ns"], 498_000_000);
-        let files: Vec<String> = doc["files"]["hgrm"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|v| v.as_str().unwrap().to_string())
-            .collect();
-        assert_eq!(files.len(), 5);
-        for f in &files {
-            assert!(std::path::Path::new(f).is_file(), "{f} listed but missing");
-        }
-        assert_eq!(
-            std::fs::read_to_string(&hgrm).unwrap(),
-            std::fs::read_to_string(dir.join("r.open_latency.hgrm")).unwrap()
-        );
-        assert!(std::fs::read_to_string(&svg).unwrap().starts_with("<svg"));
-        std::fs::remove_dir_all(&dir).ok();
-    }
-}
+mod tests;

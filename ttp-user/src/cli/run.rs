@@ -110,9 +110,11 @@ pub struct RunArgs {
     pub backoff: Duration,
     /// Pin the measured command to these CPUs (a cpulist such as 1, 0,2 or
     /// 0-3, as taskset -c takes): sched_setaffinity in the child before
-    /// exec, inherited by everything it starts. The report's Sec. 9
-    /// paragraph states it. --prepare and --plan-cmd are not pinned.
-    #[arg(long = "cpu", value_name = "LIST", conflicts_with = "postgres")]
+    /// exec, inherited by everything it starts (with --protocol emp, every
+    /// run); with --postgres, the backend serving ttp's connection, before
+    /// each QE. The report states it. --prepare and --plan-cmd are not
+    /// pinned.
+    #[arg(long = "cpu", value_name = "LIST")]
     pub cpu: Option<String>,
     /// Print the command's standard output (by default it is discarded,
     /// as hyperfine does, so the report is not mixed with it; standard
@@ -210,11 +212,6 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         return usage("--postgres measures with TTPv2; --protocol emp applies to commands");
     }
     if args.protocol == super::run_emp::Protocol::Emp {
-        if args.cpu.is_some() {
-            return usage(
-                "--cpu pins the executions of TTPv2 runs only; leave it out with --protocol emp",
-            );
-        }
         return super::run_emp::run(args);
     }
     args.emp.reject_outside_emp()?;

@@ -156,7 +156,12 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     // first run (so the snapshot does not see the program).
     let setup = EmpSetup::from_check(run_checks(PathBuf::from("/"), &LiveProbes, SETUP_SAMPLE));
     let stop = StopFlag::install().context("installing signal handlers")?;
+    let pin = match &args.cpu {
+        Some(list) => Some(super::run::cpu_list(list)?),
+        None => None,
+    };
     let plan = LivePlan {
+        pin: pin.clone(),
         command: &args.command,
         runs: args.n,
         timeout: Some(args.timeout),
@@ -193,6 +198,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         }
     };
     o.notes.extend(live.notes);
+    if let Some(pin) = &pin {
+        o.notes.push(super::run::pinned_statement(pin));
+    }
     if live.interrupted {
         o.notes.push(format!(
             "interrupted: {} of {} runs measured; the result covers those",

@@ -46,6 +46,16 @@ pub(crate) fn run_json(
     Ok((doc, v))
 }
 
+/// The sentence the Sec. 9 paragraph (6) carries for `--cpu` with
+/// `--postgres`: the query process is the backend, not a command ttp starts.
+fn pinned_statement(pin: &crate::sys::affinity::CpuList) -> String {
+    let n = pin.cpus().len();
+    format!(
+        "the backend serving the measuring connection (the query process) was pinned to CPU{} {pin} with sched_setaffinity before each QE (--cpu); the postmaster and other processes were not, and the other CPUs stayed online",
+        if n == 1 { "" } else { "s" }
+    )
+}
+
 /// One line per fact a reader of the report needs about the server.
 pub(crate) fn header(facts: &PgFacts, qc: &QcInput) -> String {
     let mut pids = facts.backend_pids.clone();
@@ -104,6 +114,10 @@ pub fn run(args: RunArgs, conninfo: &str) -> anyhow::Result<()> {
         return usage("--restart-cmd restarts the server for a cold cache; add --cold-cache");
     }
     let labels: Labels = super::run::parse_labels(&args.labels)?;
+    let pin = match &args.cpu {
+        Some(list) => Some(super::run::cpu_list(list)?),
+        None => None,
+    };
     crate::sys::privileges::require_bpf()?;
     let pg = Pg::new(conninfo).map_err(pg_error)?;
     let stop = StopFlag::install().context("installing signal handlers")?;
@@ -112,10 +126,14 @@ pub fn run(args: RunArgs, conninfo: &str) -> anyhow::Result<()> {
         restart: args.restart_cmd.clone().map(Restart::Command),
         backoff: args.backoff,
         statement_timeout: Some(args.timeout),
+        cpu: pin.clone(),
     };
     let mut runner = Runner::start(&pg, opts, stop).map_err(pg_error)?;
     runner.check_sql(sql).map_err(pg_error)?;
-    let (mut session, machine) = crate::pg::open_session(args.cold_cache)?;
+    let (mut session, mut machine) = crate::pg::open_session(args.cold_cache)?;
+    if let Some(pin) = &pin {
+        machine.deviations.push(pinned_statement(pin));
+    }
     let bar = crate::report::progress::bar(u64::from(args.n), "QE");
     let json = args.json.clone();
     let mut write_err: Option<anyhow::Error> = None;

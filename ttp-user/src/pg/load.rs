@@ -1,20 +1,24 @@
-//! `ttp-ebpf load --postgres CONNSTR --sql "…"`: the load driver's target
-//! for PostgreSQL. A pool of connections, each with the statement prepared
-//! once; a request takes a free connection, executes the statement and
-//! consumes its rows. The pool is sized to the phase's concurrency (capped
+//! `ttp-ebpf load --postgres CONNSTR --sql "…"` (or `-f SCRIPT`): the load
+//! driver's target for PostgreSQL. A pool of connections, each with the
+//! statements prepared once; a request takes a free connection, executes
+//! the statement — or the script's statements in order, one transaction
+//! (pg::script) — and consumes their rows. The pool is sized to the phase's concurrency (capped
 //! by `--pool-size`), so requests over it wait for a connection — with
 //! their latency still counted from their intended start (open model).
 use std::sync::{Arc, Mutex};
 
-use tokio::sync::Semaphore;
 use tokio_postgres::{
     Client, Config, NoTls, Statement,
     types::{ToSql, Type},
 };
 
-use super::session::{describe, parse_config};
+use super::{
+    script::Script,
+    session::{describe, parse_config},
+};
 use crate::protocol::load::{
     clock::{Clock, ClockKind},
+    pool::Pool,
     schedule::SplitMix64,
     targets::{ConnectFuture, RequestError, RequestFuture, Target, TargetError, TargetFactory},
 };
@@ -71,21 +75,32 @@ impl ParamSpec {
     }
 }
 
-/// `--postgres CONNSTR --sql SQL [--param …] [--pool-size N]`.
+/// `--postgres CONNSTR (--sql SQL [--param …] | -f SCRIPT) [--pool-size N]`.
 #[derive(Debug, Clone)]
 pub struct PgFactory {
     config: Config,
-    sql: String,
+    script: Script,
+    /// `-f`: the script's file, for reports.
+    file: Option<String>,
     pool_max: usize,
-    params: Vec<ParamSpec>,
     param_seed: u64,
 }
 
 impl PgFactory {
-    /// `params` are `$1`, `$2`, … in order; their values come from a
-    /// SplitMix64 seeded with `param_seed`, drawn in send order.
+    /// `params` are `$1`, `$2`, … of `--sql` in order; their values come
+    /// from a SplitMix64 seeded with `param_seed`, drawn in send order.
     pub fn with_params(mut self, params: Vec<ParamSpec>, param_seed: u64) -> Self {
-        self.params = params;
+        let sql = self.script.statements[0].sql.clone();
+        self.script = Script::single(&sql, params);
+        self.param_seed = param_seed;
+        self
+    }
+
+    /// `-f FILE`: each request runs `script` (its `\set` variables drawn
+    /// from a SplitMix64 seeded with `param_seed`, in send order).
+    pub fn with_script(mut self, script: Script, file: &str, param_seed: u64) -> Self {
+        self.script = script;
+        self.file = Some(file.to_string());
         self.param_seed = param_seed;
         self
     }
@@ -102,9 +117,9 @@ impl PgFactory {
         }
         Ok(Self {
             config,
-            sql: sql.to_string(),
+            script: Script::single(sql, Vec::new()),
+            file: None,
             pool_max: pool_max.unwrap_or(DEFAULT_POOL),
-            params: Vec::new(),
             param_seed: 0,
         })
     }
@@ -112,19 +127,40 @@ impl PgFactory {
 
 struct Conn {
     client: Client,
-    statement: Statement,
+    /// The script's statements, prepared, in order.
+    statements: Vec<Statement>,
 }
 
-async fn connect_one(config: &Config, sql: &str, params: &[ParamSpec]) -> Result<Conn, String> {
-    let n_params = params.len();
+async fn connect_one(config: &Config, script: &Script) -> Result<Conn, String> {
     let (client, connection) = config.connect(NoTls).await.map_err(|e| e.to_string())?;
     tokio::spawn(async move {
         let _ = connection.await;
     });
-    let statement = client
-        .prepare(sql)
-        .await
-        .map_err(|e| crate::pg::PgError::from_client(sql, e).to_string())?;
+    let mut statements = Vec::with_capacity(script.statements.len());
+    for st in &script.statements {
+        let statement = client
+            .prepare(&st.sql)
+            .await
+            .map_err(|e| crate::pg::PgError::from_client(&st.sql, e).to_string())?;
+        let params: Vec<&ParamSpec> = st.vars.iter().map(|&v| &script.vars[v]).collect();
+        check_types(&statement, &params, script.from_file)?;
+        statements.push(statement);
+    }
+    Ok(Conn { client, statements })
+}
+
+/// The statement's `$n` are integers whose type holds each variable's
+/// range. Errors name `$n` for `--sql`, the `:NAME` of a script's line.
+fn check_types(
+    statement: &Statement,
+    params: &[&ParamSpec],
+    from_file: bool,
+) -> Result<(), String> {
+    let what = |i: usize| match params.get(i) {
+        Some(p) if from_file => format!(":{}", p.name),
+        _ => format!("${}", i + 1),
+    };
+    let n_params = params.len();
     let types = statement.params();
     if types.len() != n_params {
         return Err(format!(
@@ -138,9 +174,9 @@ async fn connect_one(config: &Config, sql: &str, params: &[ParamSpec]) -> Result
         .find(|(_, t)| ![Type::INT2, Type::INT4, Type::INT8].contains(t))
     {
         return Err(format!(
-            "${} has type {t}; --param draws integers (smallint, integer, bigint); cast it, e.g. ${}::bigint",
-            i + 1,
-            i + 1
+            "{} has type {t}; the values drawn are integers (smallint, integer, bigint); cast it, e.g. {}::bigint",
+            what(i),
+            what(i)
         ));
     }
     for ((i, t), p) in types.iter().enumerate().zip(params) {
@@ -152,46 +188,67 @@ async fn connect_one(config: &Config, sql: &str, params: &[ParamSpec]) -> Result
             (i64::MIN, i64::MAX)
         };
         if p.lo < min || p.hi > max {
+            let given = if from_file { "\\set" } else { "--param" };
             return Err(format!(
-                "--param {}: [{}, {}] does not fit ${} of type {t}",
+                "{given} {}: [{}, {}] does not fit {} of type {t}",
                 p.name,
                 p.lo,
                 p.hi,
-                i + 1
+                what(i)
             ));
         }
     }
-    Ok(Conn { client, statement })
+    Ok(())
 }
 
 impl TargetFactory for PgFactory {
     fn describe(&self) -> serde_json::Value {
-        serde_json::json!({
+        let mut v = serde_json::json!({
             "kind": "postgres",
             "server": describe(&self.config),
-            "sql": self.sql,
+            "sql": self.script.text(),
             "pool_max": self.pool_max,
-            "params": self.params,
+            "params": self.script.vars,
             "param_seed": self.param_seed,
-        })
+        });
+        if let Some(file) = &self.file {
+            v["script"] = serde_json::json!({
+                "file": file,
+                "statements": self.script.statements,
+            });
+        }
+        v
     }
 
     fn summary(&self) -> String {
-        let params: String = self
-            .params
-            .iter()
-            .enumerate()
-            .map(|(i, p)| format!(", ${} = {} uniform on [{}, {}]", i + 1, p.name, p.lo, p.hi))
-            .collect();
-        let seed = if self.params.is_empty() {
+        let vars = &self.script.vars;
+        let params: String = match &self.file {
+            None => vars
+                .iter()
+                .enumerate()
+                .map(|(i, p)| format!(", ${} = {} uniform on [{}, {}]", i + 1, p.name, p.lo, p.hi))
+                .collect(),
+            Some(_) => vars
+                .iter()
+                .map(|p| format!(", :{} uniform on [{}, {}]", p.name, p.lo, p.hi))
+                .collect(),
+        };
+        let seed = if vars.is_empty() {
             String::new()
         } else {
             format!(" (seed {})", self.param_seed)
         };
+        let what = match &self.file {
+            None => format!("`{}`", crate::pg::error::short(&self.script.text())),
+            Some(f) => format!(
+                "script {f}, {} statement(s) a transaction: `{}`",
+                self.script.statements.len(),
+                crate::pg::error::short(&self.script.text())
+            ),
+        };
         format!(
-            "PostgreSQL {}: `{}`{params}{seed} (pool of up to {} connections, statement prepared once on each)",
+            "PostgreSQL {}: {what}{params}{seed} (pool of up to {} connections, statements prepared once on each)",
             describe(&self.config),
-            crate::pg::error::short(&self.sql),
             self.pool_max
         )
     }
@@ -209,23 +266,16 @@ impl TargetFactory for PgFactory {
                 });
             }
             let size = concurrency.clamp(1, self.pool_max);
-            let mut conns = Vec::with_capacity(size);
-            for _ in 0..size {
-                conns.push(
-                    connect_one(&self.config, &self.sql, &self.params)
-                        .await
-                        .map_err(|reason| TargetError::Connect {
-                            target: describe(&self.config),
-                            reason,
-                        })?,
-                );
-            }
+            let pool = Pool::connect(size, || connect_one(&self.config, &self.script))
+                .await
+                .map_err(|reason| TargetError::Connect {
+                    target: describe(&self.config),
+                    reason,
+                })?;
             Ok(Arc::new(PgTarget {
                 config: self.config.clone(),
-                sql: Arc::new(self.sql.clone()),
-                free: Arc::new(Mutex::new(conns)),
-                permits: Arc::new(Semaphore::new(size)),
-                params: Arc::new(self.params.clone()),
+                script: Arc::new(self.script.clone()),
+                pool,
                 rng: Mutex::new(SplitMix64::new(self.param_seed)),
             }) as Arc<dyn Target>)
         })
@@ -234,32 +284,11 @@ impl TargetFactory for PgFactory {
 
 struct PgTarget {
     config: Config,
-    sql: Arc<String>,
-    free: Arc<Mutex<Vec<Conn>>>,
-    permits: Arc<Semaphore>,
-    params: Arc<Vec<ParamSpec>>,
+    script: Arc<Script>,
+    pool: Pool<Conn>,
     /// Draws the parameters in call order (the open model calls in
     /// schedule order, so a seed replays the same values).
     rng: Mutex<SplitMix64>,
-}
-
-/// A connection taken from the pool; back in the pool when dropped unless
-/// the request broke it (or was abandoned mid-way: its result is unknown).
-struct Taken {
-    conn: Option<Conn>,
-    free: Arc<Mutex<Vec<Conn>>>,
-    healthy: bool,
-}
-
-impl Drop for Taken {
-    fn drop(&mut self) {
-        if let Some(c) = self.conn.take()
-            && self.healthy
-            && !c.client.is_closed()
-        {
-            self.free.lock().unwrap_or_else(|e| e.into_inner()).push(c);
-        }
-    }
 }
 
 fn request_error(e: tokio_postgres::Error) -> RequestError {
@@ -277,84 +306,71 @@ fn request_error(e: tokio_postgres::Error) -> RequestError {
 
 impl Target for PgTarget {
     fn call(&self) -> RequestFuture {
-        let (config, sql, free, permits) = (
-            self.config.clone(),
-            self.sql.clone(),
-            self.free.clone(),
-            self.permits.clone(),
-        );
-        let params = self.params.clone();
+        let (config, script, lease) = (self.config.clone(), self.script.clone(), self.pool.take());
         let values: Vec<i64> = {
             let mut rng = self.rng.lock().unwrap_or_else(|e| e.into_inner());
-            self.params.iter().map(|p| p.draw(&mut rng)).collect()
+            self.script.vars.iter().map(|p| p.draw(&mut rng)).collect()
         };
         Box::pin(async move {
-            let _permit = permits
-                .acquire_owned()
-                .await
-                .map_err(|e| RequestError::Other {
-                    kind: "postgres_pool",
-                    message: e.to_string(),
-                })?;
-            let conn = free.lock().unwrap_or_else(|e| e.into_inner()).pop();
-            // A connection lost earlier is replaced here.
-            let conn = match conn {
-                Some(c) => c,
-                None => connect_one(&config, &sql, &params)
-                    .await
-                    .map_err(|message| RequestError::Other {
-                        kind: "postgres_connection",
-                        message,
-                    })?,
-            };
-            let mut taken = Taken {
-                conn: Some(conn),
-                free,
-                healthy: false,
-            };
-            let c = taken.conn.as_ref().ok_or(RequestError::Other {
+            let lease = lease.await.map_err(|e| RequestError::Other {
                 kind: "postgres_pool",
-                message: "no connection".into(),
+                message: e.to_string(),
             })?;
-            let rows = async {
-                // Each value as the type the server chose for its $n.
-                let boxed: Vec<Box<dyn ToSql + Sync + Send>> = values
-                    .iter()
-                    .zip(c.statement.params())
-                    .map(|(&v, t)| -> Box<dyn ToSql + Sync + Send> {
-                        if *t == Type::INT2 {
-                            Box::new(v as i16)
-                        } else if *t == Type::INT4 {
-                            Box::new(v as i32)
-                        } else {
-                            Box::new(v)
+            // A connection lost earlier is replaced here.
+            let c =
+                match lease.pooled() {
+                    Some(c) => c,
+                    None => connect_one(&config, &script).await.map_err(|message| {
+                        RequestError::Other {
+                            kind: "postgres_connection",
+                            message,
                         }
-                    })
-                    .collect();
-                let stream = c
-                    .client
-                    .query_raw(
-                        &c.statement,
-                        boxed.iter().map(|b| b.as_ref() as &(dyn ToSql + Sync)),
-                    )
-                    .await?;
-                let mut stream = std::pin::pin!(stream);
-                use futures_util::TryStreamExt;
-                while stream.try_next().await?.is_some() {}
+                    })?,
+                };
+            let rows = async {
+                for (statement, st) in c.statements.iter().zip(&script.statements) {
+                    // Each value as the type the server chose for its $n.
+                    let boxed: Vec<Box<dyn ToSql + Sync + Send>> = st
+                        .vars
+                        .iter()
+                        .map(|&v| values[v])
+                        .zip(statement.params())
+                        .map(|(v, t)| -> Box<dyn ToSql + Sync + Send> {
+                            if *t == Type::INT2 {
+                                Box::new(v as i16)
+                            } else if *t == Type::INT4 {
+                                Box::new(v as i32)
+                            } else {
+                                Box::new(v)
+                            }
+                        })
+                        .collect();
+                    let stream = c
+                        .client
+                        .query_raw(
+                            statement,
+                            boxed.iter().map(|b| b.as_ref() as &(dyn ToSql + Sync)),
+                        )
+                        .await?;
+                    let mut stream = std::pin::pin!(stream);
+                    use futures_util::TryStreamExt;
+                    while stream.try_next().await?.is_some() {}
+                }
                 Ok::<(), tokio_postgres::Error>(())
             }
             .await;
-            match rows {
-                Ok(()) => {
-                    taken.healthy = true;
-                    Ok(())
-                }
-                Err(e) => {
-                    // A statement error leaves the connection usable.
-                    taken.healthy = e.as_db_error().is_some();
-                    Err(request_error(e))
-                }
+            // Only a connection whose request completed goes back (an
+            // abandoned one is dropped with this future). A statement error
+            // leaves it usable, unless a script's transaction may still be
+            // open on it: that one is closed (the server rolls it back).
+            let healthy = match &rows {
+                Ok(()) => true,
+                Err(e) => e.as_db_error().is_some() && script.statements.len() == 1,
+            };
+            if healthy && !c.client.is_closed() {
+                lease.put_back(c);
             }
+            rows.map_err(request_error)
         })
     }
 }

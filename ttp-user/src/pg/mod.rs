@@ -8,6 +8,7 @@ pub mod experiment;
 pub mod load;
 pub mod qc;
 pub mod restart;
+pub mod script;
 pub mod session;
 
 pub use error::PgError;

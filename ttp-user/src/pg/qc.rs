@@ -39,6 +39,10 @@ pub struct RunnerOptions {
     /// `statement_timeout` of the measuring session: a QE that runs longer
     /// is cancelled by the server and counted as timed out (QE13).
     pub statement_timeout: Option<Duration>,
+    /// `run --cpu LIST`: the backend serving the measuring connection is
+    /// pinned to these CPUs before each QE (sched_setaffinity on its pid;
+    /// a backend of a new connection is pinned before its first QE).
+    pub cpu: Option<crate::sys::affinity::CpuList>,
 }
 
 /// What ttp records about the server and the Q@C beside the TTPv2 data
@@ -346,6 +350,7 @@ impl<'a> Runner<'a> {
     ) -> Result<Step, QcError> {
         let cold = self.opts.cold_cache;
         let stop = self.stop.clone();
+        let pin = self.opts.cpu.clone();
         if cold && let Some(restart) = self.opts.restart.clone() {
             self.disconnect();
             restart.run()?;
@@ -360,6 +365,14 @@ impl<'a> Runner<'a> {
             // are left to read (Sec. 3.1: "All the pages needed to evaluate
             // the query must be read from disk").
             crate::sys::page_cache::drop_page_cache().map_err(QcError::Cache)?;
+        }
+        if let Some(cpu) = &pin {
+            cpu.pin(s.backend_pid).map_err(|e| {
+                QcError::Pg(PgError::Lost {
+                    statement: format!("pinning backend {} to CPUs {cpu}", s.backend_pid),
+                    reason: e.to_string(),
+                })
+            })?;
         }
         let roles = Roles::Server {
             query: s.backend_pid,

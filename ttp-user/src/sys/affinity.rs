@@ -86,6 +86,12 @@ impl CpuList {
     /// Pins the calling process; meant for a child between fork and exec
     /// (no allocation, async-signal-safe calls only).
     pub fn pin_self(&self) -> io::Result<()> {
+        self.pin(0)
+    }
+
+    /// Pins thread `tid` (0: the caller), as `taskset -p` does; no
+    /// allocation, so it is safe between fork and exec too.
+    pub fn pin(&self, tid: u32) -> io::Result<()> {
         // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET indices
         // were checked below CPU_SETSIZE at parse time.
         let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
@@ -93,7 +99,7 @@ impl CpuList {
             unsafe { libc::CPU_SET(c as usize, &mut set) };
         }
         // SAFETY: one valid cpu_set_t of the size given.
-        let rc = unsafe { libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set) };
+        let rc = unsafe { libc::sched_setaffinity(tid as i32, size_of::<libc::cpu_set_t>(), &set) };
         if rc != 0 {
             return Err(io::Error::last_os_error());
         }

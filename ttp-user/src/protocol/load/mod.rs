@@ -13,6 +13,7 @@ pub mod histograms;
 pub mod ledger;
 pub mod models;
 pub mod output;
+pub mod pool;
 pub mod schedule;
 pub mod sender;
 pub mod simulator;

@@ -6,17 +6,17 @@
 //! service time is set by the test.
 use std::{
     net::{SocketAddr, ToSocketAddrs},
-    sync::{Arc, Mutex},
+    sync::Arc,
 };
 
 use tokio::{
     io::{AsyncBufReadExt, AsyncWriteExt, BufReader},
     net::TcpStream,
-    sync::Semaphore,
 };
 
 use super::{
     clock::{Clock, ClockKind},
+    pool::Pool,
     targets::{ConnectFuture, RequestError, RequestFuture, Target, TargetError, TargetFactory},
 };
 
@@ -93,20 +93,16 @@ impl TargetFactory for TcpFactory {
                 });
             }
             let size = concurrency.clamp(1, self.pool_max);
-            let mut conns = Vec::with_capacity(size);
-            for _ in 0..size {
-                conns.push(connect_one(self.addr).await.map_err(|reason| {
-                    TargetError::Connect {
-                        target: self.addr.to_string(),
-                        reason,
-                    }
-                })?);
-            }
+            let pool = Pool::connect(size, || connect_one(self.addr))
+                .await
+                .map_err(|reason| TargetError::Connect {
+                    target: self.addr.to_string(),
+                    reason,
+                })?;
             Ok(Arc::new(TcpTarget {
                 addr: self.addr,
                 line: Arc::from(self.line.as_bytes()),
-                free: Arc::new(Mutex::new(conns)),
-                permits: Arc::new(Semaphore::new(size)),
+                pool,
             }) as Arc<dyn Target>)
         })
     }
@@ -115,8 +111,7 @@ impl TargetFactory for TcpFactory {
 struct TcpTarget {
     addr: SocketAddr,
     line: Arc<[u8]>,
-    free: Arc<Mutex<Vec<Conn>>>,
-    permits: Arc<Semaphore>,
+    pool: Pool<Conn>,
 }
 
 fn io_error(e: std::io::Error) -> RequestError {
@@ -128,23 +123,14 @@ fn io_error(e: std::io::Error) -> RequestError {
 
 impl Target for TcpTarget {
     fn call(&self) -> RequestFuture {
-        let (addr, line, free, permits) = (
-            self.addr,
-            self.line.clone(),
-            self.free.clone(),
-            self.permits.clone(),
-        );
+        let (addr, line, lease) = (self.addr, self.line.clone(), self.pool.take());
         Box::pin(async move {
-            let _permit = permits
-                .acquire_owned()
-                .await
-                .map_err(|e| RequestError::Other {
-                    kind: "tcp_pool",
-                    message: e.to_string(),
-                })?;
-            let pooled = free.lock().unwrap_or_else(|e| e.into_inner()).pop();
+            let lease = lease.await.map_err(|e| RequestError::Other {
+                kind: "tcp_pool",
+                message: e.to_string(),
+            })?;
             // A connection lost earlier is replaced here.
-            let mut conn = match pooled {
+            let mut conn = match lease.pooled() {
                 Some(c) => c,
                 None => connect_one(addr)
                     .await
@@ -167,7 +153,7 @@ impl Target for TcpTarget {
             }
             // Only a connection whose answer was read whole goes back: an
             // abandoned request (timeout) drops its connection.
-            free.lock().unwrap_or_else(|e| e.into_inner()).push(conn);
+            lease.put_back(conn);
             Ok(())
         })
     }
