@@ -39,6 +39,7 @@ pub fn fixture(name: &str) -> PathBuf {
         "fixture-spin" => PathBuf::from(env!("CARGO_BIN_EXE_fixture-spin")),
         "fixture-noisyd" => PathBuf::from(env!("CARGO_BIN_EXE_fixture-noisyd")),
         "fixture-cpu-noise" => PathBuf::from(env!("CARGO_BIN_EXE_fixture-cpu-noise")),
+        "fixture-syscalls" => PathBuf::from(env!("CARGO_BIN_EXE_fixture-syscalls")),
         other => panic!("unknown fixture {other}"),
     }
 }

@@ -324,6 +324,10 @@ struct GroupExit {
     blkio_ns: Option<u64>,
     nvcsw: Option<u64>,
     nivcsw: Option<u64>,
+    minflt: Option<u64>,
+    majflt: Option<u64>,
+    read_syscalls: Option<u64>,
+    write_syscalls: Option<u64>,
 }
 
 fn add_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {
@@ -345,6 +349,10 @@ impl GroupExit {
                 blkio_ns: Some(0),
                 nvcsw: Some(0),
                 nivcsw: Some(0),
+                minflt: Some(0),
+                majflt: Some(0),
+                read_syscalls: Some(0),
+                write_syscalls: Some(0),
                 ..GroupExit::default()
             });
             g.threads += 1;
@@ -354,6 +362,10 @@ impl GroupExit {
             g.blkio_ns = add_opt(g.blkio_ns, s.blkio_delay_total_ns);
             g.nvcsw = add_opt(g.nvcsw, s.nvcsw);
             g.nivcsw = add_opt(g.nivcsw, s.nivcsw);
+            g.minflt = add_opt(g.minflt, s.ac_minflt);
+            g.majflt = add_opt(g.majflt, s.ac_majflt);
+            g.read_syscalls = add_opt(g.read_syscalls, s.read_syscalls);
+            g.write_syscalls = add_opt(g.write_syscalls, s.write_syscalls);
         }
         out
     }
@@ -503,6 +515,13 @@ fn fill_processes(
             m.blkio_ticks = d.blkio_ticks;
             m.vol_cs = d.voluntary_switches;
             m.invol_cs = d.involuntary_switches;
+            // Sec. 3.5 (e), (f), the faults, (j), (k).
+            m.guest_ticks = d.guest_ticks;
+            m.cguest_ticks = d.cguest_ticks;
+            m.minflt = d.minflt;
+            m.majflt = d.majflt;
+            m.read_syscalls = d.read_syscalls;
+            m.write_syscalls = d.write_syscalls;
         } else if let Some(g) = groups.get(&pid) {
             // Stopped inside the QE: its final figures come from the taskstats
             // exit records of all its threads (a multi-threaded process's
@@ -522,6 +541,17 @@ fn fill_processes(
             m.blkio_ticks = g.blkio_ns.map(|n| n / ctx.tick_ns);
             m.vol_cs = g.nvcsw;
             m.invol_cs = g.nivcsw;
+            // Faults and system calls from the exit records, less what the
+            // before-image had already counted. Taskstats carries no guest
+            // time, so guest and cguest stay unknown (X3 says so).
+            let since =
+                |total: Option<u64>, f: fn(&crate::collect::proc_pid::Counters) -> Option<u64>| {
+                    total.map(|t| t.saturating_sub(before.and_then(f).unwrap_or(0)))
+                };
+            m.minflt = since(g.minflt, |c| c.minflt);
+            m.majflt = since(g.majflt, |c| c.majflt);
+            m.read_syscalls = since(g.read_syscalls, |c| c.read_syscalls);
+            m.write_syscalls = since(g.write_syscalls, |c| c.write_syscalls);
         } else if let Some(l) = ledger {
             // Only the ledger saw it: U+S as one sum, from its on-CPU time.
             m.su_ticks = Some((l.kernel.on_cpu_ns + ctx.tick_ns / 2) / ctx.tick_ns);
