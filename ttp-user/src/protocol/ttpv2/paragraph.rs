@@ -42,6 +42,49 @@ fn pct(part: usize, whole: usize) -> String {
     }
 }
 
+/// What of Sec. 3.1's cold-cache procedure (disk and controller caches
+/// filled with 64 MB of unrelated data, then the page cache dropped) was
+/// not done or not shown to work, over every QE; empty when all of it
+/// was, so that "with a cold cache" is said only then.
+pub fn cold_cache_shortfalls(qcs: &[QcInput]) -> Vec<String> {
+    let qes: Vec<_> = qcs.iter().flat_map(|q| &q.qes).collect();
+    let steps: Vec<_> = qes.iter().filter_map(|q| q.cold_cache.as_ref()).collect();
+    let mut out = Vec::new();
+    if steps.len() < qes.len() {
+        out.push(format!(
+            "the cold-cache procedure is not recorded for {} of {} QEs (the page cache was dropped; whether the disk caches were filled is not known)",
+            qes.len() - steps.len(),
+            qes.len()
+        ));
+    }
+    let mut reasons: Vec<&str> = steps
+        .iter()
+        .filter_map(|s| s.fill_skipped.as_deref())
+        .collect();
+    if !reasons.is_empty() {
+        let n = reasons.len();
+        reasons.sort();
+        reasons.dedup();
+        out.push(format!(
+            "the disk and controller cache fill (Sec. 3.1: 64 MB of unrelated data) was skipped or cut short before {n} QE(s): {}",
+            reasons.join("; ")
+        ));
+    }
+    let unverified = steps.iter().filter(|s| s.flushed().is_none()).count();
+    if unverified > 0 {
+        out.push(format!(
+            "whether the page cache drop took effect could not be checked before {unverified} QE(s)"
+        ));
+    }
+    let failed = steps.iter().filter(|s| s.flushed() == Some(false)).count();
+    if failed > 0 {
+        out.push(format!(
+            "a file read again after the page cache drop did not reach the device before {failed} QE(s), so the drop did not take full effect"
+        ));
+    }
+    out
+}
+
 /// Deviations from the protocol as specified (Sec. 8.1 Step 0, Sec. 9 (6)).
 pub fn deviations(machine: Option<&MachineFacts>, qcs: &[QcInput]) -> Vec<String> {
     let mut d = Vec::new();
@@ -93,6 +136,9 @@ pub fn deviations(machine: Option<&MachineFacts>, qcs: &[QcInput]) -> Vec<String
         }
         if m.cold_cache == Some(false) {
             d.push("warm-cache measurement (the page cache was not dropped before each QE)".into());
+        }
+        if m.cold_cache == Some(true) {
+            d.extend(cold_cache_shortfalls(qcs));
         }
         d.extend(m.deviations.iter().cloned());
     }
@@ -242,7 +288,8 @@ pub fn paragraph(p: &ParagraphInput) -> String {
         ),
     };
     let cache = match m.and_then(|m| m.cold_cache) {
-        Some(true) => " with a cold cache",
+        Some(true) if cold_cache_shortfalls(p.qcs).is_empty() => " with a cold cache",
+        Some(true) => " with the page cache dropped before each QE",
         Some(false) => " with a warm cache",
         None => "",
     };
@@ -422,6 +469,9 @@ mod tests {
             ..MachineFacts::default()
         };
         let mut qcs = vec![clean_qc(10)];
+        for qe in &mut qcs[0].qes {
+            qe.cold_cache = Some(full_cold_step());
+        }
         // The probes' cost of QEs 1–3: 0.2 %, 0.4 % and 0.3 % of a 1 s
         // Time_meas, 95 ns a switch.
         for (qe, switches) in qcs[0].qes.iter_mut().zip([21_053u64, 42_105, 31_579]) {
@@ -464,6 +514,66 @@ mod tests {
             "ledger's probes used a median of 0.30% of Time_meas in CPU time per execution (at most 0.40%; 95 ns per context switch)",
         ] {
             assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
+        }
+    }
+
+    /// The Sec. 3.1 procedure as `run --cold-cache` records it when all of
+    /// it was done: 64 MiB read with O_DIRECT, the drop, a 1 MiB re-read
+    /// that reached the device.
+    fn full_cold_step() -> crate::protocol::ttpv2::model::ColdCacheStep {
+        crate::protocol::ttpv2::model::ColdCacheStep {
+            fill_start_unix_ns: Some(1),
+            fill_bytes: 64 << 20,
+            fill_skipped: None,
+            drop_unix_ns: 2,
+            check_file_bytes: 1 << 20,
+            check_device_bytes: Some(1 << 20),
+        }
+    }
+
+    /// "With a cold cache" only when the whole Sec. 3.1 procedure ran and
+    /// the drop was shown to work before every QE; otherwise the paragraph
+    /// says the page cache was dropped and names what was skipped or
+    /// failed. Catches the claim made for a skipped fill, a drop that did
+    /// not reach the device, or a file that predates the record.
+    #[test]
+    fn cold_cache_claimed_only_for_the_full_procedure() {
+        let machine = MachineFacts {
+            cold_cache: Some(true),
+            ..MachineFacts::default()
+        };
+        let text = |qcs: &[QcInput]| {
+            paragraph(&ParagraphInput {
+                machine: Some(&machine),
+                qcs,
+                checks: &[],
+                qes_total: 6,
+                qes_dropped: 0,
+                qcs_dropped: 0,
+                exact_reported: false,
+            })
+        };
+        let mut qc = clean_qc(6);
+        for qe in &mut qc.qes {
+            qe.cold_cache = Some(full_cold_step());
+        }
+        let t = text(std::slice::from_ref(&qc));
+        assert!(t.contains("with a cold cache"), "{t}");
+        assert!(cold_cache_shortfalls(std::slice::from_ref(&qc)).is_empty());
+        let step = qc.qes[1].cold_cache.as_mut().unwrap();
+        step.fill_skipped = Some("reading /var/tmp/x with O_DIRECT failed: EINVAL".into());
+        step.fill_bytes = 0;
+        qc.qes[2].cold_cache.as_mut().unwrap().check_device_bytes = Some(4096);
+        qc.qes[3].cold_cache = None;
+        let t = text(std::slice::from_ref(&qc));
+        assert!(!t.contains("with a cold cache"), "{t}");
+        for needle in [
+            "with the page cache dropped before each QE",
+            "fill (Sec. 3.1: 64 MB of unrelated data) was skipped or cut short before 1 QE(s): reading /var/tmp/x with O_DIRECT failed: EINVAL",
+            "did not reach the device before 1 QE(s)",
+            "not recorded for 1 of 6 QEs",
+        ] {
+            assert!(t.contains(needle), "missing {needle:?} in:\n{t}");
         }
     }
 
