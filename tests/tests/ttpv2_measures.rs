@@ -60,9 +60,12 @@ fn run_records_every_per_process_measure_of_sec_3_5() {
         dir.display().to_string(),
     ];
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let (code, _out, err) = ttp(&args);
+    let delayacct_was_off =
+        std::fs::read_to_string("/proc/sys/kernel/task_delayacct").is_ok_and(|s| s.trim() == "0");
+    let (code, out, err) = ttp(&args);
     assert_eq!(code, 0, "run failed: {err}");
     let v = json_file(&json);
+    sec_9_paragraph_states_this_machine(&v, &out, delayacct_was_off);
     let qes = v["qes"].as_array().unwrap();
     assert_eq!(qes.len(), 10);
     let mut before_image_faults = std::collections::BTreeSet::new();
@@ -151,4 +154,62 @@ fn run_records_every_per_process_measure_of_sec_3_5() {
         assert_eq!(post6["evaluated"].as_u64(), Some(25), "{post6}");
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The Sec. 9 paragraph of a live run names how this machine and this run
+/// differ from the paper's set-up: a virtual machine (when the CPU says so)
+/// and the steal time measured, the CPUs the counters sum over, delay
+/// accounting switched on (when it was off), the Step 0 check snapshot
+/// (recorded in the JSON) with what it warned of, and the command's process
+/// tree as the query.
+fn sec_9_paragraph_states_this_machine(v: &serde_json::Value, out: &str, delayacct_was_off: bool) {
+    let p = v["paragraph"].as_str().unwrap();
+    assert!(
+        out.contains(p.lines().next().unwrap()),
+        "the paragraph is printed"
+    );
+    let check = &v["machine"]["setup_check"];
+    assert_eq!(check["schema"], "ttp.check/1", "{}", v["machine"]);
+    let warned: Vec<&str> = check["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["status"] != "pass")
+        .map(|i| i["title"].as_str().unwrap())
+        .collect();
+    assert!(
+        p.contains("the Step 0 check (ttp-ebpf check, before the first QE"),
+        "{p}"
+    );
+    for t in &warned {
+        assert!(
+            p.contains(&format!("{t} warned")) || p.contains(&format!("{t} failed")),
+            "{t}: {p}"
+        );
+    }
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap();
+    if cpuinfo
+        .lines()
+        .any(|l| l.starts_with("flags") && l.split_whitespace().any(|f| f == "hypervisor"))
+    {
+        assert!(p.contains("virtual machine"), "{p}");
+        assert!(
+            p.contains("steal time was measured") || p.contains("no steal time was measured"),
+            "{p}"
+        );
+    }
+    let cpus = v["setup"]["cpus"].as_u64().unwrap();
+    if cpus > 1 {
+        assert!(p.contains(&format!("{cpus} CPU cores were enabled")), "{p}");
+    }
+    if delayacct_was_off {
+        assert!(
+            p.contains("delay accounting (kernel.task_delayacct) was switched on"),
+            "{p}"
+        );
+    }
+    assert!(
+        p.contains("the query is the measured command's whole process tree"),
+        "{p}"
+    );
 }

@@ -186,6 +186,7 @@ pub fn measure(
     let exit = child.wait()?.status;
     let rec = &mut out.record;
     rec.timed_out = Some(timed_out);
+    rec.query_is_tree = Some(!ctx.query_by_name);
     use std::os::unix::process::ExitStatusExt;
     rec.exit_code = exit.code();
     rec.signal = exit.signal();

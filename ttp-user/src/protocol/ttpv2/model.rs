@@ -360,43 +360,13 @@ pub struct QeRecord {
     /// (Sec. 3.1), and when.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cold_cache: Option<ColdCacheStep>,
+    /// The query class is a measured command's process tree (summed), not
+    /// one query process (Sec. 7.2); `None` in files that predate it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub query_is_tree: Option<bool>,
 }
 
-/// The cold-cache procedure of Sec. 3.1 as done before one QE, in its
-/// order: the disk and controller caches filled by reading unrelated data
-/// that bypasses the page cache, the page cache dropped, then a check that
-/// the drop took effect (a file read before the drop is read again: its
-/// bytes must reach the device). Times are CLOCK_REALTIME ns, comparable
-/// with the QE's `start_unix_ns`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ColdCacheStep {
-    /// When the fill started; `None` when it was skipped.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fill_start_unix_ns: Option<u64>,
-    /// Bytes read by the fill (O_DIRECT).
-    #[serde(default)]
-    pub fill_bytes: u64,
-    /// Why the fill was skipped or cut short.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fill_skipped: Option<String>,
-    /// When `sync` and `drop_caches` had returned.
-    pub drop_unix_ns: u64,
-    /// Size of the file read before and after the drop.
-    #[serde(default)]
-    pub check_file_bytes: u64,
-    /// Bytes the ledger saw read from the device for the re-read after the
-    /// drop; `None` when the check could not be made.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub check_device_bytes: Option<u64>,
-}
-
-impl ColdCacheStep {
-    /// The re-read after the drop reached the device (all of it, in whole
-    /// pages).
-    pub fn flushed(&self) -> Option<bool> {
-        Some(self.check_device_bytes? >= self.check_file_bytes)
-    }
-}
+pub use crate::window::cold_cache::ColdCacheStep;
 
 impl QeRecord {
     /// An empty QE (no processes, nothing measured) to fill in.
@@ -422,6 +392,7 @@ impl QeRecord {
             probe_cost: None,
             query_threads_max: None,
             cold_cache: None,
+            query_is_tree: None,
         }
     }
 

@@ -3,6 +3,8 @@
 
 use super::checks::{CheckResult, Scope};
 use super::model::QcInput;
+pub use super::paragraph_deviations::cold_cache_shortfalls;
+use super::paragraph_deviations::{query_tree, setup_check_warnings, steal_measured};
 
 pub use crate::collect::machine::MachineFacts;
 
@@ -40,49 +42,6 @@ fn pct(part: usize, whole: usize) -> String {
     } else {
         sig2(part as f64 * 100.0 / whole as f64)
     }
-}
-
-/// What of Sec. 3.1's cold-cache procedure (disk and controller caches
-/// filled with 64 MB of unrelated data, then the page cache dropped) was
-/// not done or not shown to work, over every QE; empty when all of it
-/// was, so that "with a cold cache" is said only then.
-pub fn cold_cache_shortfalls(qcs: &[QcInput]) -> Vec<String> {
-    let qes: Vec<_> = qcs.iter().flat_map(|q| &q.qes).collect();
-    let steps: Vec<_> = qes.iter().filter_map(|q| q.cold_cache.as_ref()).collect();
-    let mut out = Vec::new();
-    if steps.len() < qes.len() {
-        out.push(format!(
-            "the cold-cache procedure is not recorded for {} of {} QEs (the page cache was dropped; whether the disk caches were filled is not known)",
-            qes.len() - steps.len(),
-            qes.len()
-        ));
-    }
-    let mut reasons: Vec<&str> = steps
-        .iter()
-        .filter_map(|s| s.fill_skipped.as_deref())
-        .collect();
-    if !reasons.is_empty() {
-        let n = reasons.len();
-        reasons.sort();
-        reasons.dedup();
-        out.push(format!(
-            "the disk and controller cache fill (Sec. 3.1: 64 MB of unrelated data) was skipped or cut short before {n} QE(s): {}",
-            reasons.join("; ")
-        ));
-    }
-    let unverified = steps.iter().filter(|s| s.flushed().is_none()).count();
-    if unverified > 0 {
-        out.push(format!(
-            "whether the page cache drop took effect could not be checked before {unverified} QE(s)"
-        ));
-    }
-    let failed = steps.iter().filter(|s| s.flushed() == Some(false)).count();
-    if failed > 0 {
-        out.push(format!(
-            "a file read again after the page cache drop did not reach the device before {failed} QE(s), so the drop did not take full effect"
-        ));
-    }
-    out
 }
 
 /// Deviations from the protocol as specified (Sec. 8.1 Step 0, Sec. 9 (6)).
@@ -124,6 +83,16 @@ pub fn deviations(machine: Option<&MachineFacts>, qcs: &[QcInput]) -> Vec<String
             };
             d.push(format!("the machine is a {what}, so steal time may occur"));
         }
+        if m.virtualization.is_some() || steal_measured(qcs).is_some_and(|(n, _, _)| n > 0) {
+            d.extend(steal_measured(qcs).map(|(n, k, ticks)| {
+                if n == 0 {
+                    format!("no steal time was measured during the {k} QEs")
+                } else {
+                    format!("steal time was measured during {n} of {k} QEs ({ticks} ticks in all; X5 counts them)")
+                }
+            }));
+        }
+        d.extend(setup_check_warnings(m));
         if let (Some(h), Some(u)) = (m.config_hz, m.user_hz)
             && h != u
         {
@@ -142,6 +111,7 @@ pub fn deviations(machine: Option<&MachineFacts>, qcs: &[QcInput]) -> Vec<String
         }
         d.extend(m.deviations.iter().cloned());
     }
+    d.extend(query_tree(qcs));
     if let Some(hz) = qcs.iter().map(|q| q.setup.user_hz).find(|&h| h != 100) {
         d.push(format!(
             "/proc ticks are {} ms (USER_HZ={hz}), not 10 ms",
@@ -373,7 +343,7 @@ pub fn paragraph(p: &ParagraphInput) -> String {
     ) {
         (Some(r), Some(st)) => {
             s += &format!(
-                " A total of {}% of Q@C adjacent pairs violated relaxed monotonicity and {}% violated strict monotonicity.",
+                " A total of {}% of Q@C adjacent pairs violated relaxed monotonicity and {}% violated strict monotonicity (relaxed: the lower cardinality still took longer after each Q@C's time was moved by half its own standard deviation toward the other's; App. E QC (4) does not say whose standard deviation, so this reading is ttp's own).",
                 sig2(r),
                 sig2(st)
             )
