@@ -145,9 +145,9 @@ fn main() {
         .collect();
     let f = |n: usize| rest[n - 3];
     use std::fmt::Write as _;
-    let _ = write!(
+    let _ = writeln!(
         line,
-        "{} {} {} {} {} {}\n",
+        "{} {} {} {} {} {}",
         field("syscr:"),
         field("syscw:"),
         f(10),

@@ -142,7 +142,10 @@ fn x2_unique_plan(qcs: &[QcInput]) -> CheckResult {
 /// (3)), by name. U, S and BlockIO are what eq. 1–2 need; the switch counts
 /// and the read/write system calls complete the seven per-type measures of
 /// the causal model (Sec. 5.1, Fig. 3); the faults complete Sec. 3.5.
-const PROCESS_MEASURES: &[(&str, fn(&Measures) -> Option<u64>)] = &[
+/// Reads one measure of a process.
+type Get = fn(&Measures) -> Option<u64>;
+
+const PROCESS_MEASURES: &[(&str, Get)] = &[
     ("U", |m| m.u_ticks),
     ("S", |m| m.s_ticks),
     ("BlockIO", |m| m.blkio_ticks),
@@ -158,13 +161,13 @@ const PROCESS_MEASURES: &[(&str, fn(&Measures) -> Option<u64>)] = &[
 /// only. A process read only through its exit records (taskstats carries no
 /// guest time) cannot have them, so they are required of processes still
 /// readable in the after-image.
-const GUEST_MEASURES: &[(&str, fn(&Measures) -> Option<u64>)] =
+const GUEST_MEASURES: &[(&str, Get)] =
     &[("guest", |m| m.guest_ticks), ("cguest", |m| m.cguest_ticks)];
 
 /// Whether `f` is known for some process of some QE: a measure no process
 /// of the data has was not recorded at all (a file written before ttp
 /// recorded it), which X3 notes instead of counting against every QE.
-fn recorded(qcs: &[QcInput], f: fn(&Measures) -> Option<u64>) -> bool {
+fn recorded(qcs: &[QcInput], f: Get) -> bool {
     qcs.iter()
         .flat_map(|qc| &qc.qes)
         .flat_map(|qe| &qe.processes)
@@ -177,7 +180,7 @@ fn recorded(qcs: &[QcInput], f: fn(&Measures) -> Option<u64>) -> bool {
 /// overall tick counters. U, S and BlockIO are always required; a measure
 /// the data never recorded is named in a note.
 fn x3(qcs: &[QcInput], calcs: &[Vec<QeCalc>]) -> CheckResult {
-    let required: Vec<(&str, fn(&Measures) -> Option<u64>, bool)> = PROCESS_MEASURES
+    let required: Vec<(&str, Get, bool)> = PROCESS_MEASURES
         .iter()
         .map(|&(n, f)| (n, f, false))
         .chain(GUEST_MEASURES.iter().map(|&(n, f)| (n, f, true)))
@@ -241,7 +244,7 @@ fn x3(qcs: &[QcInput], calcs: &[Vec<QeCalc>]) -> CheckResult {
     result.with_note(Some(notes.join("; ")))
 }
 
-type Required<'a> = [(&'a str, fn(&Measures) -> Option<u64>, bool)];
+type Required<'a> = [(&'a str, Get, bool)];
 
 /// The names of the required measures process `p` lacks.
 fn missing<'a>(
