@@ -343,7 +343,7 @@ pub fn paragraph(p: &ParagraphInput) -> String {
     ) {
         (Some(r), Some(st)) => {
             s += &format!(
-                " A total of {}% of Q@C adjacent pairs violated relaxed monotonicity and {}% violated strict monotonicity (relaxed: the lower cardinality still took longer after each Q@C's time was moved by half its own standard deviation toward the other's; App. E QC (4) does not say whose standard deviation, so this reading is ttp's own).",
+                " A total of {}% of the Q@Cs violated relaxed monotonicity and {}% violated strict monotonicity (of the Q@Cs compared with the next higher cardinality of their query, as Table XII counts them; relaxed: the lower cardinality still took longer after each Q@C's time was moved by half its own standard deviation toward the other's; App. E QC (4) does not say whose standard deviation, so this reading is ttp's own).",
                 sig2(r),
                 sig2(st)
             )
