@@ -237,8 +237,20 @@ pub fn measure_with<R>(
         .map(|rx| receive_exits(rx, &exits))
         .unwrap_or_default();
     let m2 = ProcSet::read(&ProcSet::all_pids(), None);
-    // Processes that exited between the ledger's after-image and M2 are
-    // stopped too (App. B), though their measures end at the image.
+    // Listening stops here (App. B): which processes of M2 are still alive
+    // now. One that vanished after M2 without an exit record is neither
+    // Continuing nor Stopped (P_y or P_z), as App. B defines them; read
+    // before the last exit records are drained, so that one that exits in
+    // between has its record there.
+    let alive_at_end: BTreeSet<u32> = m2
+        .procs
+        .iter()
+        .filter(|(pid, e)| still_alive(**pid, e.process.starttime_ticks))
+        .map(|(&p, _)| p)
+        .collect();
+    // Processes that exited between the ledger's after-image and the check
+    // above are stopped too (App. B), though their measures end at the
+    // image.
     let mut late = Vec::new();
     ctx.ledger.drain_exits(&mut late);
     let late_exited: BTreeSet<u32> = late
@@ -263,7 +275,7 @@ pub fn measure_with<R>(
         &window,
         (&m1, &m2),
         &ts_exits,
-        &late_exited,
+        (&late_exited, &alive_at_end),
         roles,
     );
     rec.query_threads_max = Some(threads_at_once(&before, &after, &exits, &query_tgids));
@@ -457,7 +469,7 @@ fn fill_processes(
     w: &Window,
     (m1, m2): (&ProcSet, &ProcSet),
     ts_exits: &[TaskstatsRecord],
-    late_exited: &BTreeSet<u32>,
+    (late_exited, alive_at_end): (&BTreeSet<u32>, &BTreeSet<u32>),
     roles: Roles,
 ) -> BTreeSet<u32> {
     let key_of = |pid: u32| -> ProcKey {
@@ -499,7 +511,8 @@ fn fill_processes(
         // it as ephemeral.
         let is_stopped = ledger.is_some_and(|l| l.exited)
             || a.is_some_and(|e| e.process.state == 'Z')
-            || (a.is_none() && (groups.contains_key(&pid) || late_exited.contains(&pid)));
+            || late_exited.contains(&pid)
+            || (a.is_none() && groups.contains_key(&pid));
         // The ledger's comm is the one after exec (the before-image of the
         // command shows the held child's name).
         let comm = ledger
@@ -600,13 +613,11 @@ fn fill_processes(
     };
     let m1_keys = live(m1);
     let m2_keys = live(m2);
-    // Continuing: alive at the after-image, observed by reading /proc (a
-    // zombie child counts as stopped).
-    let continuing = m2
-        .procs
-        .iter()
-        .filter(|(_, e)| e.process.state != 'Z')
-        .map(|(&p, _)| key_of(p))
+    // Continuing: alive when listening stopped (App. B), observed by
+    // reading /proc again then; a zombie child counts as stopped.
+    let continuing = continuing_pids(m2, alive_at_end, late_exited)
+        .into_iter()
+        .map(key_of)
         .collect();
     rec.process_sets = Some(ProcessSets {
         m1: m1_keys,
@@ -622,6 +633,36 @@ fn fill_processes(
         rec.of_class(ProcessClass::Query)
             .filter_map(|p| p.pid)
             .collect()
+    }
+}
+
+/// App. B's Continuing set, by pid: processes of M2 that were not zombies
+/// there, are still alive when listening stops, and did not exit in
+/// between. A process of M2 that vanished after it without an exit record
+/// is in none of Continuing and Stopped: App. B finds it as P_y (started
+/// during the QE) or P_z (in M1 too).
+fn continuing_pids(
+    m2: &ProcSet,
+    alive_at_end: &BTreeSet<u32>,
+    late_exited: &BTreeSet<u32>,
+) -> Vec<u32> {
+    m2.procs
+        .iter()
+        .filter(|(p, e)| {
+            e.process.state != 'Z' && alive_at_end.contains(p) && !late_exited.contains(p)
+        })
+        .map(|(&p, _)| p)
+        .collect()
+}
+
+/// Process `pid` with start time `start_ticks` exists and is not a zombie.
+fn still_alive(pid: u32, start_ticks: u64) -> bool {
+    match crate::collect::proc_pid::ProcImage::read_process(
+        std::path::Path::new("/proc"),
+        pid as i32,
+    ) {
+        Ok(img) => img.starttime_ticks == start_ticks && img.state != 'Z',
+        Err(_) => false,
     }
 }
 
@@ -725,6 +766,67 @@ mod tests {
         assert_eq!(s, Some(s_expect));
         assert_eq!(u, Some(1_201_000_000 - s_expect));
         assert_eq!(g[&200].adjusted_ns(), (Some(9_000_000), Some(0)));
+    }
+
+    fn entry(pid: u32, state: char) -> crate::window::procs::ProcEntry {
+        use crate::collect::proc_pid::{Counters, ProcImage, Scope};
+        crate::window::procs::ProcEntry {
+            process: ProcImage {
+                scope: Scope::Process,
+                pid: pid as i32,
+                tgid: pid as i32,
+                comm: format!("p{pid}"),
+                state,
+                ppid: 1,
+                uid: 0,
+                euid: 0,
+                starttime_ticks: 100 + u64::from(pid),
+                num_threads: Some(1),
+                processor: Some(0),
+                counters: Counters::default(),
+            },
+            threads: vec![],
+            taskstats: None,
+        }
+    }
+
+    /// App. B: a process in the after-image that is gone when listening
+    /// stops, with no exit record, is neither Continuing nor Stopped, so
+    /// QE1 sees it: as P_y when it started during the QE (not in M1), as
+    /// P_z when it was in M1 too. A zombie of M2 and a process whose exit
+    /// was recorded after M2 are stopped, not continuing. Catches
+    /// Continuing taken as "not a zombie in M2", with which P_y and P_z
+    /// could never be found in a live run.
+    #[test]
+    fn processes_gone_after_the_after_image_are_p_y_and_p_z() {
+        use crate::protocol::ttpv2::ephemeral::ephemeral;
+        let mut m1 = ProcSet::default();
+        let mut m2 = ProcSet::default();
+        for pid in [1, 2, 5] {
+            m1.procs.insert(pid, entry(pid, 'S'));
+        }
+        for (pid, state) in [(1, 'S'), (2, 'S'), (3, 'R'), (4, 'Z'), (5, 'S')] {
+            m2.procs.insert(pid, entry(pid, state));
+        }
+        // 1 lives on; 2 and 3 vanish unrecorded; 5 exits with a record.
+        let alive_at_end: BTreeSet<u32> = [1].into();
+        let late_exited: BTreeSet<u32> = [5].into();
+        let continuing = continuing_pids(&m2, &alive_at_end, &late_exited);
+        assert_eq!(continuing, vec![1]);
+        let key = |pid: u32| ProcKey {
+            pid,
+            start_time_ns: pid as u64,
+        };
+        let sets = ProcessSets {
+            m1: m1.procs.keys().map(|&p| key(p)).collect(),
+            m2: m2.procs.keys().map(|&p| key(p)).collect(),
+            stopped: vec![key(4), key(5)],
+            continuing: Some(continuing.into_iter().map(key).collect()),
+        };
+        let e = ephemeral(&sets);
+        assert_eq!(e.py, vec![key(3)]);
+        assert_eq!(e.pz, vec![key(2)]);
+        assert!(e.px.is_empty());
     }
 
     /// Catches the roles of a DBMS mixed up: the backend must be the one
