@@ -16,11 +16,13 @@ use common::*;
 /// after the image) and one write (its pid to ttp), so
 /// - read_syscalls = reported syscr + 2 (the two reads of the report);
 /// - write_syscalls = reported syscw + 1 (the report) − 1 (the pid) =
-///   reported syscw;
+///   reported syscw; + 1 when the image was read before the child's write
+///   returned (the parent can read the pid first on a loaded machine);
 /// - majflt = reported majflt (nothing faults from the device after);
 /// - guest and cguest = reported (0: no virtual CPU runs here);
-/// - minflt = reported minflt − the held child's faults before the image,
-///   the same few in every QE (same code path), never negative.
+/// - minflt = reported minflt − the held child's faults before the image:
+///   the same few in every QE (the same code path), fewer when the image
+///   was read while the child was still on its way to the hold.
 ///
 /// Catches: the measures absent from live runs (#16 item 1), syscr and
 /// syscw swapped (3000 reads, 2000 writes), a thread's file read for the
@@ -92,7 +94,8 @@ fn run_records_every_per_process_measure_of_sec_3_5() {
         let ctx = format!("qe {} pid {pid}: ttp {p}\nfixture {report}", qe["qe"]);
         assert!(syscr >= reads && syscw >= writes, "{ctx}");
         assert_eq!(got("read_syscalls"), syscr + 2, "{ctx}");
-        assert_eq!(got("write_syscalls"), syscw, "{ctx}");
+        let w = got("write_syscalls");
+        assert!(w == syscw || w == syscw + 1, "{ctx}");
         assert_eq!(got("majflt"), majflt, "{ctx}");
         assert_eq!(got("guest_ticks"), guest, "{ctx}");
         assert_eq!(got("cguest_ticks"), cguest, "{ctx}");
@@ -110,12 +113,14 @@ fn run_records_every_per_process_measure_of_sec_3_5() {
             assert_eq!(qe["query"][k], p[k], "class total {k}: {ctx}");
         }
     }
-    assert_eq!(
-        before_image_faults.len(),
-        1,
-        "the held child's faults before the image differ between QEs: {before_image_faults:?}"
+    let (lo, hi) = (
+        *before_image_faults.first().unwrap(),
+        *before_image_faults.last().unwrap(),
     );
-    assert!(*before_image_faults.first().unwrap() < 256);
+    assert!(
+        hi < 256 && hi - lo <= 32,
+        "the held child's faults before the image: {before_image_faults:?}"
+    );
 
     // Table IV's 73 links, each with its two-sided p-value where r exists.
     let analysis = dir.join("analysis.json");
