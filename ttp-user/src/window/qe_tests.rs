@@ -69,42 +69,28 @@ fn entry(pid: u32, state: char) -> crate::window::procs::ProcEntry {
 }
 
 /// App. B: a process in the after-image that is gone when listening
-/// stops, with no exit record, is neither Continuing nor Stopped, so
-/// QE1 sees it: as P_y when it started during the QE (not in M1), as
-/// P_z when it was in M1 too. A zombie of M2 and a process whose exit
-/// was recorded after M2 are stopped, not continuing. Catches
-/// Continuing taken as "not a zombie in M2", with which P_y and P_z
-/// could never be found in a live run.
+/// stops, with no exit record, is not Continuing (nor Stopped), so QE1
+/// finds it as P_y or P_z (protocol/ttpv2/ephemeral.rs,
+/// `observed_continuing_exposes_py_and_pz`). A zombie of M2 and a process
+/// whose exit was recorded after M2 are stopped, not continuing. Catches
+/// Continuing taken as "not a zombie in M2", with which P_y and P_z could
+/// never be found in a live run.
 #[test]
-fn processes_gone_after_the_after_image_are_p_y_and_p_z() {
-    use crate::protocol::ttpv2::ephemeral::ephemeral;
-    let mut m1 = ProcSet::default();
+fn processes_gone_after_the_after_image_are_not_continuing() {
     let mut m2 = ProcSet::default();
-    for pid in [1, 2, 5] {
-        m1.procs.insert(pid, entry(pid, 'S'));
-    }
     for (pid, state) in [(1, 'S'), (2, 'S'), (3, 'R'), (4, 'Z'), (5, 'S')] {
         m2.procs.insert(pid, entry(pid, state));
     }
     // 1 lives on; 2 and 3 vanish unrecorded; 5 exits with a record.
-    let alive_at_end: BTreeSet<u32> = [1].into();
+    let alive_at_end: BTreeSet<u32> = [1, 4].into();
     let late_exited: BTreeSet<u32> = [5].into();
-    let continuing = continuing_pids(&m2, &alive_at_end, &late_exited);
-    assert_eq!(continuing, vec![1]);
-    let key = |pid: u32| ProcKey {
-        pid,
-        start_time_ns: pid as u64,
-    };
-    let sets = ProcessSets {
-        m1: m1.procs.keys().map(|&p| key(p)).collect(),
-        m2: m2.procs.keys().map(|&p| key(p)).collect(),
-        stopped: vec![key(4), key(5)],
-        continuing: Some(continuing.into_iter().map(key).collect()),
-    };
-    let e = ephemeral(&sets);
-    assert_eq!(e.py, vec![key(3)]);
-    assert_eq!(e.pz, vec![key(2)]);
-    assert!(e.px.is_empty());
+    assert_eq!(continuing_pids(&m2, &alive_at_end, &late_exited), vec![1]);
+    // Everything alive and nothing recorded: every non-zombie continues.
+    let all: BTreeSet<u32> = [1, 2, 3, 4, 5].into();
+    assert_eq!(
+        continuing_pids(&m2, &all, &BTreeSet::new()),
+        vec![1, 2, 3, 5]
+    );
 }
 
 /// Catches the roles of a DBMS mixed up: the backend must be the one
