@@ -123,7 +123,24 @@ fn run_cold_cache_join_on_the_backend() {
             qe["qe"]
         );
         assert_eq!(qe["exit_code"], 0);
+        // Sec. 3.1's procedure, shared with `run -- CMD`: after the restart
+        // and the plan, the 64 MB O_DIRECT fill, the drop (shown to work by
+        // a re-read that reached the device), then the QE.
+        let cold = &qe["cold_cache"];
+        assert_eq!(cold["fill_bytes"].as_u64(), Some(64 << 20), "{cold}");
+        let drop = cold["drop_unix_ns"].as_u64().unwrap();
+        assert!(
+            cold["fill_start_unix_ns"].as_u64().unwrap() < drop,
+            "{cold}"
+        );
+        assert!(drop < qe["start_unix_ns"].as_u64().unwrap(), "{cold}");
+        assert!(
+            cold["check_device_bytes"].as_u64().unwrap()
+                >= cold["check_file_bytes"].as_u64().unwrap(),
+            "{cold}"
+        );
     }
+    assert!(text.contains("with a cold cache"), "{text}");
     // The last QE's server: its postmaster is a utility, not a daemon.
     let last = qes.last().unwrap();
     let pm = last["processes"]

@@ -42,6 +42,7 @@ pub fn fixture(name: &str) -> PathBuf {
         "fixture-cpu-noise" => PathBuf::from(env!("CARGO_BIN_EXE_fixture-cpu-noise")),
         "fixture-forkstorm" => PathBuf::from(env!("CARGO_BIN_EXE_fixture-forkstorm")),
         "fixture-threads" => PathBuf::from(env!("CARGO_BIN_EXE_fixture-threads")),
+        "fixture-syscalls" => PathBuf::from(env!("CARGO_BIN_EXE_fixture-syscalls")),
         other => panic!("unknown fixture {other}"),
     }
 }

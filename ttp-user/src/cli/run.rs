@@ -203,10 +203,6 @@ pub(crate) fn pinned_statement(pin: &CpuList) -> String {
     )
 }
 
-fn drop_page_cache() -> anyhow::Result<()> {
-    crate::sys::page_cache::drop_page_cache().context("dropping the page cache (needs root)")
-}
-
 pub fn run(args: RunArgs) -> anyhow::Result<()> {
     if args.postgres.is_some() && args.protocol == super::run_emp::Protocol::Emp {
         return usage("--postgres measures with TTPv2; --protocol emp applies to commands");
@@ -278,6 +274,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     ctx.blame_window_ns = args
         .blame
         .then(|| u64::try_from(args.blame_window.as_nanos()).unwrap_or(u64::MAX));
+    let cold_cache = args
+        .cold_cache
+        .then(crate::window::cold_cache::ColdCache::new);
     let bar = crate::report::progress::bar(args.n as u64, "QE");
     let mut failure: Option<anyhow::Error> = None;
     for i in 1..=args.n {
@@ -295,9 +294,13 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         if let Some(p) = &args.prepare {
             shell(p, &run_as).with_context(|| format!("--prepare before QE {i}"))?;
         }
-        if args.cold_cache {
-            drop_page_cache()?;
-        }
+        let cold = match &cold_cache {
+            Some(c) => Some(
+                c.before_qe(ctx.ledger)
+                    .context("dropping the page cache (needs root)")?,
+            ),
+            None => None,
+        };
         let mut cmd = Command::new(&args.command[0]);
         cmd.args(&args.command[1..]);
         if !args.show_output {
@@ -318,8 +321,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
                 drop(out);
                 break;
             }
-            Ok(out) => {
+            Ok(mut out) => {
                 spans.push((i, out.t0_ns, out.t1_ns));
+                out.record.cold_cache = cold;
                 qc.qes.push(out.record);
             }
             Err(QeError::Spawn(e)) => {

@@ -56,6 +56,10 @@ pub struct MachineFacts {
     /// Page cache dropped before each QE (Sec. 3.1); `None`: not stated.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cold_cache: Option<bool>,
+    /// TTPv2 Step 0 (Sec. 8.1) as `ttp-ebpf check` found it before the
+    /// first QE (schema `ttp.check/1`); the paragraph names its warnings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub setup_check: Option<crate::sys::setup_check::CheckReport>,
     /// Further deviations from the protocol (daemons left running, …).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub deviations: Vec<String>,

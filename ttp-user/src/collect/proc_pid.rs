@@ -1,6 +1,8 @@
 //! Per-process and per-thread images from `/proc/<pid>` and
 //! `/proc/<pid>/task/<tid>`: the per-process measures of TTPv2 Sec. 3.5
-//! (utime, stime, context switches, BlockIO delay, I/O) plus schedstat.
+//! (utime, stime, guest and children's guest time, minor and major faults,
+//! context switches, BlockIO delay, read and write system calls, I/O) plus
+//! schedstat.
 //!
 //! Parsing is the `procfs` crate's; this module decides what each field
 //! means, which scope the kernel reports it for, and what is absent.
@@ -13,7 +15,9 @@
 //! | `utime_ticks`, `stime_ticks` | stat | whole process, including reaped threads |
 //! | `blkio_ticks` | stat (delayacct_blkio_ticks) | main thread only |
 //! | `voluntary_switches`, `involuntary_switches` | status | main thread only |
-//! | `rchar_bytes` … `cancelled_write_bytes` | io | whole process, including reaped threads |
+//! | `rchar_bytes` … `cancelled_write_bytes`, `read_syscalls`, `write_syscalls` | io | whole process, including reaped threads |
+//! | `minflt`, `majflt`, `guest_ticks` | stat | whole process, including reaped threads |
+//! | `cguest_ticks` | stat | the process's reaped children |
 //! | `schedstat_*` | schedstat | main thread only |
 //!
 //! In a *thread* image (`/proc/<pid>/task/<tid>/…`) every counter is that
@@ -51,6 +55,21 @@ pub struct Counters {
     /// 42, delayacct_blkio_ticks; TTPv2's BlockIO delay). Stays 0 while
     /// `kernel.task_delayacct` is 0.
     pub blkio_ticks: Option<u64>,
+    /// Time running a virtual CPU, in USER_HZ ticks (stat field 43,
+    /// `guest_time`; TTPv2 Sec. 3.5 (e)). Also counted in `utime_ticks`.
+    pub guest_ticks: Option<u64>,
+    /// Guest time of reaped children, in USER_HZ ticks (stat field 44,
+    /// `cguest_time`; Sec. 3.5 (f)).
+    pub cguest_ticks: Option<u64>,
+    /// Minor page faults (stat field 10, `minflt`).
+    pub minflt: Option<u64>,
+    /// Major page faults, those that read from storage (stat field 12,
+    /// `majflt`).
+    pub majflt: Option<u64>,
+    /// Read-like system calls (io `syscr`; Sec. 3.5 (j)).
+    pub read_syscalls: Option<u64>,
+    /// Write-like system calls (io `syscw`; Sec. 3.5 (k)).
+    pub write_syscalls: Option<u64>,
     /// Voluntary context switches (status `voluntary_ctxt_switches`).
     pub voluntary_switches: Option<u64>,
     /// Involuntary context switches (status `nonvoluntary_ctxt_switches`).
@@ -82,9 +101,23 @@ type Field = (
     fn(&Counters) -> Option<u64>,
     fn(&mut Counters) -> &mut Option<u64>,
 );
-const FIELDS: [Field; 13] = [
+const FIELDS: [Field; 19] = [
     ("utime_ticks", |c| c.utime_ticks, |c| &mut c.utime_ticks),
     ("stime_ticks", |c| c.stime_ticks, |c| &mut c.stime_ticks),
+    ("guest_ticks", |c| c.guest_ticks, |c| &mut c.guest_ticks),
+    ("cguest_ticks", |c| c.cguest_ticks, |c| &mut c.cguest_ticks),
+    ("minflt", |c| c.minflt, |c| &mut c.minflt),
+    ("majflt", |c| c.majflt, |c| &mut c.majflt),
+    (
+        "read_syscalls",
+        |c| c.read_syscalls,
+        |c| &mut c.read_syscalls,
+    ),
+    (
+        "write_syscalls",
+        |c| c.write_syscalls,
+        |c| &mut c.write_syscalls,
+    ),
     ("blkio_ticks", |c| c.blkio_ticks, |c| &mut c.blkio_ticks),
     (
         "voluntary_switches",
@@ -331,6 +364,14 @@ impl TaskFiles<'_> {
             counters: Counters {
                 utime_ticks: Some(stat.utime),
                 stime_ticks: Some(stat.stime),
+                guest_ticks: stat.guest_time,
+                // The kernel prints cguest_time as a signed clock_t; it is
+                // a sum of non-negative times.
+                cguest_ticks: stat.cguest_time.and_then(|t| u64::try_from(t).ok()),
+                minflt: Some(stat.minflt),
+                majflt: Some(stat.majflt),
+                read_syscalls: io.as_ref().map(|io| io.syscr),
+                write_syscalls: io.as_ref().map(|io| io.syscw),
                 blkio_ticks: stat.delayacct_blkio_ticks,
                 voluntary_switches: status.voluntary_ctxt_switches,
                 involuntary_switches: status.nonvoluntary_ctxt_switches,

@@ -113,6 +113,8 @@ pub struct Runner<'a> {
     session: Option<Session>,
     prepared: Option<(String, Prepared)>,
     stop: StopFlag,
+    /// With a cold cache: the Sec. 3.1 procedure's files.
+    cold: Option<std::rc::Rc<crate::window::cold_cache::ColdCache>>,
 }
 
 impl<'a> Runner<'a> {
@@ -124,11 +126,15 @@ impl<'a> Runner<'a> {
         if opts.cold_cache && opts.restart.is_none() {
             opts.restart = Some(Restart::discover(session.postmaster_pid)?);
         }
+        let cold = opts
+            .cold_cache
+            .then(|| std::rc::Rc::new(crate::window::cold_cache::ColdCache::new()));
         let r = Runner {
             pg,
             opts,
             session: Some(session),
             prepared: None,
+            cold,
             stop,
         };
         r.configure()?;
@@ -351,6 +357,7 @@ impl<'a> Runner<'a> {
         let cold = self.opts.cold_cache;
         let stop = self.stop.clone();
         let pin = self.opts.cpu.clone();
+        let cold_cache = self.cold.clone();
         if cold && let Some(restart) = self.opts.restart.clone() {
             self.disconnect();
             restart.run()?;
@@ -360,12 +367,13 @@ impl<'a> Runner<'a> {
         if plan0.is_some_and(|p| p != plan) {
             return Ok(Step::PlanChanged);
         }
-        if cold {
-            // After the restart and the plan: only the query's own pages
-            // are left to read (Sec. 3.1: "All the pages needed to evaluate
-            // the query must be read from disk").
-            crate::sys::page_cache::drop_page_cache().map_err(QcError::Cache)?;
-        }
+        // After the restart and the plan: only the query's own pages are
+        // left to read (Sec. 3.1: "All the pages needed to evaluate the
+        // query must be read from disk").
+        let cold_step = match &cold_cache {
+            Some(c) if cold => Some(c.before_qe(ctx.ledger).map_err(QcError::Cache)?),
+            _ => None,
+        };
         if let Some(cpu) = &pin {
             cpu.pin(s.backend_pid).map_err(|e| {
                 QcError::Pg(PgError::Lost {
@@ -380,6 +388,7 @@ impl<'a> Runner<'a> {
         };
         let (out, res) = measure_with(ctx, i, Some(plan), roles, || s.execute(&st, Some(&stop)))?;
         let mut rec = out.record;
+        rec.cold_cache = cold_step;
         let mut rows = None;
         match res {
             Ok(n) => {

@@ -82,6 +82,14 @@ pub struct ProcCounters {
     pub write_bytes: Option<u64>,
     pub voluntary_switches: Option<u64>,
     pub involuntary_switches: Option<u64>,
+    /// TTPv2 Sec. 3.5 (e), (f), the faults, (j) and (k): per process
+    /// (reaped threads included), from stat and io.
+    pub guest_ticks: Option<u64>,
+    pub cguest_ticks: Option<u64>,
+    pub minflt: Option<u64>,
+    pub majflt: Option<u64>,
+    pub read_syscalls: Option<u64>,
+    pub write_syscalls: Option<u64>,
     /// Threads that exited inside the window: the per-thread sums
     /// (schedstat, switches, blkio) miss their share.
     pub threads_exited: u32,
@@ -117,6 +125,12 @@ pub fn proc_delta(before: Option<&ProcEntry>, after: &ProcEntry) -> ProcCounters
         stime_ticks: sub(p1.stime_ticks, p0.and_then(|p| p.stime_ticks)),
         read_bytes: sub(p1.read_bytes, p0.and_then(|p| p.read_bytes)),
         write_bytes: sub(p1.write_bytes, p0.and_then(|p| p.write_bytes)),
+        guest_ticks: sub(p1.guest_ticks, p0.and_then(|p| p.guest_ticks)),
+        cguest_ticks: sub(p1.cguest_ticks, p0.and_then(|p| p.cguest_ticks)),
+        minflt: sub(p1.minflt, p0.and_then(|p| p.minflt)),
+        majflt: sub(p1.majflt, p0.and_then(|p| p.majflt)),
+        read_syscalls: sub(p1.read_syscalls, p0.and_then(|p| p.read_syscalls)),
+        write_syscalls: sub(p1.write_syscalls, p0.and_then(|p| p.write_syscalls)),
         ..Default::default()
     };
     let key = |t: &ProcImage| (t.pid, t.starttime_ticks);

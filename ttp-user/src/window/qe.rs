@@ -186,6 +186,7 @@ pub fn measure(
     let exit = child.wait()?.status;
     let rec = &mut out.record;
     rec.timed_out = Some(timed_out);
+    rec.query_is_tree = Some(!ctx.query_by_name);
     use std::os::unix::process::ExitStatusExt;
     rec.exit_code = exit.code();
     rec.signal = exit.signal();
@@ -236,8 +237,20 @@ pub fn measure_with<R>(
         .map(|rx| receive_exits(rx, &exits))
         .unwrap_or_default();
     let m2 = ProcSet::read(&ProcSet::all_pids(), None);
-    // Processes that exited between the ledger's after-image and M2 are
-    // stopped too (App. B), though their measures end at the image.
+    // Listening stops here (App. B): which processes of M2 are still alive
+    // now. One that vanished after M2 without an exit record is neither
+    // Continuing nor Stopped (P_y or P_z), as App. B defines them; read
+    // before the last exit records are drained, so that one that exits in
+    // between has its record there.
+    let alive_at_end: BTreeSet<u32> = m2
+        .procs
+        .iter()
+        .filter(|(pid, e)| still_alive(**pid, e.process.starttime_ticks))
+        .map(|(&p, _)| p)
+        .collect();
+    // Processes that exited between the ledger's after-image and the check
+    // above are stopped too (App. B), though their measures end at the
+    // image.
     let mut late = Vec::new();
     ctx.ledger.drain_exits(&mut late);
     let late_exited: BTreeSet<u32> = late
@@ -262,7 +275,7 @@ pub fn measure_with<R>(
         &window,
         (&m1, &m2),
         &ts_exits,
-        &late_exited,
+        (&late_exited, &alive_at_end),
         roles,
     );
     rec.query_threads_max = Some(threads_at_once(&before, &after, &exits, &query_tgids));
@@ -325,6 +338,10 @@ struct GroupExit {
     blkio_ns: Option<u64>,
     nvcsw: Option<u64>,
     nivcsw: Option<u64>,
+    minflt: Option<u64>,
+    majflt: Option<u64>,
+    read_syscalls: Option<u64>,
+    write_syscalls: Option<u64>,
 }
 
 fn add_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {
@@ -346,6 +363,10 @@ impl GroupExit {
                 blkio_ns: Some(0),
                 nvcsw: Some(0),
                 nivcsw: Some(0),
+                minflt: Some(0),
+                majflt: Some(0),
+                read_syscalls: Some(0),
+                write_syscalls: Some(0),
                 ..GroupExit::default()
             });
             g.threads += 1;
@@ -355,6 +376,10 @@ impl GroupExit {
             g.blkio_ns = add_opt(g.blkio_ns, s.blkio_delay_total_ns);
             g.nvcsw = add_opt(g.nvcsw, s.nvcsw);
             g.nivcsw = add_opt(g.nivcsw, s.nivcsw);
+            g.minflt = add_opt(g.minflt, s.ac_minflt);
+            g.majflt = add_opt(g.majflt, s.ac_majflt);
+            g.read_syscalls = add_opt(g.read_syscalls, s.read_syscalls);
+            g.write_syscalls = add_opt(g.write_syscalls, s.write_syscalls);
         }
         out
     }
@@ -445,7 +470,7 @@ fn fill_processes(
     w: &Window,
     (m1, m2): (&ProcSet, &ProcSet),
     ts_exits: &[TaskstatsRecord],
-    late_exited: &BTreeSet<u32>,
+    (late_exited, alive_at_end): (&BTreeSet<u32>, &BTreeSet<u32>),
     roles: Roles,
 ) -> BTreeSet<u32> {
     let key_of = |pid: u32| -> ProcKey {
@@ -487,7 +512,8 @@ fn fill_processes(
         // it as ephemeral.
         let is_stopped = ledger.is_some_and(|l| l.exited)
             || a.is_some_and(|e| e.process.state == 'Z')
-            || (a.is_none() && (groups.contains_key(&pid) || late_exited.contains(&pid)));
+            || late_exited.contains(&pid)
+            || (a.is_none() && groups.contains_key(&pid));
         // The ledger's comm is the one after exec (the before-image of the
         // command shows the held child's name).
         let comm = ledger
@@ -504,6 +530,13 @@ fn fill_processes(
             m.blkio_ticks = d.blkio_ticks;
             m.vol_cs = d.voluntary_switches;
             m.invol_cs = d.involuntary_switches;
+            // Sec. 3.5 (e), (f), the faults, (j), (k).
+            m.guest_ticks = d.guest_ticks;
+            m.cguest_ticks = d.cguest_ticks;
+            m.minflt = d.minflt;
+            m.majflt = d.majflt;
+            m.read_syscalls = d.read_syscalls;
+            m.write_syscalls = d.write_syscalls;
         } else if let Some(g) = groups.get(&pid) {
             // Stopped inside the QE: its final figures come from the taskstats
             // exit records of all its threads (a multi-threaded process's
@@ -523,6 +556,17 @@ fn fill_processes(
             m.blkio_ticks = g.blkio_ns.map(|n| n / ctx.tick_ns);
             m.vol_cs = g.nvcsw;
             m.invol_cs = g.nivcsw;
+            // Faults and system calls from the exit records, less what the
+            // before-image had already counted. Taskstats carries no guest
+            // time, so guest and cguest stay unknown (X3 says so).
+            let since =
+                |total: Option<u64>, f: fn(&crate::collect::proc_pid::Counters) -> Option<u64>| {
+                    total.map(|t| t.saturating_sub(before.and_then(f).unwrap_or(0)))
+                };
+            m.minflt = since(g.minflt, |c| c.minflt);
+            m.majflt = since(g.majflt, |c| c.majflt);
+            m.read_syscalls = since(g.read_syscalls, |c| c.read_syscalls);
+            m.write_syscalls = since(g.write_syscalls, |c| c.write_syscalls);
         } else if let Some(l) = ledger {
             // Only the ledger saw it: U+S as one sum, from its on-CPU time.
             m.su_ticks = Some((l.kernel.on_cpu_ns + ctx.tick_ns / 2) / ctx.tick_ns);
@@ -570,13 +614,11 @@ fn fill_processes(
     };
     let m1_keys = live(m1);
     let m2_keys = live(m2);
-    // Continuing: alive at the after-image, observed by reading /proc (a
-    // zombie child counts as stopped).
-    let continuing = m2
-        .procs
-        .iter()
-        .filter(|(_, e)| e.process.state != 'Z')
-        .map(|(&p, _)| key_of(p))
+    // Continuing: alive when listening stopped (App. B), observed by
+    // reading /proc again then; a zombie child counts as stopped.
+    let continuing = continuing_pids(m2, alive_at_end, late_exited)
+        .into_iter()
+        .map(key_of)
         .collect();
     rec.process_sets = Some(ProcessSets {
         m1: m1_keys,
@@ -592,6 +634,36 @@ fn fill_processes(
         rec.of_class(ProcessClass::Query)
             .filter_map(|p| p.pid)
             .collect()
+    }
+}
+
+/// App. B's Continuing set, by pid: processes of M2 that were not zombies
+/// there, are still alive when listening stops, and did not exit in
+/// between. A process of M2 that vanished after it without an exit record
+/// is in none of Continuing and Stopped: App. B finds it as P_y (started
+/// during the QE) or P_z (in M1 too).
+fn continuing_pids(
+    m2: &ProcSet,
+    alive_at_end: &BTreeSet<u32>,
+    late_exited: &BTreeSet<u32>,
+) -> Vec<u32> {
+    m2.procs
+        .iter()
+        .filter(|(p, e)| {
+            e.process.state != 'Z' && alive_at_end.contains(p) && !late_exited.contains(p)
+        })
+        .map(|(&p, _)| p)
+        .collect()
+}
+
+/// Process `pid` with start time `start_ticks` exists and is not a zombie.
+fn still_alive(pid: u32, start_ticks: u64) -> bool {
+    match crate::collect::proc_pid::ProcImage::read_process(
+        std::path::Path::new("/proc"),
+        pid as i32,
+    ) {
+        Ok(img) => img.starttime_ticks == start_ticks && img.state != 'Z',
+        Err(_) => false,
     }
 }
 
@@ -644,93 +716,5 @@ fn threads_at_once(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn thread_exit(
-        tid: u32,
-        tgid: u32,
-        utime_us: u64,
-        stime_us: u64,
-        rt_ns: u64,
-    ) -> TaskstatsRecord {
-        use crate::collect::taskstats::{Origin, Taskstats};
-        let mut b = vec![0u8; 416];
-        b[0..2].copy_from_slice(&16u16.to_ne_bytes());
-        b[72..80].copy_from_slice(&rt_ns.to_ne_bytes());
-        b[128..132].copy_from_slice(&tid.to_ne_bytes());
-        b[152..160].copy_from_slice(&utime_us.to_ne_bytes());
-        b[160..168].copy_from_slice(&stime_us.to_ne_bytes());
-        b[368..372].copy_from_slice(&tgid.to_ne_bytes());
-        let origin = Origin {
-            exit: true,
-            delayacct_on: true,
-        };
-        TaskstatsRecord {
-            scope: TsScope::Task,
-            id: tid,
-            stats: Taskstats::decode(&b, TsScope::Task, origin).unwrap(),
-        }
-    }
-
-    /// A 4-thread process (300 ms per worker) and a single-threaded one.
-    /// Catches taking the main thread's record as the process's (#14
-    /// item 2: U = S = 0 for a program whose workers did all the work), and
-    /// a split of the exact runtime that differs from the kernel's
-    /// cputime_adjust (user share = sampled utime / (utime + stime)).
-    #[test]
-    fn exited_thread_group_sums_its_threads() {
-        let mut recs = vec![thread_exit(100, 100, 0, 4_000, 1_000_000)];
-        for t in 101..105 {
-            recs.push(thread_exit(t, 100, 296_000, 4_000, 300_000_000));
-        }
-        recs.push(thread_exit(200, 200, 8_000, 0, 9_000_000));
-        let g = GroupExit::by_tgid(&recs);
-        let p = &g[&100];
-        assert_eq!(p.threads, 5);
-        assert_eq!(p.runtime_ns, Some(1_201_000_000));
-        let (u, s) = p.adjusted_ns();
-        // Sampled 1184 ms user, 20 ms system → runtime split 1184 : 20.
-        let s_expect = (20u128 * 1_201_000_000 / 1204) as u64;
-        assert_eq!(s, Some(s_expect));
-        assert_eq!(u, Some(1_201_000_000 - s_expect));
-        assert_eq!(g[&200].adjusted_ns(), (Some(9_000_000), Some(0)));
-    }
-
-    /// Catches the roles of a DBMS mixed up: the backend must be the one
-    /// query process, the postmaster and its other children (checkpointer,
-    /// other backends) utilities, ttp the executor, the rest daemons.
-    #[test]
-    fn server_roles() {
-        let roles = Roles::Server {
-            query: 12,
-            server: 10,
-        };
-        // Descendants of the postmaster (10): its children 11, 12, 13.
-        let tree: BTreeSet<u32> = [10, 11, 12, 13].into();
-        let c = |pid, comm| classify(roles, 99, &[], false, (pid, comm), &tree);
-        assert_eq!(c(12, "postgres"), ProcessClass::Query);
-        assert_eq!(c(10, "postgres"), ProcessClass::Utility);
-        assert_eq!(c(11, "postgres"), ProcessClass::Utility);
-        assert_eq!(c(13, "postgres"), ProcessClass::Utility);
-        assert_eq!(c(99, "ttp-ebpf"), ProcessClass::Executor);
-        assert_eq!(c(50, "postgres"), ProcessClass::Daemon, "another server");
-        assert_eq!(c(51, "sshd"), ProcessClass::Daemon);
-    }
-
-    /// Catches the command path changed by the server path: the command's
-    /// tree is the query, or a utility when the query process is chosen by
-    /// name; --utility names still count.
-    #[test]
-    fn command_roles() {
-        let roles = Roles::CommandTree { root: 20 };
-        let tree: BTreeSet<u32> = [20, 21].into();
-        let utils = vec!["mysqld".to_string()];
-        let c = |by_name, pid, comm| classify(roles, 99, &utils, by_name, (pid, comm), &tree);
-        assert_eq!(c(false, 21, "sh"), ProcessClass::Query);
-        assert_eq!(c(true, 21, "sh"), ProcessClass::Utility);
-        assert_eq!(c(false, 30, "mysqld"), ProcessClass::Utility);
-        assert_eq!(c(false, 31, "cron"), ProcessClass::Daemon);
-        assert_eq!(c(false, 99, "ttp-ebpf"), ProcessClass::Executor);
-    }
-}
+#[path = "qe_tests.rs"]
+mod tests;

@@ -22,6 +22,10 @@ use crate::{
 
 /// How the ledger's block-I/O wait relates to /proc's; stated in every
 /// TTPv2 report as a deviation (Sec. 9 (6)).
+/// How long the Step 0 snapshot samples CPU use and steal time (the
+/// default of `ttp-ebpf check --sample`).
+pub const SETUP_SAMPLE: std::time::Duration = std::time::Duration::from_secs(1);
+
 const BLOCK_IO_DEVIATION: &str = "BlockIO is the kernel ledger's block-I/O wait (switch-out with in_iowait to wakeup), in ticks; /proc's delayacct_blkio_ticks is reported beside it as blkio_proc_ticks";
 
 /// What a session sets up beyond the seeded ledger.
@@ -100,7 +104,9 @@ impl MeasurementSession {
     }
 
     /// The machine facts of a TTPv2 report (Sec. 9 (2), (3), (6)), with
-    /// what this session changed and the ledger's block-I/O deviation.
+    /// what this session changed, the ledger's block-I/O deviation and the
+    /// Step 0 check snapshot (sampling CPU use and steal for
+    /// [`SETUP_SAMPLE`]).
     pub fn machine_facts(&self, cold_cache: bool) -> MachineFacts {
         let mut machine = crate::collect::machine::facts();
         machine.delay_accounting_switched_on = self
@@ -108,6 +114,13 @@ impl MeasurementSession {
             .as_ref()
             .is_some_and(|d| d.switched_on());
         machine.cold_cache = Some(cold_cache);
+        // Step 0 (Sec. 8.1) as `check` finds it, with delay accounting as
+        // the measurement has it (the snapshot EMP records too).
+        machine.setup_check = Some(crate::sys::setup_check::run_checks(
+            std::path::PathBuf::from("/"),
+            &crate::sys::setup_check::live::LiveProbes,
+            SETUP_SAMPLE,
+        ));
         machine.deviations.push(BLOCK_IO_DEVIATION.into());
         machine
     }

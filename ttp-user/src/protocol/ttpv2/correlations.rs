@@ -239,6 +239,13 @@ pub struct CorrelationRow {
     pub r: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed: Option<Level>,
+    /// Two-sided p-value of r ≠ 0 (Student's t with n − 2 degrees of
+    /// freedom); Sec. 6 reports every relationship significant at p < 0.05.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p_value: Option<f64>,
+    /// `p_value < 0.05` (Sec. 6).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub significant: Option<bool>,
     /// `match`, `close` (one level apart, the paper's yellow) or `far`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agreement: Option<String>,
@@ -273,6 +280,28 @@ fn scale(xs: &mut [f64]) {
     }
 }
 
+/// The significance level of Sec. 6 ("All the relationships were
+/// significant (having p < 0.05)").
+pub const SIGNIFICANCE: f64 = 0.05;
+
+/// Two-sided p-value of the null hypothesis ρ = 0 for a Pearson r over `n`
+/// pairs: t = r √((n − 2)/(1 − r²)) has Student's t distribution with n − 2
+/// degrees of freedom under it. `None` below 3 pairs; |r| = 1 gives 0.
+pub fn p_value(r: f64, n: usize) -> Option<f64> {
+    use statrs::distribution::{ContinuousCDF, StudentsT};
+    if n < 3 || !r.is_finite() {
+        return None;
+    }
+    let df = (n - 2) as f64;
+    let rest = 1.0 - r * r;
+    if rest <= 0.0 {
+        return Some(0.0);
+    }
+    let t = r.abs() * (df / rest).sqrt();
+    let dist = StudentsT::new(0.0, 1.0, df).ok()?;
+    Some((2.0 * (1.0 - dist.cdf(t))).clamp(0.0, 1.0))
+}
+
 /// Observed correlations for Table IV over the given QEs, each paired with
 /// the Q@C it came from (the retained QEs of the retained Q@Cs).
 pub fn correlations(qes: &[(&QcInput, &QeRecord)]) -> Vec<CorrelationRow> {
@@ -296,6 +325,7 @@ pub fn correlations(qes: &[(&QcInput, &QeRecord)]) -> Vec<CorrelationRow> {
             }
             let r = (xs.len() >= 3).then(|| pearson(&xs, &ys)).flatten();
             let observed = r.map(Level::of);
+            let p_value = r.and_then(|r| p_value(r, xs.len()));
             let not_expressed = match (xs.len(), r) {
                 (n, _) if n < 3 => Some(format!("{n} QE(s) have both measures; needs 3")),
                 (_, None) => Some("a measure does not vary".to_string()),
@@ -309,6 +339,8 @@ pub fn correlations(qes: &[(&QcInput, &QeRecord)]) -> Vec<CorrelationRow> {
                 n: xs.len(),
                 r,
                 observed,
+                p_value,
+                significant: p_value.map(|p| p < SIGNIFICANCE),
                 agreement: observed.map(|o| {
                     match (o as i32 - rel.predicted as i32).abs() {
                         0 => "match",
@@ -369,6 +401,20 @@ mod tests {
         ids.sort();
         ids.dedup();
         assert_eq!(ids.len(), 73);
+    }
+
+    /// Catches a one-sided test, the wrong degrees of freedom, or t from r
+    /// unscaled: r = 0.6 over 10 pairs gives t = 0.6 √(8 / 0.64) = 2.1213,
+    /// two-sided p = 0.066688 (8 df); r = 0.7 over 10 gives
+    /// t = 2.7724, p = 0.024206.
+    #[test]
+    fn p_values_of_pearson_r() {
+        let p = p_value(0.6, 10).unwrap();
+        assert!((p - 0.066688).abs() < 1e-5, "{p}");
+        let p = p_value(-0.7, 10).unwrap();
+        assert!((p - 0.024206).abs() < 1e-5, "{p}");
+        assert_eq!(p_value(1.0, 5), Some(0.0));
+        assert_eq!(p_value(0.5, 2), None);
     }
 
     #[test]

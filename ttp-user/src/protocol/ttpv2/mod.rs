@@ -23,6 +23,7 @@ pub mod ephemeral;
 pub mod import;
 pub mod model;
 pub mod paragraph;
+pub mod paragraph_deviations;
 pub mod post;
 pub mod report;
 pub mod stats;

@@ -361,7 +361,17 @@ pub struct QeRecord {
     /// (external data).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_records_lost: Option<u64>,
+    /// With a cold cache: what was done before this QE to empty the caches
+    /// (Sec. 3.1), and when.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cold_cache: Option<ColdCacheStep>,
+    /// The query class is a measured command's process tree (summed), not
+    /// one query process (Sec. 7.2); `None` in files that predate it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub query_is_tree: Option<bool>,
 }
+
+pub use crate::window::cold_cache::ColdCacheStep;
 
 impl QeRecord {
     /// An empty QE (no processes, nothing measured) to fill in.
@@ -387,6 +397,8 @@ impl QeRecord {
             probe_cost: None,
             query_threads_max: None,
             exit_records_lost: None,
+            cold_cache: None,
+            query_is_tree: None,
         }
     }
 

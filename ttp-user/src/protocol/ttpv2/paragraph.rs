@@ -3,6 +3,8 @@
 
 use super::checks::{CheckResult, Scope};
 use super::model::QcInput;
+pub use super::paragraph_deviations::cold_cache_shortfalls;
+use super::paragraph_deviations::{query_tree, setup_check_warnings, steal_measured};
 
 pub use crate::collect::machine::MachineFacts;
 
@@ -81,6 +83,16 @@ pub fn deviations(machine: Option<&MachineFacts>, qcs: &[QcInput]) -> Vec<String
             };
             d.push(format!("the machine is a {what}, so steal time may occur"));
         }
+        if m.virtualization.is_some() || steal_measured(qcs).is_some_and(|(n, _, _)| n > 0) {
+            d.extend(steal_measured(qcs).map(|(n, k, ticks)| {
+                if n == 0 {
+                    format!("no steal time was measured during the {k} QEs")
+                } else {
+                    format!("steal time was measured during {n} of {k} QEs ({ticks} ticks in all; X5 counts them)")
+                }
+            }));
+        }
+        d.extend(setup_check_warnings(m));
         if let (Some(h), Some(u)) = (m.config_hz, m.user_hz)
             && h != u
         {
@@ -94,8 +106,12 @@ pub fn deviations(machine: Option<&MachineFacts>, qcs: &[QcInput]) -> Vec<String
         if m.cold_cache == Some(false) {
             d.push("warm-cache measurement (the page cache was not dropped before each QE)".into());
         }
+        if m.cold_cache == Some(true) {
+            d.extend(cold_cache_shortfalls(qcs));
+        }
         d.extend(m.deviations.iter().cloned());
     }
+    d.extend(query_tree(qcs));
     if let Some(hz) = qcs.iter().map(|q| q.setup.user_hz).find(|&h| h != 100) {
         d.push(format!(
             "/proc ticks are {} ms (USER_HZ={hz}), not 10 ms",
@@ -242,7 +258,8 @@ pub fn paragraph(p: &ParagraphInput) -> String {
         ),
     };
     let cache = match m.and_then(|m| m.cold_cache) {
-        Some(true) => " with a cold cache",
+        Some(true) if cold_cache_shortfalls(p.qcs).is_empty() => " with a cold cache",
+        Some(true) => " with the page cache dropped before each QE",
         Some(false) => " with a warm cache",
         None => "",
     };
@@ -326,7 +343,7 @@ pub fn paragraph(p: &ParagraphInput) -> String {
     ) {
         (Some(r), Some(st)) => {
             s += &format!(
-                " A total of {}% of Q@C adjacent pairs violated relaxed monotonicity and {}% violated strict monotonicity.",
+                " A total of {}% of the Q@Cs violated relaxed monotonicity and {}% violated strict monotonicity (of the Q@Cs compared with the next higher cardinality of their query, as Table XII counts them; relaxed: the lower cardinality still took longer after each Q@C's time was moved by half its own standard deviation toward the other's; App. E QC (4) does not say whose standard deviation, so this reading is ttp's own).",
                 sig2(r),
                 sig2(st)
             )
@@ -422,6 +439,9 @@ mod tests {
             ..MachineFacts::default()
         };
         let mut qcs = vec![clean_qc(10)];
+        for qe in &mut qcs[0].qes {
+            qe.cold_cache = Some(full_cold_step());
+        }
         // The probes' cost of QEs 1–3: 0.2 %, 0.4 % and 0.3 % of a 1 s
         // Time_meas, 95 ns a switch.
         for (qe, switches) in qcs[0].qes.iter_mut().zip([21_053u64, 42_105, 31_579]) {
@@ -464,6 +484,66 @@ mod tests {
             "ledger's probes used a median of 0.30% of Time_meas in CPU time per execution (at most 0.40%; 95 ns per context switch)",
         ] {
             assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
+        }
+    }
+
+    /// The Sec. 3.1 procedure as `run --cold-cache` records it when all of
+    /// it was done: 64 MiB read with O_DIRECT, the drop, a 1 MiB re-read
+    /// that reached the device.
+    fn full_cold_step() -> crate::protocol::ttpv2::model::ColdCacheStep {
+        crate::protocol::ttpv2::model::ColdCacheStep {
+            fill_start_unix_ns: Some(1),
+            fill_bytes: 64 << 20,
+            fill_skipped: None,
+            drop_unix_ns: 2,
+            check_file_bytes: 1 << 20,
+            check_device_bytes: Some(1 << 20),
+        }
+    }
+
+    /// "With a cold cache" only when the whole Sec. 3.1 procedure ran and
+    /// the drop was shown to work before every QE; otherwise the paragraph
+    /// says the page cache was dropped and names what was skipped or
+    /// failed. Catches the claim made for a skipped fill, a drop that did
+    /// not reach the device, or a file that predates the record.
+    #[test]
+    fn cold_cache_claimed_only_for_the_full_procedure() {
+        let machine = MachineFacts {
+            cold_cache: Some(true),
+            ..MachineFacts::default()
+        };
+        let text = |qcs: &[QcInput]| {
+            paragraph(&ParagraphInput {
+                machine: Some(&machine),
+                qcs,
+                checks: &[],
+                qes_total: 6,
+                qes_dropped: 0,
+                qcs_dropped: 0,
+                exact_reported: false,
+            })
+        };
+        let mut qc = clean_qc(6);
+        for qe in &mut qc.qes {
+            qe.cold_cache = Some(full_cold_step());
+        }
+        let t = text(std::slice::from_ref(&qc));
+        assert!(t.contains("with a cold cache"), "{t}");
+        assert!(cold_cache_shortfalls(std::slice::from_ref(&qc)).is_empty());
+        let step = qc.qes[1].cold_cache.as_mut().unwrap();
+        step.fill_skipped = Some("reading /var/tmp/x with O_DIRECT failed: EINVAL".into());
+        step.fill_bytes = 0;
+        qc.qes[2].cold_cache.as_mut().unwrap().check_device_bytes = Some(4096);
+        qc.qes[3].cold_cache = None;
+        let t = text(std::slice::from_ref(&qc));
+        assert!(!t.contains("with a cold cache"), "{t}");
+        for needle in [
+            "with the page cache dropped before each QE",
+            "fill (Sec. 3.1: 64 MB of unrelated data) was skipped or cut short before 1 QE(s): reading /var/tmp/x with O_DIRECT failed: EINVAL",
+            "did not reach the device before 1 QE(s)",
+            "not recorded for 1 of 6 QEs",
+        ] {
+            assert!(t.contains(needle), "missing {needle:?} in:\n{t}");
         }
     }
 

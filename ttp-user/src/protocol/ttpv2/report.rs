@@ -248,7 +248,7 @@ pub fn render(a: &Analysis, correlations: Option<&[CorrelationRow]>) -> String {
     if let Some(rows) = correlations {
         let _ = writeln!(
             out,
-            "\nCausal model (Table IV), Pearson r after per-experiment min–max scaling:"
+            "\nCausal model (Table IV), Pearson r after per-experiment min–max scaling; p: two-sided t test of r ≠ 0, significant below 0.05 (Sec. 6):"
         );
         let mut unexpressed = Vec::new();
         for r in rows {
@@ -258,7 +258,7 @@ pub fn render(a: &Analysis, correlations: Option<&[CorrelationRow]>) -> String {
             };
             let _ = writeln!(
                 out,
-                "  {:<6} {:<24} / {:<24} predicted {:<4} observed {:>6.3} {} ({}, n={})",
+                "  {:<6} {:<24} / {:<24} predicted {:<4} observed {:>6.3} {} ({}, n={}, p={}{})",
                 r.id,
                 r.x,
                 r.y,
@@ -268,7 +268,13 @@ pub fn render(a: &Analysis, correlations: Option<&[CorrelationRow]>) -> String {
                     .map(|o| format!("{o:?}").to_lowercase())
                     .unwrap_or_default(),
                 r.agreement.clone().unwrap_or_default(),
-                r.n
+                r.n,
+                r.p_value.map_or("—".to_string(), |p| format!("{p:.3}")),
+                if r.significant == Some(false) {
+                    ", not significant"
+                } else {
+                    ""
+                }
             );
         }
         if !unexpressed.is_empty() {

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use super::{CheckResult, Verdict, aggregate};
 use crate::protocol::ttpv2::calc::QeCalc;
-use crate::protocol::ttpv2::model::{ProcessClass, ProcessDetail, QcInput, QeRecord};
+use crate::protocol::ttpv2::model::{Measures, ProcessClass, ProcessDetail, QcInput, QeRecord};
 
 /// Server (query) process names of DBMSes, as `comm` shows them (15 bytes).
 const DBMS_SERVERS: &[&str] = &[
@@ -49,7 +49,7 @@ pub fn experiment_checks(qcs: &[QcInput], calcs: &[Vec<QeCalc>]) -> Vec<CheckRes
     vec![
         x1_missing(qcs),
         x2_unique_plan(qcs),
-        per_qe("X3", qcs, calcs, x3_underlying),
+        x3(qcs, calcs),
         per_qe("X4", qcs, calcs, x4_derived),
         per_qe("X5", qcs, calcs, |qe, _, _| match qe.overall.steal_ticks {
             // App. E (5): non-zero steal time.
@@ -138,10 +138,130 @@ fn x2_unique_plan(qcs: &[QcInput]) -> CheckResult {
     aggregate("X2", items.iter().map(|(n, v)| (n.clone(), v)))
 }
 
+/// The per-process measures of Sec. 3.5 each process must carry (App. E
+/// (3)), by name. U, S and BlockIO are what eq. 1–2 need; the switch counts
+/// and the read/write system calls complete the seven per-type measures of
+/// the causal model (Sec. 5.1, Fig. 3); the faults complete Sec. 3.5.
+/// Reads one measure of a process.
+type Get = fn(&Measures) -> Option<u64>;
+
+const PROCESS_MEASURES: &[(&str, Get)] = &[
+    ("U", |m| m.u_ticks),
+    ("S", |m| m.s_ticks),
+    ("BlockIO", |m| m.blkio_ticks),
+    ("vol_cs", |m| m.vol_cs),
+    ("invol_cs", |m| m.invol_cs),
+    ("read_syscalls", |m| m.read_syscalls),
+    ("write_syscalls", |m| m.write_syscalls),
+    ("minflt", |m| m.minflt),
+    ("majflt", |m| m.majflt),
+];
+
+/// Guest and children's guest time (Sec. 3.5 (e), (f)): /proc/PID/stat
+/// only. A process read only through its exit records (taskstats carries no
+/// guest time) cannot have them, so they are required of processes still
+/// readable in the after-image.
+const GUEST_MEASURES: &[(&str, Get)] =
+    &[("guest", |m| m.guest_ticks), ("cguest", |m| m.cguest_ticks)];
+
+/// Whether `f` is known for some process of some QE: a measure no process
+/// of the data has was not recorded at all (a file written before ttp
+/// recorded it), which X3 notes instead of counting against every QE.
+fn recorded(qcs: &[QcInput], f: Get) -> bool {
+    qcs.iter()
+        .flat_map(|qc| &qc.qes)
+        .flat_map(|qe| &qe.processes)
+        .any(|p| f(&p.m).is_some())
+}
+
 /// App. E (3): a process or the overall image lacks an expected measure
-/// (Sec. 3.5–3.6): U, S and BlockIO ticks of every process; the overall
-/// tick counters.
-fn x3_underlying(qe: &QeRecord, _: &QeCalc, _: &QcInput) -> Verdict {
+/// (Sec. 3.5–3.6): every per-process measure of Sec. 3.5 of every process
+/// (guest and cguest of those not seen only through exit records), and the
+/// overall tick counters. U, S and BlockIO are always required; a measure
+/// the data never recorded is named in a note.
+fn x3(qcs: &[QcInput], calcs: &[Vec<QeCalc>]) -> CheckResult {
+    let required: Vec<(&str, Get, bool)> = PROCESS_MEASURES
+        .iter()
+        .map(|&(n, f)| (n, f, false))
+        .chain(GUEST_MEASURES.iter().map(|&(n, f)| (n, f, true)))
+        .filter(|&(n, f, _)| matches!(n, "U" | "S" | "BlockIO") || recorded(qcs, f))
+        .collect();
+    let not_recorded: Vec<&str> = PROCESS_MEASURES
+        .iter()
+        .chain(GUEST_MEASURES)
+        .filter(|(n, _)| !required.iter().any(|r| r.0 == *n))
+        .map(|(n, _)| *n)
+        .collect();
+    let result = per_qe("X3", qcs, calcs, |qe, _, _| x3_underlying(qe, &required));
+    if result.violations.is_none() {
+        return result;
+    }
+    // Which processes lacked what, so that a reader can tell an unreadable
+    // file (e.g. another namespace's init, whose /proc/1/io even root may
+    // not read) from a measurement that failed.
+    let mut lacking: std::collections::BTreeMap<String, BTreeSet<&str>> = Default::default();
+    for qe in qcs.iter().flat_map(|qc| &qc.qes) {
+        if qe.detail == ProcessDetail::ClassTotals {
+            continue;
+        }
+        for p in &qe.processes {
+            for n in missing(p, &required) {
+                let who = match p.pid {
+                    Some(pid) => format!("{} (pid {pid})", p.comm),
+                    None => p.comm.clone(),
+                };
+                lacking.entry(who).or_default().insert(n);
+            }
+        }
+    }
+    let mut notes: Vec<String> = result.note.clone().into_iter().collect();
+    if !lacking.is_empty() {
+        const SHOWN: usize = 5;
+        let mut list: Vec<String> = lacking
+            .iter()
+            .take(SHOWN)
+            .map(|(who, ms)| {
+                format!(
+                    "{who}: {}",
+                    ms.iter().copied().collect::<Vec<_>>().join(", ")
+                )
+            })
+            .collect();
+        if lacking.len() > SHOWN {
+            list.push(format!("{} more processes", lacking.len() - SHOWN));
+        }
+        notes.push(format!("missing: {}", list.join("; ")));
+    }
+    if !not_recorded.is_empty() {
+        notes.push(format!(
+            "not recorded in this data, so not checked: {}",
+            not_recorded.join(", ")
+        ));
+    }
+    if notes.is_empty() {
+        return result;
+    }
+    result.with_note(Some(notes.join("; ")))
+}
+
+type Required<'a> = [(&'a str, Get, bool)];
+
+/// The names of the required measures process `p` lacks.
+fn missing<'a>(
+    p: &crate::protocol::ttpv2::model::ProcessMeasures,
+    required: &Required<'a>,
+) -> Vec<&'a str> {
+    // A process seen only through exit records: stopped, and no guest time.
+    let exit_records_only = p.stopped && p.m.guest_ticks.is_none() && p.m.cguest_ticks.is_none();
+    required
+        .iter()
+        .filter(|(_, _, guest)| !(*guest && exit_records_only))
+        .filter(|(_, f, _)| f(&p.m).is_none())
+        .map(|(n, _, _)| *n)
+        .collect()
+}
+
+fn x3_underlying(qe: &QeRecord, required: &Required<'_>) -> Verdict {
     if qe.detail == ProcessDetail::ClassTotals {
         return Verdict::na(
             "external data gives only the columns it has; each check says what it lacks",
@@ -163,7 +283,7 @@ fn x3_underlying(qe: &QeRecord, _: &QeCalc, _: &QcInput) -> Verdict {
     let process_missing = qe
         .processes
         .iter()
-        .any(|p| p.m.u_ticks.is_none() || p.m.s_ticks.is_none() || p.m.blkio_ticks.is_none());
+        .any(|p| !missing(p, required).is_empty());
     Verdict::from_bool(process_missing || overall.iter().any(Option::is_none))
 }
 
@@ -275,6 +395,39 @@ mod tests {
             qc.qes[0].processes[1].m.blkio_ticks = None;
             qc.qes[4].overall.softirq_ticks = None;
         });
+    }
+
+    /// Catches X3 looking only at U, S and BlockIO: a process without its
+    /// read system calls, major faults or (read from /proc) guest time is a
+    /// violation; a process seen only through exit records needs no guest
+    /// time.
+    #[test]
+    fn x3_every_process_measure() {
+        fires("X3", 3, |qc| {
+            qc.qes[0].processes[1].m.read_syscalls = None;
+            qc.qes[1].processes[0].m.majflt = None;
+            qc.qes[2].processes[0].m.cguest_ticks = None;
+            let p = &mut qc.qes[3].processes[1];
+            p.stopped = true;
+            p.m.guest_ticks = None;
+            p.m.cguest_ticks = None;
+        });
+    }
+
+    /// Catches X3 failing every QE of a file recorded before the system
+    /// calls were: a measure no process carries is noted, not violated.
+    #[test]
+    fn x3_measure_never_recorded_is_noted() {
+        let mut qc = clean_qc(6);
+        for p in qc.qes.iter_mut().flat_map(|q| &mut q.processes) {
+            p.m.read_syscalls = None;
+        }
+        let r = run(std::slice::from_ref(&qc), "X3");
+        assert_eq!(r.violations, Some(0));
+        assert!(
+            r.note.as_deref().unwrap().contains("read_syscalls"),
+            "{r:?}"
+        );
     }
 
     #[test]
