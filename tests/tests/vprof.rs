@@ -97,7 +97,7 @@ fn uprobes_match_the_programs_own_clock() {
     }
     let _serial = serial();
     let bin = build_target();
-    let cost = ttp_user::probe::vprof::calibrate().expect("calibrate the probe cost");
+    let cost = ttp_user::protocol::variance::uprobe::calibrate().expect("calibrate the probe cost");
     eprintln!("calibrated probe cost: {cost:?}");
     assert!(
         cost.per_hit_ns > 100.0 && cost.per_hit_ns < 100_000.0,
@@ -390,7 +390,7 @@ fn a_short_roots_duration_is_the_bare_one() {
     assert!(ok);
     let bare_ns = cpu as f64 / n_bare as f64;
 
-    let cost = ttp_user::probe::vprof::calibrate().expect("calibrate the probe cost");
+    let cost = ttp_user::protocol::variance::uprobe::calibrate().expect("calibrate the probe cost");
     let child = Command::new(&bin)
         .args(["tight", "100000", "wait"])
         .stdout(std::process::Stdio::null())

@@ -139,7 +139,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     })?;
     // The probes' own cost, subtracted from every interval (docs/vprofile.md,
     // "The probes' own cost"); without it the report says so.
-    match crate::probe::vprof::calibrate() {
+    match crate::protocol::variance::uprobe::calibrate() {
         Ok(cost) => source = source.with_cost(cost),
         Err(e) => eprintln!("note: {e}; the probes' own cost is not subtracted"),
     }

@@ -140,7 +140,7 @@ impl ProbePlan {
 
 /// What one probe hit adds to the intervals the probes measure, calibrated
 /// on a function of ttp's own whose bare duration is known
-/// (`probe::vprof::calibrate`). VProfiler subtracts its own instrumentation
+/// (`uprobe::calibrate`). VProfiler subtracts its own instrumentation
 /// cost from what it reports; so does ttp.
 ///
 /// A measured interval (the root, or one call of a child) starts at the
