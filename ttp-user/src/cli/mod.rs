@@ -19,6 +19,8 @@ pub mod report;
 pub mod run;
 pub mod run_emp;
 pub mod run_pg;
+mod run_plan;
+mod run_several;
 pub mod vprofile;
 
 /// ttp: how long a program or a database query really took, and why.

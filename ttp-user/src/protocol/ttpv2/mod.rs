@@ -25,6 +25,7 @@ pub mod model;
 pub mod paragraph;
 pub mod post;
 pub mod report;
+pub mod scan_svg;
 pub mod stats;
 pub mod study;
 pub mod svg;

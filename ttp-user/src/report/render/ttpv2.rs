@@ -6,6 +6,7 @@ use super::{RenderError, Rendered, Table, table::num, write_plot};
 use crate::protocol::ttpv2::{
     analysis::{Analysis, AnalyzeDocument, QcDocument, RunDocument},
     report::render,
+    scan_svg::render_scan_svg,
     svg::render_svg,
 };
 
@@ -77,7 +78,16 @@ fn svg(a: &Analysis, dir: &Path) -> Result<Vec<PathBuf>, RenderError> {
         what: "ttpv2.svg".into(),
         detail: e.to_string(),
     })?;
-    Ok(vec![write_plot(dir, "ttpv2.svg", &text)?])
+    let mut files = vec![write_plot(dir, "ttpv2.svg", &text)?];
+    // A parameter scan (`run --parameter-scan`, `-L`): time against it.
+    let scan = render_scan_svg(a).map_err(|e| RenderError::Plot {
+        what: "ttpv2-scan.svg".into(),
+        detail: e.to_string(),
+    })?;
+    if let Some(text) = scan {
+        files.push(write_plot(dir, "ttpv2-scan.svg", &text)?);
+    }
+    Ok(files)
 }
 
 impl Rendered for Run {
