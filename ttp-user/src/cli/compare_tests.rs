@@ -525,3 +525,47 @@ fn one_file_of_several_commands() {
     let run = write(dir.path(), "run1.json", &scaled_run(1.0));
     assert!(commands_of(&run).is_err());
 }
+
+/// Two commands of one run whose every QE Step 2 dropped (QE9: the
+/// machine's IOWait above the query's BlockIO, as another tenant's I/O
+/// makes it): no TTPv2 result, so the retained measures are listed as not
+/// compared, and the exact time of every QE that ran still says the
+/// second is 5 % faster; two separate run files of the same Q@Cs are
+/// refused (fewer than 2 retained QEs). Catches dropped QEs leaking into
+/// the retained measures, and a run whose comparison vanishes on a busy
+/// machine.
+#[test]
+fn dropped_commands_are_compared_on_the_exact_time_of_every_qe() {
+    use crate::protocol::ttpv2::model::NAME_LABEL;
+    let dir = tempfile::tempdir().unwrap();
+    let mut qcs = Vec::new();
+    let mut machine = None;
+    for (name, scale) in [("old", 1.0), ("new", 0.95)] {
+        let (mut qc, m) = scaled_qc(scale);
+        qc.labels.insert(NAME_LABEL.into(), name.into());
+        for q in &mut qc.qes {
+            q.overall.iowait_ticks = Some(1000);
+        }
+        let path = write(
+            dir.path(),
+            &format!("{name}.json"),
+            &serde_json::to_value(RunDocument::new(&qc, m.as_ref())).unwrap(),
+        );
+        let e = read_side(&path).unwrap_err();
+        assert_eq!(crate::error::exit_code(&e), 2, "{e}");
+        qcs.push(qc);
+        machine = m;
+    }
+    let doc = crate::cli::run_several::document(&qcs, machine.as_ref().unwrap());
+    assert!(doc.qcs.iter().all(|q| q.result.retained == 0));
+    let cmp = crate::cli::run_several::comparison(&doc).unwrap();
+    let c = &cmp.comparisons[0];
+    let names: Vec<&str> = c.measures.iter().map(|m| m.measure.as_str()).collect();
+    assert_eq!(names, ["time_exact_all_ms"]);
+    assert_eq!(c.skipped.len(), 3, "{:?}", c.skipped);
+    let m = &c.measures[0];
+    assert_eq!(m.baseline.n, BASE_TICKS.len());
+    assert_eq!(m.verdict.outcome, Outcome::Faster, "{}", m.verdict.text);
+    let [lo, hi] = m.verdict.change_ci_percent.unwrap();
+    assert!(lo < 5.0 && 5.0 < hi, "{lo}–{hi} %");
+}
