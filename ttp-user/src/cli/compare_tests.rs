@@ -499,6 +499,16 @@ fn one_file_of_several_commands() {
         .find(|m| m.measure == "rows=2: time_calc_ms")
         .unwrap();
     assert!(at2.baseline.centre > 3000.0, "{}", at2.baseline.centre);
+    // `report FILE` shows the comparison after the analysis, as `run`
+    // printed it, in text and Markdown.
+    let shown = crate::report::render::load(serde_json::to_value(&doc).unwrap()).unwrap();
+    let text = shown.text();
+    let verdict = &ms[0].verdict.text;
+    assert!(
+        text.contains("Comparison of the commands") && text.contains(verdict.as_str()),
+        "{text}"
+    );
+    assert!(shown.markdown().contains("**Comparison of the commands**"));
     // The run's own comparison is the same document.
     assert_eq!(
         crate::cli::run_several::comparison(&doc)

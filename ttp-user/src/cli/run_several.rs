@@ -16,7 +16,7 @@ use crate::{
             paragraph::MachineFacts,
         },
     },
-    report::{atomic, compare as show},
+    report::atomic,
 };
 
 /// The run as one `ttp.analyze/1` document: its Q@Cs labelled by command
@@ -57,33 +57,27 @@ pub(super) fn finish(
         checks: doc.checks.clone(),
         paragraph: doc.paragraph.clone(),
     };
-    println!("{}", ttpv2::report::render(&analysis, None));
+    // `report` shows a saved run of several commands the same way: the
+    // analysis, then the comparison (report/render/ttpv2.rs).
+    let shown = crate::report::render::load(serde_json::to_value(&doc)?)?;
+    print!("{}", shown.text());
     if args.blame {
         for qc in qcs {
             println!("{}:", qc.name());
             print!("{}", super::run::blame_section(&qc.qes));
         }
     }
-    let compared = plan.several_commands.then(|| comparison(&doc));
-    match &compared {
-        Some(Ok(c)) => {
-            println!("Comparison of the commands (interleaved QEs, the first command as A):");
-            print!("{}", show::text(c));
-        }
-        Some(Err(why)) => println!("The commands are not compared: {why}"),
-        None => {}
+    if plan.several_commands
+        && let Err(why) = comparison(&doc)
+    {
+        println!("The commands are not compared: {why}");
     }
     if let Some(path) = &args.svg {
         let svg = ttpv2::svg::render_svg(&analysis).context("drawing the chart")?;
         atomic::write_result(path, svg.as_bytes())?;
     }
     if let Some(path) = &args.export_markdown {
-        let mut md = crate::report::render::load(serde_json::to_value(&doc)?)?.markdown();
-        if let Some(Ok(c)) = &compared {
-            md.push_str("\n**Comparison of the commands**\n\n");
-            md.push_str(&show::markdown(c));
-        }
-        atomic::write_result(path, md.as_bytes())?;
+        atomic::write_result(path, shown.markdown().as_bytes())?;
     }
     if let (Some(_), Some(path)) = (&plan.parameter, &args.json) {
         println!(
