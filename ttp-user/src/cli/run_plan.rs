@@ -190,6 +190,11 @@ pub fn scan_values(scan: &[String], step: Option<&str>) -> Result<Parameter, Usa
 
 /// `-L NAME=v1,v2,…` or hyperfine's `-L NAME v1,v2,…`.
 pub fn list_values(list: &[String]) -> Result<Parameter, UsageError> {
+    if list.len() > 2 || (list.len() == 2 && list.iter().all(|a| a.contains('='))) {
+        return Err(UsageError::new(
+            "one parameter per run: give -L once (run once per further parameter)",
+        ));
+    }
     let (name, values) = match list {
         [one] => one.split_once('=').ok_or_else(|| {
             UsageError::new(format!(
@@ -429,6 +434,8 @@ mod tests {
         assert!(list_values(&s(&["rows=1,,2"])).is_err());
         assert!(list_values(&s(&["rows=1,1"])).is_err());
         assert!(list_values(&s(&["rows=1", "./q"])).is_err());
+        let two = list_values(&s(&["a=1,2", "b=3,4"])).unwrap_err();
+        assert!(two.to_string().contains("one parameter per run"), "{two}");
     }
 
     /// Catches a parameter not substituted (in the command, --prepare,
