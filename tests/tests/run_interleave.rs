@@ -285,3 +285,114 @@ fn parameter_scan_four_sizes() {
     let _ = std::fs::remove_file(&json);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The same two programs under `--protocol emp`, interleaved: one
+/// `ttp.emp/1` file per program (out-A.json, …), and `compare` on the
+/// files says B's PT (the runtime the scheduler counts, which the fixture
+/// fixes whatever else runs) is 5 % × 400 / (400 + c) lower, c the
+/// start-up PT measured by the third program, p < 0.01: with 12 runs a
+/// side EMP's ±2σ check keeps at least 9 (it drops runs beyond 2σ, about
+/// 5 % of a normal sample), and Welch's t on PTs whose sd is well under a
+/// millisecond against a 20 ms difference is far below 0.01. Catches the
+/// runs of the programs mixed up, results written over each other, and
+/// an interleaved EMP run that is not EMP's (no warm-up, no outlier
+/// removal).
+#[test]
+fn emp_two_commands_five_percent_apart() {
+    if !root_or_skip("emp_two_commands_five_percent_apart") {
+        return;
+    }
+    let _serial = serial();
+    let spin = fixture("fixture-spin");
+    let spin = spin.to_str().unwrap();
+    let json = temp_path("emp-interleave.json");
+    let (code, out, err) = ttp(&[
+        "run",
+        "--protocol",
+        "emp",
+        "-n",
+        "12",
+        "--as-root",
+        "--json",
+        json.to_str().unwrap(),
+        "--command-name",
+        "a",
+        "--",
+        spin,
+        "--cpu-ms",
+        "400",
+        ":::",
+        "--name",
+        "b",
+        "--",
+        spin,
+        "--cpu-ms",
+        "380",
+        ":::",
+        "--name",
+        "startup",
+        "--",
+        spin,
+        "--cpu-ms",
+        "0",
+    ]);
+    eprintln!("{out}\n{err}");
+    assert_eq!(code, 0, "run failed: {err}");
+    assert!(out.contains("Comparison of the commands"), "{out}");
+    let file = |l: &str| {
+        json.with_file_name(format!(
+            "ttp-test-{}-emp-interleave-{l}.json",
+            std::process::id()
+        ))
+    };
+    let docs: Vec<serde_json::Value> = ["A", "B", "C"]
+        .iter()
+        .map(|l| json_file(&file(l)))
+        .collect();
+    for (d, arg) in docs.iter().zip(["400", "380", "0"]) {
+        assert_eq!(d["schema"], "ttp.emp/1");
+        assert_eq!(d["command"][2], arg);
+        let runs = d["runs"].as_array().unwrap();
+        assert_eq!(runs.len(), 13, "the warm-up and 12 runs");
+        assert_eq!(runs[0]["verdict"], "warm_up", "{}", runs[0]);
+    }
+    let c = docs[2]["pt"]["mean_ns"].as_f64().unwrap() / 1e6;
+    let spread = docs[2]["pt"]["sd_ns"].as_f64().unwrap() / 1e6 * 3.0;
+    assert!(c < 40.0, "start-up PT {c} ms");
+    let cmp = temp_path("emp-interleave-cmp.json");
+    let (code, text, err) = ttp(&[
+        "compare",
+        file("A").to_str().unwrap(),
+        file("B").to_str().unwrap(),
+        "--json",
+        cmp.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "compare failed: {err}");
+    eprintln!("{text}\nstart-up PT {c:.2} ms (3 sd {spread:.2})");
+    let d = json_file(&cmp);
+    let m = d["comparisons"][0]["measures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["measure"] == "pt_ms")
+        .expect("PT compared")
+        .clone();
+    assert_eq!(
+        m["verdict"]["outcome"], "faster",
+        "{}",
+        m["verdict"]["text"]
+    );
+    assert!(m["p"].as_f64().unwrap() < 0.01, "p = {}", m["p"]);
+    let ci = m["verdict"]["change_ci_percent"].as_array().unwrap();
+    let (lo, hi) = (ci[0].as_f64().unwrap(), ci[1].as_f64().unwrap());
+    let expect_hi = 5.0 * 400.0 / (400.0 + (c - spread).max(0.0));
+    let expect_lo = 5.0 * 400.0 / (400.0 + c + spread);
+    assert!(
+        lo <= expect_hi && hi >= expect_lo,
+        "PT: CI {lo:.3}–{hi:.3} % misses 5 % × 400 / (400 + {c:.2} ± {spread:.2}) = {expect_lo:.3}–{expect_hi:.3} %"
+    );
+    for l in ["A", "B", "C"] {
+        let _ = std::fs::remove_file(file(l));
+    }
+    let _ = std::fs::remove_file(&cmp);
+}

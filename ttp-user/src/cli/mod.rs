@@ -18,6 +18,7 @@ pub mod load;
 pub mod report;
 pub mod run;
 pub mod run_emp;
+mod run_emp_several;
 pub mod run_pg;
 mod run_plan;
 mod run_several;

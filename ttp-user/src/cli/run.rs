@@ -312,9 +312,10 @@ impl Plan {
 }
 
 pub fn run(args: RunArgs) -> anyhow::Result<()> {
-    if Plan::asks_for_several(&args) && args.protocol == super::run_emp::Protocol::Emp {
+    let scan = !args.parameter_scan.is_empty() || !args.parameter_list.is_empty();
+    if scan && args.protocol == super::run_emp::Protocol::Emp {
         return usage(
-            "several commands and parameter scans are measured with TTPv2; --protocol emp measures one command (run it once per command and `compare` the files)",
+            "parameter scans are measured with TTPv2 (its monotonicity checks order the values); with --protocol emp give the commands separated by :::",
         );
     }
     if args.postgres.is_some() && args.protocol == super::run_emp::Protocol::Emp {
@@ -326,7 +327,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
                 "--cpu pins the executions of TTPv2 runs only; leave it out with --protocol emp",
             );
         }
-        if args.export_markdown.is_some() {
+        if args.export_markdown.is_some() && !args.command.iter().any(|a| a == run_plan::SEPARATOR)
+        {
             return usage(
                 "--export-markdown writes TTPv2 reports; with --protocol emp use `ttp-ebpf report FILE --format markdown` on its --json",
             );

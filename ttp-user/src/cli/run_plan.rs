@@ -479,9 +479,10 @@ mod tests {
     }
 
     /// The refusals of the command line, before anything is measured: one
-    /// line, exit 2. Catches a scan or several commands passed on to EMP
-    /// or PostgreSQL (which would run `:::` as an argument), and a scan
-    /// that measures one command under several labels.
+    /// line, exit 2. Catches a scan passed on to EMP or PostgreSQL, several
+    /// commands on PostgreSQL (which would run `:::` as an argument), EMP
+    /// options that follow one program, and a scan that measures one
+    /// command under several labels.
     #[test]
     fn refused_before_measuring() {
         let code = |args: &[&str]| {
@@ -489,8 +490,19 @@ mod tests {
             v.extend_from_slice(args);
             crate::cli::run_from(v)
         };
+        let emp = [
+            "--protocol",
+            "emp",
+            "--record",
+            "r",
+            "--",
+            "true",
+            ":::",
+            "false",
+        ];
+        assert_eq!(code(&emp), 2);
         assert_eq!(
-            code(&["--protocol", "emp", "--", "true", ":::", "false"]),
+            code(&["--protocol", "emp", "--", "true", ":::", "no-such-xyz"]),
             2
         );
         assert_eq!(code(&["--protocol", "emp", "-L", "x=1,2", "--", "true"]), 2);
