@@ -253,7 +253,8 @@ pub(crate) struct Plan {
 
 impl Plan {
     /// Whether the command line asks for several commands or a scan
-    /// (which `--protocol emp` and `--postgres` do not measure).
+    /// (which `--postgres` does not measure; `--protocol emp` measures
+    /// several commands, not scans).
     fn asks_for_several(args: &RunArgs) -> bool {
         args.command.iter().any(|a| a == run_plan::SEPARATOR)
             || !args.parameter_scan.is_empty()
