@@ -14,7 +14,8 @@ use crate::{
 };
 
 /// Compare saved results of one kind: the first file (A) is the baseline,
-/// every further file is compared with it.
+/// every further file is compared with it. One file of a `run` of several
+/// commands (`-- CMD1 ::: CMD2`) compares its commands, the first as A.
 ///
 /// Reads `run --json` files (TTPv2: Time_calc, the exact time and
 /// Time_meas over the retained QEs, compared by their medians),
@@ -32,8 +33,9 @@ use crate::{
 /// every number.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Result files: the baseline first, then one or more candidates.
-    #[arg(value_name = "FILE", num_args = 2.., required = true)]
+    /// Result files: the baseline first, then one or more candidates; or
+    /// one `run --json` file of several commands.
+    #[arg(value_name = "FILE", num_args = 1.., required = true)]
     pub files: Vec<PathBuf>,
     /// Print Markdown instead of the terminal report.
     #[arg(long)]
@@ -109,9 +111,39 @@ fn analysed_study(path: &Path) -> anyhow::Result<serde_json::Value> {
 
 /// Reads one file; every problem is a usage error naming the file.
 fn read_side(path: &Path) -> anyhow::Result<Side> {
+    compare::side_of(read_value(path)?)
+        .map_err(|e| UsageError::new(format!("{}: {e}", path.display())).into())
+}
+
+/// One file of a `run` of several commands: one side per command.
+fn commands_of(path: &Path) -> anyhow::Result<Vec<(String, Side)>> {
+    let value = read_value(path)?;
+    let bad = |e: String| UsageError::new(format!("{}: {e}", path.display()));
+    let doc = match value.get("schema").and_then(serde_json::Value::as_str) {
+        Some(ANALYZE_SCHEMA) => serde_json::from_value::<AnalyzeDocument>(value)
+            .map_err(|e| bad(format!("not a valid {ANALYZE_SCHEMA} document: {e}")))?,
+        _ => {
+            return Err(bad(
+                "compare needs two files, or one file of a run of several commands (run -- CMD1 ::: CMD2)".into(),
+            )
+            .into());
+        }
+    };
+    let sides = compare::sides_by_name(&doc.schema, doc.machine.as_ref(), &doc.qcs)
+        .map_err(|e| bad(e.to_string()))?;
+    if sides.len() < 2 {
+        return Err(bad(
+            "its Q@Cs are not of several named commands: compare needs two files, or one file of a run of several commands (run -- CMD1 ::: CMD2)".into(),
+        )
+        .into());
+    }
+    Ok(sides)
+}
+
+/// A file as JSON (a study file analysed first).
+fn read_value(path: &Path) -> anyhow::Result<serde_json::Value> {
     if is_study(path) {
-        return compare::side_of(analysed_study(path)?)
-            .map_err(|e| UsageError::new(format!("{}: {e}", path.display())).into());
+        return analysed_study(path);
     }
     let bytes = std::fs::read(path)
         .map_err(|e| UsageError::new(format!("cannot read {}: {e}", path.display())))?;
@@ -121,13 +153,18 @@ fn read_side(path: &Path) -> anyhow::Result<Side> {
             path.display()
         ))
     })?;
-    compare::side_of(value).map_err(|e| UsageError::new(format!("{}: {e}", path.display())).into())
+    Ok(value)
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let cfg = args.config()?;
     let mut sides = Vec::with_capacity(args.files.len());
-    for path in &args.files {
+    if let [one] = &args.files[..] {
+        for (name, side) in commands_of(one)? {
+            sides.push((format!("{}: {name}", one.display()), side));
+        }
+    }
+    for path in args.files.iter().filter(|_| args.files.len() > 1) {
         sides.push((path.display().to_string(), read_side(path)?));
     }
     let doc = match compare::compare(&sides, &cfg) {

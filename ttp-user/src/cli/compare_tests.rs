@@ -102,7 +102,7 @@ fn analyses_are_compared_per_qc_by_labels() {
     let b = write(dir.path(), "b.json", &scaled_analysis(0.95, [2, 1]));
     let doc = compare::compare(&sides(&[&a, &b]), &Config::default()).unwrap();
     let ms = &doc.comparisons[0].measures;
-    assert_eq!(ms.len(), 6, "{:?}", doc.comparisons[0].skipped);
+    assert_eq!(ms.len(), 8, "{:?}", doc.comparisons[0].skipped);
     for m in ms {
         assert_eq!(
             m.verdict.outcome,
@@ -150,7 +150,7 @@ fn analyses_are_compared_per_qc_by_labels() {
     drop(study);
     let doc = compare::compare(&sides(&[&a, &study_path]), &Config::default()).unwrap();
     let ms = &doc.comparisons[0].measures;
-    assert_eq!(ms.len(), 6);
+    assert_eq!(ms.len(), 8);
     assert!(doc.comparisons[0].setup_differences.is_empty());
     for m in ms {
         assert_eq!(m.verdict.outcome, Outcome::NoDifference, "{}", m.measure);
@@ -422,12 +422,14 @@ fn the_command_writes_json_and_plots() {
     assert_eq!(m["ci"]["seed"], 99);
     assert_eq!(m["verdict"]["outcome"], "faster");
     assert!(m["verdict"]["text"].as_str().unwrap().contains("(90 % CI "));
-    assert_eq!(std::fs::read_dir(&plots).unwrap().count(), 3);
+    // One plot per measure: the three of TTPv2 and the exact time of
+    // every QE.
+    assert_eq!(std::fs::read_dir(&plots).unwrap().count(), 4);
     // `report` reads the document back and shows the same verdicts.
     let shown = crate::report::render::load(v.clone()).unwrap();
     let verdict = m["verdict"]["text"].as_str().unwrap();
     assert!(shown.text().contains(verdict), "{}", shown.text());
-    assert_eq!(shown.table().rows.len(), 3);
+    assert_eq!(shown.table().rows.len(), 4);
 
     // Options out of range are usage errors.
     for (confidence, detect, resamples) in [(100.0, 2.0, 1000), (95.0, 0.0, 1000), (95.0, 2.0, 10)]
@@ -446,4 +448,134 @@ fn the_command_writes_json_and_plots() {
         assert_eq!(crate::error::exit_code(&e), 2, "{e:#}");
         assert!(format!("{e:#}").starts_with("--"), "{e:#}");
     }
+}
+
+/// A `run` of two commands at two values of a scanned parameter, as its
+/// one `ttp.analyze/1` file: `compare FILE` compares the commands at each
+/// value (the second command 5 % faster everywhere), matching Q@Cs by the
+/// parameter, not by position; a file of one command is refused in one
+/// line. Catches commands pooled together, values crossed, and the
+/// one-file form accepting a file it cannot split.
+#[test]
+fn one_file_of_several_commands() {
+    use crate::protocol::ttpv2::model::NAME_LABEL;
+    let mut qcs = Vec::new();
+    let mut machine = None;
+    for (name, scale) in [("old", 1.0), ("new", 0.95)] {
+        // `new` lists its values in the other order.
+        let values: [u32; 2] = if name == "old" { [1, 2] } else { [2, 1] };
+        for rows in values {
+            let (mut qc, m) = scaled_qc(scale * f64::from(rows));
+            qc.labels.insert(NAME_LABEL.into(), name.into());
+            qc.labels.insert("rows".into(), rows.to_string());
+            qc.setup.parameter = Some("rows".into());
+            qcs.push(qc);
+            machine = m;
+        }
+    }
+    let doc = crate::cli::run_several::document(&qcs, machine.as_ref().unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), "run.json", &serde_json::to_value(&doc).unwrap());
+    let sides = commands_of(&path).unwrap();
+    let names: Vec<&str> = sides.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["old", "new"]);
+    let cmp = compare::compare(&sides, &Config::default()).unwrap();
+    let ms = &cmp.comparisons[0].measures;
+    assert_eq!(ms.len(), 8, "{:?}", cmp.comparisons[0].skipped);
+    for m in ms {
+        assert_eq!(
+            m.verdict.outcome,
+            Outcome::Faster,
+            "{}: {}",
+            m.measure,
+            m.verdict.text
+        );
+        assert!((m.ratio.unwrap() - 0.95).abs() < 0.01, "{}", m.measure);
+        let [lo, hi] = m.verdict.change_ci_percent.unwrap();
+        assert!(lo < 5.0 && 5.0 < hi, "{}: {lo}–{hi}", m.measure);
+    }
+    let at2 = ms
+        .iter()
+        .find(|m| m.measure == "rows=2: time_calc_ms")
+        .unwrap();
+    assert!(at2.baseline.centre > 3000.0, "{}", at2.baseline.centre);
+    // `report FILE` shows the comparison after the analysis, as `run`
+    // printed it, in text and Markdown.
+    let shown = crate::report::render::load(serde_json::to_value(&doc).unwrap()).unwrap();
+    let text = shown.text();
+    let verdict = &ms[0].verdict.text;
+    assert!(
+        text.contains("Comparison of the commands") && text.contains(verdict.as_str()),
+        "{text}"
+    );
+    assert!(shown.markdown().contains("**Comparison of the commands**"));
+    // The run's own comparison is the same document.
+    assert_eq!(
+        crate::cli::run_several::comparison(&doc)
+            .unwrap()
+            .comparisons,
+        cmp.comparisons
+    );
+    // The parameter orders the Q@Cs of each command: QC3/QC4 evaluated.
+    for id in ["QC3", "QC4"] {
+        let c = doc.checks.iter().find(|c| c.id == id).unwrap();
+        assert_eq!(
+            (c.violations, c.evaluated),
+            (Some(0), Some(2)),
+            "{id}: {c:?}"
+        );
+    }
+
+    // One command only: nothing to compare in one file.
+    let one = crate::cli::run_several::document(&qcs[..2], machine.as_ref().unwrap());
+    let path = write(dir.path(), "one.json", &serde_json::to_value(&one).unwrap());
+    let e = commands_of(&path).unwrap_err();
+    assert!(crate::error::exit_code(&e) == 2, "{e}");
+    assert!(e.to_string().contains("compare needs two files"), "{e}");
+    let run = write(dir.path(), "run1.json", &scaled_run(1.0));
+    assert!(commands_of(&run).is_err());
+}
+
+/// Two commands of one run whose every QE Step 2 dropped (QE9: the
+/// machine's IOWait above the query's BlockIO, as another tenant's I/O
+/// makes it): no TTPv2 result, so the retained measures are listed as not
+/// compared, and the exact time of every QE that ran still says the
+/// second is 5 % faster; two separate run files of the same Q@Cs are
+/// refused (fewer than 2 retained QEs). Catches dropped QEs leaking into
+/// the retained measures, and a run whose comparison vanishes on a busy
+/// machine.
+#[test]
+fn dropped_commands_are_compared_on_the_exact_time_of_every_qe() {
+    use crate::protocol::ttpv2::model::NAME_LABEL;
+    let dir = tempfile::tempdir().unwrap();
+    let mut qcs = Vec::new();
+    let mut machine = None;
+    for (name, scale) in [("old", 1.0), ("new", 0.95)] {
+        let (mut qc, m) = scaled_qc(scale);
+        qc.labels.insert(NAME_LABEL.into(), name.into());
+        for q in &mut qc.qes {
+            q.overall.iowait_ticks = Some(1000);
+        }
+        let path = write(
+            dir.path(),
+            &format!("{name}.json"),
+            &serde_json::to_value(RunDocument::new(&qc, m.as_ref())).unwrap(),
+        );
+        let e = read_side(&path).unwrap_err();
+        assert_eq!(crate::error::exit_code(&e), 2, "{e}");
+        qcs.push(qc);
+        machine = m;
+    }
+    let doc = crate::cli::run_several::document(&qcs, machine.as_ref().unwrap());
+    assert!(doc.qcs.iter().all(|q| q.result.retained == 0));
+    let cmp = crate::cli::run_several::comparison(&doc).unwrap();
+    let c = &cmp.comparisons[0];
+    let names: Vec<&str> = c.measures.iter().map(|m| m.measure.as_str()).collect();
+    assert_eq!(names, ["time_exact_all_ms"]);
+    assert_eq!(c.skipped.len(), 3, "{:?}", c.skipped);
+    let m = &c.measures[0];
+    assert_eq!(m.baseline.n, BASE_TICKS.len());
+    assert_eq!(m.verdict.outcome, Outcome::Faster, "{}", m.verdict.text);
+    let [lo, hi] = m.verdict.change_ci_percent.unwrap();
+    assert!(lo < 5.0 && 5.0 < hi, "{lo}–{hi} %");
 }

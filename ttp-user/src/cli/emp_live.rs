@@ -60,6 +60,25 @@ pub fn measure(
     stop: &StopFlag,
     mut after_run: impl FnMut(&[EmpRun], &ProgressBar) -> anyhow::Result<()>,
 ) -> anyhow::Result<LiveRuns> {
+    let mut all = measure_interleaved(plan, &[plan.command], stop, |_, runs, bar| {
+        after_run(runs, bar)
+    })?;
+    Ok(all.remove(0))
+}
+
+/// Runs each of `commands` 1 + `plan.runs` times, interleaved (`run
+/// --protocol emp -- CMD1 ::: CMD2`, docs/run.md): round r runs every
+/// command once, the first rotating each round; round 0 is every command's
+/// warm-up. `after_run` gets the command's index and its runs so far. The
+/// runs of one command are numbered 0, 1, … as when it runs alone. A
+/// failure or Ctrl-C ends every command's runs; the failure is kept with
+/// the command that failed.
+pub fn measure_interleaved(
+    plan: &LivePlan<'_>,
+    commands: &[&[String]],
+    stop: &StopFlag,
+    mut after_run: impl FnMut(usize, &[EmpRun], &ProgressBar) -> anyhow::Result<()>,
+) -> anyhow::Result<Vec<LiveRuns>> {
     let mut session = MeasurementSession::open(SessionOptions {
         trace: false,
         delay_accounting: false,
@@ -74,105 +93,123 @@ pub fn measure(
     let listening = session.taskstats_exits().is_some();
     let mut ctx = session.qe_context(plan.run_as.clone());
     ctx.timeout = plan.timeout;
-    let bar = crate::report::progress::bar(u64::from(plan.runs) + 1, plan.unit);
-    let mut out = LiveRuns {
-        runs: Vec::with_capacity(plan.runs as usize + 1),
-        interrupted: false,
-        failure: None,
-        notes,
-    };
-    let mut first_start_ns = None;
-    let mut taskstats_missing = 0u32;
-    for index in 0..=plan.runs {
-        if stop.raised() {
-            out.interrupted = true;
-            break;
-        }
-        let mut cmd = Command::new(&plan.command[0]);
-        cmd.args(&plan.command[1..]);
-        if plan.quiet {
-            cmd.stdout(std::process::Stdio::null());
-        }
-        if let Some(pin) = plan.pin.clone() {
-            use std::os::unix::process::CommandExt;
-            // SAFETY: pin_self only calls sched_setaffinity on a set on the
-            // stack: no allocation or lock between fork and exec.
-            unsafe { cmd.pre_exec(move || pin.pin_self()) };
-        }
-        let mut outcome = match qe::measure(&mut ctx, index + 1, cmd, None) {
-            Ok(o) => o,
-            Err(QeError::Spawn(e)) => {
-                out.failure = Some(if e.is_usage() {
-                    UsageError::new(e.to_string()).into()
+    let k = commands.len();
+    let bar = crate::report::progress::bar((u64::from(plan.runs) + 1) * k as u64, plan.unit);
+    let mut outs: Vec<LiveRuns> = (0..k)
+        .map(|_| LiveRuns {
+            runs: Vec::with_capacity(plan.runs as usize + 1),
+            interrupted: false,
+            failure: None,
+            notes: notes.clone(),
+        })
+        .collect();
+    let mut first_start_ns: Vec<Option<u64>> = vec![None; k];
+    let mut taskstats_missing = vec![0u32; k];
+    let mut ended = false;
+    'rounds: for index in 0..=plan.runs {
+        for j in super::run_plan::round_order(index + 1, k) {
+            let command = commands[j];
+            let out = &mut outs[j];
+            if stop.raised() {
+                ended = true;
+                break 'rounds;
+            }
+            let mut cmd = Command::new(&command[0]);
+            cmd.args(&command[1..]);
+            if plan.quiet {
+                cmd.stdout(std::process::Stdio::null());
+            }
+            if let Some(pin) = plan.pin.clone() {
+                use std::os::unix::process::CommandExt;
+                // SAFETY: pin_self only calls sched_setaffinity on a set on
+                // the stack: no allocation or lock between fork and exec.
+                unsafe { cmd.pre_exec(move || pin.pin_self()) };
+            }
+            let mut outcome = match qe::measure(&mut ctx, index + 1, cmd, None) {
+                Ok(o) => o,
+                Err(QeError::Spawn(e)) => {
+                    out.failure = Some(if e.is_usage() {
+                        UsageError::new(e.to_string()).into()
+                    } else {
+                        e.into()
+                    });
+                    break 'rounds;
+                }
+                Err(QeError::Probe(e)) => {
+                    out.failure = Some(crate::probe::probe_error_ctx(e));
+                    break 'rounds;
+                }
+                Err(e @ (QeError::Trace(_) | QeError::Blame(_))) => {
+                    out.failure = Some(e.into());
+                    break 'rounds;
+                }
+            };
+            if stop.raised() {
+                bar.println(format!(
+                    "run {index} interrupted: not kept (runs 0–{} kept)",
+                    index.saturating_sub(1)
+                ));
+                ended = true;
+                break 'rounds;
+            }
+            if let Some(rx) = ctx.taskstats_exits
+                && !emp_runs::await_program_exits(&mut outcome, rx, TASKSTATS_GRACE)
+            {
+                taskstats_missing[j] += 1;
+            }
+            let lost = &outcome.window.lost;
+            if lost.losses() > 0 || outcome.window.vanished_threads > 0 {
+                out.notes.push(format!(
+                    "run {index}: ledger records incomplete (exit records lost {}, thread map full {}, task reads failed {}, request map full {}, per-process disk map full {}, CPU out of range {}, threads vanished {})",
+                    lost.exit_records_lost,
+                    lost.thread_map_full,
+                    lost.read_failed,
+                    lost.request_map_full,
+                    lost.proc_disk_map_full,
+                    lost.cpu_out_of_range,
+                    outcome.window.vanished_threads
+                ));
+            }
+            let first = *first_start_ns[j].get_or_insert(outcome.window.start_ns);
+            let run = emp_runs::emp_run(index, &outcome, first, index == 0);
+            let pt = run.pt.ledger_on_cpu_ns.map(|n| n as f64 / 1e6);
+            bar.set_message(format!(
+                "{}run {index}{}: ET {:.1} ms, PT {}",
+                if k > 1 {
+                    format!("{} ", crate::protocol::compare::label(j))
                 } else {
-                    e.into()
-                });
-                break;
-            }
-            Err(QeError::Probe(e)) => {
-                out.failure = Some(crate::probe::probe_error_ctx(e));
-                break;
-            }
-            Err(e @ (QeError::Trace(_) | QeError::Blame(_))) => {
-                out.failure = Some(e.into());
-                break;
-            }
-        };
-        if stop.raised() {
-            bar.println(format!(
-                "run {index} interrupted: not kept (runs 0–{} kept)",
-                index.saturating_sub(1)
+                    String::new()
+                },
+                if index == 0 { " (warm-up)" } else { "" },
+                run.et_ns as f64 / 1e6,
+                pt.map_or("—".to_string(), |p| format!("{p:.1} ms"))
             ));
-            out.interrupted = true;
-            break;
+            out.runs.push(run);
+            after_run(j, &out.runs, &bar)?;
+            bar.inc(1);
         }
-        if let Some(rx) = ctx.taskstats_exits
-            && !emp_runs::await_program_exits(&mut outcome, rx, TASKSTATS_GRACE)
-        {
-            taskstats_missing += 1;
-        }
-        let lost = &outcome.window.lost;
-        if lost.losses() > 0 || outcome.window.vanished_threads > 0 {
-            out.notes.push(format!(
-                "run {index}: ledger records incomplete (exit records lost {}, thread map full {}, task reads failed {}, request map full {}, per-process disk map full {}, CPU out of range {}, threads vanished {})",
-                lost.exit_records_lost,
-                lost.thread_map_full,
-                lost.read_failed,
-                lost.request_map_full,
-                lost.proc_disk_map_full,
-                lost.cpu_out_of_range,
-                outcome.window.vanished_threads
-            ));
-        }
-        let first = *first_start_ns.get_or_insert(outcome.window.start_ns);
-        let run = emp_runs::emp_run(index, &outcome, first, index == 0);
-        let pt = run.pt.ledger_on_cpu_ns.map(|n| n as f64 / 1e6);
-        bar.set_message(format!(
-            "run {index}{}: ET {:.1} ms, PT {}",
-            if index == 0 { " (warm-up)" } else { "" },
-            run.et_ns as f64 / 1e6,
-            pt.map_or("—".to_string(), |p| format!("{p:.1} ms"))
-        ));
-        out.runs.push(run);
-        after_run(&out.runs, &bar)?;
-        bar.inc(1);
     }
     bar.finish_and_clear();
-    if listening && taskstats_missing > 0 {
-        out.notes.push(format!(
-            "taskstats exit records of the program incomplete in {taskstats_missing} run(s): their taskstats PT is absent"
-        ));
+    for (out, missing) in outs.iter_mut().zip(taskstats_missing) {
+        out.interrupted = ended;
+        if listening && missing > 0 {
+            out.notes.push(format!(
+                "taskstats exit records of the program incomplete in {missing} run(s): their taskstats PT is absent"
+            ));
+        }
     }
     if let Some(l) = session.exit_listener() {
         let s = l.stats();
         if s.overflows > 0 {
-            out.notes.push(format!(
-                "the taskstats listener's buffer overflowed {} time(s): some exit records were lost",
-                s.overflows
-            ));
+            for out in &mut outs {
+                out.notes.push(format!(
+                    "the taskstats listener's buffer overflowed {} time(s): some exit records were lost",
+                    s.overflows
+                ));
+            }
         }
     }
-    Ok(out)
+    Ok(outs)
 }
 
 /// The default program of `calibrate`: INC (`ttp-ebpf inc --loops C`), with

@@ -18,7 +18,10 @@ pub mod load;
 pub mod report;
 pub mod run;
 pub mod run_emp;
+mod run_emp_several;
 pub mod run_pg;
+mod run_plan;
+mod run_several;
 pub mod vprofile;
 
 /// ttp: how long a program or a database query really took, and why.

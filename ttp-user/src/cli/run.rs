@@ -2,11 +2,16 @@
 //! Timing Protocol v2 (TTPv2, Sec. 8): each execution is one QE measured in
 //! the order of Fig. 5, the N QEs form one Q@C, and Steps 1–5 turn them into
 //! one number with its sanity checks.
-use std::{path::PathBuf, process::Command, time::Duration};
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+    time::Duration,
+};
 
 use anyhow::Context;
 use clap::Args;
 
+use super::run_plan;
 use crate::{
     error::{UsageError, usage},
     probe::probe_error_ctx,
@@ -14,6 +19,7 @@ use crate::{
         self,
         analysis::RunDocument,
         model::{QcInput, QeRecord, Setup},
+        paragraph::MachineFacts,
     },
     report::{atomic, units::parse_duration},
     sys::{
@@ -121,9 +127,36 @@ pub struct RunArgs {
     /// error is always shown).
     #[arg(long)]
     pub show_output: bool,
+    /// Name the commands in reports, labels (name=NAME) and comparisons,
+    /// in the order they are given (repeatable; hyperfine's option). A
+    /// command after `:::` may also be named there: `::: --command-name
+    /// NEW -- CMD2`. Default with several commands: the command line.
+    #[arg(long = "command-name", visible_alias = "name", value_name = "NAME")]
+    pub command_names: Vec<String>,
+    /// Scan a parameter: one Q@C per value MIN, MIN + STEP, … ≤ MAX,
+    /// labelled NAME=VALUE, with `{NAME}` replaced in the command,
+    /// --prepare and --plan-cmd; the Q@Cs' QEs are interleaved, and the
+    /// parameter plays the cardinality in QC3/QC4 and POST2/POST3.
+    #[arg(long, num_args = 3, value_names = ["NAME", "MIN", "MAX"], conflicts_with = "parameter_list")]
+    pub parameter_scan: Vec<String>,
+    /// --parameter-scan: the step (default 1; with -D, decimals are
+    /// allowed).
+    #[arg(short = 'D', long, value_name = "STEP", requires = "parameter_scan")]
+    pub parameter_step_size: Option<String>,
+    /// Scan a list of values: -L NAME=v1,v2,… (or hyperfine's -L NAME
+    /// v1,v2,…), one Q@C per value as --parameter-scan.
+    #[arg(short = 'L', long, num_args = 1..=2, value_names = ["NAME=VALUES"])]
+    pub parameter_list: Vec<String>,
+    /// Also write the report's tables as Markdown to FILE (hyperfine's
+    /// option): per Q@C its QEs and result, and the comparison of the
+    /// commands.
+    #[arg(long, value_name = "FILE")]
+    pub export_markdown: Option<PathBuf>,
     #[command(flatten)]
     pub emp: super::run_emp::EmpArgs,
-    /// The command to measure.
+    /// The command to measure; several commands are separated by `:::`
+    /// (`-- ./old ARGS ::: ./new ARGS`) and run interleaved, QE i of each
+    /// before QE i + 1 of any.
     #[arg(
         trailing_var_arg = true,
         required_unless_present = "postgres",
@@ -203,11 +236,102 @@ pub(crate) fn pinned_statement(pin: &CpuList) -> String {
     )
 }
 
+/// What a TTPv2 `run` of commands measures, validated once from the
+/// command line (as hyperfine's `Options::from_cli_arguments`): the Q@Cs
+/// (every command at every parameter value) and how they are run.
+pub(crate) struct Plan {
+    pub qcs: Vec<run_plan::QcSpec>,
+    /// The scanned parameter's name.
+    pub parameter: Option<String>,
+    /// More than one command: the report compares them.
+    pub several_commands: bool,
+    pub pin: Option<CpuList>,
+    pub run_as: RunAs,
+    /// `--cold-cache`: what empties the caches before each QE (Sec. 3.1).
+    pub cold_cache: Option<crate::window::cold_cache::ColdCache>,
+}
+
+impl Plan {
+    /// Whether the command line asks for several commands or a scan
+    /// (which `--postgres` does not measure; `--protocol emp` measures
+    /// several commands, not scans).
+    fn asks_for_several(args: &RunArgs) -> bool {
+        args.command.iter().any(|a| a == run_plan::SEPARATOR)
+            || !args.parameter_scan.is_empty()
+            || !args.parameter_list.is_empty()
+            || args.command_names.len() > 1
+    }
+
+    fn from_args(args: &RunArgs) -> anyhow::Result<Plan> {
+        let labels = parse_labels(&args.labels)?;
+        let commands = run_plan::split_commands(&args.command, &args.command_names)?;
+        for c in &commands {
+            check_command(&c.argv)?;
+        }
+        let parameter = if !args.parameter_scan.is_empty() {
+            Some(run_plan::scan_values(
+                &args.parameter_scan,
+                args.parameter_step_size.as_deref(),
+            )?)
+        } else if !args.parameter_list.is_empty() {
+            Some(run_plan::list_values(&args.parameter_list)?)
+        } else {
+            None
+        };
+        let qcs = run_plan::qc_specs(
+            &commands,
+            parameter.as_ref(),
+            &labels,
+            args.prepare.as_deref(),
+            args.plan_cmd.as_deref(),
+        )?;
+        if qcs.len() > 1 && args.trace.is_some() {
+            return usage(
+                "--trace follows one Q@C: leave it out with several commands or a parameter scan",
+            );
+        }
+        let pin = match &args.cpu {
+            Some(list) => Some(cpu_list(list)?),
+            None => None,
+        };
+        if args.blame && args.blame_window.is_zero() {
+            return usage("--blame-window must be longer than 0, e.g. --blame-window 50ms");
+        }
+        let run_as = if args.as_root {
+            RunAs::Current
+        } else {
+            RunAs::User(Invoker::detect().map_err(|e| UsageError::new(e.to_string()))?)
+        };
+        Ok(Plan {
+            qcs,
+            parameter: parameter.map(|p| p.name),
+            several_commands: commands.len() > 1,
+            pin,
+            run_as,
+            cold_cache: args
+                .cold_cache
+                .then(crate::window::cold_cache::ColdCache::new),
+        })
+    }
+}
+
 pub fn run(args: RunArgs) -> anyhow::Result<()> {
+    let scan = !args.parameter_scan.is_empty() || !args.parameter_list.is_empty();
+    if scan && args.protocol == super::run_emp::Protocol::Emp {
+        return usage(
+            "parameter scans are measured with TTPv2 (its monotonicity checks order the values); with --protocol emp give the commands separated by :::",
+        );
+    }
     if args.postgres.is_some() && args.protocol == super::run_emp::Protocol::Emp {
         return usage("--postgres measures with TTPv2; --protocol emp applies to commands");
     }
     if args.protocol == super::run_emp::Protocol::Emp {
+        if args.export_markdown.is_some() && !args.command.iter().any(|a| a == run_plan::SEPARATOR)
+        {
+            return usage(
+                "--export-markdown writes TTPv2 reports; with --protocol emp use `ttp-ebpf report FILE --format markdown` on its --json",
+            );
+        }
         return super::run_emp::run(args);
     }
     args.emp.reject_outside_emp()?;
@@ -215,22 +339,14 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         return usage("-n must be at least 1");
     }
     if let Some(conninfo) = args.postgres.clone() {
+        if Plan::asks_for_several(&args) || args.export_markdown.is_some() {
+            return usage(
+                "--postgres measures one statement: --command-name, :::, --parameter-scan, -L and --export-markdown apply to commands",
+            );
+        }
         return super::run_pg::run(args, &conninfo);
     }
-    let labels = parse_labels(&args.labels)?;
-    check_command(&args.command)?;
-    let pin = match &args.cpu {
-        Some(list) => Some(cpu_list(list)?),
-        None => None,
-    };
-    if args.blame && args.blame_window.is_zero() {
-        return usage("--blame-window must be longer than 0, e.g. --blame-window 50ms");
-    }
-    let run_as = if args.as_root {
-        RunAs::Current
-    } else {
-        RunAs::User(Invoker::detect().map_err(|e| UsageError::new(e.to_string()))?)
-    };
+    let plan = Plan::from_args(&args)?;
     let stop = StopFlag::install().context("installing signal handlers")?;
     let mut session = MeasurementSession::open(SessionOptions {
         trace: args.trace.is_some(),
@@ -247,24 +363,29 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     let mut spans: Vec<(u32, u64, u64)> = Vec::new();
     let user_hz = session.user_hz;
     let mut machine = session.machine_facts(args.cold_cache);
-    if let Some(pin) = &pin {
+    if let Some(pin) = &plan.pin {
         machine.deviations.push(pinned_statement(pin));
     }
-    let mut qc = QcInput {
-        labels,
-        source: None,
-        command: args.command.clone(),
-        setup: Setup {
-            qes_requested: Some(args.n),
-            user_hz: user_hz as u32,
-            cpus: machine.cores.unwrap_or(1),
-            timeout_ms: Some(args.timeout.as_millis() as u64),
-            query_process: args.query_process.clone(),
-            utilities: args.utilities.clone(),
-        },
-        qes: Vec::new(),
-    };
-    let mut ctx = session.qe_context(run_as.clone());
+    let mut qcs: Vec<QcInput> = plan
+        .qcs
+        .iter()
+        .map(|spec| QcInput {
+            labels: spec.labels.clone(),
+            source: None,
+            command: spec.argv.clone(),
+            setup: Setup {
+                qes_requested: Some(args.n),
+                user_hz: user_hz as u32,
+                cpus: machine.cores.unwrap_or(1),
+                timeout_ms: Some(args.timeout.as_millis() as u64),
+                query_process: args.query_process.clone(),
+                utilities: args.utilities.clone(),
+                parameter: plan.parameter.clone(),
+            },
+            qes: Vec::new(),
+        })
+        .collect();
+    let mut ctx = session.qe_context(plan.run_as.clone());
     ctx.recorder = recorder
         .as_mut()
         .map(|r| r as &mut dyn crate::window::qe::FollowProcess);
@@ -274,90 +395,69 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     ctx.blame_window_ns = args
         .blame
         .then(|| u64::try_from(args.blame_window.as_nanos()).unwrap_or(u64::MAX));
-    let cold_cache = args
-        .cold_cache
-        .then(crate::window::cold_cache::ColdCache::new);
-    let bar = crate::report::progress::bar(args.n as u64, "QE");
+    let several = qcs.len() > 1;
+    let bar = crate::report::progress::bar(u64::from(args.n) * qcs.len() as u64, "QE");
     let mut failure: Option<anyhow::Error> = None;
-    for i in 1..=args.n {
-        if stop.raised() {
-            break;
-        }
-        // Fig. 5 and Sec. 3.1: the plan, then the preparation, and the
-        // cache clearing last, right before the QE.
-        let plan = match &args.plan_cmd {
-            Some(p) => {
-                Some(shell(p, &run_as).with_context(|| format!("--plan-cmd before QE {i}"))?)
+    // Interleaved: QE i of every Q@C before QE i + 1 of any, the first Q@C
+    // of each round rotating (docs/run.md).
+    'rounds: for i in 1..=args.n {
+        for j in run_plan::round_order(i, qcs.len()) {
+            if stop.raised() {
+                break 'rounds;
             }
-            None => None,
-        };
-        if let Some(p) = &args.prepare {
-            shell(p, &run_as).with_context(|| format!("--prepare before QE {i}"))?;
-        }
-        let cold = match &cold_cache {
-            Some(c) => Some(
-                c.before_qe(ctx.ledger)
-                    .context("dropping the page cache (needs root)")?,
-            ),
-            None => None,
-        };
-        let mut cmd = Command::new(&args.command[0]);
-        cmd.args(&args.command[1..]);
-        if !args.show_output {
-            cmd.stdout(std::process::Stdio::null());
-        }
-        if let Some(pin) = pin.clone() {
-            use std::os::unix::process::CommandExt;
-            // SAFETY: pin_self only calls sched_setaffinity on a set on the
-            // stack: no allocation or lock between fork and exec.
-            unsafe { cmd.pre_exec(move || pin.pin_self()) };
-        }
-        match qe::measure(&mut ctx, i, cmd, plan) {
-            Ok(out) if stop.raised() => {
-                bar.println(format!(
-                    "QE {i} interrupted: not kept (QEs 1–{} kept)",
-                    i - 1
-                ));
-                drop(out);
-                break;
+            let spec = &plan.qcs[j];
+            let qc = &mut qcs[j];
+            let who = if several {
+                format!("{} QE {i}", qc.name())
+            } else {
+                format!("QE {i}")
+            };
+            match one_qe(&mut ctx, &args, &plan, spec, i)
+                .with_context(|| format!("before {who}"))?
+            {
+                Ok(out) if stop.raised() => {
+                    bar.println(format!(
+                        "{who} interrupted: not kept (the QEs before it are kept)"
+                    ));
+                    drop(out);
+                    break 'rounds;
+                }
+                Ok(out) => {
+                    spans.push((i, out.t0_ns, out.t1_ns));
+                    qc.qes.push(out.record);
+                }
+                Err(QeError::Spawn(e)) => {
+                    let mut rec = QeRecord::new(i, 0.0);
+                    rec.spawn_error = Some(e.to_string());
+                    qc.qes.push(rec);
+                    let usage_err = e.is_usage();
+                    failure = Some(if usage_err {
+                        UsageError::new(e.to_string()).into()
+                    } else {
+                        e.into()
+                    });
+                    break 'rounds;
+                }
+                Err(QeError::Probe(e)) => {
+                    failure = Some(probe_error_ctx(e));
+                    break 'rounds;
+                }
+                Err(e @ (QeError::Trace(_) | QeError::Blame(_))) => {
+                    failure = Some(e.into());
+                    break 'rounds;
+                }
             }
-            Ok(mut out) => {
-                spans.push((i, out.t0_ns, out.t1_ns));
-                out.record.cold_cache = cold;
-                qc.qes.push(out.record);
+            if let Some(name) = &args.query_process {
+                ttpv2::classify::identify_query_process(&mut qc.qes, name);
             }
-            Err(QeError::Spawn(e)) => {
-                let mut rec = QeRecord::new(i, 0.0);
-                rec.spawn_error = Some(e.to_string());
-                qc.qes.push(rec);
-                let usage_err = e.is_usage();
-                failure = Some(if usage_err {
-                    UsageError::new(e.to_string()).into()
-                } else {
-                    e.into()
-                });
-                break;
+            if let Some(r) = qc.qes.last() {
+                bar.set_message(format!("{who}: {:.1} ms", r.time_meas_ms));
             }
-            Err(QeError::Probe(e)) => {
-                failure = Some(probe_error_ctx(e));
-                break;
+            if let Some(path) = &args.json {
+                save(path, &qcs, &machine)?;
             }
-            Err(e @ (QeError::Trace(_) | QeError::Blame(_))) => {
-                failure = Some(e.into());
-                break;
-            }
+            bar.inc(1);
         }
-        if let Some(name) = &args.query_process {
-            ttpv2::classify::identify_query_process(&mut qc.qes, name);
-        }
-        if let Some(path) = &args.json {
-            atomic::write_json(path, &RunDocument::new(&qc, Some(&machine)))
-                .with_context(|| format!("writing {}", path.display()))?;
-        }
-        if let Some(r) = qc.qes.last() {
-            bar.set_message(format!("QE {i}: {:.1} ms", r.time_meas_ms));
-        }
-        bar.inc(1);
     }
     bar.finish_and_clear();
     drop(ctx);
@@ -367,16 +467,93 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     };
     drop(session);
     // A command that could not start at all: the error alone, no report.
-    if qc.qes.iter().all(|q| q.spawn_error.is_some()) {
-        qc.qes.clear();
+    for qc in &mut qcs {
+        if qc.qes.iter().all(|q| q.spawn_error.is_some()) {
+            qc.qes.clear();
+        }
     }
-    if qc.qes.is_empty() {
+    if qcs.iter().all(|qc| qc.qes.is_empty()) {
         return match failure {
             Some(e) => Err(e),
             None => usage("interrupted before the first execution: nothing measured"),
         };
     }
-    let doc = RunDocument::new(&qc, Some(&machine));
+    if several {
+        super::run_several::finish(&args, &plan, &qcs, &machine)?;
+    } else {
+        finish_one(&args, &qcs[0], &machine, recording, &spans)?;
+    }
+    match failure {
+        Some(e) => {
+            Err(e.context("the command could not be run; the executions measured before are kept"))
+        }
+        None => Ok(()),
+    }
+}
+
+/// Writes the run's JSON: one Q@C as `ttp.run/1`, several as
+/// `ttp.analyze/1` (what `analyze` writes, so `report` and `compare` read
+/// it). Rewritten after every QE, so an interrupted run keeps its QEs.
+fn save(path: &Path, qcs: &[QcInput], machine: &MachineFacts) -> anyhow::Result<()> {
+    match qcs {
+        [qc] => atomic::write_json(path, &RunDocument::new(qc, Some(machine))),
+        _ => atomic::write_json(path, &super::run_several::document(qcs, machine)),
+    }
+    .with_context(|| format!("writing {}", path.display()))
+}
+
+/// One QE of Q@C `spec` (Fig. 5 and Sec. 3.1: the plan, then the
+/// preparation, and the cache clearing last, right before the QE). The
+/// outer error is a step before the QE that failed.
+fn one_qe(
+    ctx: &mut qe::QeContext<'_>,
+    args: &RunArgs,
+    plan: &Plan,
+    spec: &run_plan::QcSpec,
+    i: u32,
+) -> anyhow::Result<Result<qe::QeOutcome, QeError>> {
+    let plan_text = match &spec.plan_cmd {
+        Some(p) => Some(shell(p, &plan.run_as).context("--plan-cmd")?),
+        None => None,
+    };
+    if let Some(p) = &spec.prepare {
+        shell(p, &plan.run_as).context("--prepare")?;
+    }
+    let cold = match &plan.cold_cache {
+        Some(c) => Some(
+            c.before_qe(ctx.ledger)
+                .context("dropping the page cache (needs root)")?,
+        ),
+        None => None,
+    };
+    let mut cmd = Command::new(&spec.argv[0]);
+    cmd.args(&spec.argv[1..]);
+    if !args.show_output {
+        cmd.stdout(std::process::Stdio::null());
+    }
+    if let Some(pin) = plan.pin.clone() {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: pin_self only calls sched_setaffinity on a set on the
+        // stack: no allocation or lock between fork and exec.
+        unsafe { cmd.pre_exec(move || pin.pin_self()) };
+    }
+    let mut out = qe::measure(ctx, i, cmd, plan_text);
+    if let Ok(o) = &mut out {
+        o.record.cold_cache = cold;
+    }
+    Ok(out)
+}
+
+/// The report of a run of one Q@C: the TTPv2 report, the JSON, the trace,
+/// the chart and the Markdown.
+fn finish_one(
+    args: &RunArgs,
+    qc: &QcInput,
+    machine: &MachineFacts,
+    recording: Option<crate::report::trace::Recording>,
+    spans: &[(u32, u64, u64)],
+) -> anyhow::Result<()> {
+    let doc = RunDocument::new(qc, Some(machine));
     if let Some(path) = &args.json {
         atomic::write_json_result(path, &doc)?;
     }
@@ -407,16 +584,15 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         let svg = ttpv2::svg::render_svg(&analysis).context("drawing the chart")?;
         atomic::write_result(path, svg.as_bytes())?;
     }
-    match failure {
-        Some(e) => {
-            Err(e.context("the command could not be run; the executions measured before are kept"))
-        }
-        None => Ok(()),
+    if let Some(path) = &args.export_markdown {
+        let md = crate::report::render::load(serde_json::to_value(&doc)?)?.markdown();
+        atomic::write_result(path, md.as_bytes())?;
     }
+    Ok(())
 }
 
 /// `--blame`: per QE, the command's blocked time and what explains it.
-fn blame_section(qes: &[ttpv2::model::QeRecord]) -> String {
+pub(super) fn blame_section(qes: &[ttpv2::model::QeRecord]) -> String {
     let mut s = String::from(
         "Contention blame per QE (iQCAR; the command and its children as the victim):\n",
     );

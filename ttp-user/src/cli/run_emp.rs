@@ -116,7 +116,7 @@ fn reject_ttpv2_options(a: &RunArgs) -> anyhow::Result<()> {
     }
 }
 
-fn outcome(
+pub(super) fn outcome(
     runs: &[EmpRun],
     profile: Option<&Profile>,
     cfg: &EmpConfig,
@@ -132,13 +132,17 @@ fn outcome(
 
 /// How long the set-up snapshot samples CPU use and steal time (the
 /// default of `ttp-ebpf check --sample`).
-const SETUP_SAMPLE: std::time::Duration = std::time::Duration::from_secs(1);
+pub(super) const SETUP_SAMPLE: std::time::Duration = std::time::Duration::from_secs(1);
 
 pub fn run(args: RunArgs) -> anyhow::Result<()> {
     if args.n == 0 {
         return usage("-n must be at least 1 (the paper's EMPv6 suggests 10)");
     }
     reject_ttpv2_options(&args)?;
+    let commands = super::run_plan::split_commands(&args.command, &args.command_names)?;
+    if commands.len() > 1 {
+        return super::run_emp_several::run(&args, &commands);
+    }
     let profile = match &args.emp.cutoffs {
         Some(p) => Some(Profile::load(p).map_err(|e| UsageError::new(e.to_string()))?),
         None => None,

@@ -246,6 +246,7 @@ impl<'a> Runner<'a> {
                 timeout_ms: self.opts.statement_timeout.map(|t| t.as_millis() as u64),
                 query_process: None,
                 utilities: Vec::new(),
+                parameter: None,
             },
             qes: Vec::new(),
         };

@@ -35,6 +35,11 @@ pub const TTPV2_MEASURES: &[MeasureSpec] = &[
         what: "Time_meas, the elapsed time of the QE (TTPv2 Sec. 8.5)",
         centre: Centre::Median,
     },
+    MeasureSpec {
+        name: "time_exact_all_ms",
+        what: "exact time over every QE that ran to its end, Steps 2-3 not applied (not a TTPv2 result)",
+        centre: Centre::Median,
+    },
 ];
 
 /// EMP (paper 001, Sec. 4.5): means over the runs EMPv5 retained.

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 pub use input::{InputError, Measure, Side, side_of};
 use stats::{BootstrapCi, Centre, MannWhitney, Welch};
+pub use ttpv2::sides_by_name;
 
 pub const COMPARE_SCHEMA: &str = "ttp.compare/1";
 

@@ -26,6 +26,7 @@ pub mod paragraph;
 pub mod paragraph_deviations;
 pub mod post;
 pub mod report;
+pub mod scan_svg;
 pub mod stats;
 pub mod study;
 pub mod svg;

@@ -18,6 +18,10 @@ pub type Labels = BTreeMap<String, String>;
 /// monotonicity checks (QC3/QC4, POST2/POST3).
 pub const CARDINALITY_LABEL: &str = "cardinality";
 
+/// The label that names the command of a Q@C when one run measures several
+/// (`run --command-name`).
+pub const NAME_LABEL: &str = "name";
+
 /// The role of a process in a QE (Sec. 4: query, utility and daemon
 /// processes; Sec. 3.3: the EXECUTOR doing the timing).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -450,6 +454,11 @@ pub struct Setup {
     /// `--utility NAME` values.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub utilities: Vec<String>,
+    /// `run --parameter-scan NAME` / `-L NAME=…`: the label whose value
+    /// plays the cardinality in the monotonicity checks (QC3/QC4,
+    /// POST2/POST3) in place of `cardinality`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parameter: Option<String>,
 }
 
 impl Default for Setup {
@@ -462,6 +471,7 @@ impl Default for Setup {
             timeout_ms: None,
             query_process: None,
             utilities: Vec::new(),
+            parameter: None,
         }
     }
 }
@@ -470,6 +480,12 @@ impl Setup {
     /// Length of one /proc tick in ms (10 ms in the paper, Sec. 3.7).
     pub fn tick_ms(&self) -> f64 {
         1000.0 / f64::from(self.user_hz.max(1))
+    }
+
+    /// The label that orders this Q@C among the others of its query:
+    /// the scanned parameter, else `cardinality`.
+    pub fn cardinality_label(&self) -> &str {
+        self.parameter.as_deref().unwrap_or(CARDINALITY_LABEL)
     }
 }
 

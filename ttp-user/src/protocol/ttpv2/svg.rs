@@ -10,6 +10,12 @@ use crate::protocol::chart::{self, Area, Key};
 #[error("cannot draw the chart: {0}")]
 pub struct SvgError(String);
 
+impl SvgError {
+    pub(crate) fn new(detail: impl Into<String>) -> Self {
+        SvgError(detail.into())
+    }
+}
+
 fn err<E: std::fmt::Display>(e: E) -> SvgError {
     SvgError(e.to_string())
 }

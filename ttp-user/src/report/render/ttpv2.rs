@@ -6,6 +6,7 @@ use super::{RenderError, Rendered, Table, table::num, write_plot};
 use crate::protocol::ttpv2::{
     analysis::{Analysis, AnalyzeDocument, QcDocument, RunDocument},
     report::render,
+    scan_svg::render_scan_svg,
     svg::render_svg,
 };
 
@@ -77,7 +78,16 @@ fn svg(a: &Analysis, dir: &Path) -> Result<Vec<PathBuf>, RenderError> {
         what: "ttpv2.svg".into(),
         detail: e.to_string(),
     })?;
-    Ok(vec![write_plot(dir, "ttpv2.svg", &text)?])
+    let mut files = vec![write_plot(dir, "ttpv2.svg", &text)?];
+    // A parameter scan (`run --parameter-scan`, `-L`): time against it.
+    let scan = render_scan_svg(a).map_err(|e| RenderError::Plot {
+        what: "ttpv2-scan.svg".into(),
+        detail: e.to_string(),
+    })?;
+    if let Some(text) = scan {
+        files.push(write_plot(dir, "ttpv2-scan.svg", &text)?);
+    }
+    Ok(files)
 }
 
 impl Rendered for Run {
@@ -108,6 +118,18 @@ impl Rendered for Run {
 }
 
 impl Analyze {
+    /// A `run` of several commands (Q@Cs labelled `name=…`): each command
+    /// compared with the first, as `run` printed it (compare's defaults).
+    fn comparison(&self) -> Option<crate::protocol::compare::CompareDocument> {
+        use crate::protocol::compare::{Config, compare, sides_by_name};
+        let d = &self.0;
+        let sides = sides_by_name(&d.schema, d.machine.as_ref(), &d.qcs).ok()?;
+        if sides.len() < 2 {
+            return None;
+        }
+        compare(&sides, &Config::default()).ok()
+    }
+
     fn analysis(&self) -> Analysis {
         Analysis {
             qcs: self.0.qcs.clone(),
@@ -122,18 +144,28 @@ impl Rendered for Analyze {
         format!("ttp analyze (TTPv2): {} Q@C(s)", self.0.qcs.len())
     }
     fn text(&self) -> String {
-        render(&self.analysis(), self.0.correlations.as_deref())
+        let mut s = render(&self.analysis(), self.0.correlations.as_deref());
+        if let Some(c) = self.comparison() {
+            s.push_str("\nComparison of the commands (interleaved QEs, the first command as A):\n");
+            s.push_str(&crate::report::compare::text(&c));
+        }
+        s
     }
     fn table(&self) -> Table {
         qe_table(&self.0.qcs)
     }
     fn markdown(&self) -> String {
-        format!(
+        let mut s = format!(
             "**{}**\n\n{}\n{}",
             self.title(),
             self.table().markdown(),
             results(&self.0.qcs)
-        )
+        );
+        if let Some(c) = self.comparison() {
+            s.push_str("\n**Comparison of the commands**\n\n");
+            s.push_str(&crate::report::compare::markdown(&c));
+        }
+        s
     }
     fn plots(&self, dir: &Path) -> Result<Vec<PathBuf>, RenderError> {
         svg(&self.analysis(), dir)

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::{CheckResult, Verdict, aggregate};
 use crate::protocol::ttpv2::calc::QeCalc;
-use crate::protocol::ttpv2::model::{CARDINALITY_LABEL, QcInput};
+use crate::protocol::ttpv2::model::QcInput;
 use crate::protocol::ttpv2::stats::{mean, median, sample_sd};
 
 /// Time_calc of the QEs the Step 1 Q@C checks look at: all that did not
@@ -126,7 +126,7 @@ fn query_group(qc: &QcInput) -> String {
     let mut key: Vec<String> = qc
         .labels
         .iter()
-        .filter(|(k, _)| k.as_str() != CARDINALITY_LABEL)
+        .filter(|(k, _)| k.as_str() != qc.setup.cardinality_label())
         .map(|(k, v)| format!("{k}={v}"))
         .collect();
     let plans: BTreeSet<&str> = qc.qes.iter().filter_map(|q| q.plan.as_deref()).collect();
@@ -155,7 +155,7 @@ pub fn monotonicity(
     let mut labelled: BTreeMap<String, BTreeSet<u64>> = BTreeMap::new();
     let mut bad_card = Vec::new();
     for (i, qc) in qcs.iter().enumerate() {
-        let Some(card) = qc.labels.get(CARDINALITY_LABEL) else {
+        let Some(card) = qc.labels.get(qc.setup.cardinality_label()) else {
             continue;
         };
         let parsed = card.trim().parse::<f64>().ok().filter(|c| c.is_finite());
@@ -289,7 +289,10 @@ mod tests {
     fn at_card(card: &str, u_offset: u64) -> QcInput {
         let mut qc = clean_qc(8);
         qc.labels.insert("query".into(), "q1".into());
-        qc.labels.insert(CARDINALITY_LABEL.into(), card.into());
+        qc.labels.insert(
+            crate::protocol::ttpv2::model::CARDINALITY_LABEL.into(),
+            card.into(),
+        );
         for i in 0..8 {
             let u = qc.qes[i].processes[0].m.u_ticks.unwrap();
             set_query_u(&mut qc, i, u + u_offset);

@@ -1,0 +1,191 @@
+//! `run --protocol emp -- CMD1 ::: CMD2`: several compute-bound programs
+//! timed with EMP (paper 001, Fig. 8), their runs interleaved (docs/run.md):
+//! one set-up snapshot, every program's warm-up, then round r runs each
+//! program once, the first rotating. Each program gets its own EMPv5
+//! outlier removal and result (`ttp.emp/1`, one file per program), then
+//! each is compared with the first (protocol/compare: PT and ET by their
+//! means, as EMP reports).
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+
+use super::{
+    emp_live::{self, LivePlan},
+    run::RunArgs,
+    run_plan::NamedCommand,
+};
+use crate::{
+    error::{UsageError, usage},
+    protocol::{
+        compare::{self, Config},
+        emp::{EmpConfig, EmpOutcome, EmpSetup, Profile},
+    },
+    report::{atomic, compare as show, emp as emp_report},
+    sys::{
+        invoker::Invoker,
+        setup_check::{live::LiveProbes, run_checks},
+        signals::StopFlag,
+        spawn::RunAs,
+    },
+};
+
+/// Where program `i`'s result goes with `--json FILE`: FILE's stem with
+/// the program's letter (`out.json` → `out-A.json`, `out-B.json`), so each
+/// file is an ordinary `ttp.emp/1` result that `report` and `compare` read.
+pub fn json_path(file: &Path, i: usize) -> PathBuf {
+    let stem = file
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "emp".into());
+    let ext = file
+        .extension()
+        .map(|e| format!(".{}", e.to_string_lossy()))
+        .unwrap_or_default();
+    file.with_file_name(format!("{stem}-{}{ext}", compare::label(i)))
+}
+
+pub fn run(args: &RunArgs, commands: &[NamedCommand]) -> anyhow::Result<()> {
+    if args.emp.record.is_some() || args.emp.plot.is_some() {
+        return usage(
+            "--record and --plot follow one program: with several commands under --protocol emp, leave them out (report each program's --json file with --plot)",
+        );
+    }
+    let mut names = std::collections::BTreeSet::new();
+    for c in commands {
+        super::run::check_command(&c.argv)?;
+        let name = c.name.clone().unwrap_or_else(|| c.argv.join(" "));
+        if !names.insert(name.clone()) {
+            return usage(format!(
+                "two commands are named {name:?}: give each its own --command-name"
+            ));
+        }
+    }
+    let profile = match &args.emp.cutoffs {
+        Some(p) => Some(Profile::load(p).map_err(|e| UsageError::new(e.to_string()))?),
+        None => None,
+    };
+    let run_as = if args.as_root {
+        RunAs::Current
+    } else {
+        RunAs::User(Invoker::detect().map_err(|e| UsageError::new(e.to_string()))?)
+    };
+    let cfg = EmpConfig {
+        pt_source: args.emp.pt_source,
+        ..EmpConfig::default()
+    };
+    // Fig. 8 Step 1, once for the whole run, before the first program.
+    let setup = EmpSetup::from_check(run_checks(
+        PathBuf::from("/"),
+        &LiveProbes,
+        super::run_emp::SETUP_SAMPLE,
+    ));
+    let stop = StopFlag::install().context("installing signal handlers")?;
+    let pin = match &args.cpu {
+        Some(list) => Some(super::run::cpu_list(list)?),
+        None => None,
+    };
+    let plan = LivePlan {
+        pin: pin.clone(),
+        command: &commands[0].argv,
+        runs: args.n,
+        timeout: Some(args.timeout),
+        run_as,
+        quiet: !args.show_output,
+        unit: "runs",
+    };
+    let outcome_of = |i: usize, runs: &[crate::protocol::emp::EmpRun]| {
+        super::run_emp::outcome(runs, profile.as_ref(), &cfg, args, &setup).map(|mut o| {
+            o.command = commands[i].argv.clone();
+            if let Some(p) = &pin {
+                o.notes.push(super::run::pinned_statement(p));
+            }
+            o
+        })
+    };
+    let argvs: Vec<&[String]> = commands.iter().map(|c| &c.argv[..]).collect();
+    let lives = emp_live::measure_interleaved(&plan, &argvs, &stop, |i, runs, _bar| {
+        if let Some(path) = &args.json
+            && let Ok(o) = outcome_of(i, runs)
+        {
+            let p = json_path(path, i);
+            atomic::write_json(&p, &o).with_context(|| format!("writing {}", p.display()))?;
+        }
+        Ok(())
+    })?;
+    let mut failure = None;
+    let mut outcomes: Vec<(String, EmpOutcome)> = Vec::new();
+    for (i, live) in lives.into_iter().enumerate() {
+        let name = commands[i]
+            .name
+            .clone()
+            .unwrap_or_else(|| commands[i].argv.join(" "));
+        if let Some(f) = live.failure {
+            failure = Some(f.context(format!("command {} ({name})", compare::label(i))));
+        }
+        let o = match outcome_of(i, &live.runs) {
+            Ok(mut o) => {
+                o.notes.extend(live.notes);
+                if live.interrupted {
+                    o.notes.push(format!(
+                        "interrupted: {} of {} runs measured; the result covers those",
+                        live.runs.len().saturating_sub(1),
+                        args.n
+                    ));
+                }
+                o
+            }
+            Err(e) => {
+                println!("{} ({name}): no EMP result: {e}", compare::label(i));
+                continue;
+            }
+        };
+        if let Some(path) = &args.json {
+            atomic::write_json_result(&json_path(path, i), &o)?;
+        }
+        println!("{} — {name}:", compare::label(i));
+        print!("{}", emp_report::terminal::render_outcome(&o));
+        outcomes.push((name, o));
+    }
+    if outcomes.len() == commands.len() {
+        let sides: Result<Vec<_>, _> = outcomes
+            .iter()
+            .map(|(name, o)| {
+                serde_json::to_value(o)
+                    .map_err(|e| e.to_string())
+                    .and_then(|v| compare::side_of(v).map_err(|e| e.to_string()))
+                    .map(|s| (name.clone(), s))
+            })
+            .collect();
+        match sides
+            .and_then(|s| compare::compare(&s, &Config::default()).map_err(|e| e.to_string()))
+        {
+            Ok(doc) => {
+                println!("Comparison of the commands (interleaved runs, the first command as A):");
+                print!("{}", show::text(&doc));
+                if let Some(path) = &args.export_markdown {
+                    atomic::write_result(path, show::markdown(&doc).as_bytes())?;
+                }
+            }
+            Err(why) => println!("The commands are not compared: {why}"),
+        }
+    }
+    match failure {
+        Some(e) => Err(e.context("a command could not be run; the runs measured before are kept")),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Catches per-program files that overwrite each other or lose the
+    /// extension `report` and editors go by.
+    #[test]
+    fn one_json_file_per_program() {
+        let p = Path::new("/tmp/x/out.json");
+        assert_eq!(json_path(p, 0), Path::new("/tmp/x/out-A.json"));
+        assert_eq!(json_path(p, 1), Path::new("/tmp/x/out-B.json"));
+        assert_eq!(json_path(Path::new("r"), 2), Path::new("r-C"));
+    }
+}

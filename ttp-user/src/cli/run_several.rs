@@ -1,0 +1,89 @@
+//! The report of a `run` of several Q@Cs (several commands, a parameter
+//! scan, or both): TTPv2's Steps 1–5 over all of them at once, as
+//! `analyze` applies them to an experiment, so the checks across Q@Cs
+//! (QC3/QC4, POST2/POST3 over the scanned parameter) are evaluated; then,
+//! with several commands, each compared with the first (protocol/compare).
+use anyhow::Context;
+
+use super::run::{Plan, RunArgs};
+use crate::{
+    protocol::{
+        compare::{self, CompareDocument, Config},
+        ttpv2::{
+            self,
+            analysis::{ANALYZE_SCHEMA, AnalyzeDocument, analyse},
+            model::QcInput,
+            paragraph::MachineFacts,
+        },
+    },
+    report::atomic,
+};
+
+/// The run as one `ttp.analyze/1` document: its Q@Cs labelled by command
+/// name and parameter value, which `report` renders and `compare` reads
+/// (one file: its commands compared; two files: Q@Cs matched by labels).
+pub fn document(qcs: &[QcInput], machine: &MachineFacts) -> AnalyzeDocument {
+    let a = analyse(qcs, Some(machine));
+    AnalyzeDocument {
+        schema: ANALYZE_SCHEMA.into(),
+        machine: Some(machine.clone()),
+        qcs: a.qcs,
+        checks: a.checks,
+        paragraph: a.paragraph,
+        correlations: None,
+    }
+}
+
+/// The comparison of the commands of `doc` (the first is the baseline),
+/// with compare's default settings; `Err` says why there is none.
+pub fn comparison(doc: &AnalyzeDocument) -> Result<CompareDocument, String> {
+    let sides = compare::sides_by_name(&doc.schema, doc.machine.as_ref(), &doc.qcs)
+        .map_err(|e| e.to_string())?;
+    compare::compare(&sides, &Config::default()).map_err(|e| e.to_string())
+}
+
+pub(super) fn finish(
+    args: &RunArgs,
+    plan: &Plan,
+    qcs: &[QcInput],
+    machine: &MachineFacts,
+) -> anyhow::Result<()> {
+    let doc = document(qcs, machine);
+    if let Some(path) = &args.json {
+        atomic::write_json_result(path, &doc)?;
+    }
+    let analysis = ttpv2::analysis::Analysis {
+        qcs: doc.qcs.clone(),
+        checks: doc.checks.clone(),
+        paragraph: doc.paragraph.clone(),
+    };
+    // `report` shows a saved run of several commands the same way: the
+    // analysis, then the comparison (report/render/ttpv2.rs).
+    let shown = crate::report::render::load(serde_json::to_value(&doc)?)?;
+    print!("{}", shown.text());
+    if args.blame {
+        for qc in qcs {
+            println!("{}:", qc.name());
+            print!("{}", super::run::blame_section(&qc.qes));
+        }
+    }
+    if plan.several_commands
+        && let Err(why) = comparison(&doc)
+    {
+        println!("The commands are not compared: {why}");
+    }
+    if let Some(path) = &args.svg {
+        let svg = ttpv2::svg::render_svg(&analysis).context("drawing the chart")?;
+        atomic::write_result(path, svg.as_bytes())?;
+    }
+    if let Some(path) = &args.export_markdown {
+        atomic::write_result(path, shown.markdown().as_bytes())?;
+    }
+    if let (Some(_), Some(path)) = (&plan.parameter, &args.json) {
+        println!(
+            "Time against the parameter: ttp-ebpf report {} --plot DIR",
+            path.display()
+        );
+    }
+    Ok(())
+}
