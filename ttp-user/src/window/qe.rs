@@ -258,6 +258,9 @@ pub fn measure_with<R>(
         .filter(|e| e.account.tid == e.account.tgid)
         .map(|e| e.account.tgid)
         .collect();
+    // Processes the ledger already had before the window: a taskstats
+    // lifetime of one of them is not the window's (fill_processes).
+    let alive_before: BTreeSet<u32> = before.threads.values().map(|a| a.tgid).collect();
     let window = Window::between(&before, &after, &exits);
     let time_meas_ns = t1 - t0;
     let mut rec = QeRecord::new(qe, time_meas_ns as f64 / 1e6);
@@ -275,7 +278,7 @@ pub fn measure_with<R>(
         &window,
         (&m1, &m2),
         &ts_exits,
-        (&late_exited, &alive_at_end),
+        (&late_exited, &alive_at_end, &alive_before),
         roles,
     );
     rec.query_threads_max = Some(threads_at_once(&before, &after, &exits, &query_tgids));
@@ -470,7 +473,7 @@ fn fill_processes(
     w: &Window,
     (m1, m2): (&ProcSet, &ProcSet),
     ts_exits: &[TaskstatsRecord],
-    (late_exited, alive_at_end): (&BTreeSet<u32>, &BTreeSet<u32>),
+    (late_exited, alive_at_end, alive_before): (&BTreeSet<u32>, &BTreeSet<u32>, &BTreeSet<u32>),
     roles: Roles,
 ) -> BTreeSet<u32> {
     let key_of = |pid: u32| -> ProcKey {
@@ -537,11 +540,19 @@ fn fill_processes(
             m.majflt = d.majflt;
             m.read_syscalls = d.read_syscalls;
             m.write_syscalls = d.write_syscalls;
-        } else if let Some(g) = groups.get(&pid) {
+        } else if let Some(g) = groups
+            .get(&pid)
+            .filter(|_| b.is_some() || !alive_before.contains(&pid))
+        {
             // Stopped inside the QE: its final figures come from the taskstats
             // exit records of all its threads (a multi-threaded process's
             // main thread alone carries a fraction of its time), in ticks as
-            // /proc would have shown the whole group.
+            // /proc would have shown the whole group. Those records cover
+            // the process's whole life: less its before-image (M1), or
+            // whole when it started inside the window. One the ledger had
+            // before the window but M1 missed (it exited while /proc was
+            // read) has no before-image to subtract: its lifetime is not
+            // the window's, so the ledger's figure below stands instead.
             let before = b.map(|e| &e.process.counters);
             let (u_ns, s_ns) = g.adjusted_ns();
             m.u_ns = u_ns;
