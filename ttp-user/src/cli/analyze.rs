@@ -10,10 +10,9 @@ use crate::protocol::ttpv2::analysis::{ANALYZE_SCHEMA, Analysis, AnalyzeDocument
 use crate::protocol::ttpv2::correlations::{CorrelationRow, retained_correlations};
 use crate::protocol::ttpv2::import::{read_qe_csv, read_run_json};
 use crate::protocol::ttpv2::model::{QcInput, Setup};
-use crate::protocol::ttpv2::report::render;
 use crate::protocol::ttpv2::study::{is_study, read_study};
 use crate::protocol::ttpv2::svg::render_svg;
-use crate::report::atomic::write_json;
+use crate::report::{atomic::write_json, render::Analyze};
 
 /// Apply the Tucson Timing Protocol v2 to saved runs or external data.
 ///
@@ -99,8 +98,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let correlations = args
         .correlations
         .then(|| retained_correlations(&qcs, &analysis));
-    print!("{}", render(&analysis, correlations.as_deref()));
-    write_outputs(
+    show(
         args.svg.as_deref(),
         args.json.as_deref(),
         machine,
@@ -109,30 +107,32 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     )
 }
 
-/// Writes what `--svg` and `--json` ask for: the chart of every Q@C and
-/// the analysis document (schema ttp.analyze/1). Shared with `experiment`.
-pub(super) fn write_outputs(
+/// Prints the analysis (as `report` shows the saved document) and writes
+/// what `--svg` and `--json` ask for: the chart of every Q@C and the
+/// document (schema ttp.analyze/1). Shared with `experiment`.
+pub(super) fn show(
     svg: Option<&Path>,
     json: Option<&Path>,
     machine: Option<MachineFacts>,
     analysis: Analysis,
     correlations: Option<Vec<CorrelationRow>>,
 ) -> anyhow::Result<()> {
+    let shown = Analyze(AnalyzeDocument {
+        schema: ANALYZE_SCHEMA.into(),
+        machine,
+        qcs: analysis.qcs,
+        checks: analysis.checks,
+        paragraph: analysis.paragraph,
+        correlations,
+    });
+    crate::report::render::print(&shown);
     if let Some(path) = svg {
-        let svg = render_svg(&analysis)?;
+        let svg = render_svg(&shown.analysis())?;
         crate::report::atomic::write(path, svg.as_bytes())
             .with_context(|| format!("writing {}", path.display()))?;
     }
     if let Some(path) = json {
-        let doc = AnalyzeDocument {
-            schema: ANALYZE_SCHEMA.into(),
-            machine,
-            qcs: analysis.qcs,
-            checks: analysis.checks,
-            paragraph: analysis.paragraph,
-            correlations,
-        };
-        write_json(path, &doc).with_context(|| format!("writing {}", path.display()))?;
+        write_json(path, &shown.0).with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())
 }

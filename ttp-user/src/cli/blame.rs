@@ -16,7 +16,7 @@ use crate::{
         self, BlameError, DiskMeasure, GroupBy, Options, Recording, VictimSpec, dot,
         source::{self, SourceError, StopReason},
     },
-    report::atomic,
+    report::{atomic, render},
     window::session::MeasurementSession,
 };
 
@@ -67,7 +67,7 @@ pub struct Args {
     #[arg(long = "known", value_name = "COMM")]
     pub known: Vec<String>,
     /// How many explanations and culprits the text report lists.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = render::blame::TOP)]
     pub top: usize,
 }
 
@@ -114,7 +114,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         Err(e) => return Err(e.into()),
     };
-    print!("{}", report.to_text(args.top));
+    let shown = render::Blame {
+        report,
+        top: args.top,
+    };
+    render::print(&shown);
+    let report = shown.report;
     if let Some(path) = &args.json {
         atomic::write_json(path, &report).with_context(|| format!("writing {}", path.display()))?;
     }

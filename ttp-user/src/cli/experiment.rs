@@ -19,7 +19,6 @@ use crate::{
     protocol::ttpv2::{
         analysis::analyse,
         model::Labels,
-        report::render,
         study::{STUDY_SCHEMA, Study, StudyHeader, StudyQc, read_study},
     },
     sys::signals::StopFlag,
@@ -248,8 +247,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     eprintln!("{total_qcs} Q@Cs in {}", path.display());
     let (qcs, machine) = read_study(&path)?;
     let analysis = analyse(&qcs, machine.as_ref());
-    print!("{}", render(&analysis, None));
-    super::analyze::write_outputs(
+    super::analyze::show(
         args.svg.as_deref(),
         args.json.as_deref(),
         machine,

@@ -285,7 +285,9 @@ pub fn run_with(
         source,
         pid,
     )?;
-    print!("{}", report.to_text(0.01));
+    let shown = crate::report::render::Vprofile(report);
+    crate::report::render::print(&shown);
+    let report = shown.0;
     if let Some(path) = &args.json {
         atomic::write_json(path, &report).with_context(|| format!("writing {}", path.display()))?;
     }

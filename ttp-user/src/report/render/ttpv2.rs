@@ -108,7 +108,8 @@ impl Rendered for Run {
 }
 
 impl Analyze {
-    fn analysis(&self) -> Analysis {
+    /// The analysis the document holds, for its report and chart.
+    pub fn analysis(&self) -> Analysis {
         Analysis {
             qcs: self.0.qcs.clone(),
             checks: self.0.checks.clone(),
