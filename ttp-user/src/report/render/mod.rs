@@ -23,6 +23,7 @@ pub use table::Table;
 
 pub use self::{
     blame::Blame,
+    compare::Compared,
     emp::{Calibration, Outcome, SampleSize},
     recorded::Inc,
     ttpv2::Analyze,
