@@ -17,10 +17,9 @@ use crate::{
     protocol::variance::{
         breakdown::BreakdownConfig,
         callgraph::CallGraph,
+        document::VprofileReport,
         driver::{self, InvocationSource, Stop},
         elf::{ElfError, ElfImage},
-        render::VprofileReport,
-        svg,
         uprobe::{UprobeSource, VprofProbeError},
     },
     report::atomic,
@@ -292,7 +291,7 @@ pub fn run_with(
         atomic::write_json(path, &report).with_context(|| format!("writing {}", path.display()))?;
     }
     if let Some(path) = &args.svg {
-        let chart = svg::icicle(&report)?;
+        let chart = crate::report::vprofile::icicle(&report)?;
         atomic::write(path, chart.as_bytes())
             .with_context(|| format!("writing {}", path.display()))?;
     }
