@@ -26,7 +26,7 @@ pub use self::{
     compare::Compared,
     emp::{Calibration, Outcome, SampleSize},
     recorded::Inc,
-    ttpv2::Analyze,
+    ttpv2::{Analyze, Run},
     vprofile::Vprofile,
 };
 
