@@ -135,11 +135,7 @@ fn attach_children_sees_all_200_and_ends_when_the_target_exits() {
         json.to_str().unwrap(),
     ]);
     fx.go();
-    let pids: Vec<u64> = fx
-        .lines_to_end()
-        .iter()
-        .filter_map(|l| l.trim().parse().ok())
-        .collect();
+    let pids: Vec<u64> = fx.numbers_to_end();
     assert_eq!(pids.len(), 200);
     let status = ttp.wait().expect("wait ttp");
     assert!(status.success());

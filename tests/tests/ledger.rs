@@ -4,7 +4,7 @@ mod common;
 
 use common::*;
 use ttp_user::{
-    accounts::{Image, Window},
+    accounts::Window,
     probe::{Ledger, seed},
 };
 
@@ -18,10 +18,6 @@ fn unpin_self() {
         }
         libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
     }
-}
-
-fn image(ledger: &Ledger) -> Image {
-    Image::from_snapshot(&ledger.snapshot().expect("snapshot"))
 }
 
 /// A process burns 300 ms of CPU, then reads 32 MiB with O_DIRECT while the
@@ -278,11 +274,7 @@ fn short_lived_children_are_all_seen() {
     let parent = fx.pid();
     let before = image(&ledger);
     fx.go();
-    let pids: Vec<u32> = fx
-        .lines_to_end()
-        .iter()
-        .filter_map(|l| l.trim().parse().ok())
-        .collect();
+    let pids: Vec<u32> = fx.numbers_to_end();
     assert_eq!(pids.len(), 200);
     let after = image(&ledger);
     let mut exits = Vec::new();

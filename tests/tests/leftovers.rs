@@ -409,19 +409,8 @@ fn files_belong_to_the_sudo_user() {
 /// Compiles the vprofile fixture (tests/fixtures/vprof-target) the way its
 /// header says.
 fn vprof_target() -> std::path::PathBuf {
-    let src = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/fixtures/vprof-target/vprof_target.c"
-    );
     let out = temp_path("vprof-target");
-    let ok = std::process::Command::new("cc")
-        .args(["-O1", "-fno-inline", "-g", "-o"])
-        .arg(&out)
-        .arg(src)
-        .status()
-        .expect("run cc")
-        .success();
-    assert!(ok, "cc failed on {src}");
+    build_vprof_target(&out);
     out
 }
 

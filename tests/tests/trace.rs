@@ -13,10 +13,6 @@ use ttp_user::{
     report::trace::{Recorder, Trace},
 };
 
-fn image(ledger: &Ledger) -> Image {
-    Image::from_snapshot(&ledger.snapshot().expect("snapshot"))
-}
-
 /// The account of thread `tid` in `img`.
 fn thread(img: &Image, tid: u32) -> ttp_common::ThreadAccount {
     *img.threads
@@ -223,11 +219,7 @@ fn attach_trace_follows_forked_children_and_report_reads_it() {
     ]);
     let steal0 = proc_stat_steal();
     fx.go();
-    let pids: Vec<u64> = fx
-        .lines_to_end()
-        .iter()
-        .filter_map(|l| l.trim().parse().ok())
-        .collect();
+    let pids: Vec<u64> = fx.numbers_to_end();
     assert_eq!(pids.len(), 50);
     let steal = steal_between(steal0, proc_stat_steal());
     let status = ttp.wait().expect("wait ttp");

@@ -23,21 +23,10 @@ use ttp_user::protocol::variance::{
 
 /// Compiles the fixture the way its header says.
 fn build_target() -> PathBuf {
-    let src = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/fixtures/vprof-target/vprof_target.c"
-    );
     let dir = std::env::temp_dir().join(format!("ttp-vprof-it-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let out = dir.join("vprof-target");
-    let ok = Command::new("cc")
-        .args(["-O1", "-fno-inline", "-g", "-o"])
-        .arg(&out)
-        .arg(src)
-        .status()
-        .expect("run cc")
-        .success();
-    assert!(ok, "cc failed on {src}");
+    build_vprof_target(&out);
     out
 }
 

@@ -31,11 +31,8 @@ const LAYERS: &[(&str, u32)] = &[
 /// `window`'s live executions build the protocols' records (TTPv2's
 /// `QeRecord` and measures, EMP's runs, iQCAR's blame), whose types still
 /// live in `protocol/`; they move down into `accounts`/`window` with the one
-/// list of ledger fields (issue 15 item 5). The variance report test shares
-/// its module's fixtures and moves with the variance output into `report/`
-/// (issue 15 item 4).
+/// list of ledger fields (issue 15 item 5).
 const KNOWN_UPWARD: &[(&str, &str)] = &[
-    ("protocol/variance/report_tests.rs", "report"),
     ("window/emp_runs.rs", "protocol"),
     ("window/emp_runs_tests.rs", "protocol"),
     ("window/qe.rs", "protocol"),

@@ -112,6 +112,15 @@ impl Held {
         lines
     }
 
+    /// The numbers the fixture printed one a line until it exited (the
+    /// pids fixture-forker reports), other lines skipped.
+    pub fn numbers_to_end<T: std::str::FromStr>(self) -> Vec<T> {
+        self.lines_to_end()
+            .iter()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect()
+    }
+
     pub fn finish(mut self) {
         drop(self.stdin.take());
         let _ = self.child.wait();
@@ -364,4 +373,25 @@ pub fn monotonic_ns() -> u64 {
 fn online_cpus() -> u32 {
     // SAFETY: sysconf has no preconditions.
     unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) as u32 }
+}
+
+/// The ledger's accounts as of now.
+pub fn image(ledger: &ttp_user::probe::Ledger) -> ttp_user::accounts::Image {
+    ttp_user::accounts::Image::from_snapshot(&ledger.snapshot().expect("snapshot"))
+}
+
+/// Compiles tests/fixtures/vprof-target the way its header says, into `out`.
+pub fn build_vprof_target(out: &std::path::Path) {
+    let src = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/fixtures/vprof-target/vprof_target.c"
+    );
+    let ok = Command::new("cc")
+        .args(["-O1", "-fno-inline", "-g", "-o"])
+        .arg(out)
+        .arg(src)
+        .status()
+        .expect("run cc")
+        .success();
+    assert!(ok, "cc failed on {src}");
 }

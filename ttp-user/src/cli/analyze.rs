@@ -1,18 +1,18 @@
 //! `ttp-ebpf analyze`: applies TTPv2 (Steps 1–5) offline to saved run JSONs
 //! and to external per-QE measurements in CSV.
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
+use crate::collect::machine::MachineFacts;
 use crate::error::UsageError;
-use crate::protocol::ttpv2::analysis::{ANALYZE_SCHEMA, AnalyzeDocument, analyse};
-use crate::protocol::ttpv2::correlations::retained_correlations;
+use crate::protocol::ttpv2::analysis::{ANALYZE_SCHEMA, Analysis, AnalyzeDocument, analyse};
+use crate::protocol::ttpv2::correlations::{CorrelationRow, retained_correlations};
 use crate::protocol::ttpv2::import::{read_qe_csv, read_run_json};
 use crate::protocol::ttpv2::model::{QcInput, Setup};
-use crate::protocol::ttpv2::report::render;
 use crate::protocol::ttpv2::study::{is_study, read_study};
 use crate::protocol::ttpv2::svg::render_svg;
-use crate::report::atomic::write_json;
+use crate::report::{atomic::write_json, render::Analyze};
 
 /// Apply the Tucson Timing Protocol v2 to saved runs or external data.
 ///
@@ -98,23 +98,41 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let correlations = args
         .correlations
         .then(|| retained_correlations(&qcs, &analysis));
-    print!("{}", render(&analysis, correlations.as_deref()));
+    show(
+        args.svg.as_deref(),
+        args.json.as_deref(),
+        machine,
+        analysis,
+        correlations,
+    )
+}
 
-    if let Some(path) = &args.svg {
-        let svg = render_svg(&analysis)?;
+/// Prints the analysis (as `report` shows the saved document) and writes
+/// what `--svg` and `--json` ask for: the chart of every Q@C and the
+/// document (schema ttp.analyze/1). Shared with `experiment`.
+pub(super) fn show(
+    svg: Option<&Path>,
+    json: Option<&Path>,
+    machine: Option<MachineFacts>,
+    analysis: Analysis,
+    correlations: Option<Vec<CorrelationRow>>,
+) -> anyhow::Result<()> {
+    let shown = Analyze(AnalyzeDocument {
+        schema: ANALYZE_SCHEMA.into(),
+        machine,
+        qcs: analysis.qcs,
+        checks: analysis.checks,
+        paragraph: analysis.paragraph,
+        correlations,
+    });
+    crate::report::render::print(&shown);
+    if let Some(path) = svg {
+        let svg = render_svg(&shown.analysis())?;
         crate::report::atomic::write(path, svg.as_bytes())
             .with_context(|| format!("writing {}", path.display()))?;
     }
-    if let Some(path) = &args.json {
-        let doc = AnalyzeDocument {
-            schema: ANALYZE_SCHEMA.into(),
-            machine,
-            qcs: analysis.qcs,
-            checks: analysis.checks,
-            paragraph: analysis.paragraph,
-            correlations,
-        };
-        write_json(path, &doc).with_context(|| format!("writing {}", path.display()))?;
+    if let Some(path) = json {
+        write_json(path, &shown.0).with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())
 }
@@ -123,7 +141,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 /// cache: files measured warm and cold together are neither "with a warm
 /// cache" nor "with a cold cache" (Sec. 9 (6)); the paragraph says how many
 /// of each instead.
-fn merge_cache(m: &mut crate::collect::machine::MachineFacts, caches: &[Option<bool>]) {
+fn merge_cache(m: &mut MachineFacts, caches: &[Option<bool>]) {
     let cold = caches.iter().filter(|c| **c == Some(true)).count();
     let warm = caches.iter().filter(|c| **c == Some(false)).count();
     if cold > 0 && warm > 0 {

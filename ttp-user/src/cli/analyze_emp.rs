@@ -8,7 +8,7 @@ use clap::Args;
 use crate::{
     error::UsageError,
     protocol::emp::{Profile, SampleSizeConfig, sample_size},
-    report::{atomic::write_json, emp::terminal::render_sample_size},
+    report::atomic::write_json,
 };
 
 #[derive(Debug, Clone, Args)]
@@ -46,7 +46,9 @@ pub fn run(path: &Path, args: &SampleSizeArgs, json: Option<&Path>) -> anyhow::R
     };
     let report = sample_size(&recorded.runs, profile.as_ref(), &cfg)
         .map_err(|e| UsageError::new(e.to_string()))?;
-    print!("{}", render_sample_size(&report));
+    let shown = crate::report::render::SampleSize(report);
+    crate::report::render::print(&shown);
+    let report = shown.0;
     if let Some(path) = json {
         write_json(path, &report).with_context(|| format!("writing {}", path.display()))?;
     }

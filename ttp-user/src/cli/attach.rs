@@ -2,19 +2,18 @@
 //! machine), live, with a final summary and the cross-check against what the
 //! kernel itself reports over the same window.
 use std::{
-    collections::{BTreeSet, HashMap},
+    collections::BTreeSet,
     path::{Path, PathBuf},
     time::{Duration, Instant},
 };
 
-use anyhow::Context;
 use clap::Args;
 
 use crate::{
     accounts::{Image, Window},
-    collect::taskstats::{ExitListener, TaskstatsClient},
+    collect::taskstats::TaskstatsClient,
     error::usage,
-    probe::{AttachOptions, Ledger, probe_error_ctx, seed},
+    probe::probe_error_ctx,
     report::{
         self,
         attach::{Summary, Targets},
@@ -23,8 +22,10 @@ use crate::{
         trace,
         units::parse_duration,
     },
-    sys::signals::StopFlag,
-    window::procs::ProcSet,
+    window::{
+        procs::ProcSet,
+        session::{MeasurementSession, SessionOptions},
+    },
 };
 
 /// Attach to a running process (or all processes) and show where its time
@@ -87,21 +88,19 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
             "no process with pid {pid}: it may have exited (list processes with `ps -e`)"
         ));
     }
-    crate::sys::privileges::require_bpf()?;
-    let stop = StopFlag::install().context("installing signal handlers")?;
-    // Delay accounting feeds the taskstats and delayacct_blkio_ticks
-    // references; restored when the guard drops (also on error and Ctrl-C).
-    let delayacct = crate::sys::delayacct::DelayAcct::enable();
-    let started = crate::sys::clock::monotonic_ns();
-    let options = AttachOptions {
+    // The session switches delay accounting on (it feeds the taskstats and
+    // delayacct_blkio_ticks references) and restores it when it drops, also
+    // on error and Ctrl-C.
+    let mut session = MeasurementSession::open(SessionOptions {
         trace: args.trace.is_some(),
+        delay_accounting: true,
+        taskstats_exits: true,
         max_threads: args.max_threads,
-    };
-    let mut ledger = Ledger::attach_with(&options).map_err(probe_error_ctx)?;
-    let existing = seed::threads_from_proc();
-    let seeded = ledger.seed(&existing);
-    let attached_ms = (ledger.ready_ns - started) as f64 / 1e6;
-    let parents: HashMap<u32, u32> = existing.iter().map(|t| (t.tgid, t.ppid)).collect();
+    })?;
+    let stop = session.stop_flag()?;
+    let attached_ms = session.attach_ms();
+    let seeded = session.seeded;
+    let parents = session.parents();
     let targets = Targets {
         pid: args.pid,
         children: args.children,
@@ -111,14 +110,13 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
     let recorder = match &args.trace {
         Some(_) => {
             let traced = Vec::from_iter(targets.of(&Window::default(), &parents));
-            Some(trace::Recorder::start(&mut ledger, &traced)?)
+            Some(trace::Recorder::start(&mut session.ledger, &traced)?)
         }
         None => None,
     };
     let taskstats = TaskstatsClient::connect().ok();
-    let listener = ExitListener::start().ok();
-    let first = Image::from_snapshot(&ledger.snapshot().map_err(probe_error_ctx)?);
-    let cost_first = ledger.cost_snapshot();
+    let first = Image::from_snapshot(&session.ledger.snapshot().map_err(probe_error_ctx)?);
+    let cost_first = session.ledger.cost_snapshot();
     let mut cost_last;
     let initial: BTreeSet<u32> = if args.all {
         ProcSet::all_pids()
@@ -164,15 +162,15 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
             // closes the window.
             let give_up = Instant::now() + Duration::from_millis(200);
             while !target_exited(&exits) && Instant::now() < give_up {
-                ledger.drain_exits(&mut exits);
+                session.ledger.drain_exits(&mut exits);
                 std::thread::sleep(Duration::from_millis(2));
             }
         }
-        let image = Image::from_snapshot(&ledger.snapshot().map_err(probe_error_ctx)?);
-        cost_last = ledger.cost_snapshot();
+        let image = Image::from_snapshot(&session.ledger.snapshot().map_err(probe_error_ctx)?);
+        cost_last = session.ledger.cost_snapshot();
         // After the image: a thread missing from it has its record queued.
-        ledger.drain_exits(&mut exits);
-        if let Some((_, rx)) = &listener {
+        session.ledger.drain_exits(&mut exits);
+        if let Some(rx) = session.taskstats_exits() {
             rx.try_iter().for_each(|r| exit_records.add(r));
         }
         if !args.quiet {
@@ -200,7 +198,7 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
     // The kernel sends a target's taskstats exit record before the exit
     // that ended the window, but the listener thread may not have passed it
     // on yet (a busy machine): wait for it briefly, then take what came.
-    if let (Some((_, rx)), Some(pid)) = (&listener, args.pid)
+    if let (Some(rx), Some(pid)) = (session.taskstats_exits(), args.pid)
         && target_exited(&exits)
     {
         let give_up = Instant::now() + Duration::from_millis(500);
@@ -212,7 +210,7 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
             }
         }
     }
-    if let Some((_, rx)) = &listener {
+    if let Some(rx) = session.taskstats_exits() {
         rx.try_iter().for_each(|r| exit_records.add(r));
     }
     let window = Window::between(&first, &last, &exits);
@@ -222,11 +220,12 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
     if taskstats.is_none() {
         notes.push("taskstats unavailable: no taskstats references in the cross-check".into());
     }
-    if delayacct.as_ref().is_some_and(|d| d.switched_on()) {
+    let switched_on = session.delay_accounting_switched_on();
+    if switched_on {
         notes.push("kernel.task_delayacct was switched on for the measurement and restored after; it covers tasks started after it was switched on".into());
     }
-    let (taskstats_exits, listener_overflows) = match &listener {
-        Some((l, _)) => {
+    let (taskstats_exits, listener_overflows) = match session.exit_listener() {
+        Some(l) => {
             let seen = exit_records
                 .leaders()
                 .filter(|p| final_targets.contains(p))
@@ -242,7 +241,6 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
             None
         }
     };
-    let switched_on = delayacct.as_ref().is_some_and(|d| d.switched_on());
     let mut summary = Summary::build(
         &targets,
         window,
@@ -264,7 +262,7 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
         report::atomic::write_json_result(path, &summary.json())?;
     }
     if let (Some(path), Some(rec)) = (&args.trace, recorder) {
-        let t = trace::Trace::new(rec.finish(&ledger)?, "ttp attach");
+        let t = trace::Trace::new(rec.finish(&session.ledger)?, "ttp attach");
         t.write(path)?;
         for w in t.warnings() {
             eprintln!("trace: {w}");
@@ -274,9 +272,7 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
             path.display()
         );
     }
-    drop(listener);
-    drop(ledger);
-    drop(delayacct);
+    drop(session);
     if summary.flagged() > 0 {
         eprintln!(
             "ttp: {} cross-check comparisons outside tolerance (see the summary)",

@@ -3,10 +3,6 @@
 use std::{
     io::IsTerminal,
     path::{Path, PathBuf},
-    sync::{
-        Arc,
-        atomic::{AtomicBool, Ordering},
-    },
     time::Duration,
 };
 
@@ -20,7 +16,8 @@ use crate::{
         self, BlameError, DiskMeasure, GroupBy, Options, Recording, VictimSpec, dot,
         source::{self, SourceError, StopReason},
     },
-    report::atomic,
+    report::{atomic, render},
+    window::session::MeasurementSession,
 };
 
 /// Explain a process's blocked time: which concurrent processes, kernel
@@ -70,7 +67,7 @@ pub struct Args {
     #[arg(long = "known", value_name = "COMM")]
     pub known: Vec<String>,
     /// How many explanations and culprits the text report lists.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = render::blame::TOP)]
     pub top: usize,
 }
 
@@ -117,7 +114,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         Err(e) => return Err(e.into()),
     };
-    print!("{}", report.to_text(args.top));
+    let shown = render::Blame {
+        report,
+        top: args.top,
+    };
+    render::print(&shown);
+    let report = shown.report;
     if let Some(path) = &args.json {
         atomic::write_json(path, &report).with_context(|| format!("writing {}", path.display()))?;
     }
@@ -188,10 +190,19 @@ fn measure(args: &Args) -> anyhow::Result<Recording> {
         pid,
         children: args.children,
     };
-    let mut src = match source::open_live(&victim, duration_ns(window)) {
+    let no_victim = |e: SourceError| match e {
+        e @ SourceError::NoSuchProcess { .. } => usage(e.to_string()),
+        SourceError::Probe(e) => Err(probe_error_ctx(e)),
+    };
+    // Before anything is loaded: a mistyped pid costs no ledger load.
+    if let Err(e) = source::check_victim(Path::new("/proc"), pid) {
+        return no_victim(e);
+    }
+    let session = MeasurementSession::open_blame()?;
+    let stop = session.stop_flag()?;
+    let mut src = match source::open_live(session, &victim, duration_ns(window)) {
         Ok(s) => s,
-        Err(e @ SourceError::NoSuchProcess { .. }) => return usage(e.to_string()),
-        Err(SourceError::Probe(e)) => return Err(probe_error_ctx(e)),
+        Err(e) => return no_victim(e),
     };
     eprintln!(
         "Measuring pid {pid} every {}; stops when it exits{}, or on Ctrl-C.",
@@ -201,11 +212,11 @@ fn measure(args: &Args) -> anyhow::Result<Recording> {
             None => String::new(),
         }
     );
-    let stop = Arc::new(AtomicBool::new(false));
-    watch_ctrl_c(stop.clone());
     let limit_ns = args.duration.map(duration_ns);
     let bar = progress(limit_ns, duration_ns(window));
-    let (rec, reason) = source::collect(src.as_mut(), victim, limit_ns, &stop, |_| bar.inc(1))?;
+    let (rec, reason) = source::collect(src.as_mut(), victim, limit_ns, stop.as_atomic(), |_| {
+        bar.inc(1)
+    })?;
     bar.finish_and_clear();
     if reason == StopReason::Interrupted {
         eprintln!(
@@ -217,21 +228,6 @@ fn measure(args: &Args) -> anyhow::Result<Recording> {
         atomic::write_json(path, &rec).with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(rec)
-}
-
-/// Sets `stop` on Ctrl-C so that the windows measured so far are analysed.
-fn watch_ctrl_c(stop: Arc<AtomicBool>) {
-    std::thread::spawn(move || {
-        let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-        else {
-            return;
-        };
-        if rt.block_on(tokio::signal::ctrl_c()).is_ok() {
-            stop.store(true, Ordering::Relaxed);
-        }
-    });
 }
 
 fn progress(limit_ns: Option<u64>, window_ns: u64) -> ProgressBar {

@@ -175,7 +175,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         None => build_profile(analysis, None, cfg.sigma_k),
     };
     atomic::write_json_result(&args.out, &profile)?;
-    print!("{}", emp_report::terminal::render_calibration(&profile));
+    let shown = crate::report::render::Calibration(profile);
+    crate::report::render::print(&shown);
+    let profile = shown.0;
     for n in &notes {
         println!("note: {n}");
     }

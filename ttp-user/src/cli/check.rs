@@ -65,10 +65,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         report.fixes = fixes;
     }
     report.leftovers = leftovers;
-    print!(
-        "{}",
-        crate::report::render::recorded::check_text(&report, args.fix)
-    );
+    // Shown as `report` shows the saved file, which tells that --fix ran
+    // from `fixes`: with --fix every fixable item has an outcome there.
+    let shown = crate::report::render::recorded::Check(report);
+    crate::report::render::print(&shown);
+    let report = shown.0;
     if let Some(path) = &args.json {
         write_json(path, &report)
             .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;

@@ -171,11 +171,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Ok(d) => d,
         Err(e) => return usage(e.to_string()),
     };
+    let shown = crate::report::render::Compared(doc);
     if args.markdown {
-        print!("{}", show::markdown(&doc));
+        print!("{}", crate::report::render::Rendered::markdown(&shown));
     } else {
-        print!("{}", show::text(&doc));
+        crate::report::render::print(&shown);
     }
+    let doc = shown.0;
     if let Some(path) = &args.json {
         write_json_result(path, &doc).with_context(|| "the comparison is printed above")?;
     }

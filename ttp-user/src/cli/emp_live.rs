@@ -83,6 +83,7 @@ pub fn measure_interleaved(
         trace: false,
         delay_accounting: false,
         taskstats_exits: true,
+        ..Default::default()
     })?;
     let mut notes = Vec::new();
     if let Some(e) = &session.listener_error {

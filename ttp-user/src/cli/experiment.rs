@@ -17,13 +17,10 @@ use crate::{
         restart::Restart,
     },
     protocol::ttpv2::{
-        analysis::{ANALYZE_SCHEMA, AnalyzeDocument, analyse},
+        analysis::analyse,
         model::Labels,
-        report::render,
         study::{STUDY_SCHEMA, Study, StudyHeader, StudyQc, read_study},
-        svg::render_svg,
     },
-    report::atomic,
     sys::signals::StopFlag,
 };
 
@@ -251,21 +248,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     eprintln!("{total_qcs} Q@Cs in {}", path.display());
     let (qcs, machine) = read_study(&path)?;
     let analysis = analyse(&qcs, machine.as_ref());
-    print!("{}", render(&analysis, None));
-    if let Some(p) = &args.svg {
-        let svg = render_svg(&analysis)?;
-        atomic::write(p, svg.as_bytes()).with_context(|| format!("writing {}", p.display()))?;
-    }
-    if let Some(p) = &args.json {
-        let doc = AnalyzeDocument {
-            schema: ANALYZE_SCHEMA.into(),
-            machine,
-            qcs: analysis.qcs,
-            checks: analysis.checks,
-            paragraph: analysis.paragraph,
-            correlations: None,
-        };
-        atomic::write_json(p, &doc).with_context(|| format!("writing {}", p.display()))?;
-    }
-    Ok(())
+    super::analyze::show(
+        args.svg.as_deref(),
+        args.json.as_deref(),
+        machine,
+        analysis,
+        None,
+    )
 }

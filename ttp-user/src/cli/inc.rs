@@ -48,7 +48,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         (None, None) => return crate::error::usage("give --seconds N or --loops C"),
     };
     let r = inc::run(loops, cal, target);
-    print!("{}", crate::report::render::recorded::inc_line(&r));
+    let shown = crate::report::render::Inc(r);
+    crate::report::render::print(&shown);
+    let r = shown.0;
     if let Some(path) = &args.json {
         write_json(path, &r)
             .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;

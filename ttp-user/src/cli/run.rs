@@ -352,6 +352,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         trace: args.trace.is_some(),
         delay_accounting: true,
         taskstats_exits: true,
+        ..Default::default()
     })?;
     let mut recorder = match &args.trace {
         Some(_) => Some(

@@ -218,7 +218,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     if let Some(path) = &args.emp.record {
         crate::report::atomic::announce(path);
     }
-    print!("{}", emp_report::terminal::render_outcome(&o));
+    let shown = crate::report::render::Outcome(o);
+    crate::report::render::print(&shown);
+    let o = shown.0;
     if let Some(dir) = &args.emp.plot {
         for p in emp_report::write_run_plots(dir, &o)? {
             crate::report::atomic::announce(&p);

@@ -178,9 +178,12 @@ pub fn run(args: RunArgs, conninfo: &str) -> anyhow::Result<()> {
     if let Some(path) = &args.json {
         atomic::write_json_result(path, &value)?;
     }
+    // The session facts, then the report `report` shows for the saved file.
     print!("{}", header(&run.facts, &run.qc));
-    let analysis = doc.to_analysis();
-    println!("{}", ttpv2::report::render(&analysis, None));
+    let shown = crate::report::render::Run(doc);
+    crate::report::render::print(&shown);
+    println!();
+    let analysis = shown.0.to_analysis();
     if let Some(path) = &args.svg {
         let svg = ttpv2::svg::render_svg(&analysis).context("drawing the chart")?;
         atomic::write_result(path, svg.as_bytes())?;

@@ -17,10 +17,9 @@ use crate::{
     protocol::variance::{
         breakdown::BreakdownConfig,
         callgraph::CallGraph,
+        document::VprofileReport,
         driver::{self, InvocationSource, Stop},
         elf::{ElfError, ElfImage},
-        render::VprofileReport,
-        svg,
         uprobe::{UprobeSource, VprofProbeError},
     },
     report::atomic,
@@ -291,12 +290,14 @@ pub fn run_with(
         source,
         pid,
     )?;
-    print!("{}", report.to_text(0.01));
+    let shown = crate::report::render::Vprofile(report);
+    crate::report::render::print(&shown);
+    let report = shown.0;
     if let Some(path) = &args.json {
         atomic::write_json(path, &report).with_context(|| format!("writing {}", path.display()))?;
     }
     if let Some(path) = &args.svg {
-        let chart = svg::icicle(&report)?;
+        let chart = crate::report::vprofile::icicle(&report)?;
         atomic::write(path, chart.as_bytes())
             .with_context(|| format!("writing {}", path.display()))?;
     }

@@ -28,6 +28,7 @@ pub fn open_session(cold_cache: bool) -> anyhow::Result<(MeasurementSession, Mac
         trace: false,
         delay_accounting: true,
         taskstats_exits: true,
+        ..Default::default()
     })?;
     let mut machine = session.machine_facts(cold_cache);
     // Sec. 7.2 times one query process: with parallel workers the query's

@@ -100,6 +100,24 @@ pub enum ProbeError {
     },
 }
 
+/// Loads the eBPF object (every program of the ledger, the trace, the
+/// blame detail and vprofile) with `loader`'s globals; a refusal for want
+/// of privileges is [`ProbeError::NotPermitted`].
+pub(crate) fn load_object(loader: &mut EbpfLoader) -> Result<Ebpf, ProbeError> {
+    if OBJECT.is_empty() {
+        return Err(ProbeError::NoObject);
+    }
+    loader.load(OBJECT).map_err(|e| {
+        if is_permission_error(&e) {
+            ProbeError::NotPermitted {
+                source: Box::new(e),
+            }
+        } else {
+            ProbeError::Load(Box::new(e))
+        }
+    })
+}
+
 pub(crate) fn is_permission_error(e: &aya::EbpfError) -> bool {
     let text = format!("{e:?}");
     text.contains("EPERM")
@@ -196,15 +214,7 @@ impl Ledger {
             Some(p) => p.configure(&mut loader),
             None => detail::shrink_maps(&mut loader),
         }
-        let mut ebpf = loader.load(OBJECT).map_err(|e| {
-            if is_permission_error(&e) {
-                ProbeError::NotPermitted {
-                    source: Box::new(e),
-                }
-            } else {
-                ProbeError::Load(Box::new(e))
-            }
-        })?;
+        let mut ebpf = load_object(&mut loader)?;
         log::debug!("object loaded (maps created) at {:?}", t.elapsed());
         let btf = aya_btf
             .join()

@@ -11,3 +11,4 @@ pub mod progress;
 pub mod render;
 pub mod trace;
 pub mod units;
+pub mod vprofile;

@@ -2,9 +2,13 @@
 //! flag that measurement loops poll, so every guard (attached programs,
 //! sysctls, children) is dropped on the normal path and results are written.
 use std::sync::{
-    Arc,
+    Arc, OnceLock,
     atomic::{AtomicBool, Ordering},
 };
+
+/// The flag the handlers raise, once installed: one per process, so that
+/// every part of a command that asks for it polls the same flag.
+static INSTALLED: OnceLock<StopFlag> = OnceLock::new();
 
 #[derive(Clone)]
 pub struct StopFlag(Arc<AtomicBool>);
@@ -12,8 +16,12 @@ pub struct StopFlag(Arc<AtomicBool>);
 impl StopFlag {
     /// Installs SIGINT/SIGTERM/SIGHUP handlers that raise the flag. A second
     /// signal while the flag is raised terminates at once (the default action
-    /// is restored by signal-hook's conditional shutdown).
+    /// is restored by signal-hook's conditional shutdown). Installing again
+    /// returns the flag already installed.
     pub fn install() -> std::io::Result<Self> {
+        if let Some(flag) = INSTALLED.get() {
+            return Ok(flag.clone());
+        }
         let flag = Arc::new(AtomicBool::new(false));
         for sig in [
             signal_hook::consts::SIGINT,
@@ -23,11 +31,16 @@ impl StopFlag {
             signal_hook::flag::register_conditional_shutdown(sig, 130, Arc::clone(&flag))?;
             signal_hook::flag::register(sig, Arc::clone(&flag))?;
         }
-        Ok(Self(flag))
+        Ok(INSTALLED.get_or_init(|| Self(flag)).clone())
     }
 
     pub fn raised(&self) -> bool {
         self.0.load(Ordering::SeqCst)
+    }
+
+    /// The flag itself, for loops that poll an `AtomicBool`.
+    pub fn as_atomic(&self) -> &AtomicBool {
+        &self.0
     }
 
     /// Sleeps up to `d`, waking early when the flag is raised.

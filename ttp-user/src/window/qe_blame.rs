@@ -18,9 +18,12 @@ use std::{
     time::{Duration, Instant},
 };
 
-use crate::protocol::blame::{
-    self, BlameSummary, Options, Recording, VictimSpec,
-    source::{self, SourceError},
+use crate::{
+    protocol::blame::{
+        self, BlameSummary, Options, Recording, VictimSpec,
+        source::{self, SourceError},
+    },
+    window::session::MeasurementSession,
 };
 
 /// Explanations and culprits kept per QE.
@@ -59,7 +62,15 @@ impl QeBlame {
             .spawn(move || {
                 // Errors as one line with their causes (anyhow's `{:#}`).
                 let text = |e: SourceError| format!("{:#}", anyhow::Error::new(e));
-                let mut src = match source::open_live(&victim, window_ns) {
+                let session = match MeasurementSession::open_blame() {
+                    Ok(s) => s,
+                    Err(e) => {
+                        let msg = format!("{e:#}");
+                        let _ = opened_tx.send(Err(msg.clone()));
+                        return Err(msg);
+                    }
+                };
+                let mut src = match source::open_live(session, &victim, window_ns) {
                     Ok(s) => s,
                     Err(e) => {
                         let msg = text(e);

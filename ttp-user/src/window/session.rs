@@ -4,19 +4,23 @@
 //! and seeds it with the threads already running (so their first switch is
 //! accounted, docs/ledger.md), listens for taskstats exit records, reads
 //! the tick rate of /proc's counters (USER_HZ) and the machine facts, and
-//! hands out the [`QeContext`] of the TTPv2 Fig. 5 sequence (window/qe.rs).
+//! hands out the [`QeContext`] of the TTPv2 Fig. 5 sequence (window/qe.rs)
+//! and the stop flag Ctrl-C raises. `blame` opens it with the blame detail
+//! loaded ([`MeasurementSession::open_blame`]).
 //!
 //! Fields drop in declaration order: the exit listener, then the ledger
 //! (detaching its programs), then the delay-accounting guard.
-use std::sync::mpsc::Receiver;
+use std::{collections::HashMap, sync::mpsc::Receiver};
+
+use anyhow::Context;
 
 use crate::{
     collect::{
         machine::MachineFacts,
         taskstats::{ExitListener, TaskstatsError, TaskstatsRecord},
     },
-    probe::{AttachOptions, Ledger, probe_error_ctx, seed},
-    sys::{delayacct::DelayAcct, spawn::RunAs},
+    probe::{AttachOptions, Ledger, SeedThread, probe_error_ctx, seed},
+    sys::{delayacct::DelayAcct, signals::StopFlag, spawn::RunAs},
     window::qe::QeContext,
 };
 
@@ -39,6 +43,9 @@ pub struct SessionOptions {
     /// Listen for taskstats exit records (EMP's PT, TTPv2's stopped
     /// processes).
     pub taskstats_exits: bool,
+    /// Size of the ledger's thread-account map instead of the one chosen
+    /// from threads-max (`attach --max-threads`).
+    pub max_threads: Option<u32>,
 }
 
 /// One measurement session; see the module documentation.
@@ -50,27 +57,54 @@ pub struct MeasurementSession {
     delay_accounting: Option<DelayAcct>,
     /// USER_HZ, the tick rate of /proc's counters (100 when unreadable).
     pub user_hz: u64,
+    /// The threads /proc listed when the ledger was attached.
+    pub existing_threads: Vec<SeedThread>,
+    /// How many of them were seeded into the ledger.
+    pub seeded: usize,
+    /// CLOCK_MONOTONIC ns when the ledger began loading; its `ready_ns`
+    /// less this is how long loading and attaching took.
+    pub attach_started_ns: u64,
 }
 
 impl MeasurementSession {
     /// Opens a session. A missing privilege or a kernel without BTF is a
     /// usage error (exit 2) naming what to do.
     pub fn open(options: SessionOptions) -> anyhow::Result<Self> {
+        Self::open_ledger(options, false)
+    }
+
+    /// A session whose ledger carries the blame detail (per-CPU splits,
+    /// disk I/O per device, memory stalls; `Ledger::attach_blame`), without
+    /// delay accounting or exit listener: what `blame` measures with.
+    pub fn open_blame() -> anyhow::Result<Self> {
+        Self::open_ledger(SessionOptions::default(), true)
+    }
+
+    fn open_ledger(options: SessionOptions, blame_detail: bool) -> anyhow::Result<Self> {
         crate::sys::privileges::require_bpf()?;
         // Either way, what a SIGKILLed instance left is put back first
         // (sys/run_state.rs) and said on stderr.
         let delay_accounting = if options.delay_accounting {
+            // A session that changes a setting ends through its destructors:
+            // from here on a signal only raises the stop flag.
+            StopFlag::install().context("installing signal handlers")?;
             DelayAcct::enable()
         } else {
             crate::sys::run_state::restore_leftovers_and_say();
             None
         };
-        let mut ledger = Ledger::attach_with(&AttachOptions {
-            trace: options.trace,
-            ..Default::default()
-        })
+        let attach_started_ns = crate::sys::clock::monotonic_ns();
+        let mut ledger = if blame_detail {
+            Ledger::attach_blame()
+        } else {
+            Ledger::attach_with(&AttachOptions {
+                trace: options.trace,
+                max_threads: options.max_threads,
+            })
+        }
         .map_err(probe_error_ctx)?;
-        ledger.seed(&seed::threads_from_proc());
+        let existing_threads = seed::threads_from_proc();
+        let seeded = ledger.seed(&existing_threads);
         let (listener, listener_error) = if options.taskstats_exits {
             match ExitListener::start() {
                 Ok(l) => (Some(l), None),
@@ -85,7 +119,40 @@ impl MeasurementSession {
             ledger,
             delay_accounting,
             user_hz: crate::collect::clock::user_hz().unwrap_or(100),
+            existing_threads,
+            seeded,
+            attach_started_ns,
         })
+    }
+
+    /// The flag Ctrl-C, SIGTERM and SIGHUP raise. Its handlers are
+    /// installed by a session that switches delay accounting on (before the
+    /// switch), otherwise on the first call: a command that never asks and
+    /// changes nothing keeps the default actions. One flag a process.
+    pub fn stop_flag(&self) -> anyhow::Result<StopFlag> {
+        StopFlag::install().context("installing signal handlers")
+    }
+
+    /// Whether this session switched delay accounting on (it is restored
+    /// when the session ends); stated in reports.
+    pub fn delay_accounting_switched_on(&self) -> bool {
+        self.delay_accounting
+            .as_ref()
+            .is_some_and(|d| d.switched_on())
+    }
+
+    /// Each existing process's parent, as /proc listed them when the
+    /// ledger was attached.
+    pub fn parents(&self) -> HashMap<u32, u32> {
+        self.existing_threads
+            .iter()
+            .map(|t| (t.tgid, t.ppid))
+            .collect()
+    }
+
+    /// How long loading and attaching the ledger took, in ms.
+    pub fn attach_ms(&self) -> f64 {
+        self.ledger.ready_ns.saturating_sub(self.attach_started_ns) as f64 / 1e6
     }
 
     /// Nanoseconds per USER_HZ tick.
@@ -109,10 +176,7 @@ impl MeasurementSession {
     /// [`SETUP_SAMPLE`]).
     pub fn machine_facts(&self, cold_cache: bool) -> MachineFacts {
         let mut machine = crate::collect::machine::facts();
-        machine.delay_accounting_switched_on = self
-            .delay_accounting
-            .as_ref()
-            .is_some_and(|d| d.switched_on());
+        machine.delay_accounting_switched_on = self.delay_accounting_switched_on();
         machine.cold_cache = Some(cold_cache);
         // Step 0 (Sec. 8.1) as `check` finds it, with delay accounting as
         // the measurement has it (the snapshot EMP records too).

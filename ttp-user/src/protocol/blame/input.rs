@@ -42,6 +42,29 @@ pub struct VictimSpec {
     pub children: bool,
 }
 
+impl VictimSpec {
+    /// The victim's processes: `pid` and, with `children`, every process
+    /// of `tasks` whose parent chain reaches it.
+    pub fn processes(&self, tasks: &[TaskInfo]) -> BTreeSet<u32> {
+        let mut pids = BTreeSet::from([self.pid]);
+        if self.children {
+            // Fixed point over ppid links: each pass adds one generation.
+            loop {
+                let before = pids.len();
+                for t in tasks {
+                    if t.ppid.is_some_and(|p| pids.contains(&p)) {
+                        pids.insert(t.pid);
+                    }
+                }
+                if pids.len() == before {
+                    break;
+                }
+            }
+        }
+        pids
+    }
+}
+
 /// Which ledger sources were measured. A source set to `false` makes the
 /// report say "not measured" instead of showing zeros.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -246,21 +269,7 @@ impl Recording {
     /// Ids of the victim's threads: the process `spec.pid` and, with
     /// `children`, every process whose parent chain reaches it.
     pub fn victim_tasks(&self, spec: &VictimSpec) -> Result<BTreeSet<u32>, BlameError> {
-        let mut pids = BTreeSet::from([spec.pid]);
-        if spec.children {
-            // Fixed point over ppid links: each pass adds one generation.
-            loop {
-                let before = pids.len();
-                for t in &self.tasks {
-                    if t.ppid.is_some_and(|p| pids.contains(&p)) {
-                        pids.insert(t.pid);
-                    }
-                }
-                if pids.len() == before {
-                    break;
-                }
-            }
-        }
+        let pids = spec.processes(&self.tasks);
         let ids: BTreeSet<u32> = self
             .tasks
             .iter()

@@ -8,6 +8,7 @@ use std::{
 };
 
 use super::input::{RECORDING_SCHEMA, Recording, Sources, TaskInfo, VictimSpec, Window};
+use crate::window::session::MeasurementSession;
 
 /// A live producer of windows for one victim.
 pub trait WindowSource {
@@ -51,13 +52,17 @@ pub fn check_victim(proc_root: &Path, pid: u32) -> Result<(), SourceError> {
     Ok(())
 }
 
-/// Opens the live source for `victim`: the kernel ledger with the blame
-/// detail, read every `window_ns` (docs/blame.md, "Live measurement").
+/// Opens the live source for `victim` on a session opened with the blame
+/// detail ([`MeasurementSession::open_blame`]): its ledger read every
+/// `window_ns` (docs/blame.md, "Live measurement").
 pub fn open_live(
+    session: MeasurementSession,
     victim: &VictimSpec,
     window_ns: u64,
 ) -> Result<Box<dyn WindowSource>, SourceError> {
-    Ok(Box::new(super::live::LiveSource::open(victim, window_ns)?))
+    Ok(Box::new(super::live::LiveSource::open(
+        session, victim, window_ns,
+    )?))
 }
 
 /// Reads windows from `source` until the victim exits, `limit_ns` of

@@ -9,9 +9,9 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use super::{
     breakdown::{Breakdown, BreakdownConfig},
     callgraph::CallGraph,
+    document::{BinaryInfo, MeasurementInfo, VprofileReport},
     elf::ElfImage,
     plan::{PlanError, ProbeCost, ProbePlan},
-    render::{BinaryInfo, MeasurementInfo, VprofileReport},
     tree::{ChildTable, Invocation, TreeError},
 };
 

@@ -283,34 +283,41 @@ impl super::driver::InvocationSource for Replay<'_> {
 #[test]
 fn driver_plans_probes_on_call_instructions() {
     for variant in [Variant::Pie, Variant::NoPie] {
-        let bin = fixture::build(variant);
-        let elf = ElfImage::load(&bin).unwrap();
-        let root = elf.lookup("vt_root_deep").unwrap();
-        let graph = CallGraph::build(&elf, root);
-        let records = fixture::run(&bin, "deep", 60);
-        let mut source = Replay {
-            records: &records,
-            bytes: std::fs::read(&bin).unwrap(),
-            rounds: 0,
-        };
-        let report = super::driver::drive(
-            &elf,
-            &graph,
-            CONFIG,
-            super::driver::Stop::Invocations(60),
-            None,
-            &mut source,
-            None,
-        )
-        .unwrap();
-        assert_eq!(source.rounds, 3);
+        let (report, rounds) = drive_deep(variant);
+        assert_eq!(rounds, 3);
         assert_eq!(report.selected[0], "Var(usleep)");
         assert_eq!(report.measurement.probe_hits, Some(30));
         assert_eq!(report.measurement.probe_overhead_ns_per_hit, Some(150.0));
         let json = serde_json::to_string(&report).unwrap();
         assert!(json.contains("\"schema\":\"ttp.vprofile/1\""));
-        assert!(super::svg::icicle(&report).unwrap().contains("Var(usleep)"));
+        // The SVG of this report: report/vprofile/tests.rs.
     }
+}
+
+/// The deep workload of the fixture (60 invocations) driven from ELF to
+/// report; returns the report and the rounds the source measured.
+pub(crate) fn drive_deep(variant: Variant) -> (super::document::VprofileReport, usize) {
+    let bin = fixture::build(variant);
+    let elf = ElfImage::load(&bin).unwrap();
+    let root = elf.lookup("vt_root_deep").unwrap();
+    let graph = CallGraph::build(&elf, root);
+    let records = fixture::run(&bin, "deep", 60);
+    let mut source = Replay {
+        records: &records,
+        bytes: std::fs::read(&bin).unwrap(),
+        rounds: 0,
+    };
+    let report = super::driver::drive(
+        &elf,
+        &graph,
+        CONFIG,
+        super::driver::Stop::Invocations(60),
+        None,
+        &mut source,
+        None,
+    )
+    .unwrap();
+    (report, source.rounds)
 }
 
 /// The answer must not depend on which invocations a run happened to see:

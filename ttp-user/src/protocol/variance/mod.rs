@@ -6,27 +6,29 @@
 //! variance tree of eq. 1) → [`select`] (factors, specificity eq. 2,
 //! responsibility eq. 3, Algorithm 1) → [`breakdown`] (Algorithm 2, round by
 //! round, driven by [`driver`] through the probes of [`plan`]) →
-//! [`render`] / [`svg`] (text, JSON `ttp.vprofile/1`, SVG).
+//! [`document`] (the result, JSON `ttp.vprofile/1`); its text and chart
+//! are rendered in report/vprofile/.
 pub mod breakdown;
 pub mod callgraph;
+pub mod document;
 pub mod driver;
 pub mod elf;
 mod elf_error;
 mod extent;
 pub mod plan;
-pub mod render;
 pub mod select;
 mod stats;
-pub mod svg;
 mod symbols;
 pub mod tree;
 pub mod uprobe;
 
 #[cfg(test)]
-mod fixture;
+mod algorithm2_tests;
+#[cfg(test)]
+pub(crate) mod fake_graph;
+#[cfg(test)]
+pub(crate) mod fixture;
 #[cfg(test)]
 mod fixture_tests;
 #[cfg(test)]
-mod fixture_variance_tests;
-#[cfg(test)]
-mod report_tests;
+pub(crate) mod fixture_variance_tests;

@@ -28,7 +28,7 @@ use super::{
     tree::ChildTable,
 };
 use crate::{
-    probe::{OBJECT, ProbeError, is_permission_error, take},
+    probe::{ProbeError, load_object, take},
     sys::signals::StopFlag,
 };
 
@@ -109,20 +109,9 @@ impl UprobeSource {
     }
 
     fn load(&self) -> Result<Loaded, VprofProbeError> {
-        if OBJECT.is_empty() {
-            return Err(ProbeError::NoObject.into());
-        }
         let mut loader = EbpfLoader::new();
         loader.override_global("VPROF_TGID", &self.pid, true);
-        let mut ebpf = loader.load(OBJECT).map_err(|e| {
-            if is_permission_error(&e) {
-                ProbeError::NotPermitted {
-                    source: Box::new(e),
-                }
-            } else {
-                ProbeError::Load(Box::new(e))
-            }
-        })?;
+        let mut ebpf = load_object(&mut loader)?;
         for name in PROGRAMS {
             program(&mut ebpf, name)?
                 .load()

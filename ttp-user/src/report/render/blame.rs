@@ -5,22 +5,33 @@ use std::path::{Path, PathBuf};
 use super::{RenderError, Rendered, Table, table::ms3, write_plot};
 use crate::protocol::blame::{BlameReport, dot};
 
-pub struct Blame(pub BlameReport);
+pub struct Blame {
+    pub report: BlameReport,
+    /// Explanations and culprits listed in the text (`blame --top`).
+    pub top: usize,
+}
 
 /// Culprits and explanations shown, as `blame --top` defaults to.
-const TOP: usize = 10;
+pub const TOP: usize = 10;
+
+impl Blame {
+    /// A saved report, shown with the default `--top`.
+    pub fn new(report: BlameReport) -> Self {
+        Self { report, top: TOP }
+    }
+}
 
 impl Rendered for Blame {
     fn title(&self) -> String {
         format!(
             "ttp blame: pid {} {}, {} culprit(s)",
-            self.0.victim.pid,
-            self.0.victim.comm,
-            self.0.culprits.len()
+            self.report.victim.pid,
+            self.report.victim.comm,
+            self.report.culprits.len()
         )
     }
     fn text(&self) -> String {
-        self.0.to_text(TOP)
+        self.report.to_text(self.top)
     }
     /// Per culprit: ttp's blame (iQCAR eq. 7–8 with blocked time) beside
     /// the overlap baseline's, and its Degree of Responsibility (Sec. 4.2).
@@ -34,7 +45,7 @@ impl Rendered for Blame {
             "dor",
             "overlap_blame_ms",
         ]);
-        for c in &self.0.culprits {
+        for c in &self.report.culprits {
             t.push(vec![
                 c.pid.map(|p| p.to_string()).unwrap_or_default(),
                 c.process.clone(),
@@ -52,12 +63,12 @@ impl Rendered for Blame {
     fn plots(&self, dir: &Path) -> Result<Vec<PathBuf>, RenderError> {
         let title = format!(
             "ttp blame: pid {} {}",
-            self.0.victim.pid, self.0.victim.comm
+            self.report.victim.pid, self.report.victim.comm
         );
         Ok(vec![write_plot(
             dir,
             "blame.dot",
-            &dot::render(&self.0.graph, &title),
+            &dot::render(&self.report.graph, &title),
         )?])
     }
 }

@@ -6,7 +6,7 @@
 //! next to the module that writes the kind.
 pub mod attach;
 mod attach_text;
-mod blame;
+pub mod blame;
 mod compare;
 mod emp;
 mod load_report;
@@ -20,6 +20,15 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 pub use table::Table;
+
+pub use self::{
+    blame::Blame,
+    compare::Compared,
+    emp::{Calibration, Outcome, SampleSize},
+    recorded::Inc,
+    ttpv2::{Analyze, Run},
+    vprofile::Vprofile,
+};
 
 /// Output formats of `ttp-ebpf report`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -79,6 +88,13 @@ pub trait Rendered {
     }
 }
 
+/// Prints a result's terminal report. A command prints what it has just
+/// measured through the same [`Rendered`] impl that `report` shows its saved
+/// file with, so the two cannot drift apart.
+pub fn print(doc: &dyn Rendered) {
+    print!("{}", doc.text());
+}
+
 /// Schemas [`load`] knows, for the error message.
 pub const SCHEMAS: &[&str] = &[
     "ttp.attach/1",
@@ -119,7 +135,7 @@ pub fn load(v: Value) -> Result<Box<dyn Rendered>, RenderError> {
         "ttp.emp/1" => Box::new(emp::Outcome(typed(s, v)?)),
         "ttp.emp-profile/1" => Box::new(emp::Calibration(typed(s, v)?)),
         "ttp.emp-sample-size/1" => Box::new(emp::SampleSize(typed(s, v)?)),
-        "ttp.blame/1" => Box::new(blame::Blame(typed(s, v)?)),
+        "ttp.blame/1" => Box::new(blame::Blame::new(typed(s, v)?)),
         "ttp.compare/1" => Box::new(compare::Compared(typed(s, v)?)),
         "ttp.load/1" => Box::new(typed::<load_report::LoadDoc>(s, v)?),
         "ttp.trace/1" => Box::new(trace::TraceSummary::from_value(v)?),

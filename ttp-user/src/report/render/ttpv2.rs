@@ -130,7 +130,8 @@ impl Analyze {
         compare(&sides, &Config::default()).ok()
     }
 
-    fn analysis(&self) -> Analysis {
+    /// The analysis the document holds, for its report and chart.
+    pub fn analysis(&self) -> Analysis {
         Analysis {
             qcs: self.0.qcs.clone(),
             checks: self.0.checks.clone(),

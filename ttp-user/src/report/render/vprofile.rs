@@ -1,10 +1,10 @@
 //! `ttp.vprofile/1` (VProfiler's variance breakdown), read back: the
-//! command's own text report and icicle chart (protocol/variance), and one
+//! command's own text report and icicle chart (report/vprofile/), and one
 //! row per ranked factor.
 use std::path::{Path, PathBuf};
 
 use super::{RenderError, Rendered, Table, write_plot};
-use crate::protocol::variance::{render::VprofileReport, svg::icicle};
+use crate::{protocol::variance::document::VprofileReport, report::vprofile::icicle};
 
 pub struct Vprofile(pub VprofileReport);
 

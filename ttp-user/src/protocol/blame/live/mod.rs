@@ -1,5 +1,5 @@
-//! The live window source: the kernel ledger with the blame detail
-//! (`Ledger::attach_blame`), read every δt — iQCAR's heartbeat interval
+//! The live window source: the kernel ledger with the blame detail (a
+//! `MeasurementSession::open_blame`), read every δt — iQCAR's heartbeat interval
 //! (Sec. 5.3) — for one victim process.
 //!
 //! Each edge reads the ledger (thread accounts, per-CPU idle), then the
@@ -30,8 +30,9 @@ use super::{
 };
 use crate::{
     accounts::{ThreadKey, comm},
-    probe::{DetailStats, KernelStats, Ledger, ThreadDetailKeys, seed},
+    probe::{DetailStats, KernelStats, ThreadDetailKeys},
     sys::clock::monotonic_ns,
+    window::session::MeasurementSession,
 };
 
 /// How often exit records are polled between edges.
@@ -42,7 +43,7 @@ const EXIT_WAIT_POLLS: u32 = 40;
 
 /// Windows of the live ledger for one victim.
 pub struct LiveSource {
-    ledger: Ledger,
+    session: MeasurementSession,
     window_ns: u64,
     victim: VictimSpec,
     sources: Sources,
@@ -67,13 +68,20 @@ pub struct LiveSource {
 }
 
 impl LiveSource {
-    /// Attaches the ledger with the blame detail and takes the first edge.
-    pub fn open(victim: &VictimSpec, window_ns: u64) -> Result<Self, SourceError> {
+    /// Takes the first edge of the session's ledger, which carries the
+    /// blame detail ([`MeasurementSession::open_blame`]: privileges checked,
+    /// a dead instance's leftovers restored, the ledger seeded).
+    pub fn open(
+        session: MeasurementSession,
+        victim: &VictimSpec,
+        window_ns: u64,
+    ) -> Result<Self, SourceError> {
         check_victim(Path::new("/proc"), victim.pid)?;
-        crate::sys::run_state::restore_leftovers_and_say();
-        let mut ledger = Ledger::attach_blame()?;
-        ledger.seed(&seed::threads_from_proc());
-        let avail = ledger.detail_availability().cloned().unwrap_or_default();
+        let avail = session
+            .ledger
+            .detail_availability()
+            .cloned()
+            .unwrap_or_default();
         for note in &avail.notes {
             log::warn!("{note}");
         }
@@ -92,7 +100,7 @@ impl LiveSource {
             iowait_own: avail.disk_devices,
         };
         let mut src = Self {
-            ledger,
+            session,
             window_ns,
             victim: victim.clone(),
             sources,
@@ -129,14 +137,14 @@ impl LiveSource {
     /// then). Records of exits after the edge wait for the next one.
     fn sample(&mut self) -> Result<(Edge, (KernelStats, DetailStats)), SourceError> {
         let read_start = monotonic_ns();
-        let mut snap = self.ledger.snapshot()?;
-        let detail = self.ledger.detail_snapshot()?.unwrap_or_default();
+        let mut snap = self.session.ledger.snapshot()?;
+        let detail = self.session.ledger.detail_snapshot()?.unwrap_or_default();
         // The CPUs' idle state read right after the (thread, CPU) pairs, and
         // one instant closing every open interval: a switch between two reads
         // then shifts at most that gap between the thread and the idle task.
-        snap.cpus = self.ledger.cpu_accounts()?;
+        snap.cpus = self.session.ledger.cpu_accounts()?;
         snap.at_ns = monotonic_ns();
-        self.ledger.drain_exits(&mut self.pending_exits);
+        self.session.ledger.drain_exits(&mut self.pending_exits);
         let (exited, later): (Vec<ExitRecord>, Vec<ExitRecord>) = self
             .pending_exits
             .drain(..)
@@ -157,7 +165,7 @@ impl LiveSource {
         // Detail entries of threads that exited one window ago have been
         // read for the last time.
         let gone = std::mem::take(&mut self.exited_last);
-        self.ledger.forget_detail(&gone);
+        self.session.ledger.forget_detail(&gone);
         self.exited_last = exited
             .iter()
             .filter_map(|e| {
@@ -220,21 +228,7 @@ impl LiveSource {
     /// The victim's processes: its pid and, with `children`, every process
     /// whose parent chain reaches it (as far as the tasks seen so far tell).
     fn victim_pids(&self) -> BTreeSet<u32> {
-        let mut pids = BTreeSet::from([self.victim.pid]);
-        if self.victim.children {
-            loop {
-                let before = pids.len();
-                for t in &self.tasks {
-                    if t.ppid.is_some_and(|p| pids.contains(&p)) {
-                        pids.insert(t.pid);
-                    }
-                }
-                if pids.len() == before {
-                    break;
-                }
-            }
-        }
-        pids
+        self.victim.processes(&self.tasks)
     }
 
     /// Once the victim is gone from /proc's view (a zombie), waits briefly
@@ -250,7 +244,7 @@ impl LiveSource {
             })
         };
         for _ in 0..EXIT_WAIT_POLLS {
-            self.ledger.drain_exits(&mut self.pending_exits);
+            self.session.ledger.drain_exits(&mut self.pending_exits);
             if !waiting(&self.pending_exits, &self.tasks) {
                 return;
             }
@@ -302,7 +296,7 @@ impl WindowSource for LiveSource {
                 (self.next_edge_ns - now).min(EXIT_POLL.as_nanos() as u64),
             ));
             let seen = self.pending_exits.len();
-            self.ledger.drain_exits(&mut self.pending_exits);
+            self.session.ledger.drain_exits(&mut self.pending_exits);
             let victim_exit = self.pending_exits[seen..]
                 .iter()
                 .any(|e| victim.contains(&e.account.tgid));

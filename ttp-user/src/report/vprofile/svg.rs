@@ -9,7 +9,7 @@ use plotters::{
     style::{IntoFont, RGBColor, ShapeStyle, WHITE},
 };
 
-use super::render::VprofileReport;
+use crate::protocol::variance::document::VprofileReport;
 
 const WIDTH: u32 = 1200;
 const ROW: u32 = 44;
