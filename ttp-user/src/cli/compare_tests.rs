@@ -516,12 +516,18 @@ fn one_file_of_several_commands() {
             .comparisons,
         cmp.comparisons
     );
-    // The parameter orders the Q@Cs of each command: QC3/QC4 evaluated.
+    // The parameter orders the Q@Cs of each command: QC3/QC4 evaluated,
+    // as percent of the 4 Q@Cs (Table XII), over one adjacent pair of
+    // values a command.
     for id in ["QC3", "QC4"] {
         let c = doc.checks.iter().find(|c| c.id == id).unwrap();
         assert_eq!(
             (c.violations, c.evaluated),
-            (Some(0), Some(2)),
+            (Some(0), Some(4)),
+            "{id}: {c:?}"
+        );
+        assert!(
+            c.note.as_deref().is_some_and(|n| n.contains("of 2 adjacent pair")),
             "{id}: {c:?}"
         );
     }
