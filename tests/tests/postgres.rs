@@ -296,7 +296,15 @@ sql = "SELECT count(*) FROM ttp_var a JOIN ttp_var b ON a.k = b.id"
             .iter()
             .find(|ch| ch["id"] == id)
             .unwrap();
-        assert_eq!(ch["evaluated"], 2, "{id} compares 2 adjacent pairs: {ch}");
+        // Table XII counts Q@Cs: the three compared, over two adjacent pairs.
+        assert_eq!(ch["evaluated"], 3, "{id} compares 3 Q@Cs: {ch}");
+        assert!(
+            ch["note"]
+                .as_str()
+                .unwrap_or("")
+                .contains("of 2 adjacent pair"),
+            "{id}: {ch}"
+        );
     }
     // analyze reads the same study.
     let o = ttp(&["analyze", study.to_str().unwrap()]);

@@ -527,7 +527,9 @@ fn one_file_of_several_commands() {
             "{id}: {c:?}"
         );
         assert!(
-            c.note.as_deref().is_some_and(|n| n.contains("of 2 adjacent pair")),
+            c.note
+                .as_deref()
+                .is_some_and(|n| n.contains("of 2 adjacent pair")),
             "{id}: {c:?}"
         );
     }
