@@ -131,15 +131,17 @@ fn run(shared: &Shared, fd: RawFd) {
 
 fn move_ring_to_queue(shared: &Shared) {
     let mut batch = Vec::new();
-    {
-        let mut ring = lock(&shared.ring);
-        while let Some(item) = ring.next() {
-            if item.len() >= size_of::<ExitRecord>() {
-                // SAFETY: the kernel wrote a whole ExitRecord (checked
-                // length); read_unaligned because ring-buffer items are only
-                // 8-aligned by convention, not by type.
-                batch.push(unsafe { std::ptr::read_unaligned(item.as_ptr() as *const ExitRecord) });
-            }
+    // The ring stays locked until the batch is in the queue: a reader's
+    // `drain` (ring, then queue) must never find the ring emptied by this
+    // thread and the queue not yet holding what it took, or a record read
+    // before the reader's drain would reach it only at the next one.
+    let mut ring = lock(&shared.ring);
+    while let Some(item) = ring.next() {
+        if item.len() >= size_of::<ExitRecord>() {
+            // SAFETY: the kernel wrote a whole ExitRecord (checked length);
+            // read_unaligned because ring-buffer items are only 8-aligned by
+            // convention, not by type.
+            batch.push(unsafe { std::ptr::read_unaligned(item.as_ptr() as *const ExitRecord) });
         }
     }
     if !batch.is_empty() {
