@@ -661,8 +661,9 @@ fn per_cpu_idle_matches_the_kernel(
 
 /// Per idle entry, how far the ledger's idle state may be from the kernel's
 /// idle clock (see [`per_cpu_idle_matches_the_kernel`]). Measured on this
-/// machine under load (other builds on both CPUs): −11.2 to +4.1 µs an entry
-/// over windows of 3 to 30 halts, single halts −21 to +21 µs (an interrupt
-/// inside a halt delayed by the host counts whole). With the switches as
-/// the idle interval it was +9 to +27 µs, always an excess.
+/// machine under load (other builds on both CPUs): −11.2 to +5.9 µs an
+/// entry over windows of 3 to 241 halts (pgbench: +1.6 and +5.9 µs over 218
+/// and 241), single halts −21 to +52 µs (an interrupt inside a halt delayed
+/// by the host counts whole; the 1 ms covers a few of those). With the
+/// switches as the idle interval it was +9 to +27 µs, always an excess.
 const RESIDUAL_NS: f64 = 25e3;
