@@ -114,17 +114,10 @@ pub fn close_interval(a: &mut ThreadAccount, now: u64, held: Option<&LockedCpu>)
                     Some(h) if h.cpu == a.iowait_cpu => end_share(h.get()),
                     _ => match cpu::lock(a.iowait_cpu) {
                         Some(c) => {
-                            // On the CPU it slept on (an interrupt in its
-                            // idle state), the wake-up ends the CPU's idle
-                            // stretch as the interrupt's entry ended the
-                            // kernel's, before the count drops; elsewhere
-                            // the stretch runs on (cpu.rs `settle`).
-                            // SAFETY: helper without arguments.
-                            if unsafe { aya_ebpf::helpers::bpf_get_smp_processor_id() }
-                                == a.iowait_cpu
-                            {
-                                c.settle(now);
-                            }
+                            // The CPU's time up to now is booked with the
+                            // count that held until now (cpu.rs `settle`),
+                            // then the count drops.
+                            c.settle(now);
                             end_share(c.get())
                         }
                         // The count must still drop, or the CPU's idle time
