@@ -219,12 +219,12 @@ fn concurrent_readers_split_the_disk_and_the_iowait() {
     );
     ledger.seed(&seed::threads_from_proc());
     let before = image(&ledger);
-    let idle0 = kernel_idle();
+    let idle0 = idle_reads(&ledger);
     r1.go();
     r2.go();
     r1.line();
     r2.line();
-    let idle1 = kernel_idle();
+    let idle1 = idle_reads(&ledger);
     let after = image(&ledger);
     let (p1, p2) = (r1.pid(), r2.pid());
     r1.finish();
@@ -253,7 +253,7 @@ fn concurrent_readers_split_the_disk_and_the_iowait() {
         "iowait shares of all tasks {shares} vs machine iowait {machine}"
     );
     assert!(k1.iowait_share_ns + k2.iowait_share_ns <= machine + 1_000_000);
-    per_cpu_idle_matches_the_kernel(&w, &idle0, &idle1, false);
+    per_cpu_idle_matches_the_kernel(&idle0, &idle1);
     assert_eq!(w.lost.losses(), 0, "lost: {:?}", w.lost);
 }
 
@@ -528,9 +528,9 @@ fn pgbench_iowait_idle_and_backends_match_the_kernel() {
     let backends = children_of(postmaster);
     let sched0: Vec<(u64, u64)> = backends.iter().map(|&p| schedstat(p)).collect();
     let before = image(&ledger);
-    let idle0 = kernel_idle();
+    let idle0 = idle_reads(&ledger);
     std::thread::sleep(std::time::Duration::from_secs(4));
-    let idle1 = kernel_idle();
+    let idle1 = idle_reads(&ledger);
     let after = image(&ledger);
     let sched1: Vec<(u64, u64)> = backends.iter().map(|&p| schedstat(p)).collect();
     let status = bench.wait().expect("wait pgbench");
@@ -540,7 +540,7 @@ fn pgbench_iowait_idle_and_backends_match_the_kernel() {
         "lock contended {}, unreported switches {}",
         w.lost.lock_contended, w.lost.unreported_switches
     );
-    per_cpu_idle_matches_the_kernel(&w, &idle0, &idle1, true);
+    per_cpu_idle_matches_the_kernel(&idle0, &idle1);
     let mut compared = 0;
     for (i, pid) in backends.iter().enumerate() {
         let Some(p) = w.processes.get(pid) else {
@@ -589,64 +589,74 @@ fn procs_blocked() -> u64 {
         .expect("procs_blocked in /proc/stat")
 }
 
-/// Each CPU's idle + iowait (and each of the two, when `split`) in the
-/// ledger's window against the kernel's own ns sums (/proc/timer_list,
-/// [`kernel_idle`]).
+/// Each CPU's idle + iowait, and each of the two, between two
+/// [`idle_reads`], against the kernel's (/proc/stat and its ns sums in
+/// /proc/timer_list). The reads of each CPU are one instant (see
+/// [`idle_reads`]), so what differs is what each side counts as idle.
 ///
-/// Bound, per CPU and measure: (1) the two windows differ by when each was
-/// read, and whatever fell between the ledger's image and the reader's read
-/// on that CPU can land in one and not the other: the gap. (2) The ledger
-/// counts a CPU idle from the switch to its idle task to the switch away;
-/// the kernel's idle clock runs only inside the idle loop and stops at each
-/// interrupt, so the entry and exit paths of every idle stretch (interrupt,
-/// tick stop and restart — VM exits here —, the switch) are idle to the
-/// ledger and not to the kernel. Measured on this machine: 9 µs an idle
-/// entry under pgbench (383 ms over 41 064 entries, twice), 22–27 µs with
-/// O_DIRECT completions; allowed: 30 µs an entry (`idle_calls`), shared
-/// between idle and iowait in the kernel's proportion. It is only ever an
-/// excess. (3) 5 % and 1 ms. The split into idle and iowait differs by
-/// more than that in a window of few idle stretches: the kernel classifies
-/// a whole stretch by the iowait count at its end, the ledger as the count
-/// changes, so a waiter woken mid-stretch moves the stretch's length from
-/// one side to the other (seen: 3.2 vs 0.5 ms of iowait in 18 stretches,
-/// the sum within 0.6 ms). The split is compared only where `split` asks
-/// (pgbench: tens of thousands of stretches, where these average out).
+/// Issue #13's bound against /proc/stat: 10 % + 2 ticks (the tick
+/// rounding of the two reads is below 2 ticks).
+///
+/// Against the ns sums: the ledger's idle state runs from the cpu_idle
+/// entry to its exit (the halt); the kernel's clock from the idle loop's
+/// entry, stopped at each interrupt's entry and restarted at its exit
+/// unless the interrupt woke a task. So the interrupts inside a halt are
+/// idle to the ledger and not to the kernel, and the loop's way into the
+/// halt (governor, tick stop) is idle to the kernel and not to the ledger:
+/// a residual per halt of either sign, bounded by [`RESIDUAL_NS`] per idle
+/// entry (`idle_calls`) plus 1 ms. The split: the kernel classifies a
+/// whole stretch by the iowait count at its end, the ledger follows the
+/// count as it changes (cpu.rs `settle`), so a task woken mid-halt moves
+/// part of that halt from one side to the other, and each halt's residual
+/// can fall on either side; idle and iowait each get the whole allowance.
 fn per_cpu_idle_matches_the_kernel(
-    w: &Window,
-    k0: &std::collections::BTreeMap<u32, KernelIdle>,
-    k1: &std::collections::BTreeMap<u32, KernelIdle>,
-    split: bool,
+    r0: &std::collections::BTreeMap<u32, IdleRead>,
+    r1: &std::collections::BTreeMap<u32, IdleRead>,
 ) {
-    const ENTRY_NS: f64 = 30e3;
-    let mut compared = 0;
-    for (cpu, t) in &w.cpus {
-        let (Some(a), Some(b)) = (k0.get(cpu), k1.get(cpu)) else {
-            continue;
-        };
-        compared += 1;
-        let gap = (a.read_ns.abs_diff(w.start_ns) + b.read_ns.abs_diff(w.end_ns)) as f64;
-        let kernel_iowait = (b.iowait_ns - a.iowait_ns) as f64;
-        let kernel_idle = (b.idle_ns - a.idle_ns) as f64;
-        let entries = (b.idle_calls - a.idle_calls) as f64;
+    let tick = 1e9 / user_hz() as f64;
+    assert_eq!(r0.len(), r1.len(), "CPUs came or went");
+    for (cpu, b) in r1 {
+        let a = &r0[cpu];
+        let ledger_idle = (b.ledger_idle_ns - a.ledger_idle_ns) as f64;
+        let ledger_iowait = (b.ledger_iowait_ns - a.ledger_iowait_ns) as f64;
+        let kernel_idle = (b.kernel.idle_ns - a.kernel.idle_ns) as f64;
+        let kernel_iowait = (b.kernel.iowait_ns - a.kernel.iowait_ns) as f64;
+        let stat_idle = (b.stat_idle_ticks - a.stat_idle_ticks) as f64 * tick;
+        let stat_iowait = (b.stat_iowait_ticks - a.stat_iowait_ticks) as f64 * tick;
+        let entries = (b.kernel.idle_calls - a.kernel.idle_calls) as f64;
+        let residual = (ledger_idle + ledger_iowait) - (kernel_idle + kernel_iowait);
         eprintln!(
-            "cpu{cpu}: ledger idle {} iowait {} | kernel idle {kernel_idle} iowait {kernel_iowait} | reads {gap} ns apart | {entries} idle entries",
-            t.idle_ns, t.iowait_ns
+            "cpu{cpu}: ledger idle {ledger_idle} iowait {ledger_iowait} | kernel idle {kernel_idle} iowait {kernel_iowait} | /proc/stat idle {stat_idle} iowait {stat_iowait} | {entries} idle entries, residual {:.0} ns an entry",
+            residual / entries.max(1.0)
         );
-        let both = (kernel_idle + kernel_iowait).max(1.0);
-        let check = |what: &str, ledger: u64, kernel: f64| {
-            let paths = entries * ENTRY_NS * kernel / both;
-            let slack = gap + 0.05 * kernel + 1e6;
-            let ledger = ledger as f64;
+        let check = |what: &str, ledger: f64, kernel: f64, stat: f64| {
             assert!(
-                ledger >= kernel - slack && ledger <= kernel + slack + paths,
-                "cpu{cpu}: ledger {what} {ledger} vs the kernel's {kernel} (reads {gap} ns apart, {entries} idle entries)"
+                (ledger - stat).abs() <= 0.10 * stat + 2.0 * tick,
+                "cpu{cpu}: ledger {what} {ledger} ns vs /proc/stat's {stat} ns: more than 10 % + 2 ticks apart"
+            );
+            let allowed = entries * RESIDUAL_NS + 1e6;
+            assert!(
+                (ledger - kernel).abs() <= allowed,
+                "cpu{cpu}: ledger {what} {ledger} ns vs the kernel's {kernel} ns: more than {allowed} ns apart over {entries} idle entries"
             );
         };
-        check("idle + iowait", t.idle_ns + t.iowait_ns, both);
-        if split {
-            check("iowait", t.iowait_ns, kernel_iowait);
-            check("idle", t.idle_ns, kernel_idle);
-        }
+        check(
+            "idle + iowait",
+            ledger_idle + ledger_iowait,
+            kernel_idle + kernel_iowait,
+            stat_idle + stat_iowait,
+        );
+        check("iowait", ledger_iowait, kernel_iowait, stat_iowait);
+        check("idle", ledger_idle, kernel_idle, stat_idle);
     }
-    assert_eq!(compared, w.cpus.len(), "CPUs without the kernel's sums");
 }
+
+/// Per idle entry, how far the ledger's idle state may be from the kernel's
+/// idle clock (see [`per_cpu_idle_matches_the_kernel`]). Measured on this
+/// machine under load (other builds on both CPUs): −11.2 to +5.9 µs an
+/// entry over windows of 3 to 241 halts, single halts −21 to +52 µs (an
+/// interrupt inside a halt delayed by the host counts whole; the 1 ms
+/// covers a few of those); under pgbench at a quieter moment −4.8 and −3.2
+/// µs over 37 651 and 27 685 halts. With the switches as the idle interval
+/// it was +9 to +27 µs, always an excess.
+const RESIDUAL_NS: f64 = 25e3;

@@ -112,8 +112,14 @@ pub fn close_interval(a: &mut ThreadAccount, now: u64, held: Option<&LockedCpu>)
                 };
                 match held {
                     Some(h) if h.cpu == a.iowait_cpu => end_share(h.get()),
-                    _ => match cpu::lock_at(a.iowait_cpu, now) {
-                        Some(c) => end_share(c.get()),
+                    _ => match cpu::lock(a.iowait_cpu) {
+                        Some(c) => {
+                            // The CPU's time up to now is booked with the
+                            // count that held until now (cpu.rs `settle`),
+                            // then the count drops.
+                            c.settle(now);
+                            end_share(c.get())
+                        }
                         // The count must still drop, or the CPU's idle time
                         // would be iowait for good; the share of this
                         // wait's last stretch is what is lost (counted in

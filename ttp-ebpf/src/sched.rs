@@ -43,13 +43,16 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
         crate::count(stat::READ_FAILED);
         return 0;
     };
-    let cpu = cpu::lock_at(cpu_id, now);
+    let cpu = cpu::lock(cpu_id);
+    if let Some(c) = &cpu {
+        c.settle(now);
+    }
     // Some switches may never reach the tracepoint (seen on VMs): a task
     // leaving this CPU that is not the one last seen arriving is counted, so
     // reports show how often the ledger's view of a CPU had a gap.
     if let Some(locked) = &cpu {
         let c = locked.get();
-        if c.valid != 0 && c.current_tid != prev_tid {
+        if c.switch_seen != 0 && c.current_tid != prev_tid {
             crate::count(stat::UNREPORTED_SWITCH);
             detail::unreported_switch(locked, prev_tid);
         }
@@ -123,8 +126,11 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
 
     if let Some(c) = &cpu {
         let c = c.get();
-        c.idle = (next_tid == 0) as u32;
+        // A switch is never inside the CPU's idle state (cpu.rs cpu_idle):
+        // a missed idle exit ends here.
+        c.idle = 0;
         c.valid = 1;
+        c.switch_seen = 1;
         c.current_tid = next_tid;
         c.last_switch_ns = now;
     }

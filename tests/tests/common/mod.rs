@@ -297,65 +297,120 @@ pub fn disks_bytes() -> u64 {
 /// One CPU's idle and iowait sleep time as the kernel keeps them
 /// (tick_sched, printed in /proc/timer_list): ns-exact sums of the idle
 /// stretches that have ended. /proc/stat's idle and iowait are the same sums
-/// rounded down to 10 ms ticks (get_cpu_iowait_time_us).
+/// rounded down to ticks of 1/USER_HZ s (get_cpu_idle_time_us,
+/// nsec_to_clock_t).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct KernelIdle {
     pub idle_ns: u64,
     pub iowait_ns: u64,
-    /// Times the CPU entered its idle loop (`idle_calls`).
+    /// Times the CPU went into its idle state (`idle_calls`:
+    /// tick_nohz_idle_stop_tick, once per pass of the idle loop).
     pub idle_calls: u64,
-    /// CLOCK_MONOTONIC ns when the sums were read.
-    pub read_ns: u64,
 }
 
-/// Per CPU [`KernelIdle`], each read by a thread running on that CPU (root
-/// only): a CPU running the reader is not idle, so its sums include every
-/// idle stretch up to the read (an open stretch is in neither sum until it
-/// ends, and the file does not say whether one is open).
-pub fn kernel_idle() -> std::collections::BTreeMap<u32, KernelIdle> {
-    let cpus: Vec<u32> = (0..online_cpus()).collect();
-    cpus.into_iter()
-        .filter_map(|cpu| {
-            std::thread::spawn(move || {
-                // SAFETY: a zeroed cpu_set_t with one bit set, valid size.
-                unsafe {
-                    let mut set: libc::cpu_set_t = std::mem::zeroed();
-                    libc::CPU_SET(cpu as usize, &mut set);
-                    if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0
-                    {
-                        return None;
-                    }
-                }
-                let text = std::fs::read_to_string("/proc/timer_list").expect("/proc/timer_list");
-                let read_ns = monotonic_ns();
-                let mut k = KernelIdle {
-                    read_ns,
-                    ..KernelIdle::default()
-                };
-                let mut this = false;
-                for line in text.lines().map(str::trim) {
-                    if let Some(n) = line.strip_prefix("cpu: ") {
-                        this = n.trim().parse::<u32>().ok() == Some(cpu);
-                        continue;
-                    }
-                    let Some((key, value)) = line.split_once(':') else {
-                        continue;
-                    };
-                    let ns = || value.trim().strip_suffix(" nsecs")?.parse::<u64>().ok();
-                    match key.trim() {
-                        ".idle_sleeptime" if this => k.idle_ns = ns()?,
-                        ".iowait_sleeptime" if this => k.iowait_ns = ns()?,
-                        ".idle_calls" if this => k.idle_calls = value.trim().parse().ok()?,
-                        _ => {}
-                    }
-                }
-                Some((cpu, k))
-            })
-            .join()
-            .ok()
-            .flatten()
-        })
-        .collect()
+/// One CPU's idle accounting read three ways at one moment: the kernel's ns
+/// sums, /proc/stat's ticks and the ledger's account closed as of the read.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct IdleRead {
+    pub kernel: KernelIdle,
+    /// /proc/stat's `cpuN` idle and iowait, in ticks.
+    pub stat_idle_ticks: u64,
+    pub stat_iowait_ticks: u64,
+    /// The ledger's idle and iowait ns of the CPU at the read.
+    pub ledger_idle_ns: u64,
+    pub ledger_iowait_ns: u64,
+}
+
+/// Per CPU [`IdleRead`], each taken by this thread pinned to that CPU (root
+/// only). A CPU with a runnable thread never enters its idle state, so from
+/// the pinning to the last of the three reads the CPU is not idle: no
+/// stretch is open, the kernel's sums hold every stretch that ended, and
+/// none of the three can move in between. They describe the same instant,
+/// however long the machine's load delays the reads. The thread's affinity
+/// is restored afterwards.
+pub fn idle_reads(ledger: &ttp_user::probe::Ledger) -> std::collections::BTreeMap<u32, IdleRead> {
+    // SAFETY: cpu_set_t values of the right size, valid pointers.
+    let saved = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        assert_eq!(
+            libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set),
+            0
+        );
+        set
+    };
+    let set_affinity = |set: &libc::cpu_set_t| {
+        // SAFETY: as above.
+        let r = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), set) };
+        assert_eq!(r, 0, "sched_setaffinity");
+    };
+    let mut out = std::collections::BTreeMap::new();
+    for cpu in 0..online_cpus() {
+        // SAFETY: a zeroed cpu_set_t with one bit set.
+        let one = unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu as usize, &mut set);
+            set
+        };
+        set_affinity(&one);
+        let timer_list = std::fs::read_to_string("/proc/timer_list").expect("/proc/timer_list");
+        let stat = std::fs::read_to_string("/proc/stat").expect("/proc/stat");
+        let cpus = ledger.cpu_accounts().expect("ledger CPU accounts");
+        let now = monotonic_ns();
+        let mut r = IdleRead {
+            kernel: timer_list_idle(&timer_list, cpu).expect("tick_sched sums in /proc/timer_list"),
+            ..IdleRead::default()
+        };
+        let name = format!("cpu{cpu} ");
+        let fields: Vec<u64> = stat
+            .lines()
+            .find_map(|l| l.strip_prefix(&name))
+            .expect("cpu line in /proc/stat")
+            .split_whitespace()
+            .map(|f| f.parse().expect("/proc/stat number"))
+            .collect();
+        // user nice system idle iowait …
+        r.stat_idle_ticks = fields[3];
+        r.stat_iowait_ticks = fields[4];
+        if let Some((_, c)) = cpus.iter().find(|(id, _)| *id == cpu) {
+            let t = ttp_user::accounts::close_cpu(c, now);
+            r.ledger_idle_ns = t.idle_ns;
+            r.ledger_iowait_ns = t.iowait_ns;
+        }
+        out.insert(cpu, r);
+    }
+    set_affinity(&saved);
+    out
+}
+
+/// CPU `cpu`'s tick_sched sums in the text of /proc/timer_list.
+fn timer_list_idle(text: &str, cpu: u32) -> Option<KernelIdle> {
+    let mut k = KernelIdle::default();
+    let mut this = false;
+    let mut found = 0;
+    for line in text.lines().map(str::trim) {
+        if let Some(n) = line.strip_prefix("cpu: ") {
+            this = n.trim().parse::<u32>().ok() == Some(cpu);
+            continue;
+        }
+        let Some((key, value)) = line.split_once(':') else {
+            continue;
+        };
+        let ns = || value.trim().strip_suffix(" nsecs")?.parse::<u64>().ok();
+        match key.trim() {
+            ".idle_sleeptime" if this => k.idle_ns = ns()?,
+            ".iowait_sleeptime" if this => k.iowait_ns = ns()?,
+            ".idle_calls" if this => k.idle_calls = value.trim().parse().ok()?,
+            _ => continue,
+        }
+        found += 1;
+    }
+    (found == 3).then_some(k)
+}
+
+/// Ticks per second of /proc/stat (USER_HZ).
+pub fn user_hz() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    unsafe { libc::sysconf(libc::_SC_CLK_TCK) as u64 }
 }
 
 /// CLOCK_MONOTONIC in ns (the ledger's clock).

@@ -241,13 +241,16 @@ pub struct CpuAccount {
     /// by atomic adds (a wakeup whose lock stayed contended still ends its
     /// count); 64-bit because the BPF target's fetching atomics are.
     pub nr_iowait: u64,
-    /// 1 while the idle task runs on this CPU.
+    /// 1 while the CPU is in its idle state: from a `power:cpu_idle` entry
+    /// to its exit (PWR_EVENT_EXIT), the stretch the kernel's idle clock
+    /// covers (docs/ledger.md).
     pub idle: u32,
     /// 1 once the first event set `idle` and `since_ns`.
     pub valid: u32,
     /// The task last seen switched in on this CPU (0: idle).
     pub current_tid: u32,
-    pub _pad: u32,
+    /// 1 once a switch set `current_tid`.
+    pub switch_seen: u32,
     /// When that switch was seen.
     pub last_switch_ns: u64,
     pub since_ns: u64,

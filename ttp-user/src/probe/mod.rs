@@ -35,6 +35,7 @@ const LEDGER_PROGRAMS: &[(&str, &str)] = &[
     ("sched_wakeup_new", "sched_wakeup_new"),
     ("sched_process_fork", "sched_process_fork"),
     ("sched_process_exec", "sched_process_exec"),
+    ("cpu_idle", "cpu_idle"),
     ("block_bio_queue", "block_bio_queue"),
     ("block_io_start", "block_io_start"),
     ("block_rq_issue", "block_rq_issue"),

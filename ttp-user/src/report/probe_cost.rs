@@ -12,6 +12,7 @@ fn runs_of(program: &str) -> &'static str {
         "sched_wakeup" | "sched_wakeup_new" => "wake-ups",
         "sched_process_fork" => "forks",
         "sched_process_exec" => "execs",
+        "cpu_idle" => "idle entries and exits",
         p if p.starts_with("block_") => "block I/O events",
         _ => "runs",
     }

@@ -167,7 +167,7 @@ impl Window {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CpuWindow {
     pub cpu: u32,
-    /// Time the CPU ran its idle task.
+    /// Time the CPU spent in its idle state (the ledger's idle + iowait).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle_ns: Option<u64>,
     /// Time the hypervisor ran something else on this vCPU.

@@ -64,7 +64,7 @@ pub struct Edge {
     /// How long its reads took, up to `at_ns` (set by the sampler).
     pub read_ns: u64,
     pub threads: HashMap<ThreadKey, ThreadEdge>,
-    /// Time each CPU ran its idle task (the ledger's idle + iowait).
+    /// Time each CPU spent in its idle state (the ledger's idle + iowait).
     pub cpu_idle: BTreeMap<u32, u64>,
     /// I/O completed per device without a known owner.
     pub unowned: BTreeMap<u32, DeviceIo>,
