@@ -34,13 +34,14 @@ fn cpu_and_direct_reads_match_the_kernel() {
     let mut fx = Held::start("fixture-mixed", &["--cpu-ms", "300", "--read-mib", "32"]);
     ledger.seed(&seed::threads_from_proc());
     let pid = fx.pid();
+    fx.wait_asleep();
     let (cpu0, wait0) = schedstat(pid);
     let io0 = proc_read_bytes(pid);
     let steal0 = proc_stat_steal();
     let disk_bytes0 = disks_bytes();
     let before = image(&ledger);
     fx.go();
-    let done = fx.line();
+    let done = fx.line_then_asleep();
     let after = image(&ledger);
     let disk_bytes1 = disks_bytes();
     let (cpu1, wait1) = schedstat(pid);
@@ -380,10 +381,11 @@ fn io_wakeups_keep_on_cpu_and_run_delay_exact() {
         &["--cpu-ms", "350", "--read-mib", "8", "--block-kib", "4"],
     );
     let pid = fx.pid();
+    fx.wait_asleep();
     let (cpu0, wait0) = schedstat(pid);
     let before = image(&ledger);
     fx.go();
-    let done = fx.line();
+    let done = fx.line_then_asleep();
     let after = image(&ledger);
     let (cpu1, wait1) = schedstat(pid);
     fx.finish();
@@ -638,8 +640,8 @@ fn per_cpu_idle_matches_the_kernel(
             // the per-halt residual adds up beyond 10 %, the residual's.
             let issue = 0.10 * stat + 2.0 * tick;
             eprintln!(
-                "cpu{cpu}: {what} vs /proc/stat {:+.1} % ({} the issue's 10 % + 2 ticks)",
-                (ledger - stat) / stat.max(1.0) * 100.0,
+                "cpu{cpu}: {what} {:+.3} ms vs /proc/stat ({} the issue's 10 % + 2 ticks)",
+                (ledger - stat) / 1e6,
                 if (ledger - stat).abs() <= issue {
                     "within"
                 } else {

@@ -105,6 +105,35 @@ impl Held {
         line
     }
 
+    /// The fixture's next output line, returned once the fixture is asleep
+    /// again (waiting on stdin): a fixture preempted between its print and
+    /// its read would otherwise gain run-queue wait and runtime between two
+    /// readers' images on a busy machine, which neither reader controls.
+    pub fn line_then_asleep(&mut self) -> String {
+        let line = self.line();
+        self.wait_asleep();
+        line
+    }
+
+    /// Waits (at most 5 s) until the fixture is blocked ('S' in
+    /// /proc/PID/stat), so that its schedstat and any other reader's image
+    /// of it stay still until it is released.
+    pub fn wait_asleep(&self) {
+        let path = format!("/proc/{}/stat", self.pid());
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while std::time::Instant::now() < deadline {
+            let state = std::fs::read_to_string(&path).ok().and_then(|s| {
+                let after = s.rsplit_once(')')?.1;
+                after.trim_start().chars().next()
+            });
+            if state == Some('S') {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        panic!("fixture {} did not go back to sleep within 5 s", self.pid());
+    }
+
     pub fn lines_to_end(mut self) -> Vec<String> {
         drop(self.stdin.take());
         let lines: Vec<String> = self.stdout.lines().map_while(Result::ok).collect();
