@@ -480,8 +480,8 @@ fn backend_of(c: &Cluster, app: &str) -> u32 {
     }
 }
 
-/// #14 case 7, as the paper's eq. 10 defines blame (the own-service
-/// split of the victim's disk wait is not part of this build): a backend
+/// #14 case 7, as the paper's eq. 10 defines blame and in ttp's own-service
+/// split of the victim's disk wait beside it: a backend
 /// reading a table from a cold cache, with nothing of the test's using the
 /// disk beside it. The victim is held on an advisory lock until `blame` is
 /// attached, then scans. Disk blame may go only to processes that
@@ -610,5 +610,54 @@ fn blame_on_a_backend_reading_alone() {
         (given - blocked).abs() <= blocked * 1e-6 + 1.0,
         "culprits' disk blame {given} ns vs blocked {blocked} ns"
     );
-    eprintln!("blame: disk blocked {blocked} ns; other processes with disk I/O: {io_pids:?}");
+    // ttp's split beside eq. 10: the victim's disk wait is its own
+    // requests' service plus waiting behind others'; only the second is
+    // blamed, and only on processes that did disk I/O. With nobody else on
+    // the disk, nobody is blamed in this view.
+    let split = &r["disk_split"];
+    assert!(split.is_object(), "no disk split in the report: {r}");
+    let f = |v: &Value| v.as_f64().unwrap_or(0.0);
+    let (own, behind) = (f(&split["own_service_ns"]), f(&split["behind_others_ns"]));
+    assert_eq!(
+        f(&split["blocked_ns"]),
+        blocked,
+        "the split covers the disk's blocked time"
+    );
+    assert_eq!(
+        own + behind,
+        blocked,
+        "own {own} + behind {behind} vs {blocked}"
+    );
+    assert!(
+        own > 0.0,
+        "the cold scan's own requests were served: {split}"
+    );
+    let mut behind_given = 0.0;
+    for c in split["culprits"].as_array().unwrap() {
+        behind_given += f(&c["behind_blame_ns"]);
+        if let Some(pid) = c["pid"].as_u64() {
+            assert!(
+                io_pids.contains(&pid),
+                "pid {pid} blamed in the split view without disk I/O of its own: {c}"
+            );
+        }
+    }
+    assert!(
+        behind_given <= behind * (1.0 + 1e-9) + 1.0,
+        "blamed {behind_given} of {behind} behind others"
+    );
+    if io_pids.is_empty() {
+        assert!(
+            split["culprits"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|c| !c["pid"].is_u64()),
+            "nobody else used the disk, yet: {}",
+            split["culprits"]
+        );
+    }
+    eprintln!(
+        "blame: disk blocked {blocked} ns (own service {own}, behind others {behind}); other processes with disk I/O: {io_pids:?}"
+    );
 }
