@@ -201,13 +201,21 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
     if let (Some(rx), Some(pid)) = (session.taskstats_exits(), args.pid)
         && target_exited(&exits)
     {
-        let give_up = Instant::now() + Duration::from_millis(500);
+        // 2 s: on a machine busy with other processes' exits the listener
+        // thread can be that far behind; it costs nothing when the record
+        // is already there.
+        let give_up = Instant::now() + Duration::from_secs(2);
         while !exit_records.has(pid) {
             let left = give_up.saturating_duration_since(Instant::now());
             match rx.recv_timeout(left) {
                 Ok(r) => exit_records.add(r),
                 Err(_) => break,
             }
+        }
+        if !exit_records.has(pid) {
+            notes.push(format!(
+                "process {pid}'s taskstats exit record did not arrive within 2 s: no taskstats reference for it"
+            ));
         }
     }
     if let Some(rx) = session.taskstats_exits() {
