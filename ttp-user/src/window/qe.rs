@@ -261,6 +261,13 @@ pub fn measure_with<R>(
     // Processes the ledger already had before the window: a taskstats
     // lifetime of one of them is not the window's (fill_processes).
     let alive_before: BTreeSet<u32> = before.threads.values().map(|a| a.tgid).collect();
+    // A record that reached the queue only after the first drain still
+    // ends its thread inside the window when the thread exited before the
+    // after-image (exit_ns ≤ its instant; `Window::between` keeps only
+    // those): without it, a thread of the before-image missing from the
+    // after-image would count as vanished and its process, the query
+    // process among them, would have no ledger measures at all.
+    exits.extend(late.iter().copied());
     let window = Window::between(&before, &after, &exits);
     let time_meas_ns = t1 - t0;
     let mut rec = QeRecord::new(qe, time_meas_ns as f64 / 1e6);
