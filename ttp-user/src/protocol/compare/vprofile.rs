@@ -217,7 +217,15 @@ fn factor_changes(a: &Summary, b: &Summary) -> Vec<FactorChange> {
                 share_candidate: sb,
                 contribution_baseline_ns2: ca,
                 contribution_candidate_ns2: cb,
-                change_ns2: ca.zip(cb).map(|(x, y)| y - x),
+                // A change below the rounding of the shares is none.
+                change_ns2: ca.zip(cb).map(|(x, y)| {
+                    let d = y - x;
+                    if d.abs() <= 1e-12 * x.abs().max(y.abs()) {
+                        0.0
+                    } else {
+                        d
+                    }
+                }),
             }
         })
         .collect();
@@ -255,6 +263,9 @@ pub fn verdicts(c: &mut VprofileComparison, who: &str, family: usize, alpha: f64
     };
     let p = holm(c.p_mean_holm);
     c.mean_verdict = match (c.mean_ratio, c.mean_ratio_ci) {
+        _ if c.welch.is_none() => {
+            "neither root's duration varies: no t-test of the means (they are shown above)".into()
+        }
         (Some(r), Some([lo, hi])) if c.p_mean_holm < alpha && (hi < 1.0 || lo > 1.0) => {
             let (word, ch, l, h) = if r < 1.0 {
                 ("faster", 1.0 - r, 1.0 - hi, 1.0 - lo)

@@ -168,8 +168,22 @@ fn degenerate_summaries_give_no_interval() {
     );
     assert!(c.welch.is_some());
     assert_eq!(c.mean_ratio_ci, None);
-    let c = compare_summaries(&summary("r", 5.0, 0.0, 4), &summary("r", 5.0, 0.0, 4), 0.95);
-    assert!(c.welch.is_none() && c.f_test.is_none());
+    let files: Vec<(String, Side)> = ["a", "b"]
+        .into_iter()
+        .map(|n| {
+            let mut p = profile(C_A);
+            p["root_variance_ns2"] = 0.0.into();
+            (n.to_string(), side_of(p).unwrap())
+        })
+        .collect();
+    let doc = compare(&files, &Config::default()).unwrap();
+    let v = doc.comparisons[0].vprofile.as_ref().unwrap();
+    assert!(v.welch.is_none() && v.f_test.is_none());
+    assert!(
+        v.mean_verdict.starts_with("neither root's duration varies"),
+        "{}",
+        v.mean_verdict
+    );
 }
 
 /// A vprofile report of the fake call graph (R → A, B; A → C, D) whose C
@@ -322,4 +336,66 @@ fn one_invocation_is_too_few() {
     p["invocations"] = 1.into();
     let e = side_of(p).unwrap_err();
     assert!(matches!(e, InputError::TooFew { retained: 1, .. }), "{e}");
+}
+
+/// Two candidates: Welch's p-values form one Holm family and the F-test's
+/// another, and the verdicts say so. Catches an uncorrected p claimed
+/// with several candidates.
+#[test]
+fn several_candidates_are_corrected() {
+    let files: Vec<(String, Side)> = [("a", C_A), ("b", C_B), ("c", C_B)]
+        .into_iter()
+        .map(|(n, c)| (n.to_string(), side_of(profile(c)).unwrap()))
+        .collect();
+    let doc = compare(&files, &Config::default()).unwrap();
+    for c in &doc.comparisons {
+        let v = c.vprofile.as_ref().unwrap();
+        let (pw, pf) = (v.welch.as_ref().unwrap().p, v.f_test.as_ref().unwrap().p);
+        // Equal p-values: Holm multiplies both by 2.
+        assert!((v.p_mean_holm - (2.0 * pw).min(1.0)).abs() < 1e-15);
+        assert!((v.p_variance_holm - (2.0 * pf).min(1.0)).abs() < 1e-15);
+        // 2 × 0.0416 is above 0.05: no claim.
+        assert!(
+            v.mean_verdict
+                .starts_with("no difference of the root's mean detectable"),
+            "{}",
+            v.mean_verdict
+        );
+        assert!(v.mean_verdict.contains("Holm-adjusted over 2"));
+    }
+}
+
+/// A `ttp.compare/1` document written before vprofile results were read
+/// (no `any_root`, no `vprofile`) still loads. Catches a new field made
+/// required.
+#[test]
+fn older_compare_documents_still_load() {
+    let s = |xs: &[f64]| Side {
+        schema: "ttp.emp/1".into(),
+        title: "x".into(),
+        retained: xs.len(),
+        measures: vec![Measure {
+            name: "pt_ms".into(),
+            what: String::new(),
+            centre: stats::Centre::Mean,
+            samples: xs.to_vec(),
+            sample_unit: "runs",
+        }],
+        whole_run: Vec::new(),
+        setup: Default::default(),
+        vprofile: None,
+    };
+    let files = [
+        ("a".to_string(), s(&[1.0, 2.0, 3.0])),
+        ("b".to_string(), s(&[2.0, 3.0, 4.0])),
+    ];
+    let mut v = serde_json::to_value(compare(&files, &Config::default()).unwrap()).unwrap();
+    assert!(v["comparisons"][0].get("vprofile").is_none());
+    v["method"]
+        .as_object_mut()
+        .unwrap()
+        .remove("any_root")
+        .unwrap();
+    let back: CompareDocument = serde_json::from_value(v).unwrap();
+    assert!(!back.method.config.any_root);
 }

@@ -174,9 +174,14 @@ fn header(doc: &CompareDocument) -> String {
             .join(", "),
         doc.files[0].label
     );
+    let counted = if doc.kind == "ttp.vprofile/1" {
+        "invocations"
+    } else {
+        "retained"
+    };
     for f in &doc.files {
         out.push_str(&format!(
-            "  {}  {}  {} ({} retained)\n",
+            "  {}  {}  {} ({} {counted})\n",
             f.label, f.path, f.title, f.retained
         ));
     }
