@@ -190,7 +190,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         write_json_result(path, &doc).with_context(|| "the comparison is printed above")?;
     }
     if let Some(dir) = &args.svg {
-        for f in show::svg::write_svgs(&doc, dir)? {
+        let written = show::svg::write_svgs(&doc, dir)?;
+        if written.is_empty() {
+            eprintln!(
+                "no plot written to {}: no measure with samples was compared (vprofile files hold summaries only)",
+                dir.display()
+            );
+        }
+        for f in written {
             crate::report::atomic::announce(&f);
         }
     }
