@@ -23,7 +23,10 @@ use crate::{
 /// by labels), `run --protocol emp --json` files (PT and ET of the
 /// retained runs, compared by their means) and `load --json` files (the
 /// per-second mean and max latency, compared by their medians; whole-run
-/// percentiles side by side). For each measure: both sides' samples, the
+/// percentiles side by side) and `vprofile --json` files (the root's mean
+/// by Welch's t-test and Fieller's interval from the summaries, its
+/// variance by the F-test, the factor shares side by side, descriptively:
+/// the file holds no per-invocation samples). For each measure: both sides' samples, the
 /// ratio B/A with a seeded percentile-bootstrap interval, Mann–Whitney U
 /// and Welch's t p-values, Holm's correction when several files are
 /// compared with A, Cliff's delta, and a verdict in words — or, when no
@@ -60,6 +63,10 @@ pub struct Args {
     /// The difference, in %, the power estimate asks runs for.
     #[arg(long, default_value_t = 2.0, value_name = "PERCENT")]
     pub detect: f64,
+    /// Compare vprofile results whose root functions differ (refused
+    /// otherwise: their factors cannot be matched).
+    #[arg(long)]
+    pub any_root: bool,
 }
 
 impl Args {
@@ -88,6 +95,7 @@ impl Args {
             resamples: self.resamples,
             seed: self.seed,
             detect_rel: self.detect / 100.0,
+            any_root: self.any_root,
             ..Config::default()
         })
     }
@@ -182,7 +190,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         write_json_result(path, &doc).with_context(|| "the comparison is printed above")?;
     }
     if let Some(dir) = &args.svg {
-        for f in show::svg::write_svgs(&doc, dir)? {
+        let written = show::svg::write_svgs(&doc, dir)?;
+        if written.is_empty() {
+            eprintln!(
+                "no plot written to {}: no measure with samples was compared (vprofile files hold summaries only)",
+                dir.display()
+            );
+        }
+        for f in written {
             crate::report::atomic::announce(&f);
         }
     }
@@ -192,3 +207,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 #[cfg(test)]
 #[path = "compare_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "compare_vprofile_tests.rs"]
+mod vprofile_tests;

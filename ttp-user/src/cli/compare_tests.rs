@@ -266,6 +266,7 @@ fn refusals_are_usage_errors_in_one_line() {
         resamples: 1000,
         confidence: 95.0,
         detect: 2.0,
+        any_root: false,
     };
     let e = run(args).unwrap_err();
     assert_eq!(crate::error::exit_code(&e), 2);
@@ -407,6 +408,7 @@ fn the_command_writes_json_and_plots() {
         resamples: 2000,
         confidence: 90.0,
         detect: 1.0,
+        any_root: false,
     })
     .unwrap();
     let v: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
@@ -443,6 +445,7 @@ fn the_command_writes_json_and_plots() {
             resamples,
             confidence,
             detect,
+            any_root: false,
         })
         .unwrap_err();
         assert_eq!(crate::error::exit_code(&e), 2, "{e:#}");

@@ -57,7 +57,13 @@ pub const EMP_MEASURES: &[MeasureSpec] = &[
 ];
 
 /// Kinds of result `compare` reads.
-pub const COMPARABLE: &[&str] = &["ttp.run/1", "ttp.analyze/1", "ttp.emp/1", "ttp.load/1"];
+pub const COMPARABLE: &[&str] = &[
+    "ttp.run/1",
+    "ttp.analyze/1",
+    "ttp.emp/1",
+    "ttp.load/1",
+    "ttp.vprofile/1",
+];
 
 /// A measure of one file: what it is and its retained samples.
 #[derive(Debug, Clone, PartialEq)]
@@ -102,6 +108,9 @@ pub struct Side {
     /// Facts of the set-up, by name; two sides that differ in one are
     /// compared only with a note.
     pub setup: BTreeMap<&'static str, String>,
+    /// A vprofile result's summaries (it has no samples); `None` for
+    /// every other kind.
+    pub vprofile: Option<super::vprofile::Summary>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -146,6 +155,9 @@ pub fn side_of(v: Value) -> Result<Side, InputError> {
         "ttp.analyze/1" => super::ttpv2::analyze_side(serde_json::from_value(v).map_err(invalid)?),
         "ttp.emp/1" => emp_side(serde_json::from_value(v).map_err(invalid)?),
         "ttp.load/1" => super::load::load_side(serde_json::from_value(v).map_err(invalid)?),
+        "ttp.vprofile/1" => {
+            super::vprofile::vprofile_side(serde_json::from_value(v).map_err(invalid)?)
+        }
         _ => return Err(InputError::NotComparable { schema }),
     }?;
     Ok(side)
@@ -199,5 +211,6 @@ fn emp_side(o: EmpOutcome) -> Result<Side, InputError> {
         measures,
         whole_run: Vec::new(),
         setup,
+        vprofile: None,
     })
 }

@@ -146,5 +146,6 @@ pub fn load_side(f: LoadFile) -> Result<Side, InputError> {
         measures,
         whole_run,
         setup,
+        vprofile: None,
     })
 }

@@ -11,6 +11,9 @@ pub mod stats;
 #[cfg(test)]
 mod tests;
 mod ttpv2;
+pub mod vprofile;
+#[cfg(test)]
+pub(crate) mod vprofile_tests;
 
 use serde::{Deserialize, Serialize};
 
@@ -33,6 +36,9 @@ pub struct Config {
     pub detect_rel: f64,
     /// Power the estimate asks for.
     pub power: f64,
+    /// Compare vprofile results of different root functions.
+    #[serde(default)]
+    pub any_root: bool,
 }
 
 impl Default for Config {
@@ -44,6 +50,7 @@ impl Default for Config {
             alpha: 0.05,
             detect_rel: 0.02,
             power: 0.8,
+            any_root: false,
         }
     }
 }
@@ -58,6 +65,15 @@ pub enum CompareError {
         a_schema: String,
         b: String,
         b_schema: String,
+    },
+    #[error(
+        "{a} profiles {a_root} and {b} profiles {b_root}: their factors cannot be matched; give --any-root to compare them anyway"
+    )]
+    DifferentRoots {
+        a: String,
+        a_root: String,
+        b: String,
+        b_root: String,
     },
 }
 
@@ -177,6 +193,10 @@ pub struct Comparison {
     /// Numbers each file holds once (no samples, no interval), side by side.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub whole_run: Vec<WholeRun>,
+    /// vprofile results: the root's mean and variance from summaries, and
+    /// the factor shares side by side.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vprofile: Option<vprofile::VprofileComparison>,
 }
 
 /// A number both files hold once for the whole measurement.
@@ -260,6 +280,22 @@ pub fn compare(files: &[(String, Side)], cfg: &Config) -> Result<CompareDocument
             b_schema: b.schema.clone(),
         });
     }
+    if !cfg.any_root
+        && let Some(ra) = &a.vprofile
+        && let Some((b_path, rb)) = rest.iter().find_map(|(p, b)| {
+            b.vprofile
+                .as_ref()
+                .filter(|rb| rb.root != ra.root)
+                .map(|rb| (p, rb))
+        })
+    {
+        return Err(CompareError::DifferentRoots {
+            a: a_path.clone(),
+            a_root: ra.root.clone(),
+            b: b_path.clone(),
+            b_root: rb.root.clone(),
+        });
+    }
     let mut comparisons: Vec<Comparison> = rest
         .iter()
         .enumerate()
@@ -270,8 +306,14 @@ pub fn compare(files: &[(String, Side)], cfg: &Config) -> Result<CompareDocument
             measures: Vec::new(),
             skipped: Vec::new(),
             whole_run: whole_run(a, b),
+            vprofile: a
+                .vprofile
+                .as_ref()
+                .zip(b.vprofile.as_ref())
+                .map(|(x, y)| vprofile::compare_summaries(x, y, cfg.level)),
         })
         .collect();
+    vprofile_verdicts(&mut comparisons, cfg);
     // Every comparison that has samples, in A's measure order.
     let mut raw = Vec::new();
     for ma in &a.measures {
@@ -332,12 +374,44 @@ pub fn compare(files: &[(String, Side)], cfg: &Config) -> Result<CompareDocument
                 retained: s.retained,
             })
             .collect(),
-        method: method(cfg),
+        method: method(cfg, &a.schema),
         comparisons,
     })
 }
 
-fn method(cfg: &Config) -> Method {
+/// Holm's correction over the candidates (one family for the means, one
+/// for the variances), then the verdicts of vprofile comparisons.
+fn vprofile_verdicts(comparisons: &mut [Comparison], cfg: &Config) {
+    let idx: Vec<usize> = (0..comparisons.len())
+        .filter(|&i| comparisons[i].vprofile.is_some())
+        .collect();
+    let vp = |i: usize| comparisons[i].vprofile.as_ref().expect("filtered");
+    let means = stats::holm(&idx.iter().map(|&i| vp(i).p_mean_holm).collect::<Vec<_>>());
+    let vars = stats::holm(
+        &idx.iter()
+            .map(|&i| vp(i).p_variance_holm)
+            .collect::<Vec<_>>(),
+    );
+    for (k, &i) in idx.iter().enumerate() {
+        let who = comparisons[i].candidate.clone();
+        let v = comparisons[i].vprofile.as_mut().expect("filtered");
+        v.p_mean_holm = means[k];
+        v.p_variance_holm = vars[k];
+        vprofile::verdicts(v, &who, idx.len(), cfg.alpha, cfg.level);
+    }
+}
+
+fn method(cfg: &Config, kind: &str) -> Method {
+    if kind == "ttp.vprofile/1" {
+        return Method {
+            interval: "Fieller's interval of mean(B) / mean(A), Student's t at the Welch–Satterthwaite degrees of freedom (Fieller 1954); the F-based interval of Var(B) / Var(A)".into(),
+            rng: "not used: a vprofile file holds summaries, not samples".into(),
+            tests: "two-sided Welch's t-test from each root's mean, sample variance and invocation count (Welch 1947); two-sided F-test of equal variances (exact under normality only). Factor shares are descriptive: the file holds no per-invocation samples, so no test or interval of a share".into(),
+            correction: "Holm over the candidates, one family for the means and one for the variances".into(),
+            runs_needed: "not estimated for summaries".into(),
+            config: cfg.clone(),
+        };
+    }
     Method {
         interval: format!(
             "percentile bootstrap of centre(B) / centre(A), each side resampled on its own, {} resamples",

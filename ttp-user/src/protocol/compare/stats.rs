@@ -8,7 +8,7 @@
 //! checked against scipy (see `tests.rs`).
 use rand::{RngExt, SeedableRng, rngs::Xoshiro256PlusPlus};
 use serde::{Deserialize, Serialize};
-use statrs::distribution::{ContinuousCDF, Normal, StudentsT};
+use statrs::distribution::{ContinuousCDF, FisherSnedecor, Normal, StudentsT};
 
 /// The centre a measure is summarised by, as its protocol reports it:
 /// TTPv2 takes the median of the retained QEs (Sec. 8.5, Step 4), EMP the
@@ -329,4 +329,115 @@ pub fn runs_needed(sd: f64, centre_a: f64, rel: f64, alpha: f64, power: f64, ran
 /// C(n, k) as a float (exact for the sizes used here).
 fn binomial(n: u64, k: u64) -> f64 {
     (0..k).fold(1.0, |c, i| c * (n - i) as f64 / (i + 1) as f64)
+}
+
+/// Welch's t-test from summaries, and the interval of the difference of
+/// means it implies: what a result without per-sample values allows.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WelchSummary {
+    /// t of mean(b) − mean(a).
+    pub t: f64,
+    /// Welch–Satterthwaite degrees of freedom.
+    pub df: f64,
+    pub p: f64,
+    /// mean(b) − mean(a).
+    pub difference: f64,
+    /// Its two-sided interval at the configured level.
+    pub difference_ci: [f64; 2],
+}
+
+/// Welch's unequal-variance t-test (Welch 1947, eq. for t and ν) from each
+/// side's mean, sample variance (n − 1) and count, two-sided, as
+/// scipy.stats.ttest_ind_from_stats(..., equal_var=False) computes it:
+/// t = (m_b − m_a) / √(v_a/n_a + v_b/n_b),
+/// ν = (v_a/n_a + v_b/n_b)² / ((v_a/n_a)²/(n_a − 1) + (v_b/n_b)²/(n_b − 1)).
+/// The interval of the difference is (m_b − m_a) ± t₁₋α/₂,ν × se. `None`
+/// when both sides have no spread or a side has fewer than 2 values.
+pub fn welch_from_stats(
+    a: (f64, f64, f64),
+    b: (f64, f64, f64),
+    level: f64,
+) -> Option<WelchSummary> {
+    let ((ma, va, na), (mb, vb, nb)) = (a, b);
+    if na < 2.0 || nb < 2.0 {
+        return None;
+    }
+    let (sa, sb) = (va / na, vb / nb);
+    let se2 = sa + sb;
+    if se2.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
+        return None;
+    }
+    let difference = mb - ma;
+    let t = difference / se2.sqrt();
+    let df = se2 * se2 / (sa * sa / (na - 1.0) + sb * sb / (nb - 1.0));
+    let dist = StudentsT::new(0.0, 1.0, df).ok()?;
+    let half = dist.inverse_cdf(0.5 + level / 2.0) * se2.sqrt();
+    Some(WelchSummary {
+        t,
+        df,
+        p: (2.0 * dist.sf(t.abs())).min(1.0),
+        difference,
+        difference_ci: [difference - half, difference + half],
+    })
+}
+
+/// Fieller's interval (Fieller 1954) of the ratio of two independent means
+/// m_b / m_a with squared standard errors se2_a, se2_b and the quantile q
+/// (here Student's t at the Welch–Satterthwaite ν): the θ with
+/// (m_b − θ m_a)² ≤ q² (se2_b + θ² se2_a), i.e. the roots of
+/// θ² (m_a² − q² se2_a) − 2 θ m_a m_b + (m_b² − q² se2_b) = 0.
+/// `None` when m_a is not significantly different from 0
+/// (g = q² se2_a / m_a² ≥ 1): the set is then unbounded.
+pub fn fieller_ratio(ma: f64, se2_a: f64, mb: f64, se2_b: f64, q: f64) -> Option<[f64; 2]> {
+    let q2 = q * q;
+    let a = ma * ma - q2 * se2_a;
+    if a <= 0.0 {
+        return None;
+    }
+    let half_b = ma * mb;
+    let c = mb * mb - q2 * se2_b;
+    let disc = half_b * half_b - a * c;
+    if disc < 0.0 {
+        return None;
+    }
+    let root = disc.sqrt();
+    Some([(half_b - root) / a, (half_b + root) / a])
+}
+
+/// The F-test for equal variances, with the interval of the ratio.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FTest {
+    /// F = v_b / v_a.
+    pub f: f64,
+    /// n_b − 1 and n_a − 1.
+    pub df_num: f64,
+    pub df_den: f64,
+    /// Two-sided: 2 min(P(F' ≤ F), P(F' ≥ F)), capped at 1.
+    pub p: f64,
+    /// Interval of σ_b² / σ_a² at the configured level.
+    pub ratio_ci: [f64; 2],
+}
+
+/// The two-sided F-test of σ_b² = σ_a² (Snedecor & Cochran 1989,
+/// Sec. 6.12): F = v_b / v_a has the F(n_b − 1, n_a − 1) distribution
+/// under normality and equal variances; the interval of σ_b²/σ_a² is
+/// [F / F₁₋α/₂, F / F_α/₂] of that distribution. Exact only for normal
+/// data: docs/compare.md says why it is still shown and how to read it.
+/// `None` when v_a is 0 or a side has fewer than 2 values.
+pub fn f_test(va: f64, na: f64, vb: f64, nb: f64, level: f64) -> Option<FTest> {
+    if na < 2.0 || nb < 2.0 || va <= 0.0 || vb < 0.0 {
+        return None;
+    }
+    let (d1, d2) = (nb - 1.0, na - 1.0);
+    let dist = FisherSnedecor::new(d1, d2).ok()?;
+    let f = vb / va;
+    let p = (2.0 * dist.cdf(f).min(dist.sf(f))).min(1.0);
+    let tail = (1.0 - level) / 2.0;
+    Some(FTest {
+        f,
+        df_num: d1,
+        df_den: d2,
+        p,
+        ratio_ci: [f / dist.inverse_cdf(1.0 - tail), f / dist.inverse_cdf(tail)],
+    })
 }

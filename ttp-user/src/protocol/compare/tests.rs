@@ -288,6 +288,7 @@ fn side(schema: &str, samples: Vec<Vec<f64>>) -> Side {
             .collect(),
         whole_run: Vec::new(),
         setup: [("kernel", "6.18".to_string())].into_iter().collect(),
+        vprofile: None,
     }
 }
 

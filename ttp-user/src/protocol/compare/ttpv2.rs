@@ -84,6 +84,7 @@ pub fn run_side(d: RunDocument) -> Result<Side, InputError> {
         measures,
         whole_run: Vec::new(),
         setup: setup_of(&d.schema, d.machine.as_ref(), Some(&d.qc)),
+        vprofile: None,
     })
 }
 
@@ -127,6 +128,7 @@ pub fn analyze_side(d: AnalyzeDocument) -> Result<Side, InputError> {
         measures,
         whole_run: Vec::new(),
         setup: setup_of(&d.schema, d.machine.as_ref(), d.qcs.first()),
+        vprofile: None,
     })
 }
 
@@ -200,6 +202,7 @@ pub fn sides_by_name(
                 measures,
                 whole_run: Vec::new(),
                 setup: setup_of(schema, machine, mine.first().copied()),
+                vprofile: None,
             },
         ));
     }

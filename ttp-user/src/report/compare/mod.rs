@@ -1,6 +1,7 @@
 //! `ttp-ebpf compare` shown: the terminal report, Markdown, and per-measure
 //! strip plots (svg.rs) of a `ttp.compare/1` document.
 pub mod svg;
+mod vprofile;
 
 use crate::protocol::compare::{CompareDocument, Comparison, MeasureComparison, stats::MwuMethod};
 use crate::report::render::Table;
@@ -11,6 +12,7 @@ fn kind_name(schema: &str) -> &'static str {
         "ttp.run/1" => "TTPv2 runs",
         "ttp.emp/1" => "EMP runs",
         "ttp.load/1" => "load, per second",
+        "ttp.vprofile/1" => "vprofile, summaries",
         _ => "results",
     }
 }
@@ -172,9 +174,14 @@ fn header(doc: &CompareDocument) -> String {
             .join(", "),
         doc.files[0].label
     );
+    let counted = if doc.kind == "ttp.vprofile/1" {
+        "invocations"
+    } else {
+        "retained"
+    };
     for f in &doc.files {
         out.push_str(&format!(
-            "  {}  {}  {} ({} retained)\n",
+            "  {}  {}  {} ({} {counted})\n",
             f.label, f.path, f.title, f.retained
         ));
     }
@@ -183,6 +190,16 @@ fn header(doc: &CompareDocument) -> String {
 
 fn method_text(doc: &CompareDocument) -> String {
     let m = &doc.method;
+    if doc.kind == "ttp.vprofile/1" {
+        return format!(
+            "Method:\n  interval: {} % {}\n  tests: {}\n  multiple comparisons: {}, alpha {}\n  a difference of the means is claimed only when the corrected p is below alpha and Fieller's interval excludes 1\n",
+            (m.config.level * 100.0).round(),
+            m.interval,
+            m.tests,
+            m.correction,
+            m.config.alpha
+        );
+    }
     format!(
         "Method:\n  interval: {} % {}; seed {}, {}\n  tests: {}\n  multiple comparisons: {}, alpha {}\n  effect size: Cliff's delta, P(B > A) − P(B < A)\n  a difference is claimed only when the corrected p is below alpha and the interval excludes 1\n  runs needed: {}; for {} % at power {}\n",
         (m.config.level * 100.0).round(),
@@ -219,13 +236,27 @@ fn legend(doc: &CompareDocument) -> String {
 /// The terminal report.
 pub fn text(doc: &CompareDocument) -> String {
     let mut out = header(doc);
-    out.push_str("Measures:\n");
-    out.push_str(&legend(doc));
+    if doc.kind == "ttp.vprofile/1" {
+        out.push_str("Measured: each file's root function over the invocations of its last round; the files hold its mean, sample variance and the factors' shares, not the invocations\n");
+    } else {
+        out.push_str("Measures:\n");
+        out.push_str(&legend(doc));
+    }
     for c in &doc.comparisons {
         out.push('\n');
         out.push_str(&setup_note(c));
         out.push_str(&format!("{} against {}:\n", c.candidate, c.baseline));
-        out.push_str(&aligned(&table(c)));
+        if !c.measures.is_empty() {
+            out.push_str(&aligned(&table(c)));
+        }
+        if let Some(v) = &c.vprofile {
+            out.push_str(&aligned(&vprofile::root_table(c, v)));
+            for l in vprofile::lines(c, v, doc.method.config.level) {
+                out.push_str(&format!("  {l}\n"));
+            }
+            out.push_str(&format!("  {}:\n", vprofile::FACTORS_NOTE));
+            out.push_str(&aligned(&vprofile::factor_table(c, v)));
+        }
         for m in &c.measures {
             out.push_str(&format!("  {}: {}\n", m.measure, m.verdict.text));
         }
@@ -268,8 +299,22 @@ pub fn markdown(doc: &CompareDocument) -> String {
                 note.replace("!! ", "").replace('\n', " ")
             ));
         }
-        out.push_str(&table(c).markdown());
-        out.push('\n');
+        if !c.measures.is_empty() {
+            out.push_str(&table(c).markdown());
+            out.push('\n');
+        }
+        if let Some(v) = &c.vprofile {
+            out.push_str(&vprofile::root_table(c, v).markdown());
+            out.push('\n');
+            for l in vprofile::lines(c, v, doc.method.config.level) {
+                out.push_str(&format!("- {l}\n"));
+            }
+            out.push_str(&format!(
+                "\n{}:\n\n{}",
+                vprofile::FACTORS_NOTE,
+                vprofile::factor_table(c, v).markdown()
+            ));
+        }
         for m in &c.measures {
             out.push_str(&format!("- {}: {}\n", m.measure, m.verdict.text));
         }
@@ -308,6 +353,7 @@ mod tests {
             }],
             whole_run: Vec::new(),
             setup: [("kernel", kernel.to_string())].into_iter().collect(),
+            vprofile: None,
         }
     }
 

@@ -221,6 +221,7 @@ mod tests {
             measures: vec![m("pt_ms"), m("et_ms")],
             whole_run: Vec::new(),
             setup: Default::default(),
+            vprofile: None,
         }
     }
 

@@ -36,6 +36,37 @@ impl Rendered for Compared {
             "verdict",
         ]);
         for c in &self.0.comparisons {
+            if let Some(v) = &c.vprofile {
+                let s = |x: Option<f64>| x.map_or(String::new(), |x| x.to_string());
+                let ci = |x: Option<[f64; 2]>, i: usize| s(x.map(|c| c[i]));
+                t.push(vec![
+                    c.candidate.clone(),
+                    "root_mean_ns".into(),
+                    "mean".into(),
+                    v.mean_baseline_ns.to_string(),
+                    v.mean_candidate_ns.to_string(),
+                    s(v.mean_ratio),
+                    ci(v.mean_ratio_ci, 0),
+                    ci(v.mean_ratio_ci, 1),
+                    s(v.welch.as_ref().map(|w| w.p)),
+                    v.p_mean_holm.to_string(),
+                    v.mean_verdict.clone(),
+                ]);
+                let f = v.f_test.as_ref();
+                t.push(vec![
+                    c.candidate.clone(),
+                    "root_variance_ns2".into(),
+                    "variance".into(),
+                    v.variance_baseline_ns2.to_string(),
+                    v.variance_candidate_ns2.to_string(),
+                    s(f.map(|f| f.f)),
+                    ci(f.map(|f| f.ratio_ci), 0),
+                    ci(f.map(|f| f.ratio_ci), 1),
+                    s(f.map(|f| f.p)),
+                    v.p_variance_holm.to_string(),
+                    v.variance_verdict.clone(),
+                ]);
+            }
             for m in &c.measures {
                 let ci = m.ci.as_ref();
                 t.push(vec![
