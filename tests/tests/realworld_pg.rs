@@ -614,49 +614,8 @@ fn blame_on_a_backend_reading_alone() {
     // requests' service plus waiting behind others'; only the second is
     // blamed, and only on processes that did disk I/O. With nobody else on
     // the disk, nobody is blamed in this view.
-    let split = &r["disk_split"];
-    assert!(split.is_object(), "no disk split in the report: {r}");
-    let f = |v: &Value| v.as_f64().unwrap_or(0.0);
-    let (own, behind) = (f(&split["own_service_ns"]), f(&split["behind_others_ns"]));
-    assert_eq!(
-        f(&split["blocked_ns"]),
-        blocked,
-        "the split covers the disk's blocked time"
-    );
-    assert_eq!(
-        own + behind,
-        blocked,
-        "own {own} + behind {behind} vs {blocked}"
-    );
-    assert!(
-        own > 0.0,
-        "the cold scan's own requests were served: {split}"
-    );
-    let mut behind_given = 0.0;
-    for c in split["culprits"].as_array().unwrap() {
-        behind_given += f(&c["behind_blame_ns"]);
-        if let Some(pid) = c["pid"].as_u64() {
-            assert!(
-                io_pids.contains(&pid),
-                "pid {pid} blamed in the split view without disk I/O of its own: {c}"
-            );
-        }
-    }
-    assert!(
-        behind_given <= behind * (1.0 + 1e-9) + 1.0,
-        "blamed {behind_given} of {behind} behind others"
-    );
-    if io_pids.is_empty() {
-        assert!(
-            split["culprits"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .all(|c| !c["pid"].is_u64()),
-            "nobody else used the disk, yet: {}",
-            split["culprits"]
-        );
-    }
+    let (_, own, behind) = check_disk_split(&r, &io_pids);
+    assert!(own > 0.0, "the cold scan's own requests were served");
     eprintln!(
         "blame: disk blocked {blocked} ns (own service {own}, behind others {behind}); other processes with disk I/O: {io_pids:?}"
     );

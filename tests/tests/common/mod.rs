@@ -479,3 +479,65 @@ pub fn build_vprof_target(out: &std::path::Path) {
         .success();
     assert!(ok, "cc failed on {src}");
 }
+
+/// Blame's own-service split of a victim's disk wait (ttp's extension
+/// beside iQCAR's eq. 10), checked in a `blame --json` document: it covers
+/// the disk's blocked time, own + behind = blocked, only processes in
+/// `io_pids` (those that did disk I/O, the victim left out) are blamed for
+/// the wait behind others, never more than that wait, and nobody when no
+/// other process used the disk. Returns (blocked, own, behind) in ns.
+pub fn check_disk_split(
+    r: &serde_json::Value,
+    io_pids: &std::collections::BTreeSet<u64>,
+) -> (f64, f64, f64) {
+    let f = |v: &serde_json::Value| v.as_f64().unwrap_or(0.0);
+    let split = &r["disk_split"];
+    assert!(split.is_object(), "no disk split in the report: {r}");
+    let (blocked, own, behind) = (
+        f(&split["blocked_ns"]),
+        f(&split["own_service_ns"]),
+        f(&split["behind_others_ns"]),
+    );
+    let disk_blocked = r["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["resource"] == "disk")
+        .map(|x| f(&x["blocked_ns"]))
+        .expect("disk resource");
+    assert_eq!(
+        blocked, disk_blocked,
+        "the split covers the disk's blocked time"
+    );
+    assert_eq!(
+        own + behind,
+        blocked,
+        "own {own} + behind {behind} vs {blocked}"
+    );
+    let mut given = 0.0;
+    for c in split["culprits"].as_array().unwrap() {
+        given += f(&c["behind_blame_ns"]);
+        if let Some(pid) = c["pid"].as_u64() {
+            assert!(
+                io_pids.contains(&pid),
+                "pid {pid} blamed in the split view without disk I/O of its own: {c}"
+            );
+        }
+    }
+    assert!(
+        given <= behind * (1.0 + 1e-9) + 1.0,
+        "blamed {given} of {behind} behind others"
+    );
+    if io_pids.is_empty() {
+        assert!(
+            split["culprits"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|c| !c["pid"].is_u64()),
+            "nobody else used the disk, yet: {}",
+            split["culprits"]
+        );
+    }
+    (blocked, own, behind)
+}
