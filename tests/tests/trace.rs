@@ -199,7 +199,7 @@ fn attach_trace_follows_forked_children_and_report_reads_it() {
     let _serial = serial();
     let mut fx = Held::start(
         "fixture-forker",
-        &["--children", "50", "--child-cpu-us", "300"],
+        &["--children", "50", "--child-cpu-us", "1000"],
     );
     let parent = fx.pid();
     let trace = temp_path("forker.trace.json");
@@ -245,14 +245,20 @@ fn attach_trace_follows_forked_children_and_report_reads_it() {
         // tracepoints; on_cpu_ns is the scheduler's runtime, which starts
         // at the pick and stops at update_curr inside __schedule, a few µs
         // from the tracepoint on each side of every slice, and leaves out
-        // steal. A ~300 µs child differs by ~17 µs (seen beside a build):
-        // 1 % + 25 µs a slice + the machine's steal share of the slices.
+        // steal. The runtime can also start before the slice: after a
+        // wake-up preemption the scheduler skips the next rq clock update
+        // (rq_clock_skip_update), so a task picked then starts its runtime
+        // at a clock as old as the CPU took to reschedule. Seen beside a
+        // build: one ~300 µs child 34 µs over its slice (and 72 µs over
+        // taskstats, whose record is taken before exit_mm). Allowed: 1 % +
+        // 60 µs a slice + the machine's steal share of the slices. A lost
+        // slice of a 1 ms child is still well outside that.
         let slices = events
             .iter()
             .filter(|e| e["ph"] == "X" && e["pid"] == pid && e["tid"] == pid)
             .filter(|e| e["name"] == "Running")
             .count() as f64;
-        let bound = 0.01 * ledger + 25e3 * slices + steal * running;
+        let bound = 0.01 * ledger + 60e3 * slices + steal * running;
         assert!(
             running > 0.0 && (running - ledger).abs() <= bound,
             "child {pid}: running slices {running} ns ({slices} slices) vs ledger on_cpu_ns {ledger} (bound {bound})"
