@@ -98,6 +98,13 @@ pub struct LoadArgs {
     #[arg(long, default_value_t = 4096, value_name = "N")]
     pub max_in_flight: usize,
 
+    /// Open model: run the sender thread under SCHED_FIFO (priority 1), so
+    /// that ordinary tasks on a busy machine cannot delay its sends. Needs
+    /// root (CAP_SYS_NICE); the kernel's real-time throttling
+    /// (kernel.sched_rt_runtime_us) still leaves other tasks their share.
+    #[arg(long)]
+    pub realtime_sender: bool,
+
     /// Load model(s) to run.
     #[arg(long, value_enum, default_value = "open")]
     pub model: ModelChoice,
@@ -249,6 +256,11 @@ impl LoadArgs {
         if self.max_in_flight == 0 || self.connections == 0 {
             return usage("--max-in-flight and --connections must be at least 1");
         }
+        if self.realtime_sender && !crate::sys::privileges::may_use_realtime() {
+            return usage(
+                "--realtime-sender needs CAP_SYS_NICE (root) to make the sender thread SCHED_FIFO: run under sudo, or leave it out",
+            );
+        }
         if self.timeout.is_some_and(|t| t.is_zero()) {
             return usage("--timeout must be positive (leave it out for no timeout)");
         }
@@ -388,6 +400,7 @@ impl LoadArgs {
                 max_in_flight: self.max_in_flight,
                 connections: self.connections,
                 latency_limit_ns: self.latency_limit.map(nanos),
+                realtime_sender: self.realtime_sender,
             },
             models: match self.model {
                 ModelChoice::Open => vec![Model::Open],

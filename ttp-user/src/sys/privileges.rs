@@ -19,6 +19,7 @@ use crate::error::UsageError;
 pub enum Capability {
     NetAdmin = 12,
     SysAdmin = 21,
+    SysNice = 23,
     Perfmon = 38,
     Bpf = 39,
 }
@@ -32,6 +33,7 @@ impl Capability {
         match self {
             Capability::NetAdmin => "CAP_NET_ADMIN",
             Capability::SysAdmin => "CAP_SYS_ADMIN",
+            Capability::SysNice => "CAP_SYS_NICE",
             Capability::Perfmon => "CAP_PERFMON",
             Capability::Bpf => "CAP_BPF",
         }
@@ -109,6 +111,11 @@ impl Privileges {
 /// Checks this process can load eBPF programs; the error says what to do.
 pub fn require_bpf() -> Result<(), UsageError> {
     Privileges::read(Path::new("/proc"))?.require_bpf()
+}
+
+/// Whether this process may give its threads a real-time policy.
+pub fn may_use_realtime() -> bool {
+    Privileges::read(Path::new("/proc")).is_ok_and(|p| p.has(Capability::SysNice))
 }
 
 /// Checks this process can use taskstats; the error says what to do.

@@ -65,6 +65,9 @@ pub struct PhasePlan {
     /// request already later than this when it would be sent is skipped
     /// (not sent, counted).
     pub latency_limit_ns: Option<u64>,
+    /// Open model on the real clock: run the sender thread under SCHED_FIFO
+    /// (`--realtime-sender`), so ordinary tasks cannot delay its sends.
+    pub realtime_sender: bool,
 }
 
 /// Failures that end a load run.

@@ -212,7 +212,7 @@ fn send_open_schedule(
     let permits = Arc::new(Semaphore::new(plan.max_in_flight));
     let mut schedule = Schedule::new(plan.rate_per_s, plan.arrivals, plan.seed);
     let mut counts = ModelCounts::default();
-    let mut sleeper = PreciseSleeper::for_this_thread();
+    let mut sleeper = PreciseSleeper::for_this_thread(plan.realtime_sender);
     let mut schedstat = ThreadSchedstat::open();
     // On-CPU + run-queue wait of this thread so far (ns).
     let mut run_delay = || {

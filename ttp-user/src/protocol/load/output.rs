@@ -403,6 +403,7 @@ impl LoadReport {
                     fmt_ns(s.spin_ns)
                 )),
             }
+            line.extend(s.policy_note());
         }
         line.push('\n');
         line

@@ -45,6 +45,7 @@ fn plan(rate_per_s: f64, duration_ns: u64, connections: usize) -> PhasePlan {
         max_in_flight: 4096,
         connections,
         latency_limit_ns: None,
+        realtime_sender: false,
     }
 }
 

@@ -56,6 +56,24 @@ pub struct SenderStats {
     pub on_cpu_ns: Option<u64>,
     /// Spin margin at the end of the phase (ns).
     pub margin_ns: u64,
+    /// The thread ran under SCHED_FIFO (`--realtime-sender`).
+    #[serde(default)]
+    pub realtime: bool,
+}
+
+impl SenderStats {
+    /// The report's words on the sender's scheduling policy: said when it
+    /// was real-time, and a hint when it was not and waited for a CPU for
+    /// more than 1 % of the time it ran (its sends were late by that wait).
+    pub fn policy_note(&self) -> Option<String> {
+        if self.realtime {
+            return Some("\n        sender thread ran SCHED_FIFO (--realtime-sender)".into());
+        }
+        let waited = self.run_delay_ns?;
+        (waited > 1_000_000 && waited * 100 > self.on_cpu_ns.unwrap_or(0)).then(|| {
+            "\n        the sender waited for a CPU: --realtime-sender (root) schedules it ahead of ordinary tasks".into()
+        })
+    }
 }
 
 /// Sleeps to an instant with sub-microsecond precision (sleep, then spin).
@@ -67,19 +85,38 @@ pub struct PreciseSleeper {
 }
 
 impl PreciseSleeper {
-    /// Sets the calling thread's timer slack to 1 ns; the sleeper must be
-    /// used on that thread.
-    pub fn for_this_thread() -> Self {
+    /// Sets the calling thread's timer slack to 1 ns, and with `realtime`
+    /// its policy to SCHED_FIFO priority 1 (the lowest real-time priority:
+    /// enough to run ahead of every ordinary task); the sleeper must be used
+    /// on that thread. A refused policy is logged and recorded as not
+    /// real-time.
+    pub fn for_this_thread(realtime: bool) -> Self {
         // SAFETY: PR_SET_TIMERSLACK takes an integer and changes only the
         // calling thread's timer slack.
         unsafe {
             libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
         }
+        let realtime = realtime
+            && {
+                let param = libc::sched_param { sched_priority: 1 };
+                // SAFETY: pid 0 is the calling thread; `param` outlives the call.
+                let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
+                if rc != 0 {
+                    log::warn!(
+                        "the sender thread could not be made SCHED_FIFO ({}); it runs as an ordinary thread",
+                        std::io::Error::last_os_error()
+                    );
+                }
+                rc == 0
+            };
         Self {
             margin_ns: 100_000,
             recent_max_ns: 0,
             wakes: 0,
-            stats: SenderStats::default(),
+            stats: SenderStats {
+                realtime,
+                ..SenderStats::default()
+            },
         }
     }
 
@@ -164,7 +201,7 @@ mod tests {
     /// start value, grows without bound, or never forgets a single spike).
     #[test]
     fn margin_follows_recent_oversleeps() {
-        let mut s = PreciseSleeper::for_this_thread();
+        let mut s = PreciseSleeper::for_this_thread(false);
         s.learn(5_000);
         assert_eq!(s.margin_ns, MARGIN_MIN_NS);
         s.learn(70_000);
@@ -191,7 +228,7 @@ mod tests {
     /// controls; how late it returns depends on the machine).
     #[test]
     fn never_returns_early() {
-        let mut s = PreciseSleeper::for_this_thread();
+        let mut s = PreciseSleeper::for_this_thread(false);
         for i in 1..=20u64 {
             let deadline = Instant::now() + Duration::from_micros(137 * i);
             s.sleep_until(deadline);

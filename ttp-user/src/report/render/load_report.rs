@@ -198,6 +198,7 @@ impl LoadDoc {
                     fmt_ns(s.spin_ns)
                 )),
             }
+            line.extend(s.policy_note());
         }
         line.push('\n');
         line
