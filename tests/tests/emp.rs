@@ -398,8 +398,11 @@ fn calibration_finds_the_daemon_and_a_later_run_uses_its_cutoff() {
     assert!(runs_with(&o, "daemon_cutoff").is_superset(&woke));
 }
 
-/// Without a command, calibrate times INC sized on this machine. Catches a
-/// default workload that is not INC or not sized to --inc-seconds.
+/// Without a command, calibrate runs the paper's two calibrations of INC
+/// (Step 1 and Step 7), here with small counts and task lengths, sized on
+/// this machine, and states the procedure against the paper's. Catches a
+/// default workload that is not INC or not sized to the task length, a
+/// Step 7 not run or not merged, and a procedure not recorded.
 #[test]
 fn calibrate_defaults_to_inc_sized_for_this_machine() {
     if !root_or_skip("calibrate_defaults_to_inc_sized_for_this_machine") {
@@ -407,25 +410,47 @@ fn calibrate_defaults_to_inc_sized_for_this_machine() {
     }
     let _serial = serial();
     let dir = Scratch::new("inc");
-    let (code, stdout, _) = ttp_words(&format!(
-        "calibrate --runs 8 --inc-seconds 0.05 --as-root --out {} --record {}",
+    let (code, stdout, stderr) = ttp_words(&format!(
+        "calibrate --runs 8 --inc-seconds 0.05 --long-runs 8 --long-inc-seconds 0.1 --as-root --out {} --record {}",
         dir.s("profile.json"),
         dir.s("runs.json")
     ));
     assert_eq!(code, 0, "calibrate failed");
     let p = json(&dir.path("profile.json"));
-    let cal = &p["calibrations"][0];
-    assert_eq!(cal["usable_runs"], 8);
-    assert_eq!(cal["command"][1], "inc");
-    assert_eq!(cal["command"][2], "--loops");
-    let rec = json(&dir.path("runs.json"));
-    let runs = rec["runs"].as_array().unwrap();
-    assert_eq!(runs.len(), 9, "warm-up + 8");
-    for r in runs {
-        let pt = r["pt"]["runtime_ns"].as_u64().expect("runtime PT") as f64 / 1e9;
-        // INC's loop is 0.05 s of CPU; process start and exit add a little.
-        assert!((0.03..0.15).contains(&pt), "INC run of {pt} s for 0.05 s");
+    let cals = p["calibrations"].as_array().unwrap();
+    assert_eq!(cals.len(), 2, "Step 1 and Step 7");
+    for (cal, file, secs) in [
+        (&cals[0], "runs.json", 0.05),
+        (&cals[1], "runs.step7.json", 0.1),
+    ] {
+        assert_eq!(cal["usable_runs"], 8);
+        assert_eq!(cal["command"][1], "inc");
+        assert_eq!(cal["command"][2], "--loops");
+        let rec = json(&dir.path(file));
+        let runs = rec["runs"].as_array().unwrap();
+        assert_eq!(runs.len(), 9, "warm-up + 8");
+        for r in runs {
+            let pt = r["pt"]["runtime_ns"].as_u64().expect("runtime PT") as f64 / 1e9;
+            // INC's loop is `secs` of CPU; process start and exit add a
+            // little, and the loop count is rounded to whole iterations.
+            assert!(
+                (secs * 0.6..secs * 3.0).contains(&pt),
+                "INC run of {pt} s for {secs} s"
+            );
+        }
     }
+    let proc_ = &p["procedure"];
+    let phases = proc_["phases"].as_array().unwrap();
+    assert_eq!(phases.len(), 2);
+    assert_eq!(phases[0]["step"], 1);
+    assert_eq!(phases[0]["program"], "INC0.05");
+    assert_eq!(phases[0]["paper_runs"], 800);
+    assert_eq!(phases[1]["step"], 7);
+    assert_eq!(phases[1]["paper_task_seconds"], 16384.0);
+    assert_eq!(phases[1]["completed_runs"], 8);
+    assert!(proc_["iteration_cpu_ns"].as_u64().unwrap() > 0);
+    assert!(stderr.contains("in place of the paper's 800 × INC128"), "{stderr}");
+    assert!(stdout.contains("Step 7 took"), "{stdout}");
     assert!(stdout.contains("Step 8"));
 }
 
