@@ -209,8 +209,47 @@ fn emp_run_under_noise_keeps_pt_steady_and_drops_the_daemon_runs() {
         held,
         "{stdout}"
     );
-    // PT and ET outliers are counted apart (Table XVIII).
+    // PT and ET outliers are counted apart (Table XVIII: 16 ET, 20 PT),
+    // each against its own band, recomputed here from the runs the first
+    // sanity check kept: mean ± 2 sample sd of that time (Sec. 4.5).
     assert!(o["dropped"]["et_two_sigma"].is_u64() && o["et_two_sigma"]["n"].is_u64());
+    let passed: Vec<&Value> = o["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["verdict"] == "retained" || r["verdict"] == "two_sigma")
+        .collect();
+    let outside = |key: &str| -> BTreeSet<u64> {
+        let x: Vec<f64> = passed.iter().map(|r| r[key].as_f64().unwrap()).collect();
+        let n = x.len() as f64;
+        let m = x.iter().sum::<f64>() / n;
+        let sd = (x.iter().map(|v| (v - m).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
+        passed
+            .iter()
+            .zip(&x)
+            .filter(|(_, v)| (**v - m).abs() > 2.0 * sd)
+            .map(|(r, _)| r["index"].as_u64().unwrap())
+            .collect()
+    };
+    let (et_out, pt_out) = (outside("et_ns"), outside("pt_ns"));
+    assert_eq!(o["et_two_sigma"]["n"].as_u64(), Some(passed.len() as u64));
+    assert_eq!(
+        o["dropped"]["et_two_sigma"].as_u64(),
+        Some(et_out.len() as u64),
+        "ET outliers {et_out:?}"
+    );
+    assert_eq!(
+        o["dropped"]["two_sigma"].as_u64(),
+        Some(pt_out.len() as u64),
+        "PT outliers {pt_out:?}"
+    );
+    assert_eq!(runs_with(&o, "two_sigma"), pt_out);
+    let et_marked: BTreeSet<u64> = passed
+        .iter()
+        .filter(|r| !r["et_two_sigma"].is_null())
+        .map(|r| r["index"].as_u64().unwrap())
+        .collect();
+    assert_eq!(et_marked, et_out);
 
     // The runs that woke the daemon, by the program's own log (index 0 is
     // the warm-up). A run the loop set aside (lost ledger records) is never
