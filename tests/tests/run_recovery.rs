@@ -182,3 +182,60 @@ fn a_persistent_transient_failure_pauses_the_run() {
     assert!(x1["violations"].as_u64().unwrap() >= 1, "{x1}");
     let _ = std::fs::remove_file(&json);
 }
+
+/// A parameter scan whose plan changes at one value only: that Q@C
+/// restarts while the other goes on, and the rounds continue until both
+/// have their QEs. Catches a restart that clears the wrong Q@C, a loop that
+/// ends after n rounds with the restarted Q@C short of QEs, and a restart
+/// recorded on the wrong Q@C.
+#[test]
+fn a_restart_in_a_scan_restarts_only_its_qc() {
+    if !root_or_skip("a_restart_in_a_scan_restarts_only_its_qc") {
+        return;
+    }
+    let _serial = serial();
+    let dir = temp_path("recovery-scan");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("scan.json");
+    let d = dir.display();
+    let plan = format!(
+        "c=$(cat {d}/c{{k}} 2>/dev/null || echo 0); c=$((c+1)); echo $c > {d}/c{{k}}; \
+         if [ {{k}} = 2 ] && [ $c -gt 2 ]; then echo B; else echo A; fi"
+    );
+    let (code, _out, err) = ttp(&[
+        "run",
+        "-n",
+        "3",
+        "--as-root",
+        "-L",
+        "k=1,2",
+        "--plan-cmd",
+        &plan,
+        "--json",
+        json.to_str().unwrap(),
+        "--",
+        "true",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v = json_file(&json);
+    let qcs = v["qcs"].as_array().unwrap();
+    assert_eq!(qcs.len(), 2);
+    for qc in qcs {
+        let k = qc["labels"]["k"].as_str().unwrap();
+        let qes = qc["qes"].as_array().unwrap();
+        assert_eq!(qes.len(), 3, "k={k}");
+        let want = if k == "2" { "B\n" } else { "A\n" };
+        assert!(qes.iter().all(|q| q["plan"] == want), "k={k}: {qes:?}");
+        let rec = &qc["setup"]["recovery"];
+        if k == "2" {
+            assert_eq!(rec["plan_restarts"], 1, "{rec}");
+            assert_eq!(rec["restarts"][0]["discarded"], 2, "{rec}");
+        } else {
+            assert!(rec.is_null(), "k=1 restarted: {rec}");
+        }
+    }
+    let para = v["paragraph"].as_str().unwrap();
+    assert!(para.contains("k=2 was restarted 1 time(s)"), "{para}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
