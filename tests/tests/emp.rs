@@ -488,7 +488,10 @@ fn calibrate_defaults_to_inc_sized_for_this_machine() {
     assert_eq!(phases[1]["paper_task_seconds"], 16384.0);
     assert_eq!(phases[1]["completed_runs"], 8);
     assert!(proc_["iteration_cpu_ns"].as_u64().unwrap() > 0);
-    assert!(stderr.contains("in place of the paper's 800 × INC128"), "{stderr}");
+    assert!(
+        stderr.contains("in place of the paper's 800 × INC128"),
+        "{stderr}"
+    );
     assert!(stdout.contains("Step 7 took"), "{stdout}");
     assert!(stdout.contains("Step 8"));
 }

@@ -103,13 +103,20 @@ fn check_seconds(what: &str, s: f64) -> anyhow::Result<f64> {
 
 /// The run sets to measure (Step 1 and, for INC, Step 7; with --pair,
 /// Step 7 alone), checked before anything runs.
-fn phases(args: &Args) -> anyhow::Result<(Vec<Phase>, Option<(u64, u64)>)> {
+/// INC's iteration on this machine: CPU ns and increments.
+type Iteration = Option<(u64, u64)>;
+
+fn phases(args: &Args) -> anyhow::Result<(Vec<Phase>, Iteration)> {
     let long_asked = args.long_runs.is_some() || args.long_inc_seconds.is_some();
     let check_runs = |what: &str, n: u32| {
         if (n as usize) < MIN_RUNS {
             usage(format!(
                 "{what} must be at least {MIN_RUNS} (the paper uses {})",
-                if what == "--runs" && !args.pair { 800 } else { 40 }
+                if what == "--runs" && !args.pair {
+                    800
+                } else {
+                    40
+                }
             ))
         } else {
             Ok(n)
@@ -122,7 +129,11 @@ fn phases(args: &Args) -> anyhow::Result<(Vec<Phase>, Option<(u64, u64)>)> {
             );
         }
         let step = if args.pair { 7 } else { 1 };
-        let default = if args.pair { PAPER_LONG.0 } else { PAPER_SHORT.0 };
+        let default = if args.pair {
+            PAPER_LONG.0
+        } else {
+            PAPER_SHORT.0
+        };
         let runs = check_runs("--runs", args.runs.unwrap_or(default))?;
         return Ok((vec![Phase::command(step, runs, &args.command)], None));
     }
@@ -177,14 +188,17 @@ fn step7_path(p: &Path) -> PathBuf {
     })
 }
 
-/// Measures one run set; returns the runs and notes, and whether Ctrl-C
-/// stopped it.
+/// One run set as measured: the command, its runs (the warm-up first),
+/// notes, and whether Ctrl-C stopped it.
+type Measured = (Vec<String>, Vec<EmpRun>, Vec<String>, bool);
+
+/// Measures one run set.
 fn measure(
     args: &Args,
     phase: &Phase,
     record: Option<&Path>,
     stop: &StopFlag,
-) -> anyhow::Result<(Vec<String>, Vec<EmpRun>, Vec<String>, bool)> {
+) -> anyhow::Result<Measured> {
     let command = match phase.loops {
         Some(loops) => emp_live::inc_argv(loops)?,
         None => args.command.clone(),
@@ -311,13 +325,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             notes.push(format!("Step {} not run (interrupted)", phase.step));
             break;
         }
-        let record = args.record.as_ref().map(|r| {
-            if k == 0 {
-                r.clone()
-            } else {
-                step7_path(r)
-            }
-        });
+        let record = args
+            .record
+            .as_ref()
+            .map(|r| if k == 0 { r.clone() } else { step7_path(r) });
         let t0 = Instant::now();
         let (command, runs, mut n, interrupted) = measure(&args, phase, record.as_deref(), &stop)?;
         notes.append(&mut n);
@@ -328,10 +339,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             Ok(a) => a,
             // Ctrl-C in Step 7 before enough runs: Step 1's profile stands.
             Err(e) if interrupted && short.is_some() => {
-                notes.push(format!(
-                    "Step {} left out of the profile: {e}",
-                    phase.step
-                ));
+                notes.push(format!("Step {} left out of the profile: {e}", phase.step));
                 break;
             }
             Err(e) => return Err(e.into()),
@@ -342,10 +350,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         };
         profile.procedure = Some(procedure.clone());
         if interrupted && k + 1 < phases.len() {
-            notes.push(format!(
-                "Step {} not run (interrupted)",
-                phases[k + 1].step
-            ));
+            notes.push(format!("Step {} not run (interrupted)", phases[k + 1].step));
         }
         if k + 1 < phases.len() && !interrupted {
             // Step 1's profile is saved before Step 7's long runs.

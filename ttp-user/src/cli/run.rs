@@ -21,12 +21,7 @@ use crate::{
         paragraph::MachineFacts,
     },
     report::{atomic, units::parse_duration},
-    sys::{
-        affinity::CpuList,
-        invoker::Invoker,
-        signals::StopFlag,
-        spawn::RunAs,
-    },
+    sys::{affinity::CpuList, invoker::Invoker, signals::StopFlag, spawn::RunAs},
     window::{
         qe::QeError,
         session::{MeasurementSession, SessionOptions},
@@ -119,7 +114,12 @@ pub struct RunArgs {
     /// is retried after --backoff (comma-separated or repeated). A command
     /// that fails to start for a reason of the moment (EAGAIN, ENOMEM,
     /// ETXTBSY) is always retried.
-    #[arg(long, value_name = "CODES", value_delimiter = ',', conflicts_with = "postgres")]
+    #[arg(
+        long,
+        value_name = "CODES",
+        value_delimiter = ',',
+        conflicts_with = "postgres"
+    )]
     pub transient_exit: Vec<i32>,
     /// Pin the measured command to these CPUs (a cpulist such as 1, 0,2 or
     /// 0-3, as taskset -c takes): sched_setaffinity in the child before

@@ -91,13 +91,18 @@ fn shell(cmd: &str, run_as: &RunAs) -> Result<String, ShellError> {
 fn transient_start(e: &SpawnError) -> bool {
     match e {
         SpawnError::Setup { .. } => true,
-        SpawnError::Exec { source, .. } => matches!(
-            source.kind(),
-            io::ErrorKind::ResourceBusy
-                | io::ErrorKind::OutOfMemory
-                | io::ErrorKind::WouldBlock
-                | io::ErrorKind::Interrupted
-        ) || matches!(source.raw_os_error(), Some(libc::EAGAIN | libc::ENOMEM | libc::ETXTBSY)),
+        SpawnError::Exec { source, .. } => {
+            matches!(
+                source.kind(),
+                io::ErrorKind::ResourceBusy
+                    | io::ErrorKind::OutOfMemory
+                    | io::ErrorKind::WouldBlock
+                    | io::ErrorKind::Interrupted
+            ) || matches!(
+                source.raw_os_error(),
+                Some(libc::EAGAIN | libc::ENOMEM | libc::ETXTBSY)
+            )
+        }
         _ => false,
     }
 }
@@ -134,7 +139,8 @@ pub(super) fn next(
             Attempt::PlanChanged(p) => {
                 let measured = qc.qes.len() as u32;
                 let r = &mut qc.setup.recovery;
-                if let PlanVerdict::Pause(why) = r.check_plan(first.as_deref(), Some(&p), i, measured)
+                if let PlanVerdict::Pause(why) =
+                    r.check_plan(first.as_deref(), Some(&p), i, measured)
                 {
                     return Ok(Step::Paused { kept: None, why });
                 }

@@ -20,8 +20,8 @@ use crate::{
     window::qe::{QeContext, Roles, measure_with},
 };
 
-pub use crate::protocol::ttpv2::recovery::{MAX_PLAN_RESTARTS, MAX_RETRIES};
 use crate::protocol::ttpv2::recovery::PlanVerdict;
+pub use crate::protocol::ttpv2::recovery::{MAX_PLAN_RESTARTS, MAX_RETRIES};
 
 /// Options shared by every Q@C of a run or experiment.
 #[derive(Debug, Clone)]
@@ -309,12 +309,11 @@ impl<'a> Runner<'a> {
                     // Sec. 3.2.3: "When a DBMS reveals a different plan for a
                     // QE within the same Q@C, we restart the Q@C."
                     let measured = qc.qes.len() as u32;
-                    match qc.setup.recovery.check_plan(
-                        plan0.as_deref(),
-                        Some(&plan),
-                        i,
-                        measured,
-                    ) {
+                    match qc
+                        .setup
+                        .recovery
+                        .check_plan(plan0.as_deref(), Some(&plan), i, measured)
+                    {
                         PlanVerdict::Pause(why) => {
                             return Ok(QcRun {
                                 qc,

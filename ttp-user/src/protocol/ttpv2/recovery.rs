@@ -155,11 +155,23 @@ mod tests {
         assert_eq!(r.check_plan(Some("a"), Some("a"), 2, 1), PlanVerdict::Same);
         assert_eq!(r.check_plan(Some("a"), None, 2, 1), PlanVerdict::Same);
         assert!(r.is_empty());
-        assert_eq!(r.check_plan(Some("a"), Some("b"), 4, 3), PlanVerdict::Restart);
+        assert_eq!(
+            r.check_plan(Some("a"), Some("b"), 4, 3),
+            PlanVerdict::Restart
+        );
         assert_eq!(r.plan_restarts, 1);
-        assert_eq!(r.restarts, [PlanRestart { qe: 4, discarded: 3 }]);
+        assert_eq!(
+            r.restarts,
+            [PlanRestart {
+                qe: 4,
+                discarded: 3
+            }]
+        );
         for k in 2..=MAX_PLAN_RESTARTS {
-            assert_eq!(r.check_plan(Some("a"), Some("b"), 2, 1), PlanVerdict::Restart);
+            assert_eq!(
+                r.check_plan(Some("a"), Some("b"), 2, 1),
+                PlanVerdict::Restart
+            );
             assert_eq!(r.plan_restarts, k);
         }
         assert!(matches!(

@@ -161,9 +161,7 @@ impl Procedure {
         let paper_counts = phases.iter().all(|p| p.runs == p.paper_runs);
         let scale = match shares.first() {
             Some(Some(s))
-                if paper_counts
-                    && shares.iter().all(|x| *x == Some(*s))
-                    && phases.len() == 2 =>
+                if paper_counts && shares.iter().all(|x| *x == Some(*s)) && phases.len() == 2 =>
             {
                 Some(*s)
             }
@@ -201,7 +199,7 @@ impl Procedure {
             s += &format!("  {}\n", p.words());
         }
         match self.scale {
-            Some(x) if x == 1.0 => s += "  this is the paper's procedure\n",
+            Some(1.0) => s += "  this is the paper's procedure\n",
             Some(x) => {
                 s += &format!(
                     "  the paper's procedure at 1/{:.0} of its task lengths\n",
