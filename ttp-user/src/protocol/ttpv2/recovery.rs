@@ -200,4 +200,30 @@ mod tests {
         let s = r.statement(Some("q")).unwrap();
         assert!(s.contains("retried 10 transient"), "{s}");
     }
+
+    /// A Q@C's recovery reaches its run JSON (under `setup`) and the
+    /// paragraph, and survives being read back, as `analyze` reads it.
+    /// Catches a restart recorded in memory only.
+    #[test]
+    fn recovery_is_in_the_json_and_the_paragraph() {
+        let mut qc = crate::protocol::ttpv2::testutil::clean_qc(8);
+        qc.setup.recovery.check_plan(Some("a"), Some("b"), 4, 3);
+        let doc = crate::protocol::ttpv2::RunDocument::new(&qc, None);
+        let v = serde_json::to_value(&doc).unwrap();
+        assert_eq!(v["setup"]["recovery"]["plan_restarts"], 1, "{}", v["setup"]);
+        assert_eq!(v["setup"]["recovery"]["restarts"][0]["discarded"], 3);
+        assert!(
+            doc.paragraph
+                .contains("the Q@C was restarted 1 time(s) because its plan changed"),
+            "{}",
+            doc.paragraph
+        );
+        let back: super::super::model::QcInput =
+            serde_json::from_value(serde_json::to_value(&qc).unwrap()).unwrap();
+        assert_eq!(back.setup.recovery, qc.setup.recovery);
+        // Nothing recovered: nothing written.
+        let clean = crate::protocol::ttpv2::testutil::clean_qc(8);
+        let v = serde_json::to_value(&clean).unwrap();
+        assert!(v["setup"].get("recovery").is_none(), "{}", v["setup"]);
+    }
 }
