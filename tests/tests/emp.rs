@@ -556,3 +556,65 @@ fn interrupting_a_run_keeps_the_completed_runs() {
         "{o}"
     );
 }
+
+/// Ctrl-C during Step 7 of the default calibration: Step 1's profile was
+/// saved before Step 7 began and is what remains, with notes saying Step 7
+/// was interrupted and left out. Catches a long Step 7 interrupted taking
+/// Step 1's runs with it.
+#[test]
+fn interrupting_step_7_keeps_step_1() {
+    if !root_or_skip("interrupting_step_7_keeps_step_1") {
+        return;
+    }
+    let _serial = serial();
+    let dir = Scratch::new("step7");
+    let child = Command::new(ttp_bin())
+        .args([
+            "calibrate",
+            "--runs",
+            "8",
+            "--inc-seconds",
+            "0.02",
+            "--long-runs",
+            "40",
+            "--long-inc-seconds",
+            "1",
+            "--as-root",
+            "--out",
+            &dir.s("profile.json"),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start ttp-ebpf");
+    // The profile appears when Step 1 is done, before Step 7's first run.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !dir.path("profile.json").exists() {
+        assert!(Instant::now() < deadline, "no Step 1 profile");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().expect("ttp-ebpf output");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let p = json(&dir.path("profile.json"));
+    let cals = p["calibrations"].as_array().unwrap();
+    assert_eq!(cals.len(), 1, "Step 1 alone");
+    assert_eq!(cals[0]["usable_runs"], 8);
+    let phases = p["procedure"]["phases"].as_array().unwrap();
+    assert_eq!(phases[0]["completed_runs"], 8);
+    assert!(phases[1]["completed_runs"].as_u64().unwrap() < 40);
+    // "interrupted after k of 40 runs of Step 7", or "Step 7 not run
+    // (interrupted)" when the signal came before its first run.
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("note: ") && l.contains("Step 7") && l.contains("interrupted")),
+        "{stdout}"
+    );
+}
