@@ -392,7 +392,7 @@ fn calibration_finds_the_daemon_and_a_later_run_uses_its_cutoff() {
         .expect("a cut-off for fixture-noisyd");
     let basis = &d["short_basis"];
     assert_eq!(basis["rule"], "midpoint");
-    assert!(basis["central_max_ns"].is_null());
+    assert!(basis["central_max_ns"].is_null(), "{basis}");
     let l_min = basis["l_min_ns"].as_u64().unwrap();
     let cutoff = d["cases"][0]["cutoff_ns"].as_u64().unwrap();
     let ms = 1_000_000;
