@@ -209,8 +209,47 @@ fn emp_run_under_noise_keeps_pt_steady_and_drops_the_daemon_runs() {
         held,
         "{stdout}"
     );
-    // PT and ET outliers are counted apart (Table XVIII).
+    // PT and ET outliers are counted apart (Table XVIII: 16 ET, 20 PT),
+    // each against its own band, recomputed here from the runs the first
+    // sanity check kept: mean ± 2 sample sd of that time (Sec. 4.5).
     assert!(o["dropped"]["et_two_sigma"].is_u64() && o["et_two_sigma"]["n"].is_u64());
+    let passed: Vec<&Value> = o["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["verdict"] == "retained" || r["verdict"] == "two_sigma")
+        .collect();
+    let outside = |key: &str| -> BTreeSet<u64> {
+        let x: Vec<f64> = passed.iter().map(|r| r[key].as_f64().unwrap()).collect();
+        let n = x.len() as f64;
+        let m = x.iter().sum::<f64>() / n;
+        let sd = (x.iter().map(|v| (v - m).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
+        passed
+            .iter()
+            .zip(&x)
+            .filter(|(_, v)| (**v - m).abs() > 2.0 * sd)
+            .map(|(r, _)| r["index"].as_u64().unwrap())
+            .collect()
+    };
+    let (et_out, pt_out) = (outside("et_ns"), outside("pt_ns"));
+    assert_eq!(o["et_two_sigma"]["n"].as_u64(), Some(passed.len() as u64));
+    assert_eq!(
+        o["dropped"]["et_two_sigma"].as_u64(),
+        Some(et_out.len() as u64),
+        "ET outliers {et_out:?}"
+    );
+    assert_eq!(
+        o["dropped"]["two_sigma"].as_u64(),
+        Some(pt_out.len() as u64),
+        "PT outliers {pt_out:?}"
+    );
+    assert_eq!(runs_with(&o, "two_sigma"), pt_out);
+    let et_marked: BTreeSet<u64> = passed
+        .iter()
+        .filter(|r| !r["et_two_sigma"].is_null())
+        .map(|r| r["index"].as_u64().unwrap())
+        .collect();
+    assert_eq!(et_marked, et_out);
 
     // The runs that woke the daemon, by the program's own log (index 0 is
     // the warm-up). A run the loop set aside (lost ledger records) is never
@@ -353,7 +392,7 @@ fn calibration_finds_the_daemon_and_a_later_run_uses_its_cutoff() {
         .expect("a cut-off for fixture-noisyd");
     let basis = &d["short_basis"];
     assert_eq!(basis["rule"], "midpoint");
-    assert!(basis["central_max_ns"].is_null());
+    assert!(basis["central_max_ns"].is_null(), "{basis}");
     let l_min = basis["l_min_ns"].as_u64().unwrap();
     let cutoff = d["cases"][0]["cutoff_ns"].as_u64().unwrap();
     let ms = 1_000_000;
@@ -398,8 +437,11 @@ fn calibration_finds_the_daemon_and_a_later_run_uses_its_cutoff() {
     assert!(runs_with(&o, "daemon_cutoff").is_superset(&woke));
 }
 
-/// Without a command, calibrate times INC sized on this machine. Catches a
-/// default workload that is not INC or not sized to --inc-seconds.
+/// Without a command, calibrate runs the paper's two calibrations of INC
+/// (Step 1 and Step 7), here with small counts and task lengths, sized on
+/// this machine, and states the procedure against the paper's. Catches a
+/// default workload that is not INC or not sized to the task length, a
+/// Step 7 not run or not merged, and a procedure not recorded.
 #[test]
 fn calibrate_defaults_to_inc_sized_for_this_machine() {
     if !root_or_skip("calibrate_defaults_to_inc_sized_for_this_machine") {
@@ -407,25 +449,50 @@ fn calibrate_defaults_to_inc_sized_for_this_machine() {
     }
     let _serial = serial();
     let dir = Scratch::new("inc");
-    let (code, stdout, _) = ttp_words(&format!(
-        "calibrate --runs 8 --inc-seconds 0.05 --as-root --out {} --record {}",
+    let (code, stdout, stderr) = ttp_words(&format!(
+        "calibrate --runs 8 --inc-seconds 0.05 --long-runs 8 --long-inc-seconds 0.1 --as-root --out {} --record {}",
         dir.s("profile.json"),
         dir.s("runs.json")
     ));
     assert_eq!(code, 0, "calibrate failed");
     let p = json(&dir.path("profile.json"));
-    let cal = &p["calibrations"][0];
-    assert_eq!(cal["usable_runs"], 8);
-    assert_eq!(cal["command"][1], "inc");
-    assert_eq!(cal["command"][2], "--loops");
-    let rec = json(&dir.path("runs.json"));
-    let runs = rec["runs"].as_array().unwrap();
-    assert_eq!(runs.len(), 9, "warm-up + 8");
-    for r in runs {
-        let pt = r["pt"]["runtime_ns"].as_u64().expect("runtime PT") as f64 / 1e9;
-        // INC's loop is 0.05 s of CPU; process start and exit add a little.
-        assert!((0.03..0.15).contains(&pt), "INC run of {pt} s for 0.05 s");
+    let cals = p["calibrations"].as_array().unwrap();
+    assert_eq!(cals.len(), 2, "Step 1 and Step 7");
+    for (cal, file, secs) in [
+        (&cals[0], "runs.json", 0.05),
+        (&cals[1], "runs.step7.json", 0.1),
+    ] {
+        assert_eq!(cal["usable_runs"], 8);
+        assert_eq!(cal["command"][1], "inc");
+        assert_eq!(cal["command"][2], "--loops");
+        let rec = json(&dir.path(file));
+        let runs = rec["runs"].as_array().unwrap();
+        assert_eq!(runs.len(), 9, "warm-up + 8");
+        for r in runs {
+            let pt = r["pt"]["runtime_ns"].as_u64().expect("runtime PT") as f64 / 1e9;
+            // INC's loop is `secs` of CPU; process start and exit add a
+            // little, and the loop count is rounded to whole iterations.
+            assert!(
+                (secs * 0.6..secs * 3.0).contains(&pt),
+                "INC run of {pt} s for {secs} s"
+            );
+        }
     }
+    let proc_ = &p["procedure"];
+    let phases = proc_["phases"].as_array().unwrap();
+    assert_eq!(phases.len(), 2);
+    assert_eq!(phases[0]["step"], 1);
+    assert_eq!(phases[0]["program"], "INC0.05");
+    assert_eq!(phases[0]["paper_runs"], 800);
+    assert_eq!(phases[1]["step"], 7);
+    assert_eq!(phases[1]["paper_task_seconds"], 16384.0);
+    assert_eq!(phases[1]["completed_runs"], 8);
+    assert!(proc_["iteration_cpu_ns"].as_u64().unwrap() > 0);
+    assert!(
+        stderr.contains("in place of the paper's 800 × INC128"),
+        "{stderr}"
+    );
+    assert!(stdout.contains("Step 7 took"), "{stdout}");
     assert!(stdout.contains("Step 8"));
 }
 
@@ -487,5 +554,67 @@ fn interrupting_a_run_keeps_the_completed_runs() {
             .iter()
             .any(|n| n.as_str().unwrap().starts_with("interrupted")),
         "{o}"
+    );
+}
+
+/// Ctrl-C during Step 7 of the default calibration: Step 1's profile was
+/// saved before Step 7 began and is what remains, with notes saying Step 7
+/// was interrupted and left out. Catches a long Step 7 interrupted taking
+/// Step 1's runs with it.
+#[test]
+fn interrupting_step_7_keeps_step_1() {
+    if !root_or_skip("interrupting_step_7_keeps_step_1") {
+        return;
+    }
+    let _serial = serial();
+    let dir = Scratch::new("step7");
+    let child = Command::new(ttp_bin())
+        .args([
+            "calibrate",
+            "--runs",
+            "8",
+            "--inc-seconds",
+            "0.02",
+            "--long-runs",
+            "40",
+            "--long-inc-seconds",
+            "1",
+            "--as-root",
+            "--out",
+            &dir.s("profile.json"),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start ttp-ebpf");
+    // The profile appears when Step 1 is done, before Step 7's first run.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !dir.path("profile.json").exists() {
+        assert!(Instant::now() < deadline, "no Step 1 profile");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().expect("ttp-ebpf output");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let p = json(&dir.path("profile.json"));
+    let cals = p["calibrations"].as_array().unwrap();
+    assert_eq!(cals.len(), 1, "Step 1 alone");
+    assert_eq!(cals[0]["usable_runs"], 8);
+    let phases = p["procedure"]["phases"].as_array().unwrap();
+    assert_eq!(phases[0]["completed_runs"], 8);
+    assert!(phases[1]["completed_runs"].as_u64().unwrap() < 40);
+    // "interrupted after k of 40 runs of Step 7", or "Step 7 not run
+    // (interrupted)" when the signal came before its first run.
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("note: ") && l.contains("Step 7") && l.contains("interrupted")),
+        "{stdout}"
     );
 }

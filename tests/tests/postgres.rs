@@ -550,9 +550,9 @@ fn a_changed_plan_restarts_the_qc() {
     assert!(o.status.success(), "{}", stderr(&o));
     let doc = json(&out);
     assert!(
-        doc["postgres"]["plan_restarts"].as_u64().unwrap() >= 1,
+        doc["setup"]["recovery"]["plan_restarts"].as_u64().unwrap() >= 1,
         "{}",
-        doc["postgres"]
+        doc["setup"]
     );
     let qes = doc["qes"].as_array().unwrap();
     assert_eq!(qes.len(), 10);

@@ -1,7 +1,7 @@
 //! `ttp-ebpf calibrate`: the daemon cut-offs of EMPv5 (paper 001, Sec.
 //! 4.5.1, Steps 1–8) measured on this machine and saved as a profile.
 use std::{
-    path::PathBuf,
+    path::{Path, PathBuf},
     time::{Duration, Instant},
 };
 
@@ -13,7 +13,10 @@ use crate::{
     error::{UsageError, usage},
     protocol::emp::{
         EmpRun, Profile,
-        calibrate::{CalibrationConfig, MIN_RUNS, analyze, build_profile},
+        calibrate::{
+            CalibrationAnalysis, CalibrationConfig, MIN_RUNS, analyze, build_profile,
+            procedure::{PAPER_LONG, PAPER_SHORT, Phase, Procedure, QUICK_SCALE},
+        },
     },
     report::{atomic, emp as emp_report, units::parse_duration},
     sys::{invoker::Invoker, signals::StopFlag, spawn::RunAs},
@@ -22,29 +25,42 @@ use crate::{
 /// Find the infrequent, long-running daemons of this machine and a process-
 /// time cut-off for each (EMP Sec. 4.5.1), for `run --protocol emp --cutoffs`.
 ///
-/// Runs the program many times (Step 1; by default INC, the paper's
-/// compute-bound loop, sized to --inc-seconds of CPU on this machine), pairs
-/// consecutive runs into dual executions (Step 2), separates the central
-/// cluster from the L-samples (Step 3), finds the daemons whose executions
-/// pushed runs out of the cluster (Steps 4–6) and computes their cut-offs
-/// (Step 8). With --pair this calibration is the second, longer one of
-/// Step 7 and is merged with the one already in --out.
+/// By default the paper's procedure: Step 1, 800 runs of INC128 (INC sized
+/// to 128 s of CPU on this machine), then Step 7, 40 runs of INC16384, over
+/// nine days in all; --quick runs it at 1/1024 of the task lengths. Runs
+/// are paired into dual executions (Step 2), the central cluster is
+/// separated from the L-samples (Step 3), the daemons whose executions
+/// pushed runs out of the cluster are found (Steps 4–6) and their cut-offs
+/// computed from both calibrations (Step 8). With --pair this calibration
+/// is Step 7 alone, merged with the one already in --out.
 #[derive(Debug, ClapArgs)]
 pub struct Args {
-    /// Measured runs, after one discarded warm-up run. The paper uses 800
-    /// (Step 1) and 40 for the long calibration (Step 7).
-    #[arg(long, default_value_t = 800)]
-    pub runs: u32,
-    /// CPU seconds of one run of the default program, INC (the paper's
-    /// INC128 is 128 s; Step 7's INC16384 about 4.5 hours).
-    #[arg(long, value_name = "SECONDS", default_value_t = 1.0)]
-    pub inc_seconds: f64,
+    /// Measured runs of Step 1, after one discarded warm-up run (default
+    /// 800, the paper's; with --pair, 40, the paper's Step 7).
+    #[arg(long)]
+    pub runs: Option<u32>,
+    /// CPU seconds of one Step 1 run of INC (default 128: the paper's
+    /// INC128; with --pair, 16384).
+    #[arg(long, value_name = "SECONDS")]
+    pub inc_seconds: Option<f64>,
+    /// Runs of Step 7's long calibration of INC, right after Step 1
+    /// (default 40, the paper's; 0 leaves Step 7 for a later --pair).
+    #[arg(long, value_name = "RUNS")]
+    pub long_runs: Option<u32>,
+    /// CPU seconds of one Step 7 run of INC (default 16384: INC16384).
+    #[arg(long, value_name = "SECONDS")]
+    pub long_inc_seconds: Option<f64>,
+    /// The paper's procedure (800 + 40 runs) at 1/1024 of its task lengths:
+    /// INC0.125 and INC16, about 13 minutes of CPU.
+    #[arg(long, conflicts_with_all = ["inc_seconds", "long_inc_seconds", "runs", "long_runs", "pair", "from", "command"])]
+    pub quick: bool,
     /// Step 7: this is the long calibration; pair it with the (short)
     /// calibration stored in the --out profile and rewrite that profile with
     /// the cut-offs of both (Step 8).
     #[arg(long)]
     pub pair: bool,
-    /// The profile file to write (schema ttp.emp-profile/1).
+    /// The profile file to write (schema ttp.emp-profile/1), after Step 1
+    /// and again after Step 7.
     #[arg(long, value_name = "PROFILE", default_value = "emp-profile.json")]
     pub out: PathBuf,
     /// Write dual_execution.svg (every pair; the L shape) and
@@ -52,15 +68,17 @@ pub struct Args {
     #[arg(long, value_name = "DIR")]
     pub plot: Option<PathBuf>,
     /// Write the raw runs (schema ttp.emp-runs/1) to FILE while measuring
-    /// (at most once a second, and after the last run).
+    /// (at most once a second, and after the last run); Step 7's runs go to
+    /// FILE with `.step7` before its extension.
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
     /// Analyse runs recorded earlier (--record) instead of measuring.
     #[arg(long, value_name = "RUNS.json", conflicts_with_all = ["record", "command"])]
     pub from: Option<PathBuf>,
-    /// Kill a run that takes longer than this.
-    #[arg(long, default_value = "20m", value_parser = parse_duration)]
-    pub timeout: Duration,
+    /// Kill a run that takes longer than this (default: 20 minutes, or
+    /// twice the longest INC task length when that is longer).
+    #[arg(long, value_parser = parse_duration)]
+    pub timeout: Option<Duration>,
     /// Run the program as root instead of the invoking user (SUDO_UID).
     #[arg(long)]
     pub as_root: bool,
@@ -73,39 +91,140 @@ pub struct Args {
 /// How often the record is rewritten while measuring.
 const RECORD_EVERY: Duration = Duration::from_secs(1);
 
-fn measure(args: &Args) -> anyhow::Result<(Vec<String>, Vec<EmpRun>, Vec<String>)> {
-    let mut notes = Vec::new();
-    let command = if args.command.is_empty() {
-        if !(args.inc_seconds.is_finite() && args.inc_seconds > 0.0 && args.inc_seconds <= 86_400.0)
-        {
-            return usage("--inc-seconds must be between 0 and 86400, e.g. --inc-seconds 1");
-        }
-        let (cmd, note) = emp_live::inc_command(args.inc_seconds)?;
-        eprintln!("{note}");
-        notes.push(note);
-        cmd
+fn check_seconds(what: &str, s: f64) -> anyhow::Result<f64> {
+    if s.is_finite() && s > 0.0 && s <= 86_400.0 {
+        Ok(s)
     } else {
-        args.command.clone()
+        usage(format!(
+            "{what} must be between 0 and 86400 seconds of CPU, e.g. {what} 1"
+        ))
+    }
+}
+
+/// The run sets to measure (Step 1 and, for INC, Step 7; with --pair,
+/// Step 7 alone), checked before anything runs.
+/// INC's iteration on this machine: CPU ns and increments.
+type Iteration = Option<(u64, u64)>;
+
+fn phases(args: &Args) -> anyhow::Result<(Vec<Phase>, Iteration)> {
+    let long_asked = args.long_runs.is_some() || args.long_inc_seconds.is_some();
+    let check_runs = |what: &str, n: u32| {
+        if (n as usize) < MIN_RUNS {
+            usage(format!(
+                "{what} must be at least {MIN_RUNS} (the paper uses {})",
+                if what == "--runs" && !args.pair {
+                    800
+                } else {
+                    40
+                }
+            ))
+        } else {
+            Ok(n)
+        }
+    };
+    if !args.command.is_empty() {
+        if long_asked {
+            return usage(
+                "--long-runs and --long-inc-seconds size INC's Step 7; for your program, pair a longer run later with `calibrate --pair -- LONGER CMD`",
+            );
+        }
+        let step = if args.pair { 7 } else { 1 };
+        let default = if args.pair {
+            PAPER_LONG.0
+        } else {
+            PAPER_SHORT.0
+        };
+        let runs = check_runs("--runs", args.runs.unwrap_or(default))?;
+        return Ok((vec![Phase::command(step, runs, &args.command)], None));
+    }
+    if args.pair && long_asked {
+        return usage(
+            "with --pair, --runs and --inc-seconds size the Step 7 calibration; leave out --long-runs and --long-inc-seconds",
+        );
+    }
+    let scale = if args.quick { QUICK_SCALE } else { 1.0 };
+    let mut want: Vec<(u8, u32, f64)> = Vec::new();
+    if args.pair {
+        want.push((
+            7,
+            check_runs("--runs", args.runs.unwrap_or(PAPER_LONG.0))?,
+            check_seconds("--inc-seconds", args.inc_seconds.unwrap_or(PAPER_LONG.1))?,
+        ));
+    } else {
+        want.push((
+            1,
+            check_runs("--runs", args.runs.unwrap_or(PAPER_SHORT.0))?,
+            check_seconds(
+                "--inc-seconds",
+                args.inc_seconds.unwrap_or(PAPER_SHORT.1 * scale),
+            )?,
+        ));
+        let long_runs = args.long_runs.unwrap_or(PAPER_LONG.0);
+        if long_runs > 0 {
+            want.push((
+                7,
+                check_runs("--long-runs", long_runs)?,
+                check_seconds(
+                    "--long-inc-seconds",
+                    args.long_inc_seconds.unwrap_or(PAPER_LONG.1 * scale),
+                )?,
+            ));
+        }
+    }
+    let cal = crate::protocol::emp::inc::calibrate();
+    let phases = want
+        .into_iter()
+        .map(|(step, runs, secs)| Phase::inc(step, runs, secs, cal.loops_for(secs)))
+        .collect();
+    Ok((phases, Some((cal.outer_cpu_ns, cal.inner))))
+}
+
+/// `FILE.json` → `FILE.step7.json`.
+fn step7_path(p: &Path) -> PathBuf {
+    let ext = p.extension().map(|e| e.to_string_lossy().into_owned());
+    p.with_extension(match ext {
+        Some(e) => format!("step7.{e}"),
+        None => "step7".into(),
+    })
+}
+
+/// One run set as measured: the command, its runs (the warm-up first),
+/// notes, and whether Ctrl-C stopped it.
+type Measured = (Vec<String>, Vec<EmpRun>, Vec<String>, bool);
+
+/// Measures one run set.
+fn measure(
+    args: &Args,
+    phase: &Phase,
+    record: Option<&Path>,
+    stop: &StopFlag,
+) -> anyhow::Result<Measured> {
+    let command = match phase.loops {
+        Some(loops) => emp_live::inc_argv(loops)?,
+        None => args.command.clone(),
     };
     let run_as = if args.as_root {
         RunAs::Current
     } else {
         RunAs::User(Invoker::detect().map_err(|e| UsageError::new(e.to_string()))?)
     };
-    let stop = StopFlag::install().context("installing signal handlers")?;
+    // INC16384 runs 4.5 hours: the default timeout must not kill it.
+    let timeout = args.timeout.unwrap_or_else(|| {
+        Duration::from_secs_f64((phase.task_seconds.unwrap_or(0.0) * 2.0).max(1200.0))
+    });
     let plan = LivePlan {
         pin: None,
         command: &command,
-        runs: args.runs,
-        timeout: Some(args.timeout),
+        runs: phase.runs,
+        timeout: Some(timeout),
         run_as,
         quiet: true,
         unit: "runs",
     };
     let mut last_write: Option<Instant> = None;
-    let live = emp_live::measure(&plan, &stop, |runs, _bar| {
-        if let Some(path) = &args.record {
-            let last = runs.len() as u32 == args.runs + 1;
+    let live = emp_live::measure(&plan, stop, |runs, _bar| {
+        if let Some(path) = record {
+            let last = runs.len() as u32 == phase.runs + 1;
             if last || last_write.is_none_or(|t| t.elapsed() >= RECORD_EVERY) {
                 emp_live::write_record(path, &command, runs)?;
                 last_write = Some(Instant::now());
@@ -113,7 +232,7 @@ fn measure(args: &Args) -> anyhow::Result<(Vec<String>, Vec<EmpRun>, Vec<String>
         }
         Ok(())
     })?;
-    if let Some(path) = &args.record
+    if let Some(path) = record
         && !live.runs.is_empty()
     {
         emp_live::write_record(path, &command, &live.runs)?;
@@ -122,23 +241,47 @@ fn measure(args: &Args) -> anyhow::Result<(Vec<String>, Vec<EmpRun>, Vec<String>
     if let Some(e) = live.failure {
         return Err(e.context("the calibration program could not be run"));
     }
-    notes.extend(live.notes);
+    let mut notes = live.notes;
     if live.interrupted {
         notes.push(format!(
-            "interrupted after {} of {} runs; the calibration covers those",
+            "interrupted after {} of {} runs of Step {}; the calibration covers those",
             live.runs.len().saturating_sub(1),
-            args.runs
+            phase.runs,
+            phase.step
         ));
     }
-    Ok((command, live.runs, notes))
+    Ok((command, live.runs, notes, live.interrupted))
+}
+
+/// Steps 2–6 on the measured runs (the warm-up left out: dual executions
+/// start at run 1).
+fn analysed(
+    command: &[String],
+    runs: Vec<EmpRun>,
+) -> Result<CalibrationAnalysis, crate::protocol::emp::EmpError> {
+    let measured: Vec<EmpRun> = runs.into_iter().filter(|r| !r.flags.warm_up).collect();
+    analyze(command, &measured, &CalibrationConfig::default())
+}
+
+/// Writes and prints the profile.
+fn finish(args: &Args, profile: Profile, notes: &[String]) -> anyhow::Result<()> {
+    atomic::write_json_result(&args.out, &profile)?;
+    let shown = crate::report::render::Calibration(profile);
+    crate::report::render::print(&shown);
+    let profile = shown.0;
+    for n in notes {
+        println!("note: {n}");
+    }
+    if let Some(dir) = &args.plot {
+        for p in emp_report::write_calibration_plots(dir, &profile)? {
+            crate::report::atomic::announce(&p);
+        }
+    }
+    Ok(())
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    if (args.runs as usize) < MIN_RUNS {
-        return usage(format!(
-            "--runs must be at least {MIN_RUNS} (the paper uses 800)"
-        ));
-    }
+    let sigma_k = CalibrationConfig::default().sigma_k;
     // Step 7 needs the short calibration: read it before measuring.
     let short = if args.pair {
         let p = Profile::load(&args.out).map_err(|e| {
@@ -159,34 +302,78 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     } else {
         None
     };
-    let (command, runs, notes) = match &args.from {
-        Some(path) => {
-            let r = emp_live::read_record(path)?;
-            (r.command, r.runs, Vec::new())
+    if let Some(path) = &args.from {
+        if args.runs.is_some_and(|n| (n as usize) < MIN_RUNS) {
+            return usage(format!("--runs must be at least {MIN_RUNS}"));
         }
-        None => measure(&args)?,
-    };
-    // The warm-up run stays out of the pairs: dual executions start at run 1.
-    let measured: Vec<EmpRun> = runs.into_iter().filter(|r| !r.flags.warm_up).collect();
-    let cfg = CalibrationConfig::default();
-    let analysis = analyze(&command, &measured, &cfg)?;
-    let profile = match short {
-        Some(short) => build_profile(short, Some(analysis), cfg.sigma_k),
-        None => build_profile(analysis, None, cfg.sigma_k),
-    };
-    atomic::write_json_result(&args.out, &profile)?;
-    let shown = crate::report::render::Calibration(profile);
-    crate::report::render::print(&shown);
-    let profile = shown.0;
-    for n in &notes {
-        println!("note: {n}");
+        let r = emp_live::read_record(path)?;
+        let analysis = analysed(&r.command, r.runs)?;
+        let profile = match short {
+            Some(short) => build_profile(short, Some(analysis), sigma_k),
+            None => build_profile(analysis, None, sigma_k),
+        };
+        return finish(&args, profile, &[]);
     }
-    if let Some(dir) = &args.plot {
-        for p in emp_report::write_calibration_plots(dir, &profile)? {
-            crate::report::atomic::announce(&p);
+    let (phases, iteration) = phases(&args)?;
+    let mut procedure = Procedure::new(phases.clone(), iteration);
+    eprint!("{}", procedure.statement());
+    let stop = StopFlag::install().context("installing signal handlers")?;
+    let mut notes = Vec::new();
+    let mut short = short;
+    for (k, phase) in phases.iter().enumerate() {
+        if stop.raised() {
+            notes.push(format!("Step {} not run (interrupted)", phase.step));
+            break;
         }
+        let record = args
+            .record
+            .as_ref()
+            .map(|r| if k == 0 { r.clone() } else { step7_path(r) });
+        let t0 = Instant::now();
+        let (command, runs, mut n, interrupted) = measure(&args, phase, record.as_deref(), &stop)?;
+        notes.append(&mut n);
+        let done = &mut procedure.phases[k];
+        done.completed_runs = runs.iter().filter(|r| !r.flags.warm_up).count() as u32;
+        done.elapsed_s = t0.elapsed().as_secs_f64();
+        let analysis = match analysed(&command, runs) {
+            Ok(a) => a,
+            // Ctrl-C in Step 7 before enough runs: Step 1's profile stands.
+            Err(e) if interrupted && short.is_some() => {
+                notes.push(format!("Step {} left out of the profile: {e}", phase.step));
+                break;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let mut profile = match short.take() {
+            Some(s) => build_profile(s, Some(analysis), sigma_k),
+            None => build_profile(analysis, None, sigma_k),
+        };
+        profile.procedure = Some(procedure.clone());
+        if interrupted && k + 1 < phases.len() {
+            notes.push(format!("Step {} not run (interrupted)", phases[k + 1].step));
+        }
+        if k + 1 < phases.len() && !interrupted {
+            // Step 1's profile is saved before Step 7's long runs.
+            atomic::write_json_result(&args.out, &profile)?;
+            short = profile.calibrations.into_iter().next();
+            continue;
+        }
+        return finish(&args, profile, &notes);
     }
-    Ok(())
+    if args.pair {
+        for n in &notes {
+            eprintln!("note: {n}");
+        }
+        eprintln!("{} left unchanged", args.out.display());
+        return Ok(());
+    }
+    // Step 7 interrupted or not started: the profile of Step 1 alone.
+    let Some(short) = short else {
+        return usage("interrupted before the first calibration run: nothing measured");
+    };
+    let mut profile = build_profile(short, None, sigma_k);
+    profile.procedure = Some(procedure);
+    finish(&args, profile, &notes)
 }
 
 #[cfg(test)]
@@ -198,14 +385,17 @@ mod tests {
 
     fn args(from: &Path, out: &Path, pair: bool) -> Args {
         Args {
-            runs: 800,
-            inc_seconds: 1.0,
+            runs: None,
+            inc_seconds: None,
+            long_runs: None,
+            long_inc_seconds: None,
+            quick: false,
             pair,
             out: out.to_path_buf(),
             plot: None,
             record: None,
             from: Some(from.to_path_buf()),
-            timeout: Duration::from_secs(60),
+            timeout: None,
             as_root: false,
             command: vec![],
         }

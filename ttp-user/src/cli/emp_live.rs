@@ -213,27 +213,17 @@ pub fn measure_interleaved(
     Ok(outs)
 }
 
-/// The default program of `calibrate`: INC (`ttp-ebpf inc --loops C`), with
-/// C derived on this machine for `seconds` of CPU (EMP Fig. 7, Sec. 4.5.1
-/// Step 1).
-pub fn inc_command(seconds: f64) -> anyhow::Result<(Vec<String>, String)> {
+/// The default program of `calibrate`: INC (`ttp-ebpf inc --loops C`,
+/// EMP Fig. 7, Sec. 4.5.1 Step 1), `loops` derived on this machine for the
+/// task length (`protocol::emp::inc::Calibration::loops_for`).
+pub fn inc_argv(loops: u64) -> anyhow::Result<Vec<String>> {
     let exe: PathBuf = std::env::current_exe().context("locating the ttp-ebpf binary for INC")?;
-    let cal = crate::protocol::emp::inc::calibrate();
-    let loops = cal.loops_for(seconds);
-    let note = format!(
-        "INC calibrated on this machine: one iteration ({} increments) = {:.3} ms of CPU; {loops} iterations for {seconds} s",
-        cal.inner,
-        cal.outer_cpu_ns as f64 / 1e6
-    );
-    Ok((
-        vec![
-            exe.to_string_lossy().into_owned(),
-            "inc".into(),
-            "--loops".into(),
-            loops.to_string(),
-        ],
-        note,
-    ))
+    Ok(vec![
+        exe.to_string_lossy().into_owned(),
+        "inc".into(),
+        "--loops".into(),
+        loops.to_string(),
+    ])
 }
 
 /// Writes the runs as a recorded run set (`ttp.emp-runs/1`, the layout of

@@ -21,6 +21,7 @@ pub mod run_emp;
 mod run_emp_several;
 pub mod run_pg;
 mod run_plan;
+mod run_qe;
 mod run_several;
 pub mod vprofile;
 

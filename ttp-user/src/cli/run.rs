@@ -4,14 +4,13 @@
 //! one number with its sanity checks.
 use std::{
     path::{Path, PathBuf},
-    process::Command,
     time::Duration,
 };
 
 use anyhow::Context;
 use clap::Args;
 
-use super::run_plan;
+use super::{run_plan, run_qe::Step};
 use crate::{
     error::{UsageError, usage},
     probe::probe_error_ctx,
@@ -22,14 +21,9 @@ use crate::{
         paragraph::MachineFacts,
     },
     report::{atomic, units::parse_duration},
-    sys::{
-        affinity::CpuList,
-        invoker::Invoker,
-        signals::StopFlag,
-        spawn::{HeldChild, RunAs},
-    },
+    sys::{affinity::CpuList, invoker::Invoker, signals::StopFlag, spawn::RunAs},
     window::{
-        qe::{self, QeError},
+        qe::QeError,
         session::{MeasurementSession, SessionOptions},
     },
 };
@@ -110,10 +104,23 @@ pub struct RunArgs {
     /// restart of the running server's data directory.
     #[arg(long, value_name = "CMD", requires = "postgres")]
     pub restart_cmd: Option<String>,
-    /// --postgres: first back-off after a transient error (connection lost,
-    /// server restarting), doubled at each of up to ten retries.
+    /// First back-off after a transient failure (--postgres: connection
+    /// lost, server restarting; a command: see --transient-exit), doubled at
+    /// each of up to ten retries, after which the run pauses (Sec. 3.2.3).
     #[arg(long, default_value = "100ms", value_parser = parse_duration)]
     pub backoff: Duration,
+    /// Exit statuses of the command, --plan-cmd or --prepare that mean a
+    /// transient failure (e.g. a lost connection): the QE is not kept and
+    /// is retried after --backoff (comma-separated or repeated). A command
+    /// that fails to start for a reason of the moment (EAGAIN, ENOMEM,
+    /// ETXTBSY) is always retried.
+    #[arg(
+        long,
+        value_name = "CODES",
+        value_delimiter = ',',
+        conflicts_with = "postgres"
+    )]
+    pub transient_exit: Vec<i32>,
     /// Pin the measured command to these CPUs (a cpulist such as 1, 0,2 or
     /// 0-3, as taskset -c takes): sched_setaffinity in the child before
     /// exec, inherited by everything it starts (with --protocol emp, every
@@ -174,23 +181,6 @@ pub(crate) fn parse_labels(labels: &[String]) -> anyhow::Result<ttpv2::model::La
             ));
         };
         out.insert(k.trim().to_string(), v.trim().to_string());
-    }
-    Ok(out)
-}
-
-/// Runs `sh -c cmd` as `run_as` and returns its stdout.
-fn shell(cmd: &str, run_as: &RunAs) -> anyhow::Result<String> {
-    let mut c = Command::new("sh");
-    c.arg("-c").arg(cmd).stdout(std::process::Stdio::piped());
-    let mut child = HeldChild::spawn(c, run_as.clone())?.release()?;
-    let mut out = String::new();
-    if let Some(mut so) = child.take_stdout() {
-        use std::io::Read;
-        so.read_to_string(&mut out)?;
-    }
-    let exit = child.wait()?;
-    if !exit.status.success() {
-        anyhow::bail!("`{cmd}` failed: {}", exit.status);
     }
     Ok(out)
 }
@@ -382,6 +372,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
                 query_process: args.query_process.clone(),
                 utilities: args.utilities.clone(),
                 parameter: plan.parameter.clone(),
+                recovery: Default::default(),
             },
             qes: Vec::new(),
         })
@@ -400,34 +391,62 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     let bar = crate::report::progress::bar(u64::from(args.n) * qcs.len() as u64, "QE");
     let mut failure: Option<anyhow::Error> = None;
     // Interleaved: QE i of every Q@C before QE i + 1 of any, the first Q@C
-    // of each round rotating (docs/run.md).
-    'rounds: for i in 1..=args.n {
-        for j in run_plan::round_order(i, qcs.len()) {
+    // of each round rotating (docs/run.md); a Q@C restarted for a changed
+    // plan (Sec. 3.2.3) starts again at QE 1 while the others go on.
+    // Restarts and retries are said whether or not the bar is drawn.
+    let notify = |m: String| {
+        if bar.is_hidden() {
+            eprintln!("{m}");
+        } else {
+            bar.println(m);
+        }
+    };
+    let mut round = 0;
+    'rounds: while qcs.iter().any(|q| (q.qes.len() as u32) < args.n) {
+        round += 1;
+        for j in run_plan::round_order(round, qcs.len()) {
             if stop.raised() {
                 break 'rounds;
             }
             let spec = &plan.qcs[j];
             let qc = &mut qcs[j];
+            if qc.qes.len() as u32 >= args.n {
+                continue;
+            }
+            let i = qc.qes.len() as u32 + 1;
             let who = if several {
                 format!("{} QE {i}", qc.name())
             } else {
                 format!("QE {i}")
             };
-            match one_qe(&mut ctx, &args, &plan, spec, i)
-                .with_context(|| format!("before {who}"))?
-            {
-                Ok(out) if stop.raised() => {
+            let step = super::run_qe::next(&mut ctx, &args, &plan, spec, qc, &stop, &notify)
+                .with_context(|| format!("before {who}"))?;
+            match step {
+                Step::Measured(out) if stop.raised() => {
                     bar.println(format!(
                         "{who} interrupted: not kept (the QEs before it are kept)"
                     ));
                     drop(out);
                     break 'rounds;
                 }
-                Ok(out) => {
+                Step::Measured(out) => {
                     spans.push((i, out.t0_ns, out.t1_ns));
                     qc.qes.push(out.record);
                 }
-                Err(QeError::Spawn(e)) => {
+                Step::Restarted => {
+                    if !several {
+                        spans.clear();
+                    }
+                }
+                Step::Interrupted => break 'rounds,
+                Step::Paused { kept, why } => {
+                    if let Some(out) = kept {
+                        spans.push((i, out.t0_ns, out.t1_ns));
+                        qc.qes.push(out.record);
+                    }
+                    failure = Some(anyhow::anyhow!("paused: {why}"));
+                }
+                Step::Failed(QeError::Spawn(e)) => {
                     let mut rec = QeRecord::new(i, 0.0);
                     rec.spawn_error = Some(e.to_string());
                     qc.qes.push(rec);
@@ -437,15 +456,12 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
                     } else {
                         e.into()
                     });
-                    break 'rounds;
                 }
-                Err(QeError::Probe(e)) => {
+                Step::Failed(QeError::Probe(e)) => {
                     failure = Some(probe_error_ctx(e));
-                    break 'rounds;
                 }
-                Err(e @ (QeError::Trace(_) | QeError::Blame(_))) => {
+                Step::Failed(e @ (QeError::Trace(_) | QeError::Blame(_))) => {
                     failure = Some(e.into());
-                    break 'rounds;
                 }
             }
             if let Some(name) = &args.query_process {
@@ -457,7 +473,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             if let Some(path) = &args.json {
                 save(path, &qcs, &machine)?;
             }
-            bar.inc(1);
+            bar.set_position(qcs.iter().map(|q| q.qes.len() as u64).sum());
+            if failure.is_some() {
+                break 'rounds;
+            }
         }
     }
     bar.finish_and_clear();
@@ -501,48 +520,6 @@ fn save(path: &Path, qcs: &[QcInput], machine: &MachineFacts) -> anyhow::Result<
         _ => atomic::write_json(path, &super::run_several::document(qcs, machine)),
     }
     .with_context(|| format!("writing {}", path.display()))
-}
-
-/// One QE of Q@C `spec` (Fig. 5 and Sec. 3.1: the plan, then the
-/// preparation, and the cache clearing last, right before the QE). The
-/// outer error is a step before the QE that failed.
-fn one_qe(
-    ctx: &mut qe::QeContext<'_>,
-    args: &RunArgs,
-    plan: &Plan,
-    spec: &run_plan::QcSpec,
-    i: u32,
-) -> anyhow::Result<Result<qe::QeOutcome, QeError>> {
-    let plan_text = match &spec.plan_cmd {
-        Some(p) => Some(shell(p, &plan.run_as).context("--plan-cmd")?),
-        None => None,
-    };
-    if let Some(p) = &spec.prepare {
-        shell(p, &plan.run_as).context("--prepare")?;
-    }
-    let cold = match &plan.cold_cache {
-        Some(c) => Some(
-            c.before_qe(ctx.ledger)
-                .context("dropping the page cache (needs root)")?,
-        ),
-        None => None,
-    };
-    let mut cmd = Command::new(&spec.argv[0]);
-    cmd.args(&spec.argv[1..]);
-    if !args.show_output {
-        cmd.stdout(std::process::Stdio::null());
-    }
-    if let Some(pin) = plan.pin.clone() {
-        use std::os::unix::process::CommandExt;
-        // SAFETY: pin_self only calls sched_setaffinity on a set on the
-        // stack: no allocation or lock between fork and exec.
-        unsafe { cmd.pre_exec(move || pin.pin_self()) };
-    }
-    let mut out = qe::measure(ctx, i, cmd, plan_text);
-    if let Ok(o) = &mut out {
-        o.record.cold_cache = cold;
-    }
-    Ok(out)
 }
 
 /// The report of a run of one Q@C: the TTPv2 report, the JSON, the trace,

@@ -107,6 +107,11 @@ fn reject_ttpv2_options(a: &RunArgs) -> anyhow::Result<()> {
         ),
         ("--label", !a.labels.is_empty(), "labels name a TTPv2 Q@C"),
         ("--svg", a.svg.is_some(), "use --plot DIR"),
+        (
+            "--transient-exit",
+            !a.transient_exit.is_empty(),
+            "EMP sets a failed run aside and goes on",
+        ),
     ];
     match given.iter().find(|(_, g, _)| *g) {
         Some((name, _, why)) => usage(format!(

@@ -73,10 +73,10 @@ pub(crate) fn header(facts: &PgFacts, qc: &QcInput) -> String {
             .join(", "),
         qc.qes.len(),
         plans.len(),
-        if facts.plan_restarts > 0 {
+        if qc.setup.recovery.plan_restarts > 0 {
             format!(
                 "; the Q@C was restarted {} time(s) for a changed plan",
-                facts.plan_restarts
+                qc.setup.recovery.plan_restarts
             )
         } else {
             String::new()
@@ -87,10 +87,10 @@ pub(crate) fn header(facts: &PgFacts, qc: &QcInput) -> String {
             "  cold cache: `{r}`, then sync and drop_caches, before each QE; the cold start is somewhat artificially cold (Sec. 3.1)\n"
         );
     }
-    if !facts.retried_errors.is_empty() {
+    if !qc.setup.recovery.retried_errors.is_empty() {
         s += &format!(
             "  {} transient error(s) retried after a back-off\n",
-            facts.retried_errors.len()
+            qc.setup.recovery.retried_errors.len()
         );
     }
     s

@@ -20,12 +20,8 @@ use crate::{
     window::qe::{QeContext, Roles, measure_with},
 };
 
-/// Sec. 3.2.3: "If the exception happens more than the ten-time threshold,
-/// then the ongoing experiment is automatically paused".
-pub const MAX_RETRIES: u32 = 10;
-/// Q@C restarts for a changed plan before the run is paused (the paper
-/// restarts without a bound; a plan that never settles would loop).
-pub const MAX_PLAN_RESTARTS: u32 = 10;
+use crate::protocol::ttpv2::recovery::PlanVerdict;
+pub use crate::protocol::ttpv2::recovery::{MAX_PLAN_RESTARTS, MAX_RETRIES};
 
 /// Options shared by every Q@C of a run or experiment.
 #[derive(Debug, Clone)]
@@ -62,12 +58,6 @@ pub struct PgFacts {
     /// Rows the statement returned (last QE).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rows: Option<u64>,
-    /// Times the Q@C was restarted because the plan changed (Sec. 3.2.3).
-    #[serde(default)]
-    pub plan_restarts: u32,
-    /// Transient errors retried after a back-off, with their messages.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub retried_errors: Vec<String>,
 }
 
 /// How a Q@C ended.
@@ -102,7 +92,8 @@ pub enum QcError {
 
 enum Step {
     Measured(Box<QeRecord>, Option<u64>),
-    PlanChanged,
+    /// The plan captured before the QE, which differs from QE 1's.
+    PlanChanged(String),
     Interrupted,
 }
 
@@ -247,6 +238,7 @@ impl<'a> Runner<'a> {
                 query_process: None,
                 utilities: Vec::new(),
                 parameter: None,
+                recovery: Default::default(),
             },
             qes: Vec::new(),
         };
@@ -268,7 +260,11 @@ impl<'a> Runner<'a> {
                     Ok(step) => break step,
                     Err(QcError::Pg(e)) if e.is_transient() => {
                         self.disconnect();
-                        if attempt >= MAX_RETRIES {
+                        let Some(wait) = qc.setup.recovery.retry(
+                            format!("QE {i}: {e}"),
+                            attempt,
+                            self.opts.backoff,
+                        ) else {
                             return Ok(QcRun {
                                 qc,
                                 facts,
@@ -276,15 +272,12 @@ impl<'a> Runner<'a> {
                                     "QE {i}: {e} (still failing after {MAX_RETRIES} retries with exponential back-off)"
                                 )),
                             });
-                        }
-                        // Sec. 3.2.3: "each successively doubling the backoff time".
-                        let wait = self.opts.backoff * 2u32.saturating_pow(attempt);
+                        };
                         notify(format!(
                             "QE {i}: {e}; retry {}/{MAX_RETRIES} in {}",
                             attempt + 1,
                             humantime::format_duration(wait)
                         ));
-                        facts.retried_errors.push(format!("QE {i}: {e}"));
                         self.stop.sleep(wait);
                         attempt += 1;
                     }
@@ -312,24 +305,27 @@ impl<'a> Runner<'a> {
                         end: QcEnd::Interrupted,
                     });
                 }
-                Step::PlanChanged => {
+                Step::PlanChanged(plan) => {
                     // Sec. 3.2.3: "When a DBMS reveals a different plan for a
                     // QE within the same Q@C, we restart the Q@C."
-                    facts.plan_restarts += 1;
-                    if facts.plan_restarts > MAX_PLAN_RESTARTS {
-                        let why = format!(
-                            "the plan changed {} times; the query has no stable plan at this cardinality",
-                            facts.plan_restarts
-                        );
-                        return Ok(QcRun {
-                            qc,
-                            facts,
-                            end: QcEnd::Paused(why),
-                        });
+                    let measured = qc.qes.len() as u32;
+                    match qc
+                        .setup
+                        .recovery
+                        .check_plan(plan0.as_deref(), Some(&plan), i, measured)
+                    {
+                        PlanVerdict::Pause(why) => {
+                            return Ok(QcRun {
+                                qc,
+                                facts,
+                                end: QcEnd::Paused(why),
+                            });
+                        }
+                        PlanVerdict::Restart | PlanVerdict::Same => {}
                     }
                     notify(format!(
                         "QE {i}: the plan differs from QE 1's (X2); restarting the Q@C ({}/{MAX_PLAN_RESTARTS})",
-                        facts.plan_restarts
+                        qc.setup.recovery.plan_restarts
                     ));
                     qc.qes.clear();
                     facts.backend_pids.clear();
@@ -366,7 +362,7 @@ impl<'a> Runner<'a> {
         let (s, st) = self.ensure(sql)?;
         let plan = s.explain(&st)?;
         if plan0.is_some_and(|p| p != plan) {
-            return Ok(Step::PlanChanged);
+            return Ok(Step::PlanChanged(plan));
         }
         // After the restart and the plan: only the query's own pages are
         // left to read (Sec. 3.1: "All the pages needed to evaluate the

@@ -50,6 +50,7 @@ fn profile(cutoffs: &[(&str, u64)]) -> Profile {
             .collect(),
         cutoff_resolution_ns: None,
         calibrations: vec![],
+        procedure: None,
     }
 }
 

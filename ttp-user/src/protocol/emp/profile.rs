@@ -120,6 +120,11 @@ pub struct Profile {
     /// The calibration analyses it was computed from (short first, then the
     /// optional long one), kept so that profiles can be merged and audited.
     pub calibrations: Vec<CalibrationAnalysis>,
+    /// What the calibration ran against the paper's procedure (800 ×
+    /// INC128, then 40 × INC16384); absent in profiles written before ttp
+    /// recorded it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub procedure: Option<super::calibrate::procedure::Procedure>,
 }
 
 impl Profile {
@@ -217,6 +222,7 @@ mod tests {
             daemons: vec![periodic()],
             cutoff_resolution_ns: Some(1_000_000),
             calibrations: vec![],
+            procedure: None,
         };
         let bytes = serde_json::to_vec(&p).unwrap();
         assert_eq!(Profile::from_json(Path::new("p"), &bytes).unwrap(), p);

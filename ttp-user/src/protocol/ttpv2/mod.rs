@@ -25,6 +25,7 @@ pub mod model;
 pub mod paragraph;
 pub mod paragraph_deviations;
 pub mod post;
+pub mod recovery;
 pub mod report;
 pub mod scan_svg;
 pub mod stats;

@@ -459,6 +459,10 @@ pub struct Setup {
     /// POST2/POST3) in place of `cardinality`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parameter: Option<String>,
+    /// Restarts for a changed plan and retried transient failures
+    /// (Sec. 3.2.3; [`super::recovery`]).
+    #[serde(default, skip_serializing_if = "super::recovery::Recovery::is_empty")]
+    pub recovery: super::recovery::Recovery,
 }
 
 impl Default for Setup {
@@ -472,6 +476,7 @@ impl Default for Setup {
             query_process: None,
             utilities: Vec::new(),
             parameter: None,
+            recovery: Default::default(),
         }
     }
 }

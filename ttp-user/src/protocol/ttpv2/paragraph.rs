@@ -112,6 +112,10 @@ pub fn deviations(machine: Option<&MachineFacts>, qcs: &[QcInput]) -> Vec<String
         d.extend(m.deviations.iter().cloned());
     }
     d.extend(query_tree(qcs));
+    d.extend(qcs.iter().filter_map(|q| {
+        let name = (qcs.len() > 1).then(|| q.name());
+        q.setup.recovery.statement(name.as_deref())
+    }));
     if let Some(hz) = qcs.iter().map(|q| q.setup.user_hz).find(|&h| h != 100) {
         d.push(format!(
             "/proc ticks are {} ms (USER_HZ={hz}), not 10 ms",

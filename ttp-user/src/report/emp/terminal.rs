@@ -231,7 +231,11 @@ pub fn render_outcome(o: &EmpOutcome) -> String {
 
 /// The report of `calibrate`: Steps 2–6 of each calibration, then Step 8.
 pub fn render_calibration(p: &Profile) -> String {
-    let mut s = String::new();
+    let mut s = p
+        .procedure
+        .as_ref()
+        .map(|pr| pr.statement())
+        .unwrap_or_default();
     for (i, a) in p.calibrations.iter().enumerate() {
         let which = if i == 0 { "short" } else { "long" };
         let _ = writeln!(

@@ -74,6 +74,7 @@ pub fn build_profile(
         daemons,
         cutoff_resolution_ns: Some(CUTOFF_RESOLUTION_NS),
         calibrations: std::iter::once(short).chain(long).collect(),
+        procedure: None,
     }
 }
 

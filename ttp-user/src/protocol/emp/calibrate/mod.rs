@@ -7,6 +7,7 @@
 mod cutoffs;
 mod daemons;
 mod pairs;
+pub mod procedure;
 
 use std::collections::BTreeMap;
 

@@ -1,0 +1,298 @@
+//! One QE of `ttp-ebpf run -- CMD` in the order of Fig. 5 and Sec. 3.1 (the
+//! plan, then `--prepare`, the cache clearing last, right before the QE),
+//! with TTPv2's self-recovery (Sec. 3.2.3,
+//! [`crate::protocol::ttpv2::recovery`]): a plan
+//! that differs from QE 1's restarts the Q@C, a transient failure is
+//! retried after an exponential back-off and, ten retries later, pauses the
+//! run. What counts as transient for a command is in docs/run.md
+//! ("Transient failures").
+use std::{io, process::Command};
+
+use anyhow::Context;
+
+use super::run::{Plan, RunArgs};
+use crate::{
+    protocol::ttpv2::{
+        model::QcInput,
+        recovery::{MAX_PLAN_RESTARTS, MAX_RETRIES, PlanVerdict},
+    },
+    sys::{
+        signals::StopFlag,
+        spawn::{HeldChild, RunAs, SpawnError},
+    },
+    window::qe::{self, QeError},
+};
+
+/// How the next QE of a Q@C ended.
+pub(super) enum Step {
+    Measured(Box<qe::QeOutcome>),
+    /// The plan changed: the Q@C's QEs were discarded and it starts again
+    /// at QE 1.
+    Restarted,
+    /// Transient failures persisted (or the plan kept changing): the run
+    /// pauses. `kept` is the last attempt's QE when it ran (X1 counts its
+    /// exit status).
+    Paused {
+        kept: Option<Box<qe::QeOutcome>>,
+        why: String,
+    },
+    /// Ctrl-C during a back-off.
+    Interrupted,
+    Failed(QeError),
+}
+
+/// One attempt at QE `i`.
+enum Attempt {
+    Ran(Result<qe::QeOutcome, QeError>),
+    PlanChanged(String),
+    Transient {
+        what: String,
+        ran: Option<Result<qe::QeOutcome, QeError>>,
+    },
+}
+
+/// A `--plan-cmd` or `--prepare` that did not succeed.
+#[derive(Debug, thiserror::Error)]
+enum ShellError {
+    #[error(transparent)]
+    Start(#[from] SpawnError),
+    #[error("reading its output: {0}")]
+    Output(#[from] io::Error),
+    #[error("`{cmd}` failed: {status}")]
+    Exit {
+        cmd: String,
+        status: std::process::ExitStatus,
+    },
+}
+
+/// Runs `sh -c cmd` as `run_as` and returns its stdout.
+fn shell(cmd: &str, run_as: &RunAs) -> Result<String, ShellError> {
+    let mut c = Command::new("sh");
+    c.arg("-c").arg(cmd).stdout(std::process::Stdio::piped());
+    let mut child = HeldChild::spawn(c, run_as.clone())?.release()?;
+    let mut out = String::new();
+    if let Some(mut so) = child.take_stdout() {
+        use std::io::Read;
+        so.read_to_string(&mut out)?;
+    }
+    let exit = child.wait()?;
+    if !exit.status.success() {
+        return Err(ShellError::Exit {
+            cmd: cmd.to_string(),
+            status: exit.status,
+        });
+    }
+    Ok(out)
+}
+
+/// A start that failed for a reason of the moment (no process slot, memory,
+/// file descriptors, the executable being written), not one the user must
+/// fix (not found, not executable, bad format).
+fn transient_start(e: &SpawnError) -> bool {
+    match e {
+        SpawnError::Setup { .. } => true,
+        SpawnError::Exec { source, .. } => {
+            matches!(
+                source.kind(),
+                io::ErrorKind::ResourceBusy
+                    | io::ErrorKind::OutOfMemory
+                    | io::ErrorKind::WouldBlock
+                    | io::ErrorKind::Interrupted
+            ) || matches!(
+                source.raw_os_error(),
+                Some(libc::EAGAIN | libc::ENOMEM | libc::ETXTBSY)
+            )
+        }
+        _ => false,
+    }
+}
+
+fn transient_shell(e: &ShellError, codes: &[i32]) -> bool {
+    match e {
+        ShellError::Start(s) => transient_start(s),
+        ShellError::Exit { status, .. } => status.code().is_some_and(|c| codes.contains(&c)),
+        ShellError::Output(_) => false,
+    }
+}
+
+/// The next QE of `qc` (QE `qc.qes.len() + 1`), retried and restarted as
+/// Sec. 3.2.3 says; every restart and retry is recorded in
+/// `qc.setup.recovery`. The error is a step before the QE that failed for
+/// good.
+pub(super) fn next(
+    ctx: &mut qe::QeContext<'_>,
+    args: &RunArgs,
+    plan: &Plan,
+    spec: &super::run_plan::QcSpec,
+    qc: &mut QcInput,
+    stop: &StopFlag,
+    notify: &dyn Fn(String),
+) -> anyhow::Result<Step> {
+    let i = qc.qes.len() as u32 + 1;
+    let first = qc.qes.first().and_then(|q| q.plan.clone());
+    let who = qc.name();
+    let mut attempt = 0u32;
+    loop {
+        match one_qe(ctx, args, plan, spec, i, first.as_deref())? {
+            Attempt::Ran(Ok(out)) => return Ok(Step::Measured(Box::new(out))),
+            Attempt::Ran(Err(e)) => return Ok(Step::Failed(e)),
+            Attempt::PlanChanged(p) => {
+                let measured = qc.qes.len() as u32;
+                let r = &mut qc.setup.recovery;
+                if let PlanVerdict::Pause(why) =
+                    r.check_plan(first.as_deref(), Some(&p), i, measured)
+                {
+                    return Ok(Step::Paused { kept: None, why });
+                }
+                notify(format!(
+                    "{who} QE {i}: the plan differs from QE 1's (X2); restarting the Q@C ({}/{MAX_PLAN_RESTARTS}), {measured} QE(s) discarded",
+                    r.plan_restarts
+                ));
+                qc.qes.clear();
+                return Ok(Step::Restarted);
+            }
+            Attempt::Transient { what, ran } => {
+                let Some(wait) =
+                    qc.setup
+                        .recovery
+                        .retry(format!("QE {i}: {what}"), attempt, args.backoff)
+                else {
+                    let why = format!(
+                        "QE {i}: {what} (still failing after {MAX_RETRIES} retries with exponential back-off)"
+                    );
+                    return Ok(match ran {
+                        Some(Ok(o)) => Step::Paused {
+                            kept: Some(Box::new(o)),
+                            why,
+                        },
+                        Some(Err(e)) => Step::Failed(e),
+                        None => Step::Paused { kept: None, why },
+                    });
+                };
+                notify(format!(
+                    "{who} QE {i}: {what}; retry {}/{MAX_RETRIES} in {}",
+                    attempt + 1,
+                    humantime::format_duration(wait)
+                ));
+                drop(ran);
+                stop.sleep(wait);
+                if stop.raised() {
+                    return Ok(Step::Interrupted);
+                }
+                attempt += 1;
+            }
+        }
+    }
+}
+
+/// One attempt at QE `i` of Q@C `spec` (Fig. 5 and Sec. 3.1: the plan, then
+/// the preparation, and the cache clearing last, right before the QE).
+fn one_qe(
+    ctx: &mut qe::QeContext<'_>,
+    args: &RunArgs,
+    plan: &Plan,
+    spec: &super::run_plan::QcSpec,
+    i: u32,
+    first_plan: Option<&str>,
+) -> anyhow::Result<Attempt> {
+    let codes = &args.transient_exit;
+    let plan_text = match &spec.plan_cmd {
+        Some(p) => match shell(p, &plan.run_as) {
+            Ok(t) => Some(t),
+            Err(e) if transient_shell(&e, codes) => {
+                return Ok(Attempt::Transient {
+                    what: format!("--plan-cmd: {e}"),
+                    ran: None,
+                });
+            }
+            Err(e) => return Err(e).context("--plan-cmd"),
+        },
+        None => None,
+    };
+    if let (Some(a), Some(b)) = (first_plan, &plan_text)
+        && a != b
+    {
+        return Ok(Attempt::PlanChanged(b.clone()));
+    }
+    if let Some(p) = &spec.prepare {
+        match shell(p, &plan.run_as) {
+            Ok(_) => {}
+            Err(e) if transient_shell(&e, codes) => {
+                return Ok(Attempt::Transient {
+                    what: format!("--prepare: {e}"),
+                    ran: None,
+                });
+            }
+            Err(e) => return Err(e).context("--prepare"),
+        }
+    }
+    let cold = match &plan.cold_cache {
+        Some(c) => Some(
+            c.before_qe(ctx.ledger)
+                .context("dropping the page cache (needs root)")?,
+        ),
+        None => None,
+    };
+    let mut cmd = Command::new(&spec.argv[0]);
+    cmd.args(&spec.argv[1..]);
+    if !args.show_output {
+        cmd.stdout(std::process::Stdio::null());
+    }
+    if let Some(pin) = plan.pin.clone() {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: pin_self only calls sched_setaffinity on a set on the
+        // stack: no allocation or lock between fork and exec.
+        unsafe { cmd.pre_exec(move || pin.pin_self()) };
+    }
+    let mut out = qe::measure(ctx, i, cmd, plan_text);
+    if let Ok(o) = &mut out {
+        o.record.cold_cache = cold;
+    }
+    Ok(match out {
+        Ok(o) if o.record.exit_code.is_some_and(|c| codes.contains(&c)) => Attempt::Transient {
+            what: format!(
+                "exit status {} (--transient-exit)",
+                o.record.exit_code.unwrap_or_default()
+            ),
+            ran: Some(Ok(o)),
+        },
+        Err(QeError::Spawn(e)) if transient_start(&e) => Attempt::Transient {
+            what: e.to_string(),
+            ran: Some(Err(QeError::Spawn(e))),
+        },
+        other => Attempt::Ran(other),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Catches a failure the user must fix (command not found, not
+    /// executable) retried for minutes, and a machine failure of the moment
+    /// (fork's EAGAIN, ETXTBSY) not retried; exit statuses only when listed.
+    #[test]
+    fn which_failures_are_transient() {
+        let exec = |errno| SpawnError::Exec {
+            program: "q".into(),
+            source: io::Error::from_raw_os_error(errno),
+        };
+        assert!(transient_start(&exec(libc::EAGAIN)));
+        assert!(transient_start(&exec(libc::ETXTBSY)));
+        assert!(transient_start(&exec(libc::ENOMEM)));
+        assert!(!transient_start(&exec(libc::ENOENT)));
+        assert!(!transient_start(&exec(libc::EACCES)));
+        assert!(!transient_start(&exec(libc::ENOEXEC)));
+        assert!(!transient_start(&SpawnError::NotFound {
+            program: "q".into()
+        }));
+        use std::os::unix::process::ExitStatusExt;
+        let exit = |code: i32| ShellError::Exit {
+            cmd: "x".into(),
+            status: std::process::ExitStatus::from_raw(code << 8),
+        };
+        assert!(transient_shell(&exit(75), &[75]));
+        assert!(!transient_shell(&exit(1), &[75]));
+        assert!(!transient_shell(&exit(75), &[]));
+    }
+}
