@@ -49,10 +49,18 @@ fn shared_cpu() -> String {
     (n - 1).to_string()
 }
 
-/// Starts fixture-noisyd and waits until its FIFOs are open.
+/// The daemon's process name: unique to this test process, so that another
+/// run of these tests on the same machine (its own fixture-noisyd) is not
+/// taken for this test's daemon by EMP's name-based cut-offs.
+fn daemon_name() -> String {
+    format!("noisyd-{}", std::process::id())
+}
+
+/// Starts fixture-noisyd under [`daemon_name`] and waits until its FIFOs
+/// are open.
 fn start_daemon(dir: &Scratch, cpu: &str, burn_ms: &str) -> Background {
     let mut child = Command::new(fixture("fixture-noisyd"))
-        .args(["--pin", cpu, "--burn-ms", burn_ms])
+        .args(["--pin", cpu, "--burn-ms", burn_ms, "--comm", &daemon_name()])
         .args(["--trigger", &dir.s("trig"), "--log", &dir.s("noisyd.log")])
         .stdout(Stdio::piped())
         .spawn()
@@ -168,8 +176,11 @@ fn emp_run_under_noise_keeps_pt_steady_and_drops_the_daemon_runs() {
     let profile = dir.path("profile.json");
     std::fs::write(
         &profile,
-        r#"{"schema":"ttp.emp-profile/1","created_by":"test","calibrations":[],
-            "daemons":[{"name":"fixture-noisyd","cases":[{"when":"always","cutoff_ns":20000000}]}]}"#,
+        format!(
+            r#"{{"schema":"ttp.emp-profile/1","created_by":"test","calibrations":[],
+            "daemons":[{{"name":"{}","cases":[{{"when":"always","cutoff_ns":20000000}}]}}]}}"#,
+            daemon_name()
+        ),
     )
     .unwrap();
     let (code, stdout, _) = ttp_words(&format!(
@@ -261,7 +272,7 @@ fn emp_run_under_noise_keeps_pt_steady_and_drops_the_daemon_runs() {
     let woke_usable: BTreeSet<u64> = woke.difference(&flagged(&o)).copied().collect();
     assert!(!woke_usable.is_empty(), "both daemon runs set aside: {o}");
     assert_eq!(runs_with(&o, "daemon_cutoff"), woke_usable, "daemon rule");
-    assert_eq!(hit_runs(&o, "fixture-noisyd"), woke_usable);
+    assert_eq!(hit_runs(&o, &daemon_name()), woke_usable);
     for r in o["runs"].as_array().unwrap() {
         let i = r["index"].as_u64().unwrap();
         let v = r["verdict"].as_str().unwrap();
@@ -323,7 +334,7 @@ fn emp_run_under_noise_keeps_pt_steady_and_drops_the_daemon_runs() {
     assert!(runs.iter().all(|r| r["pt"]["taskstats_us"].is_u64()));
     let text = assert_valid_svg(&dir.path("plots/emp_series.svg"));
     assert!(text.contains("dropped: daemon cut-off ("));
-    assert!(stdout.contains("dropped (daemon cut-off): fixture-noisyd["));
+    assert!(stdout.contains(&format!("dropped (daemon cut-off): {}[", daemon_name())));
 }
 
 /// A calibration of 60 runs of a 10 ms program, in four of which (every
@@ -372,9 +383,9 @@ fn calibration_finds_the_daemon_and_a_later_run_uses_its_cutoff() {
         .into_iter()
         .filter(|i| !set_aside.contains(i))
         .collect();
-    let runs: Vec<u64> = cal["infrequent"]["fixture-noisyd"]["run_indices"]
+    let runs: Vec<u64> = cal["infrequent"][daemon_name()]["run_indices"]
         .as_array()
-        .expect("fixture-noisyd identified as infrequent")
+        .expect("the daemon identified as infrequent")
         .iter()
         .map(|r| r.as_u64().unwrap())
         .collect();
@@ -388,8 +399,8 @@ fn calibration_finds_the_daemon_and_a_later_run_uses_its_cutoff() {
         .as_array()
         .unwrap()
         .iter()
-        .find(|d| d["name"] == "fixture-noisyd")
-        .expect("a cut-off for fixture-noisyd");
+        .find(|d| d["name"] == daemon_name().as_str())
+        .expect("a cut-off for the daemon");
     let basis = &d["short_basis"];
     assert_eq!(basis["rule"], "midpoint");
     assert!(basis["central_max_ns"].is_null(), "{basis}");
@@ -427,13 +438,13 @@ fn calibration_finds_the_daemon_and_a_later_run_uses_its_cutoff() {
     ));
     assert_eq!(code, 0, "run failed");
     let o = json(&dir.path("out.json"));
-    assert_eq!(o["cutoffs"]["cutoffs_ns"]["fixture-noisyd"], cutoff);
+    assert_eq!(o["cutoffs"]["cutoffs_ns"][daemon_name()], cutoff);
     let woke: BTreeSet<u64> = BTreeSet::from([4, 8])
         .difference(&flagged(&o))
         .copied()
         .collect();
     assert!(!woke.is_empty(), "both daemon runs set aside: {o}");
-    assert_eq!(hit_runs(&o, "fixture-noisyd"), woke);
+    assert_eq!(hit_runs(&o, &daemon_name()), woke);
     assert!(runs_with(&o, "daemon_cutoff").is_superset(&woke));
 }
 

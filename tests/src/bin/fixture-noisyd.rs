@@ -2,8 +2,9 @@
 //! sleeps until a byte arrives on `--trigger DIR`/go (fixture-spin sends
 //! one in chosen executions), burns `--burn-ms` of its own CPU time, appends
 //! that CPU time in ns to `--log FILE`, and answers with a byte on
-//! `DIR/done`. Its process name (`fixture-noisyd`) is what a cut-off
-//! profile names. `--pin CPU` pins it. Prints "ready" once the FIFOs exist.
+//! `DIR/done`. Its process name (`fixture-noisyd`, or `--comm NAME`, at
+//! most 15 bytes) is what a cut-off profile names. `--pin CPU` pins it.
+//! Prints "ready" once the FIFOs exist.
 use std::{
     ffi::CString,
     fs::{File, OpenOptions},
@@ -32,6 +33,16 @@ fn main() -> std::io::Result<()> {
     let pin: i64 = ttp_tests::arg("--pin", -1);
     if pin >= 0 {
         ttp_tests::pin_to_cpu(pin as usize)?;
+    }
+    let comm: String = ttp_tests::arg("--comm", String::new());
+    if !comm.is_empty() {
+        let c = CString::new(comm).map_err(std::io::Error::other)?;
+        // SAFETY: PR_SET_NAME reads a NUL-terminated string (the kernel
+        // keeps its first 15 bytes) and renames the calling thread, here the
+        // process's only thread.
+        if unsafe { libc::prctl(libc::PR_SET_NAME, c.as_ptr()) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
     }
     let burn_ms: u64 = ttp_tests::arg("--burn-ms", 60);
     let dir = PathBuf::from(ttp_tests::arg("--trigger", String::from(".")));
