@@ -386,6 +386,11 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             qes: Vec::new(),
         })
         .collect();
+    let blame = args
+        .blame
+        .then(|| crate::protocol::blame::qe::QeBlameStarter {
+            window_ns: u64::try_from(args.blame_window.as_nanos()).unwrap_or(u64::MAX),
+        });
     let mut ctx = session.qe_context(plan.run_as.clone());
     ctx.recorder = recorder
         .as_mut()
@@ -393,9 +398,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     ctx.utilities = &args.utilities;
     ctx.query_by_name = args.query_process.is_some();
     ctx.timeout = Some(args.timeout);
-    ctx.blame_window_ns = args
-        .blame
-        .then(|| u64::try_from(args.blame_window.as_nanos()).unwrap_or(u64::MAX));
+    ctx.beside = blame
+        .as_ref()
+        .map(|b| b as &dyn crate::window::qe::BesideQe);
     let several = qcs.len() > 1;
     let bar = crate::report::progress::bar(u64::from(args.n) * qcs.len() as u64, "QE");
     let mut failure: Option<anyhow::Error> = None;

@@ -19,16 +19,17 @@ use crate::{
         taskstats::{Scope as TsScope, TaskstatsRecord},
     },
     probe::{Ledger, ProbeError},
-    protocol::ttpv2::model::{
-        Measures, OverallMeasures, ProcKey, ProcessClass, ProcessMeasures, ProcessSets, QeRecord,
-    },
     sys::{
         clock,
         spawn::{HeldChild, RunAs, SpawnError},
     },
     window::{
+        blame_record::BlameSummary,
         procs::{self, ProcSet},
-        qe_blame::QeBlame,
+        record::{
+            Measures, OverallMeasures, ProcKey, ProcessClass, ProcessMeasures, ProcessSets,
+            QeRecord,
+        },
     },
 };
 
@@ -40,6 +41,24 @@ pub trait FollowProcess {
         ledger: &mut Ledger,
         tgid: u32,
     ) -> Result<(), Box<dyn std::error::Error + Send + Sync>>;
+}
+
+/// A measurement that runs beside each QE's command from the moment it is
+/// held until it has exited (`run --blame`: the contention blame of
+/// `protocol::blame::qe`). The protocol that provides it sits above this
+/// window, so the window sees it only through this seam.
+pub trait BesideQe {
+    /// Starts on the held command `pid` (not yet released); an error means
+    /// the QE cannot be measured as asked.
+    fn start(&self, pid: u32) -> Result<Box<dyn RunningBeside>, String>;
+}
+
+/// A measurement started by [`BesideQe::start`]; dropped without
+/// [`RunningBeside::finish`] (the QE failed) it stops.
+pub trait RunningBeside {
+    /// After the command has exited: its blame, or why there is none (kept
+    /// in the QE's record as text).
+    fn finish(self: Box<Self>) -> Result<BlameSummary, String>;
 }
 
 /// What stays the same across the QEs of a run.
@@ -58,8 +77,8 @@ pub struct QeContext<'a> {
     pub tick_ns: u64,
     pub timeout: Option<Duration>,
     pub run_as: RunAs,
-    /// With `run --blame`: the δt of each QE's contention blame.
-    pub blame_window_ns: Option<u64>,
+    /// With `run --blame`: each QE's contention blame, measured beside it.
+    pub beside: Option<&'a dyn BesideQe>,
 }
 
 /// A measured QE: the protocol's record, the ledger's window, and the
@@ -167,8 +186,8 @@ pub fn measure(
     if let Some(rec) = ctx.recorder.as_deref_mut() {
         rec.follow(ctx.ledger, held.pid()).map_err(QeError::Trace)?;
     }
-    let blame = match ctx.blame_window_ns {
-        Some(w) => Some(QeBlame::start(held.pid(), w).map_err(QeError::Blame)?),
+    let blame = match ctx.beside {
+        Some(b) => Some(b.start(held.pid()).map_err(QeError::Blame)?),
         None => None,
     };
     let roles = Roles::CommandTree { root: held.pid() };
@@ -190,7 +209,7 @@ pub fn measure(
     use std::os::unix::process::ExitStatusExt;
     rec.exit_code = exit.code();
     rec.signal = exit.signal();
-    match blame.map(QeBlame::finish) {
+    match blame.map(RunningBeside::finish) {
         Some(Ok(summary)) => rec.blame = Some(summary),
         Some(Err(e)) => rec.blame_error = Some(e),
         None => {}
