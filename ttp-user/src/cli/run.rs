@@ -404,7 +404,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     ctx.timeout = Some(args.timeout);
     ctx.beside = blame
         .as_ref()
-        .map(|b| b as &dyn crate::window::qe::BesideQe);
+        .map(|b| b as &dyn crate::window::target::BesideQe);
     let several = qcs.len() > 1;
     let bar = crate::report::progress::bar(u64::from(args.n) * qcs.len() as u64, "QE");
     let mut failure: Option<anyhow::Error> = None;

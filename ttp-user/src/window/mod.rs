@@ -8,3 +8,4 @@ pub mod procs;
 pub mod qe;
 pub mod record;
 pub mod session;
+pub mod target;

@@ -24,12 +24,12 @@ use crate::{
         spawn::{HeldChild, RunAs, SpawnError},
     },
     window::{
-        blame_record::BlameSummary,
         procs::{self, ProcSet},
         record::{
             Measures, OverallMeasures, ProcKey, ProcessClass, ProcessMeasures, ProcessSets,
             QeRecord,
         },
+        target::{BesideQe, HeldCommand, RunningBeside, measure_target},
     },
 };
 
@@ -41,24 +41,6 @@ pub trait FollowProcess {
         ledger: &mut Ledger,
         tgid: u32,
     ) -> Result<(), Box<dyn std::error::Error + Send + Sync>>;
-}
-
-/// A measurement that runs beside each QE's command from the moment it is
-/// held until it has exited (`run --blame`: the contention blame of
-/// `protocol::blame::qe`). The protocol that provides it sits above this
-/// window, so the window sees it only through this seam.
-pub trait BesideQe {
-    /// Starts on the held command `pid` (not yet released); an error means
-    /// the QE cannot be measured as asked.
-    fn start(&self, pid: u32) -> Result<Box<dyn RunningBeside>, String>;
-}
-
-/// A measurement started by [`BesideQe::start`]; dropped without
-/// [`RunningBeside::finish`] (the QE failed) it stops.
-pub trait RunningBeside {
-    /// After the command has exited: its blame, or why there is none (kept
-    /// in the QE's record as text).
-    fn finish(self: Box<Self>) -> Result<BlameSummary, String>;
 }
 
 /// What stays the same across the QEs of a run.
@@ -190,16 +172,8 @@ pub fn measure(
         Some(b) => Some(b.start(held.pid()).map_err(QeError::Blame)?),
         None => None,
     };
-    let roles = Roles::CommandTree { root: held.pid() };
     let timeout = ctx.timeout;
-    let (mut out, ran) = measure_with(ctx, qe, plan, roles, || {
-        let child = held.release()?;
-        // Wait for the exit without reaping: the query process stays in
-        // /proc as a zombie, so the after-image reads its final counters
-        // (Fig. 5).
-        let timed_out = wait_exited(child.pid(), timeout);
-        Ok::<_, SpawnError>((child, timed_out))
-    })?;
+    let (mut out, ran) = measure_target(ctx, qe, plan, HeldCommand { held, timeout })?;
     let (child, timed_out) = ran?;
     // Reaped only now, after the per-process after-image.
     let exit = child.wait()?.status;
@@ -222,7 +196,7 @@ pub fn measure(
 /// processes that stopped in between; every process classified by `roles`.
 /// Returns what `execute` returned beside the measurement; the caller fills
 /// in how the execution ended (exit code, time-out).
-pub fn measure_with<R>(
+pub(super) fn measure_with<R>(
     ctx: &mut QeContext<'_>,
     qe: u32,
     plan: Option<String>,
@@ -441,7 +415,7 @@ impl GroupExit {
 
 /// Blocks until process `pid` (our child) has exited, leaving it
 /// unreaped; kills it after `timeout`. Returns whether it was killed.
-fn wait_exited(pid: u32, timeout: Option<Duration>) -> bool {
+pub(super) fn wait_exited(pid: u32, timeout: Option<Duration>) -> bool {
     let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
     let fired = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let watchdog = timeout.map(|t| {

@@ -24,8 +24,8 @@ use crate::{
         source::{self, SourceError},
     },
     window::{
-        qe::{BesideQe, RunningBeside},
         session::MeasurementSession,
+        target::{BesideQe, RunningBeside},
     },
 };
 
