@@ -18,8 +18,8 @@ use crate::{
     protocol::ttpv2::model::{Labels, QcInput, QeRecord, Setup},
     sys::signals::StopFlag,
     window::{
-        qe::{QeContext, Roles},
-        target::{Target, measure_target},
+        qe::QeContext,
+        target::{Roles, Target, measure_target},
     },
 };
 

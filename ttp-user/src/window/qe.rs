@@ -29,7 +29,7 @@ use crate::{
             Measures, OverallMeasures, ProcKey, ProcessClass, ProcessMeasures, ProcessSets,
             QeRecord,
         },
-        target::{BesideQe, HeldCommand, RunningBeside, measure_target},
+        target::{BesideQe, HeldCommand, Roles, RunningBeside, measure_target},
     },
 };
 
@@ -89,71 +89,6 @@ pub enum QeError {
 
 fn ticks_to_ns(t: u64, tick_ns: u64) -> u64 {
     t * tick_ns
-}
-
-/// Who plays which role in a QE (Sec. 4), known before it starts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Roles {
-    /// A measured command: its process tree is the query (a utility with
-    /// `--query-process NAME`, which picks the query process afterwards).
-    CommandTree { root: u32 },
-    /// A statement executed by a server (a DBMS): `query` is the process
-    /// executing it (PostgreSQL's backend, `pg_backend_pid()`), `server` and
-    /// its other descendants are utilities (Sec. 3.3).
-    Server { query: u32, server: u32 },
-}
-
-impl Roles {
-    fn tree_root(&self) -> u32 {
-        match *self {
-            Roles::CommandTree { root } => root,
-            Roles::Server { server, .. } => server,
-        }
-    }
-
-    /// The class of process `pid` (`tree`: the tree root's descendants).
-    fn classify(
-        &self,
-        ctx: &QeContext<'_>,
-        pid: u32,
-        comm: &str,
-        tree: &BTreeSet<u32>,
-    ) -> ProcessClass {
-        classify(
-            *self,
-            ctx.own_tgid,
-            ctx.utilities,
-            ctx.query_by_name,
-            (pid, comm),
-            tree,
-        )
-    }
-}
-
-fn classify(
-    roles: Roles,
-    own_tgid: u32,
-    utilities: &[String],
-    query_by_name: bool,
-    (pid, comm): (u32, &str),
-    tree: &BTreeSet<u32>,
-) -> ProcessClass {
-    if pid == own_tgid {
-        return ProcessClass::Executor;
-    }
-    match roles {
-        Roles::CommandTree { .. } if tree.contains(&pid) => {
-            if query_by_name {
-                ProcessClass::Utility
-            } else {
-                ProcessClass::Query
-            }
-        }
-        Roles::Server { query, .. } if pid == query => ProcessClass::Query,
-        Roles::Server { .. } if tree.contains(&pid) => ProcessClass::Utility,
-        _ if utilities.iter().any(|u| u == comm) => ProcessClass::Utility,
-        _ => ProcessClass::Daemon,
-    }
 }
 
 /// Runs `cmd` once and measures it. A command that cannot be started is

@@ -9,13 +9,16 @@
 //! `run --protocol emp`, `calibrate`) and a statement a PostgreSQL backend
 //! executes (`pg::qc`, `run --postgres`). What runs beside a command for
 //! the whole QE (`run --blame`) plugs in through [`BesideQe`].
-use std::time::Duration;
+use std::{collections::BTreeSet, time::Duration};
 
 use crate::{
     probe::ProbeError,
     sys::spawn::{HeldChild, RunningChild, SpawnError},
     window::blame_record::BlameSummary,
-    window::qe::{QeContext, QeOutcome, Roles, measure_with},
+    window::{
+        qe::{QeContext, QeOutcome, measure_with},
+        record::ProcessClass,
+    },
 };
 
 /// A measurement that runs beside each QE's command from the moment it is
@@ -34,6 +37,71 @@ pub trait RunningBeside {
     /// After the command has exited: its blame, or why there is none (kept
     /// in the QE's record as text).
     fn finish(self: Box<Self>) -> Result<BlameSummary, String>;
+}
+
+/// Who plays which role in a QE (Sec. 4), known before it starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Roles {
+    /// A measured command: its process tree is the query (a utility with
+    /// `--query-process NAME`, which picks the query process afterwards).
+    CommandTree { root: u32 },
+    /// A statement executed by a server (a DBMS): `query` is the process
+    /// executing it (PostgreSQL's backend, `pg_backend_pid()`), `server` and
+    /// its other descendants are utilities (Sec. 3.3).
+    Server { query: u32, server: u32 },
+}
+
+impl Roles {
+    pub(super) fn tree_root(&self) -> u32 {
+        match *self {
+            Roles::CommandTree { root } => root,
+            Roles::Server { server, .. } => server,
+        }
+    }
+
+    /// The class of process `pid` (`tree`: the tree root's descendants).
+    pub(super) fn classify(
+        &self,
+        ctx: &QeContext<'_>,
+        pid: u32,
+        comm: &str,
+        tree: &BTreeSet<u32>,
+    ) -> ProcessClass {
+        classify(
+            *self,
+            ctx.own_tgid,
+            ctx.utilities,
+            ctx.query_by_name,
+            (pid, comm),
+            tree,
+        )
+    }
+}
+
+pub(super) fn classify(
+    roles: Roles,
+    own_tgid: u32,
+    utilities: &[String],
+    query_by_name: bool,
+    (pid, comm): (u32, &str),
+    tree: &BTreeSet<u32>,
+) -> ProcessClass {
+    if pid == own_tgid {
+        return ProcessClass::Executor;
+    }
+    match roles {
+        Roles::CommandTree { .. } if tree.contains(&pid) => {
+            if query_by_name {
+                ProcessClass::Utility
+            } else {
+                ProcessClass::Query
+            }
+        }
+        Roles::Server { query, .. } if pid == query => ProcessClass::Query,
+        Roles::Server { .. } if tree.contains(&pid) => ProcessClass::Utility,
+        _ if utilities.iter().any(|u| u == comm) => ProcessClass::Utility,
+        _ => ProcessClass::Daemon,
+    }
 }
 
 /// One execution of something measured as a QE.
