@@ -10,7 +10,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::{pg::Cluster, *};
+use common::{
+    pg::{Cluster, backend_pids},
+    *,
+};
 
 fn ttp(args: &[&str]) -> Output {
     Command::new(ttp_bin())
@@ -26,17 +29,6 @@ fn stderr(o: &Output) -> String {
 
 fn json(path: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).expect("json written")).expect("json")
-}
-
-/// A generated table `t` of `rows` rows (id, k, pad ~ 80 bytes a row);
-/// returns its size in bytes (pg_relation_size).
-fn make_table(c: &Cluster, rows: u64) -> u64 {
-    c.psql(&format!(
-        "SELECT setseed(0.5); CREATE TABLE t AS SELECT g AS id, (random() * {rows})::int AS k, md5(random()::text) AS pad FROM generate_series(1, {rows}) g"
-    ));
-    c.psql("VACUUM ANALYZE t");
-    c.psql("CHECKPOINT");
-    c.psql("SELECT pg_relation_size('t')").parse().unwrap()
 }
 
 const JOIN: &str = "SELECT count(*) FROM t a JOIN t b ON a.k = b.id";
@@ -62,7 +54,7 @@ fn run_cold_cache_join_on_the_backend() {
     }
     let _serial = serial();
     let c = Cluster::start("run");
-    let table_bytes = make_table(&c, 300_000);
+    let table_bytes = c.make_table(300_000);
     let first_postmaster = c.postmaster_pid();
     let out = c.dir.join("run.json");
     let o = ttp(&[
@@ -84,12 +76,7 @@ fn run_cold_cache_join_on_the_backend() {
     assert_eq!(doc["schema"], "ttp.run/1");
     let qes = doc["qes"].as_array().unwrap();
     assert_eq!(qes.len(), 10);
-    let backends: Vec<u64> = doc["postgres"]["backend_pids"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_u64().unwrap())
-        .collect();
+    let backends = backend_pids(&doc);
     assert_eq!(backends.len(), 10);
     // Each cold QE is served by a new server, hence a new backend.
     let mut distinct = backends.clone();
@@ -323,7 +310,7 @@ fn errors_are_clear_and_nothing_is_lost() {
     }
     let _serial = serial();
     let c = Cluster::start("err");
-    make_table(&c, 20_000);
+    c.make_table(20_000);
     let keep = c.dir.join("keep.json");
     std::fs::write(&keep, "earlier result").unwrap();
     let cases: [(String, &str, &str); 3] = [
@@ -357,23 +344,14 @@ fn errors_are_clear_and_nothing_is_lost() {
     // sleep 60 s).
     c.psql("CREATE SEQUENCE s");
     let out = c.dir.join("int.json");
-    let child = Command::new(ttp_bin())
-        .args([
-            "run",
-            "--postgres",
-            &c.conninfo(),
-            "--sql",
-            "SELECT pg_sleep(CASE WHEN nextval('s') > 1 THEN 60 ELSE 0 END)",
-            "-n",
-            "3",
-            "--json",
-            out.to_str().unwrap(),
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = c.spawn_run(&[
+        "--sql",
+        "SELECT pg_sleep(CASE WHEN nextval('s') > 1 THEN 60 ELSE 0 END)",
+        "-n",
+        "3",
+        "--json",
+        out.to_str().unwrap(),
+    ]);
     let t0 = Instant::now();
     while !out.exists() {
         assert!(t0.elapsed() < Duration::from_secs(30), "QE 1 not written");
@@ -395,25 +373,16 @@ fn errors_are_clear_and_nothing_is_lost() {
     // The server goes away in the middle of a run: ten retries with
     // back-off, then the run pauses with its QEs kept.
     let out = c.dir.join("mid.json");
-    let child = Command::new(ttp_bin())
-        .args([
-            "run",
-            "--postgres",
-            &c.conninfo(),
-            "--sql",
-            "SELECT count(*) FROM t a JOIN t b ON a.k = b.id",
-            "-n",
-            "1000",
-            "--backoff",
-            "5ms",
-            "--json",
-            out.to_str().unwrap(),
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = c.spawn_run(&[
+        "--sql",
+        "SELECT count(*) FROM t a JOIN t b ON a.k = b.id",
+        "-n",
+        "1000",
+        "--backoff",
+        "5ms",
+        "--json",
+        out.to_str().unwrap(),
+    ]);
     let t0 = Instant::now();
     let measured = loop {
         let n = std::fs::read_to_string(&out)
@@ -464,7 +433,7 @@ fn load_postgres_with_the_servers_ledger() {
     }
     let _serial = serial();
     let c = Cluster::start("load");
-    make_table(&c, 100_000);
+    c.make_table(100_000);
     let out: PathBuf = c.dir.join("load.json");
     let pm = c.postmaster_pid().to_string();
     let o = ttp(&[
@@ -513,25 +482,16 @@ fn a_changed_plan_restarts_the_qc() {
     }
     let _serial = serial();
     let c = Cluster::start("plan");
-    make_table(&c, 100_000);
+    c.make_table(100_000);
     let out = c.dir.join("plan.json");
-    let child = Command::new(ttp_bin())
-        .args([
-            "run",
-            "--postgres",
-            &c.conninfo(),
-            "--sql",
-            "SELECT count(*) FROM t WHERE id < 50",
-            "-n",
-            "10",
-            "--json",
-            out.to_str().unwrap(),
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = c.spawn_run(&[
+        "--sql",
+        "SELECT count(*) FROM t WHERE id < 50",
+        "-n",
+        "10",
+        "--json",
+        out.to_str().unwrap(),
+    ]);
     let t0 = Instant::now();
     loop {
         let n = std::fs::read_to_string(&out)

@@ -17,7 +17,11 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use common::{pg::Cluster, realpg::*, *};
+use common::{
+    pg::{Cluster, backend_pids},
+    realpg::*,
+    *,
+};
 use serde_json::Value;
 /// The join, bracketed by two reads of the backend's own
 /// /proc/self/schedstat (sum_exec_runtime first); both values go to the
@@ -89,12 +93,7 @@ fn warm_join_drops_only_what_the_checks_justify() {
     let qes = doc["qes"].as_array().expect("qes");
     assert_eq!(qes.len(), 10);
     let cpus = doc["setup"]["cpus"].as_u64().unwrap().max(1);
-    let backends: Vec<u64> = doc["postgres"]["backend_pids"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_u64().unwrap())
-        .collect();
+    let backends = backend_pids(&doc);
     // Warm: one connection, one backend for the whole Q@C.
     let backend = backends[0];
     assert!(backends.iter().all(|&b| b == backend), "{backends:?}");

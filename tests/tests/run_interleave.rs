@@ -26,6 +26,26 @@ fn expected_change(c: f64, range: f64) -> (f64, f64) {
     )
 }
 
+/// B found faster than A on measure `m` of a compare result as the
+/// fixtures make it: the verdict "faster", p < 0.01, and the interval of
+/// the change meeting [`expected_change`] of the start-up `c` ms and its
+/// `range`.
+fn assert_faster_as_expected(name: &str, m: &serde_json::Value, c: f64, range: f64) {
+    assert_eq!(
+        m["verdict"]["outcome"], "faster",
+        "{name}: {}",
+        m["verdict"]["text"]
+    );
+    assert!(m["p"].as_f64().unwrap() < 0.01, "{name}: p = {}", m["p"]);
+    let ci = m["verdict"]["change_ci_percent"].as_array().unwrap();
+    let (lo, hi) = (ci[0].as_f64().unwrap(), ci[1].as_f64().unwrap());
+    let (expect_lo, expect_hi) = expected_change(c, range);
+    assert!(
+        lo <= expect_hi && hi >= expect_lo,
+        "{name}: CI {lo:.3}–{hi:.3} % misses (20 ± {range:.2}) / (400 + {c:.2} ± {range:.2}) = {expect_lo:.3}–{expect_hi:.3} %"
+    );
+}
+
 /// QE i of every Q@C started before QE i + 1 of any, and round i started
 /// with Q@C (i − 1) mod k (the run's rotation), read from the QEs' own
 /// start times in the JSON.
@@ -151,7 +171,6 @@ fn two_commands_five_percent_apart() {
         .find(|c| c["candidate"] == "B")
         .expect("B against A");
     eprintln!("{text}\nstart-up {c:.2} ms (spread {spread:.2})");
-    let (expect_lo, expect_hi) = expected_change(c, spread);
     // The exact time of every QE is always compared; the retained QEs'
     // too when TTPv2 kept both Q@Cs (other tenants' CPU use makes Step 2
     // drop QEs by QE2 and QE6, which the tool does not control).
@@ -162,18 +181,7 @@ fn two_commands_five_percent_apart() {
             assert!(!retained_compared || name == "time_exact_ms");
             continue;
         };
-        assert_eq!(
-            m["verdict"]["outcome"], "faster",
-            "{name}: {}",
-            m["verdict"]["text"]
-        );
-        assert!(m["p"].as_f64().unwrap() < 0.01, "{name}: p = {}", m["p"]);
-        let ci = m["verdict"]["change_ci_percent"].as_array().unwrap();
-        let (lo, hi) = (ci[0].as_f64().unwrap(), ci[1].as_f64().unwrap());
-        assert!(
-            lo <= expect_hi && hi >= expect_lo,
-            "{name}: CI {lo:.3}–{hi:.3} % misses (20 ± {spread:.2}) / (400 + {c:.2} ± {spread:.2}) = {expect_lo:.3}–{expect_hi:.3} %"
-        );
+        assert_faster_as_expected(name, m, c, spread);
     }
     assert!(
         measures.iter().any(|m| m["measure"] == "time_exact_all_ms"),
@@ -410,19 +418,7 @@ fn emp_two_commands_five_percent_apart() {
         .find(|m| m["measure"] == "pt_ms")
         .expect("PT compared")
         .clone();
-    assert_eq!(
-        m["verdict"]["outcome"], "faster",
-        "{}",
-        m["verdict"]["text"]
-    );
-    assert!(m["p"].as_f64().unwrap() < 0.01, "p = {}", m["p"]);
-    let ci = m["verdict"]["change_ci_percent"].as_array().unwrap();
-    let (lo, hi) = (ci[0].as_f64().unwrap(), ci[1].as_f64().unwrap());
-    let (expect_lo, expect_hi) = expected_change(c, spread);
-    assert!(
-        lo <= expect_hi && hi >= expect_lo,
-        "PT: CI {lo:.3}–{hi:.3} % misses (20 ± {spread:.2}) / (400 + {c:.2} ± {spread:.2}) = {expect_lo:.3}–{expect_hi:.3} %"
-    );
+    assert_faster_as_expected("PT", &m, c, spread);
     for l in ["A", "B", "C"] {
         let _ = std::fs::remove_file(file(l));
     }

@@ -195,6 +195,34 @@ impl Cluster {
             .expect("pid in postmaster.pid")
     }
 
+    /// A generated table `t` of `rows` rows (id, k uniform in 0..rows, pad
+    /// ~ 80 bytes a row; the same rows for the same seed), analysed and
+    /// checkpointed; returns its size in bytes (pg_relation_size).
+    pub fn make_table(&self, rows: u64) -> u64 {
+        self.psql(&format!(
+            "SELECT setseed(0.5); CREATE TABLE t AS SELECT g AS id, (random() * {rows})::int AS k, md5(random()::text) AS pad FROM generate_series(1, {rows}) g"
+        ));
+        self.psql("VACUUM ANALYZE t");
+        self.psql("CHECKPOINT");
+        self.psql("SELECT pg_relation_size('t')")
+            .parse()
+            .expect("pg_relation_size")
+    }
+
+    /// `ttp-ebpf run --postgres` on this server, started in the background
+    /// (stdout discarded, stderr piped) with `extra` arguments after the
+    /// connection.
+    pub fn spawn_run(&self, extra: &[&str]) -> std::process::Child {
+        Command::new(super::ttp_bin())
+            .args(["run", "--postgres", &self.conninfo()])
+            .args(extra)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("start ttp-ebpf run --postgres")
+    }
+
     /// Runs SQL with psql; returns its unaligned, tuples-only output.
     pub fn psql(&self, sql: &str) -> String {
         let out = Command::new(self.bin.join("psql"))
@@ -210,6 +238,17 @@ impl Cluster {
         );
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     }
+}
+
+/// The backend that served each QE of a `run --postgres` result, in QE
+/// order (`postgres.backend_pids`).
+pub fn backend_pids(doc: &serde_json::Value) -> Vec<u64> {
+    doc["postgres"]["backend_pids"]
+        .as_array()
+        .expect("postgres.backend_pids")
+        .iter()
+        .map(|v| v.as_u64().expect("a backend pid"))
+        .collect()
 }
 
 impl Drop for Cluster {

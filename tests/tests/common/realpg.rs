@@ -18,11 +18,7 @@ pub fn u64_at(v: &Value, k: &str) -> u64 {
 /// read; work_mem large enough that the join's hash stays in memory (no
 /// temporary files: the warm join does no I/O of its own).
 pub fn make_table(c: &Cluster, rows: u64) {
-    c.psql(&format!(
-        "SELECT setseed(0.5); CREATE TABLE t AS SELECT g AS id, (random() * {rows})::int AS k, md5(random()::text) AS pad FROM generate_series(1, {rows}) g"
-    ));
-    c.psql("VACUUM ANALYZE t");
-    c.psql("CHECKPOINT");
+    c.make_table(rows);
     c.psql("ALTER ROLE ttp SET work_mem = '64MB'");
 }
 

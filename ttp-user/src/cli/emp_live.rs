@@ -2,7 +2,7 @@
 //! one discarded warm-up execution (EMP Sec. 4: "the very first measurement
 //! is thrown out due to code and input read"), then N executions, each
 //! measured once by [`qe::measure`] under the kernel ledger and turned into
-//! an [`EmpRun`] (window/emp_runs.rs).
+//! an [`EmpRun`] (protocol/emp/live.rs).
 use std::{path::PathBuf, process::Command, time::Duration};
 
 use anyhow::Context;
@@ -10,10 +10,9 @@ use indicatif::ProgressBar;
 
 use crate::{
     error::UsageError,
-    protocol::emp::EmpRun,
+    protocol::emp::{EmpRun, live as emp_runs},
     sys::{signals::StopFlag, spawn::RunAs},
     window::{
-        emp_runs,
         qe::{self, QeError},
         session::{MeasurementSession, SessionOptions},
     },

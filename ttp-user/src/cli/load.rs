@@ -494,20 +494,11 @@ pub fn measure(cfg: &LoadConfig) -> anyhow::Result<LoadReport> {
 pub fn run(args: LoadArgs) -> anyhow::Result<()> {
     let cfg = args.validate()?;
     let report = measure(&cfg)?;
-    print!("{}", report.render());
-    for ph in &report.phases {
-        if let Some(rows) = ph.samples.get("ledger") {
-            print!(
-                "{}",
-                crate::protocol::load::ledger::render(
-                    ph.model,
-                    cfg.attach_pid.unwrap_or(0),
-                    rows,
-                    &ph.recorder.timeline
-                )
-            );
-        }
-    }
+    // One document: printed through the renderer `report` shows the saved
+    // file with (report/render/load_report.rs), then written with the
+    // files beside it.
+    let mut doc = report.document(OutputFiles::default());
+    crate::report::render::print(&doc);
     let mut files = OutputFiles::default();
     if let Some(path) = &args.hgrm {
         files.hgrm = report
@@ -525,8 +516,8 @@ pub fn run(args: LoadArgs) -> anyhow::Result<()> {
         }
     }
     if let Some(path) = &args.json {
-        atomic::write_json(path, &report.json_doc(&files))
-            .with_context(|| format!("writing {}", path.display()))?;
+        doc.files = files;
+        atomic::write_json(path, &doc).with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())
 }

@@ -20,7 +20,11 @@ use crate::{
         model::{QcInput, QeRecord, Setup},
         paragraph::MachineFacts,
     },
-    report::{atomic, units::parse_duration},
+    report::{
+        atomic,
+        render::{self, Rendered},
+        units::parse_duration,
+    },
     sys::{affinity::CpuList, invoker::Invoker, signals::StopFlag, spawn::RunAs},
     window::{
         qe::QeError,
@@ -377,6 +381,11 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             qes: Vec::new(),
         })
         .collect();
+    let blame = args
+        .blame
+        .then(|| crate::protocol::blame::qe::QeBlameStarter {
+            window_ns: u64::try_from(args.blame_window.as_nanos()).unwrap_or(u64::MAX),
+        });
     let mut ctx = session.qe_context(plan.run_as.clone());
     ctx.recorder = recorder
         .as_mut()
@@ -384,9 +393,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     ctx.utilities = &args.utilities;
     ctx.query_by_name = args.query_process.is_some();
     ctx.timeout = Some(args.timeout);
-    ctx.blame_window_ns = args
-        .blame
-        .then(|| u64::try_from(args.blame_window.as_nanos()).unwrap_or(u64::MAX));
+    ctx.beside = blame
+        .as_ref()
+        .map(|b| b as &dyn crate::window::target::BesideQe);
     let several = qcs.len() > 1;
     let bar = crate::report::progress::bar(u64::from(args.n) * qcs.len() as u64, "QE");
     let mut failure: Option<anyhow::Error> = None;
@@ -553,33 +562,16 @@ fn finish_one(
         trace.write(path)?;
         crate::report::atomic::announce(path);
     }
-    let analysis = doc.to_analysis();
-    println!("{}", ttpv2::report::render(&analysis, None));
-    if args.blame {
-        print!("{}", blame_section(&qc.qes));
-    }
+    // The report `report` shows for the saved file, with `--blame`'s
+    // section when the QEs carry blame (report/render/ttpv2.rs).
+    let shown = render::Run(doc);
+    render::print(&shown);
     if let Some(path) = &args.svg {
-        let svg = ttpv2::svg::render_svg(&analysis).context("drawing the chart")?;
+        let svg = ttpv2::svg::render_svg(&shown.0.to_analysis()).context("drawing the chart")?;
         atomic::write_result(path, svg.as_bytes())?;
     }
     if let Some(path) = &args.export_markdown {
-        let md = crate::report::render::load(serde_json::to_value(&doc)?)?.markdown();
-        atomic::write_result(path, md.as_bytes())?;
+        atomic::write_result(path, shown.markdown().as_bytes())?;
     }
     Ok(())
-}
-
-/// `--blame`: per QE, the command's blocked time and what explains it.
-pub(super) fn blame_section(qes: &[ttpv2::model::QeRecord]) -> String {
-    let mut s = String::from(
-        "Contention blame per QE (iQCAR; the command and its children as the victim):\n",
-    );
-    for q in qes {
-        match (&q.blame, &q.blame_error) {
-            (Some(b), _) => s.push_str(&b.to_text(q.qe, 3)),
-            (None, Some(e)) => s.push_str(&format!("  QE {}: no blame: {e}\n", q.qe)),
-            (None, None) => {}
-        }
-    }
-    s
 }

@@ -139,6 +139,52 @@ pub(super) fn outcome(
 /// default of `ttp-ebpf check --sample`).
 pub(super) const SETUP_SAMPLE: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// What an EMP run of one or several programs settles before the first
+/// of them runs: the calibration profile, who runs the programs, the PT
+/// source, Fig. 8 Step 1's set-up snapshot, the stop flag and the CPUs.
+pub(super) struct EmpStart {
+    pub profile: Option<Profile>,
+    pub run_as: RunAs,
+    pub cfg: EmpConfig,
+    pub setup: EmpSetup,
+    pub stop: StopFlag,
+    pub pin: Option<crate::sys::affinity::CpuList>,
+}
+
+impl EmpStart {
+    pub fn new(args: &RunArgs) -> anyhow::Result<EmpStart> {
+        let profile = match &args.emp.cutoffs {
+            Some(p) => Some(Profile::load(p).map_err(|e| UsageError::new(e.to_string()))?),
+            None => None,
+        };
+        let run_as = if args.as_root {
+            RunAs::Current
+        } else {
+            RunAs::User(Invoker::detect().map_err(|e| UsageError::new(e.to_string()))?)
+        };
+        let cfg = EmpConfig {
+            pt_source: args.emp.pt_source,
+            ..EmpConfig::default()
+        };
+        // Fig. 8 Step 1: the EMPv1–v4 set-up, as `check` reports it, before
+        // the first run (so the snapshot does not see the programs).
+        let setup = EmpSetup::from_check(run_checks(PathBuf::from("/"), &LiveProbes, SETUP_SAMPLE));
+        let stop = StopFlag::install().context("installing signal handlers")?;
+        let pin = match &args.cpu {
+            Some(list) => Some(super::run::cpu_list(list)?),
+            None => None,
+        };
+        Ok(EmpStart {
+            profile,
+            run_as,
+            cfg,
+            setup,
+            stop,
+            pin,
+        })
+    }
+}
+
 pub fn run(args: RunArgs) -> anyhow::Result<()> {
     if args.n == 0 {
         return usage("-n must be at least 1 (the paper's EMPv6 suggests 10)");
@@ -148,27 +194,14 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     if commands.len() > 1 {
         return super::run_emp_several::run(&args, &commands);
     }
-    let profile = match &args.emp.cutoffs {
-        Some(p) => Some(Profile::load(p).map_err(|e| UsageError::new(e.to_string()))?),
-        None => None,
-    };
-    let run_as = if args.as_root {
-        RunAs::Current
-    } else {
-        RunAs::User(Invoker::detect().map_err(|e| UsageError::new(e.to_string()))?)
-    };
-    let cfg = EmpConfig {
-        pt_source: args.emp.pt_source,
-        ..EmpConfig::default()
-    };
-    // Fig. 8 Step 1: the EMPv1–v4 set-up, as `check` reports it, before the
-    // first run (so the snapshot does not see the program).
-    let setup = EmpSetup::from_check(run_checks(PathBuf::from("/"), &LiveProbes, SETUP_SAMPLE));
-    let stop = StopFlag::install().context("installing signal handlers")?;
-    let pin = match &args.cpu {
-        Some(list) => Some(super::run::cpu_list(list)?),
-        None => None,
-    };
+    let EmpStart {
+        profile,
+        run_as,
+        cfg,
+        setup,
+        stop,
+        pin,
+    } = EmpStart::new(&args)?;
     let plan = LivePlan {
         pin: pin.clone(),
         command: &args.command,

@@ -15,18 +15,12 @@ use super::{
     run_plan::NamedCommand,
 };
 use crate::{
-    error::{UsageError, usage},
+    error::usage,
     protocol::{
         compare::{self, Config},
-        emp::{EmpConfig, EmpOutcome, EmpSetup, Profile},
+        emp::EmpOutcome,
     },
     report::{atomic, compare as show, emp as emp_report},
-    sys::{
-        invoker::Invoker,
-        setup_check::{live::LiveProbes, run_checks},
-        signals::StopFlag,
-        spawn::RunAs,
-    },
 };
 
 /// Where program `i`'s result goes with `--json FILE`: FILE's stem with
@@ -60,30 +54,15 @@ pub fn run(args: &RunArgs, commands: &[NamedCommand]) -> anyhow::Result<()> {
             ));
         }
     }
-    let profile = match &args.emp.cutoffs {
-        Some(p) => Some(Profile::load(p).map_err(|e| UsageError::new(e.to_string()))?),
-        None => None,
-    };
-    let run_as = if args.as_root {
-        RunAs::Current
-    } else {
-        RunAs::User(Invoker::detect().map_err(|e| UsageError::new(e.to_string()))?)
-    };
-    let cfg = EmpConfig {
-        pt_source: args.emp.pt_source,
-        ..EmpConfig::default()
-    };
     // Fig. 8 Step 1, once for the whole run, before the first program.
-    let setup = EmpSetup::from_check(run_checks(
-        PathBuf::from("/"),
-        &LiveProbes,
-        super::run_emp::SETUP_SAMPLE,
-    ));
-    let stop = StopFlag::install().context("installing signal handlers")?;
-    let pin = match &args.cpu {
-        Some(list) => Some(super::run::cpu_list(list)?),
-        None => None,
-    };
+    let super::run_emp::EmpStart {
+        profile,
+        run_as,
+        cfg,
+        setup,
+        stop,
+        pin,
+    } = super::run_emp::EmpStart::new(args)?;
     let plan = LivePlan {
         pin: pin.clone(),
         command: &commands[0].argv,

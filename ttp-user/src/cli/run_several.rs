@@ -58,15 +58,10 @@ pub(super) fn finish(
         paragraph: doc.paragraph.clone(),
     };
     // `report` shows a saved run of several commands the same way: the
-    // analysis, then the comparison (report/render/ttpv2.rs).
+    // analysis, the comparison, then `--blame`'s section per Q@C
+    // (report/render/ttpv2.rs).
     let shown = crate::report::render::load(serde_json::to_value(&doc)?)?;
-    print!("{}", shown.text());
-    if args.blame {
-        for qc in qcs {
-            println!("{}:", qc.name());
-            print!("{}", super::run::blame_section(&qc.qes));
-        }
-    }
+    crate::report::render::print(shown.as_ref());
     if plan.several_commands
         && let Err(why) = comparison(&doc)
     {

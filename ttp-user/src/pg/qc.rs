@@ -17,11 +17,39 @@ use crate::{
     probe::ProbeError,
     protocol::ttpv2::model::{Labels, QcInput, QeRecord, Setup},
     sys::signals::StopFlag,
-    window::qe::{QeContext, Roles, measure_with},
+    window::{
+        qe::QeContext,
+        target::{Roles, Target, measure_target},
+    },
 };
 
 use crate::protocol::ttpv2::recovery::PlanVerdict;
 pub use crate::protocol::ttpv2::recovery::{MAX_PLAN_RESTARTS, MAX_RETRIES};
+
+/// A prepared statement executed by its session's backend: the backend
+/// is the query process, the postmaster and its other children utilities
+/// (Sec. 3.3). Ctrl-C cancels the statement.
+struct Statement<'s> {
+    session: &'s Session,
+    prepared: &'s Prepared,
+    stop: &'s StopFlag,
+}
+
+impl Target for Statement<'_> {
+    /// Rows returned, or why the statement did not complete.
+    type Ran = Result<u64, PgError>;
+
+    fn roles(&self) -> Roles {
+        Roles::Server {
+            query: self.session.backend_pid,
+            server: self.session.postmaster_pid,
+        }
+    }
+
+    fn execute(self) -> Self::Ran {
+        self.session.execute(self.prepared, Some(self.stop))
+    }
+}
 
 /// Options shared by every Q@C of a run or experiment.
 #[derive(Debug, Clone)]
@@ -379,11 +407,12 @@ impl<'a> Runner<'a> {
                 })
             })?;
         }
-        let roles = Roles::Server {
-            query: s.backend_pid,
-            server: s.postmaster_pid,
+        let statement = Statement {
+            session: s,
+            prepared: &st,
+            stop: &stop,
         };
-        let (out, res) = measure_with(ctx, i, Some(plan), roles, || s.execute(&st, Some(&stop)))?;
+        let (out, res) = measure_target(ctx, i, Some(plan), statement)?;
         let mut rec = out.record;
         rec.cold_cache = cold_step;
         let mut rows = None;

@@ -1,9 +1,11 @@
 //! Windows: what Linux itself reports (/proc, schedstat, taskstats) over the
-//! same window as the ledger, and how the two agree.
+//! same window as the ledger, and how the two agree; one QE measured in the
+//! order of TTPv2's Fig. 5 and the record it fills.
+pub mod blame_record;
 pub mod cold_cache;
 pub mod crosscheck;
-pub mod emp_runs;
 pub mod procs;
 pub mod qe;
-pub mod qe_blame;
+pub mod record;
 pub mod session;
+pub mod target;

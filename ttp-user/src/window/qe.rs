@@ -19,16 +19,17 @@ use crate::{
         taskstats::{Scope as TsScope, TaskstatsRecord},
     },
     probe::{Ledger, ProbeError},
-    protocol::ttpv2::model::{
-        Measures, OverallMeasures, ProcKey, ProcessClass, ProcessMeasures, ProcessSets, QeRecord,
-    },
     sys::{
         clock,
         spawn::{HeldChild, RunAs, SpawnError},
     },
     window::{
         procs::{self, ProcSet},
-        qe_blame::QeBlame,
+        record::{
+            Measures, OverallMeasures, ProcKey, ProcessClass, ProcessMeasures, ProcessSets,
+            QeRecord,
+        },
+        target::{BesideQe, HeldCommand, Roles, RunningBeside, measure_target},
     },
 };
 
@@ -58,8 +59,8 @@ pub struct QeContext<'a> {
     pub tick_ns: u64,
     pub timeout: Option<Duration>,
     pub run_as: RunAs,
-    /// With `run --blame`: the δt of each QE's contention blame.
-    pub blame_window_ns: Option<u64>,
+    /// With `run --blame`: each QE's contention blame, measured beside it.
+    pub beside: Option<&'a dyn BesideQe>,
 }
 
 /// A measured QE: the protocol's record, the ledger's window, and the
@@ -90,71 +91,6 @@ fn ticks_to_ns(t: u64, tick_ns: u64) -> u64 {
     t * tick_ns
 }
 
-/// Who plays which role in a QE (Sec. 4), known before it starts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Roles {
-    /// A measured command: its process tree is the query (a utility with
-    /// `--query-process NAME`, which picks the query process afterwards).
-    CommandTree { root: u32 },
-    /// A statement executed by a server (a DBMS): `query` is the process
-    /// executing it (PostgreSQL's backend, `pg_backend_pid()`), `server` and
-    /// its other descendants are utilities (Sec. 3.3).
-    Server { query: u32, server: u32 },
-}
-
-impl Roles {
-    fn tree_root(&self) -> u32 {
-        match *self {
-            Roles::CommandTree { root } => root,
-            Roles::Server { server, .. } => server,
-        }
-    }
-
-    /// The class of process `pid` (`tree`: the tree root's descendants).
-    fn classify(
-        &self,
-        ctx: &QeContext<'_>,
-        pid: u32,
-        comm: &str,
-        tree: &BTreeSet<u32>,
-    ) -> ProcessClass {
-        classify(
-            *self,
-            ctx.own_tgid,
-            ctx.utilities,
-            ctx.query_by_name,
-            (pid, comm),
-            tree,
-        )
-    }
-}
-
-fn classify(
-    roles: Roles,
-    own_tgid: u32,
-    utilities: &[String],
-    query_by_name: bool,
-    (pid, comm): (u32, &str),
-    tree: &BTreeSet<u32>,
-) -> ProcessClass {
-    if pid == own_tgid {
-        return ProcessClass::Executor;
-    }
-    match roles {
-        Roles::CommandTree { .. } if tree.contains(&pid) => {
-            if query_by_name {
-                ProcessClass::Utility
-            } else {
-                ProcessClass::Query
-            }
-        }
-        Roles::Server { query, .. } if pid == query => ProcessClass::Query,
-        Roles::Server { .. } if tree.contains(&pid) => ProcessClass::Utility,
-        _ if utilities.iter().any(|u| u == comm) => ProcessClass::Utility,
-        _ => ProcessClass::Daemon,
-    }
-}
-
 /// Runs `cmd` once and measures it. A command that cannot be started is
 /// recorded (spawn_error, counted by X1) and reported as the error too.
 pub fn measure(
@@ -167,20 +103,12 @@ pub fn measure(
     if let Some(rec) = ctx.recorder.as_deref_mut() {
         rec.follow(ctx.ledger, held.pid()).map_err(QeError::Trace)?;
     }
-    let blame = match ctx.blame_window_ns {
-        Some(w) => Some(QeBlame::start(held.pid(), w).map_err(QeError::Blame)?),
+    let blame = match ctx.beside {
+        Some(b) => Some(b.start(held.pid()).map_err(QeError::Blame)?),
         None => None,
     };
-    let roles = Roles::CommandTree { root: held.pid() };
     let timeout = ctx.timeout;
-    let (mut out, ran) = measure_with(ctx, qe, plan, roles, || {
-        let child = held.release()?;
-        // Wait for the exit without reaping: the query process stays in
-        // /proc as a zombie, so the after-image reads its final counters
-        // (Fig. 5).
-        let timed_out = wait_exited(child.pid(), timeout);
-        Ok::<_, SpawnError>((child, timed_out))
-    })?;
+    let (mut out, ran) = measure_target(ctx, qe, plan, HeldCommand { held, timeout })?;
     let (child, timed_out) = ran?;
     // Reaped only now, after the per-process after-image.
     let exit = child.wait()?.status;
@@ -190,7 +118,7 @@ pub fn measure(
     use std::os::unix::process::ExitStatusExt;
     rec.exit_code = exit.code();
     rec.signal = exit.signal();
-    match blame.map(QeBlame::finish) {
+    match blame.map(RunningBeside::finish) {
         Some(Ok(summary)) => rec.blame = Some(summary),
         Some(Err(e)) => rec.blame_error = Some(e),
         None => {}
@@ -203,7 +131,7 @@ pub fn measure(
 /// processes that stopped in between; every process classified by `roles`.
 /// Returns what `execute` returned beside the measurement; the caller fills
 /// in how the execution ended (exit code, time-out).
-pub fn measure_with<R>(
+pub(super) fn measure_with<R>(
     ctx: &mut QeContext<'_>,
     qe: u32,
     plan: Option<String>,
@@ -422,7 +350,7 @@ impl GroupExit {
 
 /// Blocks until process `pid` (our child) has exited, leaving it
 /// unreaped; kills it after `timeout`. Returns whether it was killed.
-fn wait_exited(pid: u32, timeout: Option<Duration>) -> bool {
+pub(super) fn wait_exited(pid: u32, timeout: Option<Duration>) -> bool {
     let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
     let fired = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let watchdog = timeout.map(|t| {

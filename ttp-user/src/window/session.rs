@@ -204,7 +204,7 @@ impl MeasurementSession {
             tick_ns,
             timeout: None,
             run_as,
-            blame_window_ns: None,
+            beside: None,
         }
     }
 }

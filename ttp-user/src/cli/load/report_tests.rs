@@ -1,5 +1,5 @@
-//! `report` of a load JSON prints what `load` printed: the same run's
-//! terminal report is the truth the saved file's rendering is held to.
+//! `report` of a load JSON prints what `load` printed: the run's document,
+//! as `load` prints it, is the truth the saved file's rendering is held to.
 use clap::Parser;
 
 use super::*;
@@ -41,11 +41,14 @@ fn report_of_a_load_file_prints_what_load_printed() {
     };
     let cfg = args.validate().unwrap();
     let report = measure(&cfg).unwrap();
-    let printed = report.render();
-    let files = OutputFiles::default();
-    let doc = serde_json::to_value(report.json_doc(&files)).unwrap();
-    let shown = crate::report::render::load(doc).unwrap().text();
+    let printed = crate::report::render::Rendered::text(&report.document(OutputFiles::default()));
+    let doc = serde_json::to_value(report.document(OutputFiles::default())).unwrap();
+    let shown = crate::report::render::load(doc.clone()).unwrap().text();
     assert_eq!(shown, printed);
+    // Read back by the type that wrote it, nothing is lost or added.
+    let back: crate::protocol::load::document::LoadDocument =
+        serde_json::from_value(doc.clone()).unwrap();
+    assert_eq!(serde_json::to_value(back).unwrap(), doc);
     assert!(printed.contains("load: simulated SickStore queue (capacity 125 req/s"));
     assert!(printed.contains("closed:"), "{printed}");
 }

@@ -27,35 +27,11 @@ use super::{
     input::{Recording, Sources, Window},
 };
 
-/// A resource the victim can be blocked on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Resource {
-    Cpu,
-    Disk,
-    Memory,
-}
+pub use crate::window::blame_record::Resource;
 
+/// What the recording says about each resource (the enum and its names
+/// are in window/blame_record.rs, beside the per-QE summary that holds it).
 impl Resource {
-    pub const ALL: [Resource; 3] = [Self::Cpu, Self::Disk, Self::Memory];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Cpu => "cpu",
-            Self::Disk => "disk",
-            Self::Memory => "memory",
-        }
-    }
-
-    /// What the victim's blocked time on this resource is.
-    pub fn blocked_what(self) -> &'static str {
-        match self {
-            Self::Cpu => "CPU (run-queue wait)",
-            Self::Disk => "I/O (iowait)",
-            Self::Memory => "memory (reclaim/compaction stall)",
-        }
-    }
-
     /// Unit in which consumption δr is counted.
     pub fn consumption_unit(self, disk_by: DiskMeasure) -> &'static str {
         match (self, disk_by) {

@@ -8,42 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::input::TaskInfo;
 
-/// Category of a cause of the victim's blocked time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CauseKind {
-    /// A process running concurrently with the victim (eq. 5, p1).
-    Concurrent,
-    /// Another thread of the victim itself: its tasks contend with each
-    /// other too (a p1 term whose culprit is the victim).
-    Own,
-    /// A known process (Sec. 5.1): kernel threads (kworker, jbd2, kswapd,
-    /// ksoftirqd …) and the commands given with `--known` (eq. 5, p2).
-    Known,
-    /// Consumption no measured thread accounts for — steal time, interrupt
-    /// time, requests without an owner — and blocked time with no consumer
-    /// at all (eq. 5, β_unknown).
-    Unknown,
-}
-
-impl CauseKind {
-    pub const ALL: [CauseKind; 4] = [Self::Concurrent, Self::Own, Self::Known, Self::Unknown];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Concurrent => "concurrent",
-            Self::Own => "own",
-            Self::Known => "known",
-            Self::Unknown => "unknown",
-        }
-    }
-
-    /// Whether the term belongs to p1 (concurrency) or p2 (known and
-    /// unknown causes) of eq. 5.
-    pub fn is_p1(self) -> bool {
-        matches!(self, Self::Concurrent | Self::Own)
-    }
-}
+pub use crate::window::blame_record::CauseKind;
 
 /// What the top level of the graph groups culprit processes by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

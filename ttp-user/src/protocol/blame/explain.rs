@@ -3,40 +3,13 @@
 //! weight P, the share of the victim's blocked time that flows along it.
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
-
 use super::{
     attribute::{Attribution, Resource},
     cause::{CauseKind, Classifier, UNKNOWN},
     fmt_ns,
 };
 
-/// `Expl(victim, resource, unit, process, group, P)`: the paper's
-/// `Expl(vq, vs, res, res', host, cs, cq, P)` with host → unit and
-/// stage/query → process/group.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Explanation {
-    pub rank: usize,
-    pub kind: CauseKind,
-    /// Culprit process; absent for the unknown cause.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub pid: Option<u32>,
-    pub process: String,
-    pub group: String,
-    pub resource: Resource,
-    pub unit: String,
-    /// Blame contribution along the path, ns.
-    pub blame_ns: f64,
-    /// Share of the victim's blocked time on `resource`.
-    pub share_of_resource: f64,
-    /// Path weight P (Sec. 4.2): product of the Impact Factors from the
-    /// culprit to the victim, i.e. the share of all its blocked time.
-    pub path_weight: f64,
-    /// Σ over windows of β̂ (eq. 8) of the process's threads towards the
-    /// victim's threads on this unit, where defined (dimensionless).
-    pub beta_hat: f64,
-    pub text: String,
-}
+pub use crate::window::blame_record::Explanation;
 
 /// All explanations, highest blame first.
 pub fn explain(attr: &Attribution, cls: &Classifier) -> Vec<Explanation> {

@@ -7,7 +7,8 @@
 //! (BC, Impact Factor, DOR, Sec. 4.1–4.2) → [`explain`] (ranked
 //! explanations) and [`baseline`] (overlap method, Sec. 6.1) →
 //! [`report::BlameReport`] (text, JSON `ttp.blame/1`) and [`dot`].
-//! [`source`] is where windows come from; [`live`] measures them.
+//! [`source`] is where windows come from; [`live`] measures them; [`qe`]
+//! measures them beside each QE of `run --blame`.
 pub mod attribute;
 pub mod baseline;
 pub mod cause;
@@ -17,6 +18,7 @@ pub mod explain;
 pub mod graph;
 pub mod input;
 mod live;
+pub mod qe;
 pub mod report;
 pub mod source;
 pub mod summary;

@@ -14,6 +14,10 @@ use super::{
     input::{Recording, Sources},
 };
 
+pub use crate::window::blame_record::{
+    CulpritSummary, ResourceSummary, SlowdownSummary, UnitSummary,
+};
+
 /// Value of [`BlameReport::schema`].
 pub const REPORT_SCHEMA: &str = "ttp.blame/1";
 
@@ -62,68 +66,6 @@ pub struct OptionsSummary {
     pub disk_by: DiskMeasure,
     pub group_by: GroupBy,
     pub known_comms: Vec<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ResourceSummary {
-    pub resource: Resource,
-    /// Whether the victim's blocked time on it was measured.
-    pub blocked_measured: bool,
-    /// Whether every thread's consumption of it was measured.
-    pub consumption_measured: bool,
-    pub consumption_unit: String,
-    /// The victim's blocked time (BC of the resource node, Sec. 4.1).
-    pub blocked_ns: u64,
-    /// How it splits into the terms of eq. 5, ns; adds up to `blocked_ns`.
-    pub by_kind: BTreeMap<CauseKind, f64>,
-    pub slowdown: SlowdownSummary,
-    pub units: Vec<UnitSummary>,
-}
-
-/// Slowdown S (eq. 4) summed over the rows where it is defined (App. B.2:
-/// S_vt = Σ_k S_k), with its p1/p2 parts (eq. 5).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct SlowdownSummary {
-    /// Rows (victim thread × unit × window) where the victim consumed some
-    /// of the unit, so that RATP_vt is finite.
-    pub rows_defined: usize,
-    /// Rows where it consumed none (fully blocked): S is infinite there.
-    pub rows_undefined: usize,
-    pub sum: f64,
-    pub p1_sum: f64,
-    pub p2_sum: f64,
-}
-
-impl SlowdownSummary {
-    /// Mean slowdown per defined row.
-    pub fn mean(&self) -> Option<f64> {
-        (self.rows_defined > 0).then(|| self.sum / self.rows_defined as f64)
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct UnitSummary {
-    pub unit: String,
-    pub blocked_ns: u64,
-    pub by_kind: BTreeMap<CauseKind, f64>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CulpritSummary {
-    /// Absent for the unknown cause.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub pid: Option<u32>,
-    pub process: String,
-    pub group: String,
-    pub kind: CauseKind,
-    /// ttp's blame (BC of the process node), ns.
-    pub blame_ns: f64,
-    pub by_resource: BTreeMap<Resource, f64>,
-    /// Degree of Responsibility of the process node (Sec. 4.2).
-    pub dor: f64,
-    /// The overlap baseline's blame, ns (0 if not a concurrent process).
-    pub overlap_blame_ns: f64,
-    pub overlap_share: f64,
 }
 
 #[allow(clippy::too_many_arguments)]

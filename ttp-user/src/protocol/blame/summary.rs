@@ -3,29 +3,9 @@
 //! execution slow), built from the full [`BlameReport`] of its windows.
 use std::fmt::Write;
 
-use serde::{Deserialize, Serialize};
+use super::{BlameReport, fmt_ns};
 
-use super::{
-    BlameReport,
-    explain::Explanation,
-    fmt_ns,
-    report::{CulpritSummary, ResourceSummary},
-};
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct BlameSummary {
-    /// Nominal δt and the windows measured.
-    pub window_ns: u64,
-    pub windows: usize,
-    /// The victim's blocked time per resource and its split into causes
-    /// (eq. 5), as in the full report.
-    pub resources: Vec<ResourceSummary>,
-    /// The most blamed processes (ttp's blame beside the overlap
-    /// baseline's), highest first.
-    pub culprits: Vec<CulpritSummary>,
-    /// The highest-ranked explanations (Sec. 4.2).
-    pub explanations: Vec<Explanation>,
-}
+pub use crate::window::blame_record::BlameSummary;
 
 impl BlameReport {
     /// The summary kept per QE: every resource, the `top` culprits and

@@ -4,7 +4,8 @@
 //! a calibration (Sec. 4.5.1), the choice of a small sample size (EMPv6,
 //! Sec. 4.6), and INC, the paper's program under test (Fig. 7).
 //!
-//! Flow: the run loop fills [`EmpRun`]s; [`calibrate::analyze`] and
+//! Flow: the run loop fills [`EmpRun`]s, each read off one measured
+//! execution by [`live::emp_run`]; [`calibrate::analyze`] and
 //! [`calibrate::build_profile`] turn a calibration into a [`Profile`];
 //! [`apply`] applies EMPv5 to a measurement with that profile;
 //! [`sample_size`] runs EMPv6 over a long measurement.
@@ -12,6 +13,7 @@ pub mod calibrate;
 pub mod error;
 pub mod inc;
 pub mod input;
+pub mod live;
 pub mod outliers;
 pub mod profile;
 pub mod sample_size;

@@ -27,7 +27,9 @@ use std::{
 type BoxFuture = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 
 /// Which clock a phase runs on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum ClockKind {
     /// Simulated time: exact and deterministic, for in-process targets only.

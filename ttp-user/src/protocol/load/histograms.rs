@@ -236,11 +236,12 @@ impl Recorder {
 }
 
 /// Summary of one histogram, nanoseconds.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Stats {
     pub count: u64,
     pub min_ns: u64,
     pub mean_ns: f64,
+    #[serde(default)]
     pub stddev_ns: f64,
     pub max_ns: u64,
     /// Keys "50", "90", "99", "99.9", "99.99".

@@ -4,10 +4,12 @@
 //! Data flow: [`schedule`] (intended start times) → [`models`] (open or
 //! closed loop, on a [`clock`]) → a [`targets::Target`] (the [`simulator`],
 //! a process per request, …) → [`histograms`] (HdrHistograms, timeline) →
-//! [`output`] (terminal, JSON, .hgrm) and [`svg`]. [`driver`] runs a phase
+//! [`output`] (distributions, .hgrm) → [`document`] (`ttp.load/1`, printed
+//! and saved) and [`svg`]. [`driver`] runs a phase
 //! per model; [`analytic`] is the simulator's known answer.
 pub mod analytic;
 pub mod clock;
+pub mod document;
 pub mod driver;
 pub mod histograms;
 pub mod ledger;

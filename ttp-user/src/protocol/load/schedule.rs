@@ -8,7 +8,9 @@
 //! reproduces the same schedule whatever crate versions a later build uses.
 
 /// The arrival process of the schedule.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Arrivals {
     /// Request i at i/R: a fixed inter-arrival time 1/R.

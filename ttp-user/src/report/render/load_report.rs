@@ -1,18 +1,31 @@
-//! `ttp.load/1` (the load driver), read back: the latency distributions of
-//! every phase as a terminal table and one row per distribution.
+//! `ttp.load/1` (the load driver): the latency distributions of every phase
+//! as a terminal table and one row per distribution. `load` prints its run
+//! through this renderer and `report` shows the saved file with it, so the
+//! two are one text.
 //!
 //! The file keeps summaries, not histograms, so the latency plot of `load
 //! --svg` cannot be redrawn from it; the `.hgrm` files it lists can.
-use std::collections::BTreeMap;
-
-use serde::Deserialize;
-
 use super::{Rendered, Table};
-use crate::protocol::load::{Model, histograms::SecondRow, output::fmt_ns, sender::SenderStats};
+use crate::protocol::load::{
+    Model,
+    clock::ClockKind,
+    document::{LoadDocument, PhaseDocument},
+    histograms::Stats,
+    output::fmt_ns,
+    schedule::Arrivals,
+};
+
+/// A model's name as the document spells it.
+fn model_name(m: Model) -> &'static str {
+    match m {
+        Model::Open => "open",
+        Model::Closed => "closed",
+    }
+}
 
 /// The target in words: the line `load` printed, or, for files written
 /// before it was saved, the target's fields (nulls left out).
-fn target_line(d: &LoadDoc) -> String {
+fn target_line(d: &LoadDocument) -> String {
     if let Some(s) = &d.target_summary {
         return s.clone();
     }
@@ -31,74 +44,9 @@ fn target_line(d: &LoadDoc) -> String {
     format!("{kind} ({})", fields.join(", "))
 }
 
-#[derive(Debug, Clone, Deserialize)]
-pub struct LoadDoc {
-    pub target: serde_json::Value,
-    /// The line `load` printed for the target (absent from older files).
-    #[serde(default)]
-    pub target_summary: Option<String>,
-    #[serde(default)]
-    pub seed: Option<u64>,
-    #[serde(default)]
-    pub connections: Option<u64>,
-    pub clock: String,
-    pub requested_rate_per_s: f64,
-    pub arrivals: String,
-    pub duration_s: f64,
-    pub warmup_s: f64,
-    pub phases: Vec<Phase>,
-    #[serde(default)]
-    pub latency_limit_s: Option<f64>,
-    #[serde(default)]
-    pub expected_open_latency_ns: Option<Stats>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-pub struct Phase {
-    pub model: String,
-    pub scheduled: u64,
-    pub sent: u64,
-    pub completed_ok: u64,
-    #[serde(default)]
-    pub omitted: u64,
-    pub achieved_rate_per_s: f64,
-    pub series: BTreeMap<String, Stats>,
-    /// Absent from files written before these fields existed.
-    #[serde(default)]
-    pub send_lag_ns: Option<Stats>,
-    #[serde(default)]
-    pub send_lag_unexplained_ns: Option<Stats>,
-    #[serde(default)]
-    pub late: u64,
-    #[serde(default)]
-    pub skipped: u64,
-    #[serde(default)]
-    pub errors: BTreeMap<String, u64>,
-    /// The open model's sender thread on the real clock.
-    #[serde(default)]
-    pub sender: Option<SenderStats>,
-    /// Requests and latency per second of the phase.
-    #[serde(default)]
-    pub timeline: Vec<SecondRow>,
-    /// Per-second samplers (`--attach-pid`: "ledger", the server's ledger).
-    #[serde(default)]
-    pub samplers: BTreeMap<String, Vec<serde_json::Value>>,
-}
-
-/// A distribution's summary, ns (protocol/load/histograms.rs `Stats`).
-#[derive(Debug, Clone, Deserialize)]
-pub struct Stats {
-    pub count: u64,
-    pub min_ns: u64,
-    pub mean_ns: f64,
-    pub max_ns: u64,
-    /// Keys "50", "90", "99", "99.9", "99.99".
-    pub percentiles_ns: BTreeMap<String, u64>,
-}
-
 const PERCENTILES: [&str; 5] = ["50", "90", "99", "99.9", "99.99"];
 
-impl LoadDoc {
+impl LoadDocument {
     /// Every distribution, (phase model, series, stats), open model first.
     fn columns(&self) -> Vec<(String, String, &Stats)> {
         let mut cols: Vec<(String, String, &Stats)> = self
@@ -107,7 +55,7 @@ impl LoadDoc {
             .flat_map(|p| {
                 p.series
                     .iter()
-                    .map(|(k, s)| (p.model.clone(), k.clone(), s))
+                    .map(|(k, s)| (model_name(p.model).to_string(), k.clone(), s))
             })
             .collect();
         // The order `load` prints them in (protocol/load/output.rs).
@@ -126,19 +74,19 @@ impl LoadDoc {
     }
 }
 
-impl LoadDoc {
+impl LoadDocument {
     /// A phase's counts, errors, send lag and sender thread, worded as
     /// `load` words them (protocol/load/output.rs `render_phase_summary`).
-    fn phase_summary(&self, p: &Phase) -> String {
-        let name = match p.model.as_str() {
-            "open" => "open:  ".to_string(),
-            m => format!("{m}:"),
+    fn phase_summary(&self, p: &PhaseDocument) -> String {
+        let name = match p.model {
+            Model::Open => "open:  ",
+            Model::Closed => "closed:",
         };
         let mut line = format!(
             "{name} achieved {:.1} of {} req/s requested; {} scheduled, {} sent, {} ok",
             p.achieved_rate_per_s, self.requested_rate_per_s, p.scheduled, p.sent, p.completed_ok
         );
-        if p.model == "closed" {
+        if p.model == Model::Closed {
             line.push_str(&format!(
                 ", {} omitted (never sent: coordinated omission)",
                 p.omitted
@@ -205,18 +153,28 @@ impl LoadDoc {
     }
 }
 
-impl Rendered for LoadDoc {
+impl Rendered for LoadDocument {
     fn title(&self) -> String {
         format!(
             "ttp load: {} req/s {} for {} s",
-            self.requested_rate_per_s, self.arrivals, self.duration_s
+            self.requested_rate_per_s,
+            match self.arrivals {
+                Arrivals::Uniform => "uniform",
+                Arrivals::Poisson => "poisson",
+            },
+            self.duration_s
         )
     }
 
     fn text(&self) -> String {
-        let arrivals = match (self.arrivals.as_str(), self.seed) {
-            ("poisson", Some(seed)) => format!("poisson (seed {seed})"),
-            (a, _) => a.to_string(),
+        let arrivals = match (self.arrivals, self.seed) {
+            (Arrivals::Poisson, Some(seed)) => format!("poisson (seed {seed})"),
+            (Arrivals::Poisson, None) => "poisson".to_string(),
+            (Arrivals::Uniform, _) => "uniform".to_string(),
+        };
+        let clock = match self.clock {
+            ClockKind::Virtual => "virtual",
+            ClockKind::Real => "real",
         };
         let mut out = format!(
             "load: {}\n      {} req/s {arrivals} for {} after {} warm-up, {} clock\n\n",
@@ -224,7 +182,7 @@ impl Rendered for LoadDoc {
             self.requested_rate_per_s,
             fmt_ns((self.duration_s * 1e9).round() as u64),
             fmt_ns((self.warmup_s * 1e9).round() as u64),
-            self.clock
+            clock
         );
         let cols = self.columns();
         // The two header lines of `load` (protocol/load/output.rs).
@@ -287,16 +245,13 @@ impl Rendered for LoadDoc {
             let Some(rows) = p.samplers.get("ledger").filter(|r| !r.is_empty()) else {
                 continue;
             };
-            let model = serde_json::from_value::<Model>(p.model.clone().into());
             let pid = rows[0]["pid"].as_u64().unwrap_or(0) as u32;
-            if let Ok(model) = model {
-                out.push_str(&crate::protocol::load::ledger::render(
-                    model,
-                    pid,
-                    rows,
-                    &p.timeline,
-                ));
-            }
+            out.push_str(&crate::protocol::load::ledger::render(
+                p.model,
+                pid,
+                rows,
+                &p.timeline,
+            ));
         }
         out
     }

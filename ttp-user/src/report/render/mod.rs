@@ -137,7 +137,9 @@ pub fn load(v: Value) -> Result<Box<dyn Rendered>, RenderError> {
         "ttp.emp-sample-size/1" => Box::new(emp::SampleSize(typed(s, v)?)),
         "ttp.blame/1" => Box::new(blame::Blame::new(typed(s, v)?)),
         "ttp.compare/1" => Box::new(compare::Compared(typed(s, v)?)),
-        "ttp.load/1" => Box::new(typed::<load_report::LoadDoc>(s, v)?),
+        "ttp.load/1" => Box::new(typed::<crate::protocol::load::document::LoadDocument>(
+            s, v,
+        )?),
         "ttp.trace/1" => Box::new(trace::TraceSummary::from_value(v)?),
         "ttp.vprofile/1" => Box::new(vprofile::Vprofile(typed(s, v)?)),
         "ttp.emp-runs/1" => Box::new(recorded::Runs(typed(s, v)?)),

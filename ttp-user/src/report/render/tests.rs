@@ -86,6 +86,30 @@ fn run_document_renders_and_plots() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// `run --blame` prints its per-QE blame through the same `Rendered` impl
+/// `report` uses, so a saved run with blame shows it again and a run
+/// without blame shows no such section. Catches the section lost from the
+/// saved report, or printed for a run that did not measure blame.
+#[test]
+fn run_document_shows_blame_only_when_measured() {
+    let plain = RunDocument::new(&table_ix()[0], None);
+    assert!(!Run(plain).text().contains("Contention blame per QE"));
+    let mut qc = table_ix()[0].clone();
+    qc.qes[1].blame_error = Some("the victim exited before the first window".into());
+    let shown = load(serde_json::to_value(RunDocument::new(&qc, None)).unwrap()).unwrap();
+    let text = shown.text();
+    let at = text
+        .find("Contention blame per QE")
+        .unwrap_or_else(|| panic!("{text}"));
+    let qe = qc.qes[1].qe;
+    assert!(
+        text[at..].contains(&format!(
+            "  QE {qe}: no blame: the victim exited before the first window\n"
+        )),
+        "{text}"
+    );
+}
+
 fn attach_doc() -> Value {
     json!({
         "schema": "ttp.attach/1",

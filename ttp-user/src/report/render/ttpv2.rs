@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use super::{RenderError, Rendered, Table, table::num, write_plot};
 use crate::protocol::ttpv2::{
     analysis::{Analysis, AnalyzeDocument, QcDocument, RunDocument},
+    model::QeRecord,
     report::render,
     scan_svg::render_scan_svg,
     svg::render_svg,
@@ -73,6 +74,28 @@ fn results(qcs: &[QcDocument]) -> String {
         .collect()
 }
 
+/// Whether the QEs were measured with `run --blame` (each carries its
+/// blame or why it has none).
+fn has_blame(qes: &[&QeRecord]) -> bool {
+    qes.iter()
+        .any(|q| q.blame.is_some() || q.blame_error.is_some())
+}
+
+/// `run --blame`: per QE, the command's blocked time and what explains it.
+fn blame_section(qes: &[&QeRecord]) -> String {
+    let mut s = String::from(
+        "Contention blame per QE (iQCAR; the command and its children as the victim):\n",
+    );
+    for q in qes {
+        match (&q.blame, &q.blame_error) {
+            (Some(b), _) => s.push_str(&b.to_text(q.qe, 3)),
+            (None, Some(e)) => s.push_str(&format!("  QE {}: no blame: {e}\n", q.qe)),
+            (None, None) => {}
+        }
+    }
+    s
+}
+
 fn svg(a: &Analysis, dir: &Path) -> Result<Vec<PathBuf>, RenderError> {
     let text = render_svg(a).map_err(|e| RenderError::Plot {
         what: "ttpv2.svg".into(),
@@ -99,7 +122,13 @@ impl Rendered for Run {
         )
     }
     fn text(&self) -> String {
-        render(&self.0.to_analysis(), None)
+        let mut s = render(&self.0.to_analysis(), None);
+        let records: Vec<&QeRecord> = self.0.qc.qes.iter().map(|q| &q.record).collect();
+        if has_blame(&records) {
+            s.push('\n');
+            s.push_str(&blame_section(&records));
+        }
+        s
     }
     fn table(&self) -> Table {
         qe_table(std::slice::from_ref(&self.0.qc))
@@ -149,6 +178,13 @@ impl Rendered for Analyze {
         if let Some(c) = self.comparison() {
             s.push_str("\nComparison of the commands (interleaved QEs, the first command as A):\n");
             s.push_str(&crate::report::compare::text(&c));
+        }
+        for d in &self.0.qcs {
+            let records: Vec<&QeRecord> = d.qes.iter().map(|q| &q.record).collect();
+            if has_blame(&records) {
+                s.push_str(&format!("{}:\n", d.name()));
+                s.push_str(&blame_section(&records));
+            }
         }
         s
     }

@@ -23,13 +23,34 @@ use crate::{
         self, BlameSummary, Options, Recording, VictimSpec,
         source::{self, SourceError},
     },
-    window::session::MeasurementSession,
+    window::{
+        session::MeasurementSession,
+        target::{BesideQe, RunningBeside},
+    },
 };
 
 /// Explanations and culprits kept per QE.
 const TOP: usize = 5;
 /// How long after the command's exit its windows may take to close.
 const CLOSE_WAIT: Duration = Duration::from_secs(3);
+
+/// `run --blame`: starts a [`QeBlame`] on each QE's command, in windows of
+/// `window_ns` (the δt of `--blame-window`).
+pub struct QeBlameStarter {
+    pub window_ns: u64,
+}
+
+impl BesideQe for QeBlameStarter {
+    fn start(&self, pid: u32) -> Result<Box<dyn RunningBeside>, String> {
+        Ok(Box::new(QeBlame::start(pid, self.window_ns)?))
+    }
+}
+
+impl RunningBeside for QeBlame {
+    fn finish(self: Box<Self>) -> Result<BlameSummary, String> {
+        QeBlame::finish(*self)
+    }
+}
 
 /// The blame measurement of one QE, running beside it.
 pub struct QeBlame {

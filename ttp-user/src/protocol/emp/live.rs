@@ -1,5 +1,5 @@
 //! One EMP run from one measured execution (EMP Sec. 3.3, Fig. 5–6): the
-//! execution is measured once by [`qe::measure`](super::qe::measure) (the
+//! execution is measured once by [`qe::measure`](crate::window::qe::measure) (the
 //! ledger window, /proc images, taskstats exit records, every process with
 //! its class), and this module reads off what EMP needs:
 //!
@@ -19,13 +19,10 @@
 //! [`await_program_exits`] waits briefly for the records the program owes.
 use std::{collections::BTreeMap, sync::mpsc::Receiver, time::Duration};
 
+use super::{DaemonExec, EmpRun, ProgramTime, RunFlags};
 use crate::{
     collect::taskstats::{Scope, TaskstatsRecord},
-    protocol::{
-        emp::{DaemonExec, EmpRun, ProgramTime, RunFlags},
-        ttpv2::model::ProcessClass,
-    },
-    window::qe::QeOutcome,
+    window::{qe::QeOutcome, record::ProcessClass},
 };
 
 /// A process of the program under test in one execution.
@@ -233,5 +230,5 @@ pub fn emp_run(index: u32, o: &QeOutcome, first_start_ns: u64, warm_up: bool) ->
 }
 
 #[cfg(test)]
-#[path = "emp_runs_tests.rs"]
+#[path = "live_tests.rs"]
 mod tests;

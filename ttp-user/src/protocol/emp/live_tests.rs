@@ -4,7 +4,7 @@ use super::*;
 use crate::{
     accounts::{LedgerColumns, ProcessDelta, Window},
     collect::taskstats::{Origin, Taskstats},
-    protocol::ttpv2::model::{Measures, ProcessMeasures, QeRecord},
+    window::record::{Measures, ProcessMeasures, QeRecord},
 };
 
 /// A taskstats record as the kernel lays it out (include/uapi/linux/
