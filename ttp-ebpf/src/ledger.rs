@@ -3,15 +3,9 @@ use aya_ebpf::{
     macros::map,
     maps::{HashMap, PerCpuArray, RingBuf},
 };
-use ttp_common::{
-    CpuAccount, EXIT_RING_BYTES, ExitRecord, MAX_THREADS, ThreadAccount, flag, stat, state,
-};
+use ttp_common::{EXIT_RING_BYTES, ExitRecord, MAX_THREADS, ThreadAccount, flag, stat, state};
 
-use crate::{
-    block,
-    cpu::{self, LockedCpu},
-    kernel::Task,
-};
+use crate::{block, cpu, kernel::Task};
 
 /// Allocated on insert (BPF_F_NO_PREALLOC): a preallocated 32768-entry map
 /// costs ~9 MiB and tens of ms at load; threads are created far less often
@@ -86,10 +80,11 @@ pub fn create(tid: u32, task: &Task, now: u64, parent_tgid: u32) -> Option<Acct>
 /// Closes the open interval of `a` at `now` into the field of its state.
 /// A running interval adds nothing: on-CPU time is the kernel's runtime,
 /// taken at the switches (sched.rs). Ending an iowait interval also closes
-/// its share of the CPU's iowait and its own-I/O time. `held` is a CPU
-/// account the caller already locked (the try-lock is not re-entrant).
+/// its share of the CPU's iowait and its own-I/O time, under the lock of
+/// the CPU the wait was counted on (no caller holds a CPU lock: the
+/// try-lock is not re-entrant).
 #[inline(always)]
-pub fn close_interval(a: &mut ThreadAccount, now: u64, held: Option<&LockedCpu>) {
+pub fn close_interval(a: &mut ThreadAccount, now: u64) {
     let dt = now.saturating_sub(a.state_since_ns);
     match a.state {
         state::RUNNABLE => {
@@ -106,26 +101,21 @@ pub fn close_interval(a: &mut ThreadAccount, now: u64, held: Option<&LockedCpu>)
             a.iowait_ns += dt;
             if a.flags & flag::IOWAIT_COUNTED != 0 {
                 a.flags &= !flag::IOWAIT_COUNTED;
-                let mut end_share = |c: &mut CpuAccount| {
-                    a.iowait_share_ns += c.share_cum_ns.saturating_sub(a.share_snap);
-                    cpu::iowait_dec(c);
-                };
-                match held {
-                    Some(h) if h.cpu == a.iowait_cpu => end_share(h.get()),
-                    _ => match cpu::lock(a.iowait_cpu) {
-                        Some(c) => {
-                            // The CPU's time up to now is booked with the
-                            // count that held until now (cpu.rs `settle`),
-                            // then the count drops.
-                            c.settle(now);
-                            end_share(c.get())
-                        }
-                        // The count must still drop, or the CPU's idle time
-                        // would be iowait for good; the share of this
-                        // wait's last stretch is what is lost (counted in
-                        // lock_contended).
-                        None => cpu::iowait_dec_unlocked(a.iowait_cpu),
-                    },
+                match cpu::lock(a.iowait_cpu) {
+                    Some(c) => {
+                        // The CPU's time up to now is booked with the count
+                        // that held until now (cpu.rs `settle`), then the
+                        // count drops.
+                        c.settle(now);
+                        let c = c.get();
+                        a.iowait_share_ns += c.share_cum_ns.saturating_sub(a.share_snap);
+                        cpu::iowait_dec(c);
+                    }
+                    // The count must still drop, or the CPU's idle time
+                    // would be iowait for good; the share of this wait's
+                    // last stretch is what is lost (counted in
+                    // lock_contended).
+                    None => cpu::iowait_dec_unlocked(a.iowait_cpu),
                 }
                 if a.flags & flag::OWN_UNKNOWN == 0
                     && let Some(own) = block::own_clock(a.tgid, now)
