@@ -1,7 +1,12 @@
-//! The per-thread accounts (`THREADS`, keyed by tid) and the exit records.
+//! The per-thread accounts and the exit records. An account lives in
+//! `THREAD_SLOTS`, an array indexed by tid, where the loader found
+//! `kernel.pid_max` small enough (`TID_INDEXED`), else in `THREADS`, a hash
+//! keyed by tid: an array lookup is a few instructions the verifier
+//! inlines, a hash lookup a call that hashes the key (≈ 4 against ≈ 37 ns
+//! here, docs/ledger.md "Per-event cost").
 use aya_ebpf::{
     macros::map,
-    maps::{HashMap, PerCpuArray, RingBuf},
+    maps::{Array, HashMap, PerCpuArray, RingBuf},
 };
 use ttp_common::{EXIT_RING_BYTES, ExitRecord, MAX_THREADS, ThreadAccount, flag, stat, state};
 
@@ -13,6 +18,24 @@ use crate::{block, cpu, kernel::Task};
 #[map]
 pub static THREADS: HashMap<u32, ThreadAccount> =
     HashMap::with_max_entries(MAX_THREADS, aya_ebpf::bindings::BPF_F_NO_PREALLOC);
+
+/// One account per possible tid (`kernel.pid_max` entries, sized by the
+/// loader; one entry when unused). A slot holds an account when its `tid`
+/// is the slot's index; 0 marks it free.
+#[map]
+pub static THREAD_SLOTS: Array<ThreadAccount> = Array::with_max_entries(1, 0);
+
+/// 1 when the accounts are in `THREAD_SLOTS` (read-only, set by the
+/// loader: the verifier keeps only the path in use).
+#[unsafe(no_mangle)]
+static TID_INDEXED: u32 = 0;
+
+#[inline(always)]
+fn tid_indexed() -> bool {
+    // SAFETY: a plain read of a global the loader wrote before load;
+    // volatile so the compiler does not fold the 0 it was declared with.
+    unsafe { core::ptr::read_volatile(&TID_INDEXED) != 0 }
+}
 
 #[map]
 static EXITS: RingBuf = RingBuf::with_byte_size(EXIT_RING_BYTES, 0);
@@ -29,6 +52,10 @@ pub fn lookup(tid: u32) -> Option<Acct> {
     // SAFETY: map value pointer; a thread's account is only updated by events
     // the scheduler serialises for that thread (its own switches, its wakeup
     // once it is off the CPU), so no two programs write it at once.
+    if tid_indexed() {
+        let a = unsafe { &mut *THREAD_SLOTS.get_ptr_mut(tid)? };
+        return (a.tid == tid && tid != 0).then_some(a);
+    }
     THREADS.get_ptr_mut(tid).map(|p| unsafe { &mut *p })
 }
 
@@ -44,9 +71,21 @@ pub fn get_or_create(tid: u32, task: &Task, now: u64, parent_tgid: u32) -> Optio
 
 #[inline(always)]
 pub fn create(tid: u32, task: &Task, now: u64, parent_tgid: u32) -> Option<Acct> {
-    let scratch = SCRATCH.get_ptr_mut(0)?;
-    // SAFETY: per-CPU scratch slot.
-    let a = unsafe { &mut *scratch };
+    // Built in place in its slot, or in the per-CPU scratch for the hash.
+    let room = if tid_indexed() {
+        match THREAD_SLOTS.get_ptr_mut(tid) {
+            Some(p) => p,
+            None => {
+                // A tid beyond the array: pid_max was raised after load.
+                crate::count(stat::THREAD_MAP_FULL);
+                return None;
+            }
+        }
+    } else {
+        SCRATCH.get_ptr_mut(0)?
+    };
+    // SAFETY: map value pointer (the thread's slot, or the per-CPU scratch).
+    let a = unsafe { &mut *room };
     *a = ThreadAccount::zeroed();
     a.tid = tid;
     match (task.tgid(), task.start_time()) {
@@ -69,6 +108,9 @@ pub fn create(tid: u32, task: &Task, now: u64, parent_tgid: u32) -> Option<Acct>
     a.parent_tgid = parent_tgid;
     a.first_seen_ns = now;
     a.state_since_ns = now;
+    if tid_indexed() {
+        return Some(a);
+    }
     let built: &ThreadAccount = a;
     if THREADS.insert(tid, built, 0).is_err() {
         crate::count(stat::THREAD_MAP_FULL);
@@ -145,5 +187,10 @@ pub fn retire(tid: u32, a: &mut ThreadAccount, now: u64) {
         }
         None => crate::count(stat::EXIT_RECORD_LOST),
     }
-    let _ = THREADS.remove(tid);
+    if tid_indexed() {
+        // The slot is free again (userspace skips it).
+        a.tid = 0;
+    } else {
+        let _ = THREADS.remove(tid);
+    }
 }
