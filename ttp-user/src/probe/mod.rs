@@ -11,6 +11,7 @@ pub mod detail;
 pub mod exits;
 mod read;
 pub mod seed;
+mod slots;
 pub mod trace;
 
 use aya::{
@@ -134,6 +135,8 @@ pub struct Ledger {
     /// The accounts indexed by tid, where they are kept there (capacity.rs
     /// `tid_slots`); `threads` is then empty.
     pub(crate) slots: Option<Array<MapData, ThreadAccount>>,
+    /// The same slots mapped read-only, when the kernel allowed it.
+    pub(crate) slot_view: Option<slots::SlotView>,
     pub(crate) cpus: Array<MapData, CpuAccount>,
     pub(crate) disk: Array<MapData, DiskAccount>,
     pub(crate) proc_disk: HashMap<MapData, u32, ProcDisk>,
@@ -262,12 +265,18 @@ impl Ledger {
             None => None,
         };
         let ready_ns = crate::sys::clock::monotonic_ns();
+        let slots: Option<Array<MapData, ThreadAccount>> = tid_slots
+            .is_some()
+            .then(|| take(&mut ebpf, "THREAD_SLOTS"))
+            .transpose()?;
         Ok(Self {
             threads: take(&mut ebpf, "THREADS")?,
-            slots: tid_slots
-                .is_some()
-                .then(|| take(&mut ebpf, "THREAD_SLOTS"))
-                .transpose()?,
+            slot_view: slots.as_ref().and_then(|a| {
+                slots::SlotView::map(a)
+                    .inspect_err(|e| log::debug!("THREAD_SLOTS not mapped ({e}): read by bpf(2)"))
+                    .ok()
+            }),
+            slots,
             cpus: take(&mut ebpf, "CPUS")?,
             disk: take(&mut ebpf, "DISK")?,
             proc_disk: take(&mut ebpf, "PROC_DISK")?,

@@ -123,6 +123,10 @@ impl Ledger {
     /// are skipped: their exit record carries them.
     pub fn snapshot(&self) -> Result<Snapshot, ProbeError> {
         let mut threads: Vec<ThreadAccount> = match &self.slots {
+            Some(_) if self.slot_view.is_some() => self
+                .slot_view
+                .as_ref()
+                .map_or_else(Vec::new, |v| v.accounts()),
             // A slot holds an account when its tid is the slot's index.
             Some(slots) => batch::array_entries(slots)
                 .map_err(map_err("THREAD_SLOTS"))?
