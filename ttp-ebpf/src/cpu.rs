@@ -24,7 +24,6 @@ use crate::lock::{self, Guard};
 static CPUS: Array<CpuAccount> = Array::with_max_entries(MAX_CPUS, 0);
 
 pub struct LockedCpu {
-    pub cpu: u32,
     pub acct: *mut CpuAccount,
     _guard: Guard,
 }
@@ -61,14 +60,29 @@ pub fn cpu_idle(ctx: BtfTracePointContext) -> i32 {
 /// Locks CPU `cpu`'s account. Nothing is booked: see [`LockedCpu::settle`].
 #[inline(always)]
 pub fn lock(cpu: u32) -> Option<LockedCpu> {
-    let Some(acct) = CPUS.get_ptr_mut(cpu) else {
+    lock_found(find(cpu)?)
+}
+
+/// CPU `cpu`'s account, not locked. Only CPU `cpu` writes its
+/// `current_tid`, `switch_seen` and `last_switch_ns` (from its own
+/// sched_switch, which does not nest), so it needs no lock for them; every
+/// other field that is written is written under the lock, except
+/// `nr_iowait`, which only changes by atomic adds.
+#[inline(always)]
+pub fn find(cpu: u32) -> Option<*mut CpuAccount> {
+    let acct = CPUS.get_ptr_mut(cpu);
+    if acct.is_none() {
         crate::count(stat::CPU_OUT_OF_RANGE);
-        return None;
-    };
+    }
+    acct
+}
+
+/// Locks an account found by [`find`].
+#[inline(always)]
+pub fn lock_found(acct: *mut CpuAccount) -> Option<LockedCpu> {
     // SAFETY: map value pointer, valid for the program's run.
     let guard = lock::try_lock(unsafe { &raw mut (*acct).lock })?;
     Some(LockedCpu {
-        cpu,
         acct,
         _guard: guard,
     })

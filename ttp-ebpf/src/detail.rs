@@ -26,7 +26,7 @@ use aya_ebpf::{
     programs::BtfTracePointContext,
 };
 use ttp_common::{
-    ThreadAccount,
+    CpuAccount, ThreadAccount,
     detail::{
         DeviceIo, MAX_DEVICES, MAX_MEM_THREADS, MAX_THREAD_CPUS, MAX_THREAD_DEVS, MINOR_BITS,
         MemStall, ThreadCpu, ThreadCpuKey, ThreadDevIo, ThreadDevKey, stat,
@@ -36,7 +36,6 @@ use ttp_common::{
 
 use crate::{
     block,
-    cpu::LockedCpu,
     kernel::{Request, Task},
     ledger, now_ns,
 };
@@ -93,8 +92,9 @@ fn count(idx: u32) {
 }
 
 /// Hook in sched_switch, when the ledger finds that the task it last saw
-/// switched in on this CPU (`current_tid` of the locked account `locked`) is
-/// not `prev_tid`, the task being switched out: an unreported switch.
+/// switched in on CPU `cpu` (`current_tid` of its account `c`, a field only
+/// that CPU writes, read without the lock) is not `prev_tid`, the task being
+/// switched out: an unreported switch.
 ///
 /// Some kernels do not report every switch: on the machines ttp was
 /// developed on, the switch-outs of some tasks (a VM agent's threads) never
@@ -105,9 +105,9 @@ fn count(idx: u32) {
 /// time goes to the task found running), so that no time is counted twice or
 /// left running.
 #[inline(always)]
-pub fn unreported_switch(locked: &LockedCpu, prev_tid: u32) {
+pub fn unreported_switch(cpu: u32, c: &CpuAccount, prev_tid: u32) {
     if enabled() {
-        close_unreported(locked, prev_tid);
+        close_unreported(cpu, c, prev_tid);
     }
 }
 
@@ -115,12 +115,11 @@ pub fn unreported_switch(locked: &LockedCpu, prev_tid: u32) {
 // code still changed how sched_switch's live code was compiled (about 60
 // more instructions of spills in the plain ledger).
 #[inline(never)]
-fn close_unreported(locked: &LockedCpu, prev_tid: u32) {
-    let c = locked.get();
+fn close_unreported(cpu: u32, c: &CpuAccount, prev_tid: u32) {
     if c.current_tid != 0
         && let Some(e) = THREAD_CPU.get_ptr_mut(ThreadCpuKey {
             tid: c.current_tid,
-            cpu: locked.cpu,
+            cpu,
         })
     {
         // SAFETY: map value written only by this CPU.
@@ -128,7 +127,7 @@ fn close_unreported(locked: &LockedCpu, prev_tid: u32) {
     }
     if prev_tid != 0
         && let Some(a) = ledger::lookup(prev_tid)
-        && let Some(e) = thread_cpu(a, locked.cpu)
+        && let Some(e) = thread_cpu(a, cpu)
         && e.running_since_ns == 0
     {
         e.running_since_ns = c.last_switch_ns;

@@ -1,17 +1,16 @@
-//! The per-thread accounts (`THREADS`, keyed by tid) and the exit records.
+//! The per-thread accounts and the exit records. An account lives in
+//! `THREAD_SLOTS`, an array indexed by tid, where the loader found
+//! `kernel.pid_max` small enough (`TID_INDEXED`), else in `THREADS`, a hash
+//! keyed by tid: an array lookup is a few instructions the verifier
+//! inlines, a hash lookup a call that hashes the key (≈ 4 against ≈ 37 ns
+//! here, docs/ledger.md "Per-event cost").
 use aya_ebpf::{
     macros::map,
-    maps::{HashMap, PerCpuArray, RingBuf},
+    maps::{Array, HashMap, PerCpuArray, RingBuf},
 };
-use ttp_common::{
-    CpuAccount, EXIT_RING_BYTES, ExitRecord, MAX_THREADS, ThreadAccount, flag, stat, state,
-};
+use ttp_common::{EXIT_RING_BYTES, ExitRecord, MAX_THREADS, ThreadAccount, flag, stat, state};
 
-use crate::{
-    block,
-    cpu::{self, LockedCpu},
-    kernel::Task,
-};
+use crate::{block, cpu, kernel::Task};
 
 /// Allocated on insert (BPF_F_NO_PREALLOC): a preallocated 32768-entry map
 /// costs ~9 MiB and tens of ms at load; threads are created far less often
@@ -19,6 +18,26 @@ use crate::{
 #[map]
 pub static THREADS: HashMap<u32, ThreadAccount> =
     HashMap::with_max_entries(MAX_THREADS, aya_ebpf::bindings::BPF_F_NO_PREALLOC);
+
+/// One account per possible tid (`kernel.pid_max` entries, sized by the
+/// loader; one entry when unused). A slot holds an account when its `tid`
+/// is the slot's index; 0 marks it free. Mappable: userspace scans it in
+/// place (ttp-user/src/probe/slots.rs).
+#[map]
+pub static THREAD_SLOTS: Array<ThreadAccount> =
+    Array::with_max_entries(1, aya_ebpf::bindings::BPF_F_MMAPABLE);
+
+/// 1 when the accounts are in `THREAD_SLOTS` (read-only, set by the
+/// loader: the verifier keeps only the path in use).
+#[unsafe(no_mangle)]
+static TID_INDEXED: u32 = 0;
+
+#[inline(always)]
+fn tid_indexed() -> bool {
+    // SAFETY: a plain read of a global the loader wrote before load;
+    // volatile so the compiler does not fold the 0 it was declared with.
+    unsafe { core::ptr::read_volatile(&TID_INDEXED) != 0 }
+}
 
 #[map]
 static EXITS: RingBuf = RingBuf::with_byte_size(EXIT_RING_BYTES, 0);
@@ -35,6 +54,10 @@ pub fn lookup(tid: u32) -> Option<Acct> {
     // SAFETY: map value pointer; a thread's account is only updated by events
     // the scheduler serialises for that thread (its own switches, its wakeup
     // once it is off the CPU), so no two programs write it at once.
+    if tid_indexed() {
+        let a = unsafe { &mut *THREAD_SLOTS.get_ptr_mut(tid)? };
+        return (a.tid == tid && tid != 0).then_some(a);
+    }
     THREADS.get_ptr_mut(tid).map(|p| unsafe { &mut *p })
 }
 
@@ -50,9 +73,21 @@ pub fn get_or_create(tid: u32, task: &Task, now: u64, parent_tgid: u32) -> Optio
 
 #[inline(always)]
 pub fn create(tid: u32, task: &Task, now: u64, parent_tgid: u32) -> Option<Acct> {
-    let scratch = SCRATCH.get_ptr_mut(0)?;
-    // SAFETY: per-CPU scratch slot.
-    let a = unsafe { &mut *scratch };
+    // Built in place in its slot, or in the per-CPU scratch for the hash.
+    let room = if tid_indexed() {
+        match THREAD_SLOTS.get_ptr_mut(tid) {
+            Some(p) => p,
+            None => {
+                // A tid beyond the array: pid_max was raised after load.
+                crate::count(stat::THREAD_MAP_FULL);
+                return None;
+            }
+        }
+    } else {
+        SCRATCH.get_ptr_mut(0)?
+    };
+    // SAFETY: map value pointer (the thread's slot, or the per-CPU scratch).
+    let a = unsafe { &mut *room };
     *a = ThreadAccount::zeroed();
     a.tid = tid;
     match (task.tgid(), task.start_time()) {
@@ -75,6 +110,9 @@ pub fn create(tid: u32, task: &Task, now: u64, parent_tgid: u32) -> Option<Acct>
     a.parent_tgid = parent_tgid;
     a.first_seen_ns = now;
     a.state_since_ns = now;
+    if tid_indexed() {
+        return Some(a);
+    }
     let built: &ThreadAccount = a;
     if THREADS.insert(tid, built, 0).is_err() {
         crate::count(stat::THREAD_MAP_FULL);
@@ -86,10 +124,11 @@ pub fn create(tid: u32, task: &Task, now: u64, parent_tgid: u32) -> Option<Acct>
 /// Closes the open interval of `a` at `now` into the field of its state.
 /// A running interval adds nothing: on-CPU time is the kernel's runtime,
 /// taken at the switches (sched.rs). Ending an iowait interval also closes
-/// its share of the CPU's iowait and its own-I/O time. `held` is a CPU
-/// account the caller already locked (the try-lock is not re-entrant).
+/// its share of the CPU's iowait and its own-I/O time, under the lock of
+/// the CPU the wait was counted on (no caller holds a CPU lock: the
+/// try-lock is not re-entrant).
 #[inline(always)]
-pub fn close_interval(a: &mut ThreadAccount, now: u64, held: Option<&LockedCpu>) {
+pub fn close_interval(a: &mut ThreadAccount, now: u64) {
     let dt = now.saturating_sub(a.state_since_ns);
     match a.state {
         state::RUNNABLE => {
@@ -106,26 +145,21 @@ pub fn close_interval(a: &mut ThreadAccount, now: u64, held: Option<&LockedCpu>)
             a.iowait_ns += dt;
             if a.flags & flag::IOWAIT_COUNTED != 0 {
                 a.flags &= !flag::IOWAIT_COUNTED;
-                let mut end_share = |c: &mut CpuAccount| {
-                    a.iowait_share_ns += c.share_cum_ns.saturating_sub(a.share_snap);
-                    cpu::iowait_dec(c);
-                };
-                match held {
-                    Some(h) if h.cpu == a.iowait_cpu => end_share(h.get()),
-                    _ => match cpu::lock(a.iowait_cpu) {
-                        Some(c) => {
-                            // The CPU's time up to now is booked with the
-                            // count that held until now (cpu.rs `settle`),
-                            // then the count drops.
-                            c.settle(now);
-                            end_share(c.get())
-                        }
-                        // The count must still drop, or the CPU's idle time
-                        // would be iowait for good; the share of this
-                        // wait's last stretch is what is lost (counted in
-                        // lock_contended).
-                        None => cpu::iowait_dec_unlocked(a.iowait_cpu),
-                    },
+                match cpu::lock(a.iowait_cpu) {
+                    Some(c) => {
+                        // The CPU's time up to now is booked with the count
+                        // that held until now (cpu.rs `settle`), then the
+                        // count drops.
+                        c.settle(now);
+                        let c = c.get();
+                        a.iowait_share_ns += c.share_cum_ns.saturating_sub(a.share_snap);
+                        cpu::iowait_dec(c);
+                    }
+                    // The count must still drop, or the CPU's idle time
+                    // would be iowait for good; the share of this wait's
+                    // last stretch is what is lost (counted in
+                    // lock_contended).
+                    None => cpu::iowait_dec_unlocked(a.iowait_cpu),
                 }
                 if a.flags & flag::OWN_UNKNOWN == 0
                     && let Some(own) = block::own_clock(a.tgid, now)
@@ -155,5 +189,10 @@ pub fn retire(tid: u32, a: &mut ThreadAccount, now: u64) {
         }
         None => crate::count(stat::EXIT_RECORD_LOST),
     }
-    let _ = THREADS.remove(tid);
+    if tid_indexed() {
+        // The slot is free again (userspace skips it).
+        a.tid = 0;
+    } else {
+        let _ = THREADS.remove(tid);
+    }
 }

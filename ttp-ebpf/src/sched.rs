@@ -14,9 +14,7 @@ use aya_ebpf::{macros::btf_tracepoint, programs::BtfTracePointContext};
 use ttp_common::{ThreadAccount, flag, stat, state};
 
 use crate::{
-    block, cpu,
-    cpu::LockedCpu,
-    detail,
+    block, cpu, detail,
     kernel::{
         BtfTask, TASK_DEAD, TASK_INTERRUPTIBLE, TASK_NOLOAD, TASK_RUNNING, TASK_UNINTERRUPTIBLE,
         Task,
@@ -43,18 +41,38 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
         crate::count(stat::READ_FAILED);
         return 0;
     };
-    let cpu = cpu::lock(cpu_id);
-    if let Some(c) = &cpu {
-        c.settle(now);
-    }
-    // Some switches may never reach the tracepoint (seen on VMs): a task
-    // leaving this CPU that is not the one last seen arriving is counted, so
-    // reports show how often the ledger's view of a CPU had a gap.
-    if let Some(locked) = &cpu {
-        let c = locked.get();
+    // One lookup of the CPU's account. The common path takes no lock: the
+    // CPU is busy at a switch, so booking its busy time can wait for the
+    // next event that changes its state (cpu_idle entry) or for the reader,
+    // which closes the open interval (accounts::close_cpu); the fields only
+    // this CPU writes need no lock (cpu.rs `find`). The lock is taken only
+    // where the account's shared state must change here: the CPU is still
+    // marked idle (an idle exit the tracepoint missed: a switch is never
+    // inside the idle state), or the account is new.
+    let acct = cpu::find(cpu_id);
+    // Whether the CPU's state is busy, so that a task going to sleep in
+    // iowait can be counted and its share clock read without the lock
+    // (the share clock only moves while the CPU is idle).
+    let mut busy = false;
+    if let Some(p) = acct {
+        // SAFETY: map value pointer, valid for the program's run; `idle` is
+        // written only by this CPU (cpu_idle, this switch), under the lock.
+        if unsafe { (*p).idle == 0 && (*p).valid != 0 } {
+            busy = true;
+        } else if let Some(locked) = cpu::lock_found(p) {
+            locked.settle(now);
+            locked.get().idle = 0;
+            busy = true;
+        }
+        // SAFETY: as above; the lock, if taken, is released.
+        let c = unsafe { &*p };
+        // Some switches may never reach the tracepoint (seen on VMs): a
+        // task leaving this CPU that is not the one last seen arriving is
+        // counted, so reports show how often the ledger's view of a CPU had
+        // a gap.
         if c.switch_seen != 0 && c.current_tid != prev_tid {
             crate::count(stat::UNREPORTED_SWITCH);
-            detail::unreported_switch(locked, prev_tid);
+            detail::unreported_switch(cpu_id, c, prev_tid);
         }
     }
 
@@ -64,8 +82,8 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
         && let Some(a) = ledger::get_or_create(prev_tid, &prev.task(), now, 0)
     {
         detail::switched_out(a, cpu_id, now);
-        take_counters_at_switch_out(a, &prev, cpu_id, now, cpu.as_ref());
-        close_interval(a, now, cpu.as_ref());
+        take_counters_at_switch_out(a, &prev, cpu_id, now);
+        close_interval(a, now);
         if prev_state & TASK_DEAD != 0 {
             trace::exited(a, &prev.task(), cpu_id, now);
             ledger::retire(prev_tid, a, now);
@@ -77,11 +95,15 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
                 a.voluntary_switches += 1;
                 if prev.in_iowait().unwrap_or(false) {
                     a.state = state::IOWAIT;
-                    if let Some(c) = &cpu {
-                        let c = c.get();
+                    if busy && let Some(p) = acct {
+                        // SAFETY: map value pointer; see `busy` above.
+                        let c = unsafe { &mut *p };
                         cpu::iowait_inc(c);
                         a.iowait_cpu = cpu_id;
-                        a.share_snap = c.share_cum_ns;
+                        // SAFETY: an aligned 64-bit load; written only by
+                        // settle while the CPU is idle, which it is not.
+                        a.share_snap =
+                            unsafe { core::ptr::read_volatile(&raw const c.share_cum_ns) };
                         match block::own_clock(a.tgid, now) {
                             Some(own) => {
                                 a.own_snap = own;
@@ -118,18 +140,15 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
         if a.state == state::RUNNING {
             recover_unseen_switch_out(a, &next);
         }
-        close_interval(a, now, cpu.as_ref());
+        close_interval(a, now);
         a.state = state::RUNNING;
         a.run_cpu = cpu_id;
         trace::switch_in(a, cpu_id, now, prev_tid);
     }
 
-    if let Some(c) = &cpu {
-        let c = c.get();
-        // A switch is never inside the CPU's idle state (cpu.rs cpu_idle):
-        // a missed idle exit ends here.
-        c.idle = 0;
-        c.valid = 1;
+    if let Some(p) = acct {
+        // SAFETY: map value pointer; fields only this CPU writes.
+        let c = unsafe { &mut *p };
         c.switch_seen = 1;
         c.current_tid = next_tid;
         c.last_switch_ns = now;
@@ -151,13 +170,7 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
 /// run would otherwise be booked entirely as waiting); the caller closes the
 /// rest as on-CPU.
 #[inline(always)]
-fn take_counters_at_switch_out(
-    a: &mut ThreadAccount,
-    task: &BtfTask,
-    cpu_id: u32,
-    now: u64,
-    cpu: Option<&LockedCpu>,
-) {
+fn take_counters_at_switch_out(a: &mut ThreadAccount, task: &BtfTask, cpu_id: u32, now: u64) {
     let Ok(exec) = task.sum_exec_runtime() else {
         crate::count(stat::READ_FAILED);
         return;
@@ -171,7 +184,7 @@ fn take_counters_at_switch_out(
         }
         if a.state != state::RUNNING && a.state != state::UNKNOWN && ran > 0 {
             let ran = ran.min(now.saturating_sub(a.state_since_ns));
-            close_interval(a, now - ran, cpu);
+            close_interval(a, now - ran);
             a.state = state::RUNNING;
             // The trace gets the switch-in the tracepoint missed, at the
             // latest time it can have happened.
@@ -211,7 +224,6 @@ fn recover_unseen_switch_out(a: &mut ThreadAccount, task: &BtfTask) {
 
 #[inline(always)]
 fn on_wakeup(task: BtfTask, new: bool) -> i32 {
-    let now = now_ns();
     let Ok(tid) = task.pid() else {
         crate::count(stat::READ_FAILED);
         return 0;
@@ -225,7 +237,7 @@ fn on_wakeup(task: BtfTask, new: bool) -> i32 {
             if !new {
                 crate::count(stat::WAKEUP_UNSEEN);
             }
-            match ledger::create(tid, &task.task(), now, 0) {
+            match ledger::create(tid, &task.task(), now_ns(), 0) {
                 Some(a) => a,
                 None => return 0,
             }
@@ -233,7 +245,7 @@ fn on_wakeup(task: BtfTask, new: bool) -> i32 {
     };
     match a.state {
         // Already runnable or on a CPU (ttwu of a task that had not yet
-        // switched out): no state change.
+        // switched out): no state change, and no clock read.
         state::RUNNING | state::RUNNABLE => return 0,
         // Seeded from /proc as D at attach: in_iowait is still set at
         // wakeup time (io_schedule_finish runs after the task resumes).
@@ -242,7 +254,8 @@ fn on_wakeup(task: BtfTask, new: bool) -> i32 {
         }
         _ => {}
     }
-    close_interval(a, now, None);
+    let now = now_ns();
+    close_interval(a, now);
     if !new {
         a.wakeups += 1;
     }

@@ -36,6 +36,11 @@ pub enum Which {
         /// sleeping process P: the cost of tracing for everything else.
         #[arg(long)]
         trace_one: bool,
+        /// Also measure `attach --all` of another ttp-ebpf binary (e.g. a
+        /// release build of an earlier commit) in the same rounds, so a
+        /// change's effect is compared side by side on this noisy machine.
+        #[arg(long, value_name = "TTP_EBPF")]
+        baseline: Option<std::path::PathBuf>,
     },
     /// Cost of `vprofile`'s uprobes to the measured program, beside a
     /// bpftrace script recording the same durations: slowdown and ns per
@@ -81,7 +86,8 @@ pub fn run(which: Which) -> anyhow::Result<()> {
             loops,
             bpftrace,
             trace_one,
-        } => overhead(rounds, loops, bpftrace, trace_one),
+            baseline,
+        } => overhead(rounds, loops, bpftrace, trace_one, baseline.as_deref()),
         Which::Vprofile {
             rounds,
             invocations,
@@ -204,14 +210,28 @@ fn start_tracer(mut cmd: Command, ready_marker: &str) -> anyhow::Result<Tracer> 
     })
 }
 
-fn overhead(rounds: u32, loops: u32, with_bpftrace: bool, trace_one: bool) -> anyhow::Result<()> {
+fn overhead(
+    rounds: u32,
+    loops: u32,
+    with_bpftrace: bool,
+    trace_one: bool,
+    baseline: Option<&std::path::Path>,
+) -> anyhow::Result<()> {
+    if let Some(b) = baseline
+        && !b.is_file()
+    {
+        bail!(
+            "--baseline {}: no such file; give the path of a built ttp-ebpf binary",
+            b.display()
+        );
+    }
     setup::ensure_packages(&["linux-perf"], "perf bench sched pipe is the load")?;
     let mut mounted_tracefs = false;
     if with_bpftrace {
         setup::ensure_packages(&["bpftrace"], "bpftrace is the comparison")?;
         mounted_tracefs = setup::mount_tracefs()?;
     }
-    let result = overhead_rounds(rounds, loops, with_bpftrace, trace_one);
+    let result = overhead_rounds(rounds, loops, with_bpftrace, trace_one, baseline);
     if mounted_tracefs {
         setup::umount_tracefs();
     }
@@ -223,6 +243,7 @@ fn overhead_rounds(
     loops: u32,
     with_bpftrace: bool,
     trace_one: bool,
+    baseline: Option<&std::path::Path>,
 ) -> anyhow::Result<()> {
     util::cargo(&["build", "--release", "-p", "ttp-user"])?;
     let ttp = util::target_dir().join("release/ttp-ebpf");
@@ -244,6 +265,9 @@ fn overhead_rounds(
     let attach_json =
         std::env::temp_dir().join(format!("ttp-bench-attach-{}.json", std::process::id()));
     let mut programs = cost::ProgramTable::default();
+    let mut base_programs = cost::ProgramTable::default();
+    let mut bl_ratios = Vec::new();
+    let mut vs_bl = Vec::new();
     let mut ratios = Vec::new();
     let mut tr_ratios = Vec::new();
     let mut tr_vs_all = Vec::new();
@@ -264,6 +288,9 @@ fn overhead_rounds(
             ""
         }
     );
+    if baseline.is_some() {
+        println!("       (then: baseline µs/op  ratio  ttp vs baseline)");
+    }
     // Each round measures every variant once, in an order rotated from
     // round to round, so that no variant always runs first (or right after
     // a tracer exits) on this noisy machine.
@@ -274,30 +301,27 @@ fn overhead_rounds(
     if with_bpftrace {
         variants.push(Variant::Bpftrace);
     }
+    if baseline.is_some() {
+        variants.push(Variant::Baseline);
+    }
     for r in 0..rounds {
-        let mut us = [0.0f64; 4];
+        let mut us = [0.0f64; 5];
         for k in 0..variants.len() {
             let v = variants[(k + r as usize) % variants.len()];
             us[v as usize] = match v {
                 Variant::Base => sched_pipe(loops)?,
                 Variant::All => {
-                    let mut cmd = Command::new(&ttp);
-                    cmd.args(["attach", "--all", "--interval", "1s", "--quiet", "--json"])
-                        .arg(&attach_json);
-                    let tracer = start_tracer(cmd, "ledger attached")?;
-                    ready.push(tracer.ready_ms);
-                    let t0 = Instant::now();
-                    let with = sched_pipe(loops)?;
-                    // Let the 1 s interval loop run a few times for the CPU figure.
-                    std::thread::sleep(Duration::from_secs(4));
-                    let secs = t0.elapsed().as_secs_f64();
-                    let (hwm, ticks) = tracer.stop()?;
-                    // Written on Ctrl-C: the probes' cost over the window.
-                    programs.add(&attach_json)?;
-                    let _ = std::fs::remove_file(&attach_json);
-                    rss.push(hwm as f64 / 1024.0);
-                    cpu_pct.push(ticks as f64 / 100.0 / secs * 100.0);
-                    with
+                    let (with, hwm, pct) = attach_all(&ttp, &attach_json, loops, &mut programs)?;
+                    ready.push(with.1);
+                    rss.push(hwm);
+                    cpu_pct.push(pct);
+                    with.0
+                }
+                Variant::Baseline => {
+                    let bin = baseline.expect("variant only with --baseline");
+                    attach_all(bin, &attach_json, loops, &mut base_programs)?
+                        .0
+                        .0
                 }
                 Variant::TraceOne => {
                     let pid = sleeper.as_ref().map_or(0, |s| s.0.id()).to_string();
@@ -328,7 +352,7 @@ fn overhead_rounds(
                 std::thread::sleep(Duration::from_millis(500));
             }
         }
-        let [base, with, t, b] = us;
+        let [base, with, t, b, bl] = us;
         ratios.push(with / base);
         let mut line = format!("{r:>5}  {base:>10.3}  {with:>9.3}  {:>5.3}", with / base);
         if sleeper.is_some() {
@@ -339,6 +363,11 @@ fn overhead_rounds(
         if with_bpftrace {
             bt_ratios.push(b / base);
             line += &format!("  {b:>14.3}  {:>5.3}", b / base);
+        }
+        if baseline.is_some() {
+            bl_ratios.push(bl / base);
+            vs_bl.push(with / bl);
+            line += &format!("  {bl:>14.3}  {:>5.3}  {:>6.3}", bl / base, with / bl);
         }
         println!("{line}");
     }
@@ -371,11 +400,23 @@ fn overhead_rounds(
         "userspace CPU at 1 s interval, under this load: median {:.2} % of a core",
         median(&mut cpu_pct)
     );
+    if baseline.is_some() {
+        println!(
+            "median ratio with the baseline's attach --all: {:.3}; this build vs the baseline: {:.3}",
+            median(&mut bl_ratios),
+            median(&mut vs_bl)
+        );
+    }
     programs.print();
+    if let Some(b) = baseline {
+        println!("baseline {}:", b.display());
+        base_programs.print();
+    }
     println!(
-        "command: cargo xtask bench overhead --rounds {rounds} --loops {loops}{}{}",
+        "command: cargo xtask bench overhead --rounds {rounds} --loops {loops}{}{}{}",
         if with_bpftrace { " --bpftrace" } else { "" },
-        if trace_one { " --trace-one" } else { "" }
+        if trace_one { " --trace-one" } else { "" },
+        baseline.map_or(String::new(), |b| format!(" --baseline {}", b.display()))
     );
     drop(sleeper);
     Ok(())
@@ -388,6 +429,37 @@ enum Variant {
     All = 1,
     TraceOne = 2,
     Bpftrace = 3,
+    Baseline = 4,
+}
+
+/// One `perf bench sched pipe` under `bin attach --all`: ((µs/op,
+/// attach-to-ready ms), peak RSS MiB, userspace CPU %); the probes' cost
+/// over the window goes into `programs`.
+fn attach_all(
+    bin: &std::path::Path,
+    attach_json: &std::path::Path,
+    loops: u32,
+    programs: &mut cost::ProgramTable,
+) -> anyhow::Result<((f64, f64), f64, f64)> {
+    let mut cmd = Command::new(bin);
+    cmd.args(["attach", "--all", "--interval", "1s", "--quiet", "--json"])
+        .arg(attach_json);
+    let tracer = start_tracer(cmd, "ledger attached")?;
+    let ready_ms = tracer.ready_ms;
+    let t0 = Instant::now();
+    let with = sched_pipe(loops)?;
+    // Let the 1 s interval loop run a few times for the CPU figure.
+    std::thread::sleep(Duration::from_secs(4));
+    let secs = t0.elapsed().as_secs_f64();
+    let (hwm, ticks) = tracer.stop()?;
+    // Written on Ctrl-C: the probes' cost over the window.
+    programs.add(attach_json)?;
+    let _ = std::fs::remove_file(attach_json);
+    Ok((
+        (with, ready_ms),
+        hwm as f64 / 1024.0,
+        ticks as f64 / 100.0 / secs * 100.0,
+    ))
 }
 
 /// A child killed when dropped.

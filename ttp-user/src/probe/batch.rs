@@ -12,7 +12,7 @@ use std::{
 
 use aya::{
     Pod,
-    maps::{HashMap, IterableMap, MapData, MapError},
+    maps::{Array, HashMap, IterableMap, MapData, MapError},
 };
 
 /// `enum bpf_cmd` (include/uapi/linux/bpf.h).
@@ -50,6 +50,28 @@ pub fn hash_entries<K: Pod, V: Pod>(map: &HashMap<MapData, K, V>) -> Result<Vec<
             ) =>
         {
             walk(map)
+        }
+        Err(io_error) => Err(MapError::SyscallError(aya::sys::SyscallError {
+            call: "BPF_MAP_LOOKUP_BATCH",
+            io_error,
+        })),
+    }
+}
+
+/// Every (index, value) of `array`, in batches as for a hash (arrays have
+/// had batch operations since they had any); index by index otherwise.
+pub fn array_entries<V: Pod>(array: &Array<MapData, V>) -> Result<Vec<(u32, V)>, MapError> {
+    match lookup_batch(array.map()) {
+        Ok(v) => Ok(v),
+        Err(e)
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::EINVAL | libc::EOPNOTSUPP | ENOTSUPP)
+            ) =>
+        {
+            (0..array.len())
+                .map(|i| array.get(&i, 0).map(|v| (i, v)))
+                .collect()
         }
         Err(io_error) => Err(MapError::SyscallError(aya::sys::SyscallError {
             call: "BPF_MAP_LOOKUP_BATCH",

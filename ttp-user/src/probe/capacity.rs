@@ -12,6 +12,34 @@
 //! (`thread_map_full`) and shown in words; it has no account, the others
 //! are unaffected. docs/ledger.md.
 
+/// Accounts are kept in an array indexed by tid (`THREAD_SLOTS`, one
+/// preallocated account per possible tid, ledger.rs in ttp-ebpf) when
+/// `kernel.pid_max` is at most this: 65 536 × 248 B = 16 MiB. Beyond it
+/// (systemd's default pid_max is 4 194 304) the hash is used.
+pub const TID_INDEX_LIMIT: u64 = 1 << 16;
+
+/// Slots of the tid-indexed array for a machine whose `pid_max` is given,
+/// or None for the hash: the flag `--max-threads` sizes the hash, so it
+/// asks for the hash; so does blame, whose reader samples every 50 ms and
+/// would copy every slot each time.
+pub fn tid_slots(pid_max: Option<u64>, requested: Option<u32>, blame: bool) -> Option<u32> {
+    if requested.is_some() || blame {
+        return None;
+    }
+    pid_max
+        .filter(|&n| n > 0 && n <= TID_INDEX_LIMIT)
+        .map(|n| n as u32)
+}
+
+/// `/proc/sys/kernel/pid_max`: tids are below it.
+pub fn pid_max() -> Option<u64> {
+    std::fs::read_to_string("/proc/sys/kernel/pid_max")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
 /// The map's size when nothing can be read: the compiled-in default.
 pub const FALLBACK: u32 = ttp_common::MAX_THREADS;
 
@@ -74,6 +102,18 @@ mod tests {
             thread_map_entries(Some(192_730), Some(200), Some(1 << 23)),
             1 << 23
         );
+    }
+
+    #[test]
+    fn tid_indexed_only_where_pid_max_is_small_and_nothing_asks_for_the_hash() {
+        // This machine: pid_max 32 768.
+        assert_eq!(tid_slots(Some(32_768), None, false), Some(32_768));
+        assert_eq!(tid_slots(Some(65_536), None, false), Some(65_536));
+        // systemd's default.
+        assert_eq!(tid_slots(Some(4_194_304), None, false), None);
+        assert_eq!(tid_slots(None, None, false), None);
+        assert_eq!(tid_slots(Some(32_768), Some(500), false), None);
+        assert_eq!(tid_slots(Some(32_768), None, true), None);
     }
 
     #[test]

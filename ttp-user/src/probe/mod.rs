@@ -11,6 +11,7 @@ pub mod detail;
 pub mod exits;
 mod read;
 pub mod seed;
+mod slots;
 pub mod trace;
 
 use aya::{
@@ -131,6 +132,11 @@ pub struct Ledger {
     // Field order is drop order: maps first, then the object whose drop
     // detaches the programs.
     pub(crate) threads: HashMap<MapData, u32, ThreadAccount>,
+    /// The accounts indexed by tid, where they are kept there (capacity.rs
+    /// `tid_slots`); `threads` is then empty.
+    pub(crate) slots: Option<Array<MapData, ThreadAccount>>,
+    /// The same slots mapped read-only, when the kernel allowed it.
+    pub(crate) slot_view: Option<slots::SlotView>,
     pub(crate) cpus: Array<MapData, CpuAccount>,
     pub(crate) disk: Array<MapData, DiskAccount>,
     pub(crate) proc_disk: HashMap<MapData, u32, ProcDisk>,
@@ -144,7 +150,8 @@ pub struct Ledger {
     _ebpf: Ebpf,
     /// CLOCK_MONOTONIC ns when every program was attached.
     pub ready_ns: u64,
-    /// How many thread accounts the THREADS map holds (capacity.rs).
+    /// How many thread accounts the ledger holds: THREADS' size, or with
+    /// accounts indexed by tid, pid_max (capacity.rs).
     pub thread_capacity: u32,
     /// The kernel's BPF run-time statistics, on while this fd is open
     /// (cost.rs), or why they are not.
@@ -201,12 +208,25 @@ impl Ledger {
             // Ring buffers are allocated at load: one page when unused.
             loader.map_max_entries(trace::EVENTS_MAP, trace::page_size());
         }
-        let thread_capacity = capacity::thread_map_entries(
-            capacity::threads_max(),
-            capacity::live_threads(),
-            options.max_threads,
-        );
-        loader.map_max_entries("THREADS", thread_capacity);
+        let tid_slots = capacity::tid_slots(capacity::pid_max(), options.max_threads, blame);
+        let thread_capacity = match tid_slots {
+            Some(n) => {
+                loader.map_max_entries("THREAD_SLOTS", n);
+                // The hash is unused: its smallest size.
+                loader.map_max_entries("THREADS", 1);
+                loader.override_global("TID_INDEXED", &1u32, true);
+                n
+            }
+            None => {
+                let n = capacity::thread_map_entries(
+                    capacity::threads_max(),
+                    capacity::live_threads(),
+                    options.max_threads,
+                );
+                loader.map_max_entries("THREADS", n);
+                n
+            }
+        };
         loader.map_max_entries(
             "EXITS",
             exits::ring_bytes(exits::DESIGN_EXIT_RATE, exits::DESIGN_STALL_MS),
@@ -245,8 +265,18 @@ impl Ledger {
             None => None,
         };
         let ready_ns = crate::sys::clock::monotonic_ns();
+        let slots: Option<Array<MapData, ThreadAccount>> = tid_slots
+            .is_some()
+            .then(|| take(&mut ebpf, "THREAD_SLOTS"))
+            .transpose()?;
         Ok(Self {
             threads: take(&mut ebpf, "THREADS")?,
+            slot_view: slots.as_ref().and_then(|a| {
+                slots::SlotView::map(a)
+                    .inspect_err(|e| log::debug!("THREAD_SLOTS not mapped ({e}): read by bpf(2)"))
+                    .ok()
+            }),
+            slots,
             cpus: take(&mut ebpf, "CPUS")?,
             disk: take(&mut ebpf, "DISK")?,
             proc_disk: take(&mut ebpf, "PROC_DISK")?,

@@ -122,11 +122,24 @@ impl Ledger {
     /// Reads every map. Entries that vanish while reading (a thread exits)
     /// are skipped: their exit record carries them.
     pub fn snapshot(&self) -> Result<Snapshot, ProbeError> {
-        let mut threads: Vec<ThreadAccount> = batch::hash_entries(&self.threads)
-            .map_err(map_err("THREADS"))?
-            .into_iter()
-            .map(|(_, v)| v)
-            .collect();
+        let mut threads: Vec<ThreadAccount> = match &self.slots {
+            Some(_) if self.slot_view.is_some() => self
+                .slot_view
+                .as_ref()
+                .map_or_else(Vec::new, |v| v.accounts()),
+            // A slot holds an account when its tid is the slot's index.
+            Some(slots) => batch::array_entries(slots)
+                .map_err(map_err("THREAD_SLOTS"))?
+                .into_iter()
+                .filter(|(tid, a)| *tid != 0 && a.tid == *tid)
+                .map(|(_, v)| v)
+                .collect(),
+            None => batch::hash_entries(&self.threads)
+                .map_err(map_err("THREADS"))?
+                .into_iter()
+                .map(|(_, v)| v)
+                .collect(),
+        };
         take_running_counters(&mut threads);
         let cpus = self.cpu_accounts()?;
         let disk = self.disk.get(&0, 0).map_err(map_err("DISK"))?;
@@ -205,7 +218,20 @@ impl Ledger {
             let n = t.comm.len().min(TASK_COMM_LEN - 1);
             a.comm[..n].copy_from_slice(&t.comm.as_bytes()[..n]);
             const BPF_NOEXIST: u64 = 1;
-            if self.threads.insert(t.tid, a, BPF_NOEXIST).is_ok() {
+            let inserted = match &mut self.slots {
+                // An array has no BPF_NOEXIST: a slot the programs already
+                // filled is read first and left alone. An account they
+                // create between the read and the write is replaced by
+                // this one; its on-CPU and run-queue wait still count
+                // from the kernel's counters (the seed's base), only its
+                // first event's state is lost.
+                Some(slots) => {
+                    let taken = slots.get(&t.tid, 0).is_ok_and(|b| b.tid == t.tid);
+                    !taken && slots.set(t.tid, a, 0).is_ok()
+                }
+                None => self.threads.insert(t.tid, a, BPF_NOEXIST).is_ok(),
+            };
+            if inserted {
                 seeded += 1;
             }
         }
@@ -216,7 +242,10 @@ impl Ledger {
 impl Ledger {
     /// The kernel's account of thread `tid`, if it has one.
     pub fn account(&self, tid: u32) -> Option<ThreadAccount> {
-        self.threads.get(&tid, 0).ok()
+        match &self.slots {
+            Some(slots) => slots.get(&tid, 0).ok().filter(|a| a.tid == tid && tid != 0),
+            None => self.threads.get(&tid, 0).ok(),
+        }
     }
 
     /// Replaces the account of `a.tid`. Only for tests that put an account
@@ -225,7 +254,10 @@ impl Ledger {
     #[doc(hidden)]
     pub fn replace_account_for_test(&mut self, a: &ThreadAccount) -> Result<(), MapError> {
         const BPF_EXIST: u64 = 2;
-        self.threads.insert(a.tid, *a, BPF_EXIST)
+        match &mut self.slots {
+            Some(slots) => slots.set(a.tid, *a, 0),
+            None => self.threads.insert(a.tid, *a, BPF_EXIST),
+        }
     }
 }
 

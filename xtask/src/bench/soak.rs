@@ -71,7 +71,9 @@ fn threads_map_id(pid: u32) -> Option<String> {
             continue;
         };
         let show = bpftool_json(&["map", "show", "id", &id]);
-        if show.is_some_and(|v| v["name"] == "THREADS") {
+        // With accounts indexed by tid (docs/ledger.md) the hash has one
+        // entry and is unused: nothing to sample.
+        if show.is_some_and(|v| v["name"] == "THREADS" && v["max_entries"].as_u64() > Some(1)) {
             return Some(id);
         }
     }
@@ -100,7 +102,10 @@ pub fn bench(duration: Duration, every: Duration) -> anyhow::Result<()> {
     let pid = tracer.child.id();
     let map_id = threads_map_id(pid);
     if map_id.is_none() {
-        eprintln!("soak: THREADS map of pid {pid} not found; occupancy not sampled");
+        eprintln!(
+            "soak: no THREADS hash in use by pid {pid} (accounts indexed by tid are a fixed \
+             array, sized at load); occupancy not sampled"
+        );
     }
     let hz = 100.0; // USER_HZ: /proc/PID/stat ticks
     let t0 = Instant::now();
