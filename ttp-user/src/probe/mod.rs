@@ -12,6 +12,7 @@ pub mod exits;
 mod read;
 pub mod seed;
 pub mod trace;
+pub mod usdt;
 
 use aya::{
     Ebpf, EbpfLoader,
