@@ -1,0 +1,249 @@
+//! `ttp-ebpf statements`: every statement of a live PostgreSQL server, timed
+//! and explained through the server's own USDT probes (docs/statements.md).
+use std::{
+    collections::{BTreeSet, HashMap},
+    path::{Path, PathBuf},
+    time::{Duration, Instant},
+};
+
+use anyhow::Context;
+
+use crate::{
+    error::{UsageError, usage},
+    probe::{
+        AttachOptions, Ledger, probe_error_ctx,
+        statements::{StatementProbes, StatementsProbeError},
+        usdt::{self, UsdtError},
+    },
+    protocol::statements::{
+        GroupBy, SCHEMA, Statement, WAIT_PROBES,
+        document::{ProbeAvailability, ProbeCounts, StatementsReport, TrancheRow},
+        group,
+    },
+    report::{
+        atomic,
+        render::{self, statements::Statements},
+        statements::svg,
+    },
+    sys::signals::StopFlag,
+};
+
+/// Time every SQL statement of a running PostgreSQL server, and say where
+/// its time went: on CPU, waiting for a CPU, for a lock, for the disk
+/// (its own I/O or others').
+///
+/// Attaches to the server's USDT probes (query__start/done and its wait
+/// probes; the binary must have them: Debian's and most distributions'
+/// builds do) and joins each statement with ttp's per-thread ledger.
+///
+/// Example: `sudo ttp-ebpf statements --pid $(head -1 /var/lib/postgresql/15/main/postmaster.pid) --duration 10s`
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The postmaster (its backends, present and future, are measured).
+    #[arg(long)]
+    pub pid: u32,
+    /// The server binary (default: the postmaster's executable).
+    #[arg(long, value_name = "PATH")]
+    pub binary: Option<PathBuf>,
+    /// Measure for this long (e.g. 10s); default: until Ctrl-C.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub duration: Option<Duration>,
+    /// Groups shown in the text report and the chart.
+    #[arg(long, default_value_t = 20)]
+    pub top: usize,
+    /// Group statements by normalised text, exact text or backend.
+    #[arg(long, value_enum, default_value = "fingerprint")]
+    pub by: GroupBy,
+    /// Write the result (JSON `ttp.statements/1`) here.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Write the stacked time per statement (SVG) here.
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let binary = match &args.binary {
+        Some(b) => b.clone(),
+        None => server_binary(args.pid)?,
+    };
+    let probes = match usdt::read_probes(&binary) {
+        Ok(p) => p,
+        Err(e @ (UsdtError::NoNotes { .. } | UsdtError::NotElf { .. } | UsdtError::Read { .. })) => {
+            return usage(e.to_string());
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let stop = StopFlag::install().context("installing the Ctrl-C handler")?;
+    let mut ledger = Ledger::attach_with(&AttachOptions {
+        statements_of: Some(args.pid),
+        ..Default::default()
+    })
+    .map_err(probe_error_ctx)?;
+    let mut sp = match StatementProbes::attach(&mut ledger, &binary, &probes, &WAIT_PROBES) {
+        Ok(sp) => sp,
+        Err(e @ StatementsProbeError::Missing { .. }) => return usage(e.to_string()),
+        Err(StatementsProbeError::Probe(e)) => return Err(probe_error_ctx(e)),
+        Err(e) => return Err(e.into()),
+    };
+    let window_start_ns = crate::sys::clock::monotonic_ns();
+    eprintln!(
+        "statements: {} probe sites attached in {}; measuring{}",
+        sp.links(),
+        binary.display(),
+        match args.duration {
+            Some(d) => format!(" for {}", humantime::format_duration(d)),
+            None => " until Ctrl-C".into(),
+        }
+    );
+    let statements = collect(&mut sp, args.pid, args.duration, &stop);
+    let window_end_ns = crate::sys::clock::monotonic_ns();
+    let report = build_report(&args, &binary, &sp, statements, window_start_ns, window_end_ns)?;
+    drop(sp);
+    drop(ledger);
+    let doc = Statements(report, args.top);
+    render::print(&doc);
+    if let Some(path) = &args.json {
+        atomic::write_json_result(path, &doc.0)?;
+    }
+    if let Some(path) = &args.svg {
+        let text = svg::stacked(&doc.0, args.top).map_err(anyhow::Error::msg)?;
+        atomic::write_result(path, text.as_bytes())?;
+    }
+    Ok(())
+}
+
+/// The executable of `pid`, or a usage error saying what to do.
+fn server_binary(pid: u32) -> anyhow::Result<PathBuf> {
+    let exe = PathBuf::from(format!("/proc/{pid}/exe"));
+    match std::fs::read_link(&exe) {
+        Ok(p) => {
+            let s = p.to_string_lossy();
+            match s.strip_suffix(" (deleted)") {
+                Some(_) => usage(format!(
+                    "the executable of process {pid} was replaced since it started ({s}); restart the server or give --binary"
+                )),
+                None => Ok(p),
+            }
+        }
+        Err(e) => usage(format!(
+            "cannot read the executable of process {pid} ({e}): give the postmaster's pid (first line of postmaster.pid) and run with sudo"
+        )),
+    }
+}
+
+/// Drains records until the duration ends or Ctrl-C.
+fn collect(
+    sp: &mut StatementProbes,
+    _postmaster: u32,
+    duration: Option<Duration>,
+    stop: &StopFlag,
+) -> Vec<Statement> {
+    let started = Instant::now();
+    let mut out = Vec::new();
+    loop {
+        sp.drain(|r| out.push(Statement::from(r)));
+        if stop.raised() || duration.is_some_and(|d| started.elapsed() >= d) {
+            break;
+        }
+        let left = duration.map_or(Duration::from_millis(100), |d| {
+            d.saturating_sub(started.elapsed()).min(Duration::from_millis(100))
+        });
+        stop.sleep(left);
+    }
+    sp.drain(|r| out.push(Statement::from(r)));
+    out
+}
+
+/// A NUL-terminated string at `addr` in process `pid`'s memory.
+fn read_c_string(pid: u32, addr: u64) -> Option<String> {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::File::open(format!("/proc/{pid}/mem")).ok()?;
+    let mut buf = [0u8; 64];
+    let n = f.read_at(&mut buf, addr).ok()?;
+    let end = buf[..n].iter().position(|b| *b == 0).unwrap_or(n);
+    Some(String::from_utf8_lossy(&buf[..end]).into_owned())
+}
+
+fn build_report(
+    args: &Args,
+    binary: &Path,
+    sp: &StatementProbes,
+    statements: Vec<Statement>,
+    window_start_ns: u64,
+    window_end_ns: u64,
+) -> anyhow::Result<StatementsReport> {
+    let stats = sp.stats().map_err(probe_error_ctx)?;
+    let backends: BTreeSet<u32> = statements.iter().map(|s| s.tgid).collect();
+    let groups = group(&statements, args.by, &sp.available);
+    let mut names: HashMap<u64, String> = HashMap::new();
+    let mut tranches: Vec<TrancheRow> = Vec::new();
+    for (ptr, t) in sp.tranches() {
+        let name = names
+            .entry(ptr)
+            .or_insert_with(|| {
+                read_c_string(t.tgid, ptr)
+                    .or_else(|| read_c_string(args.pid, ptr))
+                    .unwrap_or_else(|| format!("tranche at {ptr:#x}"))
+            })
+            .clone();
+        match tranches.iter_mut().find(|r| r.tranche == name) {
+            Some(r) => {
+                r.waits += t.waits;
+                r.wait_ns += t.wait_ns;
+            }
+            None => tranches.push(TrancheRow {
+                tranche: name,
+                waits: t.waits,
+                wait_ns: t.wait_ns,
+            }),
+        }
+    }
+    tranches.sort_by(|a, b| b.wait_ns.cmp(&a.wait_ns));
+    let probes = sp
+        .sites
+        .iter()
+        .map(|s| ProbeAvailability {
+            name: s.name.clone(),
+            sites: s.sites,
+            available: s.sites > 0,
+        })
+        .collect();
+    Ok(StatementsReport {
+        schema: SCHEMA.into(),
+        postmaster: args.pid,
+        binary: binary.display().to_string(),
+        semaphores: "kernel uprobe reference counter (ref_ctr_offset)".into(),
+        by: args.by,
+        window_start_ns,
+        window_end_ns,
+        backends: backends.len(),
+        statements: statements.len() as u64,
+        probes,
+        counts: ProbeCounts {
+            hits: stats.hits,
+            records: stats.statements,
+            records_lost: stats.lost_records,
+            done_without_start: stats.done_without_start,
+            other_processes: 0,
+            no_state: stats.no_state,
+            text_unread: stats.text_unread,
+            restarted: stats.restarted,
+            mean_probe_ns: if stats.hits > 0 {
+                stats.probe_ns as f64 / stats.hits as f64
+            } else {
+                0.0
+            },
+        },
+        groups,
+        tranches,
+        cross_check: None,
+        cross_check_note: Some("not read (pass --pgss to read pg_stat_statements)".into()),
+    })
+}
+
+impl From<UsdtError> for UsageError {
+    fn from(e: UsdtError) -> Self {
+        UsageError::new(e.to_string())
+    }
+}
