@@ -88,7 +88,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     let window_start_ns = crate::sys::clock::monotonic_ns();
     eprintln!(
-        "statements: {} probe sites attached in {}; measuring{}",
+        "statements: ledger attached, {} probe sites in {}; measuring{}",
         sp.links(),
         binary.display(),
         match args.duration {
