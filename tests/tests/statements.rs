@@ -233,9 +233,13 @@ struct Session {
 
 impl Session {
     fn open(c: &Cluster) -> Self {
+        Self::open_as(c, "psql")
+    }
+    /// A session whose backend shows `application_name = app`.
+    fn open_as(c: &Cluster, app: &str) -> Self {
         let child = Command::new(c.bin.join("psql"))
             .args(["-X", "-q", "-A", "-t", "-d"])
-            .arg(c.conninfo())
+            .arg(format!("{} application_name={app}", c.conninfo()))
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -369,4 +373,79 @@ fn binary_without_notes_is_a_usage_error() {
     let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
     assert_eq!(lines.len(), 1, "{err}");
     assert!(lines[0].contains("no USDT probes"), "{err}");
+}
+
+/// CPU-bound statements on one backend while ttp runs: their summed on-CPU
+/// equals the backend's schedstat runtime over them within 2 % (the
+/// backend does nothing else between the two reads but receive the
+/// statements and send three one-row results), and elapsed = on-CPU +
+/// run-queue wait + the rest within 2 %. Catches on-CPU lost at the probes
+/// (the kernel adds a running task's runtime only at ticks and switches; a
+/// reading that does not add the stretch since would fall short by up to
+/// a tick per statement) and on-CPU counted twice.
+#[test]
+fn on_cpu_of_cpu_bound_statements_matches_schedstat() {
+    if !root_or_skip("on_cpu_of_cpu_bound_statements_matches_schedstat") {
+        return;
+    }
+    let _serial = serial();
+    let c = Cluster::start("stmt-cpu");
+    let pm = c.postmaster_pid();
+    let json = c.dir.join("cpu.json");
+    let ttp = ttp_attached(&[
+        "statements",
+        "--pid",
+        &pm.to_string(),
+        "--duration",
+        "8s",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let mut s = Session::open_as(&c, "ttpcpu");
+    s.send("SELECT 1;");
+    let backend: u32 = poll(
+        &c,
+        "SELECT pid FROM pg_stat_activity WHERE application_name = 'ttpcpu' AND state = 'idle'",
+    )
+    .parse()
+    .unwrap();
+    let r0 = schedstat(backend).0;
+    for n in [1_000_000, 2_000_000, 3_000_000] {
+        s.send(&format!("SELECT count(*) FROM generate_series(1, {n});"));
+    }
+    s.send("SELECT 2;");
+    poll(
+        &c,
+        "SELECT 1 FROM pg_stat_activity WHERE application_name = 'ttpcpu' AND state = 'idle' AND query = 'SELECT 2;'",
+    );
+    let r1 = schedstat(backend).0;
+    s.close();
+    let out = ttp.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let doc = json_file(&json);
+    let g = doc["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["key"] == "select count(*) from generate_series($1, $2)")
+        .expect("the generate_series group");
+    assert_eq!(g["calls"], 3);
+    let n = |k: &str| g[k].as_u64().unwrap() as f64;
+    let sched = (r1 - r0) as f64;
+    eprintln!(
+        "on-CPU: ttp {:.2} ms, schedstat {:.2} ms; elapsed {:.2} ms, unattributed {:.2} ms",
+        n("on_cpu_ns") / 1e6,
+        sched / 1e6,
+        n("elapsed_ns") / 1e6,
+        g["unattributed_ns"].as_i64().unwrap() as f64 / 1e6
+    );
+    assert!(
+        within(n("on_cpu_ns"), sched, 0.02, 0.0),
+        "on-CPU {} vs schedstat {sched}",
+        n("on_cpu_ns")
+    );
+    assert!(
+        g["unattributed_ns"].as_i64().unwrap().unsigned_abs() as f64 <= 0.02 * n("elapsed_ns"),
+        "elapsed not covered by the components"
+    );
 }
