@@ -14,9 +14,7 @@ use std::{
 use common::{pg::Cluster, *};
 use ttp_user::{
     probe::{AttachOptions, Ledger, statements::StatementProbes, usdt},
-    protocol::statements::{
-        GroupBy, Statement, WAIT_PROBES, fingerprint::fingerprint, group,
-    },
+    protocol::statements::{GroupBy, Statement, WAIT_PROBES, fingerprint::fingerprint, group},
 };
 
 const PGSS: &str = "-c shared_preload_libraries=pg_stat_statements";
@@ -30,7 +28,11 @@ fn cluster(name: &str) -> Cluster {
         .args(["-p", &c.port.to_string(), "-U", "ttp", "postgres"])
         .output()
         .expect("pgbench -i");
-    assert!(out.status.success(), "pgbench -i: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "pgbench -i: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     c
 }
 
@@ -192,15 +194,23 @@ fn pgbench_statements_match_pg_stat_statements_and_schedstat() {
             checked += 1;
         }
     }
-    assert!(checked >= 6, "TPC-B-like: 7 statements each ran ≥ 1000 times ({checked})");
-    let ttp_exec: f64 = groups.iter().map(|g| g.waits["execute"].wait_ns as f64).sum();
+    assert!(
+        checked >= 6,
+        "TPC-B-like: 7 statements each ran ≥ 1000 times ({checked})"
+    );
+    let ttp_exec: f64 = groups
+        .iter()
+        .map(|g| g.waits["execute"].wait_ns as f64)
+        .sum();
     let pg_exec: f64 = groups
         .iter()
-        .map(|g| {
-            after.get(&g.key).map_or(0.0, |v| v.1) - before.get(&g.key).map_or(0.0, |v| v.1)
-        })
+        .map(|g| after.get(&g.key).map_or(0.0, |v| v.1) - before.get(&g.key).map_or(0.0, |v| v.1))
         .sum();
-    eprintln!("execute: ttp {:.1} ms, pgss {:.1} ms", ttp_exec / 1e6, pg_exec / 1e6);
+    eprintln!(
+        "execute: ttp {:.1} ms, pgss {:.1} ms",
+        ttp_exec / 1e6,
+        pg_exec / 1e6
+    );
     assert!(
         (ttp_exec - pg_exec).abs() <= 0.05 * pg_exec,
         "summed executor time {ttp_exec} vs total_exec_time {pg_exec}"
@@ -265,7 +275,10 @@ fn poll(c: &Cluster, sql: &str) -> String {
         if !v.is_empty() {
             return v;
         }
-        assert!(t.elapsed() < Duration::from_secs(20), "timed out waiting for: {sql}");
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "timed out waiting for: {sql}"
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
 }
@@ -314,7 +327,10 @@ fn lock_wait_of_a_blocked_update() {
     let mut waiter = Command::new(c.bin.join("psql"))
         .args(["-X", "-q", "-d"])
         .arg(c.conninfo())
-        .args(["-c", "UPDATE pgbench_branches SET bbalance = bbalance + 7 WHERE bid = 1"])
+        .args([
+            "-c",
+            "UPDATE pgbench_branches SET bbalance = bbalance + 7 WHERE bid = 1",
+        ])
         .stdout(Stdio::null())
         .spawn()
         .expect("psql");
@@ -324,13 +340,18 @@ fn lock_wait_of_a_blocked_update() {
     )
     .parse()
     .unwrap();
-    let now: f64 = c.psql("SELECT extract(epoch FROM clock_timestamp())").parse().unwrap();
+    let now: f64 = c
+        .psql("SELECT extract(epoch FROM clock_timestamp())")
+        .parse()
+        .unwrap();
     std::thread::sleep(Duration::from_secs_f64((0.5 - (now - waitstart)).max(0.0)));
     holder.send("COMMIT;");
     holder.close();
     assert!(waiter.wait().unwrap().success());
     let committed: f64 = c
-        .psql(&format!("SELECT extract(epoch FROM pg_xact_commit_timestamp('{xid}'::xid))"))
+        .psql(&format!(
+            "SELECT extract(epoch FROM pg_xact_commit_timestamp('{xid}'::xid))"
+        ))
         .parse()
         .unwrap();
     let truth_ms = (committed - waitstart) * 1e3;
@@ -347,8 +368,14 @@ fn lock_wait_of_a_blocked_update() {
     assert_eq!(g["waits"]["lock_wait"]["waits"], 1);
     let ttp_ms = g["waits"]["lock_wait"]["wait_ns"].as_u64().unwrap() as f64 / 1e6;
     eprintln!("lock wait: ttp {ttp_ms:.2} ms, server clocks {truth_ms:.2} ms");
-    assert!((450.0..700.0).contains(&truth_ms), "the set-up held the lock {truth_ms} ms");
-    assert!((ttp_ms - truth_ms).abs() <= 20.0, "ttp {ttp_ms} ms vs {truth_ms} ms");
+    assert!(
+        (450.0..700.0).contains(&truth_ms),
+        "the set-up held the lock {truth_ms} ms"
+    );
+    assert!(
+        (ttp_ms - truth_ms).abs() <= 20.0,
+        "ttp {ttp_ms} ms vs {truth_ms} ms"
+    );
     // The wait is a sleep of the backend, inside the statement's elapsed.
     let elapsed_ms = g["elapsed_ns"].as_u64().unwrap() as f64 / 1e6;
     assert!(elapsed_ms >= ttp_ms);
@@ -368,7 +395,15 @@ fn binary_without_notes_is_a_usage_error() {
         return;
     }
     let me = std::process::id().to_string();
-    let (code, _out, err) = ttp(&["statements", "--pid", &me, "--binary", "/bin/true", "--duration", "1s"]);
+    let (code, _out, err) = ttp(&[
+        "statements",
+        "--pid",
+        &me,
+        "--binary",
+        "/bin/true",
+        "--duration",
+        "1s",
+    ]);
     assert_eq!(code, 2, "{err}");
     let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
     assert_eq!(lines.len(), 1, "{err}");

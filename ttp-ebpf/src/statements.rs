@@ -13,8 +13,8 @@
 use aya_ebpf::{
     EbpfContext,
     helpers::{
-        bpf_get_current_pid_tgid, bpf_get_current_task, bpf_probe_read_kernel,
-        bpf_probe_read_user, bpf_probe_read_user_str_bytes, generated::bpf_get_attach_cookie,
+        bpf_get_current_pid_tgid, bpf_get_current_task, bpf_probe_read_kernel, bpf_probe_read_user,
+        bpf_probe_read_user_str_bytes, generated::bpf_get_attach_cookie,
     },
     macros::{map, uprobe},
     maps::{LruHashMap, PerCpuArray, PerCpuHashMap, RingBuf},
@@ -95,7 +95,8 @@ static STMT_SCRATCH: PerCpuArray<StmtState> = PerCpuArray::with_max_entries(1, 0
 static STMT_RECORDS: RingBuf = RingBuf::with_byte_size(STMT_RING_BYTES, 0);
 
 #[map]
-static STMT_TRANCHES: PerCpuHashMap<u64, Tranche> = PerCpuHashMap::with_max_entries(MAX_TRANCHES, 0);
+static STMT_TRANCHES: PerCpuHashMap<u64, Tranche> =
+    PerCpuHashMap::with_max_entries(MAX_TRANCHES, 0);
 
 #[map]
 static STMT_STATS: PerCpuArray<Stats> = PerCpuArray::with_max_entries(1, 0);

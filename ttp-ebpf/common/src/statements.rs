@@ -170,7 +170,8 @@ unsafe impl aya::Pod for Tranche {}
 unsafe impl aya::Pod for Stats {}
 
 const _: () = assert!(
-    core::mem::size_of::<Record>() == 4 + 4 + 8 + 8 + 8 * PARTS + 8 * WAITS + 4 * WAITS + 4 + 4 + 4 + TEXT_LEN
+    core::mem::size_of::<Record>()
+        == 4 + 4 + 8 + 8 + 8 * PARTS + 8 * WAITS + 4 * WAITS + 4 + 4 + 4 + TEXT_LEN
 );
 const _: () = assert!(core::mem::size_of::<Tranche>() == 24);
 const _: () = assert!(core::mem::size_of::<Stats>() == 8 * 8);
@@ -182,7 +183,13 @@ mod tests {
     /// Catches fields overlapping in the cookie, and a lost offset sign.
     #[test]
     fn cookie_round_trip() {
-        assert_eq!(decode_cookie(cookie(2, arg::MEMORY, 4, -144)), (2, 2, 4, -144));
-        assert_eq!(decode_cookie(cookie(27, arg::REGISTER, 14, 0)), (27, 1, 14, 0));
+        assert_eq!(
+            decode_cookie(cookie(2, arg::MEMORY, 4, -144)),
+            (2, 2, 4, -144)
+        );
+        assert_eq!(
+            decode_cookie(cookie(27, arg::REGISTER, 14, 0)),
+            (27, 1, 14, 0)
+        );
     }
 }

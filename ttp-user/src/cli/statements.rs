@@ -69,7 +69,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     let probes = match usdt::read_probes(&binary) {
         Ok(p) => p,
-        Err(e @ (UsdtError::NoNotes { .. } | UsdtError::NotElf { .. } | UsdtError::Read { .. })) => {
+        Err(
+            e @ (UsdtError::NoNotes { .. } | UsdtError::NotElf { .. } | UsdtError::Read { .. }),
+        ) => {
             return usage(e.to_string());
         }
         Err(e) => return Err(e.into()),
@@ -98,7 +100,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     );
     let statements = collect(&mut sp, args.pid, args.duration, &stop);
     let window_end_ns = crate::sys::clock::monotonic_ns();
-    let report = build_report(&args, &binary, &sp, statements, window_start_ns, window_end_ns)?;
+    let report = build_report(
+        &args,
+        &binary,
+        &sp,
+        statements,
+        window_start_ns,
+        window_end_ns,
+    )?;
     drop(sp);
     drop(ledger);
     let doc = Statements(report, args.top);
@@ -147,7 +156,8 @@ fn collect(
             break;
         }
         let left = duration.map_or(Duration::from_millis(100), |d| {
-            d.saturating_sub(started.elapsed()).min(Duration::from_millis(100))
+            d.saturating_sub(started.elapsed())
+                .min(Duration::from_millis(100))
         });
         stop.sleep(left);
     }
@@ -199,7 +209,7 @@ fn build_report(
             }),
         }
     }
-    tranches.sort_by(|a, b| b.wait_ns.cmp(&a.wait_ns));
+    tranches.sort_by_key(|t| std::cmp::Reverse(t.wait_ns));
     let probes = sp
         .sites
         .iter()

@@ -61,7 +61,9 @@ pub struct StatementProbes {
 }
 
 /// (probe name, kind, whether its first argument is read).
-fn wanted(waits: &[(&'static str, &'static str, &'static str); WAITS]) -> Vec<(&'static str, u32, bool)> {
+fn wanted(
+    waits: &[(&'static str, &'static str, &'static str); WAITS],
+) -> Vec<(&'static str, u32, bool)> {
     let mut v = vec![
         ("query__done", kind::QUERY_DONE, false),
         ("query__start", kind::QUERY_START, true),
@@ -83,10 +85,12 @@ fn arg_cookie(p: &UsdtProbe) -> (u32, u32, i32) {
             Some(slot) => (arg::REGISTER, slot, 0),
             None => (arg::NONE, 0, 0),
         },
-        Some(ArgLocation::Memory { reg, offset }) => match (pt_regs_slot(reg), i32::try_from(*offset)) {
-            (Some(slot), Ok(off)) => (arg::MEMORY, slot, off),
-            _ => (arg::NONE, 0, 0),
-        },
+        Some(ArgLocation::Memory { reg, offset }) => {
+            match (pt_regs_slot(reg), i32::try_from(*offset)) {
+                (Some(slot), Ok(off)) => (arg::MEMORY, slot, off),
+                _ => (arg::NONE, 0, 0),
+            }
+        }
         _ => (arg::NONE, 0, 0),
     }
 }

@@ -156,7 +156,9 @@ pub fn parse_probes(path: &str, data: &[u8]) -> Result<Vec<UsdtProbe>, UsdtError
         if ntype == NT_STAPSDT && owner.strip_suffix(&[0]).unwrap_or(owner) == b"stapsdt" {
             let desc = &bytes[desc_at..desc_at + descsz];
             if desc.len() < 3 * word {
-                return Err(malformed("a probe descriptor is shorter than its addresses"));
+                return Err(malformed(
+                    "a probe descriptor is shorter than its addresses",
+                ));
             }
             let mut pc = rdw(desc);
             let base = rdw(&desc[word..]);

@@ -1,7 +1,7 @@
 //! The `statements` result, JSON `ttp.statements/1`.
 use serde::{Deserialize, Serialize};
 
-use super::{GroupBy, Group};
+use super::{Group, GroupBy};
 
 /// Probe counters over the window (losses are shown, never hidden).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

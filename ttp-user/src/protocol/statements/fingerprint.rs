@@ -100,7 +100,9 @@ pub fn fingerprint(text: &str) -> String {
             after_operand = true;
         } else if c.is_ascii_alphabetic() || c == b'_' || c >= 0x80 {
             let start = i;
-            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || b[i] >= 0x80 || b[i] == b'$') {
+            while i < b.len()
+                && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || b[i] >= 0x80 || b[i] == b'$')
+            {
                 i += 1;
             }
             let word = text[start..i].to_lowercase();
@@ -182,9 +184,32 @@ fn skip_number(b: &[u8], mut i: usize) -> usize {
 fn is_keyword(w: &str) -> bool {
     matches!(
         w,
-        "select" | "where" | "and" | "or" | "not" | "set" | "values" | "by" | "then" | "else"
-            | "when" | "in" | "between" | "like" | "is" | "limit" | "offset" | "return"
-            | "case" | "on" | "having" | "as" | "array" | "distinct" | "all" | "any"
+        "select"
+            | "where"
+            | "and"
+            | "or"
+            | "not"
+            | "set"
+            | "values"
+            | "by"
+            | "then"
+            | "else"
+            | "when"
+            | "in"
+            | "between"
+            | "like"
+            | "is"
+            | "limit"
+            | "offset"
+            | "return"
+            | "case"
+            | "on"
+            | "having"
+            | "as"
+            | "array"
+            | "distinct"
+            | "all"
+            | "any"
     )
 }
 
@@ -197,11 +222,15 @@ mod tests {
     #[test]
     fn pgbench_statements() {
         assert_eq!(
-            fingerprint("UPDATE pgbench_accounts SET abalance = abalance + -1234 WHERE aid = 5678;"),
+            fingerprint(
+                "UPDATE pgbench_accounts SET abalance = abalance + -1234 WHERE aid = 5678;"
+            ),
             "update pgbench_accounts set abalance = abalance + $1 where aid = $2"
         );
         assert_eq!(
-            fingerprint("INSERT INTO pgbench_history (tid, bid, aid, delta, mtime) VALUES (3, 1, 77, -12, CURRENT_TIMESTAMP);"),
+            fingerprint(
+                "INSERT INTO pgbench_history (tid, bid, aid, delta, mtime) VALUES (3, 1, 77, -12, CURRENT_TIMESTAMP);"
+            ),
             "insert into pgbench_history (tid, bid, aid, delta, mtime) values ($1, $2, $3, $4, current_timestamp)"
         );
         assert_eq!(fingerprint("BEGIN;"), "begin");
@@ -221,9 +250,14 @@ mod tests {
     /// Binary minus stays an operator; strings, comments, case, spaces.
     #[test]
     fn constants_comments_case() {
-        assert_eq!(fingerprint("select a-1, a - 2 from t"), "select a-$1, a - $2 from t");
         assert_eq!(
-            fingerprint("SELECT  'it''s', E'a\\'b', x'ff' /* c */ FROM \"T\" -- end\n WHERE b = -.5e3"),
+            fingerprint("select a-1, a - 2 from t"),
+            "select a-$1, a - $2 from t"
+        );
+        assert_eq!(
+            fingerprint(
+                "SELECT  'it''s', E'a\\'b', x'ff' /* c */ FROM \"T\" -- end\n WHERE b = -.5e3"
+            ),
             "select $1, $2, $3 from \"T\" where b = $4"
         );
         assert_eq!(fingerprint("select $$a'b$$, $q$x$q$"), "select $1, $2");

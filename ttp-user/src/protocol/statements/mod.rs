@@ -232,8 +232,7 @@ pub fn variance(statements: &[&Statement]) -> Option<Variance> {
 }
 
 fn latency(statements: &[&Statement]) -> Latency {
-    let Ok(mut h) = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3)
-    else {
+    let Ok(mut h) = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3) else {
         return Latency::default();
     };
     for s in statements {

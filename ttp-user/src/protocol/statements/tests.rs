@@ -29,8 +29,18 @@ fn stmt(text: &str, elapsed: u64, cpu: u64, lock: u64) -> Statement {
 fn groups_sums_and_variance() {
     let ss = vec![
         stmt("UPDATE t SET a = 1 WHERE k = 1", 1_000_000, 200_000, 0),
-        stmt("UPDATE t SET a = 2 WHERE k = 7", 3_000_000, 200_000, 2_000_000),
-        stmt("UPDATE t SET a = 3 WHERE k = 9", 5_000_000, 200_000, 4_000_000),
+        stmt(
+            "UPDATE t SET a = 2 WHERE k = 7",
+            3_000_000,
+            200_000,
+            2_000_000,
+        ),
+        stmt(
+            "UPDATE t SET a = 3 WHERE k = 9",
+            5_000_000,
+            200_000,
+            4_000_000,
+        ),
         stmt("SELECT 1", 100_000, 100_000, 0),
     ];
     let avail = [true; WAITS];

@@ -38,7 +38,17 @@ pub fn text(r: &StatementsReport, top: usize) -> String {
     let _ = writeln!(
         o,
         "{:>8} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}  statement",
-        "calls", "elapsed", "on-CPU", "runq", "iowait", "(own)", "lock", "lwlock", "bufread", "p50", "p99"
+        "calls",
+        "elapsed",
+        "on-CPU",
+        "runq",
+        "iowait",
+        "(own)",
+        "lock",
+        "lwlock",
+        "bufread",
+        "p50",
+        "p99"
     );
     let w = |g: &crate::protocol::statements::Group, k: &str| {
         g.waits
@@ -89,11 +99,20 @@ pub fn text(r: &StatementsReport, top: usize) -> String {
     if !r.tranches.is_empty() {
         let _ = writeln!(o, "LWLock waits by tranche:");
         for t in r.tranches.iter().take(top) {
-            let _ = writeln!(o, "  {:<24} {:>8} waits {:>10} ms", t.tranche, grouped(t.waits), ms(t.wait_ns));
+            let _ = writeln!(
+                o,
+                "  {:<24} {:>8} waits {:>10} ms",
+                t.tranche,
+                grouped(t.waits),
+                ms(t.wait_ns)
+            );
         }
     }
     if let Some(rows) = &r.cross_check {
-        let _ = writeln!(o, "pg_stat_statements over the same window (calls; execute time ms):");
+        let _ = writeln!(
+            o,
+            "pg_stat_statements over the same window (calls; execute time ms):"
+        );
         for c in rows.iter().take(top) {
             let _ = writeln!(
                 o,
