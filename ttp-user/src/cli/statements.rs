@@ -16,7 +16,7 @@ use crate::{
         usdt::{self, UsdtError},
     },
     protocol::statements::{
-        GroupBy, SCHEMA, Statement, WAIT_PROBES,
+        GroupBy, SCHEMA, Statement, WAIT_PROBES, crosscheck,
         document::{ProbeAvailability, ProbeCounts, StatementsReport, TrancheRow},
         group,
     },
@@ -60,6 +60,22 @@ pub struct Args {
     /// Write the stacked time per statement (SVG) here.
     #[arg(long, value_name = "FILE")]
     pub svg: Option<PathBuf>,
+    /// Read pg_stat_statements through this connection (e.g.
+    /// `host=/var/run/postgresql dbname=postgres`) at both ends of the
+    /// window and show its calls and execution time beside ttp's.
+    #[arg(long, value_name = "CONNINFO")]
+    pub pgss: Option<String>,
+}
+
+/// pg_stat_statements at one instant, or why it could not be read.
+fn read_pgss(
+    session: &Option<crate::pg::Session>,
+) -> Result<std::collections::BTreeMap<String, (u64, f64)>, String> {
+    let s = session.as_ref().ok_or("no connection")?;
+    match s.scalar(crosscheck::PGSS_QUERY) {
+        Ok(v) => Ok(crosscheck::parse_pgss(&v.unwrap_or_default())),
+        Err(e) => Err(format!("reading pg_stat_statements failed: {e}")),
+    }
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -88,6 +104,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Err(StatementsProbeError::Probe(e)) => return Err(probe_error_ctx(e)),
         Err(e) => return Err(e.into()),
     };
+    // A failing cross-check never costs the measurement: it becomes a note.
+    let (pgss_session, mut note) = match &args.pgss {
+        None => (None, Some("not read (give --pgss CONNINFO)".to_string())),
+        Some(conninfo) => match crate::pg::Pg::new(conninfo).and_then(|pg| pg.connect()) {
+            Ok(s) => (Some(s), None),
+            Err(e) => (None, Some(format!("cannot connect: {e}"))),
+        },
+    };
+    let before = read_pgss(&pgss_session);
+    let pgss_from_ns = crate::sys::clock::monotonic_ns();
     let window_start_ns = crate::sys::clock::monotonic_ns();
     eprintln!(
         "statements: ledger attached, {} probe sites in {}; measuring{}",
@@ -98,9 +124,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             None => " until Ctrl-C".into(),
         }
     );
-    let statements = collect(&mut sp, args.pid, args.duration, &stop);
+    let mut statements = collect(&mut sp, args.pid, args.duration, &stop);
     let window_end_ns = crate::sys::clock::monotonic_ns();
-    let report = build_report(
+    let after = read_pgss(&pgss_session);
+    sp.drain(|r| statements.push(Statement::from(r)));
+    // The cross-check compares the statements done between the two reads.
+    let between: Vec<Statement> = statements
+        .iter()
+        .filter(|s| s.done_ns() >= pgss_from_ns && s.done_ns() <= window_end_ns)
+        .cloned()
+        .collect();
+    let mut report = build_report(
         &args,
         &binary,
         &sp,
@@ -108,6 +142,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         window_start_ns,
         window_end_ns,
     )?;
+    if pgss_session.is_some() {
+        match (before, after) {
+            (Ok(b), Ok(a)) => {
+                let groups = group(&between, GroupBy::Fingerprint, &sp.available);
+                report.cross_check = Some(crosscheck::rows(&groups, &b, &a, report.backends));
+                note = None;
+            }
+            (Err(e), _) | (_, Err(e)) => note = Some(e),
+        }
+    }
+    report.cross_check_note = note;
     drop(sp);
     drop(ledger);
     let doc = Statements(report, args.top);
@@ -248,7 +293,7 @@ fn build_report(
         groups,
         tranches,
         cross_check: None,
-        cross_check_note: Some("not read (pass --pgss to read pg_stat_statements)".into()),
+        cross_check_note: None,
     })
 }
 

@@ -9,6 +9,7 @@
 //! component that explains the variance of its latency, by VProfiler's
 //! eq. 1 (paper 004, Sec. 3.1: Var(ΣX) = ΣVar(X) + 2ΣCov) over a disjoint
 //! split of the elapsed time (see [`VARIANCE_PARTS`]).
+pub mod crosscheck;
 pub mod document;
 pub mod fingerprint;
 

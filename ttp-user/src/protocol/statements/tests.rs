@@ -60,7 +60,11 @@ fn groups_sums_and_variance() {
     // Var(elapsed) of 1, 3, 5 ms: 4 ms² (sample variance).
     assert!((v.variance_ns2 - 4e12).abs() < 1.0);
     // HdrHistogram keeps 3 significant digits: within 0.1 %.
-    assert!((u.latency.max_ns as f64 - 5e6).abs() <= 5e3, "{:?}", u.latency);
+    assert!(
+        (u.latency.max_ns as f64 - 5e6).abs() <= 5e3,
+        "{:?}",
+        u.latency
+    );
     assert_eq!(g[1].calls, 1);
     assert!(g[1].variance.is_none());
 }
