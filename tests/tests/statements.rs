@@ -484,3 +484,96 @@ fn on_cpu_of_cpu_bound_statements_matches_schedstat() {
         "elapsed not covered by the components"
     );
 }
+
+/// A cold `SELECT count(*)` over a table 4× shared_buffers, after a server
+/// restart (empty shared buffers) and a page-cache drop. Truths: the
+/// table's pages (pg_relation_size / 8192), each read once from its file
+/// through the storage manager, and the backend's /proc/PID/io read_bytes.
+/// Catches the storage-manager and buffer probes not counted inside their
+/// statement, iowait not measured, or own iowait above iowait.
+#[test]
+fn cold_count_reads_every_page_with_iowait() {
+    if !root_or_skip("cold_count_reads_every_page_with_iowait") {
+        return;
+    }
+    let _serial = serial();
+    let c = cluster("stmt-cold");
+    c.psql(
+        "CREATE TABLE big AS SELECT g AS id, md5(g::text) AS pad FROM generate_series(1, 600000) g",
+    );
+    c.psql("VACUUM ANALYZE big");
+    c.psql("CHECKPOINT");
+    let pages: u64 = c
+        .psql("SELECT pg_relation_size('big') / 8192")
+        .parse()
+        .unwrap();
+    c.stop_server();
+    c.start_server();
+    // SAFETY: sync has no preconditions.
+    unsafe { libc::sync() };
+    std::fs::write("/proc/sys/vm/drop_caches", "3").expect("drop the page cache");
+    let pm = c.postmaster_pid();
+    let json = c.dir.join("cold.json");
+    let ttp = ttp_attached(&[
+        "statements",
+        "--pid",
+        &pm.to_string(),
+        "--duration",
+        "8s",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let mut s = Session::open_as(&c, "ttpcold");
+    // Parallel workers run no query__start of their own: their reads would
+    // not be the statement's (docs/statements.md, limits).
+    s.send("SET max_parallel_workers_per_gather = 0;");
+    s.send("SELECT 1;");
+    let backend: u32 = poll(
+        &c,
+        "SELECT pid FROM pg_stat_activity WHERE application_name = 'ttpcold' AND state = 'idle'",
+    )
+    .parse()
+    .unwrap();
+    let read0 = proc_read_bytes(backend);
+    s.send("SELECT count(*) FROM big;");
+    s.send("SELECT 2;");
+    poll(
+        &c,
+        "SELECT 1 FROM pg_stat_activity WHERE application_name = 'ttpcold' AND state = 'idle' AND query = 'SELECT 2;'",
+    );
+    let read = proc_read_bytes(backend) - read0;
+    s.close();
+    let out = ttp.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let doc = json_file(&json);
+    let g = doc["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["key"] == "select count(*) from big")
+        .expect("the count's group");
+    let n = |k: &str| g[k].as_u64().unwrap();
+    let smgr = g["waits"]["smgr_read"]["waits"].as_u64().unwrap();
+    let buf = g["waits"]["buffer_read"]["waits"].as_u64().unwrap();
+    eprintln!(
+        "{pages} pages, {read} bytes read; smgr reads {smgr}, buffer reads {buf}; iowait {} ms (own {} ms), elapsed {} ms",
+        n("iowait_ns") / 1_000_000,
+        n("iowait_own_ns") / 1_000_000,
+        n("elapsed_ns") / 1_000_000
+    );
+    // Every page once (plus the catalog and visibility-map pages a cold
+    // backend reads for the plan).
+    assert!(
+        smgr >= pages && smgr <= pages + 200,
+        "{smgr} reads of {pages} pages"
+    );
+    assert!(buf >= smgr);
+    assert!(
+        read >= pages * 8192 * 9 / 10,
+        "the kernel read {read} bytes"
+    );
+    assert!(n("iowait_ns") > 0 && n("iowait_own_ns") > 0);
+    assert!(n("iowait_own_ns") <= n("iowait_ns"));
+    assert!(n("iowait_ns") <= n("elapsed_ns"));
+    assert!(g["waits"]["smgr_read"]["wait_ns"].as_u64().unwrap() >= n("iowait_own_ns") / 2);
+}
