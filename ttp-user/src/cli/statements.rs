@@ -60,6 +60,9 @@ pub struct Args {
     /// Write the stacked time per statement (SVG) here.
     #[arg(long, value_name = "FILE")]
     pub svg: Option<PathBuf>,
+    /// Show the top groups of every last second while measuring.
+    #[arg(long)]
+    pub live: bool,
     /// Read pg_stat_statements through this connection (e.g.
     /// `host=/var/run/postgresql dbname=postgres`) at both ends of the
     /// window and show its calls and execution time beside ttp's.
@@ -124,7 +127,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             None => " until Ctrl-C".into(),
         }
     );
-    let mut statements = collect(&mut sp, args.pid, args.duration, &stop);
+    let mut statements = collect(
+        &mut sp,
+        args.live.then_some((args.by, args.top)),
+        args.duration,
+        &stop,
+    );
     let window_end_ns = crate::sys::clock::monotonic_ns();
     let after = read_pgss(&pgss_session);
     sp.drain(|r| statements.push(Statement::from(r)));
@@ -187,16 +195,31 @@ fn server_binary(pid: u32) -> anyhow::Result<PathBuf> {
 }
 
 /// Drains records until the duration ends or Ctrl-C.
+/// With `live`, every second the groups of the last second are shown, top
+/// first, on a cleared terminal (a `top`-like view); the final report
+/// covers the whole window as without it.
 fn collect(
     sp: &mut StatementProbes,
-    _postmaster: u32,
+    live: Option<(GroupBy, usize)>,
     duration: Option<Duration>,
     stop: &StopFlag,
 ) -> Vec<Statement> {
     let started = Instant::now();
     let mut out = Vec::new();
+    let mut shown = (Instant::now(), 0usize);
     loop {
         sp.drain(|r| out.push(Statement::from(r)));
+        if let Some((by, top)) = live
+            && shown.0.elapsed() >= Duration::from_secs(1)
+        {
+            let last = &out[shown.1..];
+            let secs = shown.0.elapsed().as_secs_f64();
+            print!(
+                "\x1b[2J\x1b[H{}",
+                live_text(last, by, top, secs, &sp.available)
+            );
+            shown = (Instant::now(), out.len());
+        }
         if stop.raised() || duration.is_some_and(|d| started.elapsed() >= d) {
             break;
         }
@@ -208,6 +231,52 @@ fn collect(
     }
     sp.drain(|r| out.push(Statement::from(r)));
     out
+}
+
+/// One screen of `--live`: calls per second and time per call of the
+/// groups of the last interval.
+fn live_text(
+    last: &[Statement],
+    by: GroupBy,
+    top: usize,
+    secs: f64,
+    available: &[bool; ttp_common::statements::WAITS],
+) -> String {
+    use std::fmt::Write as _;
+    let groups = group(last, by, available);
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "ttp statements --live: {} statements in the last {secs:.1} s (Ctrl-C ends and prints the whole window)",
+        last.len()
+    );
+    let _ = writeln!(
+        o,
+        "{:>9} {:>10} {:>10} {:>10} {:>10}  statement",
+        "calls/s", "ms/call", "on-CPU", "runq", "iowait"
+    );
+    for g in groups.iter().take(top) {
+        let per = |v: u64| v as f64 / 1e6 / g.calls.max(1) as f64;
+        let mut key = g.key.clone();
+        if key.len() > 70 {
+            let mut cut = 67;
+            while !key.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            key.truncate(cut);
+            key.push_str("...");
+        }
+        let _ = writeln!(
+            o,
+            "{:>9.1} {:>10.3} {:>10.3} {:>10.3} {:>10.3}  {key}",
+            g.calls as f64 / secs,
+            per(g.elapsed_ns),
+            per(g.on_cpu_ns),
+            per(g.runq_wait_ns),
+            per(g.iowait_ns),
+        );
+    }
+    o
 }
 
 /// A NUL-terminated string at `addr` in process `pid`'s memory.
