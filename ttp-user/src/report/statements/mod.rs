@@ -147,3 +147,98 @@ pub fn text(r: &StatementsReport, top: usize) -> String {
     );
     o
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::protocol::statements::{
+        GroupBy, SCHEMA, Statement,
+        document::{ProbeAvailability, ProbeCounts, StatementsReport},
+        group,
+    };
+    use ttp_common::statements::{PARTS, WAITS, part, wait};
+
+    fn report() -> StatementsReport {
+        let mut avail = [true; WAITS];
+        avail[wait::SORT] = false;
+        let ss: Vec<Statement> = (1..=5u64)
+            .map(|i| {
+                let mut parts = [0; PARTS];
+                parts[part::ON_CPU] = 100_000 * i;
+                parts[part::SLEEP] = 900_000;
+                Statement {
+                    tgid: 7,
+                    tid: 7,
+                    start_ns: i * 10_000_000,
+                    elapsed_ns: 1_000_000 + 100_000 * i,
+                    parts,
+                    waits_ns: [0; WAITS],
+                    waits: [0; WAITS],
+                    flags: 0,
+                    text: format!("SELECT * FROM t WHERE id = {i}"),
+                }
+            })
+            .collect();
+        StatementsReport {
+            schema: SCHEMA.into(),
+            postmaster: 42,
+            binary: "/usr/lib/postgresql/15/bin/postgres".into(),
+            semaphores: "kernel uprobe reference counter (ref_ctr_offset)".into(),
+            by: GroupBy::Fingerprint,
+            window_start_ns: 0,
+            window_end_ns: 1_000_000_000,
+            backends: 1,
+            statements: 5,
+            probes: vec![ProbeAvailability {
+                name: "sort__start".into(),
+                sites: 0,
+                available: false,
+            }],
+            counts: ProbeCounts::default(),
+            groups: group(&ss, GroupBy::Fingerprint, &avail),
+            tranches: Vec::new(),
+            cross_check: None,
+            cross_check_note: Some("not read (give --pgss CONNINFO)".into()),
+        }
+    }
+
+    /// The text names the unavailable probe (never a zero), the group and
+    /// the component of eq. 1 that explains its variance (CPU: only it
+    /// varies); the JSON reads back through `report` (schema dispatch).
+    #[test]
+    fn text_json_round_trip() {
+        let r = report();
+        let t = super::text(&r, 20);
+        assert!(
+            t.contains("unavailable (the binary lacks these probes; not measured): sort__start"),
+            "{t}"
+        );
+        assert!(t.contains("select * from t where id = $1"), "{t}");
+        assert!(t.contains("variance explained by Var(on_cpu)"), "{t}");
+        let v = serde_json::to_value(&r).unwrap();
+        let back = crate::report::render::load(v).expect("ttp.statements/1 renders");
+        assert_eq!(back.text(), t);
+    }
+
+    /// The chart is well-formed SVG with one label per group and the
+    /// legend's seven parts.
+    #[test]
+    fn svg_is_well_formed() {
+        let svg = super::svg::stacked(&report(), 20).unwrap();
+        let doc = roxmltree::Document::parse(&svg).expect("well-formed SVG");
+        let texts: Vec<String> = doc
+            .descendants()
+            .filter(|n| n.tag_name().name() == "text")
+            .map(|n| n.text().unwrap_or_default().trim().to_string())
+            .collect();
+        assert!(texts.iter().any(|t| t.contains("5 calls")), "{texts:?}");
+        for part in [
+            "on-CPU",
+            "run-queue wait",
+            "iowait",
+            "lock wait",
+            "unattributed",
+        ] {
+            assert!(texts.iter().any(|t| t == part), "legend {part}: {texts:?}");
+        }
+    }
+}
