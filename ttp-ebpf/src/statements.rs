@@ -208,6 +208,9 @@ pub fn stmt_usdt(ctx: ProbeContext) -> u32 {
 #[inline(always)]
 fn query_start(ctx: &ProbeContext, tid: u32, now: u64, mode: u32, slot: u32, offset: i32) {
     if !is_backend() {
+        if let Some(s) = stats() {
+            s.other_processes += 1;
+        }
         return;
     }
     let st = match state(tid) {
@@ -279,10 +282,9 @@ fn query_start(ctx: &ProbeContext, tid: u32, now: u64, mode: u32, slot: u32, off
 
 #[inline(always)]
 fn query_done(tgid: u32, tid: u32, now: u64) {
+    // No state: a statement of another server's process (counted at its
+    // start), or of a backend that began before the probes.
     let Some(st) = state(tid) else {
-        if let Some(s) = stats() {
-            s.done_without_start += 1;
-        }
         return;
     };
     if st.open == 0 {

@@ -140,6 +140,9 @@ pub struct Stats {
     pub restarted: u64,
     /// Time inside the probe programs, ns.
     pub probe_ns: u64,
+    /// `query__start` hits in processes that are not the postmaster's
+    /// children (another server running the same binary): not recorded.
+    pub other_processes: u64,
 }
 
 /// Attachment cookie: probe kind (bits 0..7), argument mode (8..15),
@@ -174,7 +177,7 @@ const _: () = assert!(
         == 4 + 4 + 8 + 8 + 8 * PARTS + 8 * WAITS + 4 * WAITS + 4 + 4 + 4 + TEXT_LEN
 );
 const _: () = assert!(core::mem::size_of::<Tranche>() == 24);
-const _: () = assert!(core::mem::size_of::<Stats>() == 8 * 8);
+const _: () = assert!(core::mem::size_of::<Stats>() == 9 * 8);
 
 #[cfg(test)]
 mod tests {

@@ -349,7 +349,7 @@ fn build_report(
             records: stats.statements,
             records_lost: stats.lost_records,
             done_without_start: stats.done_without_start,
-            other_processes: 0,
+            other_processes: stats.other_processes,
             no_state: stats.no_state,
             text_unread: stats.text_unread,
             restarted: stats.restarted,

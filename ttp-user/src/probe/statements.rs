@@ -205,6 +205,7 @@ impl StatementProbes {
             s.text_unread += c.text_unread;
             s.restarted += c.restarted;
             s.probe_ns += c.probe_ns;
+            s.other_processes += c.other_processes;
         }
         Ok(s)
     }

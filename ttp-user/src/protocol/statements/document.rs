@@ -15,8 +15,8 @@ pub struct ProbeCounts {
     pub records_lost: u64,
     /// `query__done` without its start (statements under way at attach).
     pub done_without_start: u64,
-    /// Statements of processes that are not this server's backends (other
-    /// servers running the same binary), left out.
+    /// Statements started in processes that are not this server's
+    /// backends (other servers running the same binary), left out.
     pub other_processes: u64,
     /// Backend threads that got no state (map full): their statements are
     /// missing.

@@ -137,6 +137,13 @@ pub fn text(r: &StatementsReport, top: usize) -> String {
             lost, c.records_lost, c.no_state
         );
     }
+    if c.other_processes > 0 {
+        let _ = writeln!(
+            o,
+            "{} statements of other processes running this binary (not this server's backends) left out",
+            grouped(c.other_processes)
+        );
+    }
     let _ = writeln!(
         o,
         "{} probe hits, {:.2} µs each; {} statements under way at attach not counted; {} ended by an error not counted",
