@@ -16,6 +16,7 @@ mod kernel;
 mod ledger;
 mod lock;
 mod sched;
+mod statements;
 mod trace;
 mod vprof;
 

@@ -53,7 +53,9 @@ fn real_software() -> anyhow::Result<()> {
 }
 
 /// PostgreSQL's server binaries for the DBMS tests (tests/tests/postgres.rs
-/// start a throw-away cluster with them). Those tests run as root only, so
+/// start a throw-away cluster with them). Debian's server package carries
+/// the contrib modules too (pg_stat_statements, for tests/tests/statements.rs),
+/// and its binary the USDT probes `statements` attaches to. Those tests run as root only, so
 /// without root a missing server is only reported.
 fn postgresql() -> anyhow::Result<()> {
     let installed = std::fs::read_dir("/usr/lib/postgresql")

@@ -75,6 +75,8 @@ pub struct Cluster {
     pub bin: PathBuf,
     uid: u32,
     gid: u32,
+    /// More server options (`-c name=value …`), from [`Cluster::start_with`].
+    extra_opts: String,
 }
 
 impl Cluster {
@@ -82,6 +84,11 @@ impl Cluster {
     /// a few tens of MB is read from disk) and autovacuum off (no
     /// background statistics change while a test measures).
     pub fn start(name: &str) -> Cluster {
+        Self::start_with(name, "")
+    }
+
+    /// [`Cluster::start`] with more server options (`-c name=value …`).
+    pub fn start_with(name: &str, extra_opts: &str) -> Cluster {
         let bin = ensure_postgres();
         let (uid, gid) = server_user();
         let dir = std::env::temp_dir().join(format!(
@@ -99,6 +106,7 @@ impl Cluster {
             bin,
             uid,
             gid,
+            extra_opts: extra_opts.to_string(),
         };
         let out = c.as_server(
             &c.bin.join("initdb"),
@@ -135,9 +143,10 @@ impl Cluster {
 
     pub fn start_server(&self) {
         let opts = format!(
-            "-k {} -p {} -c listen_addresses='' -c shared_buffers=16MB -c autovacuum=off",
+            "-k {} -p {} -c listen_addresses='' -c shared_buffers=16MB -c autovacuum=off {}",
             self.dir.display(),
-            self.port
+            self.port,
+            self.extra_opts
         );
         let log = self.dir.join("log");
         let out = self.as_server(

@@ -675,3 +675,6 @@ mod pod {
 
 // ---- vprof: uprobe records of `vprofile` (VProfiler, paper 004) ----
 pub mod vprof;
+
+// ---- statements: PostgreSQL statements through its USDT probes ----
+pub mod statements;

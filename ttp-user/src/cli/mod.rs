@@ -23,6 +23,7 @@ pub mod run_pg;
 mod run_plan;
 mod run_qe;
 mod run_several;
+pub mod statements;
 pub mod vprofile;
 
 /// ttp: how long a program or a database query really took, and why.
@@ -51,6 +52,7 @@ pub enum Command {
     Load(load::LoadArgs),
     Report(report::Args),
     Run(run::RunArgs),
+    Statements(statements::Args),
     Vprofile(vprofile::Args),
 }
 
@@ -89,6 +91,7 @@ where
         Command::Load(args) => load::run(args),
         Command::Report(args) => report::run(args),
         Command::Run(a) => run::run(a),
+        Command::Statements(a) => statements::run(a),
         Command::Vprofile(args) => vprofile::run(args),
     };
     match result {

@@ -12,7 +12,10 @@ pub mod exits;
 mod read;
 pub mod seed;
 mod slots;
+pub mod statements;
 pub mod trace;
+pub mod usdt;
+pub mod usdt_attach;
 
 use aya::{
     Ebpf, EbpfLoader,
@@ -198,6 +201,13 @@ impl Ledger {
             globals.extend(kbtf.trace_offsets()?.globals);
             globals.push(("TRACE_ON", 1));
         }
+        if let Some(postmaster) = options.statements_of {
+            globals.push(("STMT_POSTMASTER", postmaster));
+            globals.push((
+                "STMT_OFF_REAL_PARENT",
+                kbtf.field("task_struct", &["real_parent"])?.byte,
+            ));
+        }
         let plan = blame.then(|| detail::Plan::new(kbtf.detail_offsets()));
         log::debug!("offsets from BTF in {:?}", t.elapsed());
         let mut loader = EbpfLoader::new();
@@ -231,6 +241,12 @@ impl Ledger {
             "EXITS",
             exits::ring_bytes(exits::DESIGN_EXIT_RATE, exits::DESIGN_STALL_MS),
         );
+        if options.statements_of.is_none() {
+            // Allocated at load: the smallest sizes when unused.
+            loader.map_max_entries("STMT_RECORDS", trace::page_size());
+            loader.map_max_entries("STMT_THREADS", 1);
+            loader.map_max_entries("STMT_TRANCHES", 1);
+        }
         match &plan {
             Some(p) => p.configure(&mut loader),
             None => detail::shrink_maps(&mut loader),
@@ -289,6 +305,12 @@ impl Ledger {
             thread_capacity,
             bpf_stats,
         })
+    }
+
+    /// The loaded object, for programs that share the ledger's maps (the
+    /// `statements` uprobes read the thread accounts).
+    pub(crate) fn object_mut(&mut self) -> &mut Ebpf {
+        &mut self._ebpf
     }
 
     /// Size in bytes of a loaded program as the verifier left it (what
@@ -359,6 +381,10 @@ pub struct AttachOptions {
     /// Size of the thread-account map instead of the one chosen from
     /// threads-max (capacity.rs).
     pub max_threads: Option<u32>,
+    /// The `statements` maps at full size, for the backends of this
+    /// postmaster (their uprobe program reads the thread accounts, so it
+    /// loads with the ledger).
+    pub statements_of: Option<u32>,
 }
 
 pub(crate) fn take<T>(ebpf: &mut Ebpf, name: &str) -> Result<T, ProbeError>

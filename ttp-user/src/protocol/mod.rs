@@ -5,5 +5,6 @@ pub mod chart;
 pub mod compare;
 pub mod emp;
 pub mod load;
+pub mod statements;
 pub mod ttpv2;
 pub mod variance;

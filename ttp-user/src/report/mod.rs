@@ -9,6 +9,7 @@ pub mod losses;
 pub mod probe_cost;
 pub mod progress;
 pub mod render;
+pub mod statements;
 pub mod trace;
 pub mod units;
 pub mod vprofile;

@@ -100,6 +100,7 @@ impl MeasurementSession {
             Ledger::attach_with(&AttachOptions {
                 trace: options.trace,
                 max_threads: options.max_threads,
+                ..Default::default()
             })
         }
         .map_err(probe_error_ctx)?;

@@ -11,6 +11,7 @@ mod compare;
 mod emp;
 mod load_report;
 pub mod recorded;
+pub mod statements;
 mod table;
 mod trace;
 mod ttpv2;
@@ -111,6 +112,7 @@ pub const SCHEMAS: &[&str] = &[
     "ttp.emp-runs/1",
     "ttp.check/1",
     "ttp.inc/1",
+    "ttp.statements/1",
 ];
 
 fn typed<T: serde::de::DeserializeOwned>(schema: &str, v: Value) -> Result<T, RenderError> {
@@ -145,6 +147,7 @@ pub fn load(v: Value) -> Result<Box<dyn Rendered>, RenderError> {
         "ttp.emp-runs/1" => Box::new(recorded::Runs(typed(s, v)?)),
         "ttp.check/1" => Box::new(recorded::Check(typed(s, v)?)),
         "ttp.inc/1" => Box::new(recorded::Inc(typed(s, v)?)),
+        "ttp.statements/1" => Box::new(statements::Statements(typed(s, v)?, statements::TOP)),
         _ => {
             return Err(RenderError::UnknownSchema {
                 schema,

@@ -1,0 +1,398 @@
+//! `statements` probes: PostgreSQL's USDT probes (query__start/done and its
+//! wait probes), one uprobe program for every site, told apart by the
+//! attachment cookie (`ttp_common::statements::cookie`).
+//!
+//! Per backend thread (LRU hash keyed by tid) the program keeps the open
+//! statement: at `query__start` the scheduler's counters of the thread
+//! (`se.sum_exec_runtime`, `sched_info.run_delay`) and its ledger account
+//! (sleep, blocked, iowait, own iowait, iowait share); at `query__done` the
+//! differences go out in one record with the statement's text. The thread
+//! is on a CPU at both probes, so every closed interval of the ledger is in
+//! its account and none is open but the running one. Wait probes inside a
+//! statement add the time from their start to their done.
+use aya_ebpf::{
+    EbpfContext,
+    helpers::{
+        bpf_get_current_pid_tgid, bpf_get_current_task, bpf_probe_read_kernel, bpf_probe_read_user,
+        bpf_probe_read_user_str_bytes, generated::bpf_get_attach_cookie,
+    },
+    macros::{map, uprobe},
+    maps::{LruHashMap, PerCpuArray, PerCpuHashMap, RingBuf},
+    programs::ProbeContext,
+};
+use ttp_common::statements::{
+    PARTS, Record, Stats, TEXT_LEN, Tranche, WAITS, arg, decode_cookie, flag, kind, part, wait,
+};
+
+use crate::{kernel::Task, ledger, now_ns};
+
+/// Backend threads with state at once.
+const MAX_STMT_THREADS: u32 = 8192;
+/// Ring buffer for records (~400 B each): 4 MiB holds ~10000 undrained.
+const STMT_RING_BYTES: u32 = 4 << 20;
+/// LWLock tranches tracked.
+const MAX_TRANCHES: u32 = 1024;
+/// Slots of `struct pt_regs` on x86-64.
+const PT_REGS_SLOTS: u32 = 21;
+
+/// The server whose backends are measured: statements start only in its
+/// children (set by the loader; 0: any process).
+#[unsafe(no_mangle)]
+static STMT_POSTMASTER: u32 = 0;
+/// Offset of `task_struct.real_parent` (from BTF, set by the loader).
+#[unsafe(no_mangle)]
+static STMT_OFF_REAL_PARENT: u32 = 0;
+
+/// Whether the current task is a child of the postmaster.
+#[inline(always)]
+fn is_backend() -> bool {
+    // SAFETY: globals set once before load.
+    let (pm, off) = unsafe {
+        (
+            core::ptr::read_volatile(&STMT_POSTMASTER),
+            core::ptr::read_volatile(&STMT_OFF_REAL_PARENT),
+        )
+    };
+    if pm == 0 {
+        return true;
+    }
+    // SAFETY: helper without arguments; the fields are read with probe reads.
+    let task = unsafe { bpf_get_current_task() } as *const u8;
+    let parent = unsafe { bpf_probe_read_kernel(task.add(off as usize) as *const *const u8) };
+    match parent {
+        Ok(p) => Task(p).tgid() == Ok(pm),
+        Err(_) => false,
+    }
+}
+
+/// Per-thread state: the open statement.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct StmtState {
+    /// 1 while a statement is open.
+    open: u32,
+    flags: u32,
+    start_ns: u64,
+    /// Counters at `query__start`, see `part`.
+    base: [u64; PARTS],
+    /// Start of the open wait of each pair (0: none).
+    wait_since: [u64; WAITS],
+    waits_ns: [u64; WAITS],
+    waits: [u32; WAITS],
+    text_len: u32,
+    /// Tranche-name pointer of the open LWLock wait.
+    tranche: u64,
+    text: [u8; TEXT_LEN],
+}
+
+#[map]
+static STMT_THREADS: LruHashMap<u32, StmtState> = LruHashMap::with_max_entries(MAX_STMT_THREADS, 0);
+
+#[map]
+static STMT_SCRATCH: PerCpuArray<StmtState> = PerCpuArray::with_max_entries(1, 0);
+
+#[map]
+static STMT_RECORDS: RingBuf = RingBuf::with_byte_size(STMT_RING_BYTES, 0);
+
+#[map]
+static STMT_TRANCHES: PerCpuHashMap<u64, Tranche> =
+    PerCpuHashMap::with_max_entries(MAX_TRANCHES, 0);
+
+#[map]
+static STMT_STATS: PerCpuArray<Stats> = PerCpuArray::with_max_entries(1, 0);
+
+#[inline(always)]
+fn stats() -> Option<&'static mut Stats> {
+    // SAFETY: per-CPU slot, only this CPU writes it.
+    STMT_STATS.get_ptr_mut(0).map(|p| unsafe { &mut *p })
+}
+
+#[inline(always)]
+fn state(tid: u32) -> Option<&'static mut StmtState> {
+    // SAFETY: map value; only the thread itself runs probes on its state.
+    STMT_THREADS.get_ptr_mut(tid).map(|p| unsafe { &mut *p })
+}
+
+/// The probe's pointer argument, per the cookie's mode.
+#[inline(always)]
+fn argument(ctx: &ProbeContext, mode: u32, slot: u32, offset: i32) -> Option<u64> {
+    if mode == arg::NONE || slot >= PT_REGS_SLOTS {
+        return None;
+    }
+    let regs = ctx.regs as *const u64;
+    // SAFETY: slot < 21, inside the kernel's pt_regs of this hit.
+    let reg = unsafe { bpf_probe_read_kernel(regs.add(slot as usize)) }.ok()?;
+    if mode == arg::REGISTER {
+        return Some(reg);
+    }
+    let at = reg.wrapping_add(offset as i64 as u64) as *const u64;
+    // SAFETY: a user-memory read; a bad address fails and returns None.
+    unsafe { bpf_probe_read_user(at) }.ok()
+}
+
+/// The counters of `part` for the current thread now.
+#[inline(always)]
+fn counters(tid: u32, out: &mut [u64; PARTS]) -> u32 {
+    let mut flags = 0;
+    // SAFETY: helper without arguments; the task is read with probe reads.
+    let task = Task(unsafe { bpf_get_current_task() } as *const u8);
+    out[part::ON_CPU] = task.sum_exec_runtime().unwrap_or(0);
+    match task.run_delay() {
+        Some(r) => out[part::RUNQ] = r,
+        None => flags |= flag::NO_RUNQ,
+    }
+    match ledger::lookup(tid) {
+        Some(a) => {
+            out[part::ON_CPU] += running_lag(a, out[part::ON_CPU]);
+            out[part::SLEEP] = a.sleep_ns;
+            out[part::BLOCKED] = a.blocked_ns;
+            out[part::IOWAIT] = a.iowait_ns;
+            out[part::IOWAIT_OWN] = a.iowait_own_ns;
+            out[part::IOWAIT_SHARE] = a.iowait_share_ns;
+        }
+        None => flags |= flag::NO_ACCOUNT,
+    }
+    flags
+}
+
+/// Longest stretch of running the kernel can have left out of
+/// `sum_exec_runtime` (its tick adds it at least every 1/HZ, 4 ms at
+/// HZ = 250, 10 ms at HZ = 100); a longer gap means the ledger missed a
+/// switch of this thread, and nothing is added.
+const MAX_LAG_NS: u64 = 10_000_000;
+
+/// The running stretch the kernel has not yet added to the thread's
+/// runtime: the kernel adds it at ticks and switches (`update_curr`), so a
+/// statement shorter than a tick would show almost no CPU. Since its
+/// switch-in (`state_since_ns`, the ledger's clock), the thread has run
+/// `now - state_since_ns`, of which the kernel has counted `exec -
+/// exec_snap_ns` (the runtime at its last switch-out, which is the runtime
+/// at this switch-in). Only while the ledger saw the thread switch in on
+/// this CPU.
+#[inline(always)]
+fn running_lag(a: &ttp_common::ThreadAccount, exec: u64) -> u64 {
+    // SAFETY: helper without arguments.
+    let cpu = unsafe { aya_ebpf::helpers::bpf_get_smp_processor_id() };
+    if a.state != ttp_common::state::RUNNING
+        || a.run_cpu != cpu
+        || a.flags & ttp_common::flag::SCHED_SNAP == 0
+    {
+        return 0;
+    }
+    let ran = now_ns().saturating_sub(a.state_since_ns);
+    let counted = exec.saturating_sub(a.exec_snap_ns);
+    let lag = ran.saturating_sub(counted);
+    if ran > counted + MAX_LAG_NS { 0 } else { lag }
+}
+
+#[uprobe]
+pub fn stmt_usdt(ctx: ProbeContext) -> u32 {
+    let t0 = now_ns();
+    // SAFETY: helper on the program's own context.
+    let cookie = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) };
+    let (k, mode, slot, offset) = decode_cookie(cookie);
+    let id = bpf_get_current_pid_tgid();
+    let (tgid, tid) = ((id >> 32) as u32, id as u32);
+    match k {
+        kind::QUERY_START => query_start(&ctx, tid, t0, mode, slot, offset),
+        kind::QUERY_DONE => query_done(tgid, tid, t0),
+        _ => wait_probe(&ctx, tgid, tid, t0, k, mode, slot, offset),
+    }
+    if let Some(s) = stats() {
+        s.hits += 1;
+        s.probe_ns += now_ns().saturating_sub(t0);
+    }
+    0
+}
+
+#[inline(always)]
+fn query_start(ctx: &ProbeContext, tid: u32, now: u64, mode: u32, slot: u32, offset: i32) {
+    if !is_backend() {
+        if let Some(s) = stats() {
+            s.other_processes += 1;
+        }
+        return;
+    }
+    let st = match state(tid) {
+        Some(st) => st,
+        None => {
+            let Some(scratch) = STMT_SCRATCH.get_ptr_mut(0) else {
+                return;
+            };
+            // SAFETY: per-CPU scratch slot.
+            let fresh = unsafe { &mut *scratch };
+            fresh.open = 0;
+            let built: &StmtState = fresh;
+            if STMT_THREADS.insert(tid, built, 0).is_err() {
+                if let Some(s) = stats() {
+                    s.no_state += 1;
+                }
+                return;
+            }
+            match state(tid) {
+                Some(st) => st,
+                None => return,
+            }
+        }
+    };
+    st.flags = 0;
+    if st.open != 0 {
+        st.flags |= flag::RESTARTED;
+        if let Some(s) = stats() {
+            s.restarted += 1;
+        }
+    }
+    st.open = 1;
+    st.start_ns = now;
+    st.tranche = 0;
+    for i in 0..WAITS {
+        st.wait_since[i] = 0;
+        st.waits_ns[i] = 0;
+        st.waits[i] = 0;
+    }
+    st.text_len = 0;
+    st.text[0] = 0;
+    match argument(ctx, mode, slot, offset) {
+        // SAFETY: a user-memory string read into the map value, bounded by
+        // the buffer.
+        Some(p) => match unsafe { bpf_probe_read_user_str_bytes(p as *const u8, &mut st.text) } {
+            Ok(s) => {
+                st.text_len = s.len() as u32;
+                if s.len() >= TEXT_LEN - 1 {
+                    st.flags |= flag::TRUNCATED;
+                }
+            }
+            Err(_) => {
+                if let Some(s) = stats() {
+                    s.text_unread += 1;
+                }
+            }
+        },
+        None => {
+            if let Some(s) = stats() {
+                s.text_unread += 1;
+            }
+        }
+    }
+    st.flags |= counters(tid, &mut st.base);
+    // The statement starts after the reads above: their cost is outside it
+    // at this end and inside it at the other, once per statement.
+    st.start_ns = now_ns();
+}
+
+#[inline(always)]
+fn query_done(tgid: u32, tid: u32, now: u64) {
+    // No state: a statement of another server's process (counted at its
+    // start), or of a backend that began before the probes.
+    let Some(st) = state(tid) else {
+        return;
+    };
+    if st.open == 0 {
+        if let Some(s) = stats() {
+            s.done_without_start += 1;
+        }
+        return;
+    }
+    st.open = 0;
+    let mut end = [0u64; PARTS];
+    let flags = st.flags | counters(tid, &mut end);
+    let s = stats();
+    match STMT_RECORDS.reserve::<Record>(0) {
+        Some(mut entry) => {
+            let rec = entry.as_mut_ptr();
+            // SAFETY: reserved ring-buffer memory of the size of Record,
+            // written field by field (too large for the BPF stack).
+            unsafe {
+                (*rec).tgid = tgid;
+                (*rec).tid = tid;
+                (*rec).start_ns = st.start_ns;
+                (*rec).elapsed_ns = now.saturating_sub(st.start_ns);
+                let dst = &mut (*rec).sched_ns;
+                for ((d, e), b) in dst.iter_mut().zip(end.iter()).zip(st.base.iter()) {
+                    *d = e.saturating_sub(*b);
+                }
+                for i in 0..WAITS {
+                    (*rec).waits_ns[i] = st.waits_ns[i];
+                    (*rec).waits[i] = st.waits[i];
+                }
+                (*rec).flags = flags;
+                (*rec).text_len = st.text_len;
+                (*rec)._pad = 0;
+                let src = &st.text;
+                let dst = &mut (*rec).text;
+                for (d, c) in dst.iter_mut().zip(src.iter()) {
+                    *d = *c;
+                }
+            }
+            entry.submit(0);
+            if let Some(s) = s {
+                s.statements += 1;
+            }
+        }
+        None => {
+            if let Some(s) = s {
+                s.lost_records += 1;
+            }
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn wait_probe(
+    ctx: &ProbeContext,
+    tgid: u32,
+    tid: u32,
+    now: u64,
+    k: u32,
+    mode: u32,
+    slot: u32,
+    offset: i32,
+) {
+    if k < kind::WAIT_BASE {
+        return;
+    }
+    let i = ((k - kind::WAIT_BASE) / 2) as usize;
+    let done = (k - kind::WAIT_BASE) % 2 == 1;
+    if i >= WAITS {
+        return;
+    }
+    let Some(st) = state(tid) else { return };
+    if st.open == 0 {
+        return; // outside a statement
+    }
+    if !done {
+        st.wait_since[i] = now;
+        if i == wait::LWLOCK {
+            st.tranche = argument(ctx, mode, slot, offset).unwrap_or(0);
+        }
+        return;
+    }
+    let since = st.wait_since[i];
+    if since == 0 {
+        return; // its start came before the statement's
+    }
+    st.wait_since[i] = 0;
+    let dt = now.saturating_sub(since);
+    st.waits_ns[i] += dt;
+    st.waits[i] += 1;
+    if i == wait::LWLOCK && st.tranche != 0 {
+        let key = st.tranche;
+        match STMT_TRANCHES.get_ptr_mut(key) {
+            // SAFETY: this CPU's value.
+            Some(t) => unsafe {
+                (*t).waits += 1;
+                (*t).wait_ns += dt;
+            },
+            None => {
+                let t = Tranche {
+                    waits: 1,
+                    wait_ns: dt,
+                    tgid,
+                    _pad: 0,
+                };
+                let _ = STMT_TRANCHES.insert(key, t, 0);
+            }
+        }
+    }
+}

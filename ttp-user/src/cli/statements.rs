@@ -1,0 +1,373 @@
+//! `ttp-ebpf statements`: every statement of a live PostgreSQL server, timed
+//! and explained through the server's own USDT probes (docs/statements.md).
+use std::{
+    collections::{BTreeSet, HashMap},
+    path::{Path, PathBuf},
+    time::{Duration, Instant},
+};
+
+use anyhow::Context;
+
+use crate::{
+    error::{UsageError, usage},
+    probe::{
+        AttachOptions, Ledger, probe_error_ctx,
+        statements::{StatementProbes, StatementsProbeError},
+        usdt::{self, UsdtError},
+    },
+    protocol::statements::{
+        GroupBy, SCHEMA, Statement, WAIT_PROBES, crosscheck,
+        document::{ProbeAvailability, ProbeCounts, StatementsReport, TrancheRow},
+        group,
+    },
+    report::{
+        atomic,
+        render::{self, statements::Statements},
+        statements::svg,
+    },
+    sys::signals::StopFlag,
+};
+
+/// Time every SQL statement of a running PostgreSQL server, and say where
+/// its time went: on CPU, waiting for a CPU, for a lock, for the disk
+/// (its own I/O or others').
+///
+/// Attaches to the server's USDT probes (query__start/done and its wait
+/// probes; the binary must have them: Debian's and most distributions'
+/// builds do) and joins each statement with ttp's per-thread ledger.
+///
+/// Example: `sudo ttp-ebpf statements --pid $(head -1 /var/lib/postgresql/15/main/postmaster.pid) --duration 10s`
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The postmaster (its backends, present and future, are measured).
+    #[arg(long)]
+    pub pid: u32,
+    /// The server binary (default: the postmaster's executable).
+    #[arg(long, value_name = "PATH")]
+    pub binary: Option<PathBuf>,
+    /// Measure for this long (e.g. 10s); default: until Ctrl-C.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub duration: Option<Duration>,
+    /// Groups shown in the text report and the chart.
+    #[arg(long, default_value_t = 20)]
+    pub top: usize,
+    /// Group statements by normalised text, exact text or backend.
+    #[arg(long, value_enum, default_value = "fingerprint")]
+    pub by: GroupBy,
+    /// Write the result (JSON `ttp.statements/1`) here.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Write the stacked time per statement (SVG) here.
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
+    /// Show the top groups of every last second while measuring.
+    #[arg(long)]
+    pub live: bool,
+    /// Read pg_stat_statements through this connection (e.g.
+    /// `host=/var/run/postgresql dbname=postgres`) at both ends of the
+    /// window and show its calls and execution time beside ttp's.
+    #[arg(long, value_name = "CONNINFO")]
+    pub pgss: Option<String>,
+}
+
+/// pg_stat_statements at one instant, or why it could not be read.
+fn read_pgss(
+    session: &Option<crate::pg::Session>,
+) -> Result<std::collections::BTreeMap<String, (u64, f64)>, String> {
+    let s = session.as_ref().ok_or("no connection")?;
+    match s.scalar(crosscheck::PGSS_QUERY) {
+        Ok(v) => Ok(crosscheck::parse_pgss(&v.unwrap_or_default())),
+        Err(e) => Err(format!("reading pg_stat_statements failed: {e}")),
+    }
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let binary = match &args.binary {
+        Some(b) => b.clone(),
+        None => server_binary(args.pid)?,
+    };
+    let probes = match usdt::read_probes(&binary) {
+        Ok(p) => p,
+        Err(
+            e @ (UsdtError::NoNotes { .. } | UsdtError::NotElf { .. } | UsdtError::Read { .. }),
+        ) => {
+            return usage(e.to_string());
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let stop = StopFlag::install().context("installing the Ctrl-C handler")?;
+    let mut ledger = Ledger::attach_with(&AttachOptions {
+        statements_of: Some(args.pid),
+        ..Default::default()
+    })
+    .map_err(probe_error_ctx)?;
+    let mut sp = match StatementProbes::attach(&mut ledger, &binary, &probes, &WAIT_PROBES) {
+        Ok(sp) => sp,
+        Err(e @ StatementsProbeError::Missing { .. }) => return usage(e.to_string()),
+        Err(StatementsProbeError::Probe(e)) => return Err(probe_error_ctx(e)),
+        Err(e) => return Err(e.into()),
+    };
+    // A failing cross-check never costs the measurement: it becomes a note.
+    let (pgss_session, mut note) = match &args.pgss {
+        None => (None, Some("not read (give --pgss CONNINFO)".to_string())),
+        Some(conninfo) => match crate::pg::Pg::new(conninfo).and_then(|pg| pg.connect()) {
+            Ok(s) => (Some(s), None),
+            Err(e) => (None, Some(format!("cannot connect: {e}"))),
+        },
+    };
+    let before = read_pgss(&pgss_session);
+    let pgss_from_ns = crate::sys::clock::monotonic_ns();
+    let window_start_ns = crate::sys::clock::monotonic_ns();
+    eprintln!(
+        "statements: ledger attached, {} probe sites in {}; measuring{}",
+        sp.links(),
+        binary.display(),
+        match args.duration {
+            Some(d) => format!(" for {}", humantime::format_duration(d)),
+            None => " until Ctrl-C".into(),
+        }
+    );
+    let mut statements = collect(
+        &mut sp,
+        args.live.then_some((args.by, args.top)),
+        args.duration,
+        &stop,
+    );
+    let window_end_ns = crate::sys::clock::monotonic_ns();
+    let after = read_pgss(&pgss_session);
+    sp.drain(|r| statements.push(Statement::from(r)));
+    // The cross-check compares the statements done between the two reads.
+    let between: Vec<Statement> = statements
+        .iter()
+        .filter(|s| s.done_ns() >= pgss_from_ns && s.done_ns() <= window_end_ns)
+        .cloned()
+        .collect();
+    let mut report = build_report(
+        &args,
+        &binary,
+        &sp,
+        statements,
+        window_start_ns,
+        window_end_ns,
+    )?;
+    if pgss_session.is_some() {
+        match (before, after) {
+            (Ok(b), Ok(a)) => {
+                let groups = group(&between, GroupBy::Fingerprint, &sp.available);
+                report.cross_check = Some(crosscheck::rows(&groups, &b, &a, report.backends));
+                note = None;
+            }
+            (Err(e), _) | (_, Err(e)) => note = Some(e),
+        }
+    }
+    report.cross_check_note = note;
+    drop(sp);
+    drop(ledger);
+    let doc = Statements(report, args.top);
+    render::print(&doc);
+    if let Some(path) = &args.json {
+        atomic::write_json_result(path, &doc.0)?;
+    }
+    if let Some(path) = &args.svg {
+        let text = svg::stacked(&doc.0, args.top).map_err(anyhow::Error::msg)?;
+        atomic::write_result(path, text.as_bytes())?;
+    }
+    Ok(())
+}
+
+/// The executable of `pid`, or a usage error saying what to do.
+fn server_binary(pid: u32) -> anyhow::Result<PathBuf> {
+    let exe = PathBuf::from(format!("/proc/{pid}/exe"));
+    match std::fs::read_link(&exe) {
+        Ok(p) => {
+            let s = p.to_string_lossy();
+            match s.strip_suffix(" (deleted)") {
+                Some(_) => usage(format!(
+                    "the executable of process {pid} was replaced since it started ({s}); restart the server or give --binary"
+                )),
+                None => Ok(p),
+            }
+        }
+        Err(e) => usage(format!(
+            "cannot read the executable of process {pid} ({e}): give the postmaster's pid (first line of postmaster.pid) and run with sudo"
+        )),
+    }
+}
+
+/// Drains records until the duration ends or Ctrl-C.
+/// With `live`, every second the groups of the last second are shown, top
+/// first, on a cleared terminal (a `top`-like view); the final report
+/// covers the whole window as without it.
+fn collect(
+    sp: &mut StatementProbes,
+    live: Option<(GroupBy, usize)>,
+    duration: Option<Duration>,
+    stop: &StopFlag,
+) -> Vec<Statement> {
+    let started = Instant::now();
+    let mut out = Vec::new();
+    let mut shown = (Instant::now(), 0usize);
+    loop {
+        sp.drain(|r| out.push(Statement::from(r)));
+        if let Some((by, top)) = live
+            && shown.0.elapsed() >= Duration::from_secs(1)
+        {
+            let last = &out[shown.1..];
+            let secs = shown.0.elapsed().as_secs_f64();
+            print!(
+                "\x1b[2J\x1b[H{}",
+                live_text(last, by, top, secs, &sp.available)
+            );
+            shown = (Instant::now(), out.len());
+        }
+        if stop.raised() || duration.is_some_and(|d| started.elapsed() >= d) {
+            break;
+        }
+        let left = duration.map_or(Duration::from_millis(100), |d| {
+            d.saturating_sub(started.elapsed())
+                .min(Duration::from_millis(100))
+        });
+        stop.sleep(left);
+    }
+    sp.drain(|r| out.push(Statement::from(r)));
+    out
+}
+
+/// One screen of `--live`: calls per second and time per call of the
+/// groups of the last interval.
+fn live_text(
+    last: &[Statement],
+    by: GroupBy,
+    top: usize,
+    secs: f64,
+    available: &[bool; ttp_common::statements::WAITS],
+) -> String {
+    use std::fmt::Write as _;
+    let groups = group(last, by, available);
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "ttp statements --live: {} statements in the last {secs:.1} s (Ctrl-C ends and prints the whole window)",
+        last.len()
+    );
+    let _ = writeln!(
+        o,
+        "{:>9} {:>10} {:>10} {:>10} {:>10}  statement",
+        "calls/s", "ms/call", "on-CPU", "runq", "iowait"
+    );
+    for g in groups.iter().take(top) {
+        let per = |v: u64| v as f64 / 1e6 / g.calls.max(1) as f64;
+        let mut key = g.key.clone();
+        if key.len() > 70 {
+            let mut cut = 67;
+            while !key.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            key.truncate(cut);
+            key.push_str("...");
+        }
+        let _ = writeln!(
+            o,
+            "{:>9.1} {:>10.3} {:>10.3} {:>10.3} {:>10.3}  {key}",
+            g.calls as f64 / secs,
+            per(g.elapsed_ns),
+            per(g.on_cpu_ns),
+            per(g.runq_wait_ns),
+            per(g.iowait_ns),
+        );
+    }
+    o
+}
+
+/// A NUL-terminated string at `addr` in process `pid`'s memory.
+fn read_c_string(pid: u32, addr: u64) -> Option<String> {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::File::open(format!("/proc/{pid}/mem")).ok()?;
+    let mut buf = [0u8; 64];
+    let n = f.read_at(&mut buf, addr).ok()?;
+    let end = buf[..n].iter().position(|b| *b == 0).unwrap_or(n);
+    Some(String::from_utf8_lossy(&buf[..end]).into_owned())
+}
+
+fn build_report(
+    args: &Args,
+    binary: &Path,
+    sp: &StatementProbes,
+    statements: Vec<Statement>,
+    window_start_ns: u64,
+    window_end_ns: u64,
+) -> anyhow::Result<StatementsReport> {
+    let stats = sp.stats().map_err(probe_error_ctx)?;
+    let backends: BTreeSet<u32> = statements.iter().map(|s| s.tgid).collect();
+    let groups = group(&statements, args.by, &sp.available);
+    let mut names: HashMap<u64, String> = HashMap::new();
+    let mut tranches: Vec<TrancheRow> = Vec::new();
+    for (ptr, t) in sp.tranches() {
+        let name = names
+            .entry(ptr)
+            .or_insert_with(|| {
+                read_c_string(t.tgid, ptr)
+                    .or_else(|| read_c_string(args.pid, ptr))
+                    .unwrap_or_else(|| format!("tranche at {ptr:#x}"))
+            })
+            .clone();
+        match tranches.iter_mut().find(|r| r.tranche == name) {
+            Some(r) => {
+                r.waits += t.waits;
+                r.wait_ns += t.wait_ns;
+            }
+            None => tranches.push(TrancheRow {
+                tranche: name,
+                waits: t.waits,
+                wait_ns: t.wait_ns,
+            }),
+        }
+    }
+    tranches.sort_by_key(|t| std::cmp::Reverse(t.wait_ns));
+    let probes = sp
+        .sites
+        .iter()
+        .map(|s| ProbeAvailability {
+            name: s.name.clone(),
+            sites: s.sites,
+            available: s.sites > 0,
+        })
+        .collect();
+    Ok(StatementsReport {
+        schema: SCHEMA.into(),
+        postmaster: args.pid,
+        binary: binary.display().to_string(),
+        semaphores: "kernel uprobe reference counter (ref_ctr_offset)".into(),
+        by: args.by,
+        window_start_ns,
+        window_end_ns,
+        backends: backends.len(),
+        statements: statements.len() as u64,
+        probes,
+        counts: ProbeCounts {
+            hits: stats.hits,
+            records: stats.statements,
+            records_lost: stats.lost_records,
+            done_without_start: stats.done_without_start,
+            other_processes: stats.other_processes,
+            no_state: stats.no_state,
+            text_unread: stats.text_unread,
+            restarted: stats.restarted,
+            mean_probe_ns: if stats.hits > 0 {
+                stats.probe_ns as f64 / stats.hits as f64
+            } else {
+                0.0
+            },
+        },
+        groups,
+        tranches,
+        cross_check: None,
+        cross_check_note: None,
+    })
+}
+
+impl From<UsdtError> for UsageError {
+    fn from(e: UsdtError) -> Self {
+        UsageError::new(e.to_string())
+    }
+}

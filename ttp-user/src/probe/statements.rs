@@ -1,0 +1,234 @@
+//! The `statements` uprobe program (ttp-ebpf/src/statements.rs) loaded in
+//! the ledger's object, so it reads the ledger's thread accounts, and
+//! attached at a PostgreSQL binary's USDT probes with their semaphores
+//! counted by the kernel (usdt_attach.rs).
+use std::{os::fd::AsFd, path::Path};
+
+use aya::{
+    maps::{MapData, PerCpuArray, PerCpuHashMap, RingBuf},
+    programs::UProbe,
+};
+use ttp_common::statements::{Record, Stats, Tranche, WAITS, arg, cookie, kind};
+
+use super::{
+    Ledger, ProbeError, take,
+    usdt::{ArgLocation, UsdtProbe, pt_regs_slot},
+    usdt_attach::{self, UprobePmu, UsdtLink},
+};
+
+const PROGRAM: &str = "stmt_usdt";
+
+#[derive(Debug, thiserror::Error)]
+pub enum StatementsProbeError {
+    #[error(transparent)]
+    Probe(#[from] ProbeError),
+    #[error(
+        "{binary} has no {name} probe: ttp needs query__start and query__done (a PostgreSQL built with --enable-dtrace)"
+    )]
+    Missing { binary: String, name: &'static str },
+    #[error("loading the statements program: {0}")]
+    Program(#[source] Box<aya::programs::ProgramError>),
+    #[error("the uprobe PMU is not available ({0}): this kernel has no CONFIG_UPROBE_EVENTS")]
+    Pmu(#[source] std::io::Error),
+    #[error("attaching {name} at offset {offset:#x} of {binary}: {source}")]
+    Attach {
+        name: String,
+        offset: u64,
+        binary: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// One probe name's availability in the binary.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ProbeSites {
+    pub name: String,
+    /// Sites attached (0: the binary lacks the probe).
+    pub sites: usize,
+}
+
+/// The attached probes and their maps. Dropping it detaches every site
+/// (and the kernel gives back the semaphore counts).
+pub struct StatementProbes {
+    links: Vec<UsdtLink>,
+    ring: RingBuf<MapData>,
+    tranches: PerCpuHashMap<MapData, u64, Tranche>,
+    stats: PerCpuArray<MapData, Stats>,
+    /// Whether the binary has both probes of each wait pair.
+    pub available: [bool; WAITS],
+    pub sites: Vec<ProbeSites>,
+}
+
+/// (probe name, kind, whether its first argument is read).
+fn wanted(
+    waits: &[(&'static str, &'static str, &'static str); WAITS],
+) -> Vec<(&'static str, u32, bool)> {
+    let mut v = vec![
+        ("query__done", kind::QUERY_DONE, false),
+        ("query__start", kind::QUERY_START, true),
+    ];
+    for (i, (label, start, done)) in waits.iter().enumerate() {
+        let k = kind::WAIT_BASE + 2 * i as u32;
+        // Done first: a done whose start was not seen is ignored, a start
+        // whose done is missing would leave a wait open.
+        v.push((done, k + 1, false));
+        v.push((start, k, *label == "lwlock_wait"));
+    }
+    v
+}
+
+/// The cookie argument encoding of a probe's first argument.
+fn arg_cookie(p: &UsdtProbe) -> (u32, u32, i32) {
+    match p.args.first().map(|a| &a.location) {
+        Some(ArgLocation::Register { reg }) => match pt_regs_slot(reg) {
+            Some(slot) => (arg::REGISTER, slot, 0),
+            None => (arg::NONE, 0, 0),
+        },
+        Some(ArgLocation::Memory { reg, offset }) => {
+            match (pt_regs_slot(reg), i32::try_from(*offset)) {
+                (Some(slot), Ok(off)) => (arg::MEMORY, slot, off),
+                _ => (arg::NONE, 0, 0),
+            }
+        }
+        _ => (arg::NONE, 0, 0),
+    }
+}
+
+impl StatementProbes {
+    /// Loads the program in `ledger`'s object and attaches it at every site
+    /// of the probes `statements` reads. `waits`: the wait pairs, in
+    /// `Record::waits_ns` order.
+    pub fn attach(
+        ledger: &mut Ledger,
+        binary: &Path,
+        probes: &[UsdtProbe],
+        waits: &[(&'static str, &'static str, &'static str); WAITS],
+    ) -> Result<Self, StatementsProbeError> {
+        let bin = binary.display().to_string();
+        for name in ["query__start", "query__done"] {
+            if !probes.iter().any(|p| p.name == name) {
+                return Err(StatementsProbeError::Missing {
+                    binary: bin.clone(),
+                    name,
+                });
+            }
+        }
+        let pmu = UprobePmu::read().map_err(StatementsProbeError::Pmu)?;
+        let ebpf = ledger.object_mut();
+        let prog: &mut UProbe = ebpf
+            .program_mut(PROGRAM)
+            .ok_or_else(|| ProbeError::MissingProgram {
+                program: PROGRAM.into(),
+            })?
+            .try_into()
+            .map_err(|e| StatementsProbeError::Program(Box::new(e)))?;
+        prog.load()
+            .map_err(|e| StatementsProbeError::Program(Box::new(e)))?;
+        let fd = prog
+            .fd()
+            .map_err(|e| StatementsProbeError::Program(Box::new(e)))?
+            .as_fd();
+        let mut links = Vec::new();
+        let mut sites = Vec::new();
+        for (name, k, reads_arg) in wanted(waits) {
+            let mut n = 0;
+            for p in probes.iter().filter(|p| p.name == name) {
+                let (mode, slot, off) = if reads_arg {
+                    arg_cookie(p)
+                } else {
+                    (arg::NONE, 0, 0)
+                };
+                let link = usdt_attach::attach(
+                    &pmu,
+                    fd,
+                    binary,
+                    p.pc_offset,
+                    p.semaphore_offset,
+                    cookie(k, mode, slot, off),
+                )
+                .map_err(|source| StatementsProbeError::Attach {
+                    name: name.into(),
+                    offset: p.pc_offset,
+                    binary: bin.clone(),
+                    source,
+                })?;
+                links.push(link);
+                n += 1;
+            }
+            sites.push(ProbeSites {
+                name: name.into(),
+                sites: n,
+            });
+        }
+        let has = |name: &str| sites.iter().any(|s| s.name == name && s.sites > 0);
+        let mut available = [false; WAITS];
+        for (i, (_, start, done)) in waits.iter().enumerate() {
+            available[i] = has(start) && has(done);
+        }
+        let ebpf = ledger.object_mut();
+        Ok(Self {
+            links,
+            ring: take(ebpf, "STMT_RECORDS")?,
+            tranches: take(ebpf, "STMT_TRANCHES")?,
+            stats: take(ebpf, "STMT_STATS")?,
+            available,
+            sites,
+        })
+    }
+
+    /// Hands every record waiting in the ring buffer to `f`.
+    pub fn drain(&mut self, mut f: impl FnMut(&Record)) {
+        while let Some(item) = self.ring.next() {
+            if item.len() >= std::mem::size_of::<Record>() {
+                // SAFETY: the kernel wrote a whole Record (the size was
+                // checked); read unaligned from the ring's bytes.
+                let r: Record = unsafe { std::ptr::read_unaligned(item.as_ptr().cast()) };
+                f(&r);
+            }
+        }
+    }
+
+    /// The probes' counters, summed over CPUs.
+    pub fn stats(&self) -> Result<Stats, ProbeError> {
+        let per_cpu = self.stats.get(&0, 0).map_err(|source| ProbeError::Map {
+            map: "STMT_STATS".into(),
+            source: Box::new(source),
+        })?;
+        let mut s = Stats::default();
+        for c in per_cpu.iter() {
+            s.hits += c.hits;
+            s.statements += c.statements;
+            s.lost_records += c.lost_records;
+            s.done_without_start += c.done_without_start;
+            s.no_state += c.no_state;
+            s.text_unread += c.text_unread;
+            s.restarted += c.restarted;
+            s.probe_ns += c.probe_ns;
+            s.other_processes += c.other_processes;
+        }
+        Ok(s)
+    }
+
+    /// LWLock waits per tranche-name pointer, summed over CPUs.
+    pub fn tranches(&self) -> Vec<(u64, Tranche)> {
+        let mut out = Vec::new();
+        for (ptr, per_cpu) in self.tranches.iter().flatten() {
+            let mut t = Tranche::default();
+            for c in per_cpu.iter() {
+                t.waits += c.waits;
+                t.wait_ns += c.wait_ns;
+                if c.tgid != 0 {
+                    t.tgid = c.tgid;
+                }
+            }
+            out.push((ptr, t));
+        }
+        out
+    }
+
+    /// Sites attached.
+    pub fn links(&self) -> usize {
+        self.links.len()
+    }
+}

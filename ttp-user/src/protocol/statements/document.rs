@@ -1,0 +1,88 @@
+//! The `statements` result, JSON `ttp.statements/1`.
+use serde::{Deserialize, Serialize};
+
+use super::{Group, GroupBy};
+
+/// Probe counters over the window (losses are shown, never hidden).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProbeCounts {
+    /// Probe program runs (every site, every process of the binary).
+    pub hits: u64,
+    /// Statement records the kernel sent.
+    pub records: u64,
+    /// Statement records lost (ring buffer full): those statements are
+    /// missing from the groups.
+    pub records_lost: u64,
+    /// `query__done` without its start (statements under way at attach).
+    pub done_without_start: u64,
+    /// Statements started in processes that are not this server's
+    /// backends (other servers running the same binary), left out.
+    pub other_processes: u64,
+    /// Backend threads that got no state (map full): their statements are
+    /// missing.
+    pub no_state: u64,
+    pub text_unread: u64,
+    /// Statements ended by an error (no `query__done`): not counted.
+    pub restarted: u64,
+    /// Mean time inside the probe program per hit, ns.
+    pub mean_probe_ns: f64,
+}
+
+/// One probe name's sites in the binary.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProbeAvailability {
+    pub name: String,
+    pub sites: usize,
+    pub available: bool,
+}
+
+/// LWLock waits of one tranche over the window (all statements).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrancheRow {
+    pub tranche: String,
+    pub waits: u64,
+    pub wait_ns: u64,
+}
+
+/// pg_stat_statements' view of one fingerprint over the same window.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CrossCheckRow {
+    pub key: String,
+    pub ttp_calls: u64,
+    pub pgss_calls: u64,
+    /// ttp's summed `execute` probe time, ns.
+    pub ttp_execute_ns: u64,
+    /// `total_exec_time` delta, ns.
+    pub pgss_exec_ns: u64,
+    /// Calls differ by more than the statements that can straddle the
+    /// window's edges, or times by more than 5 %.
+    pub disagrees: bool,
+}
+
+/// The whole result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StatementsReport {
+    pub schema: String,
+    pub postmaster: u32,
+    pub binary: String,
+    /// How the probes' semaphores were enabled.
+    pub semaphores: String,
+    pub by: GroupBy,
+    /// CLOCK_MONOTONIC ns: probes attached, and read for the last time.
+    pub window_start_ns: u64,
+    pub window_end_ns: u64,
+    /// Backend processes seen.
+    pub backends: usize,
+    pub statements: u64,
+    pub probes: Vec<ProbeAvailability>,
+    pub counts: ProbeCounts,
+    /// Every group (the text report shows the top N).
+    pub groups: Vec<Group>,
+    pub tranches: Vec<TrancheRow>,
+    /// Present when pg_stat_statements was read.
+    #[serde(default)]
+    pub cross_check: Option<Vec<CrossCheckRow>>,
+    /// Why the cross-check is absent, when it is.
+    #[serde(default)]
+    pub cross_check_note: Option<String>,
+}

@@ -1,0 +1,326 @@
+//! `statements`: every SQL statement a PostgreSQL server ran in a window,
+//! from its own USDT probes (probe/usdt.rs, ttp-ebpf/src/statements.rs),
+//! grouped (by fingerprint, exact text or backend) with where its time went.
+//!
+//! Per group: calls; elapsed; the thread's on-CPU and run-queue wait (the
+//! scheduler's counters at both probes), sleep, blocked and iowait (own and
+//! others' I/O, the ledger's split: docs/ledger.md); the server's wait
+//! probes inside the statement; HdrHistogram latency percentiles; and the
+//! component that explains the variance of its latency, by VProfiler's
+//! eq. 1 (paper 004, Sec. 3.1: Var(ΣX) = ΣVar(X) + 2ΣCov) over a disjoint
+//! split of the elapsed time (see [`VARIANCE_PARTS`]).
+pub mod crosscheck;
+pub mod document;
+pub mod fingerprint;
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use ttp_common::statements::{PARTS, Record, WAITS, flag, part, wait};
+
+use super::variance::tree::{ChildSlot, ChildTable, Invocation, Term, VarianceTree};
+
+/// JSON schema name of the result.
+pub const SCHEMA: &str = "ttp.statements/1";
+
+/// The server's wait probe pairs, in `Record::waits_ns` order: (label,
+/// start probe, done probe).
+pub const WAIT_PROBES: [(&str, &str, &str); WAITS] = [
+    ("lock_wait", "lock__wait__start", "lock__wait__done"),
+    ("lwlock_wait", "lwlock__wait__start", "lwlock__wait__done"),
+    ("buffer_read", "buffer__read__start", "buffer__read__done"),
+    ("smgr_read", "smgr__md__read__start", "smgr__md__read__done"),
+    (
+        "wal_write",
+        "wal__buffer__write__dirty__start",
+        "wal__buffer__write__dirty__done",
+    ),
+    ("sort", "sort__start", "sort__done"),
+    ("execute", "query__execute__start", "query__execute__done"),
+];
+
+/// One statement, as its record came from the kernel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Statement {
+    pub tgid: u32,
+    pub tid: u32,
+    pub start_ns: u64,
+    pub elapsed_ns: u64,
+    pub parts: [u64; PARTS],
+    pub waits_ns: [u64; WAITS],
+    pub waits: [u32; WAITS],
+    pub flags: u32,
+    pub text: String,
+}
+
+impl From<&Record> for Statement {
+    fn from(r: &Record) -> Self {
+        let len = (r.text_len as usize).min(r.text.len());
+        Self {
+            tgid: r.tgid,
+            tid: r.tid,
+            start_ns: r.start_ns,
+            elapsed_ns: r.elapsed_ns,
+            parts: r.sched_ns,
+            waits_ns: r.waits_ns,
+            waits: r.waits,
+            flags: r.flags,
+            text: String::from_utf8_lossy(&r.text[..len]).into_owned(),
+        }
+    }
+}
+
+impl Statement {
+    /// End of the statement, CLOCK_MONOTONIC ns.
+    pub fn done_ns(&self) -> u64 {
+        self.start_ns + self.elapsed_ns
+    }
+}
+
+/// How statements are grouped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum GroupBy {
+    /// The normalised text (constants → `$n`; fingerprint.rs).
+    Fingerprint,
+    /// The exact text.
+    Text,
+    /// The backend process.
+    Backend,
+}
+
+/// A wait probe pair's sums in one group; absent from the report when the
+/// binary lacks either probe (never shown as zero).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct WaitSum {
+    pub waits: u64,
+    pub wait_ns: u64,
+}
+
+/// Latency percentiles of a group, from an HdrHistogram (3 significant
+/// digits).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Latency {
+    pub mean_ns: f64,
+    pub p50_ns: u64,
+    pub p90_ns: u64,
+    pub p99_ns: u64,
+    pub max_ns: u64,
+}
+
+/// One term of eq. 1 over the group's components.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VarianceTerm {
+    /// `Var(on_cpu)`, `Cov(iowait, lock_wait)`, … (`img_statement`: the
+    /// part of the elapsed time no component covers).
+    pub term: String,
+    /// Var(X) or 2·Cov(X, Y), ns².
+    pub value_ns2: f64,
+    /// `value_ns2` / Var(elapsed).
+    pub share: f64,
+}
+
+/// Which component explains the variance of the group's latency.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Variance {
+    pub variance_ns2: f64,
+    /// Terms by decreasing share.
+    pub terms: Vec<VarianceTerm>,
+    /// The term with the largest share.
+    pub explained_by: String,
+}
+
+/// One group of statements.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Group {
+    pub key: String,
+    /// An example of the exact text (for fingerprints and backends).
+    pub example: String,
+    pub calls: u64,
+    pub elapsed_ns: u64,
+    pub on_cpu_ns: u64,
+    pub runq_wait_ns: u64,
+    pub sleep_ns: u64,
+    pub blocked_ns: u64,
+    pub iowait_ns: u64,
+    pub iowait_own_ns: u64,
+    /// `iowait_ns` − `iowait_own_ns`: waiting while the disk served others.
+    pub iowait_others_ns: u64,
+    pub iowait_share_ns: u64,
+    /// `elapsed` − (on-CPU + run-queue + sleep + blocked + iowait): time
+    /// the scheduler's and the ledger's counters do not cover (the running
+    /// interval's last stretch the kernel had not yet added to its runtime
+    /// at the probe, events the ledger missed).
+    pub unattributed_ns: i64,
+    /// Per wait probe pair (label → sums), only the available ones.
+    pub waits: BTreeMap<String, WaitSum>,
+    pub latency: Latency,
+    pub variance: Option<Variance>,
+    /// Statements whose text was cut at 255 bytes.
+    pub truncated: u64,
+    /// Statements the ledger had no account for (ledger parts not counted).
+    pub without_account: u64,
+}
+
+/// The disjoint split of a statement's elapsed time used for eq. 1:
+/// heavyweight and LWLock waits are sleeps (the backend sleeps on its latch
+/// or semaphore), so they come out of the ledger's sleep + blocked; the
+/// rest of it is `other_sleep`. Buffer, storage, WAL and sort probes
+/// overlap on-CPU and iowait, so they are reported but not in this split.
+pub const VARIANCE_PARTS: [&str; 6] = [
+    "on_cpu",
+    "runq_wait",
+    "iowait",
+    "lock_wait",
+    "lwlock_wait",
+    "other_sleep",
+];
+
+fn variance_split(s: &Statement) -> [u64; 6] {
+    let lock = s.waits_ns[wait::LOCK];
+    let lw = s.waits_ns[wait::LWLOCK];
+    let sleeps = s.parts[part::SLEEP] + s.parts[part::BLOCKED];
+    [
+        s.parts[part::ON_CPU],
+        s.parts[part::RUNQ],
+        s.parts[part::IOWAIT],
+        lock,
+        lw,
+        sleeps.saturating_sub(lock + lw),
+    ]
+}
+
+/// Eq. 1 over [`VARIANCE_PARTS`] (paper 004, Sec. 3.1), computed by the
+/// variance module's tree with the statement as root and the components as
+/// its children; `None` with fewer than 2 calls or no variance.
+pub fn variance(statements: &[&Statement]) -> Option<Variance> {
+    let mut table = ChildTable::new("statement");
+    for name in VARIANCE_PARTS {
+        table.slots.push(ChildSlot {
+            parent: None,
+            function: name.into(),
+            call_sites: Vec::new(),
+        });
+    }
+    let inv: Vec<Invocation> = statements
+        .iter()
+        .map(|s| Invocation {
+            root_ns: s.elapsed_ns,
+            children_ns: variance_split(s).to_vec(),
+        })
+        .collect();
+    let tree = VarianceTree::compute(&table, &inv).ok()?;
+    let mut terms: Vec<VarianceTerm> = tree
+        .nodes
+        .iter()
+        .filter(|n| n.parent == Some(0))
+        .map(|n| VarianceTerm {
+            term: match &n.term {
+                Term::Var(f) => format!("Var({f})"),
+                t => t.to_string(),
+            },
+            value_ns2: n.value_ns2,
+            share: n.share,
+        })
+        .collect();
+    terms.sort_by(|a, b| b.share.total_cmp(&a.share));
+    let explained_by = terms.first()?.term.clone();
+    Some(Variance {
+        variance_ns2: tree.root_variance_ns2(),
+        terms,
+        explained_by,
+    })
+}
+
+fn latency(statements: &[&Statement]) -> Latency {
+    let Ok(mut h) = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3) else {
+        return Latency::default();
+    };
+    for s in statements {
+        h.saturating_record(s.elapsed_ns.max(1));
+    }
+    Latency {
+        mean_ns: h.mean(),
+        p50_ns: h.value_at_quantile(0.5),
+        p90_ns: h.value_at_quantile(0.9),
+        p99_ns: h.value_at_quantile(0.99),
+        max_ns: h.max(),
+    }
+}
+
+/// The key of a statement under `by`.
+pub fn key(s: &Statement, by: GroupBy) -> String {
+    match by {
+        GroupBy::Fingerprint => fingerprint::fingerprint(&s.text),
+        GroupBy::Text => s.text.clone(),
+        GroupBy::Backend => format!("backend {}", s.tgid),
+    }
+}
+
+/// Groups `statements` by `by`, largest elapsed first. `available[i]`:
+/// whether the binary has wait pair `i`.
+pub fn group(statements: &[Statement], by: GroupBy, available: &[bool; WAITS]) -> Vec<Group> {
+    let mut by_key: BTreeMap<String, Vec<&Statement>> = BTreeMap::new();
+    for s in statements {
+        by_key.entry(key(s, by)).or_default().push(s);
+    }
+    let mut groups: Vec<Group> = by_key
+        .into_iter()
+        .map(|(key, ss)| summarise(key, &ss, available))
+        .collect();
+    groups.sort_by(|a, b| b.elapsed_ns.cmp(&a.elapsed_ns).then(a.key.cmp(&b.key)));
+    groups
+}
+
+fn summarise(key: String, ss: &[&Statement], available: &[bool; WAITS]) -> Group {
+    let sum = |f: &dyn Fn(&Statement) -> u64| ss.iter().map(|s| f(s)).sum::<u64>();
+    let elapsed_ns = sum(&|s| s.elapsed_ns);
+    let p = |i: usize| sum(&|s| s.parts[i]);
+    let (on_cpu, runq, sleep, blocked, iowait, own) = (
+        p(part::ON_CPU),
+        p(part::RUNQ),
+        p(part::SLEEP),
+        p(part::BLOCKED),
+        p(part::IOWAIT),
+        p(part::IOWAIT_OWN),
+    );
+    let mut waits = BTreeMap::new();
+    for (i, (label, _, _)) in WAIT_PROBES.iter().enumerate() {
+        if available[i] {
+            waits.insert(
+                (*label).to_string(),
+                WaitSum {
+                    waits: ss.iter().map(|s| u64::from(s.waits[i])).sum(),
+                    wait_ns: sum(&|s| s.waits_ns[i]),
+                },
+            );
+        }
+    }
+    let covered = on_cpu + runq + sleep + blocked + iowait;
+    Group {
+        key,
+        example: ss.first().map(|s| s.text.clone()).unwrap_or_default(),
+        calls: ss.len() as u64,
+        elapsed_ns,
+        on_cpu_ns: on_cpu,
+        runq_wait_ns: runq,
+        sleep_ns: sleep,
+        blocked_ns: blocked,
+        iowait_ns: iowait,
+        iowait_own_ns: own,
+        iowait_others_ns: iowait.saturating_sub(own),
+        iowait_share_ns: p(part::IOWAIT_SHARE),
+        unattributed_ns: elapsed_ns as i64 - covered as i64,
+        waits,
+        latency: latency(ss),
+        variance: variance(ss),
+        truncated: ss.iter().filter(|s| s.flags & flag::TRUNCATED != 0).count() as u64,
+        without_account: ss
+            .iter()
+            .filter(|s| s.flags & flag::NO_ACCOUNT != 0)
+            .count() as u64,
+    }
+}
+
+#[cfg(test)]
+mod tests;

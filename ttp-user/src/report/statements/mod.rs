@@ -1,0 +1,251 @@
+//! The `statements` result as text and as a stacked bar chart (SVG).
+pub mod svg;
+
+use std::fmt::Write as _;
+
+use crate::{
+    protocol::statements::document::StatementsReport,
+    report::units::{grouped, ms},
+};
+
+/// The terminal report: the top `top` groups by elapsed time.
+pub fn text(r: &StatementsReport, top: usize) -> String {
+    let mut o = String::new();
+    let secs = r.window_end_ns.saturating_sub(r.window_start_ns) as f64 / 1e9;
+    let _ = writeln!(
+        o,
+        "ttp statements: postmaster {} ({}), {:.1} s, {} statements from {} backends (semaphores: {})",
+        r.postmaster,
+        r.binary,
+        secs,
+        grouped(r.statements),
+        r.backends,
+        r.semaphores
+    );
+    let missing: Vec<&str> = r
+        .probes
+        .iter()
+        .filter(|p| !p.available)
+        .map(|p| p.name.as_str())
+        .collect();
+    if !missing.is_empty() {
+        let _ = writeln!(
+            o,
+            "unavailable (the binary lacks these probes; not measured): {}",
+            missing.join(", ")
+        );
+    }
+    let _ = writeln!(
+        o,
+        "{:>8} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}  statement",
+        "calls",
+        "elapsed",
+        "on-CPU",
+        "runq",
+        "iowait",
+        "(own)",
+        "lock",
+        "lwlock",
+        "bufread",
+        "p50",
+        "p99"
+    );
+    let w = |g: &crate::protocol::statements::Group, k: &str| {
+        g.waits
+            .get(k)
+            .map_or_else(|| "n/a".to_string(), |w| ms(w.wait_ns))
+    };
+    for g in r.groups.iter().take(top) {
+        let mut key = g.key.clone();
+        if key.len() > 60 {
+            let mut cut = 57;
+            while !key.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            key.truncate(cut);
+            key.push_str("...");
+        }
+        let _ = writeln!(
+            o,
+            "{:>8} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}  {}",
+            grouped(g.calls),
+            ms(g.elapsed_ns),
+            ms(g.on_cpu_ns),
+            ms(g.runq_wait_ns),
+            ms(g.iowait_ns),
+            ms(g.iowait_own_ns),
+            w(g, "lock_wait"),
+            w(g, "lwlock_wait"),
+            w(g, "buffer_read"),
+            ms(g.latency.p50_ns),
+            ms(g.latency.p99_ns),
+            key
+        );
+        if let Some(v) = &g.variance {
+            let share = v.terms.first().map_or(0.0, |t| t.share);
+            let _ = writeln!(
+                o,
+                "{:>8} variance explained by {} ({:.0} % of Var(elapsed), VProfiler eq. 1)",
+                "",
+                v.explained_by,
+                share * 100.0
+            );
+        }
+    }
+    let _ = writeln!(o, "(times in ms, summed over calls; p50/p99 per call)");
+    if r.groups.len() > top {
+        let _ = writeln!(o, "{} more groups in the JSON output", r.groups.len() - top);
+    }
+    if !r.tranches.is_empty() {
+        let _ = writeln!(o, "LWLock waits by tranche:");
+        for t in r.tranches.iter().take(top) {
+            let _ = writeln!(
+                o,
+                "  {:<24} {:>8} waits {:>10} ms",
+                t.tranche,
+                grouped(t.waits),
+                ms(t.wait_ns)
+            );
+        }
+    }
+    if let Some(rows) = &r.cross_check {
+        let _ = writeln!(
+            o,
+            "pg_stat_statements over the same window (calls; execute time ms):"
+        );
+        for c in rows.iter().take(top) {
+            let _ = writeln!(
+                o,
+                "  {:>8} vs {:>8}  {:>10} vs {:>10}  {}{}",
+                grouped(c.ttp_calls),
+                grouped(c.pgss_calls),
+                ms(c.ttp_execute_ns),
+                ms(c.pgss_exec_ns),
+                if c.disagrees { "DISAGREES  " } else { "" },
+                c.key
+            );
+        }
+    } else if let Some(n) = &r.cross_check_note {
+        let _ = writeln!(o, "pg_stat_statements cross-check: {n}");
+    }
+    let c = &r.counts;
+    let lost = c.records_lost + c.no_state;
+    if lost > 0 {
+        let _ = writeln!(
+            o,
+            "LOST: {} statement records ({} ring buffer full, {} without state): those statements are missing above",
+            lost, c.records_lost, c.no_state
+        );
+    }
+    if c.other_processes > 0 {
+        let _ = writeln!(
+            o,
+            "{} statements of other processes running this binary (not this server's backends) left out",
+            grouped(c.other_processes)
+        );
+    }
+    let _ = writeln!(
+        o,
+        "{} probe hits, {:.2} µs each; {} statements under way at attach not counted; {} ended by an error not counted",
+        grouped(c.hits),
+        c.mean_probe_ns / 1000.0,
+        c.done_without_start,
+        c.restarted
+    );
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::protocol::statements::{
+        GroupBy, SCHEMA, Statement,
+        document::{ProbeAvailability, ProbeCounts, StatementsReport},
+        group,
+    };
+    use ttp_common::statements::{PARTS, WAITS, part, wait};
+
+    fn report() -> StatementsReport {
+        let mut avail = [true; WAITS];
+        avail[wait::SORT] = false;
+        let ss: Vec<Statement> = (1..=5u64)
+            .map(|i| {
+                let mut parts = [0; PARTS];
+                parts[part::ON_CPU] = 100_000 * i;
+                parts[part::SLEEP] = 900_000;
+                Statement {
+                    tgid: 7,
+                    tid: 7,
+                    start_ns: i * 10_000_000,
+                    elapsed_ns: 1_000_000 + 100_000 * i,
+                    parts,
+                    waits_ns: [0; WAITS],
+                    waits: [0; WAITS],
+                    flags: 0,
+                    text: format!("SELECT * FROM t WHERE id = {i}"),
+                }
+            })
+            .collect();
+        StatementsReport {
+            schema: SCHEMA.into(),
+            postmaster: 42,
+            binary: "/usr/lib/postgresql/15/bin/postgres".into(),
+            semaphores: "kernel uprobe reference counter (ref_ctr_offset)".into(),
+            by: GroupBy::Fingerprint,
+            window_start_ns: 0,
+            window_end_ns: 1_000_000_000,
+            backends: 1,
+            statements: 5,
+            probes: vec![ProbeAvailability {
+                name: "sort__start".into(),
+                sites: 0,
+                available: false,
+            }],
+            counts: ProbeCounts::default(),
+            groups: group(&ss, GroupBy::Fingerprint, &avail),
+            tranches: Vec::new(),
+            cross_check: None,
+            cross_check_note: Some("not read (give --pgss CONNINFO)".into()),
+        }
+    }
+
+    /// The text names the unavailable probe (never a zero), the group and
+    /// the component of eq. 1 that explains its variance (CPU: only it
+    /// varies); the JSON reads back through `report` (schema dispatch).
+    #[test]
+    fn text_json_round_trip() {
+        let r = report();
+        let t = super::text(&r, 20);
+        assert!(
+            t.contains("unavailable (the binary lacks these probes; not measured): sort__start"),
+            "{t}"
+        );
+        assert!(t.contains("select * from t where id = $1"), "{t}");
+        assert!(t.contains("variance explained by Var(on_cpu)"), "{t}");
+        let v = serde_json::to_value(&r).unwrap();
+        let back = crate::report::render::load(v).expect("ttp.statements/1 renders");
+        assert_eq!(back.text(), t);
+    }
+
+    /// The chart is well-formed SVG with one label per group and the
+    /// legend's seven parts.
+    #[test]
+    fn svg_is_well_formed() {
+        let svg = super::svg::stacked(&report(), 20).unwrap();
+        let doc = roxmltree::Document::parse(&svg).expect("well-formed SVG");
+        let texts: Vec<String> = doc
+            .descendants()
+            .filter(|n| n.tag_name().name() == "text")
+            .map(|n| n.text().unwrap_or_default().trim().to_string())
+            .collect();
+        assert!(texts.iter().any(|t| t.contains("5 calls")), "{texts:?}");
+        for part in [
+            "on-CPU",
+            "run-queue wait",
+            "iowait",
+            "lock wait",
+            "unattributed",
+        ] {
+            assert!(texts.iter().any(|t| t == part), "legend {part}: {texts:?}");
+        }
+    }
+}
