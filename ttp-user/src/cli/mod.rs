@@ -22,6 +22,7 @@ mod run_emp_several;
 pub mod run_pg;
 mod run_plan;
 mod run_several;
+pub mod serve;
 pub mod vprofile;
 
 /// ttp: how long a program or a database query really took, and why.
@@ -50,6 +51,7 @@ pub enum Command {
     Load(load::LoadArgs),
     Report(report::Args),
     Run(run::RunArgs),
+    Serve(serve::ServeArgs),
     Vprofile(vprofile::Args),
 }
 
@@ -88,6 +90,7 @@ where
         Command::Load(args) => load::run(args),
         Command::Report(args) => report::run(args),
         Command::Run(a) => run::run(a),
+        Command::Serve(a) => serve::run(a),
         Command::Vprofile(args) => vprofile::run(args),
     };
     match result {

@@ -3,6 +3,7 @@
 pub mod cold_cache;
 pub mod crosscheck;
 pub mod emp_runs;
+pub mod fleet;
 pub mod procs;
 pub mod qe;
 pub mod qe_blame;
