@@ -1,9 +1,10 @@
-//! Developer tasks: `cargo xtask setup | run | test | bench`.
+//! Developer tasks: `cargo xtask setup | run | test | bench | dist`.
 //!
 //! Every task first makes sure the build prerequisites are installed
 //! (idempotently), so a fresh machine needs only `cargo xtask run` and
 //! `cargo xtask test`.
 mod bench;
+mod dist;
 mod setup;
 mod util;
 
@@ -40,6 +41,13 @@ enum Task {
         #[command(subcommand)]
         which: bench::Which,
     },
+    /// Build the Debian package (target/dist/ttp-ebpf_VERSION_ARCH.deb):
+    /// the binary, man pages, bash completion, the serve unit and docs.
+    Dist {
+        /// Package the debug build instead of a release build.
+        #[arg(long)]
+        debug: bool,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
@@ -51,6 +59,7 @@ fn main() -> anyhow::Result<()> {
             setup::all()?;
             bench::run(which)
         }
+        Task::Dist { debug } => dist::build(debug).map(|_| ()),
     }
 }
 

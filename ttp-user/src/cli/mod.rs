@@ -11,6 +11,7 @@ pub mod blame;
 pub mod calibrate;
 pub mod check;
 pub mod compare;
+mod dist_assets;
 mod emp_live;
 pub mod experiment;
 pub mod inc;
@@ -46,6 +47,8 @@ pub enum Command {
     Calibrate(calibrate::Args),
     Check(check::Args),
     Compare(compare::Args),
+    #[command(hide = true)]
+    DistAssets(dist_assets::Args),
     Experiment(experiment::Args),
     Inc(inc::Args),
     Load(load::LoadArgs),
@@ -85,6 +88,7 @@ where
         Command::Calibrate(a) => calibrate::run(a),
         Command::Check(a) => check::run(a),
         Command::Compare(a) => compare::run(a),
+        Command::DistAssets(a) => dist_assets::run(a),
         Command::Experiment(a) => experiment::run(a),
         Command::Inc(a) => inc::run(a),
         Command::Load(args) => load::run(args),

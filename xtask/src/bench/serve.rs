@@ -1,9 +1,9 @@
 //! `bench serve --duration D`: `ttp-ebpf serve --group-by unit --interval
 //! 10s` (the release build) scraped every 10 s over HTTP, as Prometheus
-//! would, for D. Prints its userspace CPU use from ready to the end (utime
-//! + stime of the whole process, every thread) as a share of one core, its
-//! peak resident memory (VmHWM) and its last VmRSS, and the size of a
-//! scrape: the figures docs/benchmarks.md records.
+//! would, for D. Prints its userspace CPU use from ready to the end (the
+//! utime and stime of the whole process, every thread) as a share of one
+//! core, its peak resident memory (VmHWM) and its last VmRSS, and the size
+//! of a scrape: the figures docs/benchmarks.md records.
 use std::{
     io::{Read, Write},
     net::TcpStream,
