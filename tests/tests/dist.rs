@@ -39,7 +39,10 @@ fn the_package_installs_works_and_removes() {
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).contains("ok installed"))
         .unwrap_or(false);
-    assert!(!before, "ttp-ebpf is already installed as a package: remove it first");
+    assert!(
+        !before,
+        "ttp-ebpf is already installed as a package: remove it first"
+    );
     // The debug build the tests run with, so no release build is needed.
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let out = run(Command::new(cargo)
@@ -71,12 +74,22 @@ fn the_package_installs_works_and_removes() {
             "source {comp}; f=$(complete -p ttp-ebpf | sed 's/.*-F \\([^ ]*\\).*/\\1/'); COMP_WORDS=(ttp-ebpf se); COMP_CWORD=1; $f ttp-ebpf se ttp-ebpf; echo ${{COMPREPLY[@]}}"
         ),
     ]));
-    assert!(words.split_whitespace().any(|w| w == "serve"), "completion: {words}");
+    assert!(
+        words.split_whitespace().any(|w| w == "serve"),
+        "completion: {words}"
+    );
     let files = run(Command::new("dpkg").args(["-L", "ttp-ebpf"]));
-    assert!(files.contains("/lib/systemd/system/ttp-serve.service"), "{files}");
+    assert!(
+        files.contains("/lib/systemd/system/ttp-serve.service"),
+        "{files}"
+    );
     drop(remove);
     let _ = std::fs::remove_file(&deb);
-    for f in ["/usr/bin/ttp-ebpf", comp, "/usr/share/man/man1/ttp-ebpf-run.1.gz"] {
+    for f in [
+        "/usr/bin/ttp-ebpf",
+        comp,
+        "/usr/share/man/man1/ttp-ebpf-run.1.gz",
+    ] {
         assert!(!std::path::Path::new(f).exists(), "{f} left after dpkg -r");
     }
 }

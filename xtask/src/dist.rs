@@ -27,7 +27,11 @@ pub fn build(debug: bool) -> anyhow::Result<std::path::PathBuf> {
     let _ = std::fs::remove_dir_all(&root);
     let assets = out.join("assets");
     let _ = std::fs::remove_dir_all(&assets);
-    util::status(Command::new(&bin).args(["dist-assets", "--out"]).arg(&assets))?;
+    util::status(
+        Command::new(&bin)
+            .args(["dist-assets", "--out"])
+            .arg(&assets),
+    )?;
     let repo = util::root_dir();
     let put = |from: &Path, to: &str, mode: u32| -> anyhow::Result<()> {
         let dest = root.join(to);
@@ -40,7 +44,11 @@ pub fn build(debug: bool) -> anyhow::Result<std::path::PathBuf> {
     put(&bin, "usr/bin/ttp-ebpf", 0o755)?;
     for page in std::fs::read_dir(assets.join("man"))? {
         let page = page?.path();
-        let name = page.file_name().expect("file").to_string_lossy().into_owned();
+        let name = page
+            .file_name()
+            .expect("file")
+            .to_string_lossy()
+            .into_owned();
         let dest = format!("usr/share/man/man1/{name}.gz");
         put(&page, &dest, 0o644)?;
         // man pages are shipped gzipped (Debian Policy 12.1); -n leaves the
@@ -58,11 +66,19 @@ pub fn build(debug: bool) -> anyhow::Result<std::path::PathBuf> {
         "lib/systemd/system/ttp-serve.service",
         0o644,
     )?;
-    put(&repo.join("README.md"), "usr/share/doc/ttp-ebpf/README.md", 0o644)?;
+    put(
+        &repo.join("README.md"),
+        "usr/share/doc/ttp-ebpf/README.md",
+        0o644,
+    )?;
     for doc in std::fs::read_dir(repo.join("docs"))? {
         let doc = doc?.path();
         if doc.extension().is_some_and(|e| e == "md") {
-            let name = doc.file_name().expect("file").to_string_lossy().into_owned();
+            let name = doc
+                .file_name()
+                .expect("file")
+                .to_string_lossy()
+                .into_owned();
             put(&doc, &format!("usr/share/doc/ttp-ebpf/{name}"), 0o644)?;
         }
     }

@@ -22,6 +22,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     cmd.build();
     // One page per subcommand; `help SUBCOMMAND` would only repeat them.
     clap_mangen::generate_to(cmd.clone().disable_help_subcommand(true), &man)?;
-    clap_complete::generate_to(clap_complete::Shell::Bash, &mut cmd, "ttp-ebpf", &completions)?;
+    clap_complete::generate_to(
+        clap_complete::Shell::Bash,
+        &mut cmd,
+        "ttp-ebpf",
+        &completions,
+    )?;
     Ok(())
 }
