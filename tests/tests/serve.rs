@@ -469,7 +469,14 @@ fn prometheus_sees_the_fixture_group_as_the_kernel_does() {
     let prom = Prometheus::start(serve.port);
     let cg = Cgroup::new("fixture");
     let steal0 = proc_stat_steal();
-    let (mut child, mut stdin, mut out) = mixed_in(&cg, &["--cpu-ms", "400", "--read-mib", "32"]);
+    // A file of its own: the shared default file may be recreated by
+    // another test while this one reads it.
+    let data = temp_path("serve-fixture.dat");
+    let data_arg = data.to_str().expect("utf-8 path").to_string();
+    let (mut child, mut stdin, mut out) = mixed_in(
+        &cg,
+        &["--cpu-ms", "400", "--read-mib", "32", "--file", &data_arg],
+    );
     let pid = child.id();
     stdin.write_all(b"go\n").unwrap();
     let mut done = String::new();
@@ -513,6 +520,7 @@ fn prometheus_sees_the_fixture_group_as_the_kernel_does() {
     );
     drop(stdin);
     let _ = child.wait();
+    let _ = std::fs::remove_file(&data);
     eprintln!(
         "on-CPU: prometheus {on_cpu} s, schedstat {} s (steal share {steal:.4}; increase() {inc:?}); read bytes: prometheus {bytes}, /proc {read}",
         sched_ns as f64 / 1e9
