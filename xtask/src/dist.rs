@@ -91,7 +91,7 @@ pub fn build(debug: bool) -> anyhow::Result<std::path::PathBuf> {
     std::fs::write(
         root.join("DEBIAN/control"),
         format!(
-            "Package: {PACKAGE}\nVersion: {version}\nArchitecture: {arch}\nMaintainer: ttp <ttp@localhost>\nInstalled-Size: {size_kib}\nDepends: libc6\nSection: devel\nPriority: optional\nDescription: eBPF ledger of where every thread's time went\n ttp-ebpf keeps an in-kernel ledger of on-CPU, run-queue wait, sleep,\n blocked and I/O wait time per thread, measures programs and database\n queries with the TTPv2 and EMP protocols, and serves the ledger to\n Prometheus (ttp-ebpf serve).\n"
+            "Package: {PACKAGE}\nVersion: {version}\nArchitecture: {arch}\nMaintainer: ttp <ttp@localhost>\nInstalled-Size: {size_kib}\nDepends: libc6, libgcc-s1\nSection: devel\nPriority: optional\nDescription: eBPF ledger of where every thread's time went\n ttp-ebpf keeps an in-kernel ledger of on-CPU, run-queue wait, sleep,\n blocked and I/O wait time per thread, measures programs and database\n queries with the TTPv2 and EMP protocols, and serves the ledger to\n Prometheus (ttp-ebpf serve).\n"
         ),
     )?;
     let deb = out.join(format!("{PACKAGE}_{version}_{arch}.deb"));

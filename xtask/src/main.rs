@@ -20,7 +20,8 @@ struct Cli {
 #[derive(Subcommand)]
 enum Task {
     /// Install what building and testing need: nightly rust-src, LLVM 22
-    /// development files, bpf-linker 0.13.0, PostgreSQL for the DBMS tests.
+    /// development files, bpf-linker 0.13.0, PostgreSQL for the DBMS tests,
+    /// Prometheus for the serve tests.
     Setup,
     /// Build ttp (release) and run it. Without arguments, measures the bundled
     /// demo workload with the TTPv2 protocol and prints the report.
