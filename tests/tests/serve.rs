@@ -257,6 +257,14 @@ fn counters_never_decrease_while_processes_come_and_go() {
     let delivered = last["ttp_ledger_exit_records_total"];
     assert!(delivered > 50.0, "exit records delivered: {delivered}");
     assert_eq!(get(serve.port, "/healthz", None).0, 200);
+    // The JSON form: the same groups, in ns.
+    let (status, body) = get(serve.port, "/metrics.json", None);
+    assert_eq!(status, 200);
+    let v: serde_json::Value = serde_json::from_str(&body).expect("metrics.json");
+    assert_eq!(v["schema"], "ttp.serve/1");
+    let groups = v["groups"].as_array().expect("groups");
+    assert!(!groups.is_empty() && groups.len() <= top + 1, "{groups:?}");
+    assert!(groups.iter().all(|g| g["kernel"]["on_cpu_ns"].is_u64()));
     eprintln!("groups seen: {groups_seen:?}; {rounds} churn rounds; {delivered} exit records");
     let port = serve.port;
     assert_eq!(serve.stop(), 0, "SIGTERM must end serve with 0");
@@ -534,7 +542,10 @@ fn prometheus_sees_the_fixture_group_as_the_kernel_does() {
         "the fixture burned 400 ms: {sched_ns}"
     );
     assert_eq!(bytes, read, "read bytes vs /proc/{pid}/io");
-    assert!(read_bytes_cover(read, 32 << 20), "read bytes {read}");
+    // At least the fixture's 32 MiB; more when its own binary was faulted
+    // in from disk (another test on the machine dropped the page cache:
+    // seen, +4.5 MiB). The exact truth is /proc/PID/io, compared above.
+    assert!(read >= 32 << 20, "read bytes {read}");
     drop(prom);
     assert_eq!(serve.stop(), 0);
 }

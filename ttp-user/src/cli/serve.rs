@@ -33,7 +33,8 @@ pub const DEFAULT_TOP: usize = 30;
 /// control group, command or user: on-CPU, run-queue wait, sleep, blocked,
 /// iowait and its own-I/O part and share, block I/O; per CPU busy, idle
 /// and iowait; the ledger's losses and the probes' own cost. `GET /healthz`
-/// says whether the ledger is being read. Ctrl-C or SIGTERM detaches the
+/// says whether the ledger is being read; `GET /metrics.json` gives the
+/// same counters as JSON (schema ttp.serve/1). Ctrl-C or SIGTERM detaches the
 /// programs and exits 0. See docs/serve.md.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
@@ -109,13 +110,14 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let http = {
         let server = Arc::clone(&server);
         let registry = openmetrics::registry(Arc::clone(&shared));
+        let shared = Arc::clone(&shared);
         let health = Arc::clone(&health);
         let stale_after = args.interval * 3;
         std::thread::Builder::new()
             .name("ttp-http".into())
             .spawn(move || {
                 for request in server.incoming_requests() {
-                    answer(request, &registry, &health, stale_after);
+                    answer(request, &registry, &shared, &health, stale_after);
                 }
             })?
     };
@@ -169,6 +171,7 @@ fn refresh(
 fn answer(
     request: tiny_http::Request,
     registry: &prometheus_client::registry::Registry,
+    shared: &Shared,
     health: &RwLock<Instant>,
     stale_after: Duration,
 ) {
@@ -188,6 +191,11 @@ fn answer(
             Response::from_string(openmetrics::encode(registry, format))
                 .with_header(header("Content-Type", format.content_type()))
         }
+        (Method::Get, "/metrics.json") => {
+            let x = shared.read().unwrap_or_else(|p| p.into_inner());
+            Response::from_string(openmetrics::json(&x).to_string())
+                .with_header(header("Content-Type", "application/json"))
+        }
         (Method::Get, "/healthz") => {
             let age = health.read().unwrap_or_else(|p| p.into_inner()).elapsed();
             if age <= stale_after {
@@ -201,7 +209,7 @@ fn answer(
             }
         }
         (Method::Get, "/") => Response::from_string(
-            "ttp-ebpf serve: the kernel ledger per group; metrics at /metrics, health at /healthz\n",
+            "ttp-ebpf serve: the kernel ledger per group; metrics at /metrics (JSON: /metrics.json), health at /healthz\n",
         ),
         _ => Response::from_string("not found: try /metrics or /healthz\n").with_status_code(404),
     };

@@ -83,6 +83,29 @@ pub fn encode(registry: &Registry, format: Format) -> String {
     out
 }
 
+/// The exposition as JSON (schema `ttp.serve/1`, `GET /metrics.json`):
+/// the same counters in the ledger's own units (ns, bytes, counts), for
+/// tools that do not speak OpenMetrics.
+pub fn json(x: &Exposition) -> serde_json::Value {
+    serde_json::json!({
+        "schema": "ttp.serve/1",
+        "group_by": x.group_label,
+        "groups": x.fleet.groups.iter().map(|(g, m)| serde_json::json!({"group": g, "kernel": m})).collect::<Vec<_>>(),
+        "cpus": x.fleet.cpus,
+        "lost": x.fleet.stats,
+        "vanished_threads": x.fleet.vanished_threads,
+        "threads": x.fleet.threads,
+        "thread_capacity": x.thread_capacity,
+        "refreshes": x.fleet.refreshes,
+        "programs": x.programs.iter().map(|(p, c)| serde_json::json!({
+            "program": p,
+            "run_count": c.run_count,
+            "run_time_ns": c.run_time_ns,
+            "recursion_misses": c.recursion_misses,
+        })).collect::<Vec<_>>(),
+    })
+}
+
 #[derive(Debug)]
 struct LedgerCollector(Shared);
 

@@ -95,3 +95,15 @@ fn accept_header_negotiation() {
     assert_eq!(Format::from_accept(Some("*/*")), Format::PrometheusText);
     assert_eq!(Format::from_accept(None), Format::PrometheusText);
 }
+
+/// Catches a JSON exposition whose numbers are not the ledger's own units.
+#[test]
+fn json_keeps_the_ledger_units() {
+    let v = json(&exposition());
+    assert_eq!(v["schema"], "ttp.serve/1");
+    assert_eq!(v["groups"][0]["group"], "a \"b\".service");
+    assert_eq!(v["groups"][0]["kernel"]["on_cpu_ns"], 1_500_000_000u64);
+    assert_eq!(v["groups"][0]["kernel"]["io"]["read_bytes"], 4096);
+    assert_eq!(v["lost"]["exit_records_lost"], 7);
+    assert_eq!(v["programs"][0]["run_time_ns"], 5_000);
+}

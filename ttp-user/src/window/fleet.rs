@@ -121,7 +121,7 @@ pub struct Fleet {
 }
 
 /// What one refresh leaves to export.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct FleetView {
     /// (group, counters): the named groups, then `other` when `--top` folds.
     pub groups: Vec<(String, LedgerMeasures)>,
