@@ -14,6 +14,7 @@ use clap::Subcommand;
 use crate::{setup, util};
 
 mod cost;
+mod serve;
 mod soak;
 mod vprofile;
 
@@ -52,6 +53,13 @@ pub enum Which {
         /// Root invocations per run.
         #[arg(long, default_value_t = 200_000)]
         invocations: u64,
+    },
+    /// `serve --group-by unit --interval 10s`, scraped every 10 s for a
+    /// while: its userspace CPU share, peak RSS and scrape size.
+    Serve {
+        /// How long to run (e.g. 10m).
+        #[arg(long, default_value = "10m", value_parser = parse_duration)]
+        duration: Duration,
     },
     /// A long run of `attach --all --interval 1s`: ttp's RSS, CPU use and
     /// thread-map occupancy over time, as figures and an SVG plot
@@ -93,6 +101,7 @@ pub fn run(which: Which) -> anyhow::Result<()> {
             invocations,
         } => vprofile::bench(rounds, invocations),
         Which::Soak { duration, every } => soak::bench(duration, every),
+        Which::Serve { duration } => serve::bench(duration),
     }
 }
 

@@ -1,9 +1,10 @@
-//! Developer tasks: `cargo xtask setup | run | test | bench`.
+//! Developer tasks: `cargo xtask setup | run | test | bench | dist`.
 //!
 //! Every task first makes sure the build prerequisites are installed
 //! (idempotently), so a fresh machine needs only `cargo xtask run` and
 //! `cargo xtask test`.
 mod bench;
+mod dist;
 mod setup;
 mod util;
 
@@ -19,7 +20,8 @@ struct Cli {
 #[derive(Subcommand)]
 enum Task {
     /// Install what building and testing need: nightly rust-src, LLVM 22
-    /// development files, bpf-linker 0.13.0, PostgreSQL for the DBMS tests.
+    /// development files, bpf-linker 0.13.0, PostgreSQL for the DBMS tests,
+    /// Prometheus for the serve tests.
     Setup,
     /// Build ttp (release) and run it. Without arguments, measures the bundled
     /// demo workload with the TTPv2 protocol and prints the report.
@@ -40,6 +42,13 @@ enum Task {
         #[command(subcommand)]
         which: bench::Which,
     },
+    /// Build the Debian package (target/dist/ttp-ebpf_VERSION_ARCH.deb):
+    /// the binary, man pages, bash completion, the serve unit and docs.
+    Dist {
+        /// Package the debug build instead of a release build.
+        #[arg(long)]
+        debug: bool,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
@@ -51,6 +60,7 @@ fn main() -> anyhow::Result<()> {
             setup::all()?;
             bench::run(which)
         }
+        Task::Dist { debug } => dist::build(debug).map(|_| ()),
     }
 }
 

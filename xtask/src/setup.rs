@@ -20,7 +20,26 @@ pub fn all() -> anyhow::Result<()> {
     bpf_linker()?;
     postgresql()?;
     real_software()?;
+    prometheus()?;
     Ok(())
+}
+
+/// A real Prometheus server for the `serve` tests (tests/tests/serve.rs
+/// start one on loopback with a scrape config of their own and a temporary
+/// storage directory; the package's own service is never used). Those
+/// tests run as root only, so without root a missing server is only
+/// reported.
+fn prometheus() -> anyhow::Result<()> {
+    if Path::new("/usr/bin/prometheus").is_file() {
+        return Ok(());
+    }
+    if !is_root() {
+        println!(
+            "xtask: Prometheus is not installed; the serve tests need it and root (sudo apt-get install prometheus)"
+        );
+        return Ok(());
+    }
+    apt_install(&["prometheus"], "a Prometheus server, for the serve tests")
 }
 
 /// Debian packages of the real programs tests/tests/realworld.rs measures

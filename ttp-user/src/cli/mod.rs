@@ -11,6 +11,7 @@ pub mod blame;
 pub mod calibrate;
 pub mod check;
 pub mod compare;
+mod dist_assets;
 mod emp_live;
 pub mod experiment;
 pub mod inc;
@@ -24,6 +25,7 @@ mod run_plan;
 mod run_qe;
 mod run_several;
 pub mod statements;
+pub mod serve;
 pub mod vprofile;
 
 /// ttp: how long a program or a database query really took, and why.
@@ -47,12 +49,15 @@ pub enum Command {
     Calibrate(calibrate::Args),
     Check(check::Args),
     Compare(compare::Args),
+    #[command(hide = true)]
+    DistAssets(dist_assets::Args),
     Experiment(experiment::Args),
     Inc(inc::Args),
     Load(load::LoadArgs),
     Report(report::Args),
     Run(run::RunArgs),
     Statements(statements::Args),
+    Serve(serve::ServeArgs),
     Vprofile(vprofile::Args),
 }
 
@@ -86,12 +91,14 @@ where
         Command::Calibrate(a) => calibrate::run(a),
         Command::Check(a) => check::run(a),
         Command::Compare(a) => compare::run(a),
+        Command::DistAssets(a) => dist_assets::run(a),
         Command::Experiment(a) => experiment::run(a),
         Command::Inc(a) => inc::run(a),
         Command::Load(args) => load::run(args),
         Command::Report(args) => report::run(args),
         Command::Run(a) => run::run(a),
         Command::Statements(a) => statements::run(a),
+        Command::Serve(a) => serve::run(a),
         Command::Vprofile(args) => vprofile::run(args),
     };
     match result {

@@ -15,6 +15,7 @@
 //! - deltas between two images refuse to go backwards: a counter that
 //!   decreased yields `None` and is named in the delta, it never wraps.
 pub mod clock;
+pub mod identity;
 pub mod machine;
 pub mod proc_pid;
 pub mod proc_stat;

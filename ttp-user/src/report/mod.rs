@@ -6,6 +6,7 @@ pub mod compare;
 pub mod emp;
 pub mod exit_stats;
 pub mod losses;
+pub mod openmetrics;
 pub mod probe_cost;
 pub mod progress;
 pub mod render;

@@ -4,6 +4,7 @@
 pub mod blame_record;
 pub mod cold_cache;
 pub mod crosscheck;
+pub mod fleet;
 pub mod procs;
 pub mod qe;
 pub mod record;

@@ -1,0 +1,255 @@
+//! `ttp-ebpf serve`: the ledger kept loaded for as long as the command
+//! runs, summed per group of processes (window/fleet.rs) and served over
+//! HTTP for Prometheus to scrape (report/openmetrics.rs). docs/serve.md.
+use std::{
+    net::{SocketAddr, TcpListener},
+    sync::{Arc, RwLock},
+    time::{Duration, Instant},
+};
+
+use clap::Args;
+
+use crate::{
+    accounts::Image,
+    error::usage,
+    probe::probe_error_ctx,
+    report::{
+        openmetrics::{self, Exposition, Format, Shared},
+        units::parse_duration,
+    },
+    window::{
+        fleet::{Fleet, GroupBy, ProcGroups},
+        session::{MeasurementSession, SessionOptions},
+    },
+};
+
+/// The default `--top`: enough for the services of a database host, few
+/// enough for a fleet's time-series database (docs/serve.md).
+pub const DEFAULT_TOP: usize = 30;
+
+/// Serve the ledger to Prometheus: keep the eBPF programs loaded and
+/// answer `GET /metrics` (OpenMetrics, or Prometheus text 0.0.4 when the
+/// scraper does not ask for OpenMetrics) with counters per systemd unit,
+/// control group, command or user: on-CPU, run-queue wait, sleep, blocked,
+/// iowait and its own-I/O part and share, block I/O; per CPU busy, idle
+/// and iowait; the ledger's losses and the probes' own cost. `GET /healthz`
+/// says whether the ledger is being read; `GET /metrics.json` gives the
+/// same counters as JSON (schema ttp.serve/1). Ctrl-C or SIGTERM detaches the
+/// programs and exits 0. See docs/serve.md.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address and port to listen on. Only loopback addresses are
+    /// accepted without --listen-public.
+    #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:9464")]
+    pub listen: String,
+    /// Allow --listen on an address other than loopback: anyone who can
+    /// reach it sees what runs on this machine (docs/serve.md, Security).
+    #[arg(long)]
+    pub listen_public: bool,
+    /// What processes are grouped by.
+    #[arg(long, value_enum, default_value_t = GroupBy::Unit)]
+    pub group_by: GroupBy,
+    /// Keep this many groups, busiest (recent on-CPU) first, under their own
+    /// name and fold the rest into `other`; 0 keeps them all.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_TOP)]
+    pub top: usize,
+    /// Read the ledger this often; a scrape returns the last read.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub interval: Duration,
+}
+
+/// The validated listen address.
+fn listen_addr(args: &ServeArgs) -> anyhow::Result<SocketAddr> {
+    let Ok(addr) = args.listen.parse::<SocketAddr>() else {
+        return usage(format!(
+            "bad --listen {:?}: give an address and a port, such as 127.0.0.1:9464 or [::1]:9464",
+            args.listen
+        ));
+    };
+    if !addr.ip().is_loopback() && !args.listen_public {
+        return usage(format!(
+            "--listen {addr} is not a loopback address: add --listen-public to serve the ledger to other machines (docs/serve.md, Security)"
+        ));
+    }
+    Ok(addr)
+}
+
+fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
+    TcpListener::bind(addr).or_else(|e| match e.kind() {
+        std::io::ErrorKind::AddrInUse => usage(format!(
+            "{addr} is in use (another serve or exporter?): choose another port with --listen"
+        )),
+        _ => usage(format!("cannot listen on {addr}: {e}")),
+    })
+}
+
+pub fn run(args: ServeArgs) -> anyhow::Result<()> {
+    let addr = listen_addr(&args)?;
+    crate::sys::privileges::require_bpf()?;
+    let listener = bind(addr)?;
+    if !addr.ip().is_loopback() {
+        eprintln!(
+            "ttp: warning: serving on {addr}, which is not loopback: anyone who can reach it sees the processes of this machine"
+        );
+    }
+    let mut session = MeasurementSession::open(SessionOptions::default())?;
+    let stop = session.stop_flag()?;
+    let mut fleet = Fleet::new((args.top > 0).then_some(args.top));
+    let mut groups = ProcGroups::new(args.group_by, "/proc");
+    let shared: Shared = Arc::new(RwLock::new(Exposition {
+        group_label: args.group_by.label(),
+        thread_capacity: u64::from(session.ledger.thread_capacity),
+        ..Default::default()
+    }));
+    let health = Arc::new(RwLock::new(Instant::now()));
+    refresh(&mut session, &mut fleet, &mut groups, &shared)?;
+    let server = Arc::new(
+        tiny_http::Server::from_listener(listener, None)
+            .map_err(|e| crate::error::UsageError::new(format!("cannot serve on {addr}: {e}")))?,
+    );
+    let http = {
+        let server = Arc::clone(&server);
+        let registry = openmetrics::registry(Arc::clone(&shared));
+        let shared = Arc::clone(&shared);
+        let health = Arc::clone(&health);
+        let stale_after = args.interval * 3;
+        std::thread::Builder::new()
+            .name("ttp-http".into())
+            .spawn(move || {
+                for request in server.incoming_requests() {
+                    answer(request, &registry, &shared, &health, stale_after);
+                }
+            })?
+    };
+    eprintln!(
+        "ttp: serving the ledger on http://{addr}/metrics (grouped by {}, read every {}); Ctrl-C stops",
+        args.group_by.label(),
+        humantime::format_duration(args.interval)
+    );
+    while !stop.raised() {
+        stop.sleep(args.interval);
+        if stop.raised() {
+            break;
+        }
+        match refresh(&mut session, &mut fleet, &mut groups, &shared) {
+            Ok(()) => *health.write().unwrap_or_else(|p| p.into_inner()) = Instant::now(),
+            // A failed read is said and retried at the next interval; the
+            // health endpoint turns unhealthy when reads keep failing.
+            Err(e) => eprintln!("ttp: reading the ledger failed: {e:#}"),
+        }
+    }
+    server.unblock();
+    let _ = http.join();
+    drop(server);
+    drop(session);
+    eprintln!("ttp: serve stopped; programs detached and {addr} released");
+    Ok(())
+}
+
+fn refresh(
+    session: &mut MeasurementSession,
+    fleet: &mut Fleet,
+    groups: &mut ProcGroups,
+    shared: &Shared,
+) -> anyhow::Result<()> {
+    let image = Image::from_snapshot(&session.ledger.snapshot().map_err(probe_error_ctx)?);
+    // After the image: a thread missing from it has its record queued.
+    let mut exits = Vec::new();
+    session.ledger.drain_exits(&mut exits);
+    fleet.refresh(&image, &exits, groups);
+    let programs = session
+        .ledger
+        .cost_snapshot()
+        .map(|c| c.programs)
+        .unwrap_or_default();
+    let mut x = shared.write().unwrap_or_else(|p| p.into_inner());
+    x.fleet = fleet.view();
+    x.programs = programs;
+    Ok(())
+}
+
+fn answer(
+    request: tiny_http::Request,
+    registry: &prometheus_client::registry::Registry,
+    shared: &Shared,
+    health: &RwLock<Instant>,
+    stale_after: Duration,
+) {
+    use tiny_http::{Header, Method, Response};
+    let header = |name: &str, value: &str| {
+        Header::from_bytes(name.as_bytes(), value.as_bytes()).expect("static header is valid")
+    };
+    let path = request.url().split('?').next().unwrap_or("").to_string();
+    let response = match (request.method(), path.as_str()) {
+        (Method::Get, "/metrics") => {
+            let accept = request
+                .headers()
+                .iter()
+                .find(|h| h.field.equiv("Accept"))
+                .map(|h| h.value.as_str().to_string());
+            let format = Format::from_accept(accept.as_deref());
+            Response::from_string(openmetrics::encode(registry, format))
+                .with_header(header("Content-Type", format.content_type()))
+        }
+        (Method::Get, "/metrics.json") => {
+            let x = shared.read().unwrap_or_else(|p| p.into_inner());
+            Response::from_string(openmetrics::json(&x).to_string())
+                .with_header(header("Content-Type", "application/json"))
+        }
+        (Method::Get, "/healthz") => {
+            let age = health.read().unwrap_or_else(|p| p.into_inner()).elapsed();
+            if age <= stale_after {
+                Response::from_string("ok\n")
+            } else {
+                Response::from_string(format!(
+                    "the ledger was last read {:.0} s ago\n",
+                    age.as_secs_f64()
+                ))
+                .with_status_code(503)
+            }
+        }
+        (Method::Get, "/") => Response::from_string(
+            "ttp-ebpf serve: the kernel ledger per group; metrics at /metrics (JSON: /metrics.json), health at /healthz\n",
+        ),
+        _ => Response::from_string("not found: try /metrics or /healthz\n").with_status_code(404),
+    };
+    // A scraper that hangs up early is its own problem.
+    let _ = request.respond(response);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(listen: &str, public: bool) -> ServeArgs {
+        ServeArgs {
+            listen: listen.into(),
+            listen_public: public,
+            group_by: GroupBy::Unit,
+            top: DEFAULT_TOP,
+            interval: Duration::from_secs(10),
+        }
+    }
+
+    /// Catches a non-loopback address accepted without the flag, and a
+    /// bad address that is not a usage error (exit 2).
+    #[test]
+    fn listen_is_loopback_unless_asked() {
+        assert!(listen_addr(&args("127.0.0.1:9464", false)).is_ok());
+        assert!(listen_addr(&args("[::1]:9464", false)).is_ok());
+        for bad in ["0.0.0.0:9464", "localhost:9464", "127.0.0.1", "x"] {
+            let e = listen_addr(&args(bad, false)).unwrap_err();
+            assert_eq!(crate::error::exit_code(&e), 2, "{bad}");
+        }
+        assert!(listen_addr(&args("0.0.0.0:9464", true)).is_ok());
+    }
+
+    /// Catches a port in use that is not a usage error.
+    #[test]
+    fn port_in_use_is_a_usage_error() {
+        let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+        let e = bind(taken.local_addr().unwrap()).unwrap_err();
+        assert_eq!(crate::error::exit_code(&e), 2);
+        assert!(e.to_string().contains("in use"), "{e}");
+    }
+}

@@ -1,0 +1,109 @@
+use super::*;
+use crate::accounts::CpuTimes;
+
+fn exposition() -> Exposition {
+    let mut m = LedgerMeasures {
+        on_cpu_ns: 1_500_000_000,
+        iowait_ns: 250_000_000,
+        voluntary_switches: 3,
+        ..Default::default()
+    };
+    m.io.read_bytes = 4096;
+    let mut fleet = FleetView {
+        groups: vec![
+            ("a \"b\".service".into(), m),
+            ("other".into(), LedgerMeasures::default()),
+        ],
+        ..Default::default()
+    };
+    fleet.cpus.insert(
+        1,
+        CpuTimes {
+            busy_ns: 2_000_000_000,
+            idle_ns: 0,
+            iowait_ns: 1,
+        },
+    );
+    fleet.stats.exit_records_lost = 7;
+    Exposition {
+        group_label: "unit",
+        fleet,
+        programs: vec![(
+            "sched_switch".into(),
+            ProgramCounters {
+                run_count: 10,
+                run_time_ns: 5_000,
+                recursion_misses: 0,
+            },
+        )],
+        thread_capacity: 4096,
+    }
+}
+
+/// Catches metric names that drift from the documented ones, values not
+/// in seconds, unescaped label values and a missing `# EOF`.
+#[test]
+fn openmetrics_names_units_and_values() {
+    let text = encode(
+        &registry(Arc::new(RwLock::new(exposition()))),
+        Format::OpenMetrics,
+    );
+    for line in [
+        "# TYPE ttp_on_cpu_seconds counter",
+        "# UNIT ttp_on_cpu_seconds seconds",
+        "ttp_on_cpu_seconds_total{unit=\"a \\\"b\\\".service\"} 1.5",
+        "ttp_iowait_seconds_total{unit=\"a \\\"b\\\".service\"} 0.25",
+        "ttp_block_read_bytes_total{unit=\"a \\\"b\\\".service\"} 4096.0",
+        "ttp_switches_total{unit=\"a \\\"b\\\".service\",kind=\"voluntary\"} 3.0",
+        "ttp_on_cpu_seconds_total{unit=\"other\"} 0.0",
+        "ttp_cpu_seconds_total{cpu=\"1\",mode=\"busy\"} 2.0",
+        "ttp_ledger_lost_events_total{kind=\"exit_record\"} 7.0",
+        "ttp_probe_seconds_total{program=\"sched_switch\"} 0.000005",
+        "ttp_ledger_thread_capacity 4096.0",
+        "# EOF",
+    ] {
+        assert!(
+            text.lines().any(|l| l == line),
+            "no line {line:?} in\n{text}"
+        );
+    }
+    assert!(text.contains("ttp_build_info{version=\""), "{text}");
+}
+
+/// Catches a Prometheus text (0.0.4) exposition with OpenMetrics-only
+/// lines, which 0.0.4 parsers reject.
+#[test]
+fn prometheus_text_has_no_openmetrics_lines() {
+    let text = encode(
+        &registry(Arc::new(RwLock::new(exposition()))),
+        Format::PrometheusText,
+    );
+    assert!(
+        !text.contains("# EOF") && !text.contains("# UNIT"),
+        "{text}"
+    );
+    assert!(
+        text.contains("# TYPE ttp_on_cpu_seconds_total counter"),
+        "{text}"
+    );
+}
+
+#[test]
+fn accept_header_negotiation() {
+    let prom = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+    assert_eq!(Format::from_accept(Some(prom)), Format::OpenMetrics);
+    assert_eq!(Format::from_accept(Some("*/*")), Format::PrometheusText);
+    assert_eq!(Format::from_accept(None), Format::PrometheusText);
+}
+
+/// Catches a JSON exposition whose numbers are not the ledger's own units.
+#[test]
+fn json_keeps_the_ledger_units() {
+    let v = json(&exposition());
+    assert_eq!(v["schema"], "ttp.serve/1");
+    assert_eq!(v["groups"][0]["group"], "a \"b\".service");
+    assert_eq!(v["groups"][0]["kernel"]["on_cpu_ns"], 1_500_000_000u64);
+    assert_eq!(v["groups"][0]["kernel"]["io"]["read_bytes"], 4096);
+    assert_eq!(v["lost"]["exit_records_lost"], 7);
+    assert_eq!(v["programs"][0]["run_time_ns"], 5_000);
+}
