@@ -62,9 +62,10 @@ pub struct RunningWindow {
     first: Image,
     /// Threads of `first` whose exit record was folded.
     first_ended: HashSet<ThreadKey>,
-    /// Records not yet foldable: after the image they were read with, or of
-    /// a thread still in it.
-    pending: Vec<ExitRecord>,
+    /// Records not yet foldable: after the image they were read with, of a
+    /// thread still in it, or (flag set) of a thread whose process had no
+    /// leader in it, held for one more image.
+    pending: Vec<(ExitRecord, bool)>,
     rows: BTreeMap<ProcKey, ProcessDelta>,
     /// Rows whose process ended (leader's record folded).
     ended_rows: usize,
@@ -131,20 +132,39 @@ impl RunningWindow {
 
     /// Folds `records` (read after `img` was taken) and the ones pending.
     pub fn fold(&mut self, img: &Image, records: Vec<ExitRecord>) {
+        self.fold_with(img, records, false);
+    }
+
+    /// `last_image`: no image comes after `img`, so nothing is held for one.
+    fn fold_with(&mut self, img: &Image, records: Vec<ExitRecord>, last_image: bool) {
         let live = leaders(img);
         let mut batch = std::mem::take(&mut self.pending);
-        batch.extend(records);
+        batch.extend(records.into_iter().map(|e| (e, false)));
         // Leaders first: a thread's row is found from its leader's.
-        batch.sort_by_key(|e| e.account.tid != e.account.tgid);
-        for e in batch {
+        batch.sort_by_key(|(e, _)| e.account.tid != e.account.tgid);
+        for (e, held) in batch {
             let key = ThreadKey::of(&e.account);
             if e.exit_ns > img.at_ns || img.threads.contains_key(&key) {
-                self.pending.push(e);
+                self.pending.push((e, held));
                 continue;
             }
             // Records of threads that ended before the window and were not
             // in its first image are not the window's.
             if e.exit_ns <= self.first.at_ns && !self.first.threads.contains_key(&key) {
+                continue;
+            }
+            // A thread whose process has no leader in the image: the
+            // process may have started after the image read its maps (a
+            // fork storm: the read takes milliseconds), its leader alive
+            // but not in this image, or a pid's earlier process would take
+            // the thread. The next image has the leader, or its record.
+            let a = &e.account;
+            if !held
+                && !last_image
+                && a.tid != a.tgid
+                && !live.get(&a.tgid).is_some_and(|&s| s <= e.exit_ns)
+            {
+                self.pending.push((e, true));
                 continue;
             }
             if self.first.threads.contains_key(&key) {
@@ -158,8 +178,8 @@ impl RunningWindow {
     }
 
     /// Records read but not yet folded (see [`RunningWindow::fold`]).
-    pub fn pending(&self) -> &[ExitRecord] {
-        &self.pending
+    pub fn pending(&self) -> impl Iterator<Item = &ExitRecord> {
+        self.pending.iter().map(|(e, _)| e)
     }
 
     /// Whether rows were folded into groups since the last call.
@@ -280,7 +300,7 @@ impl RunningWindow {
     /// The window from the first image to `last` (the image the latest
     /// [`RunningWindow::fold`] was given).
     pub fn close(mut self, last: &Image) -> ClosedWindow {
-        self.fold(last, Vec::new());
+        self.fold_with(last, Vec::new(), true);
         let live = leaders(last);
         // Leaders first, as in `fold`.
         let mut threads: Vec<&ThreadAccount> = last.threads.values().collect();

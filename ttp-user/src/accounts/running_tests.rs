@@ -176,3 +176,32 @@ fn ended_processes_beyond_the_limit_fold_into_command_groups() {
     assert_eq!(procs + ended_rows, 10);
     assert!(closed.exited_groups.iter().any(|g| g.comm == "odd_"));
 }
+
+/// A fork storm: pid 60's first process ended inside the window; its
+/// second started after image 1 read its maps, and a thread of it ended
+/// before image 1's time, so image 1 holds no leader of pid 60. That
+/// thread's record must wait for image 2 (which has the new leader's exit
+/// record) instead of joining the first process. Catches a thread put in
+/// an earlier process of its pid, or in a row of its own.
+#[test]
+fn a_thread_whose_leader_is_not_in_the_image_waits_for_the_next() {
+    let first = image(1_000, vec![]);
+    let mut rw = RunningWindow::new(first, 100);
+    let old_leader = thread(60, 60, 1_100, 10);
+    let new_leader = thread(60, 60, 1_800, 20);
+    let new_thread = thread(61, 60, 1_850, 7);
+    let img1 = image(2_000, vec![]);
+    rw.fold(
+        &img1,
+        vec![exit(1_500, old_leader), exit(1_900, new_thread)],
+    );
+    let img2 = image(3_000, vec![]);
+    rw.fold(&img2, vec![exit(2_500, new_leader)]);
+    let closed = rw.close(&img2);
+    let rows: Vec<(u64, u32, u64)> = closed
+        .processes
+        .iter()
+        .map(|(k, p)| (k.start_ns, p.threads, p.kernel.on_cpu_ns))
+        .collect();
+    assert_eq!(rows, vec![(1_100, 1, 10), (1_800, 2, 27)]);
+}

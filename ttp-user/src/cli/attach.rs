@@ -187,7 +187,7 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
             rx.try_iter().for_each(|r| exit_records.add(r));
         }
         if !args.quiet {
-            let interval_exits: Vec<_> = running.pending().iter().chain(&batch).copied().collect();
+            let interval_exits: Vec<_> = running.pending().chain(&batch).copied().collect();
             live.print(
                 &Window::between(&last, &image, &interval_exits),
                 &targets,
