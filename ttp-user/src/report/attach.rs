@@ -16,7 +16,7 @@ use crate::{
     },
     window::{
         crosscheck::{self, Agreement},
-        procs::{self, ProcSet},
+        procs::{self, ProcEntry, ProcSet},
     },
 };
 
@@ -288,9 +288,19 @@ impl Summary {
         let stat = procs::stat_delta(before, after);
         let steal = stat.as_ref().map(crosscheck::steal_fraction).unwrap_or(0.0);
         let rows = targets.select(window, parents);
-        // /proc and taskstats answer by pid: with a pid used twice in the
-        // window, the counters before belong to its first instance, the
-        // ones after and the last exit record to its last.
+        // /proc and taskstats answer by pid. An entry is this row's process
+        // when its start (stat field 22, USER_HZ ticks of CLOCK_BOOTTIME)
+        // is the row's leader's (CLOCK_MONOTONIC ns, or those same ticks
+        // for a process seeded from /proc), within a tick of rounding: a
+        // pid handed out again, even after the window, is not compared.
+        // A row whose leader was not seen falls back on order: the counters
+        // before belong to the pid's first row, those after to its last.
+        let boot_offset =
+            crate::sys::clock::boottime_ns().saturating_sub(crate::sys::clock::monotonic_ns());
+        let same = |k: &ProcKey, e: &ProcEntry| {
+            let t = e.process.starttime_ticks;
+            k.start_ns == t || (k.start_ns.saturating_add(boot_offset) / tick_ns).abs_diff(t) <= 1
+        };
         let mut first_of: HashMap<u32, ProcKey> = HashMap::new();
         let mut last_of: HashMap<u32, ProcKey> = HashMap::new();
         let mut last_ended_of: HashMap<u32, ProcKey> = HashMap::new();
@@ -304,11 +314,20 @@ impl Summary {
         let processes: Vec<ProcessView> = rows
             .iter()
             .map(|(k, p)| {
-                let b = before
-                    .procs
-                    .get(&p.tgid)
-                    .filter(|_| first_of[&k.tgid] == *k && k.start_ns <= window.start_ns);
-                let a = after.procs.get(&p.tgid).filter(|_| last_of[&k.tgid] == *k);
+                let b = before.procs.get(&p.tgid).filter(|e| {
+                    if k.start_ns != 0 {
+                        same(k, e)
+                    } else {
+                        first_of[&k.tgid] == *k
+                    }
+                });
+                let a = after.procs.get(&p.tgid).filter(|e| {
+                    if k.start_ns != 0 {
+                        same(k, e)
+                    } else {
+                        last_of[&k.tgid] == *k
+                    }
+                });
                 let proc = a.map(|a| procs::proc_delta(b, a));
                 // A process that exited has its counters in its exit
                 // record: a query finds it gone, or, while it is a zombie
