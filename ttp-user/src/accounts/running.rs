@@ -162,7 +162,7 @@ impl RunningWindow {
             if !held
                 && !last_image
                 && a.tid != a.tgid
-                && !live.get(&a.tgid).is_some_and(|&s| s <= e.exit_ns)
+                && live.get(&a.tgid).is_none_or(|&s| s > e.exit_ns)
             {
                 self.pending.push((e, true));
                 continue;
