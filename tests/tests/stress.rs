@@ -13,24 +13,19 @@ fn interrupt(child: &std::process::Child) {
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
 }
 
-/// The ledger's on-CPU time of each process in an attach JSON, by pid,
-/// with its command name and thread count.
-fn processes(v: &serde_json::Value) -> HashMap<u64, (u64, String, u64)> {
-    v["processes"]
-        .as_array()
-        .expect("processes")
-        .iter()
-        .map(|p| {
-            (
-                p["pid"].as_u64().unwrap(),
-                (
-                    p["kernel"]["on_cpu_ns"].as_u64().unwrap(),
-                    p["comm"].as_str().unwrap_or_default().to_string(),
-                    p["threads"].as_u64().unwrap_or(0),
-                ),
-            )
-        })
-        .collect()
+/// The rows of an attach JSON by pid (a pid the kernel gave out twice in
+/// the window has one row per process): on-CPU time, command name and
+/// thread count of each.
+fn processes(v: &serde_json::Value) -> HashMap<u64, Vec<(u64, String, u64)>> {
+    let mut m: HashMap<u64, Vec<(u64, String, u64)>> = HashMap::new();
+    for p in v["processes"].as_array().expect("processes") {
+        m.entry(p["pid"].as_u64().unwrap()).or_default().push((
+            p["kernel"]["on_cpu_ns"].as_u64().unwrap(),
+            p["comm"].as_str().unwrap_or_default().to_string(),
+            p["threads"].as_u64().unwrap_or(0),
+        ));
+    }
+    m
 }
 
 /// 1 500 processes of 4 threads each (7 500 thread exits in about a second
@@ -92,37 +87,44 @@ fn fork_storm_loses_no_exit_record() {
         })
         .collect();
     assert_eq!(truth.len(), 1_500);
-    let mut uses: HashMap<u64, usize> = HashMap::new();
-    for (pid, _) in &truth {
-        *uses.entry(*pid).or_default() += 1;
+    let mut truth_by_pid: HashMap<u64, Vec<u64>> = HashMap::new();
+    for (pid, us) in &truth {
+        truth_by_pid.entry(*pid).or_default().push(*us);
     }
     let procs = processes(&v);
-    // The per-process table is keyed by pid: a pid the kernel gave out
-    // twice in the window (the pid counter wrapped) shows both processes
-    // in one row, which cannot be compared with either. Such rows are
-    // counted; the pid space (32 768 here) wraps at most once in 7 500 ids.
+    // Rows are per process, not per pid: a pid the kernel gave out twice
+    // in the window (the pid counter wrapped, or another program's process
+    // took it) has one row for each. The storm's rows of a pid are those
+    // of its command with its 5 threads; they must be as many as the
+    // fixture reaped under that pid, and their sum equal the sum of those
+    // processes' rusage (each within the bounds above).
     let mut compared = 0;
-    let mut shared_pid = 0;
-    for (pid, us) in &truth {
-        let (on_cpu, comm, threads) = procs
+    for (pid, uses) in &truth_by_pid {
+        let rows: Vec<u64> = procs
             .get(pid)
-            .unwrap_or_else(|| panic!("process {pid} of the storm missing from the JSON"));
-        if uses[pid] > 1 || comm != "fixture-forksto" || *threads != 5 {
-            shared_pid += 1;
-            continue;
-        }
-        let on_cpu_us = *on_cpu as f64 / 1e3;
-        let us = *us as f64;
-        assert!(
-            on_cpu_us >= us - 2.0 && on_cpu_us <= us + 5.0 * 100.0,
-            "process {pid}: ledger on-CPU {on_cpu_us:.1} µs, rusage {us} µs"
+            .unwrap_or_else(|| panic!("process {pid} of the storm missing from the JSON"))
+            .iter()
+            .filter(|(_, comm, threads)| comm == "fixture-forksto" && *threads == 5)
+            .map(|(on_cpu, ..)| *on_cpu)
+            .collect();
+        assert_eq!(
+            rows.len(),
+            uses.len(),
+            "pid {pid}: {} storm rows in the JSON, {} processes reaped",
+            rows.len(),
+            uses.len()
         );
-        compared += 1;
+        let n = uses.len() as f64;
+        let on_cpu_us = rows.iter().sum::<u64>() as f64 / 1e3;
+        let us = uses.iter().sum::<u64>() as f64;
+        assert!(
+            on_cpu_us >= us - 2.0 * n && on_cpu_us <= us + n * 5.0 * 100.0,
+            "pid {pid} ({} processes): ledger on-CPU {on_cpu_us:.1} µs, rusage {us} µs",
+            uses.len()
+        );
+        compared += uses.len();
     }
-    assert!(
-        compared >= 1_400,
-        "only {compared} of 1 500 processes comparable ({shared_pid} shared a pid)"
-    );
+    assert_eq!(compared, 1_500);
     let _ = std::fs::remove_file(json);
     let _ = std::fs::remove_file(truth_path);
 }
@@ -203,6 +205,7 @@ fn thread_table_full_is_counted_and_the_rest_stays_exact() {
     let procs = processes(&v);
     let (on_cpu, comm, _) = procs
         .get(&(spin.id() as u64))
+        .and_then(|rows| rows.iter().find(|(_, comm, _)| comm == "fixture-spin"))
         .expect("fixture-spin missing from the JSON");
     assert_eq!(comm, "fixture-spin");
     assert!(

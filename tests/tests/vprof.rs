@@ -424,3 +424,58 @@ fn a_short_roots_duration_is_the_bare_one() {
         "probed {median:.0} ns vs bare {bare_ns:.0} ns (uncertainty {unc:.0} ns)"
     );
 }
+
+/// `vprofile -- CMD` whose root is never called (the fixture's `tight`
+/// mode waits for a probe on another function), stopped with SIGTERM by
+/// `timeout`: vprofile ends within seconds, says in one line that the root
+/// never ran, and its command is gone. Catches a round that waits for
+/// invocations past SIGTERM (it used to end only on a second Ctrl-C);
+/// `timeout -k` bounds the test should it happen again.
+#[test]
+fn sigterm_ends_a_round_whose_root_never_runs() {
+    if !root_or_skip("sigterm_ends_a_round_whose_root_never_runs") {
+        return;
+    }
+    let _serial = serial();
+    let bin = build_target();
+    let started = std::time::Instant::now();
+    // Loading and calibrating takes a few seconds on a busy machine; the
+    // signal comes after 10 s, a SIGKILL 30 s later.
+    let out = Command::new("timeout")
+        .args(["--preserve-status", "-k", "30", "-s", "TERM", "10"])
+        .arg(ttp_bin())
+        .args(["vprofile", "--binary"])
+        .arg(&bin)
+        .args(["--root", "vt_root", "--children", "vt_jitter"])
+        .args(["--rounds", "1", "--invocations", "20", "--as-root", "--"])
+        .arg(&bin)
+        .args(["tight", "1", "wait"])
+        .output()
+        .expect("run timeout ttp-ebpf vprofile");
+    let took = started.elapsed();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    use std::os::unix::process::ExitStatusExt;
+    assert_ne!(
+        out.status.signal(),
+        Some(libc::SIGKILL),
+        "vprofile ignored SIGTERM and was killed after {took:?}: {stderr}"
+    );
+    assert!(
+        took < Duration::from_secs(25),
+        "vprofile took {took:?} to end after SIGTERM: {stderr}"
+    );
+    assert!(!out.status.success(), "nothing measured, yet success");
+    assert!(
+        stderr.contains("stopped before vt_root ran twice"),
+        "no line saying why: {stderr}"
+    );
+    let left = Command::new("pgrep")
+        .args(["-f", &format!("{} tight 1 wait", bin.display())])
+        .output()
+        .unwrap();
+    assert!(
+        left.stdout.is_empty(),
+        "the command still runs: {}",
+        String::from_utf8_lossy(&left.stdout)
+    );
+}

@@ -71,6 +71,13 @@ pub enum Which {
         /// Sample every this long.
         #[arg(long, default_value = "10s", value_parser = parse_duration)]
         every: Duration,
+        /// Start this many short processes a second beside attach (0:
+        /// none), so the rows of ended processes fill up.
+        #[arg(long, default_value_t = 20)]
+        churn: u32,
+        /// Passed to `attach --keep-exited` (default: attach's own).
+        #[arg(long)]
+        keep_exited: Option<u64>,
     },
 }
 
@@ -100,7 +107,12 @@ pub fn run(which: Which) -> anyhow::Result<()> {
             rounds,
             invocations,
         } => vprofile::bench(rounds, invocations),
-        Which::Soak { duration, every } => soak::bench(duration, every),
+        Which::Soak {
+            duration,
+            every,
+            churn,
+            keep_exited,
+        } => soak::bench(duration, every, churn, keep_exited),
         Which::Serve { duration } => serve::bench(duration),
     }
 }

@@ -8,9 +8,13 @@
 //! the same per-CPU and disk clocks the kernel programs use.
 mod image;
 mod measures;
+mod running;
 
 pub use image::{CpuTimes, Image, ProcessDelta, Window};
 pub use measures::{IoMeasures, LedgerColumns, LedgerMeasures};
+pub use running::{
+    ClosedWindow, DEFAULT_KEEP_EXITED, ExitedGroup, MAX_GROUPS, OTHER_COMMS, ProcKey, RunningWindow,
+};
 
 use ttp_common::{CpuAccount, ThreadAccount, flag, state};
 

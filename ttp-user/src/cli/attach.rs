@@ -10,13 +10,13 @@ use std::{
 use clap::Args;
 
 use crate::{
-    accounts::{Image, Window},
+    accounts::{DEFAULT_KEEP_EXITED, Image, RunningWindow, Window},
     collect::taskstats::TaskstatsClient,
     error::usage,
     probe::probe_error_ctx,
     report::{
         self,
-        attach::{Summary, Targets},
+        attach::{References, Summary, Targets},
         exit_stats::ExitRecords,
         render::attach::TextOptions,
         trace,
@@ -75,6 +75,12 @@ pub struct AttachArgs {
     /// and shown, never guessed.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_threads: Option<u32>,
+    /// Keep a row for at most this many processes that ended in the
+    /// window; beyond it the ended processes with the least on-CPU +
+    /// iowait time are summed by command name (docs/attach.md). Live
+    /// processes always have their row.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_KEEP_EXITED, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub keep_exited: usize,
     /// Print only the final summary, not the live table.
     #[arg(long, short)]
     pub quiet: bool,
@@ -131,11 +137,19 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
     );
 
     let end_at = args.duration.map(|d| Instant::now() + d);
-    let mut exits = Vec::new();
-    let mut exit_records = ExitRecords::default();
+    // Exit records are folded into their process's row as they arrive
+    // (accounts/running.rs): memory follows the processes kept, not the
+    // exits of the window.
     let mut last = first.clone();
+    let mut running = RunningWindow::new(first, args.keep_exited);
+    let mut exit_records = ExitRecords::default();
     let mut notes = Vec::new();
     let mut live = report::attach::LiveTable::new();
+    let mut target_exited = false;
+    let is_target_exit = |e: &ttp_common::ExitRecord| {
+        args.pid
+            .is_some_and(|pid| e.account.tid == pid && e.account.tgid == pid)
+    };
     // The target's end ends the window: the pidfd wakes the loop at the
     // exit instead of at the next refresh (without it, a target that exits
     // 1.09 s in would be reported over 2 s). With --children the window
@@ -145,13 +159,8 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
         .pid
         .filter(|_| !args.children)
         .and_then(|p| crate::sys::pidfd::PidExit::open(p).ok());
-    let target_exited = |exits: &[ttp_common::ExitRecord]| {
-        args.pid.is_some_and(|pid| {
-            exits
-                .iter()
-                .any(|e| e.account.tid == pid && e.account.tgid == pid)
-        })
-    };
+    // Records drained while waiting for the target's, before the image.
+    let mut early = Vec::new();
     loop {
         let left = end_at.map(|e| e.saturating_duration_since(Instant::now()));
         let step = left.map_or(args.interval, |l| l.min(args.interval));
@@ -161,24 +170,40 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
             // after the pidfd wakes: wait for it (briefly) so this image
             // closes the window.
             let give_up = Instant::now() + Duration::from_millis(200);
-            while !target_exited(&exits) && Instant::now() < give_up {
-                session.ledger.drain_exits(&mut exits);
+            while !target_exited && Instant::now() < give_up {
+                let from = early.len();
+                session.ledger.drain_exits(&mut early);
+                target_exited = early[from..].iter().any(is_target_exit);
                 std::thread::sleep(Duration::from_millis(2));
             }
         }
         let image = Image::from_snapshot(&session.ledger.snapshot().map_err(probe_error_ctx)?);
         cost_last = session.ledger.cost_snapshot();
         // After the image: a thread missing from it has its record queued.
-        session.ledger.drain_exits(&mut exits);
+        let mut batch = std::mem::take(&mut early);
+        session.ledger.drain_exits(&mut batch);
+        target_exited |= batch.iter().any(is_target_exit);
         if let Some(rx) = session.taskstats_exits() {
             rx.try_iter().for_each(|r| exit_records.add(r));
         }
         if !args.quiet {
-            live.print(&Window::between(&last, &image, &exits), &targets, &parents);
+            let interval_exits: Vec<_> = running.pending().chain(&batch).copied().collect();
+            live.print(
+                &Window::between(&last, &image, &interval_exits),
+                &targets,
+                &parents,
+            );
+        }
+        running.fold(&image, batch);
+        if running.take_compacted() {
+            // Exit records of processes folded into command groups are
+            // not compared any more.
+            let live: BTreeSet<u32> = image.threads.values().map(|a| a.tgid).collect();
+            exit_records.retain(|tgid| running.has_tgid(tgid) || live.contains(&tgid));
         }
         last = image;
         if let Some(pid) = args.pid
-            && target_exited(&exits)
+            && target_exited
         {
             notes.push(format!(
                 "process {pid} exited; its final account comes from its exit record"
@@ -199,7 +224,7 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
     // that ended the window, but the listener thread may not have passed it
     // on yet (a busy machine): wait for it briefly, then take what came.
     if let (Some(rx), Some(pid)) = (session.taskstats_exits(), args.pid)
-        && target_exited(&exits)
+        && target_exited
     {
         // 2 s: on a machine busy with other processes' exits the listener
         // thread can be that far behind; it costs nothing when the record
@@ -221,8 +246,12 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
     if let Some(rx) = session.taskstats_exits() {
         rx.try_iter().for_each(|r| exit_records.add(r));
     }
-    let window = Window::between(&first, &last, &exits);
-    let mut final_targets = targets.of(&window, &parents);
+    let window = running.close(&last);
+    let mut final_targets: BTreeSet<u32> = targets
+        .select(&window, &parents)
+        .iter()
+        .map(|(k, _)| k.tgid)
+        .collect();
     final_targets.extend(&initial);
     let procs_after = ProcSet::read(&final_targets, taskstats.as_ref());
     if taskstats.is_none() {
@@ -251,17 +280,19 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
     };
     let mut summary = Summary::build(
         &targets,
-        window,
+        &window,
         &parents,
-        &procs_before,
-        &procs_after,
-        &exit_records,
-        taskstats_exits,
-        listener_overflows,
-        switched_on,
+        &References {
+            before: &procs_before,
+            after: &procs_after,
+            exit_records: &exit_records,
+            taskstats_exits,
+            listener_overflows,
+            delayacct_switched_on: switched_on,
+        },
         notes,
     );
-    summary.probe_cost = probe_cost;
+    summary.doc.probe_cost = probe_cost;
     summary.print(&TextOptions {
         top: (args.top > 0).then_some(args.top),
         all_checks: args.checks,

@@ -24,8 +24,8 @@ pub mod run_pg;
 mod run_plan;
 mod run_qe;
 mod run_several;
-pub mod statements;
 pub mod serve;
+pub mod statements;
 pub mod vprofile;
 
 /// ttp: how long a program or a database query really took, and why.

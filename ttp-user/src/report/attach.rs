@@ -5,8 +5,7 @@ use std::collections::{BTreeSet, HashMap};
 use serde_json::Value;
 
 use crate::{
-    accounts::{ProcessDelta, Window},
-    collect::proc_stat::StatDelta,
+    accounts::{ClosedWindow, ExitedGroup, ProcKey, ProcessDelta, Window},
     report::{
         exit_stats::{ExitRecords, window_counters},
         render::attach::{
@@ -17,7 +16,7 @@ use crate::{
     },
     window::{
         crosscheck::{self, Agreement},
-        procs::{self, ProcCounters, ProcSet, TaskstatsCounters},
+        procs::{self, ProcEntry, ProcSet},
     },
 };
 
@@ -49,6 +48,64 @@ impl Targets {
             w.descendants(&[pid], parents)
         } else {
             BTreeSet::from([pid])
+        }
+    }
+}
+
+impl Targets {
+    /// The rows of `w` this session reports on: the target instance(s)
+    /// of its pid, with --children every row whose tgid descends from it,
+    /// with --all every row but ttp's own.
+    pub fn select<'a>(
+        &self,
+        w: &'a ClosedWindow,
+        parents: &HashMap<u32, u32>,
+    ) -> Vec<(ProcKey, &'a ProcessDelta)> {
+        let set: Option<BTreeSet<u32>> = match (self.all, self.pid, self.children) {
+            (true, ..) => None,
+            (false, Some(pid), true) => {
+                let mut links = parents.clone();
+                for (_, p) in &w.processes {
+                    if let Some(pp) = p.parent_tgid {
+                        links.insert(p.tgid, pp);
+                    }
+                }
+                Some(descendants(pid, &links))
+            }
+            (false, Some(pid), false) => Some(BTreeSet::from([pid])),
+            (false, None, _) => Some(BTreeSet::new()),
+        };
+        w.processes
+            .iter()
+            .filter(|(k, _)| k.tgid != self.own_tgid || !self.all)
+            .filter(|(k, _)| set.as_ref().is_none_or(|s| s.contains(&k.tgid)))
+            .map(|(k, p)| (*k, p))
+            .collect()
+    }
+
+    /// The ended processes folded by command: with --all every group;
+    /// otherwise none (they are the machine's, not the target's).
+    pub fn groups(&self, w: &ClosedWindow) -> Vec<ExitedGroup> {
+        if self.all {
+            w.exited_groups.clone()
+        } else {
+            Vec::new()
+        }
+    }
+}
+
+/// `root` and every tgid whose chain of parents in `links` reaches it.
+fn descendants(root: u32, links: &HashMap<u32, u32>) -> BTreeSet<u32> {
+    let mut set = BTreeSet::from([root]);
+    loop {
+        let before = set.len();
+        for (&t, p) in links {
+            if set.contains(p) {
+                set.insert(t);
+            }
+        }
+        if set.len() == before {
+            return set;
         }
     }
 }
@@ -194,40 +251,28 @@ fn from_exit_record(a: &mut Agreement, kernel_tick_ns: u64) {
     }
 }
 
-/// One process in the summary.
-pub struct ProcessReport {
-    pub ledger: ProcessDelta,
-    pub proc: Option<ProcCounters>,
-    pub taskstats: Option<TaskstatsCounters>,
-    pub agreement: Vec<Agreement>,
+/// The attach summary: its document, built once from the window and the
+/// references; the terminal text and the JSON are both rendered from it.
+pub struct Summary {
+    pub doc: AttachDoc,
 }
 
-pub struct Summary {
-    pub window: Window,
-    pub processes: Vec<ProcessReport>,
-    pub stat: Option<StatDelta>,
-    pub machine_agreement: Vec<Agreement>,
+/// What the summary compares the ledger with.
+pub struct References<'a> {
+    pub before: &'a ProcSet,
+    pub after: &'a ProcSet,
+    pub exit_records: &'a ExitRecords,
     pub taskstats_exits: Option<u64>,
     pub listener_overflows: u64,
-    pub user_hz: u64,
-    pub hz: Option<u64>,
-    pub notes: Vec<String>,
-    /// The probes' own cost over the window (set by the command).
-    pub probe_cost: Option<crate::probe::cost::ProbeCost>,
+    pub delayacct_switched_on: bool,
 }
 
 impl Summary {
-    #[allow(clippy::too_many_arguments)]
     pub fn build(
         targets: &Targets,
-        window: Window,
+        window: &ClosedWindow,
         parents: &HashMap<u32, u32>,
-        before: &ProcSet,
-        after: &ProcSet,
-        exit_records: &ExitRecords,
-        taskstats_exits: Option<u64>,
-        listener_overflows: u64,
-        delayacct_switched_on: bool,
+        refs: &References,
         notes: Vec<String>,
     ) -> Self {
         let user_hz = crate::collect::clock::user_hz().unwrap_or(100);
@@ -239,32 +284,67 @@ impl Summary {
         // Unknown CONFIG_HZ: the longest tick in use (HZ=100, 10 ms).
         let kernel_tick_ns = 1_000_000_000 / hz.unwrap_or(100);
         let tick_ns = 1_000_000_000 / user_hz;
+        let (before, after, exit_records) = (refs.before, refs.after, refs.exit_records);
         let stat = procs::stat_delta(before, after);
         let steal = stat.as_ref().map(crosscheck::steal_fraction).unwrap_or(0.0);
-        let processes = targets
-            .of(&window, parents)
+        let rows = targets.select(window, parents);
+        // /proc and taskstats answer by pid. An entry is this row's process
+        // when its start (stat field 22, USER_HZ ticks of CLOCK_BOOTTIME)
+        // is the row's leader's (CLOCK_MONOTONIC ns, or those same ticks
+        // for a process seeded from /proc), within a tick of rounding: a
+        // pid handed out again, even after the window, is not compared.
+        // A row whose leader was not seen falls back on order: the counters
+        // before belong to the pid's first row, those after to its last.
+        let boot_offset =
+            crate::sys::clock::boottime_ns().saturating_sub(crate::sys::clock::monotonic_ns());
+        let same = |k: &ProcKey, e: &ProcEntry| {
+            let t = e.process.starttime_ticks;
+            k.start_ns == t || (k.start_ns.saturating_add(boot_offset) / tick_ns).abs_diff(t) <= 1
+        };
+        let mut first_of: HashMap<u32, ProcKey> = HashMap::new();
+        let mut last_of: HashMap<u32, ProcKey> = HashMap::new();
+        let mut last_ended_of: HashMap<u32, ProcKey> = HashMap::new();
+        for (k, p) in &rows {
+            first_of.entry(k.tgid).or_insert(*k);
+            last_of.insert(k.tgid, *k);
+            if p.exited {
+                last_ended_of.insert(k.tgid, *k);
+            }
+        }
+        let processes: Vec<ProcessView> = rows
             .iter()
-            .filter_map(|t| window.processes.get(t))
-            .map(|p| {
-                let b = before.procs.get(&p.tgid);
-                let a = after.procs.get(&p.tgid);
+            .map(|(k, p)| {
+                let b = before.procs.get(&p.tgid).filter(|e| {
+                    if k.start_ns != 0 {
+                        same(k, e)
+                    } else {
+                        first_of[&k.tgid] == *k
+                    }
+                });
+                let a = after.procs.get(&p.tgid).filter(|e| {
+                    if k.start_ns != 0 {
+                        same(k, e)
+                    } else {
+                        last_of[&k.tgid] == *k
+                    }
+                });
                 let proc = a.map(|a| procs::proc_delta(b, a));
                 // A process that exited has its counters in its exit
                 // record: a query finds it gone, or, while it is a zombie
                 // still in /proc, answers with its exited threads left out
                 // (kernel/taskstats.c fill_stats_for_tgid skips them).
-                let exit_stats = p
-                    .exited
+                let exit_stats = (p.exited && last_ended_of.get(&k.tgid) == Some(k))
                     .then(|| exit_records.process(p.tgid, p.threads))
                     .flatten();
                 let from_exit = exit_stats.is_some();
                 let taskstats = match exit_stats {
                     Some(e) => window_counters(b.map(|b| b.taskstats.as_ref()), e),
+                    None if p.exited => None,
                     None => a.and_then(|a| procs::taskstats_delta(b, a)),
                 };
                 // A process already running when ttp switched delay
                 // accounting on has no delay record.
-                let covers = !(delayacct_switched_on && b.is_some());
+                let covers = !(refs.delayacct_switched_on && b.is_some());
                 let mut agreement = crosscheck::process(
                     &p.kernel,
                     proc.as_ref(),
@@ -279,11 +359,17 @@ impl Summary {
                         .iter_mut()
                         .for_each(|r| from_exit_record(r, kernel_tick_ns));
                 }
-                ProcessReport {
-                    ledger: p.clone(),
+                ProcessView {
+                    pid: p.tgid,
+                    start_key: (k.start_ns != 0).then_some(k.start_ns),
+                    comm: p.comm.clone(),
+                    parent_pid: p.parent_tgid,
+                    exited: p.exited,
+                    threads: p.threads,
+                    kernel: p.kernel,
                     proc,
                     taskstats,
-                    agreement,
+                    agreement: agreement.iter().map(AgreementView::from).collect(),
                 }
             })
             .collect();
@@ -291,53 +377,15 @@ impl Summary {
             .as_ref()
             .map(|s| crosscheck::machine(&window.cpu_total(), window.cpus.len(), s, tick_ns))
             .unwrap_or_default();
-        Self {
-            window,
-            processes,
-            stat,
-            machine_agreement,
-            taskstats_exits,
-            listener_overflows,
-            user_hz,
-            hz,
-            notes,
-            probe_cost: None,
-        }
-    }
-
-    /// Comparisons outside tolerance.
-    pub fn flagged(&self) -> usize {
-        self.processes
-            .iter()
-            .flat_map(|p| &p.agreement)
-            .chain(&self.machine_agreement)
-            .filter(|a| a.flagged())
-            .count()
-    }
-
-    /// The terminal summary, rendered from the document `--json` writes by
-    /// the renderer `ttp-ebpf report` uses, so the two cannot drift apart.
-    pub fn print(&self, o: &TextOptions) {
-        print!("{}", self.doc().text_with(o));
-    }
-
-    /// The summary as JSON (schema `ttp.attach/1`), keys sorted as written.
-    pub fn json(&self) -> Value {
-        serde_json::to_value(self.doc()).unwrap_or_default()
-    }
-
-    /// The summary as its typed document.
-    pub fn doc(&self) -> AttachDoc {
-        let w = &self.window;
-        let st = self.stat.as_ref();
-        let agreement = |rows: &[Agreement]| rows.iter().map(AgreementView::from).collect();
-        AttachDoc {
+        let w = window;
+        let st = stat.as_ref();
+        let doc = AttachDoc {
             schema: ATTACH_SCHEMA.into(),
             kernel_release: std::fs::read_to_string("/proc/sys/kernel/osrelease")
                 .map(|s| s.trim().to_string())
                 .ok(),
-            hz: self.hz,
-            user_hz: Some(self.user_hz),
+            hz,
+            user_hz: Some(user_hz),
             cpus: Some(w.cpus.len() as u64),
             window: WindowView {
                 start_ns: w.start_ns,
@@ -348,23 +396,10 @@ impl Summary {
             lost: LostView {
                 kernel: w.lost,
                 vanished_threads: w.vanished_threads,
-                taskstats_listener_overflows: self.listener_overflows,
+                taskstats_listener_overflows: refs.listener_overflows,
             },
-            processes: self
-                .processes
-                .iter()
-                .map(|p| ProcessView {
-                    pid: p.ledger.tgid,
-                    comm: p.ledger.comm.clone(),
-                    parent_pid: p.ledger.parent_tgid,
-                    exited: p.ledger.exited,
-                    threads: p.ledger.threads,
-                    kernel: p.ledger.kernel,
-                    proc: p.proc.clone(),
-                    taskstats: p.taskstats.clone(),
-                    agreement: agreement(&p.agreement),
-                })
-                .collect(),
+            processes,
+            exited_groups: targets.groups(w),
             overall: OverallView {
                 kernel: MachineView {
                     cpus: w
@@ -381,12 +416,35 @@ impl Summary {
                 },
                 proc_stat: st.map(|s| s.total.clone()),
                 proc_stat_per_cpu: st.map(|s| s.per_cpu.clone()),
-                agreement: agreement(&self.machine_agreement),
+                agreement: machine_agreement.iter().map(AgreementView::from).collect(),
             },
-            taskstats_exit_records: self.taskstats_exits,
-            probe_cost: self.probe_cost.clone(),
-            notes: self.notes.clone(),
-        }
+            taskstats_exit_records: refs.taskstats_exits,
+            probe_cost: None,
+            notes,
+        };
+        Self { doc }
+    }
+
+    /// Comparisons outside tolerance.
+    pub fn flagged(&self) -> usize {
+        self.doc
+            .processes
+            .iter()
+            .flat_map(|p| &p.agreement)
+            .chain(&self.doc.overall.agreement)
+            .filter(|a| a.flagged())
+            .count()
+    }
+
+    /// The terminal summary, rendered from the document `--json` writes by
+    /// the renderer `ttp-ebpf report` uses, so the two cannot drift apart.
+    pub fn print(&self, o: &TextOptions) {
+        print!("{}", self.doc.text_with(o));
+    }
+
+    /// The summary as JSON (schema `ttp.attach/1`), keys sorted as written.
+    pub fn json(&self) -> Value {
+        serde_json::to_value(&self.doc).unwrap_or_default()
     }
 }
 

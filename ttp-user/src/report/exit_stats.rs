@@ -37,6 +37,13 @@ impl ExitRecords {
         }
     }
 
+    /// Keeps the records of the tgids `keep` accepts (a long window drops
+    /// those of processes it no longer compares).
+    pub fn retain(&mut self, mut keep: impl FnMut(u32) -> bool) {
+        self.groups.retain(|t, _| keep(*t));
+        self.leaders.retain(|t, _| keep(*t));
+    }
+
     /// Whether a record of `tgid` (its group's or its leader's) arrived.
     pub fn has(&self, tgid: u32) -> bool {
         self.groups.contains_key(&tgid) || self.leaders.contains_key(&tgid)

@@ -6,6 +6,12 @@ pub fn monotonic_ns() -> u64 {
     read(libc::CLOCK_MONOTONIC)
 }
 
+/// CLOCK_BOOTTIME in ns (CLOCK_MONOTONIC plus the time suspended; /proc's
+/// start times count from it).
+pub fn boottime_ns() -> u64 {
+    read(libc::CLOCK_BOOTTIME)
+}
+
 /// CLOCK_REALTIME in ns since the epoch (for reports only).
 pub fn realtime_ns() -> u64 {
     read(libc::CLOCK_REALTIME)

@@ -95,10 +95,32 @@ impl DelayAcct {
             }
             current
         } else {
-            // Another live instance switched it on, or found it on.
-            match tracked.recorded() {
-                Ok(Some(c)) => c.original,
-                _ => current,
+            // Another live instance switched it on, or found it on; but it
+            // may have been switched off since (by hand, or by a program
+            // that does not know of the lock): check, and switch it on as
+            // the first holder would, recording the value first when no
+            // holder did (the last one out restores the record).
+            let recorded = tracked.recorded().ok().flatten();
+            if current != "1" {
+                if recorded.is_none()
+                    && let Err(e) = tracked.record(&current, "1")
+                {
+                    warn(
+                        &format!("cannot record {}", tracked.state_path().display()),
+                        e,
+                    );
+                    return None;
+                }
+                if tracked.set("1").is_err() {
+                    if recorded.is_none() {
+                        let _ = tracked.forget();
+                    }
+                    return None;
+                }
+            }
+            match recorded {
+                Some(c) => c.original,
+                None => current,
             }
         };
         // Downgrading is not atomic under flock; the directory lock keeps

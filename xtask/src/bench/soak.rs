@@ -6,9 +6,17 @@
 //! thread count (/proc/loadavg). Writes target/soak/soak.csv and soak.svg
 //! (the project's chart legend, ttp-user/src/protocol/chart.rs) and prints
 //! the figures docs/benchmarks.md records, with the losses attach reported.
+//!
+//! Beside it, `--churn N` short processes a second (`/bin/true`, started
+//! and reaped one after another): a machine where processes keep starting
+//! and ending is the case in which attach's memory could grow.
 use std::{
     fmt::Write as _,
-    process::Command,
+    process::{Command, Stdio},
+    sync::{
+        Arc,
+        atomic::{AtomicBool, AtomicU64, Ordering},
+    },
     time::{Duration, Instant},
 };
 
@@ -88,7 +96,34 @@ fn entries(map_id: &str) -> Option<u64> {
     )
 }
 
-pub fn bench(duration: Duration, every: Duration) -> anyhow::Result<()> {
+/// Starts `per_s` `/bin/true` processes a second until `stop`; counts them.
+fn churn(per_s: u32, stop: Arc<AtomicBool>, started: Arc<AtomicU64>) {
+    let gap = Duration::from_secs(1) / per_s.max(1);
+    let mut next = Instant::now();
+    while !stop.load(Ordering::Relaxed) {
+        if Command::new("/bin/true")
+            .stdout(Stdio::null())
+            .status()
+            .is_ok()
+        {
+            started.fetch_add(1, Ordering::Relaxed);
+        }
+        next += gap;
+        let now = Instant::now();
+        if next > now {
+            std::thread::sleep(next - now);
+        } else {
+            next = now;
+        }
+    }
+}
+
+pub fn bench(
+    duration: Duration,
+    every: Duration,
+    churn_per_s: u32,
+    keep_exited: Option<u64>,
+) -> anyhow::Result<()> {
     crate::setup::ensure_packages(&["bpftool"], "bpftool reads the map's occupancy")?;
     util::cargo(&["build", "--release", "-p", "ttp-user"])?;
     let ttp = util::target_dir().join("release/ttp-ebpf");
@@ -98,7 +133,16 @@ pub fn bench(duration: Duration, every: Duration) -> anyhow::Result<()> {
     let mut cmd = Command::new(&ttp);
     cmd.args(["attach", "--all", "--interval", "1s", "-q", "--json"])
         .arg(&json);
+    if let Some(k) = keep_exited {
+        cmd.args(["--keep-exited", &k.to_string()]);
+    }
     let tracer: Tracer = start_tracer(cmd, "ledger attached")?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let started = Arc::new(AtomicU64::new(0));
+    let churner = (churn_per_s > 0).then(|| {
+        let (s, n) = (Arc::clone(&stop), Arc::clone(&started));
+        std::thread::spawn(move || churn(churn_per_s, s, n))
+    });
     let pid = tracer.child.id();
     let map_id = threads_map_id(pid);
     if map_id.is_none() {
@@ -125,11 +169,15 @@ pub fn bench(duration: Duration, every: Duration) -> anyhow::Result<()> {
         });
         last = (now, ticks);
     }
+    stop.store(true, Ordering::Relaxed);
+    if let Some(c) = churner {
+        let _ = c.join();
+    }
     let (hwm_kib, _) = tracer.stop()?;
-    let lost = std::fs::read_to_string(&json)
+    let doc = std::fs::read_to_string(&json)
         .ok()
-        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-        .map(|v| v["lost"].clone());
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok());
+    let lost = doc.as_ref().map(|v| v["lost"].clone());
 
     let mut csv = String::from("t_s,rss_kib,cpu_pct,threads_entries,machine_threads\n");
     for s in &samples {
@@ -183,6 +231,39 @@ pub fn bench(duration: Duration, every: Duration) -> anyhow::Result<()> {
         }
     } else {
         println!("  (shorter than a minute: no settled figures)");
+    }
+    // The second half: after the rows of ended processes reached their
+    // limit at the churn rates this is run with (docs/benchmarks.md).
+    let half: Vec<&Sample> = samples
+        .iter()
+        .filter(|s| s.t_s >= duration.as_secs_f64() / 2.0)
+        .collect();
+    if let (Some(a), Some(b)) = (half.first(), half.last())
+        && b.t_s > a.t_s
+    {
+        let growth = (b.rss_kib as f64 - a.rss_kib as f64) / 1024.0 / ((b.t_s - a.t_s) / 3600.0);
+        println!(
+            "  second half: RSS {:.1} → {:.1} MiB ({:.0}–{:.0} s): {growth:+.2} MiB/h",
+            a.rss_kib as f64 / 1024.0,
+            b.rss_kib as f64 / 1024.0,
+            a.t_s,
+            b.t_s
+        );
+    }
+    println!(
+        "  churn: {} processes started beside attach",
+        started.load(Ordering::Relaxed)
+    );
+    if let Some(v) = &doc {
+        let rows = v["processes"].as_array().map_or(0, |a| a.len());
+        let groups = v["exited_groups"].as_array();
+        let folded: u64 = groups.map_or(0, |g| {
+            g.iter().filter_map(|g| g["processes"].as_u64()).sum()
+        });
+        println!(
+            "  attach's summary: {rows} process rows, {folded} ended processes summed in {} command groups",
+            groups.map_or(0, |g| g.len())
+        );
     }
     if let Some(l) = lost {
         println!("  losses attach reported: {l}");

@@ -270,6 +270,32 @@ fn wait_for_ack(
     }
 }
 
+/// How long the listener trusts its last reading of
+/// `kernel.task_delayacct`. A fork storm brings thousands of exit messages
+/// a second; reading the sysctl for each of them cost a file open, read
+/// and close per message. The setting changes rarely (ttp switches it on
+/// before the listener starts), so it is read again only when this long
+/// has passed: a change by hand is seen within 100 ms.
+const DELAYACCT_REFRESH: std::time::Duration = std::time::Duration::from_millis(100);
+
+thread_local! {
+    static DELAYACCT: std::cell::Cell<Option<(std::time::Instant, bool)>> =
+        const { std::cell::Cell::new(None) };
+}
+
+/// `kernel.task_delayacct`, read at most once per [`DELAYACCT_REFRESH`]
+/// on this thread.
+fn delayacct_on_cached() -> bool {
+    DELAYACCT.with(|c| match c.get() {
+        Some((at, on)) if at.elapsed() < DELAYACCT_REFRESH => on,
+        _ => {
+            let on = delayacct_on();
+            c.set(Some((std::time::Instant::now(), on)));
+            on
+        }
+    })
+}
+
 fn deliver(msg: &Nlmsghdr<u16, Genl>, tx: &Sender<TaskstatsRecord>, counters: &Counters) {
     let Some(genl) = msg.get_payload() else {
         return;
@@ -282,7 +308,7 @@ fn deliver(msg: &Nlmsghdr<u16, Genl>, tx: &Sender<TaskstatsRecord>, counters: &C
         genl,
         Origin {
             exit: true,
-            delayacct_on: delayacct_on(),
+            delayacct_on: delayacct_on_cached(),
         },
     ) {
         Ok(records) => {

@@ -72,6 +72,10 @@ pub enum DriveError {
         source: Box<dyn std::error::Error + Send + Sync>,
     },
     #[error(
+        "stopped before {root} ran twice (it may never be called: check that the program runs it, or pick another --root); nothing to report"
+    )]
+    StoppedBeforeInvocations { root: String },
+    #[error(
         "{root} makes no call that can be measured (only indirect calls, calls to unnamed code, or none): its variance is all img_{root}; pick a function higher up as --root"
     )]
     NoChildren { root: String },
@@ -100,6 +104,7 @@ pub fn drive(
             .unwrap_or_else(|_| ProgressStyle::default_spinner()),
     );
     bar.enable_steady_tick(Duration::from_millis(200));
+    let root_label = root_name.clone();
     let mut b = Breakdown::new(root_name, config);
     if let Some(only) = only_root_children {
         b = b.only_root_children(only);
@@ -126,6 +131,17 @@ pub fn drive(
         let data = source
             .measure(table, &plan, stop)
             .map_err(|source| DriveError::Source { round, source })?;
+        // Stopped (Ctrl-C, SIGTERM) before the root ran twice this round:
+        // the rounds before it are the report, if any.
+        if data.interrupted && data.invocations.len() < 2 {
+            if round == 1 {
+                return Err(DriveError::StoppedBeforeInvocations {
+                    root: root_label.clone(),
+                });
+            }
+            b.stopped_early = !b.is_done();
+            break;
+        }
         *info.lost_records.get_or_insert(0) += data.lost_records;
         *info.probe_hits.get_or_insert(0) += data.probe_hits;
         *info.measured_s.get_or_insert(0.0) += data.elapsed.as_secs_f64();

@@ -283,7 +283,11 @@ impl InvocationSource for UprobeSource {
             if done {
                 break;
             }
-            if self.stop.as_ref().is_some_and(StopFlag::raised) && data.invocations.len() >= 2 {
+            // Stopped: end the round whatever it holds (the driver reports
+            // the earlier rounds when this one has fewer than two
+            // invocations); a root that is never called must not keep
+            // the run waiting past Ctrl-C or SIGTERM.
+            if self.stop.as_ref().is_some_and(StopFlag::raised) {
                 data.interrupted = true;
                 break;
             }

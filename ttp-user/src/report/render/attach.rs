@@ -13,7 +13,7 @@ use super::{
     write_plot,
 };
 use crate::{
-    accounts::{CpuTimes, LedgerMeasures},
+    accounts::{CpuTimes, ExitedGroup, LedgerMeasures},
     collect::proc_stat::{CpuLine, CpuTicks},
     probe::{KernelStats, cost::ProbeCost},
     protocol::chart::{self, Key},
@@ -46,6 +46,10 @@ pub struct AttachDoc {
     pub window: WindowView,
     pub lost: LostView,
     pub processes: Vec<ProcessView>,
+    /// Ended processes beyond `attach --keep-exited`, summed by command
+    /// name (docs/attach.md); empty when every process has its row.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exited_groups: Vec<ExitedGroup>,
     pub overall: OverallView,
     #[serde(default)]
     pub taskstats_exit_records: Option<u64>,
@@ -80,6 +84,13 @@ pub struct LostView {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ProcessView {
     pub pid: u32,
+    /// Tells apart two processes given the same pid within the window (a
+    /// later one has a larger key): the start of its main thread as the
+    /// ledger keys it, CLOCK_MONOTONIC ns, or /proc starttime ticks for a
+    /// process older than the probes. Absent when the main thread was not
+    /// seen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_key: Option<u64>,
     pub comm: String,
     /// Parent tgid when the ledger saw the fork.
     #[serde(default)]
@@ -141,6 +152,13 @@ pub struct AgreementView {
     pub informational: Option<String>,
 }
 
+impl AgreementView {
+    /// Outside tolerance and not informational.
+    pub fn flagged(&self) -> bool {
+        !self.within && self.informational.is_none()
+    }
+}
+
 impl From<&Agreement> for AgreementView {
     fn from(a: &Agreement) -> Self {
         Self {
@@ -195,7 +213,7 @@ impl Rendered for AttachDoc {
     fn title(&self) -> String {
         format!(
             "ttp attach: {} process(es) over {:.3} s",
-            self.processes.len(),
+            super::attach_text::process_count(self),
             self.window.end_ns.saturating_sub(self.window.start_ns) as f64 / 1e9
         )
     }
@@ -225,6 +243,16 @@ impl Rendered for AttachDoc {
                 &p.kernel,
             ));
         }
+        for g in &self.exited_groups {
+            t.push(measures_row(
+                [
+                    String::new(),
+                    format!("{} ({} ended, summed)", g.comm, g.processes),
+                    g.threads.to_string(),
+                ],
+                &g.kernel,
+            ));
+        }
         t
     }
 
@@ -234,12 +262,18 @@ impl Rendered for AttachDoc {
         // machine's processes of --all); CSV keeps one row per process so
         // that a column sums to the total.
         let mut table = self.table();
-        if self.processes.len() > 1 {
-            let threads: u32 = self.processes.iter().map(|p| p.threads).sum();
+        let count = super::attach_text::process_count(self);
+        if count > 1 {
+            let threads: u64 = self
+                .processes
+                .iter()
+                .map(|p| u64::from(p.threads))
+                .sum::<u64>()
+                + self.exited_groups.iter().map(|g| g.threads).sum::<u64>();
             table.push(measures_row(
                 [
                     String::new(),
-                    format!("total ({} processes)", self.processes.len()),
+                    format!("total ({count} processes)"),
                     threads.to_string(),
                 ],
                 &super::attach_text::total(self),

@@ -139,8 +139,49 @@ pub fn by_on_cpu(d: &AttachDoc) -> Vec<&ProcessView> {
 
 /// The total over every process of the summary (`--children`: the tree;
 /// `--all`: the machine's processes).
+/// Ended processes folded by command (beyond `--keep-exited`) count too.
 pub fn total(d: &AttachDoc) -> LedgerMeasures {
-    sum(&d.processes).1
+    let mut k = sum(&d.processes).1;
+    for g in &d.exited_groups {
+        k += g.kernel;
+    }
+    k
+}
+
+/// Processes the summary covers: rows and folded ones.
+pub fn process_count(d: &AttachDoc) -> u64 {
+    d.processes.len() as u64 + d.exited_groups.iter().map(|g| g.processes).sum::<u64>()
+}
+
+/// The line of the ended processes folded by command, its three busiest
+/// commands named.
+fn groups_line(d: &AttachDoc) -> Option<String> {
+    if d.exited_groups.is_empty() {
+        return None;
+    }
+    let mut k = LedgerMeasures::default();
+    let mut n = 0;
+    for g in &d.exited_groups {
+        k += g.kernel;
+        n += g.processes;
+    }
+    let names: Vec<String> = d
+        .exited_groups
+        .iter()
+        .take(3)
+        .map(|g| format!("{} ×{}", g.comm, grouped(g.processes)))
+        .collect();
+    Some(format!(
+        "{} more ended processes, summed by command (beyond the rows --keep-exited keeps; busiest {}{}): {}\n",
+        grouped(n),
+        names.join(", "),
+        if d.exited_groups.len() > 3 {
+            ", …"
+        } else {
+            ""
+        },
+        times(&k)
+    ))
 }
 
 fn process_lines(out: &mut String, p: &ProcessView, show_all: bool, losses: &[Loss]) {
@@ -209,11 +250,14 @@ pub fn text(d: &AttachDoc, o: &TextOptions, losses: &[Loss]) -> String {
             }
         ));
     }
-    if rows.len() > 1 {
+    if let Some(l) = groups_line(d) {
+        out.push_str(&l);
+    }
+    if process_count(d) > 1 {
         let k = total(d);
         out.push_str(&format!(
             "total of the {} processes: {}\n    {}\n",
-            grouped(rows.len() as u64),
+            grouped(process_count(d)),
             times(&k),
             io(&k)
         ));

@@ -56,6 +56,41 @@ fn the_last_instance_out_restores() {
     assert_eq!(value(&t.path), "0");
 }
 
+/// A second instance that finds a live holder but accounting off (switched
+/// off by hand meanwhile): it switches it on again, and the last one out
+/// restores the original. Catches an instance that trusts the lock alone
+/// and measures with accounting off.
+#[test]
+fn a_later_holder_switches_it_on_again_when_found_off() {
+    let (_d, t) = setup("0");
+    let a = DelayAcct::enable_at(t.clone()).unwrap();
+    t.set("0").unwrap();
+    let b = DelayAcct::enable_at(t.clone()).unwrap();
+    assert_eq!(value(&t.path), "1");
+    assert!(b.switched_on());
+    drop(a);
+    assert_eq!(value(&t.path), "1");
+    drop(b);
+    assert_eq!(value(&t.path), "0");
+}
+
+/// A first holder that found it on (nothing recorded), then switched off
+/// by hand: the second records "0" before switching it on, and the last
+/// one out puts back "0".
+#[test]
+fn a_later_holder_records_before_switching_on() {
+    let (_d, t) = setup("1");
+    let a = DelayAcct::enable_at(t.clone()).unwrap();
+    t.set("0").unwrap();
+    let b = DelayAcct::enable_at(t.clone()).unwrap();
+    assert_eq!(value(&t.path), "1");
+    let c = t.recorded().unwrap().expect("recorded before the change");
+    assert_eq!(c.original, "0");
+    drop(b);
+    drop(a);
+    assert_eq!(value(&t.path), "0");
+}
+
 /// Already on: nothing recorded, nothing changed on the way out.
 #[test]
 fn already_on_is_left_alone() {

@@ -1,0 +1,342 @@
+//! A window that stays open for as long as `attach` runs (hours), in memory
+//! that does not grow with the processes that start and end meanwhile.
+//!
+//! [`Window::between`](super::Window::between) needs every exit record of
+//! the window at its end. A long `attach` instead folds each record into
+//! its process's row as it arrives (the record is then dropped), and keeps
+//! at most `keep_exited` rows of processes that ended: past that, the ended
+//! processes with the least on-CPU + iowait time are folded into one line
+//! per command name ([`ExitedGroup`]; docs/attach.md says why). Live
+//! processes always keep their row; the kernel's own table (`THREADS`)
+//! bounds them.
+//!
+//! Rows are keyed by process *instance*, (tgid, start time of its leader),
+//! so a pid the kernel hands out twice within the window gives two rows.
+//! A non-leader thread carries only its own start time: it belongs to the
+//! latest instance of its tgid whose leader started at or before it.
+//!
+//! The result is the same as `Window::between(first, last, all records)`
+//! (a test checks it): a record is folded only once it is inside the
+//! window as of an image and its thread is not in that image (an image's
+//! account wins over a record, as there).
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use serde::{Deserialize, Serialize};
+use ttp_common::{ExitRecord, ThreadAccount};
+
+use super::{CpuTimes, Image, LedgerMeasures, ProcessDelta, ThreadKey, comm};
+use crate::probe::KernelStats;
+
+/// A process instance: its tgid and its leader's start time as the ledger
+/// keys threads (CLOCK_MONOTONIC ns; /proc starttime ticks for a leader
+/// older than the probes, seeded from /proc; 0 when its leader was never
+/// seen, e.g. one that exited before the window while other threads ran
+/// on). Only its order matters: a later process of a tgid has a larger key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ProcKey {
+    pub tgid: u32,
+    pub start_ns: u64,
+}
+
+/// Ended processes of one command name, summed (beyond `keep_exited`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ExitedGroup {
+    pub comm: String,
+    pub processes: u64,
+    pub threads: u64,
+    pub kernel: LedgerMeasures,
+}
+
+/// Command names given their own [`ExitedGroup`]; the rest share one
+/// (`OTHER_COMMS`), so the groups too are bounded.
+pub const MAX_GROUPS: usize = 1024;
+/// The group of command names beyond [`MAX_GROUPS`].
+pub const OTHER_COMMS: &str = "(other commands)";
+/// Default room for rows of ended processes: a 20 000-process fork storm
+/// within one window keeps every process, at about 0.5 KiB a row.
+pub const DEFAULT_KEEP_EXITED: usize = 32_768;
+
+/// The window so far.
+#[derive(Debug)]
+pub struct RunningWindow {
+    first: Image,
+    /// Threads of `first` whose exit record was folded.
+    first_ended: HashSet<ThreadKey>,
+    /// Records not yet foldable: after the image they were read with, of a
+    /// thread still in it, or (flag set) of a thread whose process had no
+    /// leader in it, held for one more image.
+    pending: Vec<(ExitRecord, bool)>,
+    rows: BTreeMap<ProcKey, ProcessDelta>,
+    /// Rows whose process ended (leader's record folded).
+    ended_rows: usize,
+    keep_exited: usize,
+    groups: BTreeMap<String, ExitedGroup>,
+    /// Set when rows were folded into groups since the last
+    /// [`RunningWindow::take_compacted`].
+    compacted: bool,
+}
+
+/// The window at its end.
+#[derive(Debug, Clone, Default)]
+pub struct ClosedWindow {
+    pub start_ns: u64,
+    pub end_ns: u64,
+    /// One row per process instance, in key order.
+    pub processes: Vec<(ProcKey, ProcessDelta)>,
+    /// Ended processes folded by command name, busiest first.
+    pub exited_groups: Vec<ExitedGroup>,
+    pub cpus: BTreeMap<u32, CpuTimes>,
+    pub lost: KernelStats,
+    /// Threads in the first image with neither a later account nor an exit
+    /// record (non-zero means lost records).
+    pub vanished_threads: u32,
+}
+
+impl ClosedWindow {
+    pub fn cpu_total(&self) -> CpuTimes {
+        self.cpus.values().fold(CpuTimes::default(), |mut acc, c| {
+            acc.busy_ns += c.busy_ns;
+            acc.idle_ns += c.idle_ns;
+            acc.iowait_ns += c.iowait_ns;
+            acc
+        })
+    }
+}
+
+/// tgid → start time of its leader, of the leaders in `img`.
+fn leaders(img: &Image) -> HashMap<u32, u64> {
+    img.threads
+        .values()
+        .filter(|a| a.tid == a.tgid)
+        .map(|a| (a.tgid, a.start_time_ns))
+        .collect()
+}
+
+impl RunningWindow {
+    pub fn new(first: Image, keep_exited: usize) -> Self {
+        Self {
+            first,
+            first_ended: HashSet::new(),
+            pending: Vec::new(),
+            rows: BTreeMap::new(),
+            ended_rows: 0,
+            keep_exited: keep_exited.max(1),
+            groups: BTreeMap::new(),
+            compacted: false,
+        }
+    }
+
+    pub fn start_ns(&self) -> u64 {
+        self.first.at_ns
+    }
+
+    /// Folds `records` (read after `img` was taken) and the ones pending.
+    pub fn fold(&mut self, img: &Image, records: Vec<ExitRecord>) {
+        self.fold_with(img, records, false);
+    }
+
+    /// `last_image`: no image comes after `img`, so nothing is held for one.
+    fn fold_with(&mut self, img: &Image, records: Vec<ExitRecord>, last_image: bool) {
+        let live = leaders(img);
+        let mut batch = std::mem::take(&mut self.pending);
+        batch.extend(records.into_iter().map(|e| (e, false)));
+        // Leaders first: a thread's row is found from its leader's.
+        batch.sort_by_key(|(e, _)| e.account.tid != e.account.tgid);
+        for (e, held) in batch {
+            let key = ThreadKey::of(&e.account);
+            if e.exit_ns > img.at_ns || img.threads.contains_key(&key) {
+                self.pending.push((e, held));
+                continue;
+            }
+            // Records of threads that ended before the window and were not
+            // in its first image are not the window's.
+            if e.exit_ns <= self.first.at_ns && !self.first.threads.contains_key(&key) {
+                continue;
+            }
+            // A thread whose process has no leader in the image: the
+            // process may have started after the image read its maps (a
+            // fork storm: the read takes milliseconds), its leader alive
+            // but not in this image, or a pid's earlier process would take
+            // the thread. The next image has the leader, or its record.
+            let a = &e.account;
+            if !held
+                && !last_image
+                && a.tid != a.tgid
+                && live.get(&a.tgid).is_none_or(|&s| s > e.exit_ns)
+            {
+                self.pending.push((e, true));
+                continue;
+            }
+            if self.first.threads.contains_key(&key) {
+                self.first_ended.insert(key);
+            }
+            self.add(&e.account, Some(e.exit_ns), &live);
+        }
+        if self.ended_rows > self.keep_exited {
+            self.compact();
+        }
+    }
+
+    /// Records read but not yet folded (see [`RunningWindow::fold`]).
+    pub fn pending(&self) -> impl Iterator<Item = &ExitRecord> {
+        self.pending.iter().map(|(e, _)| e)
+    }
+
+    /// Whether rows were folded into groups since the last call.
+    pub fn take_compacted(&mut self) -> bool {
+        std::mem::take(&mut self.compacted)
+    }
+
+    /// Whether a row of `tgid` is kept.
+    pub fn has_tgid(&self, tgid: u32) -> bool {
+        let lo = ProcKey { tgid, start_ns: 0 };
+        let hi = ProcKey {
+            tgid,
+            start_ns: u64::MAX,
+        };
+        self.rows.range(lo..=hi).next().is_some()
+    }
+
+    /// The row `a` belongs to; `exit_ns`: when it ended (None: alive at
+    /// the last image). A live thread belongs to the live process of its
+    /// tgid; a thread that ended, to the live process if that one's leader
+    /// had started by then, else to the latest earlier process of the tgid
+    /// with a row. (Start times are compared with the exit only: a thread
+    /// older than the probes carries /proc's start in ticks, a later one
+    /// the kernel's in ns.)
+    fn key_of(&self, a: &ThreadAccount, exit_ns: Option<u64>, live: &HashMap<u32, u64>) -> ProcKey {
+        let tgid = a.tgid;
+        if a.tid == tgid {
+            return ProcKey {
+                tgid,
+                start_ns: a.start_time_ns,
+            };
+        }
+        if let Some(&s) = live.get(&tgid)
+            && exit_ns.is_none_or(|e| s <= e)
+        {
+            return ProcKey { tgid, start_ns: s };
+        }
+        let lo = ProcKey { tgid, start_ns: 0 };
+        let hi = ProcKey {
+            tgid,
+            start_ns: exit_ns.unwrap_or(u64::MAX),
+        };
+        match self.rows.range(lo..=hi).next_back() {
+            Some((k, _)) => *k,
+            None => lo,
+        }
+    }
+
+    /// Adds thread `a`'s measures since the first image to its row, as
+    /// `Window::between` does; `exit_ns`: `a` comes from an exit record.
+    fn add(&mut self, a: &ThreadAccount, exit_ns: Option<u64>, live: &HashMap<u32, u64>) {
+        let first = self
+            .first
+            .threads
+            .get(&ThreadKey::of(a))
+            .map(LedgerMeasures::of)
+            .unwrap_or_default();
+        let delta = LedgerMeasures::of(a).since(&first);
+        let key = self.key_of(a, exit_ns, live);
+        let p = self.rows.entry(key).or_insert_with(|| ProcessDelta {
+            tgid: a.tgid,
+            ..Default::default()
+        });
+        let is_leader = a.tid == a.tgid;
+        if is_leader || p.comm.is_empty() {
+            p.comm = comm(a);
+        }
+        if a.parent_tgid != 0 && (is_leader || p.parent_tgid.is_none()) {
+            p.parent_tgid = Some(a.parent_tgid);
+        }
+        if is_leader && exit_ns.is_some() && !p.exited {
+            p.exited = true;
+            self.ended_rows += 1;
+        }
+        if delta != LedgerMeasures::default() {
+            p.threads += 1;
+        }
+        p.kernel += delta;
+    }
+
+    /// Folds the least busy ended rows into their command's group, down to
+    /// three quarters of `keep_exited` (so a compaction is rare: one per
+    /// `keep_exited / 4` processes that end).
+    fn compact(&mut self) {
+        let target = self.keep_exited - self.keep_exited / 4;
+        let mut ended: Vec<(u64, ProcKey)> = self
+            .rows
+            .iter()
+            .filter(|(_, p)| p.exited)
+            .map(|(k, p)| (p.kernel.on_cpu_ns.saturating_add(p.kernel.iowait_ns), *k))
+            .collect();
+        ended.sort_unstable();
+        let excess = ended.len().saturating_sub(target);
+        for (_, k) in ended.into_iter().take(excess) {
+            let Some(p) = self.rows.remove(&k) else {
+                continue;
+            };
+            let name = if self.groups.contains_key(&p.comm) || self.groups.len() < MAX_GROUPS {
+                p.comm.clone()
+            } else {
+                OTHER_COMMS.to_string()
+            };
+            let g = self
+                .groups
+                .entry(name.clone())
+                .or_insert_with(|| ExitedGroup {
+                    comm: name,
+                    ..Default::default()
+                });
+            g.processes += 1;
+            g.threads += u64::from(p.threads);
+            g.kernel += p.kernel;
+            self.ended_rows -= 1;
+        }
+        self.compacted = true;
+    }
+
+    /// The window from the first image to `last` (the image the latest
+    /// [`RunningWindow::fold`] was given).
+    pub fn close(mut self, last: &Image) -> ClosedWindow {
+        self.fold_with(last, Vec::new(), true);
+        let live = leaders(last);
+        // Leaders first, as in `fold`.
+        let mut threads: Vec<&ThreadAccount> = last.threads.values().collect();
+        threads.sort_by_key(|a| (a.tid != a.tgid, a.tid));
+        for a in threads {
+            self.add(a, None, &live);
+        }
+        let vanished = self
+            .first
+            .threads
+            .keys()
+            .filter(|k| !last.threads.contains_key(k) && !self.first_ended.contains(k))
+            .count() as u32;
+        let mut exited_groups: Vec<ExitedGroup> = self.groups.into_values().collect();
+        exited_groups.sort_by_key(|g| {
+            std::cmp::Reverse(g.kernel.on_cpu_ns.saturating_add(g.kernel.iowait_ns))
+        });
+        ClosedWindow {
+            start_ns: self.first.at_ns,
+            end_ns: last.at_ns,
+            processes: self.rows.into_iter().collect(),
+            exited_groups,
+            cpus: last
+                .cpus
+                .iter()
+                .map(|(id, t)| {
+                    let b = self.first.cpus.get(id).copied().unwrap_or_default();
+                    (*id, t.since(&b))
+                })
+                .collect(),
+            lost: last.stats.since(&self.first.stats),
+            vanished_threads: vanished,
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "running_tests.rs"]
+mod tests;

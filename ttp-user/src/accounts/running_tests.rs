@@ -1,0 +1,207 @@
+//! The running window against `Window::between` over the same records, on
+//! constructed accounts whose answers are known by hand.
+use std::collections::HashMap;
+
+use ttp_common::{DiskAccount, ExitRecord, ThreadAccount, state};
+
+use super::*;
+use crate::{accounts::Window, probe::Snapshot};
+
+fn thread(tid: u32, tgid: u32, start: u64, on_cpu: u64) -> ThreadAccount {
+    let mut a = ThreadAccount::zeroed();
+    a.tid = tid;
+    a.tgid = tgid;
+    a.start_time_ns = start;
+    a.state = state::SLEEPING;
+    a.on_cpu_ns = on_cpu;
+    a.comm[..4].copy_from_slice(b"work");
+    a
+}
+
+fn image(at: u64, threads: Vec<ThreadAccount>) -> Image {
+    let mut threads = threads;
+    threads.iter_mut().for_each(|t| t.state_since_ns = at);
+    Image::from_snapshot(&Snapshot {
+        at_ns: at,
+        threads,
+        cpus: vec![],
+        disk: DiskAccount::default(),
+        proc_disk: HashMap::new(),
+        stats: KernelStats::default(),
+    })
+}
+
+fn exit(exit_ns: u64, a: ThreadAccount) -> ExitRecord {
+    let mut account = a;
+    account.state = state::DEAD;
+    account.state_since_ns = exit_ns;
+    ExitRecord { exit_ns, account }
+}
+
+/// Pid 20 is used twice within the window: process A (leader started at
+/// 100, one more thread) ends at 1 500, process B (leader started at
+/// 1 600, one more thread started at 1 700) is still running at the end.
+/// A thread of pid 30 alive in both images, one that exits between the
+/// first image's maps and its time, a record read before its thread left
+/// the image, and a record after the last image. Catches two instances of
+/// a pid merged into one row, a thread put in the wrong instance, a record
+/// counted twice (also as the image's account), and any difference from
+/// `Window::between` over all records at once on what both can say.
+#[test]
+fn folds_as_records_arrive_and_tells_reused_pids_apart() {
+    let a_lead = thread(20, 20, 100, 10);
+    let a_thr = thread(21, 20, 150, 5);
+    let old = thread(30, 30, 50, 1_000);
+    let early = thread(40, 40, 60, 7);
+    let first = image(1_000, vec![a_lead, a_thr, old, early]);
+    let mut rw = RunningWindow::new(first.clone(), 100);
+
+    // Step 1 (image at 2 000): A ended; B running; `early` ended at 995
+    // (inside the first image: still the window's).
+    let b_lead = thread(20, 20, 1_600, 40);
+    let b_thr = thread(22, 20, 1_700, 60);
+    let mut old2 = old;
+    old2.on_cpu_ns = 1_300;
+    let img1 = image(2_000, vec![b_lead, b_thr, old2]);
+    let mut a_lead_end = a_lead;
+    a_lead_end.on_cpu_ns = 30;
+    let mut a_thr_end = a_thr;
+    a_thr_end.on_cpu_ns = 25;
+    let mut early_end = early;
+    early_end.on_cpu_ns = 9;
+    let mut step1 = vec![
+        exit(1_400, a_thr_end),
+        exit(1_500, a_lead_end),
+        exit(995, early_end),
+    ];
+    // B's extra thread ends at 2 100, after image 1: pending until image 2.
+    let mut b_thr_end = b_thr;
+    b_thr_end.on_cpu_ns = 90;
+    step1.push(exit(2_100, b_thr_end));
+    let all: Vec<ExitRecord> = step1.clone();
+    rw.fold(&img1, step1);
+
+    // Step 2 (image at 3 000): B's leader still runs; a record after the
+    // image (ignored at the end).
+    let mut b_lead2 = b_lead;
+    b_lead2.on_cpu_ns = 80;
+    let mut old3 = old;
+    old3.on_cpu_ns = 1_500;
+    let img2 = image(3_000, vec![b_lead2, old3]);
+    let late = exit(3_500, thread(50, 50, 2_900, 3));
+    let mut all = all;
+    all.push(late);
+    rw.fold(&img2, vec![late]);
+    let closed = rw.close(&img2);
+
+    let rows: HashMap<ProcKey, &ProcessDelta> =
+        closed.processes.iter().map(|(k, p)| (*k, p)).collect();
+    let a = rows[&ProcKey {
+        tgid: 20,
+        start_ns: 100,
+    }];
+    assert_eq!((a.kernel.on_cpu_ns, a.threads, a.exited), (40, 2, true));
+    let b = rows[&ProcKey {
+        tgid: 20,
+        start_ns: 1_600,
+    }];
+    assert_eq!((b.kernel.on_cpu_ns, b.threads, b.exited), (170, 2, false));
+    let o = rows[&ProcKey {
+        tgid: 30,
+        start_ns: 50,
+    }];
+    assert_eq!(o.kernel.on_cpu_ns, 500);
+    let e = rows[&ProcKey {
+        tgid: 40,
+        start_ns: 60,
+    }];
+    assert_eq!((e.kernel.on_cpu_ns, e.exited), (2, true));
+    assert_eq!(closed.processes.len(), 4);
+    assert_eq!(closed.vanished_threads, 0);
+
+    // Window::between over every record agrees wherever a pid was used
+    // once, and sums the two instances of pid 20.
+    let w = Window::between(&first, &img2, &all);
+    assert_eq!(w.processes[&20].kernel.on_cpu_ns, 40 + 170);
+    assert_eq!(w.processes[&30].kernel, o.kernel);
+    assert_eq!(w.processes[&40].kernel, e.kernel);
+    assert_eq!(w.processes.len(), 3);
+    assert_eq!(w.vanished_threads, closed.vanished_threads);
+}
+
+/// 10 processes end with `keep_exited` 4: the busiest ended ones keep
+/// their rows, the others are folded by command into groups whose sums
+/// keep every nanosecond; a live process is never folded. Catches rows
+/// that grow without bound, a fold that loses time, and busy processes
+/// folded before idle ones.
+#[test]
+fn ended_processes_beyond_the_limit_fold_into_command_groups() {
+    let live = thread(1, 1, 10, 0);
+    let first = image(1_000, vec![live]);
+    let mut rw = RunningWindow::new(first, 4);
+    let mut total = 0;
+    for i in 0..10u32 {
+        let mut t = thread(
+            100 + i,
+            100 + i,
+            1_100 + u64::from(i),
+            u64::from(i + 1) * 10,
+        );
+        if i % 2 == 1 {
+            t.comm[..4].copy_from_slice(b"odd_");
+        }
+        total += u64::from(i + 1) * 10;
+        let img = image(2_000 + u64::from(i), vec![live]);
+        rw.fold(&img, vec![exit(1_500 + u64::from(i), t)]);
+        assert!(rw.ended_rows <= 4, "rows kept: {}", rw.ended_rows);
+    }
+    assert!(rw.take_compacted());
+    let closed = rw.close(&image(3_000, vec![live]));
+    let kept: u64 = closed
+        .processes
+        .iter()
+        .map(|(_, p)| p.kernel.on_cpu_ns)
+        .sum();
+    let folded: u64 = closed
+        .exited_groups
+        .iter()
+        .map(|g| g.kernel.on_cpu_ns)
+        .sum();
+    assert_eq!(kept + folded, total);
+    assert!(closed.processes.iter().any(|(k, _)| k.tgid == 1));
+    // The busiest (pid 109, 100 ns) is kept.
+    assert!(closed.processes.iter().any(|(k, _)| k.tgid == 109));
+    let procs: u64 = closed.exited_groups.iter().map(|g| g.processes).sum();
+    let ended_rows = closed.processes.iter().filter(|(_, p)| p.exited).count() as u64;
+    assert_eq!(procs + ended_rows, 10);
+    assert!(closed.exited_groups.iter().any(|g| g.comm == "odd_"));
+}
+
+/// A fork storm: pid 60's first process ended inside the window; its
+/// second started after image 1 read its maps, and a thread of it ended
+/// before image 1's time, so image 1 holds no leader of pid 60. That
+/// thread's record must wait for image 2 (which has the new leader's exit
+/// record) instead of joining the first process. Catches a thread put in
+/// an earlier process of its pid, or in a row of its own.
+#[test]
+fn a_thread_whose_leader_is_not_in_the_image_waits_for_the_next() {
+    let first = image(1_000, vec![]);
+    let mut rw = RunningWindow::new(first, 100);
+    let old_leader = thread(60, 60, 1_100, 10);
+    let new_leader = thread(60, 60, 1_800, 20);
+    let new_thread = thread(61, 60, 1_850, 7);
+    let img1 = image(2_000, vec![]);
+    rw.fold(
+        &img1,
+        vec![exit(1_500, old_leader), exit(1_900, new_thread)],
+    );
+    let img2 = image(3_000, vec![]);
+    rw.fold(&img2, vec![exit(2_500, new_leader)]);
+    let closed = rw.close(&img2);
+    let rows: Vec<(u64, u32, u64)> = closed
+        .processes
+        .iter()
+        .map(|(k, p)| (k.start_ns, p.threads, p.kernel.on_cpu_ns))
+        .collect();
+    assert_eq!(rows, vec![(1_100, 1, 10), (1_800, 2, 27)]);
+}
