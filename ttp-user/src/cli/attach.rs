@@ -102,6 +102,7 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
         delay_accounting: true,
         taskstats_exits: true,
         max_threads: args.max_threads,
+        statements_of: None,
     })?;
     let stop = session.stop_flag()?;
     let attached_ms = session.attach_ms();

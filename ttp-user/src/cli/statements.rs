@@ -6,12 +6,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use anyhow::Context;
-
 use crate::{
     error::{UsageError, usage},
     probe::{
-        AttachOptions, Ledger, probe_error_ctx,
+        probe_error_ctx,
         statements::{StatementProbes, StatementsProbeError},
         usdt::{self, UsdtError},
     },
@@ -26,6 +24,7 @@ use crate::{
         statements::svg,
     },
     sys::signals::StopFlag,
+    window::session::{MeasurementSession, SessionOptions},
 };
 
 /// Time every SQL statement of a running PostgreSQL server, and say where
@@ -95,13 +94,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         Err(e) => return Err(e.into()),
     };
-    let stop = StopFlag::install().context("installing the Ctrl-C handler")?;
-    let mut ledger = Ledger::attach_with(&AttachOptions {
+    // The session checks privileges, restores what a killed instance left
+    // and seeds the ledger with the threads already running (the backends).
+    let mut session = MeasurementSession::open(SessionOptions {
         statements_of: Some(args.pid),
         ..Default::default()
-    })
-    .map_err(probe_error_ctx)?;
-    let mut sp = match StatementProbes::attach(&mut ledger, &binary, &probes, &WAIT_PROBES) {
+    })?;
+    let stop = session.stop_flag()?;
+    let mut sp = match StatementProbes::attach(&mut session.ledger, &binary, &probes, &WAIT_PROBES)
+    {
         Ok(sp) => sp,
         Err(e @ StatementsProbeError::Missing { .. }) => return usage(e.to_string()),
         Err(StatementsProbeError::Probe(e)) => return Err(probe_error_ctx(e)),
@@ -162,7 +163,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     report.cross_check_note = note;
     drop(sp);
-    drop(ledger);
+    drop(session);
     let doc = Statements(report, args.top);
     render::print(&doc);
     if let Some(path) = &args.json {

@@ -46,6 +46,9 @@ pub struct SessionOptions {
     /// Size of the ledger's thread-account map instead of the one chosen
     /// from threads-max (`attach --max-threads`).
     pub max_threads: Option<u32>,
+    /// Load the statement programs for the PostgreSQL server with this
+    /// postmaster pid (`statements`).
+    pub statements_of: Option<u32>,
 }
 
 /// One measurement session; see the module documentation.
@@ -100,7 +103,7 @@ impl MeasurementSession {
             Ledger::attach_with(&AttachOptions {
                 trace: options.trace,
                 max_threads: options.max_threads,
-                ..Default::default()
+                statements_of: options.statements_of,
             })
         }
         .map_err(probe_error_ctx)?;
