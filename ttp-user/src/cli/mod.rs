@@ -14,6 +14,7 @@ pub mod compare;
 mod emp_live;
 pub mod experiment;
 pub mod inc;
+pub mod lab;
 pub mod load;
 pub mod report;
 pub mod run;
@@ -47,6 +48,7 @@ pub enum Command {
     Compare(compare::Args),
     Experiment(experiment::Args),
     Inc(inc::Args),
+    Lab(lab::Args),
     Load(load::LoadArgs),
     Report(report::Args),
     Run(run::RunArgs),
@@ -85,6 +87,7 @@ where
         Command::Compare(a) => compare::run(a),
         Command::Experiment(a) => experiment::run(a),
         Command::Inc(a) => inc::run(a),
+        Command::Lab(a) => lab::run(a),
         Command::Load(args) => load::run(args),
         Command::Report(args) => report::run(args),
         Command::Run(a) => run::run(a),
