@@ -1,0 +1,244 @@
+//! The lab against a real PostgreSQL lab server started by the test (root;
+//! see common::root_or_skip and common::pg): two workers with two host
+//! labels claim concurrently from one queue. Truths: the fixture's own log
+//! of its executions (fixture-spin --state appends one line per execution
+//! with the kernel's CPU time of its process), the spec the test wrote,
+//! and the lab's tables read with psql.
+mod common;
+
+use std::{
+    path::Path,
+    process::{Command, Output, Stdio},
+};
+
+use common::{pg::Cluster, *};
+
+fn ttp(args: &[&str]) -> Output {
+    Command::new(ttp_bin())
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run ttp-ebpf")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// A usage error: exit 2 and one line on standard error.
+fn assert_refused(o: &Output, needle: &str) {
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(o));
+    let e = stderr(o);
+    assert_eq!(e.trim().lines().count(), 1, "one line: {e}");
+    assert!(e.contains(needle), "{needle:?} in {e}");
+}
+
+/// (name, cpu_ms, n) of the spec's commands.
+const COMMANDS: [(&str, u64, u32); 2] = [("spin30", 30, 3), ("spin60", 60, 2)];
+const HOSTS: [&str; 2] = ["alpha", "beta"];
+
+fn spec(dir: &Path, n_first: u32) -> String {
+    let spin = fixture("fixture-spin");
+    let mut s = format!(
+        "name = \"spin\"\nhosts = [\"{}\", \"{}\"]\n",
+        HOSTS[0], HOSTS[1]
+    );
+    for (i, (name, cpu_ms, n)) in COMMANDS.iter().enumerate() {
+        let n = if i == 0 { n_first } else { *n };
+        let state = dir.join(name);
+        std::fs::create_dir_all(&state).unwrap();
+        s += &format!(
+            "[[command]]\nname = \"{name}\"\nargv = [\"{}\", \"--cpu-ms\", \"{cpu_ms}\", \"--state\", \"{}\"]\nn = {n}\nlabels = {{ cpu_ms = \"{cpu_ms}\" }}\n",
+            spin.display(),
+            state.display()
+        );
+    }
+    s
+}
+
+#[test]
+fn two_workers_two_labels_every_task_once() {
+    if !root_or_skip("two_workers_two_labels_every_task_once") {
+        return;
+    }
+    let _serial = serial();
+    let c = Cluster::start("lab");
+    let url = c.conninfo();
+    let dir = temp_path("lab");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+
+    // A lab that was never initialised is refused with what to do.
+    let o = ttp(&["lab", "status", "--lab", &url]);
+    assert_refused(&o, "lab init");
+
+    let o = ttp(&["lab", "init", "--lab", &url, "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["applied"], serde_json::json!([1]));
+    let o = ttp(&["lab", "init", "--lab", &url]);
+    assert!(stdout(&o).contains("nothing to do"), "{}", stdout(&o));
+    assert_eq!(c.psql("SELECT count(*) FROM ttp_lab_migrations"), "1");
+
+    let spec_path = dir.join("spec.toml");
+    std::fs::write(&spec_path, spec(&dir, COMMANDS[0].2)).unwrap();
+    let sp = spec_path.to_str().unwrap();
+    let o = ttp(&["lab", "submit", sp, "--lab", &url, "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["tasks"], 4, "2 commands × 2 host labels");
+    // The same spec again: a no-op that says so.
+    let o = ttp(&["lab", "submit", sp, "--lab", &url]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("nothing changed"), "{}", stdout(&o));
+    assert_eq!(c.psql("SELECT count(*) FROM ttp_lab_tasks"), "4");
+
+    // Bad input: one line, exit 2, nothing in the lab changed.
+    let changed = dir.join("changed.toml");
+    std::fs::write(&changed, spec(&dir, COMMANDS[0].2 + 1)).unwrap();
+    let hash_before = c.psql("SELECT spec_hash FROM ttp_lab_experiments");
+    assert_refused(
+        &ttp(&["lab", "submit", changed.to_str().unwrap(), "--lab", &url]),
+        "different spec",
+    );
+    assert_eq!(
+        c.psql("SELECT spec_hash FROM ttp_lab_experiments"),
+        hash_before
+    );
+    let bad = dir.join("bad.toml");
+    std::fs::write(
+        &bad,
+        "name = \"x\"\nhosts = [\"a\"]\n[[command]]\nname = 3\n",
+    )
+    .unwrap();
+    assert_refused(
+        &ttp(&["lab", "submit", bad.to_str().unwrap(), "--lab", &url]),
+        "bad.toml",
+    );
+    let nowhere = format!("host={} port=1 user=ttp dbname=postgres", dir.display());
+    assert_refused(
+        &ttp(&["lab", "status", "--lab", &nowhere]),
+        "cannot connect",
+    );
+    assert_refused(
+        &ttp(&["lab", "submit", sp, "--lab", &nowhere]),
+        "cannot connect",
+    );
+    assert_eq!(c.psql("SELECT count(*) FROM ttp_lab_tasks"), "4");
+    assert_eq!(c.psql("SELECT count(*) FROM ttp_lab_experiments"), "1");
+    // A schema newer than the binary is refused and left alone.
+    c.psql("INSERT INTO ttp_lab_migrations (version, description) VALUES (99, 'future')");
+    assert_refused(&ttp(&["lab", "status", "--lab", &url]), "newer");
+    assert_refused(&ttp(&["lab", "init", "--lab", &url]), "newer");
+    c.psql("DELETE FROM ttp_lab_migrations WHERE version = 99");
+
+    // Two workers, one per label, concurrently.
+    let workers: Vec<_> = HOSTS
+        .iter()
+        .map(|h| {
+            Command::new(ttp_bin())
+                .args(["lab", "worker", "--lab", &url, "--host-label", h, "--once"])
+                .args(["--worker-name", &format!("w-{h}"), "--json"])
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("start a worker")
+        })
+        .collect();
+    for w in workers {
+        let o = w.wait_with_output().unwrap();
+        assert!(o.status.success(), "worker: {}", stderr(&o));
+        let last = stdout(&o).lines().last().unwrap_or_default().to_string();
+        let v: serde_json::Value = serde_json::from_str(&last).expect("worker JSON summary");
+        assert_eq!(v["done"], 2, "{last}");
+    }
+
+    // Every task done exactly once, by the worker of its label.
+    assert_eq!(
+        c.psql("SELECT host_label || ':' || state || ':' || attempts || ':' || claimed_by FROM ttp_lab_tasks ORDER BY host_label, key"),
+        "alpha:done:1:w-alpha\nalpha:done:1:w-alpha\nbeta:done:1:w-beta\nbeta:done:1:w-beta"
+    );
+    assert_eq!(
+        c.psql("SELECT count(*), count(DISTINCT task_id) FROM ttp_lab_qc_results"),
+        "4|4"
+    );
+    // Each command ran n times per label, no more: the fixture's own log.
+    for (name, cpu_ms, n) in COMMANDS {
+        let log = std::fs::read_to_string(dir.join(name).join("spin.log")).unwrap();
+        assert_eq!(log.lines().count() as u32, 2 * n, "{name}: {log}");
+        for l in log.lines() {
+            let cpu_ns: u64 = l.split_whitespace().nth(1).unwrap().parse().unwrap();
+            assert!(cpu_ns >= cpu_ms * 1_000_000, "{name} burnt {cpu_ns} ns");
+        }
+        // Every QE is in the lab, once, for both labels, and equals the
+        // record of the Q@C result.
+        for h in HOSTS {
+            let rows = c.psql(&format!(
+                "SELECT q.qe, q.record->>'time_meas_ms', r.result->'qes'->(q.qe - 1)->>'time_meas_ms' \
+                 FROM ttp_lab_qes q JOIN ttp_lab_tasks t ON t.id = q.task_id \
+                 JOIN ttp_lab_qc_results r ON r.task_id = t.id \
+                 WHERE t.key = '{name}' AND t.host_label = '{h}' ORDER BY q.qe"
+            ));
+            let lines: Vec<&str> = rows.lines().collect();
+            assert_eq!(lines.len() as u32, n, "{name} on {h}: {rows}");
+            for (i, l) in lines.iter().enumerate() {
+                let f: Vec<&str> = l.split('|').collect();
+                assert_eq!(f[0], (i + 1).to_string());
+                assert_eq!(f[1], f[2], "QE row = the result's QE: {l}");
+                // Wall time of a single-threaded process is at least
+                // its CPU time.
+                let ms: f64 = f[1].parse().unwrap();
+                assert!(ms >= cpu_ms as f64, "{name} QE {} took {ms} ms", i + 1);
+            }
+            let result = c.psql(&format!(
+                "SELECT r.result->'labels'->>'command', jsonb_array_length(r.result->'qes') FROM ttp_lab_qc_results r \
+                 JOIN ttp_lab_tasks t ON t.id = r.task_id WHERE t.key = '{name}' AND t.host_label = '{h}'"
+            ));
+            assert_eq!(result, format!("{name}|{n}"));
+        }
+    }
+    assert_eq!(
+        c.psql("SELECT count(*) FROM ttp_lab_hosts WHERE worker IN ('w-alpha', 'w-beta')"),
+        "2"
+    );
+
+    // The status agrees with the tables.
+    let o = ttp(&["lab", "status", "--lab", &url, "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    let qes_per_label: u32 = COMMANDS.iter().map(|c| c.2).sum();
+    for (r, h) in rows.iter().zip(HOSTS) {
+        assert_eq!(r["experiment"], "spin");
+        assert_eq!(r["host_label"], h);
+        assert_eq!(
+            (&r["pending"], &r["running"], &r["done"], &r["failed"]),
+            (&0.into(), &0.into(), &2.into(), &0.into()),
+            "{r}"
+        );
+        assert_eq!(r["qes_measured"], qes_per_label, "{r}");
+    }
+    assert_refused(
+        &ttp(&["lab", "status", "--lab", &url, "--experiment", "nope"]),
+        "no experiment",
+    );
+    // Nothing is pending any more: a worker exits 0 at once.
+    let o = ttp(&[
+        "lab",
+        "worker",
+        "--lab",
+        &url,
+        "--host-label",
+        "alpha",
+        "--once",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("0 tasks done"), "{}", stdout(&o));
+    let _ = std::fs::remove_dir_all(&dir);
+}
