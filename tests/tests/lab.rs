@@ -38,7 +38,8 @@ fn assert_refused(o: &Output, needle: &str) {
 }
 
 /// (name, cpu_ms, n) of the spec's commands.
-const COMMANDS: [(&str, u64, u32); 2] = [("spin30", 30, 3), ("spin60", 60, 2)];
+const COMMANDS: [(&str, u64, u32); 3] =
+    [("spin30", 30, 3), ("spin60", 60, 2), ("spin1000", 1000, 2)];
 const HOSTS: [&str; 2] = ["alpha", "beta"];
 
 fn spec(dir: &Path, n_first: u32) -> String {
@@ -90,12 +91,12 @@ fn two_workers_two_labels_every_task_once() {
     let o = ttp(&["lab", "submit", sp, "--lab", &url, "--json"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
-    assert_eq!(v["tasks"], 4, "2 commands × 2 host labels");
+    assert_eq!(v["tasks"], 6, "3 commands × 2 host labels");
     // The same spec again: a no-op that says so.
     let o = ttp(&["lab", "submit", sp, "--lab", &url]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stdout(&o).contains("nothing changed"), "{}", stdout(&o));
-    assert_eq!(c.psql("SELECT count(*) FROM ttp_lab_tasks"), "4");
+    assert_eq!(c.psql("SELECT count(*) FROM ttp_lab_tasks"), "6");
 
     // Bad input: one line, exit 2, nothing in the lab changed.
     let changed = dir.join("changed.toml");
@@ -128,7 +129,7 @@ fn two_workers_two_labels_every_task_once() {
         &ttp(&["lab", "submit", sp, "--lab", &nowhere]),
         "cannot connect",
     );
-    assert_eq!(c.psql("SELECT count(*) FROM ttp_lab_tasks"), "4");
+    assert_eq!(c.psql("SELECT count(*) FROM ttp_lab_tasks"), "6");
     assert_eq!(c.psql("SELECT count(*) FROM ttp_lab_experiments"), "1");
     // A schema newer than the binary is refused and left alone.
     c.psql("INSERT INTO ttp_lab_migrations (version, description) VALUES (99, 'future')");
@@ -136,12 +137,28 @@ fn two_workers_two_labels_every_task_once() {
     assert_refused(&ttp(&["lab", "init", "--lab", &url]), "newer");
     c.psql("DELETE FROM ttp_lab_migrations WHERE version = 99");
 
+    // TLS is not offered: asking for it is refused, not ignored.
+    assert_refused(
+        &ttp(&["lab", "status", "--lab", &format!("{url} sslmode=require")]),
+        "cannot connect",
+    );
+
+    // The worker of label beta connects as the least-privilege role of
+    // docs/lab.md, with exactly its GRANTs.
+    c.psql("CREATE ROLE ttp_worker LOGIN");
+    c.psql("GRANT SELECT ON ttp_lab_migrations, ttp_lab_experiments TO ttp_worker");
+    c.psql("GRANT SELECT, UPDATE ON ttp_lab_tasks TO ttp_worker");
+    c.psql("GRANT SELECT, INSERT, UPDATE ON ttp_lab_hosts TO ttp_worker");
+    c.psql("GRANT SELECT, INSERT ON ttp_lab_qes, ttp_lab_qc_results TO ttp_worker");
+    let worker_url = url.replace("user=ttp", "user=ttp_worker");
+
     // Two workers, one per label, concurrently.
     let workers: Vec<_> = HOSTS
         .iter()
         .map(|h| {
+            let lab = if *h == "beta" { &worker_url } else { &url };
             Command::new(ttp_bin())
-                .args(["lab", "worker", "--lab", &url, "--host-label", h, "--once"])
+                .args(["lab", "worker", "--lab", lab, "--host-label", h, "--once"])
                 .args(["--worker-name", &format!("w-{h}"), "--json"])
                 .stdin(Stdio::null())
                 .stdout(Stdio::piped())
@@ -155,17 +172,21 @@ fn two_workers_two_labels_every_task_once() {
         assert!(o.status.success(), "worker: {}", stderr(&o));
         let last = stdout(&o).lines().last().unwrap_or_default().to_string();
         let v: serde_json::Value = serde_json::from_str(&last).expect("worker JSON summary");
-        assert_eq!(v["done"], 2, "{last}");
+        assert_eq!(v["done"], 3, "{last}");
     }
 
     // Every task done exactly once, by the worker of its label.
     assert_eq!(
         c.psql("SELECT host_label || ':' || state || ':' || attempts || ':' || claimed_by FROM ttp_lab_tasks ORDER BY host_label, key"),
-        "alpha:done:1:w-alpha\nalpha:done:1:w-alpha\nbeta:done:1:w-beta\nbeta:done:1:w-beta"
+        ["alpha:done:1:w-alpha"; 3]
+            .into_iter()
+            .chain(["beta:done:1:w-beta"; 3])
+            .collect::<Vec<_>>()
+            .join("\n")
     );
     assert_eq!(
         c.psql("SELECT count(*), count(DISTINCT task_id) FROM ttp_lab_qc_results"),
-        "4|4"
+        "6|6"
     );
     // Each command ran n times per label, no more: the fixture's own log.
     for (name, cpu_ms, n) in COMMANDS {
@@ -202,6 +223,21 @@ fn two_workers_two_labels_every_task_once() {
             assert_eq!(result, format!("{name}|{n}"));
         }
     }
+    // QEs are recorded as they are measured, not only at the end: QE 1 of
+    // spin1000 is in the lab before its Q@C result, which needs QE 2's
+    // second of CPU time more. The follower polls every 200 ms, so this
+    // fails only if it is kept off a CPU for the ~800 ms left.
+    for h in HOSTS {
+        assert_eq!(
+            c.psql(&format!(
+                "SELECT q.measured_at < r.finished_at - interval '300 ms' FROM ttp_lab_qes q \
+                 JOIN ttp_lab_tasks t ON t.id = q.task_id JOIN ttp_lab_qc_results r ON r.task_id = t.id \
+                 WHERE t.key = 'spin1000' AND t.host_label = '{h}' AND q.qe = 1"
+            )),
+            "t",
+            "QE 1 on {h} recorded before the result"
+        );
+    }
     assert_eq!(
         c.psql("SELECT count(*) FROM ttp_lab_hosts WHERE worker IN ('w-alpha', 'w-beta')"),
         "2"
@@ -219,7 +255,7 @@ fn two_workers_two_labels_every_task_once() {
         assert_eq!(r["host_label"], h);
         assert_eq!(
             (&r["pending"], &r["running"], &r["done"], &r["failed"]),
-            (&0.into(), &0.into(), &2.into(), &0.into()),
+            (&0.into(), &0.into(), &3.into(), &0.into()),
             "{r}"
         );
         assert_eq!(r["qes_measured"], qes_per_label, "{r}");
