@@ -276,5 +276,122 @@ fn two_workers_two_labels_every_task_once() {
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stdout(&o).contains("0 tasks done"), "{}", stdout(&o));
+    // A task whose command this host cannot run is failed with run's
+    // message; the worker says so and exits 1.
+    let broken = dir.join("broken.toml");
+    std::fs::write(
+        &broken,
+        "name = \"broken\"\nhosts = [\"gamma\"]\n[[command]]\nname = \"missing\"\nargv = [\"/nonexistent/ttp-lab-cmd\"]\nn = 2\n",
+    )
+    .unwrap();
+    let o = ttp(&["lab", "submit", broken.to_str().unwrap(), "--lab", &url]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = ttp(&[
+        "lab",
+        "worker",
+        "--lab",
+        &url,
+        "--host-label",
+        "gamma",
+        "--once",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("/nonexistent/ttp-lab-cmd"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(
+        c.psql("SELECT state, attempts, error LIKE '%/nonexistent/ttp-lab-cmd%' FROM ttp_lab_tasks WHERE experiment = 'broken'"),
+        "failed|1|t"
+    );
+    let o = ttp(&[
+        "lab",
+        "status",
+        "--lab",
+        &url,
+        "--experiment",
+        "broken",
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["rows"][0]["failed"], 1, "{v}");
+    assert_eq!(v["rows"][0]["qes_measured"], 0, "{v}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Many claimers on one host label at once, through the queue itself (a
+/// trivial executor instead of `run`): every task is claimed and finished
+/// exactly once, and a finish by a worker that does not hold the task is
+/// refused.
+#[test]
+fn concurrent_claims_on_one_label_take_each_task_once() {
+    if !root_or_skip("concurrent_claims_on_one_label_take_each_task_once") {
+        return;
+    }
+    use ttp_user::lab::{Lab, queue, schema, spec::LabSpec};
+    let _serial = serial();
+    let c = Cluster::start("labq");
+    let url = c.conninfo();
+    const TASKS: usize = 200;
+    const CLAIMERS: usize = 6;
+    let mut text = String::from("name = \"q\"\nhosts = [\"x\"]\n");
+    for i in 0..TASKS {
+        text += &format!("[[command]]\nname = \"c{i}\"\nargv = [\"/bin/true\"]\nn = 1\n");
+    }
+    let spec = LabSpec::parse(&text).unwrap();
+    let mut lab = Lab::connect(&url).unwrap();
+    schema::init(&mut lab).unwrap();
+    assert_eq!(
+        queue::submit(&mut lab, &spec).unwrap(),
+        queue::Submitted::New(TASKS)
+    );
+    let barrier = std::sync::Arc::new(std::sync::Barrier::new(CLAIMERS));
+    let handles: Vec<_> = (0..CLAIMERS)
+        .map(|w| {
+            let (url, barrier) = (url.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                let mut lab = Lab::connect(&url).unwrap();
+                let me = format!("w{w}");
+                let mut mine = Vec::new();
+                barrier.wait();
+                while let Some(t) = queue::claim(&mut lab, "x", &me, 60.0).unwrap() {
+                    let qe = vec![(1, "{\"qe\": 1}".to_string())];
+                    assert!(queue::finish(&mut lab, &t, &me, &qe, Ok("{}")).unwrap());
+                    mine.push(t.id);
+                }
+                mine
+            })
+        })
+        .collect();
+    let mut all: Vec<i64> = handles
+        .into_iter()
+        .flat_map(|h| h.join().unwrap())
+        .collect();
+    assert_eq!(all.len(), TASKS, "claims in all");
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), TASKS, "no task claimed twice");
+    assert_eq!(
+        c.psql("SELECT count(*) FILTER (WHERE state = 'done' AND attempts = 1), count(*) FROM ttp_lab_tasks"),
+        format!("{TASKS}|{TASKS}")
+    );
+    assert_eq!(
+        c.psql("SELECT count(*), count(DISTINCT task_id) FROM ttp_lab_qc_results"),
+        format!("{TASKS}|{TASKS}")
+    );
+    // A worker that does not hold a task cannot end it.
+    let t = queue::Claimed {
+        id: all[0],
+        experiment: "q".into(),
+        key: "c0".into(),
+        attempt: 2,
+        payload: String::new(),
+    };
+    assert!(!queue::finish(&mut lab, &t, "intruder", &[], Ok("{}")).unwrap());
+    assert!(!queue::release(&mut lab, &t, "intruder").unwrap());
+    assert_eq!(
+        c.psql("SELECT count(*) FROM ttp_lab_qc_results"),
+        TASKS.to_string()
+    );
 }

@@ -108,7 +108,7 @@ pub fn claim(
     let q = "UPDATE ttp_lab_tasks SET state = 'running', attempts = attempts + 1, claimed_by = $2, \
              lease_until = now() + make_interval(secs => $3), started_at = now() \
              WHERE id = (SELECT id FROM ttp_lab_tasks WHERE state = 'pending' AND host_label = $1 \
-                         ORDER BY id FOR UPDATE SKIP LOCKED LIMIT 1) \
+                         ORDER BY id FOR UPDATE SKIP LOCKED LIMIT 1) AND state = 'pending' \
              RETURNING id, experiment, key, attempts, payload::text";
     let rows = lab
         .block_on(lab.client.query(q, &[&label, &worker, &lease_s]))
