@@ -346,6 +346,22 @@ fn concurrent_claims_on_one_label_take_each_task_once() {
         queue::submit(&mut lab, &spec).unwrap(),
         queue::Submitted::New(TASKS)
     );
+    // A held task shows in the status as running, by its holder.
+    let held = queue::claim(&mut lab, "x", "holder", 60.0)
+        .unwrap()
+        .unwrap();
+    let o = Command::new(ttp_bin())
+        .args(["lab", "status", "--lab", &url, "--json"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["rows"][0]["running"], 1, "{v}");
+    assert_eq!(v["rows"][0]["pending"], TASKS - 1, "{v}");
+    assert_eq!(v["running"][0]["claimed_by"], "holder", "{v}");
+    assert_eq!(v["running"][0]["task"], held.id, "{v}");
+    let left = v["running"][0]["lease_left_s"].as_f64().unwrap();
+    assert!(left > 0.0 && left <= 60.0, "{v}");
+    assert!(queue::finish(&mut lab, &held, "holder", &[], Ok("{}")).unwrap());
     let barrier = std::sync::Arc::new(std::sync::Barrier::new(CLAIMERS));
     let handles: Vec<_> = (0..CLAIMERS)
         .map(|w| {
@@ -368,6 +384,7 @@ fn concurrent_claims_on_one_label_take_each_task_once() {
         .into_iter()
         .flat_map(|h| h.join().unwrap())
         .collect();
+    all.push(held.id);
     assert_eq!(all.len(), TASKS, "claims in all");
     all.sort();
     all.dedup();

@@ -96,7 +96,8 @@ pub struct WorkerArgs {
 }
 
 /// Per experiment and host label: tasks pending, running, done, failed
-/// and the QEs measured.
+/// and the QEs measured; the running tasks by worker, with their age and
+/// lease.
 #[derive(Debug, clap::Args)]
 pub struct StatusArgs {
     #[arg(long, value_name = "URL")]
@@ -198,6 +199,7 @@ fn status(a: StatusArgs) -> anyhow::Result<()> {
         return usage(format!("no experiment {e:?} in the lab ({})", lab.target));
     }
     let rows = queue::status(&mut lab, a.experiment.as_deref())?;
+    let running = queue::running(&mut lab, a.experiment.as_deref())?;
     if a.json {
         println!(
             "{}",
@@ -205,6 +207,7 @@ fn status(a: StatusArgs) -> anyhow::Result<()> {
                 "schema": "ttp.lab-status/1",
                 "lab": lab.target,
                 "rows": rows,
+                "running": running,
             }))?
         );
         return Ok(());
@@ -222,6 +225,19 @@ fn status(a: StatusArgs) -> anyhow::Result<()> {
     }
     if rows.is_empty() {
         println!("(no tasks)");
+    }
+    for r in &running {
+        println!(
+            "running: task {} ({} / {} on {}) attempt {} by {} for {:.0} s, lease {:.0} s left",
+            r.task,
+            r.experiment,
+            r.key,
+            r.host_label,
+            r.attempt,
+            r.claimed_by,
+            r.running_s,
+            r.lease_left_s
+        );
     }
     Ok(())
 }

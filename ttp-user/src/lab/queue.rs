@@ -247,3 +247,41 @@ pub fn release(lab: &mut Lab, task: &Claimed, worker: &str) -> anyhow::Result<bo
         .map_err(|e| lab.err(q, e))?;
     Ok(n == 1)
 }
+
+/// A task being measured now.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunningTask {
+    pub task: i64,
+    pub experiment: String,
+    pub key: String,
+    pub host_label: String,
+    pub attempt: i32,
+    pub claimed_by: String,
+    /// Seconds since the claim.
+    pub running_s: f64,
+    /// Seconds the lease still runs (negative: expired).
+    pub lease_left_s: f64,
+}
+
+/// The tasks in state running, by whom and for how long.
+pub fn running(lab: &mut Lab, experiment: Option<&str>) -> anyhow::Result<Vec<RunningTask>> {
+    let q = "SELECT id, experiment, key, host_label, attempts, coalesce(claimed_by, ''), \
+               extract(epoch FROM now() - started_at)::float8, extract(epoch FROM lease_until - now())::float8 \
+             FROM ttp_lab_tasks WHERE state = 'running' AND ($1::text IS NULL OR experiment = $1) ORDER BY id";
+    let rows = lab
+        .block_on(lab.client.query(q, &[&experiment]))
+        .map_err(|e| lab.err(q, e))?;
+    Ok(rows
+        .iter()
+        .map(|r| RunningTask {
+            task: r.get(0),
+            experiment: r.get(1),
+            key: r.get(2),
+            host_label: r.get(3),
+            attempt: r.get(4),
+            claimed_by: r.get(5),
+            running_s: r.get(6),
+            lease_left_s: r.get(7),
+        })
+        .collect())
+}
