@@ -170,9 +170,12 @@ fn two_workers_two_labels_every_task_once() {
     for w in workers {
         let o = w.wait_with_output().unwrap();
         assert!(o.status.success(), "worker: {}", stderr(&o));
-        let last = stdout(&o).lines().last().unwrap_or_default().to_string();
-        let v: serde_json::Value = serde_json::from_str(&last).expect("worker JSON summary");
-        assert_eq!(v["done"], 3, "{last}");
+        // Standard output is the worker's JSON alone (run's reports are
+        // its log, on standard error).
+        let out = stdout(&o);
+        let v: serde_json::Value = serde_json::from_str(&out).expect("worker JSON summary");
+        assert_eq!(v["done"], 3, "{out}");
+        assert!(stderr(&o).contains("TTPv2"), "run's reports in the log");
     }
 
     // Every task done exactly once, by the worker of its label.

@@ -415,10 +415,51 @@ fn run_task(url: &str, task: &Claimed, json: &Path) -> anyhow::Result<()> {
         );
         std::thread::spawn(move || follow_qes(url, task, json, done))
     };
-    let r = super::run::run(args);
+    let r = {
+        let _log = StdoutToStderr::new();
+        super::run::run(args)
+    };
     done.store(true, Ordering::SeqCst);
     let _ = follower.join();
     r
+}
+
+/// While alive, the process's standard output goes to standard error:
+/// `run`'s report of each task is the worker's log, and standard output
+/// keeps only the worker's own summary (plain or `--json`).
+struct StdoutToStderr(Option<libc::c_int>);
+
+impl StdoutToStderr {
+    fn new() -> Self {
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
+        // SAFETY: dup and dup2 on the standard descriptors; no memory is
+        // involved. On failure nothing is redirected.
+        let saved = unsafe { libc::dup(libc::STDOUT_FILENO) };
+        if saved < 0 || unsafe { libc::dup2(libc::STDERR_FILENO, libc::STDOUT_FILENO) } < 0 {
+            if saved >= 0 {
+                // SAFETY: closing the descriptor dup returned.
+                unsafe { libc::close(saved) };
+            }
+            return StdoutToStderr(None);
+        }
+        StdoutToStderr(Some(saved))
+    }
+}
+
+impl Drop for StdoutToStderr {
+    fn drop(&mut self) {
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
+        if let Some(fd) = self.0.take() {
+            // SAFETY: puts back the descriptor saved in `new` and closes
+            // the copy.
+            unsafe {
+                libc::dup2(fd, libc::STDOUT_FILENO);
+                libc::close(fd);
+            }
+        }
+    }
 }
 
 #[cfg(test)]
