@@ -4,6 +4,7 @@
 //! creates and migrates its tables, `spec` reads an experiment spec and
 //! expands it into tasks, `queue` submits, claims, records and reports.
 //! docs/lab.md explains the design.
+pub mod passfile;
 pub mod queue;
 pub mod schema;
 pub mod spec;
@@ -34,14 +35,20 @@ pub struct LabError {
 
 impl Lab {
     /// Connects to the lab at `url` (key=value pairs or a postgresql://
-    /// URL; the password from the URL, PGPASSWORD or PGPASSFILE is never
-    /// printed). A bad or unreachable URL is a usage error: exit 2.
+    /// URL; the password from the URL, PGPASSWORD or the password file
+    /// (PGPASSFILE, ~/.pgpass) is never printed). A bad or unreachable
+    /// URL is a usage error: exit 2.
     pub fn connect(url: &str) -> anyhow::Result<Lab> {
         let mut config = session::parse_config(url).map_err(|e| UsageError::new(e.to_string()))?;
         if config.get_password().is_none()
             && let Ok(p) = std::env::var("PGPASSWORD")
         {
             config.password(p);
+        }
+        if config.get_password().is_none()
+            && let Some(pw) = password_from_file(&config)
+        {
+            config.password(pw);
         }
         config.application_name("ttp-ebpf lab");
         if config.get_connect_timeout().is_none() {
@@ -74,6 +81,20 @@ impl Lab {
             reason: one_line(&e),
         }
     }
+}
+
+/// The password for the first host of `config` from libpq's password
+/// file (`PGPASSFILE` or `~/.pgpass`).
+fn password_from_file(config: &tokio_postgres::Config) -> Option<String> {
+    let host = match config.get_hosts().first() {
+        Some(tokio_postgres::config::Host::Tcp(h)) => h.clone(),
+        Some(tokio_postgres::config::Host::Unix(p)) => p.display().to_string(),
+        None => String::new(),
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    let user = config.get_user()?;
+    let db = config.get_dbname().unwrap_or(user);
+    passfile::lookup(&passfile::default_path()?, &host, port, db, user)
 }
 
 /// The client's error with its database message, on one line.
