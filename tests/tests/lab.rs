@@ -151,6 +151,38 @@ fn two_workers_two_labels_every_task_once() {
     c.psql("GRANT SELECT, INSERT, UPDATE ON ttp_lab_hosts TO ttp_worker");
     c.psql("GRANT SELECT, INSERT ON ttp_lab_qes, ttp_lab_qc_results TO ttp_worker");
     let worker_url = url.replace("user=ttp", "user=ttp_worker");
+    // ... with a password (SCRAM) that it reads from a libpq password file.
+    c.psql("ALTER ROLE ttp_worker PASSWORD 'lab-secret'");
+    let hba = c.data.join("pg_hba.conf");
+    let rules = std::fs::read_to_string(&hba).unwrap();
+    std::fs::write(&hba, format!("local all ttp_worker scram-sha-256\n{rules}")).unwrap();
+    c.psql("SELECT pg_reload_conf()");
+    let passfile = dir.join("pgpass");
+    std::fs::write(
+        &passfile,
+        format!(
+            "{}:{}:postgres:ttp_worker:lab-secret\n",
+            c.dir.display(),
+            c.port
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &passfile,
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .unwrap();
+    let o = ttp(&[
+        "lab",
+        "status",
+        "--lab",
+        &format!("{worker_url} password=wrong"),
+    ]);
+    assert_refused(&o, "password authentication failed");
+    assert!(
+        !stderr(&o).contains("wrong"),
+        "the password is never printed"
+    );
 
     // Two workers, one per label, concurrently.
     let workers: Vec<_> = HOSTS
@@ -158,6 +190,7 @@ fn two_workers_two_labels_every_task_once() {
         .map(|h| {
             let lab = if *h == "beta" { &worker_url } else { &url };
             Command::new(ttp_bin())
+                .env("PGPASSFILE", &passfile)
                 .args(["lab", "worker", "--lab", lab, "--host-label", h, "--once"])
                 .args(["--worker-name", &format!("w-{h}"), "--json"])
                 .stdin(Stdio::null())
