@@ -51,6 +51,18 @@ pub struct TaskSpec {
 impl LabSpec {
     /// Reads and checks a spec; the error is one line saying what to fix.
     pub fn parse(text: &str) -> Result<LabSpec, String> {
+        // `experiment`'s PostgreSQL spec (queries × cardinalities) is
+        // recognised by its own keys and named, not met with "unknown
+        // field".
+        if let Ok(table) = text.parse::<toml::Table>()
+            && ["query", "cardinalities", "data"]
+                .iter()
+                .any(|k| table.contains_key(*k))
+        {
+            return Err(
+                "this is an `experiment` spec (queries × cardinalities); lab submit takes command specs ([[command]] name, argv, n) so far".into(),
+            );
+        }
         let spec: LabSpec = toml::from_str(text).map_err(|e| {
             e.to_string()
                 .split_whitespace()
@@ -176,6 +188,10 @@ labels = { size = "1" }
             ),
             ("name = \"x\"\nhosts = [\"a\"]\nbogus = 1", "bogus"),
             ("name = ", "line 1"),
+            (
+                "name = \"x\"\nconnection = \"\"\ncardinalities = [1]\n[data]\n[[query]]\nname = \"q\"\nsql = \"SELECT 1\"",
+                "`experiment` spec",
+            ),
         ] {
             let e = LabSpec::parse(text).unwrap_err();
             assert!(e.contains(needle), "{text:?}: {e}");
