@@ -448,3 +448,99 @@ fn concurrent_claims_on_one_label_take_each_task_once() {
         TASKS.to_string()
     );
 }
+
+/// Ctrl-C of a worker in the middle of a Q@C: the task goes back to
+/// pending with the QEs measured so far kept as an abandoned attempt; the
+/// next worker measures the Q@C whole, and only its attempt is the result.
+#[test]
+fn interrupted_worker_releases_its_task() {
+    if !root_or_skip("interrupted_worker_releases_its_task") {
+        return;
+    }
+    let _serial = serial();
+    let c = Cluster::start("labint");
+    let url = c.conninfo();
+    let dir = temp_path("labint");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let spec = dir.join("spec.toml");
+    std::fs::write(
+        &spec,
+        format!(
+            "name = \"int\"\nhosts = [\"delta\"]\n[[command]]\nname = \"spin\"\nargv = [\"{}\", \"--cpu-ms\", \"1500\"]\nn = 3\n",
+            fixture("fixture-spin").display()
+        ),
+    )
+    .unwrap();
+    assert!(ttp(&["lab", "init", "--lab", &url]).status.success());
+    assert!(
+        ttp(&["lab", "submit", spec.to_str().unwrap(), "--lab", &url])
+            .status
+            .success()
+    );
+    let worker = Command::new(ttp_bin())
+        .args([
+            "lab",
+            "worker",
+            "--lab",
+            &url,
+            "--host-label",
+            "delta",
+            "--once",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait for the first QE in the lab (QE 2 then runs for 1.5 s of CPU).
+    let t0 = std::time::Instant::now();
+    while c.psql("SELECT count(*) FROM ttp_lab_qes") == "0" {
+        assert!(t0.elapsed().as_secs() < 120, "no QE recorded");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // SAFETY: signalling the worker this test started.
+    assert_eq!(unsafe { libc::kill(worker.id() as i32, libc::SIGINT) }, 0);
+    let o = worker.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("pending again"), "{}", stderr(&o));
+    assert_eq!(
+        c.psql("SELECT state, attempts, claimed_by IS NULL FROM ttp_lab_tasks"),
+        "pending|1|t"
+    );
+    let abandoned: u32 = c
+        .psql("SELECT count(*) FROM ttp_lab_qes WHERE attempt = 1")
+        .parse()
+        .unwrap();
+    assert!((1..3).contains(&abandoned), "{abandoned} QEs of attempt 1");
+    assert_eq!(c.psql("SELECT count(*) FROM ttp_lab_qc_results"), "0");
+
+    let o = ttp(&[
+        "lab",
+        "worker",
+        "--lab",
+        &url,
+        "--host-label",
+        "delta",
+        "--once",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        c.psql("SELECT state, attempts FROM ttp_lab_tasks"),
+        "done|2"
+    );
+    assert_eq!(
+        c.psql("SELECT attempt, jsonb_array_length(result->'qes') FROM ttp_lab_qc_results"),
+        "2|3"
+    );
+    assert_eq!(
+        c.psql("SELECT count(*) FROM ttp_lab_qes WHERE attempt = 2"),
+        "3"
+    );
+    assert_eq!(
+        c.psql("SELECT count(*) FROM ttp_lab_qes WHERE attempt = 1"),
+        abandoned.to_string(),
+        "the abandoned attempt's QEs are kept"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -323,7 +323,7 @@ fn worker(a: WorkerArgs) -> anyhow::Result<()> {
     let facts = serde_json::to_string(&crate::collect::machine::facts())?;
     queue::register_host(&mut lab, &name, &a.host_label, &hostname, &facts)?;
     let stop = StopFlag::install().context("installing signal handlers")?;
-    let (mut done, mut failed) = (0u32, Vec::<String>::new());
+    let (mut done, mut failed, mut stopped) = (0u32, Vec::<String>::new(), false);
     while a.max_tasks.is_none_or(|m| done + (failed.len() as u32) < m) && !stop.raised() {
         let Some(task) = queue::claim(&mut lab, &a.host_label, &name, a.lease.as_secs_f64())?
         else {
@@ -342,9 +342,13 @@ fn worker(a: WorkerArgs) -> anyhow::Result<()> {
         let outcome = run_task(&a.lab, &task, &json);
         let qes = read_doc(&json).map(|d| qes_of(&d)).unwrap_or_default();
         let doc = read_doc(&json);
-        let _ = std::fs::remove_file(&json);
+        // Until the lab has them, the QEs stay in the run's JSON.
+        let kept = || format!("the run's JSON with its QEs is kept at {}", json.display());
         if stop.raised() {
-            queue::release(&mut lab, &task, &name)?;
+            queue::record_qes(&mut lab, &task, &qes).with_context(kept)?;
+            queue::release(&mut lab, &task, &name).with_context(kept)?;
+            let _ = std::fs::remove_file(&json);
+            stopped = true;
             eprintln!(
                 "lab worker {name}: stopped; task {} is pending again, its {} QEs kept as abandoned attempt {}",
                 task.id,
@@ -364,7 +368,9 @@ fn worker(a: WorkerArgs) -> anyhow::Result<()> {
             &name,
             &qes,
             result.as_ref().map(String::as_str).map_err(String::as_str),
-        )?;
+        )
+        .with_context(kept)?;
+        let _ = std::fs::remove_file(&json);
         match (&result, ours) {
             (_, false) => eprintln!(
                 "lab worker {name}: task {} was no longer held by this worker; its result was not recorded",
@@ -377,6 +383,7 @@ fn worker(a: WorkerArgs) -> anyhow::Result<()> {
             }
         }
     }
+    stopped |= stop.raised();
     if a.json {
         println!(
             "{}",
@@ -386,6 +393,7 @@ fn worker(a: WorkerArgs) -> anyhow::Result<()> {
                 "host_label": a.host_label,
                 "done": done,
                 "failed": failed,
+                "stopped": stopped,
             })
         );
     } else {
@@ -397,6 +405,9 @@ fn worker(a: WorkerArgs) -> anyhow::Result<()> {
     }
     if !failed.is_empty() {
         anyhow::bail!("{} task(s) failed: {}", failed.len(), failed.join("; "));
+    }
+    if stopped {
+        anyhow::bail!("stopped by a signal");
     }
     Ok(())
 }
