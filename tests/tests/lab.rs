@@ -295,6 +295,11 @@ fn two_workers_two_labels_every_task_once() {
             "{r}"
         );
         assert_eq!(r["qes_measured"], qes_per_label, "{r}");
+        // The median of a label's three Q@Cs is at least the CPU time of
+        // the middle one (2 × 60 ms); nothing is left, so the ETA is 0.
+        let median = r["median_qc_s"].as_f64().unwrap();
+        assert!(median >= 0.12, "{r}");
+        assert_eq!(r["eta_s"], 0.0, "{r}");
     }
     assert_refused(
         &ttp(&["lab", "status", "--lab", &url, "--experiment", "nope"]),
@@ -394,6 +399,7 @@ fn concurrent_claims_on_one_label_take_each_task_once() {
     assert_eq!(v["rows"][0]["running"], 1, "{v}");
     assert_eq!(v["rows"][0]["pending"], TASKS - 1, "{v}");
     assert_eq!(v["running"][0]["claimed_by"], "holder", "{v}");
+    assert!(v["rows"][0]["eta_s"].is_null(), "no Q@C done yet: {v}");
     assert_eq!(v["running"][0]["task"], held.id, "{v}");
     let left = v["running"][0]["lease_left_s"].as_f64().unwrap();
     assert!(left > 0.0 && left <= 60.0, "{v}");

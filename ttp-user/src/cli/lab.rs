@@ -96,8 +96,8 @@ pub struct WorkerArgs {
 }
 
 /// Per experiment and host label: tasks pending, running, done, failed
-/// and the QEs measured; the running tasks by worker, with their age and
-/// lease.
+/// and the QEs measured, the median Q@C time and an ETA; the running
+/// tasks by worker, with their age and lease.
 #[derive(Debug, clap::Args)]
 pub struct StatusArgs {
     #[arg(long, value_name = "URL")]
@@ -214,13 +214,34 @@ fn status(a: StatusArgs) -> anyhow::Result<()> {
     }
     println!("lab {}", lab.target);
     println!(
-        "{:<24} {:<16} {:>8} {:>8} {:>8} {:>8} {:>8}",
-        "experiment", "host label", "pending", "running", "done", "failed", "QEs"
+        "{:<24} {:<16} {:>8} {:>8} {:>8} {:>8} {:>8} {:>10} {:>10}",
+        "experiment",
+        "host label",
+        "pending",
+        "running",
+        "done",
+        "failed",
+        "QEs",
+        "median Q@C",
+        "ETA"
     );
+    let secs = |s: Option<f64>| {
+        s.map_or("?".to_string(), |s| {
+            humantime::format_duration(Duration::from_secs(s.round() as u64)).to_string()
+        })
+    };
     for r in &rows {
         println!(
-            "{:<24} {:<16} {:>8} {:>8} {:>8} {:>8} {:>8}",
-            r.experiment, r.host_label, r.pending, r.running, r.done, r.failed, r.qes_measured
+            "{:<24} {:<16} {:>8} {:>8} {:>8} {:>8} {:>8} {:>10} {:>10}",
+            r.experiment,
+            r.host_label,
+            r.pending,
+            r.running,
+            r.done,
+            r.failed,
+            r.qes_measured,
+            secs(r.median_qc_s),
+            secs(r.eta_s)
         );
     }
     if rows.is_empty() {

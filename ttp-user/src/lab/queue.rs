@@ -187,7 +187,7 @@ pub fn finish(
 }
 
 /// Tasks and QEs of one experiment on one host label.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StatusRow {
     pub experiment: String,
     pub host_label: String,
@@ -197,6 +197,12 @@ pub struct StatusRow {
     pub failed: i64,
     /// QE rows recorded (every attempt).
     pub qes_measured: i64,
+    /// Median time from claim to finish of the done tasks, in seconds.
+    pub median_qc_s: Option<f64>,
+    /// Seconds until the label's pending and running tasks are done: the
+    /// median Q@C time × those tasks ÷ the workers running now (0 when
+    /// nothing is left; unknown with no done task or no worker running).
+    pub eta_s: Option<f64>,
 }
 
 /// Per experiment and host label, the tasks in each state and the QEs
@@ -205,7 +211,10 @@ pub fn status(lab: &mut Lab, experiment: Option<&str>) -> anyhow::Result<Vec<Sta
     let q = "SELECT t.experiment, t.host_label, \
                count(*) FILTER (WHERE t.state = 'pending'), count(*) FILTER (WHERE t.state = 'running'), \
                count(*) FILTER (WHERE t.state = 'done'), count(*) FILTER (WHERE t.state = 'failed'), \
-               coalesce(sum(q.n), 0)::bigint \
+               coalesce(sum(q.n), 0)::bigint, \
+               percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM t.finished_at - t.started_at)::float8) \
+                 FILTER (WHERE t.state = 'done'), \
+               count(DISTINCT t.claimed_by) FILTER (WHERE t.state = 'running') \
              FROM ttp_lab_tasks t \
              LEFT JOIN (SELECT task_id, count(*) AS n FROM ttp_lab_qes GROUP BY task_id) q ON q.task_id = t.id \
              WHERE $1::text IS NULL OR t.experiment = $1 \
@@ -215,14 +224,29 @@ pub fn status(lab: &mut Lab, experiment: Option<&str>) -> anyhow::Result<Vec<Sta
         .map_err(|e| lab.err(q, e))?;
     Ok(rows
         .iter()
-        .map(|r| StatusRow {
-            experiment: r.get(0),
-            host_label: r.get(1),
-            pending: r.get(2),
-            running: r.get(3),
-            done: r.get(4),
-            failed: r.get(5),
-            qes_measured: r.get(6),
+        .map(|r| {
+            let (pending, running): (i64, i64) = (r.get(2), r.get(3));
+            let median_qc_s: Option<f64> = r.get(7);
+            let workers: i64 = r.get(8);
+            let left = pending + running;
+            let eta_s = if left == 0 {
+                Some(0.0)
+            } else if workers == 0 {
+                None
+            } else {
+                median_qc_s.map(|m| m * left as f64 / workers as f64)
+            };
+            StatusRow {
+                experiment: r.get(0),
+                host_label: r.get(1),
+                pending,
+                running,
+                done: r.get(4),
+                failed: r.get(5),
+                qes_measured: r.get(6),
+                median_qc_s,
+                eta_s,
+            }
         })
         .collect())
 }
