@@ -184,6 +184,28 @@ fn two_workers_two_labels_every_task_once() {
         "the password is never printed"
     );
 
+    // A worker that could not measure claims nothing.
+    let o = {
+        use std::os::unix::process::CommandExt;
+        Command::new(ttp_bin())
+            .args([
+                "lab",
+                "worker",
+                "--lab",
+                &url,
+                "--host-label",
+                "alpha",
+                "--once",
+            ])
+            .uid(65534)
+            .gid(65534)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    assert_refused(&o, "needs root");
+    assert_eq!(c.psql("SELECT sum(attempts) FROM ttp_lab_tasks"), "0");
+
     // Two workers, one per label, concurrently.
     let workers: Vec<_> = HOSTS
         .iter()

@@ -332,6 +332,10 @@ fn follow_qes(url: String, task: Claimed, json: PathBuf, done: Arc<AtomicBool>) 
 }
 
 fn worker(a: WorkerArgs) -> anyhow::Result<()> {
+    // A worker that cannot measure must not claim (and fail) tasks: the
+    // privileges `run` needs are checked first.
+    crate::sys::privileges::require_bpf()?;
+    crate::sys::privileges::require_taskstats()?;
     let mut lab = Lab::connect(&a.lab)?;
     schema::require_current(&mut lab)?;
     let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")
