@@ -297,7 +297,7 @@ fn two_workers_two_labels_every_task_once() {
         );
     }
     assert_eq!(
-        c.psql("SELECT count(*) FROM ttp_lab_hosts WHERE worker IN ('w-alpha', 'w-beta')"),
+        c.psql("SELECT count(*) FROM ttp_lab_hosts WHERE worker IN ('w-alpha', 'w-beta') AND last_seen > first_seen AND facts ? 'cores'"),
         "2"
     );
 

@@ -350,6 +350,7 @@ fn worker(a: WorkerArgs) -> anyhow::Result<()> {
     let stop = StopFlag::install().context("installing signal handlers")?;
     let (mut done, mut failed, mut stopped) = (0u32, Vec::<String>::new(), false);
     while a.max_tasks.is_none_or(|m| done + (failed.len() as u32) < m) && !stop.raised() {
+        queue::touch_host(&mut lab, &name)?;
         let Some(task) = queue::claim(&mut lab, &a.host_label, &name, a.lease.as_secs_f64())?
         else {
             break;

@@ -96,6 +96,14 @@ pub fn register_host(
     Ok(())
 }
 
+/// Marks this worker as seen now.
+pub fn touch_host(lab: &mut Lab, worker: &str) -> anyhow::Result<()> {
+    let q = "UPDATE ttp_lab_hosts SET last_seen = now() WHERE worker = $1";
+    lab.block_on(lab.client.execute(q, &[&worker]))
+        .map_err(|e| lab.err(q, e))?;
+    Ok(())
+}
+
 /// Claims the oldest pending task of `label`, if any: one single-row
 /// update whose subquery skips rows other workers hold locked, so two
 /// workers never claim the same task and never wait for each other.

@@ -174,6 +174,21 @@ labels = { size = "1" }
         assert_eq!(a.hash().len(), 64);
     }
 
+    proptest::proptest! {
+        /// Any text, and any truncation of a good spec, is a spec or a
+        /// one-line error, never a panic.
+        #[test]
+        fn never_panics(text in "\\PC{0,200}", cut in 0usize..400) {
+            if let Err(e) = LabSpec::parse(&text) {
+                proptest::prop_assert!(!e.contains('\n'));
+            }
+            let cut = SPEC.char_indices().map(|(i, _)| i).take_while(|i| *i <= cut).last().unwrap_or(0);
+            if let Err(e) = LabSpec::parse(&SPEC[..cut]) {
+                proptest::prop_assert!(!e.contains('\n'));
+            }
+        }
+    }
+
     #[test]
     fn bad_specs_are_one_line() {
         for (text, needle) in [
