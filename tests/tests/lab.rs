@@ -323,6 +323,22 @@ fn two_workers_two_labels_every_task_once() {
         assert!(median >= 0.12, "{r}");
         assert_eq!(r["eta_s"], 0.0, "{r}");
     }
+    // The table says the same: pending running done failed QEs per row.
+    let o = ttp(&["lab", "status", "--lab", &url]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    for h in HOSTS {
+        let row = text
+            .lines()
+            .find(|l| l.split_whitespace().take(2).eq(["spin", h]))
+            .unwrap_or_else(|| panic!("no row for {h}: {text}"));
+        let counts: Vec<&str> = row.split_whitespace().skip(2).take(5).collect();
+        assert_eq!(
+            counts,
+            ["0", "0", "3", "0", &qes_per_label.to_string()],
+            "{row}"
+        );
+    }
     assert_refused(
         &ttp(&["lab", "status", "--lab", &url, "--experiment", "nope"]),
         "no experiment",
