@@ -588,3 +588,75 @@ fn interrupted_worker_releases_its_task() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The worker's lab connection closed by the server while `run` measures
+/// (here: its backend terminated, as a restart or an idle timeout would):
+/// the worker connects again and records the Q@C; nothing is lost.
+#[test]
+fn worker_reconnects_after_its_connection_is_closed() {
+    if !root_or_skip("worker_reconnects_after_its_connection_is_closed") {
+        return;
+    }
+    let _serial = serial();
+    let c = Cluster::start("labre");
+    let url = c.conninfo();
+    let dir = temp_path("labre");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let spec = dir.join("spec.toml");
+    std::fs::write(
+        &spec,
+        format!(
+            "name = \"re\"\nhosts = [\"eps\"]\n[[command]]\nname = \"spin\"\nargv = [\"{}\", \"--cpu-ms\", \"1500\"]\nn = 2\n",
+            fixture("fixture-spin").display()
+        ),
+    )
+    .unwrap();
+    assert!(ttp(&["lab", "init", "--lab", &url]).status.success());
+    assert!(
+        ttp(&["lab", "submit", spec.to_str().unwrap(), "--lab", &url])
+            .status
+            .success()
+    );
+    let worker = Command::new(ttp_bin())
+        .args([
+            "lab",
+            "worker",
+            "--lab",
+            &url,
+            "--host-label",
+            "eps",
+            "--once",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    while c.psql("SELECT count(*) FROM ttp_lab_qes") == "0" {
+        assert!(t0.elapsed().as_secs() < 120, "no QE recorded");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // QE 2 runs for 1.5 s of CPU: end the worker's main connection now.
+    assert_eq!(
+        c.psql("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'ttp-ebpf lab'"),
+        "1"
+    );
+    let o = worker.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("connecting again"), "{}", stderr(&o));
+    assert_eq!(
+        c.psql("SELECT state, attempts FROM ttp_lab_tasks"),
+        "done|1"
+    );
+    assert_eq!(
+        c.psql("SELECT count(*) FROM ttp_lab_qes WHERE attempt = 1"),
+        "2"
+    );
+    assert_eq!(
+        c.psql("SELECT attempt, jsonb_array_length(result->'qes') FROM ttp_lab_qc_results"),
+        "1|2"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -314,7 +314,7 @@ fn read_doc(path: &Path) -> Option<serde_json::Value> {
 /// Inserts the QEs of the run JSON as `run` rewrites it after each QE,
 /// on a connection of its own, until `done` is raised.
 fn follow_qes(url: String, task: Claimed, json: PathBuf, done: Arc<AtomicBool>) {
-    let Ok(mut lab) = Lab::connect(&url) else {
+    let Ok(mut lab) = Lab::connect_as(&url, "ttp-ebpf lab (QEs)") else {
         return;
     };
     loop {
@@ -370,6 +370,12 @@ fn worker(a: WorkerArgs) -> anyhow::Result<()> {
         let doc = read_doc(&json);
         // Until the lab has them, the QEs stay in the run's JSON.
         let kept = || format!("the run's JSON with its QEs is kept at {}", json.display());
+        // The connection sat idle while `run` measured: one closed
+        // meanwhile (server restart, idle timeout) is opened again.
+        if !lab.answers() {
+            eprintln!("lab worker {name}: the lab connection was closed; connecting again");
+            lab = Lab::connect(&a.lab).with_context(kept)?;
+        }
         if stop.raised() {
             queue::record_qes(&mut lab, &task, &qes).with_context(kept)?;
             queue::release(&mut lab, &task, &name).with_context(kept)?;

@@ -39,6 +39,12 @@ impl Lab {
     /// (PGPASSFILE, ~/.pgpass) is never printed). A bad or unreachable
     /// URL is a usage error: exit 2.
     pub fn connect(url: &str) -> anyhow::Result<Lab> {
+        Lab::connect_as(url, "ttp-ebpf lab")
+    }
+
+    /// [`Lab::connect`] with this `application_name` (pg_stat_activity
+    /// tells a worker's connections apart by it).
+    pub fn connect_as(url: &str, application: &str) -> anyhow::Result<Lab> {
         let mut config = session::parse_config(url).map_err(|e| UsageError::new(e.to_string()))?;
         if config.get_password().is_none()
             && let Ok(p) = std::env::var("PGPASSWORD")
@@ -50,7 +56,7 @@ impl Lab {
         {
             config.password(pw);
         }
-        config.application_name("ttp-ebpf lab");
+        config.application_name(application);
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(Duration::from_secs(10));
         }
@@ -68,6 +74,15 @@ impl Lab {
             let _ = connection.await;
         });
         Ok(Lab { rt, client, target })
+    }
+
+    /// Whether the connection still answers (`SELECT 1`): one the server
+    /// closed (restart, idle timeout, terminated backend) does not, and
+    /// the client only learns that by using it.
+    pub fn answers(&self) -> bool {
+        self.rt
+            .block_on(self.client.simple_query("SELECT 1"))
+            .is_ok()
     }
 
     pub(crate) fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
