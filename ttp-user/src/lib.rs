@@ -9,6 +9,7 @@ pub mod accounts;
 pub mod cli;
 pub mod collect;
 pub mod error;
+pub mod lab;
 pub mod pg;
 pub mod probe;
 pub mod protocol;

@@ -63,12 +63,14 @@ fn main() -> std::io::Result<()> {
             .create(true)
             .append(true)
             .open(state.join("spin.log"))?;
-        writeln!(
-            log,
-            "{index} {} {}",
+        // One write of the whole line: with O_APPEND, lines of executions
+        // that end at the same time do not interleave.
+        let line = format!(
+            "{index} {} {}\n",
             ttp_tests::process_cpu().as_nanos(),
             u8::from(triggered)
-        )?;
+        );
+        log.write_all(line.as_bytes())?;
     }
     Ok(())
 }

@@ -15,6 +15,7 @@ mod dist_assets;
 mod emp_live;
 pub mod experiment;
 pub mod inc;
+pub mod lab;
 pub mod load;
 pub mod report;
 pub mod run;
@@ -53,6 +54,7 @@ pub enum Command {
     DistAssets(dist_assets::Args),
     Experiment(experiment::Args),
     Inc(inc::Args),
+    Lab(lab::Args),
     Load(load::LoadArgs),
     Report(report::Args),
     Run(run::RunArgs),
@@ -94,6 +96,7 @@ where
         Command::DistAssets(a) => dist_assets::run(a),
         Command::Experiment(a) => experiment::run(a),
         Command::Inc(a) => inc::run(a),
+        Command::Lab(a) => lab::run(a),
         Command::Load(args) => load::run(args),
         Command::Report(args) => report::run(args),
         Command::Run(a) => run::run(a),
