@@ -37,6 +37,40 @@ fn covered(events: &[Value], pid: u32, tid: u32, name: &str, from_ns: u64, to_ns
         .sum()
 }
 
+/// No two `Running` slices on one CPU overlap: a CPU runs one thread at a
+/// time, so a slice that did not end at its thread's switch-out shows here.
+fn no_running_slices_overlap_on_a_cpu(events: &[Value]) {
+    let mut by_cpu: std::collections::BTreeMap<u64, Vec<(f64, f64, u64)>> = Default::default();
+    for e in events
+        .iter()
+        .filter(|e| e["ph"] == "X" && e["name"] == "Running")
+    {
+        let cpu = e["args"]["cpu"]
+            .as_u64()
+            .expect("a Running slice names its CPU");
+        let ts = e["ts"].as_f64().unwrap();
+        let end = ts + e["dur"].as_f64().unwrap();
+        by_cpu
+            .entry(cpu)
+            .or_default()
+            .push((ts, end, e["tid"].as_u64().unwrap()));
+    }
+    for (cpu, mut slices) in by_cpu {
+        slices.sort_by(|a, b| a.0.total_cmp(&b.0));
+        for w in slices.windows(2) {
+            // Timestamps are µs with three decimals: 1 ns of rounding.
+            assert!(
+                w[1].0 >= w[0].1 - 0.002,
+                "cpu {cpu}: tid {} runs from {} µs, before tid {} stops at {} µs",
+                w[1].2,
+                w[1].0,
+                w[0].2,
+                w[0].1
+            );
+        }
+    }
+}
+
 /// The fixture sleeps 150 ms, burns 200 ms of CPU and reads 16 MiB with
 /// O_DIRECT while traced. Catches: running slices that miss or double count
 /// CPU time (against the ledger's on_cpu_ns and schedstat), gaps or overlaps
@@ -221,14 +255,15 @@ fn attach_trace_follows_forked_children_and_report_reads_it() {
     fx.go();
     let pids: Vec<u64> = fx.numbers_to_end();
     assert_eq!(pids.len(), 50);
-    let steal = steal_between(steal0, proc_stat_steal());
     let status = ttp.wait().expect("wait ttp");
     assert!(status.success(), "attach --trace failed: {status}");
+    let steal_ns = steal_ns_between(steal0, proc_stat_steal());
     let doc = json_file(&trace);
     assert_eq!(doc["schema"], "ttp.trace/1");
     assert_eq!(doc["metadata"]["events_lost"], 0, "{}", doc["metadata"]);
     let events = doc["traceEvents"].as_array().unwrap();
     let summary = json_file(&json);
+    let mut excess = 0.0;
     for pid in &pids {
         let pid = *pid as u32;
         let running = covered(events, pid, pid, "Running", 0, u64::MAX / 2);
@@ -245,24 +280,36 @@ fn attach_trace_follows_forked_children_and_report_reads_it() {
         // tracepoints; on_cpu_ns is the scheduler's runtime, which starts
         // at the pick and stops at update_curr inside __schedule, a few µs
         // from the tracepoint on each side of every slice, and leaves out
-        // steal. The runtime can also start before the slice: after a
-        // wake-up preemption the scheduler skips the next rq clock update
+        // the time the hypervisor stole (PARAVIRT_TIME_ACCOUNTING). The
+        // runtime can also start before the slice: after a wake-up
+        // preemption the scheduler skips the next rq clock update
         // (rq_clock_skip_update), so a task picked then starts its runtime
-        // at a clock as old as the CPU took to reschedule. Seen beside a
-        // build: one ~300 µs child 34 µs over its slice (and 72 µs over
-        // taskstats, whose record is taken before exit_mm). Allowed: 1 % +
-        // 60 µs a slice + the machine's steal share of the slices. A lost
-        // slice of a 1 ms child is still well outside that.
+        // at a clock as old as the CPU took to reschedule (seen: 34 µs).
+        //
+        // A slice missing from the track makes `running` short of the
+        // ledger; that direction is held to 1 % + 60 µs a slice, which a
+        // lost slice of a 1 ms child is well outside. The other direction
+        // has no such bound: a switch-out's runtime stops at update_curr,
+        // and its tracepoint fires only after the next task is picked,
+        // which when the CPU goes idle includes newidle balancing (it drops
+        // the run-queue lock and waits for the other CPU's); and the
+        // hypervisor's steal lengthens a slice without adding runtime. One
+        // child's 2.3 ms of slices was seen 0.52 ms over its runtime. So
+        // slices that run on too long are caught instead by the overlap
+        // check below (a slice not ended at its switch-out overlaps the
+        // next task's on that CPU) and, over all children together, by a
+        // bound on the excess.
         let slices = events
             .iter()
             .filter(|e| e["ph"] == "X" && e["pid"] == pid && e["tid"] == pid)
             .filter(|e| e["name"] == "Running")
             .count() as f64;
-        let bound = 0.01 * ledger + 60e3 * slices + steal * running;
+        let tolerance = 0.01 * ledger + 60e3 * slices;
         assert!(
-            running > 0.0 && (running - ledger).abs() <= bound,
-            "child {pid}: running slices {running} ns ({slices} slices) vs ledger on_cpu_ns {ledger} (bound {bound})"
+            running > 0.0 && running >= ledger - tolerance,
+            "child {pid}: running slices {running} ns ({slices} slices) short of ledger on_cpu_ns {ledger} by more than {tolerance}"
         );
+        excess += (running - ledger - tolerance).max(0.0);
         assert!(
             events
                 .iter()
@@ -270,6 +317,19 @@ fn attach_trace_follows_forked_children_and_report_reads_it() {
             "child {pid} has no exit mark"
         );
     }
+    // Over all children, the excess beyond each child's tolerance must
+    // stay within the steal the kernel counted over the run, plus the
+    // counter's granularity (/proc/stat shows it in USER_HZ ticks,
+    // truncated, and the kernel books steal at its own ticks, up to one
+    // jiffy late on each CPU), plus 1 ms for the scheduler's own work at
+    // switch-outs (the largest single excess seen was 0.52 ms).
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let slack = 1e9 / user_hz() as f64 + cpus as f64 * 1e9 / 100.0 + 1e6;
+    assert!(
+        excess <= steal_ns + slack,
+        "running slices exceed the ledger by {excess} ns over all children, more than the {steal_ns} ns the hypervisor stole + {slack} ns"
+    );
+    no_running_slices_overlap_on_a_cpu(events);
     for file in [&trace, &json] {
         let out = std::process::Command::new(ttp_bin())
             .args(["report", file.to_str().unwrap(), "--format", "csv"])

@@ -302,6 +302,12 @@ pub fn steal_between(a: (u64, u64), b: (u64, u64)) -> f64 {
     }
 }
 
+/// Nanoseconds stolen by the hypervisor, all CPUs together, between two
+/// readings of /proc/stat (which shows them in USER_HZ ticks).
+pub fn steal_ns_between(a: (u64, u64), b: (u64, u64)) -> f64 {
+    b.0.saturating_sub(a.0) as f64 * 1e9 / user_hz() as f64
+}
+
 /// Bytes read and written on every whole disk so far (/proc/diskstats
 /// sectors × 512; partitions and virtual devices left out so nothing is
 /// counted twice).
