@@ -54,6 +54,11 @@ fn attach_by_pid_agrees_with_the_kernel() {
     .map(|f| st[f].as_f64().unwrap_or(0.0))
     .sum();
     let steal = st["steal"].as_f64().unwrap_or(0.0) / all.max(1.0);
+    eprintln!(
+        "on_cpu − schedstat: {:.0} ns of an allowed {:.0} ns",
+        on_cpu - sched,
+        (sched * (0.02 + 2.0 * steal)).max(2e6)
+    );
     assert!(
         within(on_cpu, sched, 0.02 + 2.0 * steal, 2e6),
         "on_cpu {on_cpu} vs schedstat {sched} (steal {steal:.4}); kernel {k}; lost {}",

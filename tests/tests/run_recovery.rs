@@ -17,6 +17,32 @@ fn flipping(counter: &std::path::Path, k: u32, before: &str, after: &str) -> Str
     )
 }
 
+/// `ttp-ebpf run OPTS --json TEMP -- CMD`: (exit code, stdout, stderr, the
+/// JSON document, which is removed once read).
+fn run(name: &str, opts: &[&str], cmd: &[&str]) -> (i32, String, String, serde_json::Value) {
+    let json = temp_path(name);
+    let json_arg = json.to_str().unwrap();
+    let mut args = vec!["run"];
+    args.extend_from_slice(opts);
+    args.extend_from_slice(&["--json", json_arg, "--"]);
+    args.extend_from_slice(cmd);
+    let (code, out, err) = ttp(&args);
+    assert!(json.exists(), "no JSON written (exit {code}): {err}");
+    let v = json_file(&json);
+    let _ = std::fs::remove_file(&json);
+    (code, out, err, v)
+}
+
+/// The check `id` of a run's JSON.
+fn check<'a>(v: &'a serde_json::Value, id: &str) -> &'a serde_json::Value {
+    v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == id)
+        .unwrap_or_else(|| panic!("no check {id}"))
+}
+
 /// The plan command's output flips after its 3rd call (QE 3): QE 4's plan
 /// differs from QE 1's, so the Q@C restarts and measures 5 QEs with the new
 /// plan. Catches a Q@C that mixes the two plans (X2 would flag it instead
@@ -30,22 +56,13 @@ fn a_plan_that_flips_restarts_the_qc() {
     let _serial = serial();
     let counter = temp_path("plan-counter");
     let _ = std::fs::remove_file(&counter);
-    let json = temp_path("recovery-plan.json");
     let plan = flipping(&counter, 3, "Seq Scan on t", "Index Scan using t_id on t");
-    let (code, out, err) = ttp(&[
-        "run",
-        "-n",
-        "5",
-        "--as-root",
-        "--plan-cmd",
-        &plan,
-        "--json",
-        json.to_str().unwrap(),
-        "--",
-        "true",
-    ]);
+    let (code, out, err, v) = run(
+        "recovery-plan.json",
+        &["-n", "5", "--as-root", "--plan-cmd", &plan],
+        &["true"],
+    );
     assert_eq!(code, 0, "{err}");
-    let v = json_file(&json);
     let rec = &v["setup"]["recovery"];
     assert_eq!(rec["plan_restarts"], 1, "{rec}");
     assert_eq!(rec["restarts"][0]["qe"], 4, "{rec}");
@@ -63,12 +80,7 @@ fn a_plan_that_flips_restarts_the_qc() {
         .parse()
         .unwrap();
     assert_eq!(calls, 9);
-    let x2 = v["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["id"] == "X2")
-        .unwrap();
+    let x2 = check(&v, "X2");
     assert_eq!(x2["violations"], 0, "{x2}");
     let para = v["paragraph"].as_str().unwrap();
     assert!(
@@ -78,7 +90,6 @@ fn a_plan_that_flips_restarts_the_qc() {
     assert!(err.contains("restarting the Q@C"), "{err}");
     assert!(out.contains("Sec. 3.2.3"), "{out}");
     let _ = std::fs::remove_file(&counter);
-    let _ = std::fs::remove_file(&json);
 }
 
 /// The command exits 75 (listed by --transient-exit) on its first two
@@ -94,32 +105,27 @@ fn a_transient_exit_is_retried_with_back_off() {
     let _serial = serial();
     let counter = temp_path("fail-counter");
     let _ = std::fs::remove_file(&counter);
-    let json = temp_path("recovery-retry.json");
     let c = counter.display();
     let script = format!(
         "c=$(cat {c} 2>/dev/null || echo 0); c=$((c+1)); echo $c > {c}; [ $c -gt 2 ] || exit 75"
     );
     let t0 = Instant::now();
-    let (code, _out, err) = ttp(&[
-        "run",
-        "-n",
-        "3",
-        "--as-root",
-        "--transient-exit",
-        "75",
-        "--backoff",
-        "200ms",
-        "--json",
-        json.to_str().unwrap(),
-        "--",
-        "sh",
-        "-c",
-        &script,
-    ]);
+    let (code, _out, err, v) = run(
+        "recovery-retry.json",
+        &[
+            "-n",
+            "3",
+            "--as-root",
+            "--transient-exit",
+            "75",
+            "--backoff",
+            "200ms",
+        ],
+        &["sh", "-c", &script],
+    );
     let took = t0.elapsed();
     assert_eq!(code, 0, "{err}");
     assert!(took.as_millis() >= 600, "{took:?}: no back-off");
-    let v = json_file(&json);
     let retried = v["setup"]["recovery"]["retried_errors"].as_array().unwrap();
     assert_eq!(retried.len(), 2, "{retried:?}");
     assert!(retried[0].as_str().unwrap().contains("exit status 75"));
@@ -134,7 +140,6 @@ fn a_transient_exit_is_retried_with_back_off() {
         "{para}"
     );
     let _ = std::fs::remove_file(&counter);
-    let _ = std::fs::remove_file(&json);
 }
 
 /// A command that always exits 75: ten retries (1 + 2 + … + 512 ms of
@@ -147,40 +152,29 @@ fn a_persistent_transient_failure_pauses_the_run() {
         return;
     }
     let _serial = serial();
-    let json = temp_path("recovery-pause.json");
-    let (code, _out, err) = ttp(&[
-        "run",
-        "-n",
-        "3",
-        "--as-root",
-        "--transient-exit",
-        "75",
-        "--backoff",
-        "1ms",
-        "--json",
-        json.to_str().unwrap(),
-        "--",
-        "sh",
-        "-c",
-        "exit 75",
-    ]);
+    let (code, _out, err, v) = run(
+        "recovery-pause.json",
+        &[
+            "-n",
+            "3",
+            "--as-root",
+            "--transient-exit",
+            "75",
+            "--backoff",
+            "1ms",
+        ],
+        &["sh", "-c", "exit 75"],
+    );
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("paused"), "{err}");
     assert!(err.contains("after 10 retries"), "{err}");
-    let v = json_file(&json);
     let retried = v["setup"]["recovery"]["retried_errors"].as_array().unwrap();
     assert_eq!(retried.len(), 10);
     let qes = v["qes"].as_array().unwrap();
     assert_eq!(qes.len(), 1);
     assert_eq!(qes[0]["exit_code"], 75);
-    let x1 = v["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["id"] == "X1")
-        .unwrap();
+    let x1 = check(&v, "X1");
     assert!(x1["violations"].as_u64().unwrap() >= 1, "{x1}");
-    let _ = std::fs::remove_file(&json);
 }
 
 /// A parameter scan whose plan changes at one value only: that Q@C
@@ -197,28 +191,17 @@ fn a_restart_in_a_scan_restarts_only_its_qc() {
     let dir = temp_path("recovery-scan");
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let json = dir.join("scan.json");
     let d = dir.display();
     let plan = format!(
         "c=$(cat {d}/c{{k}} 2>/dev/null || echo 0); c=$((c+1)); echo $c > {d}/c{{k}}; \
          if [ {{k}} = 2 ] && [ $c -gt 2 ]; then echo B; else echo A; fi"
     );
-    let (code, _out, err) = ttp(&[
-        "run",
-        "-n",
-        "3",
-        "--as-root",
-        "-L",
-        "k=1,2",
-        "--plan-cmd",
-        &plan,
-        "--json",
-        json.to_str().unwrap(),
-        "--",
-        "true",
-    ]);
+    let (code, _out, err, v) = run(
+        "recovery-scan.json",
+        &["-n", "3", "--as-root", "-L", "k=1,2", "--plan-cmd", &plan],
+        &["true"],
+    );
     assert_eq!(code, 0, "{err}");
-    let v = json_file(&json);
     let qcs = v["qcs"].as_array().unwrap();
     assert_eq!(qcs.len(), 2);
     for qc in qcs {

@@ -283,6 +283,46 @@ fn poll(c: &Cluster, sql: &str) -> String {
     }
 }
 
+/// `statements --pid PM --duration D --json DIR/NAME` on cluster `c`,
+/// started and attached; returns the child and the JSON path.
+fn statements_attached(
+    c: &Cluster,
+    pm: u32,
+    duration: &str,
+    name: &str,
+) -> (std::process::Child, std::path::PathBuf) {
+    let json = c.dir.join(name);
+    let ttp = ttp_attached(&[
+        "statements",
+        "--pid",
+        &pm.to_string(),
+        "--duration",
+        duration,
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    (ttp, json)
+}
+
+/// A psql session named `app` that has run `setup` and `SELECT 1;` and is
+/// idle, with its backend's pid.
+fn idle_session(c: &Cluster, app: &str, setup: &[&str]) -> (Session, u32) {
+    let mut s = Session::open_as(c, app);
+    for sql in setup {
+        s.send(sql);
+    }
+    s.send("SELECT 1;");
+    let backend = poll(
+        c,
+        &format!(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = '{app}' AND state = 'idle'"
+        ),
+    )
+    .parse()
+    .unwrap();
+    (s, backend)
+}
+
 /// A session holds `LOCK TABLE pgbench_branches IN ACCESS EXCLUSIVE MODE`
 /// while another runs an UPDATE of it; the holder commits ~500 ms after
 /// the UPDATE began waiting. Truth: the server's own clocks, the waiter's
@@ -302,16 +342,7 @@ fn lock_wait_of_a_blocked_update() {
     c.psql("CREATE TABLE pgbench_branches (bid int primary key, bbalance int)");
     c.psql("INSERT INTO pgbench_branches VALUES (1, 0)");
     let pm = c.postmaster_pid();
-    let json = c.dir.join("lock.json");
-    let ttp = ttp_attached(&[
-        "statements",
-        "--pid",
-        &pm.to_string(),
-        "--duration",
-        "6s",
-        "--json",
-        json.to_str().unwrap(),
-    ]);
+    let (ttp, json) = statements_attached(&c, pm, "6s", "lock.json");
     let mut holder = Session::open(&c);
     // The commit timestamp is taken before the commit's WAL flush, and the
     // lock is released after it: without waiting for the flush, the
@@ -426,24 +457,8 @@ fn on_cpu_of_cpu_bound_statements_matches_schedstat() {
     let _serial = serial();
     let c = Cluster::start("stmt-cpu");
     let pm = c.postmaster_pid();
-    let json = c.dir.join("cpu.json");
-    let ttp = ttp_attached(&[
-        "statements",
-        "--pid",
-        &pm.to_string(),
-        "--duration",
-        "8s",
-        "--json",
-        json.to_str().unwrap(),
-    ]);
-    let mut s = Session::open_as(&c, "ttpcpu");
-    s.send("SELECT 1;");
-    let backend: u32 = poll(
-        &c,
-        "SELECT pid FROM pg_stat_activity WHERE application_name = 'ttpcpu' AND state = 'idle'",
-    )
-    .parse()
-    .unwrap();
+    let (ttp, json) = statements_attached(&c, pm, "8s", "cpu.json");
+    let (mut s, backend) = idle_session(&c, "ttpcpu", &[]);
     let r0 = schedstat(backend).0;
     for n in [1_000_000, 2_000_000, 3_000_000] {
         s.send(&format!("SELECT count(*) FROM generate_series(1, {n});"));
@@ -513,27 +528,11 @@ fn cold_count_reads_every_page_with_iowait() {
     unsafe { libc::sync() };
     std::fs::write("/proc/sys/vm/drop_caches", "3").expect("drop the page cache");
     let pm = c.postmaster_pid();
-    let json = c.dir.join("cold.json");
-    let ttp = ttp_attached(&[
-        "statements",
-        "--pid",
-        &pm.to_string(),
-        "--duration",
-        "8s",
-        "--json",
-        json.to_str().unwrap(),
-    ]);
-    let mut s = Session::open_as(&c, "ttpcold");
+    let (ttp, json) = statements_attached(&c, pm, "8s", "cold.json");
     // Parallel workers run no query__start of their own: their reads would
     // not be the statement's (docs/statements.md, limits).
-    s.send("SET max_parallel_workers_per_gather = 0;");
-    s.send("SELECT 1;");
-    let backend: u32 = poll(
-        &c,
-        "SELECT pid FROM pg_stat_activity WHERE application_name = 'ttpcold' AND state = 'idle'",
-    )
-    .parse()
-    .unwrap();
+    let (mut s, backend) =
+        idle_session(&c, "ttpcold", &["SET max_parallel_workers_per_gather = 0;"]);
     let read0 = proc_read_bytes(backend);
     s.send("SELECT count(*) FROM big;");
     s.send("SELECT 2;");

@@ -15,6 +15,7 @@ mod detail;
 mod kernel;
 mod ledger;
 mod lock;
+mod ring;
 mod sched;
 mod statements;
 mod trace;

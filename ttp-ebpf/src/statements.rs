@@ -24,7 +24,7 @@ use ttp_common::statements::{
     PARTS, Record, Stats, TEXT_LEN, Tranche, WAITS, arg, decode_cookie, flag, kind, part, wait,
 };
 
-use crate::{kernel::Task, ledger, now_ns};
+use crate::{kernel::Task, ledger, now_ns, ring};
 
 /// Backend threads with state at once.
 const MAX_STMT_THREADS: u32 = 8192;
@@ -297,42 +297,33 @@ fn query_done(tgid: u32, tid: u32, now: u64) {
     let mut end = [0u64; PARTS];
     let flags = st.flags | counters(tid, &mut end);
     let s = stats();
-    match STMT_RECORDS.reserve::<Record>(0) {
-        Some(mut entry) => {
-            let rec = entry.as_mut_ptr();
-            // SAFETY: reserved ring-buffer memory of the size of Record,
-            // written field by field (too large for the BPF stack).
-            unsafe {
-                (*rec).tgid = tgid;
-                (*rec).tid = tid;
-                (*rec).start_ns = st.start_ns;
-                (*rec).elapsed_ns = now.saturating_sub(st.start_ns);
-                let dst = &mut (*rec).sched_ns;
-                for ((d, e), b) in dst.iter_mut().zip(end.iter()).zip(st.base.iter()) {
-                    *d = e.saturating_sub(*b);
-                }
-                for i in 0..WAITS {
-                    (*rec).waits_ns[i] = st.waits_ns[i];
-                    (*rec).waits[i] = st.waits[i];
-                }
-                (*rec).flags = flags;
-                (*rec).text_len = st.text_len;
-                (*rec)._pad = 0;
-                let src = &st.text;
-                let dst = &mut (*rec).text;
-                for (d, c) in dst.iter_mut().zip(src.iter()) {
-                    *d = *c;
-                }
-            }
-            entry.submit(0);
-            if let Some(s) = s {
-                s.statements += 1;
-            }
+    // SAFETY (inside): reserved ring-buffer memory of the size of Record,
+    // every field written.
+    let sent = ring::emit::<Record>(&STMT_RECORDS, |rec| unsafe {
+        (*rec).tgid = tgid;
+        (*rec).tid = tid;
+        (*rec).start_ns = st.start_ns;
+        (*rec).elapsed_ns = now.saturating_sub(st.start_ns);
+        for ((d, e), b) in (*rec)
+            .sched_ns
+            .iter_mut()
+            .zip(end.iter())
+            .zip(st.base.iter())
+        {
+            *d = e.saturating_sub(*b);
         }
-        None => {
-            if let Some(s) = s {
-                s.lost_records += 1;
-            }
+        ring::copy(&mut (*rec).waits_ns, &st.waits_ns);
+        ring::copy(&mut (*rec).waits, &st.waits);
+        (*rec).flags = flags;
+        (*rec).text_len = st.text_len;
+        (*rec)._pad = 0;
+        ring::copy(&mut (*rec).text, &st.text);
+    });
+    if let Some(s) = s {
+        if sent {
+            s.statements += 1;
+        } else {
+            s.lost_records += 1;
         }
     }
 }

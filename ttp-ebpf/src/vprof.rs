@@ -31,7 +31,7 @@ use aya_ebpf::{
 };
 use ttp_common::vprof::{MAX_DEPTH, MAX_SLOTS, PARENT_ROOT, Record, Stats, decode_cookie};
 
-use crate::now_ns;
+use crate::{now_ns, ring};
 
 /// Threads that can be inside the root at once.
 const MAX_VPROF_THREADS: u32 = 4096;
@@ -221,39 +221,26 @@ pub fn vprof_root_return(_ctx: RetProbeContext) -> u32 {
     // Frames still open were abandoned (longjmp, exception).
     st.untracked += st.sp;
     let s = stats();
-    match VPROF_RECORDS.reserve::<Record>(0) {
-        Some(mut entry) => {
-            let rec = entry.as_mut_ptr();
-            // SAFETY: reserved ring-buffer memory of the size of Record,
-            // written field by field (too large to build on the stack).
-            unsafe {
-                (*rec).tgid = tgid;
-                (*rec).tid = tid;
-                (*rec).start_ns = st.start_ns;
-                (*rec).root_ns = now.saturating_sub(st.start_ns);
-                (*rec).untracked_calls = st.untracked;
-                (*rec).slots = MAX_SLOTS as u32;
-                let dst = &mut (*rec).children_ns;
-                for (d, v) in dst.iter_mut().zip(st.sums.iter()) {
-                    *d = *v;
-                }
-                (*rec).root_hits = st.hits + 1;
-                (*rec)._pad = 0;
-                let dst = &mut (*rec).children_hits;
-                for (d, v) in dst.iter_mut().zip(st.hit_sums.iter()) {
-                    *d = *v;
-                }
-            }
-            entry.submit(0);
-            if let Some(s) = s {
-                s.invocations += 1;
-                s.untracked_calls += u64::from(st.untracked);
-            }
-        }
-        None => {
-            if let Some(s) = s {
-                s.lost_records += 1;
-            }
+    // SAFETY (inside): reserved ring-buffer memory of the size of Record,
+    // every field written.
+    let sent = ring::emit::<Record>(&VPROF_RECORDS, |rec| unsafe {
+        (*rec).tgid = tgid;
+        (*rec).tid = tid;
+        (*rec).start_ns = st.start_ns;
+        (*rec).root_ns = now.saturating_sub(st.start_ns);
+        (*rec).untracked_calls = st.untracked;
+        (*rec).slots = MAX_SLOTS as u32;
+        ring::copy(&mut (*rec).children_ns, &st.sums);
+        (*rec).root_hits = st.hits + 1;
+        (*rec)._pad = 0;
+        ring::copy(&mut (*rec).children_hits, &st.hit_sums);
+    });
+    if let Some(s) = s {
+        if sent {
+            s.invocations += 1;
+            s.untracked_calls += u64::from(st.untracked);
+        } else {
+            s.lost_records += 1;
         }
     }
     account(now);

@@ -1,7 +1,8 @@
 //! A workload with known behaviour: sleeps `--sleep-ms` (default 0), burns
 //! `--cpu-ms` of CPU, then reads
 //! `--read-mib` MiB with O_DIRECT (bypassing the page cache, so every byte
-//! comes from the disk) from `--file` (created once if missing), in reads of
+//! comes from the disk) from `--file` (created once if missing or too short,
+//! atomically: see `ensure_file`), in reads of
 //! `--block-kib` KiB (default 1024; 4 makes one wake-up from iowait per 4
 //! KiB). With
 //! `--wait-stdin` it waits for a line on stdin before working and for EOF
@@ -17,16 +18,32 @@ use std::{
 
 const BLOCK: usize = 1 << 20;
 
+/// Makes `path` hold at least `bytes`. The file is shared by every test
+/// process of the same user (two `cargo test` runs on one machine, or two
+/// fixtures of one test): a larger one is written under a name of this
+/// process's own and renamed over `path` once complete, so a reader never
+/// sees it truncated or half written (one that opened the old file keeps
+/// reading the old, complete one).
 fn ensure_file(path: &PathBuf, bytes: usize) -> std::io::Result<()> {
     if std::fs::metadata(path).is_ok_and(|m| m.len() as usize >= bytes) {
         return Ok(());
     }
-    let mut f = File::create(path)?;
-    let chunk = vec![0x5au8; BLOCK];
-    for _ in 0..bytes.div_ceil(BLOCK) {
-        f.write_all(&chunk)?;
+    let mut own = path.clone().into_os_string();
+    own.push(format!(".{}.part", std::process::id()));
+    let own = PathBuf::from(own);
+    let written = (|| {
+        let mut f = File::create(&own)?;
+        let chunk = vec![0x5au8; BLOCK];
+        for _ in 0..bytes.div_ceil(BLOCK) {
+            f.write_all(&chunk)?;
+        }
+        f.sync_all()?;
+        std::fs::rename(&own, path)
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&own);
     }
-    f.sync_all()
+    written
 }
 
 /// A 4096-aligned buffer, as O_DIRECT requires.

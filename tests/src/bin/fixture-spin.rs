@@ -4,7 +4,9 @@
 //! * `--pin CPU` pins it to one CPU first.
 //! * `--threads N`: the work is done by N threads, `--cpu-ms` each.
 //! * `--state DIR` numbers its executions: it reads `DIR/count` (0 when
-//!   missing), writes the next number, and appends `index cpu_ns triggered`
+//!   missing), writes the next number (under an exclusive lock on the
+//!   file, so executions started at the same moment get distinct numbers),
+//!   and appends `index cpu_ns triggered`
 //!   to `DIR/spin.log` at the end (cpu_ns = CLOCK_PROCESS_CPUTIME_ID, the
 //!   kernel's own count of its process time).
 //! * `--trigger DIR --on-runs 3,7`: in those executions it wakes the daemon
@@ -13,10 +15,37 @@
 //!   this execution.
 use std::{
     fs::{File, OpenOptions},
-    io::{Read, Write},
-    path::PathBuf,
+    io::{Read, Seek, Write},
+    os::fd::AsRawFd,
+    path::{Path, PathBuf},
     time::Duration,
 };
+
+/// This execution's number: the count in `count_file` (0 when missing or
+/// empty), which it replaces by the next one. Read and write happen under
+/// `flock(LOCK_EX)` on the file itself: two executions that start together
+/// (`run -c 2`, or a test's executions overlapping a retry) otherwise read
+/// the same count and log the same index. The lock ends when the file is
+/// closed.
+fn next_index(count_file: &Path) -> std::io::Result<u64> {
+    let mut f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(count_file)?;
+    // SAFETY: a valid open descriptor; flock has no other preconditions.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let mut text = String::new();
+    f.read_to_string(&mut text)?;
+    let index: u64 = text.trim().parse().unwrap_or(0);
+    f.set_len(0)?;
+    f.rewind()?;
+    f.write_all((index + 1).to_string().as_bytes())?;
+    Ok(index)
+}
 
 fn main() -> std::io::Result<()> {
     let cpu_ms: u64 = ttp_tests::arg("--cpu-ms", 100);
@@ -25,14 +54,11 @@ fn main() -> std::io::Result<()> {
         ttp_tests::pin_to_cpu(pin as usize)?;
     }
     let state = PathBuf::from(ttp_tests::arg("--state", String::new()));
-    let count_file = state.join("count");
-    let index: u64 = std::fs::read_to_string(&count_file)
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(0);
-    if !state.as_os_str().is_empty() {
-        std::fs::write(&count_file, (index + 1).to_string())?;
-    }
+    let index = if state.as_os_str().is_empty() {
+        0
+    } else {
+        next_index(&state.join("count"))?
+    };
     let trigger = PathBuf::from(ttp_tests::arg("--trigger", String::new()));
     let triggered =
         !trigger.as_os_str().is_empty() && ttp_tests::list_arg("--on-runs").contains(&index);

@@ -231,6 +231,53 @@ mod tests {
         assert_eq!(s.stats.oversleep_max_ns, 10_000_000);
     }
 
+    /// Pins the report's words on the sender's policy and the two
+    /// thresholds of the hint (run-queue wait over 1 ms and over 1 % of the
+    /// thread's time on a CPU, both strict): a changed threshold, a hint
+    /// given without schedstat, or a real-time sender still told to become
+    /// one fails here.
+    #[test]
+    fn policy_note_wording_and_thresholds() {
+        let hint = "\n        the sender waited for a CPU: --realtime-sender (root) schedules it ahead of ordinary tasks";
+        let stats = |run_delay_ns: Option<u64>, on_cpu_ns: Option<u64>, realtime: bool| {
+            SenderStats {
+                run_delay_ns,
+                on_cpu_ns,
+                realtime,
+                ..SenderStats::default()
+            }
+            .policy_note()
+        };
+        // Real time: said as such, whatever the wait.
+        assert_eq!(
+            stats(Some(50_000_000), Some(1_000_000), true).as_deref(),
+            Some("\n        sender thread ran SCHED_FIFO (--realtime-sender)")
+        );
+        assert_eq!(
+            stats(None, None, true).as_deref(),
+            Some("\n        sender thread ran SCHED_FIFO (--realtime-sender)")
+        );
+        // No schedstat: nothing to say.
+        assert_eq!(stats(None, Some(1_000_000_000), false), None);
+        // The 1 ms floor: 1 ms exactly is not enough, 1 ms + 1 ns is (on
+        // 100 ms on a CPU, the 1 % bound is exactly 1 ms too).
+        assert_eq!(stats(Some(1_000_000), Some(100_000_000), false), None);
+        assert_eq!(
+            stats(Some(1_000_001), Some(100_000_000), false).as_deref(),
+            Some(hint)
+        );
+        // The 1 % bound: 2 ms waited on 200 ms on a CPU is 1 %, not over.
+        assert_eq!(stats(Some(2_000_000), Some(200_000_000), false), None);
+        assert_eq!(
+            stats(Some(2_000_001), Some(200_000_000), false).as_deref(),
+            Some(hint)
+        );
+        // Far below 1 % of a long phase: quiet.
+        assert_eq!(stats(Some(5_000_000), Some(10_000_000_000), false), None);
+        // Time on a CPU unknown: the wait alone decides.
+        assert_eq!(stats(Some(1_000_001), None, false).as_deref(), Some(hint));
+    }
+
     /// Catches a parser reading the wrong field of schedstat.
     #[test]
     fn run_delay_is_the_second_field() {

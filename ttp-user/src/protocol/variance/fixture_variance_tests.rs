@@ -109,6 +109,10 @@ fn flat_tree_matches_the_programs_own_clock() {
         .unwrap();
     assert_eq!(top.term, Term::Var(FnName::real("vt_jitter")));
     let true_share = var(records.column("usleep")) / root_var;
+    eprintln!(
+        "Var(vt_jitter) share {:.4} vs the program's own {true_share:.4} (bound 0.05)",
+        top.share
+    );
     assert!(
         (top.share - true_share).abs() < 0.05,
         "Var(vt_jitter) share {:.3} vs the program's own {:.3}",
@@ -133,6 +137,7 @@ fn flat_tree_matches_the_programs_own_clock() {
     // of columns behind the Cov node would give another figure), and it
     // must be clearly positive (independent waits would give ≈ 0).
     let own = correlation(records.column("vt_scan"), records.column("vt_sum"));
+    eprintln!("corr(vt_scan, vt_sum) {corr:.4} vs the program's own {own:.4} (bound 0.02)");
     assert!(
         (corr - own).abs() < 0.02,
         "corr(vt_scan, vt_sum) = {corr} in the tree vs {own} in the program's timings"
