@@ -182,7 +182,6 @@ fn read_doc(path: &Path) -> Option<serde_json::Value> {
     serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()
 }
 
-
 /// While `run` measures a task, on a connection of its own: inserts the
 /// QEs of the run JSON as `run` rewrites it after each QE, and renews the
 /// task's lease every [`heartbeat_period`], until `done` is raised. A lab
@@ -295,7 +294,8 @@ pub fn worker(a: WorkerArgs) -> anyhow::Result<()> {
     }
     let mut poll = Backoff::new(a.poll, a.poll);
     while up.is_some()
-        && a.max_tasks.is_none_or(|m| sum.done + (sum.failed.len() as u32) < m)
+        && a.max_tasks
+            .is_none_or(|m| sum.done + (sum.failed.len() as u32) < m)
         && !stop.raised()
     {
         let claimed = s.with("claim a task", |lab| {
@@ -433,7 +433,10 @@ fn run_one(
         })
         .with_context(kept)?
     else {
-        anyhow::bail!("stopped by a signal before the lab could be reached; {}", kept());
+        anyhow::bail!(
+            "stopped by a signal before the lab could be reached; {}",
+            kept()
+        );
     };
     let _ = std::fs::remove_file(&json);
     match (&result, ours) {

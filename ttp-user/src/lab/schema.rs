@@ -10,9 +10,9 @@ use crate::error::UsageError;
 /// a change is a new entry.
 pub const MIGRATIONS: &[(i32, &str, &str)] = &[
     (
-    1,
-    "experiments, tasks, hosts, QEs and Q@C results",
-    r#"
+        1,
+        "experiments, tasks, hosts, QEs and Q@C results",
+        r#"
 CREATE TABLE ttp_lab_experiments (
     name        text PRIMARY KEY,
     spec        jsonb NOT NULL,
