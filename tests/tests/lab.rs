@@ -11,23 +11,10 @@ use std::{
     process::{Command, Output, Stdio},
 };
 
-use common::{pg::Cluster, *};
-
-fn ttp(args: &[&str]) -> Output {
-    Command::new(ttp_bin())
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run ttp-ebpf")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
+use common::{
+    pg::{Cluster, stderr, stdout, ttp},
+    *,
+};
 
 /// A usage error: exit 2 and one line on standard error.
 fn assert_refused(o: &Output, needle: &str) {
