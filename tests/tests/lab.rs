@@ -311,6 +311,11 @@ fn two_workers_two_labels_every_task_once() {
         let median = r["median_qc_s"].as_f64().unwrap();
         assert!(median >= 0.12, "{r}");
         assert_eq!(r["eta_s"], 0.0, "{r}");
+        assert_eq!(
+            (&r["abandoned_attempts"], &r["taken_over"]),
+            (&0.into(), &0.into()),
+            "{r}"
+        );
     }
     // The table says the same: pending running done failed QEs per row.
     let o = ttp(&["lab", "status", "--lab", &url]);
@@ -728,6 +733,14 @@ fn killed_workers_task_is_taken_over_after_its_lease() {
     assert!(
         (1..3).contains(&abandoned),
         "{abandoned} QEs of the killed attempt kept"
+    );
+    let o = ttp(&["lab", "status", "--lab", &lab.url, "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let r = &v["rows"][0];
+    assert_eq!(
+        (&r["done"], &r["abandoned_attempts"], &r["taken_over"]),
+        (&1.into(), &1.into(), &1.into()),
+        "{v}"
     );
     // The killed worker's run JSON is all it left on this machine.
     for e in std::fs::read_dir(std::env::temp_dir()).unwrap().flatten() {

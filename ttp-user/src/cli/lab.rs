@@ -178,7 +178,7 @@ fn status(a: StatusArgs) -> anyhow::Result<()> {
     }
     println!("lab {}", lab.target);
     println!(
-        "{:<24} {:<16} {:>8} {:>8} {:>8} {:>8} {:>8} {:>10} {:>10}",
+        "{:<24} {:<16} {:>8} {:>8} {:>8} {:>8} {:>8} {:>10} {:>10} {:>9} {:>10}",
         "experiment",
         "host label",
         "pending",
@@ -187,7 +187,9 @@ fn status(a: StatusArgs) -> anyhow::Result<()> {
         "failed",
         "QEs",
         "median Q@C",
-        "ETA"
+        "ETA",
+        "abandoned",
+        "taken over"
     );
     let secs = |s: Option<f64>| {
         s.map_or("?".to_string(), |s| {
@@ -196,7 +198,7 @@ fn status(a: StatusArgs) -> anyhow::Result<()> {
     };
     for r in &rows {
         println!(
-            "{:<24} {:<16} {:>8} {:>8} {:>8} {:>8} {:>8} {:>10} {:>10}",
+            "{:<24} {:<16} {:>8} {:>8} {:>8} {:>8} {:>8} {:>10} {:>10} {:>9} {:>10}",
             r.experiment,
             r.host_label,
             r.pending,
@@ -205,7 +207,9 @@ fn status(a: StatusArgs) -> anyhow::Result<()> {
             r.failed,
             r.qes_measured,
             secs(r.median_qc_s),
-            secs(r.eta_s)
+            secs(r.eta_s),
+            r.abandoned_attempts,
+            r.taken_over
         );
     }
     if rows.is_empty() {

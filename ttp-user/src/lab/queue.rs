@@ -261,6 +261,11 @@ pub struct StatusRow {
     /// median Q@C time × those tasks ÷ the workers running now (0 when
     /// nothing is left; unknown with no done task or no worker running).
     pub eta_s: Option<f64>,
+    /// Attempts that did not finish their task: released by a stopped
+    /// worker or lost with a worker whose lease expired.
+    pub abandoned_attempts: i64,
+    /// Tasks claimed after the lease of their previous worker expired.
+    pub taken_over: i64,
 }
 
 /// Per experiment and host label, the tasks in each state and the QEs
@@ -272,7 +277,10 @@ pub fn status(lab: &mut Lab, experiment: Option<&str>) -> anyhow::Result<Vec<Sta
                coalesce(sum(q.n), 0)::bigint, \
                percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM t.finished_at - t.started_at)::float8) \
                  FILTER (WHERE t.state = 'done'), \
-               count(DISTINCT t.claimed_by) FILTER (WHERE t.state = 'running') \
+               count(DISTINCT t.claimed_by) FILTER (WHERE t.state = 'running'), \
+               (coalesce(sum(t.attempts), 0) - count(*) FILTER (WHERE t.state <> 'pending'))::bigint, \
+               (SELECT count(*) FROM ttp_lab_takeovers k JOIN ttp_lab_tasks u ON u.id = k.task_id \
+                WHERE u.experiment = t.experiment AND u.host_label = t.host_label) \
              FROM ttp_lab_tasks t \
              LEFT JOIN (SELECT task_id, count(*) AS n FROM ttp_lab_qes GROUP BY task_id) q ON q.task_id = t.id \
              WHERE $1::text IS NULL OR t.experiment = $1 \
@@ -304,6 +312,8 @@ pub fn status(lab: &mut Lab, experiment: Option<&str>) -> anyhow::Result<Vec<Sta
                 qes_measured: r.get(6),
                 median_qc_s,
                 eta_s,
+                abandoned_attempts: r.get(9),
+                taken_over: r.get(10),
             }
         })
         .collect())
