@@ -11,23 +11,10 @@ use std::{
     process::{Command, Output, Stdio},
 };
 
-use common::{pg::Cluster, *};
-
-fn ttp(args: &[&str]) -> Output {
-    Command::new(ttp_bin())
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run ttp-ebpf")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
+use common::{
+    pg::{Cluster, stderr, stdout, ttp},
+    *,
+};
 
 /// A usage error: exit 2 and one line on standard error.
 fn assert_refused(o: &Output, needle: &str) {
@@ -80,10 +67,10 @@ fn two_workers_two_labels_every_task_once() {
     let o = ttp(&["lab", "init", "--lab", &url, "--json"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
-    assert_eq!(v["applied"], serde_json::json!([1]));
+    assert_eq!(v["applied"], serde_json::json!([1, 2]));
     let o = ttp(&["lab", "init", "--lab", &url]);
     assert!(stdout(&o).contains("nothing to do"), "{}", stdout(&o));
-    assert_eq!(c.psql("SELECT count(*) FROM ttp_lab_migrations"), "1");
+    assert_eq!(c.psql("SELECT count(*) FROM ttp_lab_migrations"), "2");
 
     let spec_path = dir.join("spec.toml");
     std::fs::write(&spec_path, spec(&dir, COMMANDS[0].2)).unwrap();
@@ -149,7 +136,9 @@ fn two_workers_two_labels_every_task_once() {
     c.psql("GRANT SELECT ON ttp_lab_migrations, ttp_lab_experiments TO ttp_worker");
     c.psql("GRANT SELECT, UPDATE ON ttp_lab_tasks TO ttp_worker");
     c.psql("GRANT SELECT, INSERT, UPDATE ON ttp_lab_hosts TO ttp_worker");
-    c.psql("GRANT SELECT, INSERT ON ttp_lab_qes, ttp_lab_qc_results TO ttp_worker");
+    c.psql(
+        "GRANT SELECT, INSERT ON ttp_lab_qes, ttp_lab_qc_results, ttp_lab_takeovers TO ttp_worker",
+    );
     let worker_url = url.replace("user=ttp", "user=ttp_worker");
     // ... with a password (SCRAM) that it reads from a libpq password file.
     c.psql("ALTER ROLE ttp_worker PASSWORD 'lab-secret'");
@@ -322,6 +311,11 @@ fn two_workers_two_labels_every_task_once() {
         let median = r["median_qc_s"].as_f64().unwrap();
         assert!(median >= 0.12, "{r}");
         assert_eq!(r["eta_s"], 0.0, "{r}");
+        assert_eq!(
+            (&r["abandoned_attempts"], &r["taken_over"]),
+            (&0.into(), &0.into()),
+            "{r}"
+        );
     }
     // The table says the same: pending running done failed QEs per row.
     let o = ttp(&["lab", "status", "--lab", &url]);
@@ -484,6 +478,7 @@ fn concurrent_claims_on_one_label_take_each_task_once() {
         key: "c0".into(),
         attempt: 2,
         payload: String::new(),
+        taken_over: None,
     };
     assert!(!queue::finish(&mut lab, &t, "intruder", &[], Ok("{}")).unwrap());
     assert!(!queue::release(&mut lab, &t, "intruder").unwrap());
@@ -491,6 +486,85 @@ fn concurrent_claims_on_one_label_take_each_task_once() {
         c.psql("SELECT count(*) FROM ttp_lab_qc_results"),
         TASKS.to_string()
     );
+}
+
+/// A lab server with one experiment of one command on one host label:
+/// `fixture-spin --cpu-ms CPU_MS`, n QEs. Set-up shared by the tests of
+/// workers stopped, killed or cut off in the middle of a Q@C.
+struct OneTask {
+    c: Cluster,
+    url: String,
+    dir: std::path::PathBuf,
+    label: &'static str,
+}
+
+impl OneTask {
+    fn new(name: &str, label: &'static str, cpu_ms: u32, n: u32) -> OneTask {
+        let c = Cluster::start(name);
+        let url = c.conninfo();
+        let dir = temp_path(name);
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let spec = dir.join("spec.toml");
+        std::fs::write(
+            &spec,
+            format!(
+                "name = \"{name}\"\nhosts = [\"{label}\"]\n[[command]]\nname = \"spin\"\nargv = [\"{}\", \"--cpu-ms\", \"{cpu_ms}\"]\nn = {n}\n",
+                fixture("fixture-spin").display()
+            ),
+        )
+        .unwrap();
+        assert!(ttp(&["lab", "init", "--lab", &url]).status.success());
+        assert!(
+            ttp(&["lab", "submit", spec.to_str().unwrap(), "--lab", &url])
+                .status
+                .success()
+        );
+        OneTask { c, url, dir, label }
+    }
+
+    /// A worker of the label, in the background, with more arguments.
+    fn spawn_worker(&self, extra: &[&str]) -> std::process::Child {
+        Command::new(ttp_bin())
+            .args([
+                "lab",
+                "worker",
+                "--lab",
+                &self.url,
+                "--host-label",
+                self.label,
+            ])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
+    /// Waits until the first QE is in the lab.
+    fn wait_first_qe(&self) {
+        let t0 = std::time::Instant::now();
+        while self.c.psql("SELECT count(*) FROM ttp_lab_qes") == "0" {
+            assert!(t0.elapsed().as_secs() < 120, "no QE recorded");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+
+    fn psql(&self, sql: &str) -> String {
+        self.c.psql(sql)
+    }
+}
+
+impl Drop for OneTask {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn signal(child: &std::process::Child, sig: i32) {
+    // SAFETY: signalling a process this test started.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, sig) }, 0);
 }
 
 /// Ctrl-C of a worker in the middle of a Q@C: the task goes back to
@@ -502,91 +576,44 @@ fn interrupted_worker_releases_its_task() {
         return;
     }
     let _serial = serial();
-    let c = Cluster::start("labint");
-    let url = c.conninfo();
-    let dir = temp_path("labint");
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let spec = dir.join("spec.toml");
-    std::fs::write(
-        &spec,
-        format!(
-            "name = \"int\"\nhosts = [\"delta\"]\n[[command]]\nname = \"spin\"\nargv = [\"{}\", \"--cpu-ms\", \"1500\"]\nn = 3\n",
-            fixture("fixture-spin").display()
-        ),
-    )
-    .unwrap();
-    assert!(ttp(&["lab", "init", "--lab", &url]).status.success());
-    assert!(
-        ttp(&["lab", "submit", spec.to_str().unwrap(), "--lab", &url])
-            .status
-            .success()
-    );
-    let worker = Command::new(ttp_bin())
-        .args([
-            "lab",
-            "worker",
-            "--lab",
-            &url,
-            "--host-label",
-            "delta",
-            "--once",
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Wait for the first QE in the lab (QE 2 then runs for 1.5 s of CPU).
-    let t0 = std::time::Instant::now();
-    while c.psql("SELECT count(*) FROM ttp_lab_qes") == "0" {
-        assert!(t0.elapsed().as_secs() < 120, "no QE recorded");
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    // SAFETY: signalling the worker this test started.
-    assert_eq!(unsafe { libc::kill(worker.id() as i32, libc::SIGINT) }, 0);
+    let lab = OneTask::new("labint", "delta", 1500, 3);
+    let worker = lab.spawn_worker(&["--once"]);
+    // After the first QE, QE 2 runs for 1.5 s of CPU.
+    lab.wait_first_qe();
+    signal(&worker, libc::SIGINT);
     let o = worker.wait_with_output().unwrap();
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(stderr(&o).contains("pending again"), "{}", stderr(&o));
     assert_eq!(
-        c.psql("SELECT state, attempts, claimed_by IS NULL FROM ttp_lab_tasks"),
+        lab.psql("SELECT state, attempts, claimed_by IS NULL FROM ttp_lab_tasks"),
         "pending|1|t"
     );
-    let abandoned: u32 = c
+    let abandoned: u32 = lab
         .psql("SELECT count(*) FROM ttp_lab_qes WHERE attempt = 1")
         .parse()
         .unwrap();
     assert!((1..3).contains(&abandoned), "{abandoned} QEs of attempt 1");
-    assert_eq!(c.psql("SELECT count(*) FROM ttp_lab_qc_results"), "0");
+    assert_eq!(lab.psql("SELECT count(*) FROM ttp_lab_qc_results"), "0");
 
-    let o = ttp(&[
-        "lab",
-        "worker",
-        "--lab",
-        &url,
-        "--host-label",
-        "delta",
-        "--once",
-    ]);
+    let o = lab.spawn_worker(&["--once"]).wait_with_output().unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(
-        c.psql("SELECT state, attempts FROM ttp_lab_tasks"),
+        lab.psql("SELECT state, attempts FROM ttp_lab_tasks"),
         "done|2"
     );
     assert_eq!(
-        c.psql("SELECT attempt, jsonb_array_length(result->'qes') FROM ttp_lab_qc_results"),
+        lab.psql("SELECT attempt, jsonb_array_length(result->'qes') FROM ttp_lab_qc_results"),
         "2|3"
     );
     assert_eq!(
-        c.psql("SELECT count(*) FROM ttp_lab_qes WHERE attempt = 2"),
+        lab.psql("SELECT count(*) FROM ttp_lab_qes WHERE attempt = 2"),
         "3"
     );
     assert_eq!(
-        c.psql("SELECT count(*) FROM ttp_lab_qes WHERE attempt = 1"),
+        lab.psql("SELECT count(*) FROM ttp_lab_qes WHERE attempt = 1"),
         abandoned.to_string(),
         "the abandoned attempt's QEs are kept"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The worker's lab connection closed by the server while `run` measures
@@ -598,65 +625,167 @@ fn worker_reconnects_after_its_connection_is_closed() {
         return;
     }
     let _serial = serial();
-    let c = Cluster::start("labre");
-    let url = c.conninfo();
-    let dir = temp_path("labre");
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let spec = dir.join("spec.toml");
-    std::fs::write(
-        &spec,
-        format!(
-            "name = \"re\"\nhosts = [\"eps\"]\n[[command]]\nname = \"spin\"\nargv = [\"{}\", \"--cpu-ms\", \"1500\"]\nn = 2\n",
-            fixture("fixture-spin").display()
-        ),
-    )
-    .unwrap();
-    assert!(ttp(&["lab", "init", "--lab", &url]).status.success());
-    assert!(
-        ttp(&["lab", "submit", spec.to_str().unwrap(), "--lab", &url])
-            .status
-            .success()
-    );
-    let worker = Command::new(ttp_bin())
-        .args([
-            "lab",
-            "worker",
-            "--lab",
-            &url,
-            "--host-label",
-            "eps",
-            "--once",
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let t0 = std::time::Instant::now();
-    while c.psql("SELECT count(*) FROM ttp_lab_qes") == "0" {
-        assert!(t0.elapsed().as_secs() < 120, "no QE recorded");
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    let lab = OneTask::new("labre", "eps", 1500, 2);
+    let worker = lab.spawn_worker(&["--once"]);
+    lab.wait_first_qe();
     // QE 2 runs for 1.5 s of CPU: end the worker's main connection now.
     assert_eq!(
-        c.psql("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'ttp-ebpf lab'"),
+        lab.psql("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'ttp-ebpf lab'"),
         "1"
     );
     let o = worker.wait_with_output().unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(stderr(&o).contains("connecting again"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("the lab answers again"),
+        "{}",
+        stderr(&o)
+    );
     assert_eq!(
-        c.psql("SELECT state, attempts FROM ttp_lab_tasks"),
+        lab.psql("SELECT state, attempts FROM ttp_lab_tasks"),
         "done|1"
     );
     assert_eq!(
-        c.psql("SELECT count(*) FROM ttp_lab_qes WHERE attempt = 1"),
+        lab.psql("SELECT count(*) FROM ttp_lab_qes WHERE attempt = 1"),
         "2"
     );
     assert_eq!(
-        c.psql("SELECT attempt, jsonb_array_length(result->'qes') FROM ttp_lab_qc_results"),
+        lab.psql("SELECT attempt, jsonb_array_length(result->'qes') FROM ttp_lab_qc_results"),
         "1|2"
     );
-    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `kill -9` of a worker in the middle of a Q@C (lease 3 s, renewed every
+/// 0.3 s): a second worker of the label, started at once in waiting mode,
+/// cannot take the task while the first one lives, takes it over once the
+/// lease has expired, measures it from the start, and the result lands
+/// exactly once; the takeover is recorded with both workers and the time.
+/// A third worker started while the first one lives and renews its lease
+/// gets nothing, though the Q@C runs for longer than the lease.
+#[test]
+fn killed_workers_task_is_taken_over_after_its_lease() {
+    if !root_or_skip("killed_workers_task_is_taken_over_after_its_lease") {
+        return;
+    }
+    let _serial = serial();
+    let lab = OneTask::new("labkill", "zeta", 1500, 3);
+    let a = lab.spawn_worker(&["--once", "--lease", "3s", "--worker-name", "w-a"]);
+    lab.wait_first_qe();
+    // QE 1 took 1.5 s of CPU and the claim is older still; QE 2 runs for
+    // 1.5 s more: wait past one lease so that a lease without heartbeat
+    // would have expired.
+    std::thread::sleep(std::time::Duration::from_millis(3500));
+    let o = lab
+        .spawn_worker(&["--once", "--worker-name", "w-c"])
+        .wait_with_output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("0 tasks done"), "{}", stdout(&o));
+    assert_eq!(
+        lab.psql("SELECT claimed_by, attempts FROM ttp_lab_tasks"),
+        "w-a|1",
+        "not stolen from a live worker"
+    );
+    signal(&a, libc::SIGKILL);
+    let a_pid = a.id();
+    let _ = a.wait_with_output();
+    let b = lab.spawn_worker(&[
+        "--lease",
+        "3s",
+        "--poll",
+        "500ms",
+        "--max-tasks",
+        "1",
+        "--worker-name",
+        "w-b",
+        "--json",
+    ]);
+    let o = b.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        (&v["done"], &v["taken_over"]),
+        (&1.into(), &1.into()),
+        "{v}"
+    );
+    assert!(stderr(&o).contains("taken over from w-a"), "{}", stderr(&o));
+    assert_eq!(
+        lab.psql("SELECT state, attempts, claimed_by FROM ttp_lab_tasks"),
+        "done|2|w-b"
+    );
+    // The takeover came only after the lease (last heartbeat + 3 s).
+    assert_eq!(
+        lab.psql("SELECT attempt, from_worker, by_worker, taken_at >= lease_until, taken_at - from_started_at > interval '3 s' FROM ttp_lab_takeovers"),
+        "2|w-a|w-b|t|t"
+    );
+    assert_eq!(
+        lab.psql("SELECT count(*), min(attempt), max(jsonb_array_length(result->'qes')) FROM ttp_lab_qc_results"),
+        "1|2|3",
+        "the result once, from the attempt that finished"
+    );
+    assert_eq!(
+        lab.psql("SELECT count(*) FROM ttp_lab_qes WHERE attempt = 2"),
+        "3"
+    );
+    let abandoned: u32 = lab
+        .psql("SELECT count(*) FROM ttp_lab_qes WHERE attempt = 1")
+        .parse()
+        .unwrap();
+    assert!(
+        (1..3).contains(&abandoned),
+        "{abandoned} QEs of the killed attempt kept"
+    );
+    let o = ttp(&["lab", "status", "--lab", &lab.url, "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let r = &v["rows"][0];
+    assert_eq!(
+        (&r["done"], &r["abandoned_attempts"], &r["taken_over"]),
+        (&1.into(), &1.into(), &1.into()),
+        "{v}"
+    );
+    // The killed worker's run JSON is all it left on this machine.
+    for e in std::fs::read_dir(std::env::temp_dir()).unwrap().flatten() {
+        if e.file_name()
+            .to_string_lossy()
+            .starts_with(&format!("ttp-lab-{a_pid}-"))
+        {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
+
+/// A waiting worker started while the lab server is down says what it
+/// waits for, picks the task up once the server is up, and ends with
+/// SIGTERM, exit 0.
+#[test]
+fn waiting_worker_starts_before_the_lab() {
+    if !root_or_skip("waiting_worker_starts_before_the_lab") {
+        return;
+    }
+    let _serial = serial();
+    let lab = OneTask::new("labdown", "eta", 100, 2);
+    lab.c.stop_server();
+    let w = lab.spawn_worker(&["--poll", "500ms", "--retry-cap", "2s", "--json"]);
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    lab.c.start_server();
+    let t0 = std::time::Instant::now();
+    while lab.psql("SELECT state FROM ttp_lab_tasks") != "done" {
+        assert!(t0.elapsed().as_secs() < 120, "the task was not done");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    signal(&w, libc::SIGTERM);
+    let o = w.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert_eq!(e.matches("waiting for the lab").count(), 1, "{e}");
+    assert!(e.contains("the lab answers again"), "{e}");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        (&v["done"], &v["stopped"]),
+        (&1.into(), &true.into()),
+        "{v}"
+    );
+    assert_eq!(
+        lab.psql("SELECT attempts, jsonb_array_length(r.result->'qes') FROM ttp_lab_tasks t JOIN ttp_lab_qc_results r ON r.task_id = t.id"),
+        "1|2"
+    );
 }

@@ -6,26 +6,14 @@ mod common;
 
 use std::{
     path::{Path, PathBuf},
-    process::{Command, Output, Stdio},
+    process::{Command, Stdio},
     time::{Duration, Instant},
 };
 
 use common::{
-    pg::{Cluster, backend_pids},
+    pg::{Cluster, backend_pids, stderr, ttp},
     *,
 };
-
-fn ttp(args: &[&str]) -> Output {
-    Command::new(ttp_bin())
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run ttp-ebpf")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 fn json(path: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).expect("json written")).expect("json")

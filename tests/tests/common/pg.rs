@@ -249,6 +249,24 @@ impl Cluster {
     }
 }
 
+/// `ttp-ebpf ARGS` with no input, its whole output kept (the PostgreSQL
+/// tests look at the exit code, standard output and standard error).
+pub fn ttp(args: &[&str]) -> Output {
+    Command::new(super::ttp_bin())
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run ttp-ebpf")
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
 /// The backend that served each QE of a `run --postgres` result, in QE
 /// order (`postgres.backend_pids`).
 pub fn backend_pids(doc: &serde_json::Value) -> Vec<u64> {

@@ -16,6 +16,7 @@ mod emp_live;
 pub mod experiment;
 pub mod inc;
 pub mod lab;
+pub mod lab_worker;
 pub mod load;
 pub mod report;
 pub mod run;

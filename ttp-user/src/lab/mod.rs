@@ -6,6 +6,7 @@
 //! docs/lab.md explains the design.
 pub mod passfile;
 pub mod queue;
+pub mod retry;
 pub mod schema;
 pub mod spec;
 
@@ -31,6 +32,24 @@ pub struct LabError {
     pub target: String,
     pub statement: String,
     pub reason: String,
+    /// The lab could not be reached or closed the connection (restart,
+    /// shutdown, network): trying again later can succeed.
+    pub transient: bool,
+}
+
+/// The lab server could not be reached (refused, timed out, starting up,
+/// shutting down); unlike a wrong password or URL, this can pass.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Unreachable(pub String);
+
+/// Whether `e` is the lab being unreachable for now (worth a retry),
+/// rather than a refusal or a bug.
+pub fn is_transient(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<Unreachable>().is_some()
+            || c.downcast_ref::<LabError>().is_some_and(|l| l.transient)
+    })
 }
 
 impl Lab {
@@ -45,6 +64,15 @@ impl Lab {
     /// [`Lab::connect`] with this `application_name` (pg_stat_activity
     /// tells a worker's connections apart by it).
     pub fn connect_as(url: &str, application: &str) -> anyhow::Result<Lab> {
+        Lab::try_connect(url, application).map_err(|e| match e.downcast::<Unreachable>() {
+            Ok(u) => UsageError::new(u.0).into(),
+            Err(e) => e,
+        })
+    }
+
+    /// [`Lab::connect_as`], but a server that cannot be reached now is an
+    /// [`Unreachable`] error (a caller may wait for it), not a usage error.
+    pub fn try_connect(url: &str, application: &str) -> anyhow::Result<Lab> {
         let mut config = session::parse_config(url).map_err(|e| UsageError::new(e.to_string()))?;
         if config.get_password().is_none()
             && let Ok(p) = std::env::var("PGPASSWORD")
@@ -65,10 +93,15 @@ impl Lab {
             .enable_all()
             .build()?;
         let (client, connection) = rt.block_on(config.connect(NoTls)).map_err(|e| {
-            UsageError::new(format!(
+            let msg = format!(
                 "cannot connect to the lab database ({target}): {}; check --lab (host, port, user, dbname, password)",
                 one_line(&e)
-            ))
+            );
+            if transient(&e) {
+                anyhow::Error::from(Unreachable(msg))
+            } else {
+                UsageError::new(msg).into()
+            }
         })?;
         rt.spawn(async move {
             let _ = connection.await;
@@ -94,8 +127,31 @@ impl Lab {
             target: self.target.clone(),
             statement: statement.split_whitespace().collect::<Vec<_>>().join(" "),
             reason: one_line(&e),
+            transient: transient(&e),
         }
     }
+}
+
+/// Whether a client error is the server being away (connection refused,
+/// reset or closed, timed out; SQLSTATE class 08 connection exception or
+/// 57P operator intervention: shutting down, starting up) rather than a
+/// refusal (wrong password, no such database) or a bad statement.
+fn transient(e: &tokio_postgres::Error) -> bool {
+    if e.is_closed() {
+        return true;
+    }
+    if let Some(db) = e.as_db_error() {
+        let c = db.code().code();
+        return c.starts_with("08") || c.starts_with("57P");
+    }
+    let mut src = std::error::Error::source(e);
+    while let Some(s) = src {
+        if s.is::<std::io::Error>() {
+            return true;
+        }
+        src = s.source();
+    }
+    e.to_string().contains("timed out")
 }
 
 /// The password for the first host of `config` from libpq's password

@@ -66,6 +66,7 @@ fn err(target: &str, statement: &str, e: tokio_postgres::Error) -> super::LabErr
         target: target.to_string(),
         statement: statement.split_whitespace().collect::<Vec<_>>().join(" "),
         reason: super::one_line(&e),
+        transient: super::transient(&e),
     }
 }
 
@@ -78,6 +79,19 @@ pub struct Claimed {
     pub attempt: i32,
     /// The task's command (`spec::CommandSpec` as JSON).
     pub payload: String,
+    /// Set when the task was taken over from a worker whose lease expired.
+    pub taken_over: Option<Takeover>,
+}
+
+/// A task claimed from a worker that stopped renewing its lease (killed,
+/// host down, cut off from the lab).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Takeover {
+    pub from_worker: String,
+    /// Seconds from the previous attempt's claim to this one.
+    pub after_s: f64,
+    /// Seconds the previous lease had been expired.
+    pub expired_s: f64,
 }
 
 /// Records this worker (one row per worker name) with its host label and
@@ -104,20 +118,36 @@ pub fn touch_host(lab: &mut Lab, worker: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Claims the oldest pending task of `label`, if any: one single-row
-/// update whose subquery skips rows other workers hold locked, so two
-/// workers never claim the same task and never wait for each other.
+/// Claims the oldest task of `label` that is pending or whose lease
+/// expired (its worker stopped renewing it: killed, host down), if any:
+/// one single-row update whose subquery skips rows other workers hold
+/// locked, so two workers never claim the same task and never wait for
+/// each other. A takeover is recorded in `ttp_lab_takeovers` in the same
+/// statement, with the worker it was taken from.
 pub fn claim(
     lab: &mut Lab,
     label: &str,
     worker: &str,
     lease_s: f64,
 ) -> anyhow::Result<Option<Claimed>> {
-    let q = "UPDATE ttp_lab_tasks SET state = 'running', attempts = attempts + 1, claimed_by = $2, \
-             lease_until = now() + make_interval(secs => $3), started_at = now() \
-             WHERE id = (SELECT id FROM ttp_lab_tasks WHERE state = 'pending' AND host_label = $1 \
-                         ORDER BY id FOR UPDATE SKIP LOCKED LIMIT 1) AND state = 'pending' \
-             RETURNING id, experiment, key, attempts, payload::text";
+    let q = "WITH old AS ( \
+               SELECT id, state, claimed_by, started_at, lease_until FROM ttp_lab_tasks \
+               WHERE host_label = $1 AND (state = 'pending' OR (state = 'running' AND lease_until < now())) \
+               ORDER BY id FOR UPDATE SKIP LOCKED LIMIT 1), \
+             claimed AS ( \
+               UPDATE ttp_lab_tasks t SET state = 'running', attempts = t.attempts + 1, claimed_by = $2, \
+                 lease_until = now() + make_interval(secs => $3), started_at = now() \
+               FROM old WHERE t.id = old.id \
+               RETURNING t.id, t.experiment, t.key, t.attempts, t.payload::text, old.state AS was, \
+                 old.claimed_by AS from_worker, old.started_at AS from_started_at, old.lease_until AS old_lease), \
+             took AS ( \
+               INSERT INTO ttp_lab_takeovers (task_id, attempt, from_worker, by_worker, from_started_at, lease_until) \
+               SELECT id, attempts, coalesce(from_worker, ''), $2, from_started_at, old_lease \
+               FROM claimed WHERE was = 'running') \
+             SELECT id, experiment, key, attempts, payload, was = 'running', coalesce(from_worker, ''), \
+               coalesce(extract(epoch FROM now() - from_started_at)::float8, 0), \
+               coalesce(extract(epoch FROM now() - old_lease)::float8, 0) \
+             FROM claimed";
     let rows = lab
         .block_on(lab.client.query(q, &[&label, &worker, &lease_s]))
         .map_err(|e| lab.err(q, e))?;
@@ -127,7 +157,27 @@ pub fn claim(
         key: r.get(2),
         attempt: r.get(3),
         payload: r.get(4),
+        taken_over: r.get::<_, bool>(5).then(|| Takeover {
+            from_worker: r.get(6),
+            after_s: r.get(7),
+            expired_s: r.get(8),
+        }),
     }))
+}
+
+/// The heartbeat: moves the lease of a task this worker holds to `lease_s`
+/// from now. Returns false when the task is no longer this attempt's (it
+/// was taken over after the lease expired).
+pub fn renew(lab: &mut Lab, task: &Claimed, worker: &str, lease_s: f64) -> anyhow::Result<bool> {
+    let q = "UPDATE ttp_lab_tasks SET lease_until = now() + make_interval(secs => $4) \
+             WHERE id = $1 AND claimed_by = $2 AND attempts = $3 AND state = 'running'";
+    let n = lab
+        .block_on(
+            lab.client
+                .execute(q, &[&task.id, &worker, &task.attempt, &lease_s]),
+        )
+        .map_err(|e| lab.err(q, e))?;
+    Ok(n == 1)
 }
 
 /// Inserts the QEs of the task's attempt that are not there yet (each
@@ -172,9 +222,9 @@ pub fn finish(
         Err(e) => ("failed", Some(e)),
     };
     let q = "UPDATE ttp_lab_tasks SET state = $3, finished_at = now(), lease_until = NULL, error = $4 \
-             WHERE id = $1 AND claimed_by = $2 AND state = 'running'";
+             WHERE id = $1 AND claimed_by = $2 AND attempts = $5 AND state = 'running'";
     let held = rt
-        .block_on(tx.execute(q, &[&task.id, &worker, &state, &error]))
+        .block_on(tx.execute(q, &[&task.id, &worker, &state, &error, &task.attempt]))
         .map_err(|e| err(&target, q, e))?;
     if held != 1 {
         return Ok(false);
@@ -211,6 +261,11 @@ pub struct StatusRow {
     /// median Q@C time × those tasks ÷ the workers running now (0 when
     /// nothing is left; unknown with no done task or no worker running).
     pub eta_s: Option<f64>,
+    /// Attempts that did not finish their task: released by a stopped
+    /// worker or lost with a worker whose lease expired.
+    pub abandoned_attempts: i64,
+    /// Tasks claimed after the lease of their previous worker expired.
+    pub taken_over: i64,
 }
 
 /// Per experiment and host label, the tasks in each state and the QEs
@@ -222,7 +277,10 @@ pub fn status(lab: &mut Lab, experiment: Option<&str>) -> anyhow::Result<Vec<Sta
                coalesce(sum(q.n), 0)::bigint, \
                percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM t.finished_at - t.started_at)::float8) \
                  FILTER (WHERE t.state = 'done'), \
-               count(DISTINCT t.claimed_by) FILTER (WHERE t.state = 'running') \
+               count(DISTINCT t.claimed_by) FILTER (WHERE t.state = 'running'), \
+               (coalesce(sum(t.attempts), 0) - count(*) FILTER (WHERE t.state <> 'pending'))::bigint, \
+               (SELECT count(*) FROM ttp_lab_takeovers k JOIN ttp_lab_tasks u ON u.id = k.task_id \
+                WHERE u.experiment = t.experiment AND u.host_label = t.host_label) \
              FROM ttp_lab_tasks t \
              LEFT JOIN (SELECT task_id, count(*) AS n FROM ttp_lab_qes GROUP BY task_id) q ON q.task_id = t.id \
              WHERE $1::text IS NULL OR t.experiment = $1 \
@@ -254,6 +312,8 @@ pub fn status(lab: &mut Lab, experiment: Option<&str>) -> anyhow::Result<Vec<Sta
                 qes_measured: r.get(6),
                 median_qc_s,
                 eta_s,
+                abandoned_attempts: r.get(9),
+                taken_over: r.get(10),
             }
         })
         .collect())
@@ -273,9 +333,9 @@ pub fn has_experiment(lab: &mut Lab, name: &str) -> anyhow::Result<bool> {
 /// abandoned attempt's number and are not part of any result.
 pub fn release(lab: &mut Lab, task: &Claimed, worker: &str) -> anyhow::Result<bool> {
     let q = "UPDATE ttp_lab_tasks SET state = 'pending', claimed_by = NULL, lease_until = NULL, started_at = NULL \
-             WHERE id = $1 AND claimed_by = $2 AND state = 'running'";
+             WHERE id = $1 AND claimed_by = $2 AND attempts = $3 AND state = 'running'";
     let n = lab
-        .block_on(lab.client.execute(q, &[&task.id, &worker]))
+        .block_on(lab.client.execute(q, &[&task.id, &worker, &task.attempt]))
         .map_err(|e| lab.err(q, e))?;
     Ok(n == 1)
 }

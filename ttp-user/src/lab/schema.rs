@@ -8,10 +8,11 @@ use crate::error::UsageError;
 
 /// The migrations, in order; a migration is never edited once released,
 /// a change is a new entry.
-pub const MIGRATIONS: &[(i32, &str, &str)] = &[(
-    1,
-    "experiments, tasks, hosts, QEs and Q@C results",
-    r#"
+pub const MIGRATIONS: &[(i32, &str, &str)] = &[
+    (
+        1,
+        "experiments, tasks, hosts, QEs and Q@C results",
+        r#"
 CREATE TABLE ttp_lab_experiments (
     name        text PRIMARY KEY,
     spec        jsonb NOT NULL,
@@ -60,7 +61,25 @@ CREATE TABLE ttp_lab_qc_results (
     finished_at timestamptz NOT NULL DEFAULT now()
 );
 "#,
-)];
+    ),
+    (
+        2,
+        "takeovers of tasks whose lease expired",
+        r#"
+CREATE TABLE ttp_lab_takeovers (
+    task_id     bigint NOT NULL REFERENCES ttp_lab_tasks(id),
+    attempt     integer NOT NULL,
+    from_worker text NOT NULL,
+    by_worker   text NOT NULL,
+    from_started_at timestamptz,
+    lease_until timestamptz NOT NULL,
+    taken_at    timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (task_id, attempt)
+);
+CREATE INDEX ttp_lab_tasks_leased ON ttp_lab_tasks (host_label, lease_until) WHERE state = 'running';
+"#,
+    ),
+];
 
 /// The schema version this binary reads and writes.
 pub fn latest() -> i32 {
