@@ -349,7 +349,11 @@ fn privileges_are_dropped_after_attach_and_the_ledger_is_still_read() {
     assert!(cpu1 - cpu0 >= 0.3, "on-CPU grew by {} s only", cpu1 - cpu0);
     assert_eq!(get(serve.port, "/healthz", None).0, 200);
     let port = serve.port;
-    assert_eq!(serve.stop(), 0, "SIGTERM must end serve with 0 after the drop");
+    assert_eq!(
+        serve.stop(),
+        0,
+        "SIGTERM must end serve with 0 after the drop"
+    );
     std::net::TcpListener::bind(("127.0.0.1", port)).expect("the port is released");
 }
 

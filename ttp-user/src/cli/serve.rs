@@ -143,9 +143,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         serve_drop::Dropped::NotRoot => eprintln!(
             "ttp: started by a user other than root: its capabilities are kept (docs/serve.md, Security)"
         ),
-        serve_drop::Dropped::Kept => eprintln!(
-            "ttp: warning: --user root keeps every privilege for serve's whole life"
-        ),
+        serve_drop::Dropped::Kept => {
+            eprintln!("ttp: warning: --user root keeps every privilege for serve's whole life")
+        }
     }
     let server = Arc::new(
         tiny_http::Server::from_listener(listener, None)

@@ -239,9 +239,9 @@ impl Ledger {
         };
         loader.map_max_entries(
             "EXITS",
-            options
-                .exit_ring_bytes
-                .unwrap_or_else(|| exits::ring_bytes(exits::DESIGN_EXIT_RATE, exits::DESIGN_STALL_MS)),
+            options.exit_ring_bytes.unwrap_or_else(|| {
+                exits::ring_bytes(exits::DESIGN_EXIT_RATE, exits::DESIGN_STALL_MS)
+            }),
         );
         if options.statements_of.is_none() {
             // Allocated at load: the smallest sizes when unused.
