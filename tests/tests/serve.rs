@@ -271,6 +271,92 @@ fn counters_never_decrease_while_processes_come_and_go() {
     std::net::TcpListener::bind(("127.0.0.1", port)).expect("the port is released");
 }
 
+/// `ttp_on_cpu_seconds_total` summed over every group, and the refreshes.
+fn on_cpu_and_refreshes(port: u16) -> (f64, f64) {
+    let (status, text) = get(
+        port,
+        "/metrics",
+        Some("application/openmetrics-text;version=1.0.0"),
+    );
+    assert_eq!(status, 200);
+    let series = strict_openmetrics(&text);
+    let on_cpu = series
+        .iter()
+        .filter(|(s, _)| s.starts_with("ttp_on_cpu_seconds_total{"))
+        .map(|(_, (_, v))| v)
+        .sum();
+    (on_cpu, series["ttp_ledger_refreshes_total"].1)
+}
+
+/// Catches a serve that keeps root or a capability after attaching (in
+/// any of its threads: capabilities are per thread), and one that can no
+/// longer read the ledger once it has dropped them: every thread of the
+/// serve process runs as `nobody` with empty effective and permitted
+/// sets, and between two scrapes its refreshes and the machine's on-CPU
+/// time (this test spins for 300 ms in between) still grow.
+#[test]
+fn privileges_are_dropped_after_attach_and_the_ledger_is_still_read() {
+    if !root_or_skip("privileges_are_dropped_after_attach_and_the_ledger_is_still_read") {
+        return;
+    }
+    let _serial = serial();
+    let serve = Serve::start(&["--interval", "200ms"]);
+    let pid = serve.child.id();
+    let mut threads = 0;
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).expect("tasks") {
+        let task = task.expect("task").path();
+        let status = std::fs::read_to_string(task.join("status")).expect("task status");
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .map(|v| v.split_whitespace().collect::<Vec<_>>())
+                .expect(name)
+        };
+        assert_eq!(field("Uid:"), ["65534"; 4], "{status}");
+        assert_eq!(field("Gid:")[0], "65534", "{status}");
+        assert_eq!(field("CapEff:"), ["0000000000000000"], "{status}");
+        assert_eq!(field("CapPrm:"), ["0000000000000000"], "{status}");
+        // no_new_privs is per thread: set by the main thread, inherited by
+        // the threads it starts afterwards (the exit-record thread is older).
+        if task.ends_with(pid.to_string()) {
+            assert_eq!(field("NoNewPrivs:"), ["1"], "{status}");
+        }
+        threads += 1;
+    }
+    assert!(threads >= 2, "the exit-record thread runs too: {threads}");
+    let (cpu0, refreshes0) = on_cpu_and_refreshes(serve.port);
+    // 300 ms of this thread's own CPU time (CLOCK_THREAD_CPUTIME_ID), not
+    // of wall time: the machine may be busy.
+    let thread_cpu_ns = || {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: a valid timespec for clock_gettime to fill.
+        unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    };
+    let spin_from = thread_cpu_ns();
+    while thread_cpu_ns() - spin_from < 300_000_000 {
+        std::hint::black_box(spin_from);
+    }
+    std::thread::sleep(Duration::from_millis(600));
+    let (cpu1, refreshes1) = on_cpu_and_refreshes(serve.port);
+    assert!(refreshes1 > refreshes0, "{refreshes0} -> {refreshes1}");
+    // At least the 300 ms this thread spun (on-CPU time is counted at
+    // each refresh, so the spin is in the second scrape's read).
+    assert!(cpu1 - cpu0 >= 0.3, "on-CPU grew by {} s only", cpu1 - cpu0);
+    assert_eq!(get(serve.port, "/healthz", None).0, 200);
+    let port = serve.port;
+    assert_eq!(
+        serve.stop(),
+        0,
+        "SIGTERM must end serve with 0 after the drop"
+    );
+    std::net::TcpListener::bind(("127.0.0.1", port)).expect("the port is released");
+}
+
 /// Catches bad input that is not one clear line and exit 2: an address
 /// that is not loopback without --listen-public, a malformed address, a
 /// port in use, and a user without the privileges to load eBPF.
@@ -287,6 +373,7 @@ fn bad_input_is_one_line_and_exit_2() {
     let root = unsafe { libc::geteuid() } == 0;
     if root {
         cases.push(vec!["serve", "--listen", &in_use]);
+        cases.push(vec!["serve", "--user", "no-such-user-ttp"]);
     }
     for args in &cases {
         let (code, _, err) = ttp(args);

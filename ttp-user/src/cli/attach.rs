@@ -103,6 +103,7 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
         taskstats_exits: true,
         max_threads: args.max_threads,
         statements_of: None,
+        ..Default::default()
     })?;
     let stop = session.stop_flag()?;
     let attached_ms = session.attach_ms();

@@ -9,6 +9,9 @@ use std::{
 
 use clap::Args;
 
+#[path = "serve_drop.rs"]
+mod serve_drop;
+
 use crate::{
     accounts::Image,
     error::usage,
@@ -26,6 +29,16 @@ use crate::{
 /// The default `--top`: enough for the services of a database host, few
 /// enough for a fleet's time-series database (docs/serve.md).
 pub const DEFAULT_TOP: usize = 30;
+
+/// The exit-record ring serve loads: 1 MiB, 4 096 records, room for 200 ms
+/// of 20 000 exits/s while the draining thread is off the CPUs
+/// (probe/exits.rs sizes the one of `attach --all` for 1 s at 40 000/s:
+/// 16 MiB, mapped twice into the process by the kernel's ring layout).
+/// A record that does not fit is counted in
+/// `ttp_ledger_lost_events_total{kind="exit_record"}` (docs/serve.md, Cost).
+fn serve_exit_ring_bytes() -> u32 {
+    crate::probe::exits::ring_bytes(20_000, 200)
+}
 
 /// Serve the ledger to Prometheus: keep the eBPF programs loaded and
 /// answer `GET /metrics` (OpenMetrics, or Prometheus text 0.0.4 when the
@@ -56,6 +69,12 @@ pub struct ServeArgs {
     /// Read the ledger this often; a scrape returns the last read.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub interval: Duration,
+    /// Once the programs are attached, run as this user, with no
+    /// capabilities left (when started as root); `root` keeps every
+    /// privilege. The ledger is read through the descriptors opened
+    /// before (docs/serve.md, Security).
+    #[arg(long, value_name = "NAME", default_value = serve_drop::DEFAULT_USER)]
+    pub user: String,
 }
 
 /// The validated listen address.
@@ -86,13 +105,21 @@ fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let addr = listen_addr(&args)?;
     crate::sys::privileges::require_bpf()?;
+    let user = serve_drop::lookup(&args.user)?;
     let listener = bind(addr)?;
     if !addr.ip().is_loopback() {
         eprintln!(
             "ttp: warning: serving on {addr}, which is not loopback: anyone who can reach it sees the processes of this machine"
         );
     }
-    let mut session = MeasurementSession::open(SessionOptions::default())?;
+    // One malloc arena per thread would keep each thread's freed memory
+    // resident; serve's threads allocate little and rarely contend.
+    // SAFETY: mallopt with an integer setting, before serve's threads.
+    unsafe { libc::mallopt(libc::M_ARENA_MAX, 1) };
+    let mut session = MeasurementSession::open(SessionOptions {
+        exit_ring_bytes: Some(serve_exit_ring_bytes()),
+        ..Default::default()
+    })?;
     let stop = session.stop_flag()?;
     let mut fleet = Fleet::new((args.top > 0).then_some(args.top));
     let mut groups = ProcGroups::new(args.group_by, "/proc");
@@ -103,6 +130,23 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     }));
     let health = Arc::new(RwLock::new(Instant::now()));
     refresh(&mut session, &mut fleet, &mut groups, &shared)?;
+    // Loading parsed the kernel's BTF (tens of MiB, all freed by now):
+    // hand the freed pages back instead of keeping them resident.
+    // SAFETY: malloc_trim has no preconditions.
+    unsafe { libc::malloc_trim(0) };
+    // Everything that needs privilege is done: the programs are attached,
+    // the maps and the port are open.
+    match serve_drop::drop_privileges(&user)? {
+        serve_drop::Dropped::ToUser(name) => {
+            eprintln!("ttp: running as {name}, without capabilities")
+        }
+        serve_drop::Dropped::NotRoot => eprintln!(
+            "ttp: started by a user other than root: its capabilities are kept (docs/serve.md, Security)"
+        ),
+        serve_drop::Dropped::Kept => {
+            eprintln!("ttp: warning: --user root keeps every privilege for serve's whole life")
+        }
+    }
     let server = Arc::new(
         tiny_http::Server::from_listener(listener, None)
             .map_err(|e| crate::error::UsageError::new(format!("cannot serve on {addr}: {e}")))?,
@@ -228,6 +272,7 @@ mod tests {
             group_by: GroupBy::Unit,
             top: DEFAULT_TOP,
             interval: Duration::from_secs(10),
+            user: serve_drop::DEFAULT_USER.into(),
         }
     }
 

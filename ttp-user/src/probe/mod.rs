@@ -239,7 +239,9 @@ impl Ledger {
         };
         loader.map_max_entries(
             "EXITS",
-            exits::ring_bytes(exits::DESIGN_EXIT_RATE, exits::DESIGN_STALL_MS),
+            options.exit_ring_bytes.unwrap_or_else(|| {
+                exits::ring_bytes(exits::DESIGN_EXIT_RATE, exits::DESIGN_STALL_MS)
+            }),
         );
         if options.statements_of.is_none() {
             // Allocated at load: the smallest sizes when unused.
@@ -385,6 +387,10 @@ pub struct AttachOptions {
     /// postmaster (their uprobe program reads the thread accounts, so it
     /// loads with the ledger).
     pub statements_of: Option<u32>,
+    /// Size in bytes of the exit-record ring instead of the one sized for
+    /// `attach --all` (exits.rs, [`exits::ring_bytes`]); a power of two of
+    /// at least a page.
+    pub exit_ring_bytes: Option<u32>,
 }
 
 pub(crate) fn take<T>(ebpf: &mut Ebpf, name: &str) -> Result<T, ProbeError>

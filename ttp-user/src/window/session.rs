@@ -49,6 +49,9 @@ pub struct SessionOptions {
     /// Load the statement programs for the PostgreSQL server with this
     /// postmaster pid (`statements`).
     pub statements_of: Option<u32>,
+    /// Size of the exit-record ring instead of the one sized for
+    /// `attach --all` (probe/exits.rs).
+    pub exit_ring_bytes: Option<u32>,
 }
 
 /// One measurement session; see the module documentation.
@@ -104,6 +107,7 @@ impl MeasurementSession {
                 trace: options.trace,
                 max_threads: options.max_threads,
                 statements_of: options.statements_of,
+                exit_ring_bytes: options.exit_ring_bytes,
             })
         }
         .map_err(probe_error_ctx)?;
