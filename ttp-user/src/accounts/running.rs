@@ -264,12 +264,22 @@ impl RunningWindow {
     /// `keep_exited / 4` processes that end).
     fn compact(&mut self) {
         let target = self.keep_exited - self.keep_exited / 4;
+        // A process whose other threads' records are still pending (read
+        // after the image, or held for the next one: a fork storm's leader
+        // is folded before its threads) keeps its row until they are in;
+        // folded now, they would start a second row of it.
+        let waiting: HashSet<u32> = self.pending.iter().map(|(e, _)| e.account.tgid).collect();
         let mut ended = std::mem::take(&mut self.ended_scratch);
         ended.clear();
-        ended.extend(self.rows.iter().filter(|r| r.delta.exited).map(|r| {
-            let p = &r.delta;
-            (p.kernel.on_cpu_ns.saturating_add(p.kernel.iowait_ns), r.key)
-        }));
+        ended.extend(
+            self.rows
+                .iter()
+                .filter(|r| r.delta.exited && !waiting.contains(&r.key.tgid))
+                .map(|r| {
+                    let p = &r.delta;
+                    (p.kernel.on_cpu_ns.saturating_add(p.kernel.iowait_ns), r.key)
+                }),
+        );
         ended.sort_unstable();
         let excess = ended.len().saturating_sub(target);
         for &(_, k) in ended.iter().take(excess) {
