@@ -50,6 +50,44 @@ fn serve(conn: TcpStream, answered: &AtomicU64) {
     }
 }
 
+/// A plain timer thread beside the run, like cyclictest: sleeps 1 ms at a
+/// time (timer slack 1 ns, as ttp's sender) and records how late each
+/// wake-up was beyond the run-queue wait and CPU time its schedstat gained
+/// over the sleep. That rest is the machine's own timer lateness (the
+/// hypervisor delivering the timer interrupt late, interrupts held off),
+/// which no sender can remove. Returns a stop flag and the handle that
+/// yields the lateness samples (ns).
+fn reference_sleeper() -> (
+    Arc<std::sync::atomic::AtomicBool>,
+    std::thread::JoinHandle<Vec<u64>>,
+) {
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = stop.clone();
+    let handle = std::thread::spawn(move || {
+        // SAFETY: PR_SET_TIMERSLACK changes only this thread's timer slack.
+        unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
+        let schedstat = || {
+            let s = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap_or_default();
+            let f: Vec<u64> = s
+                .split_whitespace()
+                .filter_map(|x| x.parse().ok())
+                .collect();
+            f.first().zip(f.get(1)).map(|(a, b)| a + b).unwrap_or(0)
+        };
+        let mut late = Vec::new();
+        while !flag.load(Ordering::Relaxed) {
+            let before = schedstat();
+            let start = std::time::Instant::now();
+            std::thread::sleep(Duration::from_millis(1));
+            let over = start.elapsed().saturating_sub(Duration::from_millis(1));
+            let explained = schedstat().saturating_sub(before);
+            late.push((over.as_nanos() as u64).saturating_sub(explained));
+        }
+        late
+    });
+    (stop, handle)
+}
+
 fn stat(v: &serde_json::Value, key: &str) -> u64 {
     v[key]
         .as_u64()
@@ -64,18 +102,21 @@ fn stat(v: &serde_json::Value, key: &str) -> u64 {
 ///   send's lag into the sender thread's own time waiting for and running on
 ///   a CPU since it was last on schedule (schedstat, read by ttp) and the
 ///   rest — time it slept past its deadline or blocked, which its
-///   sleep-and-spin design controls. The rest must stay under 100 µs for
-///   99 % of requests. On an idle machine the whole lag is under it
-///   (docs/load.md); on a busy one the lag grows with the CPU wait and the
-///   catching up after it, which this bound subtracts. The bound is
-///   statistical only in that a send may block on a lock held by a runtime
-///   thread that itself waits for a CPU; in runs beside seven parallel
-///   builds (load average 8–14) the rest was 0 at p99 and at most 1.4 ms.
+///   sleep-and-spin design controls. On an idle machine the whole lag is
+///   under 100 µs at p99 (docs/load.md). On a busy one the rest also holds
+///   the machine's own timer lateness: beside two CPU burners and a disk
+///   writer, with no steal counted and no blocking (the sender's voluntary
+///   switches were fewer than its sleeps), the rest reached 0.33–1.0 ms at
+///   p99. So the rest is held to 100 µs at p50 (a coarse timer, a missing
+///   spin or 50 µs of timer slack show there on any machine) and, at p99,
+///   to 100 µs beyond what a plain 1 ms timer thread saw beside it over the
+///   same run (`reference_sleeper`).
 #[test]
 fn open_model_sends_on_schedule_against_a_known_echo_server() {
     let _serial = serial();
     let (addr, answered) = echo_server();
     let json = temp_path("load-echo.json");
+    let (stop, reference) = reference_sleeper();
     let (code, out, err) = ttp(&[
         "load",
         "--rate",
@@ -87,6 +128,10 @@ fn open_model_sends_on_schedule_against_a_known_echo_server() {
         "--json",
         json.to_str().unwrap(),
     ]);
+    stop.store(true, Ordering::Relaxed);
+    let mut machine = reference.join().expect("reference sleeper");
+    machine.sort_unstable();
+    let machine_p99 = machine[machine.len() * 99 / 100];
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(out.contains("send lag behind schedule p50"), "{out}");
     let doc: serde_json::Value =
@@ -119,10 +164,13 @@ fn open_model_sends_on_schedule_against_a_known_echo_server() {
     assert!(sender["run_delay_ns"].is_u64(), "no schedstat: {sender}");
     let beyond = &ph["send_lag_unexplained_ns"];
     assert_eq!(stat(beyond, "count"), stat(ph, "sent"));
-    let p99 = beyond["percentiles_ns"]["99"].as_u64().unwrap();
+    let (p50, p99) = (
+        beyond["percentiles_ns"]["50"].as_u64().unwrap(),
+        beyond["percentiles_ns"]["99"].as_u64().unwrap(),
+    );
     assert!(
-        p99 < 100_000,
-        "send lag beyond the sender's CPU wait p99 {p99} ns; whole lag {}; sender {sender}",
+        p50 < 100_000 && p99 < machine_p99 + 100_000,
+        "send lag beyond the sender's CPU wait p50 {p50} ns, p99 {p99} ns (a 1 ms timer thread beside it: p99 {machine_p99} ns late); whole lag {}; sender {sender}",
         ph["send_lag_ns"]
     );
 }

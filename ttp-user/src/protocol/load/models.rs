@@ -27,7 +27,7 @@ use super::{
     clock::Clock,
     histograms::Recorder,
     schedule::Schedule,
-    sender::{PreciseSleeper, SenderStats, ThreadSchedstat},
+    sender::{PreciseSleeper, SenderStats, ThreadSchedstat, voluntary_switches},
     targets::{RequestError, RequestFuture, Target},
 };
 
@@ -222,6 +222,7 @@ fn send_open_schedule(
             .map(|(cpu, wait)| (cpu, cpu + wait))
     };
     let first_delay = run_delay();
+    let first_switches = voluntary_switches();
     // The run-queue wait read when the sender was last ahead of schedule: a
     // request sent late owes its lag to what happened since then (a CPU
     // wait before request k delays k, k+1, … until the sender catches up).
@@ -297,6 +298,9 @@ fn send_open_schedule(
         stats.on_cpu_ns = Some(cpu1.saturating_sub(cpu0));
         stats.run_delay_ns = Some((both1 - cpu1).saturating_sub(both0 - cpu0));
     }
+    stats.voluntary_switches = first_switches
+        .zip(voluntary_switches())
+        .map(|(a, b)| b.saturating_sub(a));
     counts.sender = Some(*stats);
     counts
 }

@@ -59,6 +59,20 @@ pub struct SenderStats {
     /// The thread ran under SCHED_FIFO (`--realtime-sender`).
     #[serde(default)]
     pub realtime: bool,
+    /// The thread's voluntary context switches over the phase
+    /// (/proc/thread-self/status): its sleeps plus every time it blocked.
+    #[serde(default)]
+    pub voluntary_switches: Option<u64>,
+}
+
+/// The calling thread's voluntary context switches so far.
+pub fn voluntary_switches() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/thread-self/status").ok()?;
+    s.lines()
+        .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))?
+        .trim()
+        .parse()
+        .ok()
 }
 
 impl SenderStats {
