@@ -8,6 +8,7 @@
 //! the same per-CPU and disk clocks the kernel programs use.
 mod image;
 mod measures;
+mod rows;
 mod running;
 
 pub use image::{CpuTimes, Image, ProcessDelta, Window};

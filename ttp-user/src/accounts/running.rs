@@ -24,7 +24,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use serde::{Deserialize, Serialize};
 use ttp_common::{ExitRecord, ThreadAccount};
 
-use super::{CpuTimes, Image, LedgerMeasures, ProcessDelta, ThreadKey, comm};
+use super::{CpuTimes, Image, LedgerMeasures, ProcessDelta, ThreadKey, rows::Rows};
 use crate::probe::KernelStats;
 
 /// A process instance: its tgid and its leader's start time as the ledger
@@ -32,7 +32,9 @@ use crate::probe::KernelStats;
 /// older than the probes, seeded from /proc; 0 when its leader was never
 /// seen, e.g. one that exited before the window while other threads ran
 /// on). Only its order matters: a later process of a tgid has a larger key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
 pub struct ProcKey {
     pub tgid: u32,
     pub start_ns: u64,
@@ -66,7 +68,9 @@ pub struct RunningWindow {
     /// thread still in it, or (flag set) of a thread whose process had no
     /// leader in it, held for one more image.
     pending: Vec<(ExitRecord, bool)>,
-    rows: BTreeMap<ProcKey, ProcessDelta>,
+    rows: Rows,
+    /// Scratch of [`RunningWindow::compact`], reserved with the rows.
+    ended_scratch: Vec<(u64, ProcKey)>,
     /// Rows whose process ended (leader's record folded).
     ended_rows: usize,
     keep_exited: usize,
@@ -113,14 +117,22 @@ fn leaders(img: &Image) -> HashMap<u32, u64> {
 }
 
 impl RunningWindow {
+    /// Reserves (and writes) the memory of `keep_exited` rows of ended
+    /// processes, plus room for the processes alive in `first`, now.
     pub fn new(first: Image, keep_exited: usize) -> Self {
+        let keep_exited = keep_exited.max(1);
+        let live = leaders(&first).len();
+        let room = keep_exited + keep_exited / 8 + 2 * live;
+        let mut ended_scratch = vec![(0, ProcKey::default()); room];
+        ended_scratch.clear();
         Self {
             first,
             first_ended: HashSet::new(),
             pending: Vec::new(),
-            rows: BTreeMap::new(),
+            rows: Rows::with_capacity(room),
+            ended_scratch,
             ended_rows: 0,
-            keep_exited: keep_exited.max(1),
+            keep_exited,
             groups: BTreeMap::new(),
             compacted: false,
         }
@@ -189,12 +201,7 @@ impl RunningWindow {
 
     /// Whether a row of `tgid` is kept.
     pub fn has_tgid(&self, tgid: u32) -> bool {
-        let lo = ProcKey { tgid, start_ns: 0 };
-        let hi = ProcKey {
-            tgid,
-            start_ns: u64::MAX,
-        };
-        self.rows.range(lo..=hi).next().is_some()
+        self.rows.has_tgid(tgid)
     }
 
     /// The row `a` belongs to; `exit_ns`: when it ended (None: alive at
@@ -217,15 +224,9 @@ impl RunningWindow {
         {
             return ProcKey { tgid, start_ns: s };
         }
-        let lo = ProcKey { tgid, start_ns: 0 };
-        let hi = ProcKey {
-            tgid,
-            start_ns: exit_ns.unwrap_or(u64::MAX),
-        };
-        match self.rows.range(lo..=hi).next_back() {
-            Some((k, _)) => *k,
-            None => lo,
-        }
+        self.rows
+            .latest_at_or_before(tgid, exit_ns.unwrap_or(u64::MAX))
+            .unwrap_or(ProcKey { tgid, start_ns: 0 })
     }
 
     /// Adds thread `a`'s measures since the first image to its row, as
@@ -239,14 +240,12 @@ impl RunningWindow {
             .unwrap_or_default();
         let delta = LedgerMeasures::of(a).since(&first);
         let key = self.key_of(a, exit_ns, live);
-        let p = self.rows.entry(key).or_insert_with(|| ProcessDelta {
-            tgid: a.tgid,
-            ..Default::default()
-        });
+        let row = self.rows.get_or_insert(key);
         let is_leader = a.tid == a.tgid;
-        if is_leader || p.comm.is_empty() {
-            p.comm = comm(a);
+        if is_leader || row.comm[0] == 0 {
+            row.comm = a.comm;
         }
+        let p = &mut row.delta;
         if a.parent_tgid != 0 && (is_leader || p.parent_tgid.is_none()) {
             p.parent_tgid = Some(a.parent_tgid);
         }
@@ -265,20 +264,32 @@ impl RunningWindow {
     /// `keep_exited / 4` processes that end).
     fn compact(&mut self) {
         let target = self.keep_exited - self.keep_exited / 4;
-        let mut ended: Vec<(u64, ProcKey)> = self
-            .rows
-            .iter()
-            .filter(|(_, p)| p.exited)
-            .map(|(k, p)| (p.kernel.on_cpu_ns.saturating_add(p.kernel.iowait_ns), *k))
-            .collect();
+        // A process whose other threads' records are still pending (read
+        // after the image, or held for the next one: a fork storm's leader
+        // is folded before its threads) keeps its row until they are in;
+        // folded now, they would start a second row of it.
+        let waiting: HashSet<u32> = self.pending.iter().map(|(e, _)| e.account.tgid).collect();
+        let mut ended = std::mem::take(&mut self.ended_scratch);
+        ended.clear();
+        ended.extend(
+            self.rows
+                .iter()
+                .filter(|r| r.delta.exited && !waiting.contains(&r.key.tgid))
+                .map(|r| {
+                    let p = &r.delta;
+                    (p.kernel.on_cpu_ns.saturating_add(p.kernel.iowait_ns), r.key)
+                }),
+        );
         ended.sort_unstable();
         let excess = ended.len().saturating_sub(target);
-        for (_, k) in ended.into_iter().take(excess) {
-            let Some(p) = self.rows.remove(&k) else {
+        for &(_, k) in ended.iter().take(excess) {
+            let Some(row) = self.rows.remove(k) else {
                 continue;
             };
-            let name = if self.groups.contains_key(&p.comm) || self.groups.len() < MAX_GROUPS {
-                p.comm.clone()
+            let comm = row.comm_str();
+            let p = row.delta;
+            let name = if self.groups.contains_key(&comm) || self.groups.len() < MAX_GROUPS {
+                comm
             } else {
                 OTHER_COMMS.to_string()
             };
@@ -294,6 +305,7 @@ impl RunningWindow {
             g.kernel += p.kernel;
             self.ended_rows -= 1;
         }
+        self.ended_scratch = ended;
         self.compacted = true;
     }
 
@@ -321,7 +333,7 @@ impl RunningWindow {
         ClosedWindow {
             start_ns: self.first.at_ns,
             end_ns: last.at_ns,
-            processes: self.rows.into_iter().collect(),
+            processes: self.rows.into_sorted(),
             exited_groups,
             cpus: last
                 .cpus

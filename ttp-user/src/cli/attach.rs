@@ -143,8 +143,10 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
     // (accounts/running.rs): memory follows the processes kept, not the
     // exits of the window.
     let mut last = first.clone();
+    // Both reserve the memory of the rows they may keep now, so that it
+    // does not grow while they fill (docs/attach.md).
+    let mut exit_records = ExitRecords::with_capacity(args.keep_exited + first.threads.len());
     let mut running = RunningWindow::new(first, args.keep_exited);
-    let mut exit_records = ExitRecords::default();
     let mut notes = Vec::new();
     let mut live = report::attach::LiveTable::new();
     let mut target_exited = false;

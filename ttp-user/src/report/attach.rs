@@ -338,7 +338,7 @@ impl Summary {
                     .flatten();
                 let from_exit = exit_stats.is_some();
                 let taskstats = match exit_stats {
-                    Some(e) => window_counters(b.map(|b| b.taskstats.as_ref()), e),
+                    Some(e) => window_counters(b.map(|b| b.taskstats.as_ref()), &e),
                     None if p.exited => None,
                     None => a.and_then(|a| procs::taskstats_delta(b, a)),
                 };

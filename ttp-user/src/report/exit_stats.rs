@@ -15,23 +15,95 @@ use crate::{
     window::procs::TaskstatsCounters,
 };
 
+/// The fields of an exit record the cross-check compares
+/// ([`window_counters`]), in [`ExitCounters::FIELDS`] order, `u64::MAX`
+/// standing for a field the record lacks: 72 bytes kept per ended process
+/// instead of the whole record (about 0.5 KiB), for as long as its row is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExitCounters([u64; 9]);
+
+const ABSENT: u64 = u64::MAX;
+
+impl ExitCounters {
+    /// The fields, as [`TaskstatsCounters`] names them.
+    const FIELDS: [fn(&Taskstats) -> Option<u64>; 9] = [
+        |t| t.cpu_run_virtual_total_ns,
+        |t| t.cpu_delay_total_ns,
+        |t| t.blkio_delay_total_ns,
+        |t| t.ac_utime_us,
+        |t| t.ac_stime_us,
+        |t| t.read_bytes,
+        |t| t.write_bytes,
+        |t| t.nvcsw,
+        |t| t.nivcsw,
+    ];
+
+    pub fn of(t: &Taskstats) -> Self {
+        // A counter at u64::MAX (never seen: 584 years of ns) reads as absent.
+        Self(Self::FIELDS.map(|f| f(t).unwrap_or(ABSENT)))
+    }
+
+    fn get(&self, i: usize) -> Option<u64> {
+        (self.0[i] != ABSENT).then_some(self.0[i])
+    }
+}
+
+/// A tgid's exit counters: its thread-group record's if one came, else its
+/// leader's.
+#[derive(Debug, Clone, Copy)]
+struct ExitEntry {
+    counters: ExitCounters,
+    group: bool,
+    leader: bool,
+}
+
 /// The exit records of a window, by the tgid they may describe.
 #[derive(Debug, Clone, Default)]
 pub struct ExitRecords {
-    groups: HashMap<u32, Taskstats>,
-    leaders: HashMap<u32, Taskstats>,
+    by_tgid: HashMap<u32, ExitEntry>,
 }
 
 impl ExitRecords {
+    /// Room for `n` tgids, its memory written now (a long `attach` keeps
+    /// about as many as it keeps rows: docs/attach.md).
+    pub fn with_capacity(n: usize) -> Self {
+        let mut by_tgid = HashMap::with_capacity(n);
+        let blank = ExitEntry {
+            counters: ExitCounters([ABSENT; 9]),
+            group: false,
+            leader: false,
+        };
+        for k in 0..by_tgid.capacity() as u32 {
+            by_tgid.insert(k, blank);
+        }
+        by_tgid.clear();
+        Self { by_tgid }
+    }
+
     pub fn add(&mut self, r: TaskstatsRecord) {
+        let counters = ExitCounters::of(&r.stats);
         match r.scope {
             Scope::ThreadGroup => {
-                self.groups.insert(r.id, r.stats);
+                let e = self.by_tgid.entry(r.id).or_insert(ExitEntry {
+                    counters,
+                    group: true,
+                    leader: false,
+                });
+                e.counters = counters;
+                e.group = true;
             }
             Scope::Task => {
                 // A thread whose pid is its tgid: the group leader.
                 if r.stats.ac_tgid.is_none_or(|t| t == r.id) {
-                    self.leaders.insert(r.id, r.stats);
+                    let e = self.by_tgid.entry(r.id).or_insert(ExitEntry {
+                        counters,
+                        group: false,
+                        leader: true,
+                    });
+                    if !e.group {
+                        e.counters = counters;
+                    }
+                    e.leader = true;
                 }
             }
         }
@@ -40,26 +112,27 @@ impl ExitRecords {
     /// Keeps the records of the tgids `keep` accepts (a long window drops
     /// those of processes it no longer compares).
     pub fn retain(&mut self, mut keep: impl FnMut(u32) -> bool) {
-        self.groups.retain(|t, _| keep(*t));
-        self.leaders.retain(|t, _| keep(*t));
+        self.by_tgid.retain(|t, _| keep(*t));
     }
 
     /// Whether a record of `tgid` (its group's or its leader's) arrived.
     pub fn has(&self, tgid: u32) -> bool {
-        self.groups.contains_key(&tgid) || self.leaders.contains_key(&tgid)
+        self.by_tgid.contains_key(&tgid)
     }
 
     /// Leader threads that exited: one per process whose leader exited.
     pub fn leaders(&self) -> impl Iterator<Item = u32> + '_ {
-        self.leaders.keys().copied()
+        self.by_tgid
+            .iter()
+            .filter(|(_, e)| e.leader)
+            .map(|(t, _)| *t)
     }
 
-    /// The record of the whole process `tgid`: its thread-group record, or,
-    /// for a process the ledger saw with one thread, its leader's.
-    pub fn process(&self, tgid: u32, threads: u32) -> Option<&Taskstats> {
-        self.groups
-            .get(&tgid)
-            .or_else(|| (threads <= 1).then(|| self.leaders.get(&tgid)).flatten())
+    /// The counters of the whole process `tgid`: its thread-group record's,
+    /// or, for a process the ledger saw with one thread, its leader's.
+    pub fn process(&self, tgid: u32, threads: u32) -> Option<ExitCounters> {
+        let e = self.by_tgid.get(&tgid)?;
+        (e.group || (threads <= 1 && e.leader)).then_some(e.counters)
     }
 }
 
@@ -69,7 +142,7 @@ impl ExitRecords {
 /// the process started inside the window (its whole life is in it).
 pub fn window_counters(
     before: Option<Option<&Taskstats>>,
-    exit: &Taskstats,
+    exit: &ExitCounters,
 ) -> Option<TaskstatsCounters> {
     let before = match before {
         Some(None) => return None,
@@ -78,20 +151,20 @@ pub fn window_counters(
     };
     // As procs::taskstats_delta: absent after → unknown; absent before →
     // 0 (the kernel leaves zero delay groups out); backwards → unknown.
-    let d = |f: fn(&Taskstats) -> Option<u64>| {
-        let a = f(exit)?;
-        a.checked_sub(before.and_then(f).unwrap_or(0))
+    let d = |i: usize| {
+        let a = exit.get(i)?;
+        a.checked_sub(before.and_then(ExitCounters::FIELDS[i]).unwrap_or(0))
     };
     Some(TaskstatsCounters {
-        cpu_run_virtual_total_ns: d(|t| t.cpu_run_virtual_total_ns),
-        cpu_delay_total_ns: d(|t| t.cpu_delay_total_ns),
-        blkio_delay_total_ns: d(|t| t.blkio_delay_total_ns),
-        ac_utime_us: d(|t| t.ac_utime_us),
-        ac_stime_us: d(|t| t.ac_stime_us),
-        read_bytes: d(|t| t.read_bytes),
-        write_bytes: d(|t| t.write_bytes),
-        nvcsw: d(|t| t.nvcsw),
-        nivcsw: d(|t| t.nivcsw),
+        cpu_run_virtual_total_ns: d(0),
+        cpu_delay_total_ns: d(1),
+        blkio_delay_total_ns: d(2),
+        ac_utime_us: d(3),
+        ac_stime_us: d(4),
+        read_bytes: d(5),
+        write_bytes: d(6),
+        nvcsw: d(7),
+        nivcsw: d(8),
     })
 }
 
@@ -161,7 +234,7 @@ mod tests {
         r.add(record(Scope::Task, 20, Some(20), 3));
         r.add(record(Scope::Task, 31, Some(30), 4));
         r.add(record(Scope::Task, 40, Some(40), 9));
-        let run = |t: Option<&Taskstats>| t.and_then(|t| t.cpu_run_virtual_total_ns);
+        let run = |t: Option<ExitCounters>| t.and_then(|t| t.get(0));
         assert_eq!(run(r.process(10, 2)), Some(12));
         assert_eq!(run(r.process(20, 1)), Some(3));
         assert_eq!(run(r.process(30, 1)), None);
@@ -181,15 +254,15 @@ mod tests {
     fn the_window_share_of_an_exit_record() {
         let before = rec(Scope::ThreadGroup, 100_000_000, None, Some(50));
         let exit = rec(Scope::Task, 300_000_000, Some(4_000_000), None);
-        let c = window_counters(Some(Some(&before)), &exit).unwrap();
+        let c = window_counters(Some(Some(&before)), &ExitCounters::of(&exit)).unwrap();
         assert_eq!(c.cpu_run_virtual_total_ns, Some(200_000_000));
         assert_eq!(c.blkio_delay_total_ns, Some(4_000_000));
         assert_eq!(c.ac_utime_us, None);
         let back = rec(Scope::Task, 50_000_000, None, None);
-        let c = window_counters(Some(Some(&before)), &back).unwrap();
+        let c = window_counters(Some(Some(&before)), &ExitCounters::of(&back)).unwrap();
         assert_eq!(c.cpu_run_virtual_total_ns, None);
-        let c = window_counters(None, &exit).unwrap();
+        let c = window_counters(None, &ExitCounters::of(&exit)).unwrap();
         assert_eq!(c.cpu_run_virtual_total_ns, Some(300_000_000));
-        assert!(window_counters(Some(None), &exit).is_none());
+        assert!(window_counters(Some(None), &ExitCounters::of(&exit)).is_none());
     }
 }

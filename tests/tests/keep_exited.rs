@@ -1,0 +1,170 @@
+//! A fork storm beyond `attach --keep-exited`: the processes that keep their
+//! row keep their exact on-CPU time, and the ones summed by command are all
+//! counted, with their time, against the kernel's own account of each.
+mod common;
+
+use std::{collections::HashMap, process::Command, time::Duration};
+
+use common::*;
+
+/// 1 200 processes of 4 threads (4 × 1 ms of CPU each) under `attach --all
+/// --keep-exited 400`. The fixture runs under a name of its own (a copy
+/// named after this test's pid), so its command group holds its processes
+/// and no other program's, whatever else the machine runs.
+///
+/// Truth: the rusage wait4 returns as the fixture reaps each child
+/// (utime + stime scaled to the runtime, µs). Bounds, as in stress.rs: the
+/// ledger reads each thread's runtime at its final switch-out, after the
+/// kernel folded it into the group's total, so it is above by each
+/// thread's last steps of exit (measured 0–76 µs a process): 100 µs a
+/// thread allowed above, 2 µs a process below for rusage's truncation to µs.
+///
+/// Checked: no exit record lost; rows + processes of the command group =
+/// 1 200 children + their parent (each counted once, none dropped); every
+/// child's row equals the rusage of a process of its pid; rows + group sum
+/// to the rusage of all 1 200 (plus the parent's own time, bounded by its
+/// wall time, when it was folded too); at most 400 ended processes have a
+/// row; the summary says in words that ended processes were summed.
+#[test]
+fn storm_beyond_keep_exited_keeps_totals_exact_and_counts_the_folded() {
+    if !root_or_skip("storm_beyond_keep_exited_keeps_totals_exact_and_counts_the_folded") {
+        return;
+    }
+    let _serial = serial();
+    const PROCS: usize = 1_200;
+    const KEEP: usize = 400;
+    let dir = temp_path("keep");
+    std::fs::create_dir_all(&dir).unwrap();
+    // comm is the executable's name (15 bytes at most).
+    let comm = format!("keep{}", std::process::id() % 10_000_000);
+    let exe = dir.join(&comm);
+    std::fs::copy(fixture("fixture-forkstorm"), &exe).expect("copy fixture-forkstorm");
+    let json = dir.join("attach.json");
+    let truth_path = dir.join("truth");
+    let keep = KEEP.to_string();
+    let mut ttp = ttp_attached(&[
+        "attach",
+        "--all",
+        "--duration",
+        "120s",
+        "-q",
+        "--keep-exited",
+        &keep,
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let out = Command::new(&exe)
+        .args(["--procs", &PROCS.to_string(), "--threads", "4"])
+        .args(["--parallel", "8", "--thread-cpu-us", "1000", "--out"])
+        .arg(&truth_path)
+        .output()
+        .expect("run the fork storm");
+    assert!(out.status.success());
+    // The last exits' records are drained within the poll interval.
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: signalling our own child, as Ctrl-C does.
+    unsafe { libc::kill(ttp.id() as i32, libc::SIGINT) };
+    let mut text = String::new();
+    std::io::Read::read_to_string(ttp.stdout.as_mut().unwrap(), &mut text).unwrap();
+    assert!(ttp.wait().expect("wait ttp").success());
+
+    let v = json_file(&json);
+    let k = &v["lost"]["kernel"];
+    assert_eq!(k["exit_records_lost"], 0, "exit records lost: {k}");
+
+    let truth: Vec<(u64, u64)> = std::fs::read_to_string(&truth_path)
+        .expect("fixture's rusage file")
+        .lines()
+        .map(|l| {
+            let (p, us) = l.split_once(' ').unwrap();
+            (p.parse().unwrap(), us.parse().unwrap())
+        })
+        .collect();
+    assert_eq!(truth.len(), PROCS);
+    let mut truth_by_pid: HashMap<u64, Vec<u64>> = HashMap::new();
+    for (pid, us) in &truth {
+        truth_by_pid.entry(*pid).or_default().push(*us);
+    }
+    let truth_us: u64 = truth.iter().map(|(_, us)| us).sum();
+
+    let procs = v["processes"].as_array().expect("processes");
+    let ended_rows = procs.iter().filter(|p| p["exited"] == true).count();
+    assert!(
+        ended_rows <= KEEP,
+        "{ended_rows} rows of ended processes, --keep-exited {KEEP}"
+    );
+    // The storm's children are the 5-thread processes of its command; its
+    // parent (which forked and reaped them) is one more, of one thread.
+    let rows: Vec<&serde_json::Value> = procs
+        .iter()
+        .filter(|p| p["comm"] == comm.as_str() && p["threads"] == 5)
+        .collect();
+    let parent_rows = procs
+        .iter()
+        .filter(|p| p["comm"] == comm.as_str() && p["threads"] != 5)
+        .count();
+    assert!(parent_rows <= 1, "{parent_rows} rows of the storm's parent");
+    let groups = v["exited_groups"].as_array().expect("exited_groups");
+    let group = groups
+        .iter()
+        .find(|g| g["comm"] == comm.as_str())
+        .expect("no command group of the storm: nothing was folded");
+    let folded = group["processes"].as_u64().unwrap() as usize;
+    assert_eq!(
+        rows.len() + parent_rows + folded,
+        PROCS + 1,
+        "{} rows + {parent_rows} parent row + {folded} folded (group {group}) for {PROCS} \
+         processes and their parent",
+        rows.len()
+    );
+    let mut rows_ns = 0u64;
+    for r in &rows {
+        let pid = r["pid"].as_u64().unwrap();
+        let ns = r["kernel"]["on_cpu_ns"].as_u64().unwrap();
+        let uses = truth_by_pid
+            .get(&pid)
+            .unwrap_or_else(|| panic!("row of pid {pid} the fixture never reaped"));
+        assert!(
+            uses.iter()
+                .any(|&us| ns / 1_000 + 2 >= us && ns / 1_000 <= us + 5 * 100),
+            "pid {pid}: ledger on-CPU {ns} ns, rusage of its processes {uses:?} µs"
+        );
+        rows_ns += ns;
+    }
+    let parent_ns: u64 = procs
+        .iter()
+        .filter(|p| p["comm"] == comm.as_str() && p["threads"] != 5)
+        .map(|p| p["kernel"]["on_cpu_ns"].as_u64().unwrap())
+        .sum();
+    let group_ns = group["kernel"]["on_cpu_ns"].as_u64().unwrap();
+    let total_us = (rows_ns + group_ns) as f64 / 1e3;
+    let n = PROCS as f64;
+    let lo = truth_us as f64 - 2.0 * n;
+    // Above: 100 µs a thread, plus the parent's time when it was folded
+    // (forking and reaping: at most its wall time on one CPU).
+    let parent_folded = parent_rows == 0;
+    let wall_us = out_elapsed_us(&out.stdout);
+    let hi = truth_us as f64 + n * 5.0 * 100.0 + if parent_folded { wall_us } else { 0.0 };
+    assert!(
+        total_us >= lo && total_us <= hi,
+        "rows {rows_ns} ns + group {group_ns} ns = {total_us:.0} µs; rusage of the \
+         {PROCS} processes {truth_us} µs (allowed {lo:.0}–{hi:.0}); parent row {parent_ns} ns"
+    );
+    assert!(
+        text.contains("more ended processes, summed by command") && text.contains(&comm),
+        "the folded processes are not shown in words:\n{text}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The fixture's elapsed time from its last line (`… elapsed_ms MS`), µs.
+fn out_elapsed_us(stdout: &[u8]) -> f64 {
+    let s = String::from_utf8_lossy(stdout);
+    let ms: f64 = s
+        .split_whitespace()
+        .skip_while(|w| *w != "elapsed_ms")
+        .nth(1)
+        .and_then(|v| v.parse().ok())
+        .expect("elapsed_ms in the fixture's output");
+    ms * 1e3
+}
