@@ -556,6 +556,21 @@ impl OneTask {
     }
 }
 
+/// Waits for a worker that ends on its own (`--max-tasks`); one still
+/// running after `secs` is killed and the test fails, instead of hanging.
+fn wait_or_kill(mut child: std::process::Child, secs: u64) -> std::process::Output {
+    let t0 = std::time::Instant::now();
+    while child.try_wait().expect("wait for the worker").is_none() {
+        if t0.elapsed().as_secs() >= secs {
+            let _ = child.kill();
+            let o = child.wait_with_output().unwrap();
+            panic!("the worker did not end within {secs} s: {}", stderr(&o));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    child.wait_with_output().unwrap()
+}
+
 impl Drop for OneTask {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
@@ -661,18 +676,24 @@ fn worker_reconnects_after_its_connection_is_closed() {
 /// exactly once; the takeover is recorded with both workers and the time.
 /// A third worker started while the first one lives and renews its lease
 /// gets nothing, though the Q@C runs for longer than the lease.
+///
+/// Timing: 10 QEs of 1 s of CPU each. After QE 1 is recorded the first
+/// worker still has 9 s of CPU to spend, and the test kills it after
+/// 3.5 s + the third worker's run; on a busy machine the QEs take longer in
+/// wall time, so the margin only grows. (With 3 QEs of 1.5 s, an idle
+/// machine let the first worker finish before the kill.)
 #[test]
 fn killed_workers_task_is_taken_over_after_its_lease() {
     if !root_or_skip("killed_workers_task_is_taken_over_after_its_lease") {
         return;
     }
     let _serial = serial();
-    let lab = OneTask::new("labkill", "zeta", 1500, 3);
+    let lab = OneTask::new("labkill", "zeta", 1000, 10);
     let a = lab.spawn_worker(&["--once", "--lease", "3s", "--worker-name", "w-a"]);
     lab.wait_first_qe();
-    // QE 1 took 1.5 s of CPU and the claim is older still; QE 2 runs for
-    // 1.5 s more: wait past one lease so that a lease without heartbeat
-    // would have expired.
+    // QE 1 took 1 s of CPU and the claim is older still: 3.5 s more is
+    // past one lease from the claim, so a lease without heartbeat would
+    // have expired.
     std::thread::sleep(std::time::Duration::from_millis(3500));
     let o = lab
         .spawn_worker(&["--once", "--worker-name", "w-c"])
@@ -681,9 +702,9 @@ fn killed_workers_task_is_taken_over_after_its_lease() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stdout(&o).contains("0 tasks done"), "{}", stdout(&o));
     assert_eq!(
-        lab.psql("SELECT claimed_by, attempts FROM ttp_lab_tasks"),
-        "w-a|1",
-        "not stolen from a live worker"
+        lab.psql("SELECT state, claimed_by, attempts FROM ttp_lab_tasks"),
+        "running|w-a|1",
+        "not stolen from a live worker (and not yet finished by it)"
     );
     signal(&a, libc::SIGKILL);
     let a_pid = a.id();
@@ -699,7 +720,7 @@ fn killed_workers_task_is_taken_over_after_its_lease() {
         "w-b",
         "--json",
     ]);
-    let o = b.wait_with_output().unwrap();
+    let o = wait_or_kill(b, 300);
     assert!(o.status.success(), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(
@@ -719,19 +740,19 @@ fn killed_workers_task_is_taken_over_after_its_lease() {
     );
     assert_eq!(
         lab.psql("SELECT count(*), min(attempt), max(jsonb_array_length(result->'qes')) FROM ttp_lab_qc_results"),
-        "1|2|3",
+        "1|2|10",
         "the result once, from the attempt that finished"
     );
     assert_eq!(
         lab.psql("SELECT count(*) FROM ttp_lab_qes WHERE attempt = 2"),
-        "3"
+        "10"
     );
     let abandoned: u32 = lab
         .psql("SELECT count(*) FROM ttp_lab_qes WHERE attempt = 1")
         .parse()
         .unwrap();
     assert!(
-        (1..3).contains(&abandoned),
+        (1..10).contains(&abandoned),
         "{abandoned} QEs of the killed attempt kept"
     );
     let o = ttp(&["lab", "status", "--lab", &lab.url, "--json"]);
