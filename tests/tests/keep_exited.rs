@@ -72,14 +72,7 @@ fn storm_beyond_keep_exited_keeps_totals_exact_and_counts_the_folded() {
     let k = &v["lost"]["kernel"];
     assert_eq!(k["exit_records_lost"], 0, "exit records lost: {k}");
 
-    let truth: Vec<(u64, u64)> = std::fs::read_to_string(&truth_path)
-        .expect("fixture's rusage file")
-        .lines()
-        .map(|l| {
-            let (p, us) = l.split_once(' ').unwrap();
-            (p.parse().unwrap(), us.parse().unwrap())
-        })
-        .collect();
+    let truth = fixture_rusage(&truth_path);
     assert_eq!(truth.len(), PROCS);
     let mut truth_by_pid: HashMap<u64, Vec<u64>> = HashMap::new();
     for (pid, us) in &truth {

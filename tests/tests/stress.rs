@@ -78,14 +78,7 @@ fn fork_storm_loses_no_exit_record() {
     assert_eq!(k["exit_records_lost"], 0, "exit records lost: {k}");
     assert!(k["exit_records"].as_u64().unwrap() >= 7_500, "{k}");
 
-    let truth: Vec<(u64, u64)> = std::fs::read_to_string(&truth_path)
-        .expect("fixture's rusage file")
-        .lines()
-        .map(|l| {
-            let (p, us) = l.split_once(' ').unwrap();
-            (p.parse().unwrap(), us.parse().unwrap())
-        })
-        .collect();
+    let truth = fixture_rusage(&truth_path);
     assert_eq!(truth.len(), 1_500);
     let mut truth_by_pid: HashMap<u64, Vec<u64>> = HashMap::new();
     for (pid, us) in &truth {

@@ -302,6 +302,19 @@ pub fn steal_between(a: (u64, u64), b: (u64, u64)) -> f64 {
     }
 }
 
+/// What `fixture-forkstorm --out FILE` reaped: (pid, CPU time in µs from
+/// wait4's rusage), one per process.
+pub fn fixture_rusage(path: &std::path::Path) -> Vec<(u64, u64)> {
+    std::fs::read_to_string(path)
+        .expect("fixture's rusage file")
+        .lines()
+        .map(|l| {
+            let (p, us) = l.split_once(' ').unwrap();
+            (p.parse().unwrap(), us.parse().unwrap())
+        })
+        .collect()
+}
+
 /// Nanoseconds stolen by the hypervisor, all CPUs together, between two
 /// readings of /proc/stat (which shows them in USER_HZ ticks).
 pub fn steal_ns_between(a: (u64, u64), b: (u64, u64)) -> f64 {
