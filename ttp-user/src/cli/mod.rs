@@ -27,6 +27,7 @@ mod run_plan;
 mod run_qe;
 mod run_several;
 pub mod serve;
+pub mod serve_drop;
 pub mod statements;
 pub mod vprofile;
 

@@ -9,8 +9,7 @@ use std::{
 
 use clap::Args;
 
-#[path = "serve_drop.rs"]
-mod serve_drop;
+use super::serve_drop;
 
 use crate::{
     accounts::Image,
