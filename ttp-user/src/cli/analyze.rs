@@ -52,11 +52,21 @@ pub struct Args {
     pub cpus: u32,
     #[command(flatten)]
     pub emp: super::analyze_emp::SampleSizeArgs,
+    #[command(flatten)]
+    pub lab: super::analyze_lab::LabArgs,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(runs) = &args.emp.sample_size {
         return super::analyze_emp::run(runs, &args.emp, args.json.as_deref());
+    }
+    if let Some(url) = &args.lab.lab {
+        if !args.files.is_empty() || !args.qe_csv.is_empty() {
+            return crate::error::usage(
+                "give either --lab or files (run JSONs, studies, --qe-csv), not both; `lab export` writes the lab's studies to files",
+            );
+        }
+        return super::analyze_lab::run(url, &args);
     }
     if args.files.is_empty() && args.qe_csv.is_empty() {
         return crate::error::usage(
@@ -66,21 +76,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if args.user_hz == 0 || args.cpus == 0 {
         return crate::error::usage("--user-hz and --cpus must be at least 1");
     }
-    let mut qcs: Vec<QcInput> = Vec::new();
-    let mut machine = None;
-    let mut caches: Vec<Option<bool>> = Vec::new();
+    let mut inputs = Inputs::default();
     for path in &args.files {
-        let (mut read, m) = if is_study(path) {
+        let (read, m) = if is_study(path) {
             read_study(path).map_err(|e| UsageError::new(e.to_string()))?
         } else {
             let (qc, m) = read_run_json(path).map_err(|e| UsageError::new(e.to_string()))?;
             (vec![qc], m)
         };
-        caches.push(m.as_ref().and_then(|m| m.cold_cache));
-        if machine.is_none() {
-            machine = m;
-        }
-        qcs.append(&mut read);
+        inputs.add(read, m);
     }
     let setup = Setup {
         user_hz: args.user_hz,
@@ -88,23 +92,43 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         ..Setup::default()
     };
     for path in &args.qe_csv {
-        qcs.extend(read_qe_csv(path, &setup).map_err(|e| UsageError::new(e.to_string()))?);
+        let read = read_qe_csv(path, &setup).map_err(|e| UsageError::new(e.to_string()))?;
+        inputs.qcs.extend(read);
+    }
+    let shown = inputs.analyse(args.correlations);
+    crate::report::render::print(&shown);
+    write_outputs(&shown, args.svg.as_deref(), args.json.as_deref())
+}
+
+/// The Q@Cs of the files given, and the machine they were measured on.
+#[derive(Default)]
+pub(super) struct Inputs {
+    pub qcs: Vec<QcInput>,
+    machine: Option<MachineFacts>,
+    caches: Vec<Option<bool>>,
+}
+
+impl Inputs {
+    /// One file's Q@Cs and machine (a run JSON or a study): the first
+    /// file's machine speaks for all, but for the cache ([`merge_cache`]).
+    pub fn add(&mut self, mut qcs: Vec<QcInput>, machine: Option<MachineFacts>) {
+        self.caches
+            .push(machine.as_ref().and_then(|m| m.cold_cache));
+        if self.machine.is_none() {
+            self.machine = machine;
+        }
+        self.qcs.append(&mut qcs);
     }
 
-    if let Some(m) = machine.as_mut() {
-        merge_cache(m, &caches);
+    /// TTPv2 Steps 1–5 over every Q@C, as `analyze` shows it.
+    pub fn analyse(mut self, correlations: bool) -> Analyze {
+        if let Some(m) = self.machine.as_mut() {
+            merge_cache(m, &self.caches);
+        }
+        let analysis = analyse(&self.qcs, self.machine.as_ref());
+        let correlations = correlations.then(|| retained_correlations(&self.qcs, &analysis));
+        document(self.machine, analysis, correlations)
     }
-    let analysis = analyse(&qcs, machine.as_ref());
-    let correlations = args
-        .correlations
-        .then(|| retained_correlations(&qcs, &analysis));
-    show(
-        args.svg.as_deref(),
-        args.json.as_deref(),
-        machine,
-        analysis,
-        correlations,
-    )
 }
 
 /// Prints the analysis (as `report` shows the saved document) and writes
@@ -117,15 +141,33 @@ pub(super) fn show(
     analysis: Analysis,
     correlations: Option<Vec<CorrelationRow>>,
 ) -> anyhow::Result<()> {
-    let shown = Analyze(AnalyzeDocument {
+    let shown = document(machine, analysis, correlations);
+    crate::report::render::print(&shown);
+    write_outputs(&shown, svg, json)
+}
+
+fn document(
+    machine: Option<MachineFacts>,
+    analysis: Analysis,
+    correlations: Option<Vec<CorrelationRow>>,
+) -> Analyze {
+    Analyze(AnalyzeDocument {
         schema: ANALYZE_SCHEMA.into(),
         machine,
         qcs: analysis.qcs,
         checks: analysis.checks,
         paragraph: analysis.paragraph,
         correlations,
-    });
-    crate::report::render::print(&shown);
+    })
+}
+
+/// Writes the chart of every Q@C (`--svg`) and the document (`--json`,
+/// schema ttp.analyze/1), each atomically.
+pub(super) fn write_outputs(
+    shown: &Analyze,
+    svg: Option<&Path>,
+    json: Option<&Path>,
+) -> anyhow::Result<()> {
     if let Some(path) = svg {
         let svg = render_svg(&shown.analysis())?;
         crate::report::atomic::write(path, svg.as_bytes())

@@ -2,7 +2,8 @@
 //! database (docs/lab.md). `init` creates or migrates the schema,
 //! `submit` registers a spec and its tasks, `worker` (cli/lab_worker.rs)
 //! claims this host label's tasks and times each with `run` (TTPv2),
-//! `status` counts.
+//! `status` counts, `export` and `import` (cli/lab_io.rs) write the lab's
+//! studies and bring studies in.
 use std::{path::PathBuf, time::Duration};
 
 use clap::Subcommand;
@@ -31,6 +32,8 @@ pub enum LabCommand {
     Submit(SubmitArgs),
     Worker(super::lab_worker::WorkerArgs),
     Status(StatusArgs),
+    Export(super::lab_io::ExportArgs),
+    Import(super::lab_io::ImportArgs),
 }
 
 /// Create the lab's tables, or migrate them to this version.
@@ -79,6 +82,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         LabCommand::Submit(a) => submit(a),
         LabCommand::Worker(a) => super::lab_worker::worker(a),
         LabCommand::Status(a) => status(a),
+        LabCommand::Export(a) => super::lab_io::export(a),
+        LabCommand::Import(a) => super::lab_io::import_study(a),
     }
 }
 

@@ -21,7 +21,7 @@ use crate::{
         queue::{self, Claimed},
         retry::Backoff,
         schema,
-        spec::CommandSpec,
+        spec::{CommandSpec, QUERY_LABEL},
     },
     sys::signals::StopFlag,
 };
@@ -148,8 +148,14 @@ fn run_args(key: &str, c: &CommandSpec, json: &Path) -> anyhow::Result<super::ru
     if c.cold_cache {
         line.push("--cold-cache".into());
     }
-    line.push("--label".into());
-    line.push(format!("command={key}"));
+    // The command's name labels its Q@C, unless its labels name the
+    // query: then they are the Q@C's name, and commands of one query at
+    // several cardinalities are one query for the monotonicity checks
+    // (TTPv2 App. E QC3/QC4), as `experiment`'s Q@Cs are.
+    if !c.labels.contains_key(QUERY_LABEL) {
+        line.push("--label".into());
+        line.push(format!("command={key}"));
+    }
     for (k, v) in &c.labels {
         line.push("--label".into());
         line.push(format!("{k}={v}"));
@@ -543,6 +549,25 @@ mod tests {
         assert_eq!(a.command, ["/bin/sleep", "0.1"]);
         assert_eq!(a.labels, ["command=spin", "size=3"]);
         assert_eq!(a.json.as_deref(), Some(Path::new("/tmp/x.json")));
+    }
+
+    /// A command whose labels name its query is labelled by them alone,
+    /// so its Q@Cs at several cardinalities form one query.
+    #[test]
+    fn a_query_label_replaces_the_command_label() {
+        let c = CommandSpec {
+            name: "s20".into(),
+            argv: vec!["/bin/true".into()],
+            n: 6,
+            cold_cache: false,
+            labels: [
+                ("query".to_string(), "spin".to_string()),
+                ("cardinality".to_string(), "20".to_string()),
+            ]
+            .into(),
+        };
+        let a = run_args("s20", &c, Path::new("/tmp/x.json")).unwrap();
+        assert_eq!(a.labels, ["cardinality=20", "query=spin"]);
     }
 
     #[test]

@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 
 pub mod analyze;
 mod analyze_emp;
+pub mod analyze_lab;
 pub mod attach;
 pub mod blame;
 pub mod calibrate;
@@ -16,6 +17,7 @@ mod emp_live;
 pub mod experiment;
 pub mod inc;
 pub mod lab;
+pub mod lab_io;
 pub mod lab_worker;
 pub mod load;
 pub mod report;

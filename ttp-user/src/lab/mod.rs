@@ -4,11 +4,13 @@
 //! creates and migrates its tables, `spec` reads an experiment spec and
 //! expands it into tasks, `queue` submits, claims, records and reports.
 //! docs/lab.md explains the design.
+pub mod import;
 pub mod passfile;
 pub mod queue;
 pub mod retry;
 pub mod schema;
 pub mod spec;
+pub mod study;
 
 use std::time::Duration;
 

@@ -61,7 +61,7 @@ pub fn submit(lab: &mut Lab, spec: &LabSpec) -> anyhow::Result<Submitted> {
     Ok(Submitted::New(tasks.len()))
 }
 
-fn err(target: &str, statement: &str, e: tokio_postgres::Error) -> super::LabError {
+pub(super) fn err(target: &str, statement: &str, e: tokio_postgres::Error) -> super::LabError {
     super::LabError {
         target: target.to_string(),
         statement: statement.split_whitespace().collect::<Vec<_>>().join(" "),

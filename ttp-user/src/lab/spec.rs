@@ -36,6 +36,12 @@ pub struct CommandSpec {
     pub labels: BTreeMap<String, String>,
 }
 
+/// The label that names a command's query: commands with it are labelled
+/// by their labels alone (not `command=NAME`), so that one query's
+/// commands at several cardinalities are grouped for the monotonicity
+/// checks.
+pub const QUERY_LABEL: &str = "query";
+
 fn default_n() -> u32 {
     10
 }
@@ -92,6 +98,17 @@ impl LabSpec {
                 return Err(format!("command name {:?} is used twice", c.name));
             }
         }
+        for (i, a) in spec.command.iter().enumerate() {
+            if let Some(b) = spec.command[i + 1..]
+                .iter()
+                .find(|b| a.labels.contains_key(QUERY_LABEL) && b.labels == a.labels)
+            {
+                return Err(format!(
+                    "commands {:?} and {:?} have the same labels; their Q@Cs would not be told apart",
+                    a.name, b.name
+                ));
+            }
+        }
         let mut hosts = std::collections::BTreeSet::new();
         if let Some(h) = spec.hosts.iter().find(|h| !hosts.insert(*h)) {
             return Err(format!("host label {h:?} is listed twice"));
@@ -111,6 +128,22 @@ impl LabSpec {
             .iter()
             .map(|b| format!("{b:02x}"))
             .collect()
+    }
+
+    /// The command whose Q@C this is: its name is the `command` label,
+    /// else its argv and labels are the Q@C's (labels other than the host
+    /// label).
+    pub fn command_of(
+        &self,
+        labels: &BTreeMap<String, String>,
+        argv: &[String],
+    ) -> Option<&CommandSpec> {
+        if let Some(name) = labels.get("command") {
+            return self.command.iter().find(|c| &c.name == name);
+        }
+        self.command
+            .iter()
+            .find(|c| c.argv == argv && c.labels.iter().all(|(k, v)| labels.get(k) == Some(v)))
     }
 
     /// One task per command × host label.
@@ -172,6 +205,46 @@ labels = { size = "1" }
         let c = LabSpec::parse(&SPEC.replace("n = 3", "n = 4")).unwrap();
         assert_ne!(a.hash(), c.hash());
         assert_eq!(a.hash().len(), 64);
+    }
+
+    /// Catches a Q@C matched to the wrong command (or to none) on import,
+    /// and two commands of one query that could not be told apart.
+    #[test]
+    fn a_qc_is_matched_to_its_command() {
+        let text = r#"
+name = "scan"
+hosts = ["a"]
+[[command]]
+name = "s20"
+argv = ["/bin/spin", "20"]
+labels = { query = "spin", cardinality = "20" }
+[[command]]
+name = "s40"
+argv = ["/bin/spin", "40"]
+labels = { query = "spin", cardinality = "40" }
+"#;
+        let s = LabSpec::parse(text).unwrap();
+        let labels = |c: &str| -> BTreeMap<String, String> {
+            [("query", "spin"), ("cardinality", c), ("host_label", "a")]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let argv = |c: &str| vec!["/bin/spin".to_string(), c.to_string()];
+        assert_eq!(
+            s.command_of(&labels("40"), &argv("40")).unwrap().name,
+            "s40"
+        );
+        assert_eq!(
+            s.command_of(&labels("20"), &argv("20")).unwrap().name,
+            "s20"
+        );
+        assert!(s.command_of(&labels("20"), &argv("40")).is_none());
+        let named: BTreeMap<String, String> = [("command".to_string(), "s20".to_string())].into();
+        assert_eq!(s.command_of(&named, &[]).unwrap().name, "s20");
+        let same = text.replace("cardinality = \"40\"", "cardinality = \"20\"");
+        let e = LabSpec::parse(&same).unwrap_err();
+        assert!(e.contains("same labels"), "{e}");
     }
 
     proptest::proptest! {

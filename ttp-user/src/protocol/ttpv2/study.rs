@@ -206,12 +206,18 @@ pub fn is_study(path: &Path) -> bool {
         .is_some_and(|v| v["schema"] == STUDY_SCHEMA)
 }
 
+/// Reads a study as it is written: the header and every finished Q@C
+/// line. A cut last line is skipped (the file is not changed).
+pub fn read_lines(path: &Path) -> Result<(StudyHeader, Vec<StudyQc>), StudyError> {
+    let text = std::fs::read_to_string(path).map_err(io(path))?;
+    let complete = text.rfind('\n').map_or(0, |i| i + 1);
+    parse(path, &text[..complete])
+}
+
 /// Reads a study for analysis: its Q@Cs (each named after the file) and
 /// the machine. A cut last line is skipped.
 pub fn read_study(path: &Path) -> Result<(Vec<QcInput>, Option<MachineFacts>), StudyError> {
-    let text = std::fs::read_to_string(path).map_err(io(path))?;
-    let complete = text.rfind('\n').map_or(0, |i| i + 1);
-    let (header, qcs) = parse(path, &text[..complete])?;
+    let (header, qcs) = read_lines(path)?;
     let qcs = qcs
         .into_iter()
         .map(|l| {
