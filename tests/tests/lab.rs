@@ -124,7 +124,8 @@ fn two_workers_two_labels_every_task_once() {
     assert_refused(&ttp(&["lab", "init", "--lab", &url]), "newer");
     c.psql("DELETE FROM ttp_lab_migrations WHERE version = 99");
 
-    // TLS is not offered: asking for it is refused, not ignored.
+    // A Unix socket carries no TLS: asking for it is refused, not ignored
+    // (TLS itself: lab_tls.rs).
     assert_refused(
         &ttp(&["lab", "status", "--lab", &format!("{url} sslmode=require")]),
         "cannot connect",

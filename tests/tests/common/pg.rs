@@ -48,7 +48,7 @@ fn find_bin() -> Option<PathBuf> {
 
 /// uid and gid the server runs as: Debian's `postgres` user (created by
 /// the package), else `nobody`.
-fn server_user() -> (u32, u32) {
+pub fn server_user() -> (u32, u32) {
     for name in ["postgres", "nobody"] {
         let c = std::ffi::CString::new(name).unwrap();
         // SAFETY: getpwnam with a valid C string; the result is read at once.

@@ -11,6 +11,7 @@ pub mod retry;
 pub mod schema;
 pub mod spec;
 pub mod study;
+pub mod tls;
 
 use std::time::Duration;
 
@@ -75,7 +76,9 @@ impl Lab {
     /// [`Lab::connect_as`], but a server that cannot be reached now is an
     /// [`Unreachable`] error (a caller may wait for it), not a usage error.
     pub fn try_connect(url: &str, application: &str) -> anyhow::Result<Lab> {
-        let mut config = session::parse_config(url).map_err(|e| UsageError::new(e.to_string()))?;
+        let (url, tls) = tls::split(url).map_err(UsageError::new)?;
+        let mut config = session::parse_config(&url).map_err(|e| UsageError::new(e.to_string()))?;
+        config.ssl_mode(tls.client_mode());
         if config.get_password().is_none()
             && let Ok(p) = std::env::var("PGPASSWORD")
         {
@@ -94,9 +97,9 @@ impl Lab {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
-        let (client, connection) = rt.block_on(config.connect(NoTls)).map_err(|e| {
+        let fail = |e: tokio_postgres::Error| -> anyhow::Error {
             let msg = format!(
-                "cannot connect to the lab database ({target}): {}; check --lab (host, port, user, dbname, password)",
+                "cannot connect to the lab database ({target}): {}; check --lab (host, port, user, dbname, password, sslmode, sslrootcert)",
                 one_line(&e)
             );
             if transient(&e) {
@@ -104,10 +107,25 @@ impl Lab {
             } else {
                 UsageError::new(msg).into()
             }
-        })?;
-        rt.spawn(async move {
-            let _ = connection.await;
-        });
+        };
+        let client = match tls.client_config().map_err(UsageError::new)? {
+            None => {
+                let (client, connection) = rt.block_on(config.connect(NoTls)).map_err(fail)?;
+                rt.spawn(async move {
+                    let _ = connection.await;
+                });
+                client
+            }
+            Some(c) => {
+                let (client, connection) = rt
+                    .block_on(config.connect(tokio_postgres_rustls::MakeRustlsConnect::new(c)))
+                    .map_err(fail)?;
+                rt.spawn(async move {
+                    let _ = connection.await;
+                });
+                client
+            }
+        };
         Ok(Lab { rt, client, target })
     }
 
@@ -148,8 +166,10 @@ fn transient(e: &tokio_postgres::Error) -> bool {
     }
     let mut src = std::error::Error::source(e);
     while let Some(s) = src {
-        if s.is::<std::io::Error>() {
-            return true;
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            // A refused certificate or handshake is no outage: waiting
+            // does not mend it.
+            return !io.get_ref().is_some_and(|i| i.is::<rustls::Error>());
         }
         src = s.source();
     }
