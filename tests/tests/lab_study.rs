@@ -53,6 +53,17 @@ fn spec(dir: &Path) -> String {
     s
 }
 
+/// Waits for a child, killed after `secs` (the test then fails on its
+/// status instead of hanging).
+fn wait_or_kill(mut child: std::process::Child, secs: u64) -> Output {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while child.try_wait().unwrap().is_none() && std::time::Instant::now() < until {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let _ = child.kill();
+    child.wait_with_output().unwrap()
+}
+
 /// The analyze document without the `source` of each Q@C (a file name or
 /// the lab), which is all that may differ between the two.
 fn without_sources(mut v: serde_json::Value) -> serde_json::Value {
@@ -89,6 +100,17 @@ fn analyze_lab_equals_analyze_of_the_exported_studies() {
         &ttp(&["analyze", "--lab", &url, "--experiment", "scan"]),
         "no finished Q@C",
     );
+    // Progress followed while the workers run: not a terminal, so one
+    // plain line per row that changed, and it ends by itself once nothing
+    // is pending or running.
+    let watch = Command::new(ttp_bin())
+        .args(["lab", "status", "--lab", &url, "--experiment", "scan"])
+        .args(["--watch", "--interval", "200ms"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start lab status --watch");
     let workers: Vec<_> = HOSTS
         .iter()
         .map(|h| {
@@ -109,6 +131,31 @@ fn analyze_lab_equals_analyze_of_the_exported_studies() {
         c.psql("SELECT count(*) FROM ttp_lab_tasks WHERE state = 'done'"),
         "4"
     );
+    let o = wait_or_kill(watch, 60);
+    let text = ok(o);
+    assert!(
+        !text.contains('\x1b'),
+        "no terminal codes off a terminal: {text:?}"
+    );
+    for h in HOSTS {
+        let mine: Vec<&str> = text
+            .lines()
+            .filter(|l| l.contains(&format!(" scan {h}: ")))
+            .collect();
+        assert!(
+            mine.first().is_some_and(|l| l.contains(": 0/2 finished")),
+            "{h} starts with nothing finished: {text}"
+        );
+        assert!(
+            mine.last()
+                .is_some_and(|l| l
+                    .contains(": 2/2 finished (2 done, 0 failed), 0 running, 0 pending, 12 QEs")),
+            "{h} ends with both done: {text}"
+        );
+        // One line per change: no two equal lines in a row.
+        let bodies: Vec<&str> = mine.iter().map(|l| l.split_once(' ').unwrap().1).collect();
+        assert!(bodies.windows(2).all(|w| w[0] != w[1]), "{text}");
+    }
 
     // Export: one study per host label, owned by the invoking user under
     // sudo (SUDO_UID/SUDO_GID of nobody here).

@@ -4,7 +4,7 @@
 //! claims this host label's tasks and times each with `run` (TTPv2),
 //! `status` counts, `export` and `import` (cli/lab_io.rs) write the lab's
 //! studies and bring studies in.
-use std::{path::PathBuf, time::Duration};
+use std::path::PathBuf;
 
 use clap::Subcommand;
 
@@ -31,7 +31,7 @@ pub enum LabCommand {
     Init(InitArgs),
     Submit(SubmitArgs),
     Worker(super::lab_worker::WorkerArgs),
-    Status(StatusArgs),
+    Status(super::lab_status::StatusArgs),
     Export(super::lab_io::ExportArgs),
     Import(super::lab_io::ImportArgs),
 }
@@ -62,26 +62,12 @@ pub struct SubmitArgs {
     pub json: bool,
 }
 
-/// Per experiment and host label: tasks pending, running, done, failed
-/// and the QEs measured, the median Q@C time and an ETA; the running
-/// tasks by worker, with their age and lease.
-#[derive(Debug, clap::Args)]
-pub struct StatusArgs {
-    #[arg(long, value_name = "URL")]
-    pub lab: String,
-    /// Only this experiment.
-    #[arg(long, value_name = "NAME")]
-    pub experiment: Option<String>,
-    #[arg(long)]
-    pub json: bool,
-}
-
 pub fn run(args: Args) -> anyhow::Result<()> {
     match args.command {
         LabCommand::Init(a) => init(a),
         LabCommand::Submit(a) => submit(a),
         LabCommand::Worker(a) => super::lab_worker::worker(a),
-        LabCommand::Status(a) => status(a),
+        LabCommand::Status(a) => super::lab_status::status(a),
         LabCommand::Export(a) => super::lab_io::export(a),
         LabCommand::Import(a) => super::lab_io::import_study(a),
     }
@@ -154,83 +140,6 @@ fn submit(a: SubmitArgs) -> anyhow::Result<()> {
         println!(
             "experiment {:?} is already in the lab with this spec: nothing changed",
             spec.name
-        );
-    }
-    Ok(())
-}
-
-fn status(a: StatusArgs) -> anyhow::Result<()> {
-    let mut lab = Lab::connect(&a.lab)?;
-    schema::require_current(&mut lab)?;
-    if let Some(e) = &a.experiment
-        && !queue::has_experiment(&mut lab, e)?
-    {
-        return usage(format!("no experiment {e:?} in the lab ({})", lab.target));
-    }
-    let rows = queue::status(&mut lab, a.experiment.as_deref())?;
-    let running = queue::running(&mut lab, a.experiment.as_deref())?;
-    if a.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({
-                "schema": "ttp.lab-status/1",
-                "lab": lab.target,
-                "rows": rows,
-                "running": running,
-            }))?
-        );
-        return Ok(());
-    }
-    println!("lab {}", lab.target);
-    println!(
-        "{:<24} {:<16} {:>8} {:>8} {:>8} {:>8} {:>8} {:>10} {:>10} {:>9} {:>10}",
-        "experiment",
-        "host label",
-        "pending",
-        "running",
-        "done",
-        "failed",
-        "QEs",
-        "median Q@C",
-        "ETA",
-        "abandoned",
-        "taken over"
-    );
-    let secs = |s: Option<f64>| {
-        s.map_or("?".to_string(), |s| {
-            humantime::format_duration(Duration::from_secs(s.round() as u64)).to_string()
-        })
-    };
-    for r in &rows {
-        println!(
-            "{:<24} {:<16} {:>8} {:>8} {:>8} {:>8} {:>8} {:>10} {:>10} {:>9} {:>10}",
-            r.experiment,
-            r.host_label,
-            r.pending,
-            r.running,
-            r.done,
-            r.failed,
-            r.qes_measured,
-            secs(r.median_qc_s),
-            secs(r.eta_s),
-            r.abandoned_attempts,
-            r.taken_over
-        );
-    }
-    if rows.is_empty() {
-        println!("(no tasks)");
-    }
-    for r in &running {
-        println!(
-            "running: task {} ({} / {} on {}) attempt {} by {} for {:.0} s, lease {:.0} s left",
-            r.task,
-            r.experiment,
-            r.key,
-            r.host_label,
-            r.attempt,
-            r.claimed_by,
-            r.running_s,
-            r.lease_left_s
         );
     }
     Ok(())
