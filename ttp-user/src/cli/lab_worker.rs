@@ -200,6 +200,10 @@ struct Follower {
     json: PathBuf,
     lease: Duration,
     done: Arc<AtomicBool>,
+    /// Raised with `stop` when a heartbeat finds the task taken over, so
+    /// that `run` ends after the QE in progress (which it does not keep).
+    lost: Arc<AtomicBool>,
+    stop: StopFlag,
 }
 
 impl Follower {
@@ -227,9 +231,11 @@ impl Follower {
                         if !queue::renew(l, &self.task, &self.worker, self.lease.as_secs_f64())? {
                             lost = true;
                             eprintln!(
-                                "lab worker {}: task {id} is no longer held by this worker (its lease expired and it was taken over); its result will not be recorded",
+                                "lab worker {}: task {id} is no longer held by this worker (its lease expired and it was taken over); stopping its run after the QE in progress",
                                 self.worker
                             );
+                            self.lost.store(true, Ordering::SeqCst);
+                            self.stop.as_atomic().store(true, Ordering::SeqCst);
                         }
                         renewed = Instant::now();
                     }
@@ -332,16 +338,18 @@ pub fn worker(a: WorkerArgs) -> anyhow::Result<()> {
                 "done": sum.done,
                 "failed": sum.failed,
                 "taken_over": sum.taken_over,
+                "lost_to_takeover": sum.lost,
                 "stopped": sum.stopped,
             })
         );
     } else {
         println!(
-            "lab worker {name} ({}): {} tasks done ({} taken over), {} failed",
+            "lab worker {name} ({}): {} tasks done ({} taken over), {} failed, {} lost to a takeover",
             a.host_label,
             sum.done,
             sum.taken_over,
-            sum.failed.len()
+            sum.failed.len(),
+            sum.lost
         );
     }
     if !sum.failed.is_empty() {
@@ -362,6 +370,8 @@ pub fn worker(a: WorkerArgs) -> anyhow::Result<()> {
 #[derive(Default)]
 struct Summary {
     done: u32,
+    /// Tasks taken over by another worker while this one measured them.
+    lost: u32,
     taken_over: u32,
     failed: Vec<String>,
     stopped: bool,
@@ -392,11 +402,30 @@ fn run_one(
         task.id,
         task.attempt
     ));
-    let outcome = run_task(&a.lab, name, a.lease, &task, &json);
+    let lost = Arc::new(AtomicBool::new(false));
+    let outcome = run_task(&a.lab, name, a.lease, &task, &json, &lost, s.stop);
     let qes = read_doc(&json).map(|d| qes_of(&d)).unwrap_or_default();
     let doc = read_doc(&json);
     // Until the lab has them, the QEs stay in the run's JSON.
     let kept = || format!("the run's JSON with its QEs is kept at {}", json.display());
+    if lost.load(Ordering::SeqCst) {
+        // Taken over: the stop was ours, not a signal's; the worker goes
+        // on. The QEs measured stay as this abandoned attempt's.
+        s.stop.as_atomic().store(false, Ordering::SeqCst);
+        s.with("record the QEs of a task taken over", |lab| {
+            queue::record_qes(lab, &task, &qes)
+        })
+        .with_context(kept)?;
+        let _ = std::fs::remove_file(&json);
+        eprintln!(
+            "lab worker {name}: task {} was taken over by another worker; its run stopped after {} QEs, kept as abandoned attempt {}",
+            task.id,
+            qes.len(),
+            task.attempt
+        );
+        sum.lost += 1;
+        return Ok(true);
+    }
     if s.stop.raised() {
         // Stopped: the task goes back to the queue at once (not after its
         // lease), its QEs kept as an abandoned attempt. The signal already
@@ -470,6 +499,8 @@ fn run_task(
     lease: Duration,
     task: &Claimed,
     json: &Path,
+    lost: &Arc<AtomicBool>,
+    stop: &StopFlag,
 ) -> anyhow::Result<()> {
     let c: CommandSpec = serde_json::from_str(&task.payload).context("the task's command")?;
     let args = run_args(&task.key, &c, json)?;
@@ -481,6 +512,8 @@ fn run_task(
         json: json.to_path_buf(),
         lease,
         done: done.clone(),
+        lost: lost.clone(),
+        stop: stop.clone(),
     };
     let follower = std::thread::spawn(move || follower.run());
     let r = {

@@ -1,5 +1,5 @@
 //! The lab as a job queue: submitting an experiment, claiming a task
-//! (`FOR UPDATE SKIP LOCKED`, so workers never wait on each other's
+//! (`FOR NO KEY UPDATE SKIP LOCKED`, so workers never wait on each other's
 //! claims), recording QEs and the Q@C result in transactions, and the
 //! status counts (docs/lab.md, "Queue").
 use serde::Serialize;
@@ -133,7 +133,7 @@ pub fn claim(
     let q = "WITH old AS ( \
                SELECT id, state, claimed_by, started_at, lease_until FROM ttp_lab_tasks \
                WHERE host_label = $1 AND (state = 'pending' OR (state = 'running' AND lease_until < now())) \
-               ORDER BY id FOR UPDATE SKIP LOCKED LIMIT 1), \
+               ORDER BY id FOR NO KEY UPDATE SKIP LOCKED LIMIT 1), \
              claimed AS ( \
                UPDATE ttp_lab_tasks t SET state = 'running', attempts = t.attempts + 1, claimed_by = $2, \
                  lease_until = now() + make_interval(secs => $3), started_at = now() \
