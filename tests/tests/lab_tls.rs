@@ -193,6 +193,19 @@ fn sslmode_is_honoured_through_rustls() {
         ]);
         assert_refused(&o, "UnknownIssuer");
     }
+    // libpq's variables fill in what the URL leaves out.
+    let with_env = |root: &Path| {
+        Command::new(ttp_bin())
+            .args(["lab", "status", "--lab", &named])
+            .env("PGSSLMODE", "verify-full")
+            .env("PGSSLROOTCERT", root)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let o = with_env(&ca);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_refused(&with_env(&other), "UnknownIssuer");
     // verify-full without a root certificate, a missing file, a bad mode.
     assert_refused(&lab(&format!("{named} sslmode=verify-full")), "sslrootcert");
     assert_refused(

@@ -46,12 +46,28 @@ const KEYS: [&str; 2] = ["sslmode", "sslrootcert"];
 /// key=value pairs or a postgresql:// URL): the rest, for the client
 /// library, and the TLS settings. The error is one line.
 pub fn split(conninfo: &str) -> Result<(String, TlsSettings), String> {
-    let (rest, found) =
+    split_with_env(conninfo, |k| std::env::var(k).ok())
+}
+
+/// [`split`], with libpq's defaults from the environment (`PGSSLMODE`,
+/// `PGSSLROOTCERT`) for what the string does not set.
+fn split_with_env(
+    conninfo: &str,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<(String, TlsSettings), String> {
+    let (rest, mut found) =
         if conninfo.starts_with("postgres://") || conninfo.starts_with("postgresql://") {
             split_url(conninfo)
         } else {
             split_pairs(conninfo)?
         };
+    for (key, var) in KEYS.iter().zip(["PGSSLMODE", "PGSSLROOTCERT"]) {
+        if !found.iter().any(|(k, _)| k == key)
+            && let Some(v) = env(var)
+        {
+            found.insert(0, (key.to_string(), v));
+        }
+    }
     let mut settings = TlsSettings {
         mode: SslMode::Prefer,
         root_cert: None,
@@ -379,6 +395,7 @@ mod tests {
     /// and other options dropped or mangled on the way.
     #[test]
     fn ssl_options_are_taken_out_of_both_forms() {
+        let split = |s: &str| split_with_env(s, |_| None);
         let (rest, t) = split(
             "host=db port=5433 sslmode=verify-full  user='a b\\'c' sslrootcert='/x y/ca.pem'",
         )
@@ -408,6 +425,18 @@ mod tests {
         assert_eq!(
             (rest.as_str(), t.mode),
             ("host=db user = me", SslMode::Prefer)
+        );
+        // The environment fills in what the string leaves out.
+        let env = |k: &str| match k {
+            "PGSSLMODE" => Some("verify-ca".to_string()),
+            "PGSSLROOTCERT" => Some("/env/ca.pem".to_string()),
+            _ => None,
+        };
+        let (_, t) = split_with_env("host=db sslmode=require", env).unwrap();
+        assert_eq!(t.mode, SslMode::Require);
+        assert_eq!(
+            t.root_cert.as_deref(),
+            Some(std::path::Path::new("/env/ca.pem"))
         );
         for bad in [
             "host=db sslmode=maybe",
