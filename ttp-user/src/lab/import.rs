@@ -187,3 +187,47 @@ pub fn import(
         .map_err(|e| err(&target, "COMMIT", e))?;
     Ok(Imported::New { qcs: new, created })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::ttpv2::model::{QcInput, Setup};
+
+    fn labelled(pairs: &[(&str, &str)]) -> StudyQc {
+        let qc = QcInput {
+            labels: pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            source: None,
+            command: vec!["/bin/true".into()],
+            setup: Setup::default(),
+            qes: Vec::new(),
+        };
+        StudyQc::new(qc, None)
+    }
+
+    /// Catches an imported lab study keyed apart from `lab submit`'s tasks
+    /// (its import would then add the Q@Cs again instead of finding them),
+    /// and an `experiment` study's key carrying the host label.
+    #[test]
+    fn imported_qcs_are_keyed_as_submitted_tasks() {
+        let spec = LabSpec::parse(
+            "name = \"x\"\nhosts = [\"a\"]\n[[command]]\nname = \"c1\"\nargv = [\"/bin/true\"]\n",
+        )
+        .unwrap();
+        let value = serde_json::from_str::<serde_json::Value>(&spec.canonical_json()).unwrap();
+        assert_eq!(spec_hash(&value), spec.hash());
+        let lab = labelled(&[("command", "c1"), ("host_label", "a")]);
+        assert_eq!(task_key(Some(&spec), &lab), "c1");
+        let study = labelled(&[
+            ("query", "q1"),
+            ("cardinality", "1000"),
+            ("host_label", "a"),
+        ]);
+        assert_eq!(task_key(None, &study), "cardinality=1000 query=q1");
+        let other = serde_json::json!({"name": "x", "n": 6});
+        assert_eq!(spec_hash(&other).len(), 64);
+        assert_ne!(spec_hash(&other), spec.hash());
+    }
+}
