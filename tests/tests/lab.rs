@@ -437,6 +437,10 @@ fn concurrent_claims_on_one_label_take_each_task_once() {
     let left = v["running"][0]["lease_left_s"].as_f64().unwrap();
     assert!(left > 0.0 && left <= 60.0, "{v}");
     assert!(queue::finish(&mut lab, &held, "holder", &[], Ok("{}")).unwrap());
+    // The same finish again (retried after a lost answer) is this
+    // worker's, and records nothing twice.
+    assert!(queue::finish(&mut lab, &held, "holder", &[], Ok("{}")).unwrap());
+    assert_eq!(c.psql("SELECT count(*) FROM ttp_lab_qc_results"), "1");
     let barrier = std::sync::Arc::new(std::sync::Barrier::new(CLAIMERS));
     let handles: Vec<_> = (0..CLAIMERS)
         .map(|w| {

@@ -204,7 +204,9 @@ pub fn record_qes(lab: &mut Lab, task: &Claimed, qes: &[(i32, String)]) -> anyho
 /// Ends the task: its remaining QEs, the Q@C result (`result` = the run
 /// JSON, `None` when it failed) and the state, in one transaction, and
 /// only while this worker still holds the task (a task taken over is
-/// never counted twice). Returns false when the task was no longer ours.
+/// never counted twice). Returns false when the task was no longer ours;
+/// true, writing nothing, when this attempt already ended it so (a finish
+/// retried after its commit's answer was lost).
 pub fn finish(
     lab: &mut Lab,
     task: &Claimed,
@@ -227,7 +229,15 @@ pub fn finish(
         .block_on(tx.execute(q, &[&task.id, &worker, &state, &error, &task.attempt]))
         .map_err(|e| err(&target, q, e))?;
     if held != 1 {
-        return Ok(false);
+        // A finish retried after its commit was lost with the connection
+        // (the lab restarted just then) finds its own ending recorded:
+        // that is this worker's result, not a task taken from it.
+        let q = "SELECT EXISTS (SELECT 1 FROM ttp_lab_tasks WHERE id = $1 AND claimed_by = $2 AND attempts = $3 AND state = $4)";
+        let mine: bool = rt
+            .block_on(tx.query_one(q, &[&task.id, &worker, &task.attempt, &state]))
+            .map_err(|e| err(&target, q, e))?
+            .get(0);
+        return Ok(mine);
     }
     let q = "INSERT INTO ttp_lab_qes (task_id, attempt, qe, record) VALUES ($1, $2, $3, $4::text::jsonb) ON CONFLICT DO NOTHING";
     for (qe, rec) in qes {
