@@ -344,5 +344,16 @@ fn analyze_lab_equals_analyze_of_the_exported_studies() {
         "other measurements",
     );
     assert_eq!(c.psql("SELECT count(*) FROM ttp_lab_qes"), before);
+
+    // A task not done (here one more, pending) is no Q@C of the analysis,
+    // and the paragraph says so instead of reading the experiment as whole.
+    c.psql("INSERT INTO ttp_lab_tasks (experiment, key, host_label, payload) VALUES ('scan', 'extra', 'alpha', '{}')");
+    let o = ok(ttp(&["analyze", "--lab", &url, "--experiment", "scan"]));
+    assert!(
+        o.contains(
+            "1 of the 3 tasks of host label alpha are not done (0 failed, 1 pending, 0 running)"
+        ),
+        "{o}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -147,6 +147,32 @@ pub fn read_experiment(lab: &mut Lab, name: &str) -> anyhow::Result<Vec<LabStudy
             .push(StudyQc::new(qc, doc.postgres));
         workers.last_mut().expect("pushed above").insert(worker);
     }
+    // Tasks not done are not Q@Cs of the analysis; the paragraph says how
+    // many there were, so a partial experiment is not read as a whole one.
+    let q = "SELECT host_label, count(*) FILTER (WHERE state = 'failed'), \
+               count(*) FILTER (WHERE state = 'pending'), count(*) FILTER (WHERE state = 'running'), count(*) \
+             FROM ttp_lab_tasks WHERE experiment = $1 GROUP BY host_label";
+    let rows = lab
+        .block_on(lab.client.query(q, &[&name]))
+        .map_err(|e| lab.err(q, e))?;
+    for r in &rows {
+        let label: String = r.get(0);
+        let (failed, pending, running, all): (i64, i64, i64, i64) =
+            (r.get(1), r.get(2), r.get(3), r.get(4));
+        let left = failed + pending + running;
+        if left == 0 {
+            continue;
+        }
+        if let Some(m) = studies
+            .iter_mut()
+            .find(|s| s.host_label == label)
+            .and_then(|s| s.header.machine.as_mut())
+        {
+            m.deviations.push(format!(
+                "{left} of the {all} tasks of host label {label} are not done ({failed} failed, {pending} pending, {running} running); their Q@Cs are not part of this analysis"
+            ));
+        }
+    }
     for (s, w) in studies.iter_mut().zip(workers) {
         if w.len() > 1
             && let Some(m) = s.header.machine.as_mut()
