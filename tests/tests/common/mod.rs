@@ -10,6 +10,7 @@ use std::{
     sync::{Mutex, MutexGuard},
 };
 
+#[allow(unused_imports)] // used by the ledger tests only
 pub use beside::load_beside;
 
 /// True when the test may load eBPF. Not root: under CI=true that is a

@@ -304,7 +304,7 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
         notes,
     );
     summary.doc.probe_cost = probe_cost;
-    summary.doc.wake_latency_measured = session.ledger.wake_latency_measured();
+    summary.doc.wake_latency_measured = Some(session.ledger.wake_latency_measured());
     summary.print(&TextOptions {
         top: (args.top > 0).then_some(args.top),
         all_checks: args.checks,

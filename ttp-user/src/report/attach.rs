@@ -420,7 +420,7 @@ impl Summary {
             },
             taskstats_exit_records: refs.taskstats_exits,
             probe_cost: None,
-            wake_latency_measured: true,
+            wake_latency_measured: Some(true),
             notes,
         };
         Self { doc }

@@ -61,14 +61,11 @@ pub struct AttachDoc {
     pub probe_cost: Option<ProbeCost>,
     /// Whether the wake-up hook was loaded (`attach --wake-latency`, or
     /// `--trace`): without it every process's `kernel.wake_latency_ns` is
-    /// written as null, the measure not taken (docs/ledger.md). Files
-    /// written before the hook became optional measured it.
-    #[serde(default = "measured")]
-    pub wake_latency_measured: bool,
-}
-
-fn measured() -> bool {
-    true
+    /// written as null, the measure not taken (docs/ledger.md). Absent in
+    /// files written before the hook became optional (they measured it,
+    /// and their summary had no line about it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wake_latency_measured: Option<bool>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -189,9 +186,9 @@ impl AttachDoc {
     /// The document as JSON: a measure not taken is null, not 0.
     pub fn to_json(&self) -> serde_json::Value {
         let mut v = serde_json::to_value(self).unwrap_or_default();
-        if !self.wake_latency_measured {
+        if self.wake_latency_measured == Some(false) {
             for list in ["processes", "exited_groups"] {
-                if let Some(rows) = v[list].as_array_mut() {
+                if let Some(rows) = v.get_mut(list).and_then(|l| l.as_array_mut()) {
                     for row in rows {
                         if let Some(k) = row.get_mut("kernel").and_then(|k| k.as_object_mut()) {
                             k.insert("wake_latency_ns".into(), serde_json::Value::Null);
@@ -206,7 +203,10 @@ impl AttachDoc {
     /// What the summary says of wake latency: the total over the rows, or
     /// that it was not measured and how to measure it.
     fn wake_latency_line(&self) -> String {
-        if !self.wake_latency_measured {
+        let Some(measured) = self.wake_latency_measured else {
+            return String::new();
+        };
+        if !measured {
             return "wake latency: not measured (no program runs at wake-ups by default; `attach --wake-latency` measures it)\n".into();
         }
         let (ns, wakeups) = self.processes.iter().fold((0u64, 0u64), |(n, w), p| {
