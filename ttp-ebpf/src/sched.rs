@@ -150,7 +150,6 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
     if next_tid != 0
         && let Some(a) = ledger::get_or_create(next_tid, &next.task(), now, 0)
     {
-        detail::switched_in(a, cpu_id, now);
         match a.state {
             state::RUNNING => recover_unseen_switch_out(a, &next),
             state::SLEEPING | state::BLOCKED | state::IOWAIT => {
@@ -158,6 +157,9 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
             }
             _ => {}
         }
+        // After the sleep ended at its wake-up: the blame detail charges
+        // the wait for the CPU from there (runnable since `woke`).
+        detail::switched_in(a, cpu_id, now);
         close_interval(a, now);
         a.state = state::RUNNING;
         a.run_cpu = cpu_id;
