@@ -44,7 +44,8 @@ const READS: u64 = 2048;
 /// 68.78 ms.)
 /// Wake-ups: one per read (the fixture's other sleeps are on stdin at both
 /// ends, outside the window), ≥ 1 900 as the hooked test allows for reads
-/// merged by the device, and equal to the hooked ledger's count. On-CPU
+/// merged by the device, and the hooked ledger's count ± 2 (a wake-up
+/// near either end of the window). On-CPU
 /// and run-queue wait are the kernel's counters (1 %, 5 % + 1 ms as in
 /// ledger.rs).
 #[test]
@@ -120,7 +121,15 @@ fn io_wakeups_without_the_hook_match_delay_accounting() {
         "{} wake-ups for {READS} reads",
         k.wakeups
     );
-    assert_eq!(k.wakeups, h.wakeups, "wake-ups against the hooked ledger");
+    // The hooked ledger counts a wake-up when it happens, this one at the
+    // switch-in after it, and the two images are read one after the other:
+    // a wake-up near either end may fall in one window only.
+    assert!(
+        k.wakeups.abs_diff(h.wakeups) <= 2,
+        "{} wake-ups against the hooked ledger's {}",
+        k.wakeups,
+        h.wakeups
+    );
     assert!(
         within(k.on_cpu_ns as f64, cpu, 0.01, 0.0),
         "on_cpu_ns {} vs schedstat {cpu}",
