@@ -402,6 +402,17 @@ fn attach_all_charges_pid_1_no_more_than_its_runtime() {
         on_cpu <= kernel * 1.01 + 2e6,
         "pid 1 charged {on_cpu} ns of on-CPU against {kernel} ns of runtime"
     );
-    assert!(p1["kernel"]["wake_latency_ns"].is_u64());
+    // No wake-up program without --wake-latency: the measure is not taken.
+    assert!(
+        p1["kernel"]["wake_latency_ns"].is_null(),
+        "wake_latency_ns without --wake-latency: {}",
+        p1["kernel"]["wake_latency_ns"]
+    );
+    assert!(
+        v["probe_cost"]["programs"]
+            .as_array()
+            .is_none_or(|ps| ps.iter().all(|p| p["program"] != "sched_wakeup")),
+        "sched_wakeup loaded by default"
+    );
     let _ = std::fs::remove_file(json);
 }

@@ -5,7 +5,7 @@ mod common;
 use common::*;
 use ttp_user::{
     accounts::Window,
-    probe::{Ledger, seed},
+    probe::{AttachOptions, Ledger, seed},
 };
 
 /// The test thread back on every CPU (after `pin(0, …)`).
@@ -316,54 +316,6 @@ fn short_lived_children_are_all_seen() {
     assert_eq!(w.lost.exit_records_lost, 0);
 }
 
-/// Other work beside a measurement, as CI must survive it: two CPU burners
-/// and a disk writer (O_DIRECT, so its waits are iowait). Killed on drop.
-struct Beside {
-    children: Vec<std::process::Child>,
-    file: std::path::PathBuf,
-}
-
-fn load_beside() -> Beside {
-    use std::{os::unix::process::CommandExt, process::Command, process::Stdio};
-    let mut children = Vec::new();
-    for _ in 0..2 {
-        children.push(
-            Command::new(fixture("fixture-spin"))
-                .args(["--cpu-ms", "600000"])
-                .stdout(Stdio::null())
-                .spawn()
-                .expect("start a CPU burner"),
-        );
-    }
-    let file = temp_path("beside-writer.dat");
-    children.push(
-        Command::new("sh")
-            .arg("-c")
-            .arg(format!(
-                "while :; do dd if=/dev/zero of={} bs=64K count=256 oflag=direct conv=notrunc status=none; done",
-                file.display()
-            ))
-            .stdout(Stdio::null())
-            .process_group(0)
-            .spawn()
-            .expect("start a disk writer"),
-    );
-    Beside { children, file }
-}
-
-impl Drop for Beside {
-    fn drop(&mut self) {
-        for c in &mut self.children {
-            // SAFETY: plain syscall; the writer leads its own process group
-            // (its dd too), the burners are single processes.
-            unsafe { libc::kill(-(c.id() as i32), libc::SIGKILL) };
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        let _ = std::fs::remove_file(&self.file);
-    }
-}
-
 /// A process that wakes from I/O thousands of times, beside other work: it
 /// burns 350 ms, then reads 8 MiB with O_DIRECT in 4 KiB reads (2 048
 /// wake-ups from iowait). Catches on-CPU time taken from the wall clock
@@ -381,7 +333,14 @@ fn io_wakeups_keep_on_cpu_and_run_delay_exact() {
     }
     let _serial = serial();
     let _beside = load_beside();
-    let ledger = Ledger::attach().expect("attach the ledger");
+    // With the wake-up hook, so that wake latency is measured (the default
+    // ledger has no wake-up program: tests/tests/ledger_wake.rs).
+    let ledger = Ledger::attach_with(&AttachOptions {
+        wake_latency: true,
+        ..Default::default()
+    })
+    .expect("attach the ledger");
+    assert!(ledger.wake_latency_measured());
     let mut fx = Held::start(
         "fixture-mixed",
         &["--cpu-ms", "350", "--read-mib", "8", "--block-kib", "4"],

@@ -25,6 +25,22 @@ offsets!(
     // HAVE_RUN_DELAY is 0 too.
     OFF_TASK_RUN_DELAY,
     HAVE_RUN_DELAY,
+    // task->sched_info.last_queued (with HAVE_RUN_DELAY), and the switching
+    // CPU's rq->clock through task->se.cfs_rq->rq (HAVE_RQ_CLOCK: 0 without
+    // CONFIG_FAIR_GROUP_SCHED's cfs_rq.rq).
+    OFF_TASK_LAST_QUEUED,
+    OFF_LEDGER_SE_CFS_RQ,
+    OFF_LEDGER_CFS_RQ_RQ,
+    OFF_RQ_CLOCK,
+    HAVE_RQ_CLOCK,
+    // task->delays->blkio_delay (HAVE_BLKIO: 0 without
+    // CONFIG_TASK_DELAY_ACCT).
+    OFF_TASK_DELAYS,
+    OFF_DELAYS_BLKIO,
+    OFF_DELAYS_BLKIO_START,
+    HAVE_BLKIO,
+    // 1 when sched_wakeup is loaded (wake latency measured).
+    WAKE_HOOK,
     OFF_RQ_CMD_FLAGS,
     OFF_BIO_OPF,
     OFF_BIO_SIZE,
@@ -53,6 +69,12 @@ fn global(v: &'static u32) -> usize {
 #[inline(always)]
 pub fn have_run_delay() -> bool {
     global(&HAVE_RUN_DELAY) != 0
+}
+
+/// Whether the `sched_wakeup` program is loaded (`--wake-latency`, trace).
+#[inline(always)]
+pub fn wake_hook() -> bool {
+    global(&WAKE_HOOK) != 0
 }
 
 #[inline(always)]
@@ -110,6 +132,62 @@ impl BtfTask {
             return None;
         }
         unsafe { load::<u64>(self.0, global(&OFF_TASK_RUN_DELAY)).ok() }
+    }
+    /// `task->sched_info.last_queued`: the rq clock when the task was last
+    /// enqueued, while it waits on a run queue (0 once
+    /// `sched_info_arrive` ended the wait, which runs after the
+    /// sched_switch tracepoint). None without CONFIG_SCHED_INFO.
+    #[inline(always)]
+    pub fn last_queued(&self) -> Option<u64> {
+        if !have_run_delay() {
+            return None;
+        }
+        unsafe { load::<u64>(self.0, global(&OFF_TASK_LAST_QUEUED)).ok() }
+    }
+    /// `rq->clock` of the run queue the task is on
+    /// (`task->se.cfs_rq->rq`): for the task being switched in, the
+    /// switching CPU's, which `__schedule` updated before the tracepoint
+    /// (unless a wake-up that preempted skipped it: RQCF_ACT_SKIP).
+    #[inline(always)]
+    pub fn rq_clock(&self) -> Option<u64> {
+        if global(&HAVE_RQ_CLOCK) == 0 {
+            return None;
+        }
+        unsafe {
+            let cfs_rq = load::<*const u8>(self.0, global(&OFF_LEDGER_SE_CFS_RQ)).ok()?;
+            let rq = load::<*const u8>(cfs_rq, global(&OFF_LEDGER_CFS_RQ_RQ)).ok()?;
+            load::<u64>(rq, global(&OFF_RQ_CLOCK)).ok()
+        }
+    }
+    /// `task->delays->blkio_delay`: delay accounting's cumulative block-I/O
+    /// wait (ns), grown by `delayacct_blkio_end` at the wake-up that ends
+    /// an iowait (only while kernel.task_delayacct is on). None when the
+    /// kernel has no delay accounting or the task no `delays`.
+    #[inline(always)]
+    pub fn blkio_delay(&self) -> Option<u64> {
+        if global(&HAVE_BLKIO) == 0 {
+            return None;
+        }
+        unsafe {
+            let delays = load::<*const u8>(self.0, global(&OFF_TASK_DELAYS)).ok()?;
+            load::<u64>(delays, global(&OFF_DELAYS_BLKIO)).ok()
+        }
+    }
+    /// (`delays->blkio_start`, `delays->blkio_delay`): when the task's
+    /// last recorded block-I/O wait began (local_clock, the rq clock's
+    /// source) and the cumulative delay.
+    #[inline(always)]
+    pub fn blkio(&self) -> Option<(u64, u64)> {
+        if global(&HAVE_BLKIO) == 0 {
+            return None;
+        }
+        unsafe {
+            let delays = load::<*const u8>(self.0, global(&OFF_TASK_DELAYS)).ok()?;
+            Some((
+                load::<u64>(delays, global(&OFF_DELAYS_BLKIO_START)).ok()?,
+                load::<u64>(delays, global(&OFF_DELAYS_BLKIO)).ok()?,
+            ))
+        }
     }
 }
 

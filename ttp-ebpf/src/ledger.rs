@@ -164,7 +164,11 @@ pub fn close_interval(a: &mut ThreadAccount, now: u64) {
                 if a.flags & flag::OWN_UNKNOWN == 0
                     && let Some(own) = block::own_clock(a.tgid, now)
                 {
-                    a.iowait_own_ns += own.saturating_sub(a.own_snap);
+                    // Never more than the wait itself: a wait closed at a
+                    // back-dated wake-up (sched.rs `wake_instant`) reads the
+                    // own-I/O clock later, after the request's completion
+                    // (`block_io_done` runs after the waiter was woken).
+                    a.iowait_own_ns += own.saturating_sub(a.own_snap).min(dt);
                 }
                 a.flags &= !flag::OWN_UNKNOWN;
             }

@@ -4,12 +4,15 @@
 //! On-CPU time and run-queue wait are the scheduler's own counters
 //! (`se.sum_exec_runtime`, `sched_info.run_delay`), read at the switches, so
 //! a switch the tracepoint missed cannot add or lose time. The wall-clock
-//! states: wake latency runs from a wakeup or a preemption to the switch-in;
-//! iowait runs
-//! from a switch-out with `in_iowait` set to the wakeup (delay accounting's
-//! blkio delay, TTPv2's BlockIO); a switch is voluntary when the task blocks
-//! (nvcsw), involuntary when it is preempted or yields while runnable
-//! (nivcsw).
+//! states: a sleep (S), a block (D) or an iowait (D with `in_iowait`: delay
+//! accounting's blkio delay, TTPv2's BlockIO) runs from the switch-out to
+//! the wake-up. By default no program runs at wake-ups: the switch-in that
+//! follows ends the sleep, back-dated to the wake-up by the kernel's own
+//! counters (`wake_instant`). `sched_wakeup` is loaded only where a measure
+//! needs the wake-up itself (`--wake-latency`, trace): then the wake
+//! latency, wall clock from a wakeup or a preemption to the switch-in, is
+//! measured. A switch is voluntary when the task blocks (nvcsw),
+//! involuntary when it is preempted or yields while runnable (nivcsw).
 use aya_ebpf::{macros::btf_tracepoint, programs::BtfTracePointContext};
 use ttp_common::{ThreadAccount, flag, stat, state};
 
@@ -17,7 +20,7 @@ use crate::{
     block, cpu, detail,
     kernel::{
         BtfTask, TASK_DEAD, TASK_INTERRUPTIBLE, TASK_NOLOAD, TASK_RUNNING, TASK_UNINTERRUPTIBLE,
-        Task,
+        Task, wake_hook,
     },
     ledger::{self, close_interval},
     now_ns, trace,
@@ -95,6 +98,22 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
                 a.voluntary_switches += 1;
                 if prev.in_iowait().unwrap_or(false) {
                     a.state = state::IOWAIT;
+                    // Where the wait will end, by delay accounting (see
+                    // `wake_instant`). Only a wait delay accounting
+                    // records from here: `delayacct_blkio_start` ran in
+                    // this `__schedule`, after its rq clock update. A task
+                    // whose dequeue the scheduler deferred (EEVDF's
+                    // DELAY_DEQUEUE) has its start recorded later, in the
+                    // context of another task, so its own start is stale
+                    // (older than the rq clock) and the wait is placed by
+                    // the rq clock instead.
+                    a.flags &= !flag::BLKIO_SNAP;
+                    if let (Some((start, d)), Some(clock)) = (prev.blkio(), prev.rq_clock())
+                        && start >= clock
+                    {
+                        a.blkio_snap_lo = d as u32;
+                        a.flags |= flag::BLKIO_SNAP;
+                    }
                     if busy && let Some(p) = acct {
                         // SAFETY: map value pointer; see `busy` above.
                         let c = unsafe { &mut *p };
@@ -131,15 +150,16 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
     if next_tid != 0
         && let Some(a) = ledger::get_or_create(next_tid, &next.task(), now, 0)
     {
-        if a.state != state::RUNNABLE && a.state != state::UNKNOWN && a.state != state::RUNNING {
-            // Switched in without a wakeup the ledger saw (woken before the
-            // probes attached): its earlier wait is closed where it is.
-            crate::count(stat::WAKEUP_UNSEEN);
+        match a.state {
+            state::RUNNING => recover_unseen_switch_out(a, &next),
+            state::SLEEPING | state::BLOCKED | state::IOWAIT => {
+                end_sleep_at_switch_in(a, &next, now)
+            }
+            _ => {}
         }
+        // After the sleep ended at its wake-up: the blame detail charges
+        // the wait for the CPU from there (runnable since `woke`).
         detail::switched_in(a, cpu_id, now);
-        if a.state == state::RUNNING {
-            recover_unseen_switch_out(a, &next);
-        }
         close_interval(a, now);
         a.state = state::RUNNING;
         a.run_cpu = cpu_id;
@@ -220,6 +240,74 @@ fn recover_unseen_switch_out(a: &mut ThreadAccount, task: &BtfTask) {
     a.flags |= flag::SCHED_SNAP;
     // Closed as nothing: the caller's close_interval of a RUNNING account
     // adds no time.
+}
+
+/// A thread switched in from a sleep: without the wake-up hook (the
+/// default), this is where its sleep, blocked or iowait interval ends,
+/// back-dated to the wake-up by the kernel's own clocks (`wake_instant`);
+/// the rest, up to now, is its wait for the CPU. With the hook loaded, a
+/// sleeping thread here is one whose wake-up the hook never saw (woken
+/// before the probes attached, or an event lost): counted, and its wait
+/// closed at the switch-in, so that `wake_latency_ns` holds only wall
+/// clock from seen wake-ups.
+#[inline(always)]
+fn end_sleep_at_switch_in(a: &mut ThreadAccount, task: &BtfTask, now: u64) {
+    if wake_hook() {
+        crate::count(stat::WAKEUP_UNSEEN);
+        return;
+    }
+    // Seeded from /proc as D at attach: in_iowait is still set here
+    // (io_schedule_finish runs after the task resumes).
+    if a.state == state::BLOCKED && a.flags & flag::SEEDED != 0 && task.in_iowait().unwrap_or(false)
+    {
+        a.state = state::IOWAIT;
+    }
+    let woke = wake_instant(a, task, now);
+    close_interval(a, woke);
+    a.wakeups += 1;
+    a.state = state::RUNNABLE;
+}
+
+/// When the sleep of a thread being switched in ended, from the kernel's
+/// counters, never later than `now` nor earlier than the sleep began:
+/// - iowait, with delay accounting on: `delays->blkio_delay` grew by
+///   exactly the wait that ended (`delayacct_blkio_end` at the wake-up,
+///   local_clock since the switch-out), so the wait ended at its
+///   start + that growth. The snapshot keeps 32 bits, so the growth is
+///   known modulo 2^32 ns (4.3 s): the largest value that still fits in
+///   the interval is taken, exact unless the thread then waited 4.3 s or
+///   more for a CPU.
+/// - otherwise (sleep, blocked, iowait without delay accounting): the
+///   wait for the CPU this switch-in ends is `rq->clock − last_queued`
+///   (what `sched_info_arrive` will add to run_delay right after the
+///   tracepoint, both in the rq clock), so the wake-up was that long ago.
+///   When the wake-up preempted an idle CPU the kernel skipped the clock
+///   update (RQCF_ACT_SKIP), the difference is ≈ 0 and the wake-up path
+///   stays in the sleep (docs/ledger.md).
+#[inline(always)]
+fn wake_instant(a: &ThreadAccount, task: &BtfTask, now: u64) -> u64 {
+    let since = a.state_since_ns;
+    let span = now.saturating_sub(since);
+    if a.state == state::IOWAIT
+        && a.flags & flag::BLKIO_SNAP != 0
+        && let Some(d) = task.blkio_delay()
+    {
+        let grew = (d as u32).wrapping_sub(a.blkio_snap_lo) as u64;
+        if grew > 0 {
+            if grew > span {
+                return now;
+            }
+            return since + grew + (((span - grew) >> 32) << 32);
+        }
+        // No growth: delay accounting is off; the rq clock below.
+    }
+    if let (Some(queued), Some(clock)) = (task.last_queued(), task.rq_clock())
+        && queued != 0
+        && clock > queued
+    {
+        return now - (clock - queued).min(span);
+    }
+    now
 }
 
 #[inline(always)]

@@ -42,6 +42,16 @@ pub enum Which {
         /// change's effect is compared side by side on this noisy machine.
         #[arg(long, value_name = "TTP_EBPF")]
         baseline: Option<std::path::PathBuf>,
+        /// More arguments for the baseline's `attach --all` (e.g.
+        /// `--baseline target/release/ttp-ebpf --baseline-args=--wake-latency`
+        /// compares this build with and without the wake-up hook).
+        #[arg(
+            long,
+            value_name = "ARGS",
+            requires = "baseline",
+            allow_hyphen_values = true
+        )]
+        baseline_args: Option<String>,
     },
     /// Cost of `vprofile`'s uprobes to the measured program, beside a
     /// bpftrace script recording the same durations: slowdown and ns per
@@ -102,7 +112,15 @@ pub fn run(which: Which) -> anyhow::Result<()> {
             bpftrace,
             trace_one,
             baseline,
-        } => overhead(rounds, loops, bpftrace, trace_one, baseline.as_deref()),
+            baseline_args,
+        } => overhead(
+            rounds,
+            loops,
+            bpftrace,
+            trace_one,
+            baseline.as_deref(),
+            baseline_args.as_deref().unwrap_or(""),
+        ),
         Which::Vprofile {
             rounds,
             invocations,
@@ -237,6 +255,7 @@ fn overhead(
     with_bpftrace: bool,
     trace_one: bool,
     baseline: Option<&std::path::Path>,
+    baseline_args: &str,
 ) -> anyhow::Result<()> {
     if let Some(b) = baseline
         && !b.is_file()
@@ -252,7 +271,14 @@ fn overhead(
         setup::ensure_packages(&["bpftrace"], "bpftrace is the comparison")?;
         mounted_tracefs = setup::mount_tracefs()?;
     }
-    let result = overhead_rounds(rounds, loops, with_bpftrace, trace_one, baseline);
+    let result = overhead_rounds(
+        rounds,
+        loops,
+        with_bpftrace,
+        trace_one,
+        baseline,
+        baseline_args,
+    );
     if mounted_tracefs {
         setup::umount_tracefs();
     }
@@ -265,6 +291,7 @@ fn overhead_rounds(
     with_bpftrace: bool,
     trace_one: bool,
     baseline: Option<&std::path::Path>,
+    baseline_args: &str,
 ) -> anyhow::Result<()> {
     util::cargo(&["build", "--release", "-p", "ttp-user"])?;
     let ttp = util::target_dir().join("release/ttp-ebpf");
@@ -332,7 +359,8 @@ fn overhead_rounds(
             us[v as usize] = match v {
                 Variant::Base => sched_pipe(loops)?,
                 Variant::All => {
-                    let (with, hwm, pct) = attach_all(&ttp, &attach_json, loops, &mut programs)?;
+                    let (with, hwm, pct) =
+                        attach_all(&ttp, &[], &attach_json, loops, &mut programs)?;
                     ready.push(with.1);
                     rss.push(hwm);
                     cpu_pct.push(pct);
@@ -340,7 +368,8 @@ fn overhead_rounds(
                 }
                 Variant::Baseline => {
                     let bin = baseline.expect("variant only with --baseline");
-                    attach_all(bin, &attach_json, loops, &mut base_programs)?
+                    let extra: Vec<&str> = baseline_args.split_whitespace().collect();
+                    attach_all(bin, &extra, &attach_json, loops, &mut base_programs)?
                         .0
                         .0
                 }
@@ -430,14 +459,19 @@ fn overhead_rounds(
     }
     programs.print();
     if let Some(b) = baseline {
-        println!("baseline {}:", b.display());
+        println!("baseline {}{}:", b.display(), prefixed(baseline_args));
         base_programs.print();
     }
     println!(
-        "command: cargo xtask bench overhead --rounds {rounds} --loops {loops}{}{}{}",
+        "command: cargo xtask bench overhead --rounds {rounds} --loops {loops}{}{}{}{}",
         if with_bpftrace { " --bpftrace" } else { "" },
         if trace_one { " --trace-one" } else { "" },
-        baseline.map_or(String::new(), |b| format!(" --baseline {}", b.display()))
+        baseline.map_or(String::new(), |b| format!(" --baseline {}", b.display())),
+        if baseline_args.is_empty() {
+            String::new()
+        } else {
+            format!(" --baseline-args='{baseline_args}'")
+        }
     );
     drop(sleeper);
     Ok(())
@@ -458,13 +492,15 @@ enum Variant {
 /// over the window goes into `programs`.
 fn attach_all(
     bin: &std::path::Path,
+    extra: &[&str],
     attach_json: &std::path::Path,
     loops: u32,
     programs: &mut cost::ProgramTable,
 ) -> anyhow::Result<((f64, f64), f64, f64)> {
     let mut cmd = Command::new(bin);
     cmd.args(["attach", "--all", "--interval", "1s", "--quiet", "--json"])
-        .arg(attach_json);
+        .arg(attach_json)
+        .args(extra);
     let tracer = start_tracer(cmd, "ledger attached")?;
     let ready_ms = tracer.ready_ms;
     let t0 = Instant::now();
@@ -481,6 +517,15 @@ fn attach_all(
         hwm as f64 / 1024.0,
         ticks as f64 / 100.0 / secs * 100.0,
     ))
+}
+
+/// " ARGS", or nothing.
+fn prefixed(args: &str) -> String {
+    if args.is_empty() {
+        String::new()
+    } else {
+        format!(" {args}")
+    }
 }
 
 /// A child killed when dropped.

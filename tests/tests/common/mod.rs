@@ -1,5 +1,6 @@
 //! Shared by the privileged integration tests.
 #![allow(dead_code)]
+mod beside;
 pub mod pg;
 pub mod realpg;
 use std::{
@@ -8,6 +9,9 @@ use std::{
     process::{Child, ChildStdin, ChildStdout, Command, Stdio},
     sync::{Mutex, MutexGuard},
 };
+
+#[allow(unused_imports)] // used by the ledger tests only
+pub use beside::load_beside;
 
 /// True when the test may load eBPF. Not root: under CI=true that is a
 /// failure (privileged tests must run there), elsewhere the test is skipped

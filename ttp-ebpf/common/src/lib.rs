@@ -61,6 +61,10 @@ pub mod flag {
     /// `exec_snap_ns` and `run_delay_snap_ns` hold the kernel's counters at
     /// the last read: on-CPU and run-queue wait grow by their differences.
     pub const SCHED_SNAP: u32 = 8;
+    /// `blkio_snap_lo` holds the low 32 bits of the task's delay-accounting
+    /// `delays->blkio_delay` at the switch-out that began the open iowait
+    /// interval (ttp-ebpf/src/sched.rs `wake_instant`).
+    pub const BLKIO_SNAP: u32 = 16;
 }
 
 /// The ledger's per-thread counters, declared once: every `u64` that only
@@ -184,7 +188,11 @@ macro_rules! declare_accounts {
             /// on-CPU interval only while that CPU still shows the thread
             /// current.
             pub run_cpu: u32,
-            pub _pad: u32,
+            /// Low 32 bits of `delays->blkio_delay` when the open iowait
+            /// interval began (valid with [`flag::BLKIO_SNAP`]): the growth
+            /// at the switch-in, taken modulo 2^32 ns and placed in the
+            /// interval, is when the wait ended.
+            pub blkio_snap_lo: u32,
             pub comm: [u8; TASK_COMM_LEN],
         }
 
@@ -207,7 +215,7 @@ macro_rules! declare_accounts {
                     exec_snap_ns: 0,
                     run_delay_snap_ns: 0,
                     run_cpu: 0,
-                    _pad: 0,
+                    blkio_snap_lo: 0,
                     comm: [0; TASK_COMM_LEN],
                 }
             }
@@ -324,7 +332,11 @@ pub mod stat {
     pub const CPU_OUT_OF_RANGE: u32 = 6;
     /// sched_switch events seen.
     pub const SWITCHES: u32 = 7;
-    /// Wakeups of threads the ledger had not seen (their sleep is unknown).
+    /// With the wake-up hook loaded (`--wake-latency`, `trace`): wake-ups
+    /// it did not see — a thread first seen at its wake-up (its sleep is
+    /// unknown), or a switch-in from a sleep whose wake-up never reached
+    /// the hook (its wait ends at the switch-in). Without the hook every
+    /// sleep ends at its switch-in by design, and nothing is counted here.
     pub const WAKEUP_UNSEEN: u32 = 8;
     /// Exit records sent.
     pub const EXIT_RECORDS: u32 = 9;

@@ -12,6 +12,13 @@ use std::ops::AddAssign;
 use serde::{Deserialize, Serialize};
 use ttp_common::ThreadAccount;
 
+/// A counter written as null (a measure not taken, e.g. `wake_latency_ns`
+/// without the wake-up hook) reads back as 0; reports that show it know
+/// from their document that it was not taken.
+fn null_as_zero<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    Ok(Option::<u64>::deserialize(d)?.unwrap_or(0))
+}
+
 macro_rules! declare_measures {
     (
         thread { $( $(#[$tm:meta])* $t:ident, )* }
@@ -26,7 +33,11 @@ macro_rules! declare_measures {
         /// The ledger's counters of a thread or process.
         #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
         pub struct LedgerMeasures {
-            $( $(#[$tm])* #[serde(default)] pub $t: u64, )*
+            $(
+                $(#[$tm])*
+                #[serde(default, deserialize_with = "null_as_zero")]
+                pub $t: u64,
+            )*
             #[serde(default)]
             pub io: IoMeasures,
         }

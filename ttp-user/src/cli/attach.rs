@@ -84,6 +84,12 @@ pub struct AttachArgs {
     /// Print only the final summary, not the live table.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Also measure wake latency (`wake_latency_ns`: wall clock from each
+    /// wake-up to the switch-in) by loading a program on every wake-up of
+    /// the machine; without it the ledger has no wake-up program and ends
+    /// each sleep at the switch-in (docs/ledger.md). `--trace` implies it.
+    #[arg(long)]
+    pub wake_latency: bool,
 }
 
 pub fn run(args: AttachArgs) -> anyhow::Result<()> {
@@ -103,6 +109,7 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
         taskstats_exits: true,
         max_threads: args.max_threads,
         statements_of: None,
+        wake_latency: args.wake_latency,
         ..Default::default()
     })?;
     let stop = session.stop_flag()?;
@@ -297,6 +304,7 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
         notes,
     );
     summary.doc.probe_cost = probe_cost;
+    summary.doc.wake_latency_measured = Some(session.ledger.wake_latency_measured());
     summary.print(&TextOptions {
         top: (args.top > 0).then_some(args.top),
         all_checks: args.checks,

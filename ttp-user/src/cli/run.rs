@@ -82,6 +82,12 @@ pub struct RunArgs {
     /// Trace Event JSON) with one slice per QE on a protocol track.
     #[arg(long, value_name = "FILE", conflicts_with = "postgres")]
     pub trace: Option<PathBuf>,
+    /// Also measure wake latency (`wake_latency_ns` in the ledger figures:
+    /// wall clock from each wake-up to the switch-in) by loading a program
+    /// on every wake-up of the machine (docs/ledger.md). `--trace` implies
+    /// it.
+    #[arg(long, conflicts_with = "postgres")]
+    pub wake_latency: bool,
     /// Run the command as root instead of the invoking user (SUDO_UID).
     #[arg(long)]
     pub as_root: bool,
@@ -346,6 +352,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         trace: args.trace.is_some(),
         delay_accounting: true,
         taskstats_exits: true,
+        wake_latency: args.wake_latency,
         ..Default::default()
     })?;
     let mut recorder = match &args.trace {

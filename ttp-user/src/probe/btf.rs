@@ -137,8 +137,50 @@ impl KernelBtf {
                 "kernel without CONFIG_SCHED_INFO (no task_struct.sched_info.run_delay): run-queue wait is the wall clock from wakeup to switch-in"
             );
         }
+        let last_queued = self
+            .field("task_struct", &["sched_info", "last_queued"])
+            .ok();
+        // The switching CPU's rq clock, through next->se.cfs_rq->rq
+        // (cfs_rq.rq needs CONFIG_FAIR_GROUP_SCHED): without it a sleep
+        // ends at the switch-in (docs/ledger.md).
+        let rq_clock = (|| {
+            let se = self.field("task_struct", &["se"]).ok()?;
+            let cfs = self.field("sched_entity", &["cfs_rq"]).ok()?;
+            Some((
+                se.byte + cfs.byte,
+                self.field("cfs_rq", &["rq"]).ok()?.byte,
+                self.field("rq", &["clock"]).ok()?.byte,
+            ))
+        })()
+        .filter(|_| run_delay.is_some() && last_queued.is_some());
+        // task->delays->blkio_delay (CONFIG_TASK_DELAY_ACCT): an iowait
+        // ends where it grew by the wait.
+        let blkio = (|| {
+            Some((
+                task("delays").ok()?.byte,
+                self.field("task_delay_info", &["blkio_delay"]).ok()?.byte,
+                self.field("task_delay_info", &["blkio_start"]).ok()?.byte,
+            ))
+        })();
+        if rq_clock.is_none() {
+            log::warn!(
+                "kernel without task_struct.sched_info.last_queued or cfs_rq.rq: a sleep is taken to end at the thread's switch-in, not at its wake-up"
+            );
+        }
         Ok(Offsets {
             globals: vec![
+                ("OFF_TASK_LAST_QUEUED", last_queued.map_or(0, |f| f.byte)),
+                ("OFF_LEDGER_SE_CFS_RQ", rq_clock.map_or(0, |r| r.0)),
+                ("OFF_LEDGER_CFS_RQ_RQ", rq_clock.map_or(0, |r| r.1)),
+                ("OFF_RQ_CLOCK", rq_clock.map_or(0, |r| r.2)),
+                ("HAVE_RQ_CLOCK", rq_clock.is_some() as u32),
+                ("OFF_TASK_DELAYS", blkio.map_or(0, |b| b.0)),
+                ("OFF_DELAYS_BLKIO", blkio.map_or(0, |b| b.1)),
+                ("OFF_DELAYS_BLKIO_START", blkio.map_or(0, |b| b.2)),
+                (
+                    "HAVE_BLKIO",
+                    blkio.is_some() as u32 & rq_clock.is_some() as u32,
+                ),
                 ("OFF_TASK_PID", task("pid")?.byte),
                 ("OFF_TASK_TGID", task("tgid")?.byte),
                 ("OFF_TASK_START_TIME", task("start_time")?.byte),
@@ -259,13 +301,24 @@ mod tests {
         assert_eq!(io.bitfield_bits, Some(1));
         assert!(btf.field("task_struct", &["no_such_field"]).is_err());
         let offs = btf.ledger_offsets().unwrap();
-        assert_eq!(offs.globals.len(), 12);
+        assert_eq!(offs.globals.len(), 21);
         // run_delay is a u64 of the task's sched_info (CONFIG_SCHED_INFO is
         // on on this project's machines).
         let get = |n: &str| offs.globals.iter().find(|(k, _)| *k == n).unwrap().1;
         assert_eq!(get("HAVE_RUN_DELAY"), 1);
         let si = btf.field("task_struct", &["sched_info"]).unwrap().byte;
         assert!(get("OFF_TASK_RUN_DELAY") >= si && get("OFF_TASK_RUN_DELAY") % 8 == 0);
+        // last_queued is a u64 of the same sched_info, beside run_delay;
+        // the rq clock and the blkio delay are reachable on this kernel
+        // (CONFIG_FAIR_GROUP_SCHED, CONFIG_TASK_DELAY_ACCT).
+        let lq = get("OFF_TASK_LAST_QUEUED");
+        assert!(lq >= si && lq % 8 == 0 && lq != get("OFF_TASK_RUN_DELAY"));
+        assert_eq!((get("HAVE_RQ_CLOCK"), get("HAVE_BLKIO")), (1, 1));
+        let trace = btf.trace_offsets().unwrap();
+        let tget = |n: &str| trace.globals.iter().find(|(k, _)| *k == n).unwrap().1;
+        assert_eq!(get("OFF_LEDGER_SE_CFS_RQ"), tget("OFF_TASK_SE_CFS_RQ"));
+        assert_eq!(get("OFF_LEDGER_CFS_RQ_RQ"), tget("OFF_CFS_RQ_RQ"));
+        assert!(get("OFF_RQ_CLOCK") % 8 == 0 && get("OFF_DELAYS_BLKIO") % 8 == 0);
         // sum_exec_runtime is a u64 inside the task's sched_entity.
         let se = btf.field("task_struct", &["se"]).unwrap().byte;
         let exec = offs

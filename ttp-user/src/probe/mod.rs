@@ -32,10 +32,14 @@ pub use trace::{BlockPhase, ThreadState, TraceBody, TraceEvent};
 /// The eBPF object built by build.rs (empty when built with AYA_BUILD_SKIP=1).
 pub(crate) static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/ttp"));
 
+/// The wake-up hook: loaded only where a measure needs the wake-up instant
+/// itself (`wake_latency_ns`, the trace's wake-ups); otherwise a sleep ends
+/// at its switch-in, back-dated by the kernel's counters (docs/ledger.md).
+pub const WAKEUP_PROGRAM: &str = "sched_wakeup";
+
 /// Programs of the time ledger, with the tp_btf tracepoint each attaches to.
 const LEDGER_PROGRAMS: &[(&str, &str)] = &[
     ("sched_switch", "sched_switch"),
-    ("sched_wakeup", "sched_wakeup"),
     ("sched_wakeup_new", "sched_wakeup_new"),
     ("sched_process_fork", "sched_process_fork"),
     ("sched_process_exec", "sched_process_exec"),
@@ -159,6 +163,8 @@ pub struct Ledger {
     /// The kernel's BPF run-time statistics, on while this fd is open
     /// (cost.rs), or why they are not.
     bpf_stats: Result<std::os::fd::OwnedFd, cost::CostUnavailable>,
+    /// Whether `sched_wakeup` is loaded, i.e. `wake_latency_ns` measured.
+    wake_hook: bool,
 }
 
 impl Ledger {
@@ -201,6 +207,8 @@ impl Ledger {
             globals.extend(kbtf.trace_offsets()?.globals);
             globals.push(("TRACE_ON", 1));
         }
+        let wake_hook = options.wake_hook();
+        globals.push(("WAKE_HOOK", wake_hook as u32));
         if let Some(postmaster) = options.statements_of {
             globals.push(("STMT_POSTMASTER", postmaster));
             globals.push((
@@ -270,6 +278,9 @@ impl Ledger {
             attach_program(&mut ebpf, &btf, program, tracepoint)?;
             log::debug!("{program} loaded and attached at {:?}", t.elapsed());
         }
+        if wake_hook {
+            attach_program(&mut ebpf, &btf, WAKEUP_PROGRAM, "sched_wakeup")?;
+        }
         let trace = if options.trace {
             Some(trace::attach(&mut ebpf, &btf)?)
         } else {
@@ -306,6 +317,7 @@ impl Ledger {
             ready_ns,
             thread_capacity,
             bpf_stats,
+            wake_hook,
         })
     }
 
@@ -313,6 +325,13 @@ impl Ledger {
     /// `statements` uprobes read the thread accounts).
     pub(crate) fn object_mut(&mut self) -> &mut Ebpf {
         &mut self._ebpf
+    }
+
+    /// Whether `wake_latency_ns` is measured (the wake-up hook is loaded):
+    /// without it the accounts' field holds no defined measure and reports
+    /// show it as not taken.
+    pub fn wake_latency_measured(&self) -> bool {
+        self.wake_hook
     }
 
     /// Size in bytes of a loaded program as the verifier left it (what
@@ -391,6 +410,17 @@ pub struct AttachOptions {
     /// `attach --all` (exits.rs, [`exits::ring_bytes`]); a power of two of
     /// at least a page.
     pub exit_ring_bytes: Option<u32>,
+    /// Load the wake-up hook (`sched_wakeup`) so that `wake_latency_ns`,
+    /// wall clock from each wake-up to the switch-in, is measured
+    /// (`--wake-latency`); tracing loads it anyway.
+    pub wake_latency: bool,
+}
+
+impl AttachOptions {
+    /// Whether these options load `sched_wakeup`.
+    pub fn wake_hook(&self) -> bool {
+        self.wake_latency || self.trace
+    }
 }
 
 pub(crate) fn take<T>(ebpf: &mut Ebpf, name: &str) -> Result<T, ProbeError>

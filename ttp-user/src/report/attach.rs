@@ -420,6 +420,7 @@ impl Summary {
             },
             taskstats_exit_records: refs.taskstats_exits,
             probe_cost: None,
+            wake_latency_measured: Some(true),
             notes,
         };
         Self { doc }
@@ -444,7 +445,7 @@ impl Summary {
 
     /// The summary as JSON (schema `ttp.attach/1`), keys sorted as written.
     pub fn json(&self) -> Value {
-        serde_json::to_value(&self.doc).unwrap_or_default()
+        self.doc.to_json()
     }
 }
 

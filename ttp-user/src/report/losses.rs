@@ -165,7 +165,7 @@ pub fn describe(k: &KernelStats, extra: &Extra) -> Vec<Loss> {
             k.wakeups_unseen,
             Nothing,
             format!(
-                "{} switch-ins without a wake-up the ledger saw (woken before the probes attached): the wait before them ends at the switch-in",
+                "{} wake-ups the wake-up hook did not see (woken before the probes attached, or an event lost): the wait before them ends at the switch-in",
                 n(k.wakeups_unseen)
             ),
         ),

@@ -27,6 +27,10 @@ pub struct Exposition {
     pub programs: Vec<(String, ProgramCounters)>,
     /// Thread accounts the ledger's map holds at most.
     pub thread_capacity: u64,
+    /// Whether the ledger has the wake-up hook loaded: without it (the
+    /// default) `ttp_wake_latency_seconds_total` is not exposed, the
+    /// measure not taken (docs/ledger.md).
+    pub wake_latency: bool,
 }
 
 /// The wire formats of `GET /metrics`.
@@ -271,6 +275,7 @@ fn group_families(x: &Exposition) -> Vec<Family> {
         ),
     ];
     defs.into_iter()
+        .filter(|(name, ..)| x.wake_latency || *name != "ttp_wake_latency")
         .map(|(name, help, unit, pick)| {
             let mut f = Family::counter(name, help, unit);
             for (group, m) in &x.fleet.groups {

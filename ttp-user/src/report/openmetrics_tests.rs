@@ -37,6 +37,7 @@ fn exposition() -> Exposition {
             },
         )],
         thread_capacity: 4096,
+        wake_latency: false,
     }
 }
 
@@ -68,6 +69,27 @@ fn openmetrics_names_units_and_values() {
         );
     }
     assert!(text.contains("ttp_build_info{version=\""), "{text}");
+}
+
+/// Catches a wake latency exported by a ledger that does not measure it
+/// (no wake-up hook: the field holds no defined measure), or left out by
+/// one that does.
+#[test]
+fn wake_latency_only_with_the_hook() {
+    let mut x = exposition();
+    let text = |x: &Exposition| {
+        encode(
+            &registry(Arc::new(RwLock::new(x.clone()))),
+            Format::OpenMetrics,
+        )
+    };
+    assert!(!text(&x).contains("ttp_wake_latency"), "{}", text(&x));
+    x.wake_latency = true;
+    assert!(
+        text(&x).contains("# TYPE ttp_wake_latency_seconds counter"),
+        "{}",
+        text(&x)
+    );
 }
 
 /// Catches a Prometheus text (0.0.4) exposition with OpenMetrics-only

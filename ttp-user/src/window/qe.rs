@@ -528,6 +528,11 @@ fn fill_processes(
         }
         if let Some(l) = ledger {
             m.ledger = LedgerColumns::from(&l.kernel);
+            if !ctx.ledger.wake_latency_measured() {
+                // Not taken without the wake-up hook (`run --wake-latency`):
+                // left out, as a column not known is (docs/ledger.md).
+                m.ledger.wake_latency_ns = None;
+            }
         }
         let key = key_of(pid);
         if is_stopped {

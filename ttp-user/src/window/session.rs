@@ -52,6 +52,9 @@ pub struct SessionOptions {
     /// Size of the exit-record ring instead of the one sized for
     /// `attach --all` (probe/exits.rs).
     pub exit_ring_bytes: Option<u32>,
+    /// Load the wake-up hook so that `wake_latency_ns` is measured
+    /// (`--wake-latency`; the trace loads it anyway).
+    pub wake_latency: bool,
 }
 
 /// One measurement session; see the module documentation.
@@ -108,6 +111,7 @@ impl MeasurementSession {
                 max_threads: options.max_threads,
                 statements_of: options.statements_of,
                 exit_ring_bytes: options.exit_ring_bytes,
+                wake_latency: options.wake_latency,
             })
         }
         .map_err(probe_error_ctx)?;

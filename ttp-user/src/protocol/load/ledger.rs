@@ -73,6 +73,11 @@ impl LedgerSampler {
         }
     }
 
+    fn wake_latency_measured(&self) -> bool {
+        let l = self.ledger.lock().unwrap_or_else(|e| e.into_inner());
+        l.wake_latency_measured()
+    }
+
     fn image(&mut self) -> Option<Image> {
         let mut l = self.ledger.lock().unwrap_or_else(|e| e.into_inner());
         let snap = l.snapshot().ok()?;
@@ -114,7 +119,13 @@ impl TimelineSampler for LedgerSampler {
                     .descendants(&[self.pid], &proc_parents(&w))
                     .into_iter()
                     .collect();
-                serde_json::to_value(LedgerRow::of(second, self.pid, &w, &tree)).unwrap_or_default()
+                let mut row = LedgerRow::of(second, self.pid, &w, &tree);
+                if !self.wake_latency_measured() {
+                    // Not taken without the wake-up hook: left out, as a
+                    // column not known is (docs/ledger.md).
+                    row.ledger.wake_latency_ns = None;
+                }
+                serde_json::to_value(row).unwrap_or_default()
             }
             _ => {
                 serde_json::json!({"second": second, "pid": self.pid, "error": "ledger not readable"})

@@ -59,6 +59,13 @@ pub struct AttachDoc {
     /// when the kernel refused BPF statistics: a note says why).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probe_cost: Option<ProbeCost>,
+    /// Whether the wake-up hook was loaded (`attach --wake-latency`, or
+    /// `--trace`): without it every process's `kernel.wake_latency_ns` is
+    /// written as null, the measure not taken (docs/ledger.md). Absent in
+    /// files written before the hook became optional (they measured it,
+    /// and their summary had no line about it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wake_latency_measured: Option<bool>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -176,6 +183,42 @@ impl From<&Agreement> for AgreementView {
 }
 
 impl AttachDoc {
+    /// The document as JSON: a measure not taken is null, not 0.
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut v = serde_json::to_value(self).unwrap_or_default();
+        if self.wake_latency_measured == Some(false) {
+            for list in ["processes", "exited_groups"] {
+                if let Some(rows) = v.get_mut(list).and_then(|l| l.as_array_mut()) {
+                    for row in rows {
+                        if let Some(k) = row.get_mut("kernel").and_then(|k| k.as_object_mut()) {
+                            k.insert("wake_latency_ns".into(), serde_json::Value::Null);
+                        }
+                    }
+                }
+            }
+        }
+        v
+    }
+
+    /// What the summary says of wake latency: the total over the rows, or
+    /// that it was not measured and how to measure it.
+    fn wake_latency_line(&self) -> String {
+        let Some(measured) = self.wake_latency_measured else {
+            return String::new();
+        };
+        if !measured {
+            return "wake latency: not measured (no program runs at wake-ups by default; `attach --wake-latency` measures it)\n".into();
+        }
+        let (ns, wakeups) = self.processes.iter().fold((0u64, 0u64), |(n, w), p| {
+            (n + p.kernel.wake_latency_ns, w + p.kernel.wakeups)
+        });
+        format!(
+            "wake latency (wall clock, wake-up or preemption → switch-in): {} ms over {} wake-ups\n",
+            ms3(Some(ns as f64)),
+            wakeups
+        )
+    }
+
     /// Every loss and repair of the window, in words.
     fn losses(&self) -> Vec<losses::Loss> {
         let extra = losses::Extra {
@@ -198,6 +241,7 @@ impl AttachDoc {
                 losses::mark(&losses, Affects::Taskstats)
             ));
         }
+        out.push_str(&self.wake_latency_line());
         if let Some(c) = &self.probe_cost {
             out.push_str(&crate::report::probe_cost::lines(c, "window"));
         }

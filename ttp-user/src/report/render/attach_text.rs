@@ -452,4 +452,31 @@ mod tests {
         );
         assert!(texts.iter().any(|t| t.2 == "5 more processes"));
     }
+
+    /// Catches a wake latency written as 0 (or as a number) when the
+    /// ledger had no wake-up hook, a null that cannot be read back, and a
+    /// summary silent about how to get the measure.
+    #[test]
+    fn wake_latency_not_taken_is_null_and_said() {
+        let mut d = doc(2);
+        d.processes[0].kernel.wake_latency_ns = 1234;
+        d.wake_latency_measured = Some(false);
+        let v = d.to_json();
+        for p in v["processes"].as_array().unwrap() {
+            assert!(p["kernel"]["wake_latency_ns"].is_null(), "{p}");
+            assert!(p["kernel"]["on_cpu_ns"].is_u64());
+        }
+        let back: AttachDoc = serde_json::from_value(v).unwrap();
+        assert_eq!(back.wake_latency_measured, Some(false));
+        let t = back.text_with(&TextOptions::default());
+        assert!(t.contains("wake latency: not measured"), "{t}");
+        assert!(t.contains("--wake-latency"), "{t}");
+        d.wake_latency_measured = Some(true);
+        let v = d.to_json();
+        assert_eq!(v["processes"][0]["kernel"]["wake_latency_ns"], 1234);
+        assert!(
+            d.text_with(&TextOptions::default())
+                .contains("wake latency (wall clock")
+        );
+    }
 }
