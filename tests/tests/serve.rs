@@ -6,11 +6,10 @@ mod common;
 
 use std::{
     collections::{BTreeMap, BTreeSet},
-    io::{BufRead, BufReader, Read, Write},
+    io::{BufRead, Write},
     net::TcpStream,
-    os::unix::process::CommandExt,
     path::PathBuf,
-    process::{Child, ChildStdin, Command, Stdio},
+    process::{Child, Command, Stdio},
     sync::{
         Arc,
         atomic::{AtomicBool, Ordering},
@@ -18,93 +17,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::*;
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
-}
-
-/// One HTTP GET: (status, body).
-fn get(port: u16, path: &str, accept: Option<&str>) -> (u16, String) {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let accept = accept
-        .map(|a| format!("Accept: {a}\r\n"))
-        .unwrap_or_default();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{accept}Connection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut text = String::new();
-    s.read_to_string(&mut text).expect("response");
-    let (head, body) = text.split_once("\r\n\r\n").expect("HTTP response");
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .expect("status");
-    (status, body.to_string())
-}
-
-/// `ttp-ebpf serve`, stopped with SIGTERM.
-struct Serve {
-    child: Child,
-    port: u16,
-}
-
-impl Serve {
-    fn start(args: &[&str]) -> Self {
-        let port = free_port();
-        let listen = format!("127.0.0.1:{port}");
-        let mut child = Command::new(ttp_bin())
-            .arg("serve")
-            .args(["--listen", &listen])
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start serve");
-        let mut err = BufReader::new(child.stderr.take().expect("stderr"));
-        let mut line = String::new();
-        loop {
-            line.clear();
-            assert!(
-                err.read_line(&mut line).expect("serve stderr") > 0,
-                "serve ended before serving"
-            );
-            if line.contains("serving the ledger") {
-                break;
-            }
-        }
-        std::thread::spawn(move || {
-            for l in err.lines().map_while(Result::ok) {
-                eprintln!("serve: {l}");
-            }
-        });
-        Self { child, port }
-    }
-
-    /// SIGTERM; returns the exit code once it has exited.
-    fn stop(mut self) -> i32 {
-        // SAFETY: signalling our own child.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let code = self.child.wait().expect("wait serve").code().unwrap_or(-1);
-        std::mem::forget(self);
-        code
-    }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use common::{serve::*, *};
 
 /// Family of each sample line: (metric type, sample-name suffixes allowed).
 const COUNTER_SUFFIX: &str = "_total";
@@ -358,8 +271,9 @@ fn privileges_are_dropped_after_attach_and_the_ledger_is_still_read() {
 }
 
 /// Catches bad input that is not one clear line and exit 2: an address
-/// that is not loopback without --listen-public, a malformed address, a
-/// port in use, and a user without the privileges to load eBPF.
+/// that is not loopback without --listen-public, a malformed address, an
+/// OTLP URL without http(s) (before anything loads), a port in use, and
+/// a user without the privileges to load eBPF.
 #[test]
 fn bad_input_is_one_line_and_exit_2() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -368,6 +282,8 @@ fn bad_input_is_one_line_and_exit_2() {
         vec!["serve", "--listen", "0.0.0.0:9"],
         vec!["serve", "--listen", "nowhere"],
         vec!["serve", "--interval", "0s"],
+        vec!["serve", "--otlp", "127.0.0.1:4318"],
+        vec!["serve", "--otlp", "ftp://collector/v1/metrics"],
     ];
     // SAFETY: no arguments.
     let root = unsafe { libc::geteuid() } == 0;
@@ -395,67 +311,6 @@ fn bad_input_is_one_line_and_exit_2() {
         assert_eq!(out.status.code(), Some(2), "{err}");
         assert_eq!(err.lines().count(), 1, "{err}");
     }
-}
-
-/// The unified (v2) control-group hierarchy's mount point.
-fn cgroup2_root() -> PathBuf {
-    let info = std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
-    info.lines()
-        .find_map(|l| {
-            let (pre, post) = l.split_once(" - ")?;
-            (post.split_whitespace().next()? == "cgroup2")
-                .then(|| pre.split_whitespace().nth(4).map(PathBuf::from))
-                .flatten()
-        })
-        .expect("no cgroup2 hierarchy mounted")
-}
-
-/// A control group of the test's own, removed on drop.
-struct Cgroup {
-    dir: PathBuf,
-    /// Its path as /proc/PID/cgroup shows it.
-    path: String,
-}
-
-impl Cgroup {
-    fn new(name: &str) -> Self {
-        let root = cgroup2_root();
-        let dir = root.join(format!("ttp-test-{}-{name}", std::process::id()));
-        std::fs::create_dir(&dir).expect("create cgroup");
-        let path = format!("/{}", dir.strip_prefix(&root).unwrap().display());
-        Self { dir, path }
-    }
-}
-
-impl Drop for Cgroup {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir(&self.dir);
-    }
-}
-
-/// fixture-mixed started inside `cg` (it joins before exec, so every
-/// instruction it runs is the group's), waiting for a line on stdin.
-fn mixed_in(
-    cg: &Cgroup,
-    args: &[&str],
-) -> (Child, ChildStdin, BufReader<std::process::ChildStdout>) {
-    let procs = cg.dir.join("cgroup.procs");
-    let mut cmd = Command::new(fixture("fixture-mixed"));
-    cmd.args(args)
-        .arg("--wait-stdin")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped());
-    // SAFETY: only a write(2) to a file in the child before exec.
-    unsafe {
-        cmd.pre_exec(move || std::fs::write(&procs, b"0"));
-    }
-    let mut child = cmd.spawn().expect("start fixture in its cgroup");
-    let stdin = child.stdin.take().unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    assert_eq!(line.trim(), "ready");
-    (child, stdin, out)
 }
 
 /// One value of a PromQL instant query, if the result has one.
@@ -528,11 +383,6 @@ impl Drop for Prometheus {
         let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(&self._dir);
     }
-}
-
-fn process_state(pid: u32) -> Option<char> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    s.rsplit_once(')')?.1.trim_start().chars().next()
 }
 
 /// Catches a group's series that does not add up to what the kernel says

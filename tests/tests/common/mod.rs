@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 pub mod pg;
 pub mod realpg;
+pub mod serve;
 use std::{
     io::{BufRead, BufReader, Write},
     path::PathBuf,

@@ -28,6 +28,7 @@ mod run_qe;
 mod run_several;
 pub mod serve;
 pub mod serve_drop;
+pub mod serve_otlp;
 pub mod statements;
 pub mod vprofile;
 

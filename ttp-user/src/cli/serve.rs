@@ -9,7 +9,7 @@ use std::{
 
 use clap::Args;
 
-use super::serve_drop;
+use super::{serve_drop, serve_otlp};
 
 use crate::{
     accounts::Image,
@@ -74,6 +74,12 @@ pub struct ServeArgs {
     /// before (docs/serve.md, Security).
     #[arg(long, value_name = "NAME", default_value = serve_drop::DEFAULT_USER)]
     pub user: String,
+    /// Also push the metrics, after every read of the ledger, to this
+    /// OpenTelemetry collector (OTLP/HTTP, protobuf), such as
+    /// http://127.0.0.1:4318 (`/v1/metrics` is appended to a URL without
+    /// a path). A failed push is counted and retried later, never fatal.
+    #[arg(long, value_name = "URL")]
+    pub otlp: Option<String>,
 }
 
 /// The validated listen address.
@@ -103,6 +109,7 @@ fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let addr = listen_addr(&args)?;
+    let otlp_url = args.otlp.as_deref().map(serve_otlp::endpoint).transpose()?;
     crate::sys::privileges::require_bpf()?;
     let user = serve_drop::lookup(&args.user)?;
     let listener = bind(addr)?;
@@ -125,9 +132,14 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let shared: Shared = Arc::new(RwLock::new(Exposition {
         group_label: args.group_by.label(),
         thread_capacity: u64::from(session.ledger.thread_capacity),
+        otlp: None,
         ..Default::default()
     }));
     let health = Arc::new(RwLock::new(Instant::now()));
+    let pusher = otlp_url
+        .clone()
+        .map(|url| serve_otlp::Pusher::start(url, args.interval, Arc::clone(&shared)))
+        .transpose()?;
     refresh(&mut session, &mut fleet, &mut groups, &shared)?;
     // Loading parsed the kernel's BTF (tens of MiB, all freed by now):
     // hand the freed pages back instead of keeping them resident.
@@ -164,6 +176,10 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
                 }
             })?
     };
+    if let (Some(url), Some(p)) = (&otlp_url, &pusher) {
+        eprintln!("ttp: pushing the metrics to {url} after every read");
+        p.after_read();
+    }
     eprintln!(
         "ttp: serving the ledger on http://{addr}/metrics (grouped by {}, read every {}); Ctrl-C stops",
         args.group_by.label(),
@@ -175,7 +191,12 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             break;
         }
         match refresh(&mut session, &mut fleet, &mut groups, &shared) {
-            Ok(()) => *health.write().unwrap_or_else(|p| p.into_inner()) = Instant::now(),
+            Ok(()) => {
+                *health.write().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+                if let Some(p) = &pusher {
+                    p.after_read();
+                }
+            }
             // A failed read is said and retried at the next interval; the
             // health endpoint turns unhealthy when reads keep failing.
             Err(e) => eprintln!("ttp: reading the ledger failed: {e:#}"),
@@ -183,6 +204,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     server.unblock();
     let _ = http.join();
+    drop(pusher);
     drop(server);
     drop(session);
     eprintln!("ttp: serve stopped; programs detached and {addr} released");
@@ -208,6 +230,7 @@ fn refresh(
     let mut x = shared.write().unwrap_or_else(|p| p.into_inner());
     x.fleet = fleet.view();
     x.programs = programs;
+    x.read_unix_ns = serve_otlp::unix_ns(std::time::SystemTime::now());
     Ok(())
 }
 
@@ -272,6 +295,7 @@ mod tests {
             top: DEFAULT_TOP,
             interval: Duration::from_secs(10),
             user: serve_drop::DEFAULT_USER.into(),
+            otlp: None,
         }
     }
 
