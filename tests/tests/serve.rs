@@ -7,9 +7,7 @@ mod common;
 use std::{
     collections::{BTreeMap, BTreeSet},
     io::{BufRead, Write},
-    net::TcpStream,
-    path::PathBuf,
-    process::{Child, Command, Stdio},
+    process::{Command, Stdio},
     sync::{
         Arc,
         atomic::{AtomicBool, Ordering},
@@ -272,8 +270,8 @@ fn privileges_are_dropped_after_attach_and_the_ledger_is_still_read() {
 
 /// Catches bad input that is not one clear line and exit 2: an address
 /// that is not loopback without --listen-public, a malformed address, an
-/// OTLP URL without http(s) (before anything loads), a port in use, and
-/// a user without the privileges to load eBPF.
+/// OTLP URL without http(s) and a web-config that cannot be read (before
+/// anything loads), a port in use, and a user without the privileges to load eBPF.
 #[test]
 fn bad_input_is_one_line_and_exit_2() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -284,6 +282,7 @@ fn bad_input_is_one_line_and_exit_2() {
         vec!["serve", "--interval", "0s"],
         vec!["serve", "--otlp", "127.0.0.1:4318"],
         vec!["serve", "--otlp", "ftp://collector/v1/metrics"],
+        vec!["serve", "--web-config", "/nonexistent/web.yml"],
     ];
     // SAFETY: no arguments.
     let root = unsafe { libc::geteuid() } == 0;
@@ -310,78 +309,6 @@ fn bad_input_is_one_line_and_exit_2() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{err}");
         assert_eq!(err.lines().count(), 1, "{err}");
-    }
-}
-
-/// One value of a PromQL instant query, if the result has one.
-fn query(port: u16, promql: &str) -> Option<f64> {
-    let enc: String = promql
-        .bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'_' | b'.' | b'-' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect();
-    let (status, body) = get(port, &format!("/api/v1/query?query={enc}"), None);
-    assert_eq!(status, 200, "{promql}: {body}");
-    let v: serde_json::Value = serde_json::from_str(&body).expect("query JSON");
-    v["data"]["result"][0]["value"][1].as_str()?.parse().ok()
-}
-
-/// A real Prometheus server (Debian's package), on loopback, scraping
-/// every second, killed on drop.
-struct Prometheus {
-    child: Child,
-    port: u16,
-    _dir: PathBuf,
-}
-
-impl Prometheus {
-    fn start(target_port: u16) -> Self {
-        let dir = temp_path("prometheus");
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let config = dir.join("prometheus.yml");
-        std::fs::write(
-            &config,
-            format!(
-                "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: ttp\n    static_configs:\n      - targets: ['127.0.0.1:{target_port}']\n"
-            ),
-        )
-        .unwrap();
-        let port = free_port();
-        let child = Command::new("/usr/bin/prometheus")
-            .arg(format!("--config.file={}", config.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.join("data").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start prometheus");
-        let p = Self {
-            child,
-            port,
-            _dir: dir,
-        };
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while TcpStream::connect(("127.0.0.1", port)).is_err()
-            || get(port, "/-/ready", None).0 != 200
-        {
-            assert!(Instant::now() < deadline, "prometheus not ready in 60 s");
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        p
-    }
-}
-
-impl Drop for Prometheus {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self._dir);
     }
 }
 

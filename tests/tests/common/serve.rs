@@ -6,10 +6,10 @@ use std::{
     os::unix::process::CommandExt,
     path::PathBuf,
     process::{Child, ChildStdin, Command, Stdio},
-    time::Duration,
+    time::{Duration, Instant},
 };
 
-use super::{fixture, ttp_bin};
+use super::{fixture, temp_path, ttp_bin};
 
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -161,4 +161,82 @@ pub fn mixed_in(
 pub fn process_state(pid: u32) -> Option<char> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     s.rsplit_once(')')?.1.trim_start().chars().next()
+}
+
+/// One value of a PromQL instant query, if the result has one.
+pub fn query(port: u16, promql: &str) -> Option<f64> {
+    let enc: String = promql
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'_' | b'.' | b'-' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect();
+    let (status, body) = get(port, &format!("/api/v1/query?query={enc}"), None);
+    assert_eq!(status, 200, "{promql}: {body}");
+    let v: serde_json::Value = serde_json::from_str(&body).expect("query JSON");
+    v["data"]["result"][0]["value"][1].as_str()?.parse().ok()
+}
+
+/// A real Prometheus server (Debian's package), on loopback, scraping
+/// every second, killed on drop.
+pub struct Prometheus {
+    child: Child,
+    pub port: u16,
+    _dir: PathBuf,
+}
+
+impl Prometheus {
+    pub fn start(target_port: u16) -> Self {
+        Self::start_with(target_port, "")
+    }
+
+    /// With `job` added to the scrape job's settings (YAML at the job's
+    /// indentation: `scheme`, `tls_config`, `basic_auth`).
+    pub fn start_with(target_port: u16, job: &str) -> Self {
+        let dir = temp_path("prometheus");
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let config = dir.join("prometheus.yml");
+        std::fs::write(
+            &config,
+            format!(
+                "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: ttp\n{job}    static_configs:\n      - targets: ['127.0.0.1:{target_port}']\n"
+            ),
+        )
+        .unwrap();
+        let port = free_port();
+        let child = Command::new("/usr/bin/prometheus")
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("data").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start prometheus");
+        let p = Self {
+            child,
+            port,
+            _dir: dir,
+        };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while TcpStream::connect(("127.0.0.1", port)).is_err()
+            || get(port, "/-/ready", None).0 != 200
+        {
+            assert!(Instant::now() < deadline, "prometheus not ready in 60 s");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        p
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self._dir);
+    }
 }

@@ -9,7 +9,12 @@ use std::{
 
 use clap::Args;
 
-use super::{serve_drop, serve_otlp};
+use super::{
+    serve_drop,
+    serve_http::{self, Reply},
+    serve_otlp,
+    serve_web::WebConfig,
+};
 
 use crate::{
     accounts::Image,
@@ -80,6 +85,12 @@ pub struct ServeArgs {
     /// a path). A failed push is counted and retried later, never fatal.
     #[arg(long, value_name = "URL")]
     pub otlp: Option<String>,
+    /// TLS and basic authentication, in Prometheus' web-config format
+    /// (tls_server_config: cert_file, key_file; basic_auth_users: name:
+    /// bcrypt hash). Read once at start (docs/serve.md, TLS and basic
+    /// auth).
+    #[arg(long, value_name = "FILE")]
+    pub web_config: Option<std::path::PathBuf>,
 }
 
 /// The validated listen address.
@@ -110,6 +121,11 @@ fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let addr = listen_addr(&args)?;
     let otlp_url = args.otlp.as_deref().map(serve_otlp::endpoint).transpose()?;
+    // Read while privileged: the key is usually readable by root only.
+    let web = match &args.web_config {
+        Some(path) => WebConfig::load(path)?,
+        None => WebConfig::default(),
+    };
     crate::sys::privileges::require_bpf()?;
     let user = serve_drop::lookup(&args.user)?;
     let listener = bind(addr)?;
@@ -117,6 +133,11 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         eprintln!(
             "ttp: warning: serving on {addr}, which is not loopback: anyone who can reach it sees the processes of this machine"
         );
+        if web.users.is_some() && web.tls.is_none() {
+            eprintln!(
+                "ttp: warning: basic auth without TLS: passwords cross the network in clear (add tls_server_config to the web-config)"
+            );
+        }
     }
     // One malloc arena per thread would keep each thread's freed memory
     // resident; serve's threads allocate little and rarely contend.
@@ -158,30 +179,31 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             eprintln!("ttp: warning: --user root keeps every privilege for serve's whole life")
         }
     }
-    let server = Arc::new(
-        tiny_http::Server::from_listener(listener, None)
-            .map_err(|e| crate::error::UsageError::new(format!("cannot serve on {addr}: {e}")))?,
-    );
-    let http = {
-        let server = Arc::clone(&server);
+    let scheme = if web.tls.is_some() { "https" } else { "http" };
+    let auth = if web.users.is_some() {
+        ", basic auth"
+    } else {
+        ""
+    };
+    let server = {
         let registry = openmetrics::registry(Arc::clone(&shared));
         let shared = Arc::clone(&shared);
         let health = Arc::clone(&health);
         let stale_after = args.interval * 3;
-        std::thread::Builder::new()
-            .name("ttp-http".into())
-            .spawn(move || {
-                for request in server.incoming_requests() {
-                    answer(request, &registry, &shared, &health, stale_after);
-                }
-            })?
+        serve_http::Server::start(
+            listener,
+            web,
+            Arc::new(move |path: &str, accept: Option<&str>| {
+                answer(path, accept, &registry, &shared, &health, stale_after)
+            }),
+        )?
     };
     if let (Some(url), Some(p)) = (&otlp_url, &pusher) {
         eprintln!("ttp: pushing the metrics to {url} after every read");
         p.after_read();
     }
     eprintln!(
-        "ttp: serving the ledger on http://{addr}/metrics (grouped by {}, read every {}); Ctrl-C stops",
+        "ttp: serving the ledger on {scheme}://{addr}/metrics{auth} (grouped by {}, read every {}); Ctrl-C stops",
         args.group_by.label(),
         humantime::format_duration(args.interval)
     );
@@ -202,10 +224,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             Err(e) => eprintln!("ttp: reading the ledger failed: {e:#}"),
         }
     }
-    server.unblock();
-    let _ = http.join();
+    server.stop();
     drop(pusher);
-    drop(server);
     drop(session);
     eprintln!("ttp: serve stopped; programs detached and {addr} released");
     Ok(())
@@ -234,53 +254,56 @@ fn refresh(
     Ok(())
 }
 
+/// serve's answer to `GET path` (serve_http.rs has checked the method
+/// and the credentials).
 fn answer(
-    request: tiny_http::Request,
+    path: &str,
+    accept: Option<&str>,
     registry: &prometheus_client::registry::Registry,
     shared: &Shared,
     health: &RwLock<Instant>,
     stale_after: Duration,
-) {
-    use tiny_http::{Header, Method, Response};
-    let header = |name: &str, value: &str| {
-        Header::from_bytes(name.as_bytes(), value.as_bytes()).expect("static header is valid")
+) -> Reply {
+    const TEXT: &str = "text/plain; charset=utf-8";
+    let text = |status, body: String| Reply {
+        status,
+        content_type: TEXT,
+        body,
     };
-    let path = request.url().split('?').next().unwrap_or("").to_string();
-    let response = match (request.method(), path.as_str()) {
-        (Method::Get, "/metrics") => {
-            let accept = request
-                .headers()
-                .iter()
-                .find(|h| h.field.equiv("Accept"))
-                .map(|h| h.value.as_str().to_string());
-            let format = Format::from_accept(accept.as_deref());
-            Response::from_string(openmetrics::encode(registry, format))
-                .with_header(header("Content-Type", format.content_type()))
-        }
-        (Method::Get, "/metrics.json") => {
-            let x = shared.read().unwrap_or_else(|p| p.into_inner());
-            Response::from_string(openmetrics::json(&x).to_string())
-                .with_header(header("Content-Type", "application/json"))
-        }
-        (Method::Get, "/healthz") => {
-            let age = health.read().unwrap_or_else(|p| p.into_inner()).elapsed();
-            if age <= stale_after {
-                Response::from_string("ok\n")
-            } else {
-                Response::from_string(format!(
-                    "the ledger was last read {:.0} s ago\n",
-                    age.as_secs_f64()
-                ))
-                .with_status_code(503)
+    match path {
+        "/metrics" => {
+            let format = Format::from_accept(accept);
+            Reply {
+                status: 200,
+                content_type: format.content_type(),
+                body: openmetrics::encode(registry, format),
             }
         }
-        (Method::Get, "/") => Response::from_string(
-            "ttp-ebpf serve: the kernel ledger per group; metrics at /metrics (JSON: /metrics.json), health at /healthz\n",
+        "/metrics.json" => {
+            let x = shared.read().unwrap_or_else(|p| p.into_inner());
+            Reply {
+                status: 200,
+                content_type: "application/json",
+                body: openmetrics::json(&x).to_string(),
+            }
+        }
+        "/healthz" => {
+            let age = health.read().unwrap_or_else(|p| p.into_inner()).elapsed();
+            if age <= stale_after {
+                text(200, "ok\n".into())
+            } else {
+                text(
+                    503,
+                    format!("the ledger was last read {:.0} s ago\n", age.as_secs_f64()),
+                )
+            }
+        }
+        "/" => text(
+            200,
+            "ttp-ebpf serve: the kernel ledger per group; metrics at /metrics (JSON: /metrics.json), health at /healthz\n".into(),
         ),
-        _ => Response::from_string("not found: try /metrics or /healthz\n").with_status_code(404),
-    };
-    // A scraper that hangs up early is its own problem.
-    let _ = request.respond(response);
+        _ => text(404, "not found: try /metrics or /healthz\n".into()),
+    }
 }
 
 #[cfg(test)]
@@ -296,6 +319,7 @@ mod tests {
             interval: Duration::from_secs(10),
             user: serve_drop::DEFAULT_USER.into(),
             otlp: None,
+            web_config: None,
         }
     }
 
