@@ -153,14 +153,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let shared: Shared = Arc::new(RwLock::new(Exposition {
         group_label: args.group_by.label(),
         thread_capacity: u64::from(session.ledger.thread_capacity),
-        otlp: None,
         ..Default::default()
     }));
     let health = Arc::new(RwLock::new(Instant::now()));
-    let pusher = otlp_url
-        .clone()
-        .map(|url| serve_otlp::Pusher::start(url, args.interval, Arc::clone(&shared)))
-        .transpose()?;
     refresh(&mut session, &mut fleet, &mut groups, &shared)?;
     // Loading parsed the kernel's BTF (tens of MiB, all freed by now):
     // hand the freed pages back instead of keeping them resident.
@@ -179,6 +174,11 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             eprintln!("ttp: warning: --user root keeps every privilege for serve's whole life")
         }
     }
+    // Threads started from here on inherit no_new_privs.
+    let pusher = otlp_url
+        .clone()
+        .map(|url| serve_otlp::Pusher::start(url, args.interval, Arc::clone(&shared)))
+        .transpose()?;
     let scheme = if web.tls.is_some() { "https" } else { "http" };
     let auth = if web.users.is_some() {
         ", basic auth"
