@@ -203,16 +203,20 @@ fn on_cpu_and_refreshes(port: u16) -> (f64, f64) {
 /// any of its threads: capabilities are per thread), and one that can no
 /// longer read the ledger once it has dropped them: every thread of the
 /// serve process runs as `nobody` with empty effective and permitted
-/// sets, and between two scrapes its refreshes and the machine's on-CPU
-/// time (this test spins for 300 ms in between) still grow.
+/// sets (and no_new_privs in the main thread and the HTTP and OTLP
+/// threads started after the drop), and between two scrapes its
+/// refreshes and the machine's on-CPU time (this test spins for 300 ms in
+/// between) still grow, while every OTLP push fails.
 #[test]
 fn privileges_are_dropped_after_attach_and_the_ledger_is_still_read() {
     if !root_or_skip("privileges_are_dropped_after_attach_and_the_ledger_is_still_read") {
         return;
     }
     let _serial = serial();
-    let serve = Serve::start(&["--interval", "200ms"]);
+    // With a collector that is not there: failed pushes go on beside.
+    let serve = Serve::start(&["--interval", "200ms", "--otlp", "http://127.0.0.1:9"]);
     let pid = serve.child.id();
+    let mut late_threads = BTreeSet::new();
     let mut threads = 0;
     for task in std::fs::read_dir(format!("/proc/{pid}/task")).expect("tasks") {
         let task = task.expect("task").path();
@@ -230,12 +234,18 @@ fn privileges_are_dropped_after_attach_and_the_ledger_is_still_read() {
         assert_eq!(field("CapPrm:"), ["0000000000000000"], "{status}");
         // no_new_privs is per thread: set by the main thread, inherited by
         // the threads it starts afterwards (the exit-record thread is older).
-        if task.ends_with(pid.to_string()) {
-            assert_eq!(field("NoNewPrivs:"), ["1"], "{status}");
+        let name = field("Name:").join(" ");
+        if task.ends_with(pid.to_string()) || ["ttp-http", "ttp-otlp"].contains(&name.as_str()) {
+            assert_eq!(field("NoNewPrivs:"), ["1"], "{name}: {status}");
+            late_threads.insert(name);
         }
         threads += 1;
     }
     assert!(threads >= 2, "the exit-record thread runs too: {threads}");
+    assert!(
+        late_threads.contains("ttp-http") && late_threads.contains("ttp-otlp"),
+        "the threads started after the drop: {late_threads:?}"
+    );
     let (cpu0, refreshes0) = on_cpu_and_refreshes(serve.port);
     // 300 ms of this thread's own CPU time (CLOCK_THREAD_CPUTIME_ID), not
     // of wall time: the machine may be busy.
@@ -255,6 +265,13 @@ fn privileges_are_dropped_after_attach_and_the_ledger_is_still_read() {
     std::thread::sleep(Duration::from_millis(600));
     let (cpu1, refreshes1) = on_cpu_and_refreshes(serve.port);
     assert!(refreshes1 > refreshes0, "{refreshes0} -> {refreshes1}");
+    let (_, text) = get(
+        serve.port,
+        "/metrics",
+        Some("application/openmetrics-text;version=1.0.0"),
+    );
+    let failed = strict_openmetrics(&text)["ttp_otlp_pushes_total{result=\"failed\"}"].1;
+    assert!(failed >= 1.0, "failed pushes counted: {failed}");
     // At least the 300 ms this thread spun (on-CPU time is counted at
     // each refresh, so the spin is in the second scrape's read).
     assert!(cpu1 - cpu0 >= 0.3, "on-CPU grew by {} s only", cpu1 - cpu0);
