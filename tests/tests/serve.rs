@@ -6,11 +6,8 @@ mod common;
 
 use std::{
     collections::{BTreeMap, BTreeSet},
-    io::{BufRead, BufReader, Read, Write},
-    net::TcpStream,
-    os::unix::process::CommandExt,
-    path::PathBuf,
-    process::{Child, ChildStdin, Command, Stdio},
+    io::{BufRead, Write},
+    process::{Command, Stdio},
     sync::{
         Arc,
         atomic::{AtomicBool, Ordering},
@@ -18,93 +15,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::*;
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
-}
-
-/// One HTTP GET: (status, body).
-fn get(port: u16, path: &str, accept: Option<&str>) -> (u16, String) {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let accept = accept
-        .map(|a| format!("Accept: {a}\r\n"))
-        .unwrap_or_default();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{accept}Connection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut text = String::new();
-    s.read_to_string(&mut text).expect("response");
-    let (head, body) = text.split_once("\r\n\r\n").expect("HTTP response");
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .expect("status");
-    (status, body.to_string())
-}
-
-/// `ttp-ebpf serve`, stopped with SIGTERM.
-struct Serve {
-    child: Child,
-    port: u16,
-}
-
-impl Serve {
-    fn start(args: &[&str]) -> Self {
-        let port = free_port();
-        let listen = format!("127.0.0.1:{port}");
-        let mut child = Command::new(ttp_bin())
-            .arg("serve")
-            .args(["--listen", &listen])
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start serve");
-        let mut err = BufReader::new(child.stderr.take().expect("stderr"));
-        let mut line = String::new();
-        loop {
-            line.clear();
-            assert!(
-                err.read_line(&mut line).expect("serve stderr") > 0,
-                "serve ended before serving"
-            );
-            if line.contains("serving the ledger") {
-                break;
-            }
-        }
-        std::thread::spawn(move || {
-            for l in err.lines().map_while(Result::ok) {
-                eprintln!("serve: {l}");
-            }
-        });
-        Self { child, port }
-    }
-
-    /// SIGTERM; returns the exit code once it has exited.
-    fn stop(mut self) -> i32 {
-        // SAFETY: signalling our own child.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let code = self.child.wait().expect("wait serve").code().unwrap_or(-1);
-        std::mem::forget(self);
-        code
-    }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use common::{serve::*, *};
 
 /// Family of each sample line: (metric type, sample-name suffixes allowed).
 const COUNTER_SUFFIX: &str = "_total";
@@ -292,16 +203,20 @@ fn on_cpu_and_refreshes(port: u16) -> (f64, f64) {
 /// any of its threads: capabilities are per thread), and one that can no
 /// longer read the ledger once it has dropped them: every thread of the
 /// serve process runs as `nobody` with empty effective and permitted
-/// sets, and between two scrapes its refreshes and the machine's on-CPU
-/// time (this test spins for 300 ms in between) still grow.
+/// sets (and no_new_privs in the main thread and the HTTP and OTLP
+/// threads started after the drop), and between two scrapes its
+/// refreshes and the machine's on-CPU time (this test spins for 300 ms in
+/// between) still grow, while every OTLP push fails.
 #[test]
 fn privileges_are_dropped_after_attach_and_the_ledger_is_still_read() {
     if !root_or_skip("privileges_are_dropped_after_attach_and_the_ledger_is_still_read") {
         return;
     }
     let _serial = serial();
-    let serve = Serve::start(&["--interval", "200ms"]);
+    // With a collector that is not there: failed pushes go on beside.
+    let serve = Serve::start(&["--interval", "200ms", "--otlp", "http://127.0.0.1:9"]);
     let pid = serve.child.id();
+    let mut late_threads = BTreeSet::new();
     let mut threads = 0;
     for task in std::fs::read_dir(format!("/proc/{pid}/task")).expect("tasks") {
         let task = task.expect("task").path();
@@ -319,12 +234,18 @@ fn privileges_are_dropped_after_attach_and_the_ledger_is_still_read() {
         assert_eq!(field("CapPrm:"), ["0000000000000000"], "{status}");
         // no_new_privs is per thread: set by the main thread, inherited by
         // the threads it starts afterwards (the exit-record thread is older).
-        if task.ends_with(pid.to_string()) {
-            assert_eq!(field("NoNewPrivs:"), ["1"], "{status}");
+        let name = field("Name:").join(" ");
+        if task.ends_with(pid.to_string()) || ["ttp-http", "ttp-otlp"].contains(&name.as_str()) {
+            assert_eq!(field("NoNewPrivs:"), ["1"], "{name}: {status}");
+            late_threads.insert(name);
         }
         threads += 1;
     }
     assert!(threads >= 2, "the exit-record thread runs too: {threads}");
+    assert!(
+        late_threads.contains("ttp-http") && late_threads.contains("ttp-otlp"),
+        "the threads started after the drop: {late_threads:?}"
+    );
     let (cpu0, refreshes0) = on_cpu_and_refreshes(serve.port);
     // 300 ms of this thread's own CPU time (CLOCK_THREAD_CPUTIME_ID), not
     // of wall time: the machine may be busy.
@@ -344,6 +265,13 @@ fn privileges_are_dropped_after_attach_and_the_ledger_is_still_read() {
     std::thread::sleep(Duration::from_millis(600));
     let (cpu1, refreshes1) = on_cpu_and_refreshes(serve.port);
     assert!(refreshes1 > refreshes0, "{refreshes0} -> {refreshes1}");
+    let (_, text) = get(
+        serve.port,
+        "/metrics",
+        Some("application/openmetrics-text;version=1.0.0"),
+    );
+    let failed = strict_openmetrics(&text)["ttp_otlp_pushes_total{result=\"failed\"}"].1;
+    assert!(failed >= 1.0, "failed pushes counted: {failed}");
     // At least the 300 ms this thread spun (on-CPU time is counted at
     // each refresh, so the spin is in the second scrape's read).
     assert!(cpu1 - cpu0 >= 0.3, "on-CPU grew by {} s only", cpu1 - cpu0);
@@ -358,8 +286,9 @@ fn privileges_are_dropped_after_attach_and_the_ledger_is_still_read() {
 }
 
 /// Catches bad input that is not one clear line and exit 2: an address
-/// that is not loopback without --listen-public, a malformed address, a
-/// port in use, and a user without the privileges to load eBPF.
+/// that is not loopback without --listen-public, a malformed address, an
+/// OTLP URL without http(s) and a web-config that cannot be read (before
+/// anything loads), a port in use, and a user without the privileges to load eBPF.
 #[test]
 fn bad_input_is_one_line_and_exit_2() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -368,6 +297,9 @@ fn bad_input_is_one_line_and_exit_2() {
         vec!["serve", "--listen", "0.0.0.0:9"],
         vec!["serve", "--listen", "nowhere"],
         vec!["serve", "--interval", "0s"],
+        vec!["serve", "--otlp", "127.0.0.1:4318"],
+        vec!["serve", "--otlp", "ftp://collector/v1/metrics"],
+        vec!["serve", "--web-config", "/nonexistent/web.yml"],
     ];
     // SAFETY: no arguments.
     let root = unsafe { libc::geteuid() } == 0;
@@ -395,144 +327,6 @@ fn bad_input_is_one_line_and_exit_2() {
         assert_eq!(out.status.code(), Some(2), "{err}");
         assert_eq!(err.lines().count(), 1, "{err}");
     }
-}
-
-/// The unified (v2) control-group hierarchy's mount point.
-fn cgroup2_root() -> PathBuf {
-    let info = std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
-    info.lines()
-        .find_map(|l| {
-            let (pre, post) = l.split_once(" - ")?;
-            (post.split_whitespace().next()? == "cgroup2")
-                .then(|| pre.split_whitespace().nth(4).map(PathBuf::from))
-                .flatten()
-        })
-        .expect("no cgroup2 hierarchy mounted")
-}
-
-/// A control group of the test's own, removed on drop.
-struct Cgroup {
-    dir: PathBuf,
-    /// Its path as /proc/PID/cgroup shows it.
-    path: String,
-}
-
-impl Cgroup {
-    fn new(name: &str) -> Self {
-        let root = cgroup2_root();
-        let dir = root.join(format!("ttp-test-{}-{name}", std::process::id()));
-        std::fs::create_dir(&dir).expect("create cgroup");
-        let path = format!("/{}", dir.strip_prefix(&root).unwrap().display());
-        Self { dir, path }
-    }
-}
-
-impl Drop for Cgroup {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir(&self.dir);
-    }
-}
-
-/// fixture-mixed started inside `cg` (it joins before exec, so every
-/// instruction it runs is the group's), waiting for a line on stdin.
-fn mixed_in(
-    cg: &Cgroup,
-    args: &[&str],
-) -> (Child, ChildStdin, BufReader<std::process::ChildStdout>) {
-    let procs = cg.dir.join("cgroup.procs");
-    let mut cmd = Command::new(fixture("fixture-mixed"));
-    cmd.args(args)
-        .arg("--wait-stdin")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped());
-    // SAFETY: only a write(2) to a file in the child before exec.
-    unsafe {
-        cmd.pre_exec(move || std::fs::write(&procs, b"0"));
-    }
-    let mut child = cmd.spawn().expect("start fixture in its cgroup");
-    let stdin = child.stdin.take().unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    assert_eq!(line.trim(), "ready");
-    (child, stdin, out)
-}
-
-/// One value of a PromQL instant query, if the result has one.
-fn query(port: u16, promql: &str) -> Option<f64> {
-    let enc: String = promql
-        .bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'_' | b'.' | b'-' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect();
-    let (status, body) = get(port, &format!("/api/v1/query?query={enc}"), None);
-    assert_eq!(status, 200, "{promql}: {body}");
-    let v: serde_json::Value = serde_json::from_str(&body).expect("query JSON");
-    v["data"]["result"][0]["value"][1].as_str()?.parse().ok()
-}
-
-/// A real Prometheus server (Debian's package), on loopback, scraping
-/// every second, killed on drop.
-struct Prometheus {
-    child: Child,
-    port: u16,
-    _dir: PathBuf,
-}
-
-impl Prometheus {
-    fn start(target_port: u16) -> Self {
-        let dir = temp_path("prometheus");
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let config = dir.join("prometheus.yml");
-        std::fs::write(
-            &config,
-            format!(
-                "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: ttp\n    static_configs:\n      - targets: ['127.0.0.1:{target_port}']\n"
-            ),
-        )
-        .unwrap();
-        let port = free_port();
-        let child = Command::new("/usr/bin/prometheus")
-            .arg(format!("--config.file={}", config.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.join("data").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start prometheus");
-        let p = Self {
-            child,
-            port,
-            _dir: dir,
-        };
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while TcpStream::connect(("127.0.0.1", port)).is_err()
-            || get(port, "/-/ready", None).0 != 200
-        {
-            assert!(Instant::now() < deadline, "prometheus not ready in 60 s");
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        p
-    }
-}
-
-impl Drop for Prometheus {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self._dir);
-    }
-}
-
-fn process_state(pid: u32) -> Option<char> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    s.rsplit_once(')')?.1.trim_start().chars().next()
 }
 
 /// Catches a group's series that does not add up to what the kernel says

@@ -26,20 +26,35 @@ pub fn all() -> anyhow::Result<()> {
 
 /// A real Prometheus server for the `serve` tests (tests/tests/serve.rs
 /// start one on loopback with a scrape config of their own and a temporary
-/// storage directory; the package's own service is never used). Those
-/// tests run as root only, so without root a missing server is only
-/// reported.
+/// storage directory; the package's own service is never used), and the
+/// openssl and curl CLIs tests/tests/serve_tls.rs makes a certificate with
+/// and scrapes over TLS with. Those tests run as root only, so without
+/// root anything missing is only reported.
 fn prometheus() -> anyhow::Result<()> {
-    if Path::new("/usr/bin/prometheus").is_file() {
+    let missing: Vec<&str> = [
+        ("prometheus", "/usr/bin/prometheus"),
+        ("openssl", "/usr/bin/openssl"),
+        ("curl", "/usr/bin/curl"),
+    ]
+    .into_iter()
+    .filter(|(_, bin)| !Path::new(bin).is_file())
+    .map(|(package, _)| package)
+    .collect();
+    if missing.is_empty() {
         return Ok(());
     }
     if !is_root() {
         println!(
-            "xtask: Prometheus is not installed; the serve tests need it and root (sudo apt-get install prometheus)"
+            "xtask: the serve tests need {} and root (sudo apt-get install {})",
+            missing.join(", "),
+            missing.join(" ")
         );
         return Ok(());
     }
-    apt_install(&["prometheus"], "a Prometheus server, for the serve tests")
+    apt_install(
+        &missing,
+        "a Prometheus server and the openssl and curl CLIs, for the serve tests",
+    )
 }
 
 /// Debian packages of the real programs tests/tests/realworld.rs measures

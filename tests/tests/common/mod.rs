@@ -3,6 +3,7 @@
 mod beside;
 pub mod pg;
 pub mod realpg;
+pub mod serve;
 use std::{
     io::{BufRead, BufReader, Write},
     path::PathBuf,

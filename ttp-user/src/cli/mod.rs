@@ -31,6 +31,9 @@ mod run_qe;
 mod run_several;
 pub mod serve;
 pub mod serve_drop;
+pub mod serve_http;
+pub mod serve_otlp;
+pub mod serve_web;
 pub mod statements;
 pub mod vprofile;
 

@@ -9,7 +9,12 @@ use std::{
 
 use clap::Args;
 
-use super::serve_drop;
+use super::{
+    serve_drop,
+    serve_http::{self, Reply},
+    serve_otlp,
+    serve_web::WebConfig,
+};
 
 use crate::{
     accounts::Image,
@@ -74,6 +79,18 @@ pub struct ServeArgs {
     /// before (docs/serve.md, Security).
     #[arg(long, value_name = "NAME", default_value = serve_drop::DEFAULT_USER)]
     pub user: String,
+    /// Also push the metrics, after every read of the ledger, to this
+    /// OpenTelemetry collector (OTLP/HTTP, protobuf), such as
+    /// http://127.0.0.1:4318 (`/v1/metrics` is appended to a URL without
+    /// a path). A failed push is counted and retried later, never fatal.
+    #[arg(long, value_name = "URL")]
+    pub otlp: Option<String>,
+    /// TLS and basic authentication, in Prometheus' web-config format
+    /// (tls_server_config: cert_file, key_file; basic_auth_users: name:
+    /// bcrypt hash). Read once at start (docs/serve.md, TLS and basic
+    /// auth).
+    #[arg(long, value_name = "FILE")]
+    pub web_config: Option<std::path::PathBuf>,
 }
 
 /// The validated listen address.
@@ -103,6 +120,12 @@ fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let addr = listen_addr(&args)?;
+    let otlp_url = args.otlp.as_deref().map(serve_otlp::endpoint).transpose()?;
+    // Read while privileged: the key is usually readable by root only.
+    let web = match &args.web_config {
+        Some(path) => WebConfig::load(path)?,
+        None => WebConfig::default(),
+    };
     crate::sys::privileges::require_bpf()?;
     let user = serve_drop::lookup(&args.user)?;
     let listener = bind(addr)?;
@@ -110,6 +133,11 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         eprintln!(
             "ttp: warning: serving on {addr}, which is not loopback: anyone who can reach it sees the processes of this machine"
         );
+        if web.users.is_some() && web.tls.is_none() {
+            eprintln!(
+                "ttp: warning: basic auth without TLS: passwords cross the network in clear (add tls_server_config to the web-config)"
+            );
+        }
     }
     // One malloc arena per thread would keep each thread's freed memory
     // resident; serve's threads allocate little and rarely contend.
@@ -146,26 +174,36 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             eprintln!("ttp: warning: --user root keeps every privilege for serve's whole life")
         }
     }
-    let server = Arc::new(
-        tiny_http::Server::from_listener(listener, None)
-            .map_err(|e| crate::error::UsageError::new(format!("cannot serve on {addr}: {e}")))?,
-    );
-    let http = {
-        let server = Arc::clone(&server);
+    // Threads started from here on inherit no_new_privs.
+    let pusher = otlp_url
+        .clone()
+        .map(|url| serve_otlp::Pusher::start(url, args.interval, Arc::clone(&shared)))
+        .transpose()?;
+    let scheme = if web.tls.is_some() { "https" } else { "http" };
+    let auth = if web.users.is_some() {
+        ", basic auth"
+    } else {
+        ""
+    };
+    let server = {
         let registry = openmetrics::registry(Arc::clone(&shared));
         let shared = Arc::clone(&shared);
         let health = Arc::clone(&health);
         let stale_after = args.interval * 3;
-        std::thread::Builder::new()
-            .name("ttp-http".into())
-            .spawn(move || {
-                for request in server.incoming_requests() {
-                    answer(request, &registry, &shared, &health, stale_after);
-                }
-            })?
+        serve_http::Server::start(
+            listener,
+            web,
+            Arc::new(move |path: &str, accept: Option<&str>| {
+                answer(path, accept, &registry, &shared, &health, stale_after)
+            }),
+        )?
     };
+    if let (Some(url), Some(p)) = (&otlp_url, &pusher) {
+        eprintln!("ttp: pushing the metrics to {url} after every read");
+        p.after_read();
+    }
     eprintln!(
-        "ttp: serving the ledger on http://{addr}/metrics (grouped by {}, read every {}); Ctrl-C stops",
+        "ttp: serving the ledger on {scheme}://{addr}/metrics{auth} (grouped by {}, read every {}); Ctrl-C stops",
         args.group_by.label(),
         humantime::format_duration(args.interval)
     );
@@ -175,15 +213,19 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             break;
         }
         match refresh(&mut session, &mut fleet, &mut groups, &shared) {
-            Ok(()) => *health.write().unwrap_or_else(|p| p.into_inner()) = Instant::now(),
+            Ok(()) => {
+                *health.write().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+                if let Some(p) = &pusher {
+                    p.after_read();
+                }
+            }
             // A failed read is said and retried at the next interval; the
             // health endpoint turns unhealthy when reads keep failing.
             Err(e) => eprintln!("ttp: reading the ledger failed: {e:#}"),
         }
     }
-    server.unblock();
-    let _ = http.join();
-    drop(server);
+    server.stop();
+    drop(pusher);
     drop(session);
     eprintln!("ttp: serve stopped; programs detached and {addr} released");
     Ok(())
@@ -208,56 +250,60 @@ fn refresh(
     let mut x = shared.write().unwrap_or_else(|p| p.into_inner());
     x.fleet = fleet.view();
     x.programs = programs;
+    x.read_unix_ns = serve_otlp::unix_ns(std::time::SystemTime::now());
     Ok(())
 }
 
+/// serve's answer to `GET path` (serve_http.rs has checked the method
+/// and the credentials).
 fn answer(
-    request: tiny_http::Request,
+    path: &str,
+    accept: Option<&str>,
     registry: &prometheus_client::registry::Registry,
     shared: &Shared,
     health: &RwLock<Instant>,
     stale_after: Duration,
-) {
-    use tiny_http::{Header, Method, Response};
-    let header = |name: &str, value: &str| {
-        Header::from_bytes(name.as_bytes(), value.as_bytes()).expect("static header is valid")
+) -> Reply {
+    const TEXT: &str = "text/plain; charset=utf-8";
+    let text = |status, body: String| Reply {
+        status,
+        content_type: TEXT,
+        body,
     };
-    let path = request.url().split('?').next().unwrap_or("").to_string();
-    let response = match (request.method(), path.as_str()) {
-        (Method::Get, "/metrics") => {
-            let accept = request
-                .headers()
-                .iter()
-                .find(|h| h.field.equiv("Accept"))
-                .map(|h| h.value.as_str().to_string());
-            let format = Format::from_accept(accept.as_deref());
-            Response::from_string(openmetrics::encode(registry, format))
-                .with_header(header("Content-Type", format.content_type()))
-        }
-        (Method::Get, "/metrics.json") => {
-            let x = shared.read().unwrap_or_else(|p| p.into_inner());
-            Response::from_string(openmetrics::json(&x).to_string())
-                .with_header(header("Content-Type", "application/json"))
-        }
-        (Method::Get, "/healthz") => {
-            let age = health.read().unwrap_or_else(|p| p.into_inner()).elapsed();
-            if age <= stale_after {
-                Response::from_string("ok\n")
-            } else {
-                Response::from_string(format!(
-                    "the ledger was last read {:.0} s ago\n",
-                    age.as_secs_f64()
-                ))
-                .with_status_code(503)
+    match path {
+        "/metrics" => {
+            let format = Format::from_accept(accept);
+            Reply {
+                status: 200,
+                content_type: format.content_type(),
+                body: openmetrics::encode(registry, format),
             }
         }
-        (Method::Get, "/") => Response::from_string(
-            "ttp-ebpf serve: the kernel ledger per group; metrics at /metrics (JSON: /metrics.json), health at /healthz\n",
+        "/metrics.json" => {
+            let x = shared.read().unwrap_or_else(|p| p.into_inner());
+            Reply {
+                status: 200,
+                content_type: "application/json",
+                body: openmetrics::json(&x).to_string(),
+            }
+        }
+        "/healthz" => {
+            let age = health.read().unwrap_or_else(|p| p.into_inner()).elapsed();
+            if age <= stale_after {
+                text(200, "ok\n".into())
+            } else {
+                text(
+                    503,
+                    format!("the ledger was last read {:.0} s ago\n", age.as_secs_f64()),
+                )
+            }
+        }
+        "/" => text(
+            200,
+            "ttp-ebpf serve: the kernel ledger per group; metrics at /metrics (JSON: /metrics.json), health at /healthz\n".into(),
         ),
-        _ => Response::from_string("not found: try /metrics or /healthz\n").with_status_code(404),
-    };
-    // A scraper that hangs up early is its own problem.
-    let _ = request.respond(response);
+        _ => text(404, "not found: try /metrics or /healthz\n".into()),
+    }
 }
 
 #[cfg(test)]
@@ -272,6 +318,8 @@ mod tests {
             top: DEFAULT_TOP,
             interval: Duration::from_secs(10),
             user: serve_drop::DEFAULT_USER.into(),
+            otlp: None,
+            web_config: None,
         }
     }
 

@@ -31,6 +31,18 @@ pub struct Exposition {
     /// default) `ttp_wake_latency_seconds_total` is not exposed, the
     /// measure not taken (docs/ledger.md).
     pub wake_latency: bool,
+    /// When the ledger was last read, ns since the Unix epoch.
+    pub read_unix_ns: u64,
+    /// The OTLP pushes so far, when serve pushes (`--otlp`).
+    pub otlp: Option<PushCounts>,
+}
+
+/// What `serve --otlp` pushed: requests the collector accepted, and
+/// attempts that failed (cli/serve_otlp.rs).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PushCounts {
+    pub pushed: u64,
+    pub failed: u64,
 }
 
 /// The wire formats of `GET /metrics`.
@@ -117,12 +129,12 @@ type Labels = Vec<(&'static str, String)>;
 
 /// One metric: its name (without unit and `_total`), help, unit, type and
 /// samples.
-struct Family {
-    name: &'static str,
-    help: &'static str,
-    unit: Option<Unit>,
-    samples: Vec<(Labels, f64)>,
-    gauge: bool,
+pub(crate) struct Family {
+    pub(crate) name: &'static str,
+    pub(crate) help: &'static str,
+    pub(crate) unit: Option<Unit>,
+    pub(crate) samples: Vec<(Labels, f64)>,
+    pub(crate) gauge: bool,
 }
 
 impl Family {
@@ -141,6 +153,20 @@ impl Family {
             gauge: true,
             ..Self::counter(name, help, None)
         }
+    }
+
+    /// The sample name Prometheus shows: the name, the unit, `_total` for
+    /// a counter (OpenMetrics 1.0, "Counter" and "Unit").
+    pub(crate) fn sample_name(&self) -> String {
+        let mut n = self.name.to_string();
+        if let Some(u) = &self.unit {
+            n.push('_');
+            n.push_str(u.as_str());
+        }
+        if !self.gauge {
+            n.push_str("_total");
+        }
+        n
     }
 
     fn push(&mut self, labels: Labels, value: f64) {
@@ -384,15 +410,34 @@ fn machine_families(x: &Exposition) -> Vec<Family> {
         None,
     );
     refreshes.push(vec![], x.fleet.refreshes as f64);
-    vec![
+    let mut all = vec![
         cpu, lost, gaps, switches, exits, runs, time, missed, threads, capacity, refreshes,
-    ]
+    ];
+    if let Some(p) = x.otlp {
+        let mut pushes = Family::counter(
+            "ttp_otlp_pushes",
+            "OTLP export requests to the collector: ok (accepted) and failed (not sent, refused or unanswered).",
+            None,
+        );
+        pushes.push(vec![("result", "ok".into())], p.pushed as f64);
+        pushes.push(vec![("result", "failed".into())], p.failed as f64);
+        all.push(pushes);
+    }
+    all
+}
+
+/// Every family of one exposition but `ttp_build_info`, in the order
+/// `/metrics` shows them.
+pub(crate) fn families(x: &Exposition) -> Vec<Family> {
+    let mut f = group_families(x);
+    f.extend(machine_families(x));
+    f
 }
 
 impl Collector for LedgerCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let x = self.0.read().unwrap_or_else(|p| p.into_inner()).clone();
-        for f in group_families(&x).iter().chain(machine_families(&x).iter()) {
+        for f in &families(&x) {
             f.encode(&mut encoder)?;
         }
         Ok(())
@@ -401,4 +446,4 @@ impl Collector for LedgerCollector {
 
 #[cfg(test)]
 #[path = "openmetrics_tests.rs"]
-mod tests;
+pub(crate) mod tests;

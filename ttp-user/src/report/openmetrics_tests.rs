@@ -1,7 +1,7 @@
 use super::*;
 use crate::accounts::CpuTimes;
 
-fn exposition() -> Exposition {
+pub(crate) fn exposition() -> Exposition {
     let mut m = LedgerMeasures {
         on_cpu_ns: 1_500_000_000,
         iowait_ns: 250_000_000,
@@ -38,6 +38,11 @@ fn exposition() -> Exposition {
         )],
         thread_capacity: 4096,
         wake_latency: false,
+        read_unix_ns: 2_000,
+        otlp: Some(PushCounts {
+            pushed: 2,
+            failed: 1,
+        }),
     }
 }
 
@@ -61,6 +66,7 @@ fn openmetrics_names_units_and_values() {
         "ttp_ledger_lost_events_total{kind=\"exit_record\"} 7.0",
         "ttp_probe_seconds_total{program=\"sched_switch\"} 0.000005",
         "ttp_ledger_thread_capacity 4096.0",
+        "ttp_otlp_pushes_total{result=\"failed\"} 1.0",
         "# EOF",
     ] {
         assert!(
