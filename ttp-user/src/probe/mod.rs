@@ -237,12 +237,10 @@ impl Ledger {
                 n
             }
         };
-        loader.map_max_entries(
-            "EXITS",
-            options.exit_ring_bytes.unwrap_or_else(|| {
-                exits::ring_bytes(exits::DESIGN_EXIT_RATE, exits::DESIGN_STALL_MS)
-            }),
-        );
+        let exit_ring_bytes = options
+            .exit_ring_bytes
+            .unwrap_or_else(|| exits::ring_bytes(exits::DESIGN_EXIT_RATE, exits::DESIGN_STALL_MS));
+        loader.map_max_entries("EXITS", exit_ring_bytes);
         if options.statements_of.is_none() {
             // Allocated at load: the smallest sizes when unused.
             loader.map_max_entries("STMT_RECORDS", trace::page_size());
@@ -299,7 +297,7 @@ impl Ledger {
             disk: take(&mut ebpf, "DISK")?,
             proc_disk: take(&mut ebpf, "PROC_DISK")?,
             stats: take(&mut ebpf, "STATS")?,
-            exits: exits::ExitDrain::start(take(&mut ebpf, "EXITS")?),
+            exits: exits::ExitDrain::start(take(&mut ebpf, "EXITS")?, exit_ring_bytes),
             trace,
             detail,
             _ebpf: ebpf,
