@@ -106,6 +106,7 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
         taskstats_exits: true,
         max_threads: args.max_threads,
         statements_of: None,
+        fixed_exit_queue: true,
         ..Default::default()
     })?;
     let stop = session.stop_flag()?;

@@ -42,40 +42,53 @@ pub fn ring_bytes(rate: u64, stall_ms: u64) -> u32 {
     need.max(page).next_power_of_two().min(1 << 30) as u32
 }
 
-/// Records the queue holds: a quarter of what the ring holds. When it is
-/// full the draining thread stops taking records out of the ring until the
-/// reader empties the queue (back-pressure), so a record is only ever lost
-/// in the kernel, where a full ring counts it (`exit_records_lost`): the
-/// ring and the queue together absorb `ring records × 1.25` while the
-/// reader does not read (at the design figures 81 920 records, 2 s of
-/// 40 000 exits/s). The queue is allocated and written once, when the
-/// drain starts, and never grows: a fork storm does not leave its burst's
-/// size behind in the process (docs/attach.md, "Memory of a long run").
+/// Records a fixed queue holds ([`ExitDrain::start`] with `fixed`): a
+/// quarter of what the ring holds. When the queue is full the draining
+/// thread stops taking records out of the ring until the reader empties
+/// it (back-pressure), so a record is only ever lost in the kernel, where
+/// a full ring counts it (`exit_records_lost`): the ring and the queue
+/// together absorb `ring records × 1.25` while the reader does not read
+/// (at the design figures 81 920 records, 2 s of 40 000 exits/s). A fixed
+/// queue is allocated and written once, when the drain starts, and never
+/// grows: a fork storm does not leave its burst's size behind in the
+/// process (`attach`; docs/attach.md, "Memory of a long run").
 pub fn queue_records(ring_bytes: u32) -> usize {
     (u64::from(ring_bytes) / RECORD_BYTES / 4).max(1) as usize
 }
 
-/// The records taken from the ring and not yet read: a vector whose
-/// capacity is fixed at start (it is only ever emptied, never shrunk or
-/// grown).
+/// Records a growing queue holds at most (256 MiB), for commands that read
+/// seldom from a small ring (serve reads every `--interval`); beyond it,
+/// back-pressure as for a fixed queue.
+pub const QUEUE_LIMIT: usize = 1 << 20;
+
+/// The records taken from the ring and not yet read.
 struct Queue {
     records: Vec<ExitRecord>,
+    /// Records it may hold.
+    limit: usize,
 }
 
 impl Queue {
-    fn with_capacity(n: usize) -> Self {
+    /// Fixed: `n` records, every page written now, so it is resident from
+    /// the start (a page first touched by a storm would stay as a step).
+    fn fixed(n: usize) -> Self {
         let mut records = Vec::with_capacity(n);
-        // Every page written now, so it is resident from the start (a
-        // page first touched by a storm would stay as a step).
         // SAFETY: ExitRecord is plain integers and byte arrays (repr(C)),
         // for which all zeroes is a valid value.
         records.resize(n, unsafe { std::mem::zeroed::<ExitRecord>() });
         records.clear();
-        Self { records }
+        Self { records, limit: n }
+    }
+
+    fn growing() -> Self {
+        Self {
+            records: Vec::new(),
+            limit: QUEUE_LIMIT,
+        }
     }
 
     fn room(&self) -> usize {
-        self.records.capacity() - self.records.len()
+        self.limit.saturating_sub(self.records.len())
     }
 }
 
@@ -98,13 +111,18 @@ pub struct ExitDrain {
 const POLL_MS: i32 = 50;
 
 impl ExitDrain {
-    /// `ring_bytes`: the ring's size, from which the queue's follows
-    /// ([`queue_records`]).
-    pub fn start(ring: RingBuf<MapData>, ring_bytes: u32) -> Self {
+    /// `fixed`: a queue of [`queue_records`]`(ring_bytes)` reserved now,
+    /// else one that grows up to [`QUEUE_LIMIT`].
+    pub fn start(ring: RingBuf<MapData>, ring_bytes: u32, fixed: bool) -> Self {
         let fd = ring.as_raw_fd();
+        let queue = if fixed {
+            Queue::fixed(queue_records(ring_bytes))
+        } else {
+            Queue::growing()
+        };
         let shared = Arc::new(Shared {
             ring: Mutex::new(ring),
-            queue: Mutex::new(Queue::with_capacity(queue_records(ring_bytes))),
+            queue: Mutex::new(queue),
             emptied: Condvar::new(),
             stop: AtomicBool::new(false),
         });

@@ -297,7 +297,11 @@ impl Ledger {
             disk: take(&mut ebpf, "DISK")?,
             proc_disk: take(&mut ebpf, "PROC_DISK")?,
             stats: take(&mut ebpf, "STATS")?,
-            exits: exits::ExitDrain::start(take(&mut ebpf, "EXITS")?, exit_ring_bytes),
+            exits: exits::ExitDrain::start(
+                take(&mut ebpf, "EXITS")?,
+                exit_ring_bytes,
+                options.fixed_exit_queue,
+            ),
             trace,
             detail,
             _ebpf: ebpf,
@@ -389,6 +393,9 @@ pub struct AttachOptions {
     /// `attach --all` (exits.rs, [`exits::ring_bytes`]); a power of two of
     /// at least a page.
     pub exit_ring_bytes: Option<u32>,
+    /// Exit records wait in a queue of fixed size, reserved at load
+    /// (exits.rs, [`exits::queue_records`]), instead of one that grows.
+    pub fixed_exit_queue: bool,
 }
 
 pub(crate) fn take<T>(ebpf: &mut Ebpf, name: &str) -> Result<T, ProbeError>

@@ -52,6 +52,9 @@ pub struct SessionOptions {
     /// Size of the exit-record ring instead of the one sized for
     /// `attach --all` (probe/exits.rs).
     pub exit_ring_bytes: Option<u32>,
+    /// A fixed exit-record queue, reserved at the start (`attach`: memory
+    /// that does not grow with fork storms; probe/exits.rs).
+    pub fixed_exit_queue: bool,
 }
 
 /// One measurement session; see the module documentation.
@@ -108,6 +111,7 @@ impl MeasurementSession {
                 max_threads: options.max_threads,
                 statements_of: options.statements_of,
                 exit_ring_bytes: options.exit_ring_bytes,
+                fixed_exit_queue: options.fixed_exit_queue,
             })
         }
         .map_err(probe_error_ctx)?;
