@@ -161,3 +161,131 @@ fn out_elapsed_us(stdout: &[u8]) -> f64 {
         .expect("elapsed_ms in the fixture's output");
     ms * 1e3
 }
+
+/// 60 processes whose main thread ends first (`--outlive-leader-ms 2500`:
+/// their 2 threads sleep 2.5 s after it, then burn 1 ms each), 20 alive at
+/// once, under `attach --all --keep-exited 10`: ended rows pass the limit
+/// while those threads still run, so rows are folded into the command's
+/// group then. A process's row must stay until its last thread has ended
+/// and take that thread's time; folded earlier, the thread's record
+/// started a second row of its pid (leader start 0, not ended).
+///
+/// Truth: wait4's rusage of each child (the whole process, all threads),
+/// as in the storm test above, with its bounds (100 µs a thread above, 2
+/// µs a process below). Checked: no exit record lost; every child row has
+/// ended and holds all 3 threads within bounds of its pid's rusage; rows
+/// of children + the group's processes = 60 (each process once, no
+/// split); rows + group within bounds of the rusage of all 60 (plus the
+/// parent's time, at most its wall time, when it was folded too).
+#[test]
+fn threads_that_outlive_their_main_thread_stay_in_its_row() {
+    if !root_or_skip("threads_that_outlive_their_main_thread_stay_in_its_row") {
+        return;
+    }
+    let _serial = serial();
+    const PROCS: usize = 60;
+    const THREADS: u64 = 3;
+    let dir = temp_path("outlive");
+    std::fs::create_dir_all(&dir).unwrap();
+    let comm = format!("outl{}", std::process::id() % 10_000_000);
+    let exe = dir.join(&comm);
+    std::fs::copy(fixture("fixture-forkstorm"), &exe).expect("copy fixture-forkstorm");
+    let json = dir.join("attach.json");
+    let truth_path = dir.join("truth");
+    let mut ttp = ttp_attached(&[
+        "attach",
+        "--all",
+        "--duration",
+        "120s",
+        "-q",
+        "--keep-exited",
+        "10",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let storm = Command::new(&exe)
+        .args(["--procs", &PROCS.to_string(), "--threads", "2"])
+        .args(["--parallel", "20", "--thread-cpu-us", "1000"])
+        .args(["--outlive-leader-ms", "2500", "--out"])
+        .arg(&truth_path)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("run the fixture");
+    let parent = u64::from(storm.id());
+    let out = storm.wait_with_output().expect("wait for the fixture");
+    assert!(out.status.success());
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: signalling our own child, as Ctrl-C does.
+    unsafe { libc::kill(ttp.id() as i32, libc::SIGINT) };
+    assert!(ttp.wait().expect("wait ttp").success());
+
+    let v = json_file(&json);
+    let k = &v["lost"]["kernel"];
+    assert_eq!(k["exit_records_lost"], 0, "exit records lost: {k}");
+    let truth = fixture_rusage(&truth_path);
+    assert_eq!(truth.len(), PROCS);
+    let truth_us: u64 = truth.iter().map(|(_, us)| us).sum();
+    let procs = v["processes"].as_array().expect("processes");
+    let ours = |p: &&serde_json::Value| p["comm"] == comm.as_str();
+    let rows: Vec<&serde_json::Value> = procs
+        .iter()
+        .filter(ours)
+        .filter(|p| p["pid"] != parent)
+        .collect();
+    let parent_ns: Option<u64> = procs
+        .iter()
+        .filter(ours)
+        .find(|p| p["pid"] == parent)
+        .map(|p| p["kernel"]["on_cpu_ns"].as_u64().unwrap());
+    let folded = v["exited_groups"]
+        .as_array()
+        .expect("exited_groups")
+        .iter()
+        .find(|g| g["comm"] == comm.as_str());
+    let folded_procs = folded.map_or(0, |g| g["processes"].as_u64().unwrap() as usize);
+    let folded_ns = folded.map_or(0, |g| g["kernel"]["on_cpu_ns"].as_u64().unwrap());
+    assert!(
+        folded_procs > 0,
+        "nothing of the fixture was folded: the test did not test"
+    );
+    let parent_folded = usize::from(parent_ns.is_none());
+    let mut rows_ns = 0;
+    for r in &rows {
+        let pid = r["pid"].as_u64().unwrap();
+        let ns = r["kernel"]["on_cpu_ns"].as_u64().unwrap();
+        assert!(
+            r["exited"] == true && r["threads"] == THREADS,
+            "pid {pid}: a row not of a whole ended process (split from its first row?): {r}"
+        );
+        let us = truth.iter().filter(|(p, _)| *p == pid).map(|(_, us)| *us);
+        assert!(
+            us.clone()
+                .any(|us| ns / 1_000 + 2 >= us && ns / 1_000 <= us + THREADS * 100),
+            "pid {pid}: ledger on-CPU {ns} ns, rusage {:?} µs",
+            us.collect::<Vec<_>>()
+        );
+        rows_ns += ns;
+    }
+    assert_eq!(
+        rows.len() + folded_procs,
+        PROCS + parent_folded,
+        "{} rows + {folded_procs} folded for {PROCS} processes (parent folded: {parent_folded})",
+        rows.len()
+    );
+    let total_us = (rows_ns + folded_ns) as f64 / 1e3;
+    let n = PROCS as f64;
+    let lo = truth_us as f64 - 2.0 * n;
+    let hi = truth_us as f64
+        + n * THREADS as f64 * 100.0
+        + if parent_folded == 1 {
+            out_elapsed_us(&out.stdout)
+        } else {
+            0.0
+        };
+    assert!(
+        total_us >= lo && total_us <= hi,
+        "rows {rows_ns} ns + group {folded_ns} ns = {total_us:.0} µs; rusage {truth_us} µs \
+         (allowed {lo:.0}–{hi:.0})"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}

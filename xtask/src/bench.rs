@@ -88,6 +88,11 @@ pub enum Which {
         /// Passed to `attach --keep-exited` (default: attach's own).
         #[arg(long)]
         keep_exited: Option<u64>,
+        /// Every this long (from 30 s in), a fork storm beside attach:
+        /// 5 000 processes of 4 threads (tests' fixture-forkstorm, 8 alive
+        /// at once), 25 000 thread exits in a few seconds.
+        #[arg(long, value_parser = parse_duration)]
+        storm_every: Option<Duration>,
     },
 }
 
@@ -130,7 +135,8 @@ pub fn run(which: Which) -> anyhow::Result<()> {
             every,
             churn,
             keep_exited,
-        } => soak::bench(duration, every, churn, keep_exited),
+            storm_every,
+        } => soak::bench(duration, every, churn, keep_exited, storm_every),
         Which::Serve { duration } => serve::bench(duration),
     }
 }

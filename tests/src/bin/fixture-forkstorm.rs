@@ -6,19 +6,30 @@
 //! path included. With `--out FILE` it writes `pid cpu_us` per process
 //! there; at the end it prints `procs N thread_exits E elapsed_ms MS`.
 //! With `--wait-stdin` it prints "ready" and waits for a line first.
+//! With `--outlive-leader-ms M` each child's main thread ends first (the
+//! `exit` system call of one thread, as pthread_exit ends main) and its
+//! threads sleep M ms before they burn and end: the process ends with its
+//! last thread, M ms or more after its leader.
 use std::{
     io::{BufRead, Write},
     time::{Duration, Instant},
 };
 
-fn child(threads: usize, cpu_us: u64) -> ! {
+fn child(threads: usize, cpu_us: u64, outlive_ms: u64) -> ! {
     let handles: Vec<_> = (0..threads)
         .map(|_| {
             std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(outlive_ms));
                 ttp_tests::burn(Duration::from_micros(cpu_us));
             })
         })
         .collect();
+    if outlive_ms > 0 {
+        // SAFETY: ends this thread only (SYS_exit, not exit_group); the
+        // others run on and the process ends with the last of them (glibc
+        // never saw this thread end, so that one ends it with SYS_exit too).
+        unsafe { libc::syscall(libc::SYS_exit, 0) };
+    }
     for h in handles {
         let _ = h.join();
     }
@@ -44,6 +55,7 @@ fn main() -> std::io::Result<()> {
     let parallel: usize = ttp_tests::arg("--parallel", 4).max(1);
     let cpu_us: u64 = ttp_tests::arg("--thread-cpu-us", 0);
     let out: String = ttp_tests::arg("--out", String::new());
+    let outlive_ms: u64 = ttp_tests::arg("--outlive-leader-ms", 0);
     if ttp_tests::flag("--wait-stdin") {
         println!("ready");
         let mut line = String::new();
@@ -60,7 +72,7 @@ fn main() -> std::io::Result<()> {
         // SAFETY: this process is single-threaded; the child starts its
         // threads and leaves with _exit.
         match unsafe { libc::fork() } {
-            0 => child(threads, cpu_us),
+            0 => child(threads, cpu_us, outlive_ms),
             pid if pid > 0 => alive += 1,
             _ => panic!("fork failed: {}", std::io::Error::last_os_error()),
         }

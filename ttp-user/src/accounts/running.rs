@@ -185,7 +185,7 @@ impl RunningWindow {
             self.add(&e.account, Some(e.exit_ns), &live);
         }
         if self.ended_rows > self.keep_exited {
-            self.compact();
+            self.compact(img, &live);
         }
     }
 
@@ -262,13 +262,26 @@ impl RunningWindow {
     /// Folds the least busy ended rows into their command's group, down to
     /// three quarters of `keep_exited` (so a compaction is rare: one per
     /// `keep_exited / 4` processes that end).
-    fn compact(&mut self) {
+    /// `img`: the image the records were folded against, `live` its
+    /// leaders.
+    fn compact(&mut self, img: &Image, live: &HashMap<u32, u64>) {
         let target = self.keep_exited - self.keep_exited / 4;
         // A process whose other threads' records are still pending (read
         // after the image, or held for the next one: a fork storm's leader
         // is folded before its threads) keeps its row until they are in;
-        // folded now, they would start a second row of it.
-        let waiting: HashSet<u32> = self.pending.iter().map(|(e, _)| e.account.tgid).collect();
+        // folded now, they would start a second row of it. So does one
+        // whose leader ended while other threads run on (pthread_exit in
+        // main): its process has not ended, and those threads' accounts
+        // belong to its row. (A tgid's threads without a leader in the
+        // image are of the process whose leader ended: the pid is not
+        // handed out again while any thread of it is alive.)
+        let mut waiting: HashSet<u32> = self.pending.iter().map(|(e, _)| e.account.tgid).collect();
+        waiting.extend(
+            img.threads
+                .values()
+                .filter(|a| !live.contains_key(&a.tgid))
+                .map(|a| a.tgid),
+        );
         let mut ended = std::mem::take(&mut self.ended_scratch);
         ended.clear();
         ended.extend(

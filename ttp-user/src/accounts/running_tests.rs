@@ -205,3 +205,78 @@ fn a_thread_whose_leader_is_not_in_the_image_waits_for_the_next() {
         .collect();
     assert_eq!(rows, vec![(1_100, 1, 10), (1_800, 2, 27)]);
 }
+
+/// Pid 70's leader ends (pthread_exit in main) while its thread 71 runs
+/// on; meanwhile 6 busier processes end with `keep_exited` 2, so rows are
+/// folded into groups (the least busy, pid 70's, first) while 71 is alive. Pid 70's row stays until 71 has ended
+/// too, and 71's time joins it: one row (or one folded process) for pid
+/// 70 with both threads, never a second row of it. Catches the thread
+/// starting a row of its own after its process's row was folded.
+#[test]
+fn a_thread_that_outlives_its_leader_joins_its_process_row() {
+    let first = image(1_000, vec![]);
+    let mut rw = RunningWindow::new(first, 2);
+    let lead = thread(70, 70, 1_050, 1);
+    let mut worker = thread(71, 70, 1_060, 5);
+    // Image 1: the leader has ended, the worker runs.
+    let img1 = image(2_000, vec![worker]);
+    rw.fold(&img1, vec![exit(1_500, lead)]);
+    for i in 0..6u32 {
+        let t = thread(100 + i, 100 + i, 2_100 + u64::from(i), 5);
+        worker.on_cpu_ns += 10;
+        let img = image(3_000 + u64::from(i), vec![worker]);
+        rw.fold(&img, vec![exit(2_500 + u64::from(i), t)]);
+    }
+    assert!(rw.take_compacted(), "rows were folded while 71 ran");
+    // The worker ends after the last of those images.
+    let mut end = worker;
+    end.on_cpu_ns = 100;
+    rw.fold(&image(4_000, vec![]), vec![exit(3_900, end)]);
+    // Enough to fold pid 70's row now that its process has ended.
+    for i in 0..6u32 {
+        let t = thread(200 + i, 200 + i, 4_100 + u64::from(i), 5);
+        rw.fold(
+            &image(5_000 + u64::from(i), vec![]),
+            vec![exit(4_500 + u64::from(i), t)],
+        );
+    }
+    let closed = rw.close(&image(6_000, vec![]));
+    let rows: Vec<(ProcKey, u32, u64)> = closed
+        .processes
+        .iter()
+        .filter(|(k, _)| k.tgid == 70)
+        .map(|(k, p)| (*k, p.threads, p.kernel.on_cpu_ns))
+        .collect();
+    let folded: u64 = closed.exited_groups.iter().map(|g| g.processes).sum();
+    let ended_rows = closed.processes.iter().filter(|(_, p)| p.exited).count() as u64;
+    assert_eq!(folded + ended_rows, 13, "13 processes, each counted once");
+    assert!(
+        rows.is_empty()
+            || rows
+                == [(
+                    ProcKey {
+                        tgid: 70,
+                        start_ns: 1_050
+                    },
+                    2,
+                    101
+                )],
+        "rows of pid 70: {rows:?}"
+    );
+    let total: u64 = closed
+        .processes
+        .iter()
+        .map(|(_, p)| p.kernel.on_cpu_ns)
+        .sum::<u64>()
+        + closed
+            .exited_groups
+            .iter()
+            .map(|g| g.kernel.on_cpu_ns)
+            .sum::<u64>();
+    assert_eq!(total, 101 + 12 * 5);
+    assert_eq!(
+        closed.processes.len() as u64,
+        ended_rows,
+        "no live-looking row left"
+    );
+}

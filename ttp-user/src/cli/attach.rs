@@ -100,6 +100,9 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
             "no process with pid {pid}: it may have exited (list processes with `ps -e`)"
         ));
     }
+    // Before any thread starts: memory that a fork storm's records took is
+    // given back after it (sys/malloc.rs).
+    crate::sys::malloc::for_long_runs();
     // The session switches delay accounting on (it feeds the taskstats and
     // delayacct_blkio_ticks references) and restores it when it drops, also
     // on error and Ctrl-C.
@@ -110,6 +113,7 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
         max_threads: args.max_threads,
         statements_of: None,
         wake_latency: args.wake_latency,
+        fixed_exit_queue: true,
         ..Default::default()
     })?;
     let stop = session.stop_flag()?;
@@ -206,6 +210,9 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
             );
         }
         running.fold(&image, batch);
+        // What this interval's records and image freed goes back now, not
+        // at the end (docs/attach.md, "Memory of a long run").
+        crate::sys::malloc::trim();
         if running.take_compacted() {
             // Exit records of processes folded into command groups are
             // not compared any more.

@@ -245,12 +245,10 @@ impl Ledger {
                 n
             }
         };
-        loader.map_max_entries(
-            "EXITS",
-            options.exit_ring_bytes.unwrap_or_else(|| {
-                exits::ring_bytes(exits::DESIGN_EXIT_RATE, exits::DESIGN_STALL_MS)
-            }),
-        );
+        let exit_ring_bytes = options
+            .exit_ring_bytes
+            .unwrap_or_else(|| exits::ring_bytes(exits::DESIGN_EXIT_RATE, exits::DESIGN_STALL_MS));
+        loader.map_max_entries("EXITS", exit_ring_bytes);
         if options.statements_of.is_none() {
             // Allocated at load: the smallest sizes when unused.
             loader.map_max_entries("STMT_RECORDS", trace::page_size());
@@ -310,7 +308,11 @@ impl Ledger {
             disk: take(&mut ebpf, "DISK")?,
             proc_disk: take(&mut ebpf, "PROC_DISK")?,
             stats: take(&mut ebpf, "STATS")?,
-            exits: exits::ExitDrain::start(take(&mut ebpf, "EXITS")?),
+            exits: exits::ExitDrain::start(
+                take(&mut ebpf, "EXITS")?,
+                exit_ring_bytes,
+                options.fixed_exit_queue,
+            ),
             trace,
             detail,
             _ebpf: ebpf,
@@ -414,6 +416,9 @@ pub struct AttachOptions {
     /// wall clock from each wake-up to the switch-in, is measured
     /// (`--wake-latency`); tracing loads it anyway.
     pub wake_latency: bool,
+    /// Exit records wait in a queue of fixed size, reserved at load
+    /// (exits.rs, [`exits::queue_records`]), instead of one that grows.
+    pub fixed_exit_queue: bool,
 }
 
 impl AttachOptions {

@@ -152,12 +152,6 @@ impl Ledger {
             let per_cpu = self.stats.get(&(i as u32), 0).map_err(map_err("STATS"))?;
             *slot = per_cpu.iter().sum();
         }
-        // Records the kernel delivered but the queue had no room for
-        // (exits.rs) are lost all the same.
-        let dropped = self.exits.dropped();
-        counters[stat::EXIT_RECORD_LOST as usize] += dropped;
-        let delivered = &mut counters[stat::EXIT_RECORDS as usize];
-        *delivered = delivered.saturating_sub(dropped);
         let at_ns = crate::sys::clock::monotonic_ns();
         for a in threads.iter_mut().filter(|a| a.state == state::RUNNING) {
             a.state_since_ns = at_ns;

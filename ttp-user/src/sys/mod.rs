@@ -6,6 +6,7 @@ pub mod clock;
 pub mod delayacct;
 pub mod invoker;
 pub mod logging;
+pub mod malloc;
 pub mod page_cache;
 pub mod pidfd;
 pub mod privileges;

@@ -55,6 +55,9 @@ pub struct SessionOptions {
     /// Load the wake-up hook so that `wake_latency_ns` is measured
     /// (`--wake-latency`; the trace loads it anyway).
     pub wake_latency: bool,
+    /// A fixed exit-record queue, reserved at the start (`attach`: memory
+    /// that does not grow with fork storms; probe/exits.rs).
+    pub fixed_exit_queue: bool,
 }
 
 /// One measurement session; see the module documentation.
@@ -112,6 +115,7 @@ impl MeasurementSession {
                 statements_of: options.statements_of,
                 exit_ring_bytes: options.exit_ring_bytes,
                 wake_latency: options.wake_latency,
+                fixed_exit_queue: options.fixed_exit_queue,
             })
         }
         .map_err(probe_error_ctx)?;

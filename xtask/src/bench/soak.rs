@@ -9,7 +9,10 @@
 //!
 //! Beside it, `--churn N` short processes a second (`/bin/true`, started
 //! and reaped one after another): a machine where processes keep starting
-//! and ending is the case in which attach's memory could grow.
+//! and ending is the case in which attach's memory could grow. With
+//! `--storm-every T`, a fork storm (5 000 processes of 4 threads) every T
+//! from 30 s in: the bursts of exit records that used to leave a step of
+//! RSS behind each.
 use std::{
     fmt::Write as _,
     process::{Command, Stdio},
@@ -96,6 +99,31 @@ fn entries(map_id: &str) -> Option<u64> {
     )
 }
 
+/// Runs a fork storm every `every` (the first 30 s in) until `stop`;
+/// returns the seconds since `t0` at which each started.
+fn storms(
+    exe: std::path::PathBuf,
+    every: Duration,
+    t0: Instant,
+    stop: Arc<AtomicBool>,
+) -> Vec<f64> {
+    let mut at = Vec::new();
+    let mut next = Duration::from_secs(30);
+    while !stop.load(Ordering::Relaxed) {
+        if t0.elapsed() < next {
+            std::thread::sleep(Duration::from_millis(200));
+            continue;
+        }
+        at.push(t0.elapsed().as_secs_f64());
+        let _ = Command::new(&exe)
+            .args(["--procs", "5000", "--threads", "4", "--parallel", "8"])
+            .stdout(Stdio::null())
+            .status();
+        next += every;
+    }
+    at
+}
+
 /// Starts `per_s` `/bin/true` processes a second until `stop`; counts them.
 fn churn(per_s: u32, stop: Arc<AtomicBool>, started: Arc<AtomicU64>) {
     let gap = Duration::from_secs(1) / per_s.max(1);
@@ -123,9 +151,20 @@ pub fn bench(
     every: Duration,
     churn_per_s: u32,
     keep_exited: Option<u64>,
+    storm_every: Option<Duration>,
 ) -> anyhow::Result<()> {
     crate::setup::ensure_packages(&["bpftool"], "bpftool reads the map's occupancy")?;
     util::cargo(&["build", "--release", "-p", "ttp-user"])?;
+    if storm_every.is_some() {
+        util::cargo(&[
+            "build",
+            "--release",
+            "-p",
+            "ttp-tests",
+            "--bin",
+            "fixture-forkstorm",
+        ])?;
+    }
     let ttp = util::target_dir().join("release/ttp-ebpf");
     let dir = util::target_dir().join("soak");
     std::fs::create_dir_all(&dir)?;
@@ -153,6 +192,11 @@ pub fn bench(
     }
     let hz = 100.0; // USER_HZ: /proc/PID/stat ticks
     let t0 = Instant::now();
+    let stormer = storm_every.map(|e| {
+        let exe = util::target_dir().join("release/fixture-forkstorm");
+        let s = Arc::clone(&stop);
+        std::thread::spawn(move || storms(exe, e, t0, s))
+    });
     let mut samples = Vec::new();
     let mut last = (t0, cpu_ticks(pid));
     while t0.elapsed() < duration {
@@ -173,6 +217,7 @@ pub fn bench(
     if let Some(c) = churner {
         let _ = c.join();
     }
+    let storm_at = stormer.and_then(|s| s.join().ok()).unwrap_or_default();
     let (hwm_kib, _) = tracer.stop()?;
     let doc = std::fs::read_to_string(&json)
         .ok()
@@ -254,6 +299,30 @@ pub fn bench(
         "  churn: {} processes started beside attach",
         started.load(Ordering::Relaxed)
     );
+    if let Some(&first) = storm_at.first() {
+        // RSS just before the first storm, and the lowest and highest
+        // sample after it: a storm that leaves memory behind raises the
+        // lowest above the first figure.
+        let before = samples.iter().rev().find(|s| s.t_s < first);
+        let after: Vec<u64> = samples
+            .iter()
+            .filter(|s| s.t_s > first)
+            .map(|s| s.rss_kib)
+            .collect();
+        let mib = |k: u64| k as f64 / 1024.0;
+        println!(
+            "  {} fork storms of 25 000 thread exits (at {:?} s): RSS {:.1} MiB before the first, \
+             {:.1}–{:.1} MiB after",
+            storm_at.len(),
+            storm_at
+                .iter()
+                .map(|t| t.round() as u64)
+                .collect::<Vec<_>>(),
+            before.map_or(0.0, |s| mib(s.rss_kib)),
+            mib(after.iter().copied().min().unwrap_or(0)),
+            mib(after.iter().copied().max().unwrap_or(0)),
+        );
+    }
     if let Some(v) = &doc {
         let rows = v["processes"].as_array().map_or(0, |a| a.len());
         let groups = v["exited_groups"].as_array();
