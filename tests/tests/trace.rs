@@ -150,13 +150,21 @@ fn trace_of_sleep_compute_and_direct_reads_matches_the_ledger() {
     let (a0, a1) = (thread(&before, pid), thread(&after, pid));
     let ledger_cpu = (a1.on_cpu_ns - a0.on_cpu_ns) as f64;
     let running = covered(events, pid, pid, "Running", t0, t1);
+    // A slice starts at the switch-in; the kernel's runtime can start
+    // earlier, at the wake-up, when the wake-up skipped the rq clock's
+    // update (docs/ledger.md: that part of the wait is runtime, not
+    // run_delay). The wall-clock wait the kernel did not book as run_delay
+    // bounds how much shorter the slices may be.
+    let wall_wait = (a1.wake_latency_ns - a0.wake_latency_ns) as f64;
+    let run_delay = (a1.runq_wait_ns - a0.runq_wait_ns) as f64;
+    let unbooked = (wall_wait - run_delay).max(0.0);
     eprintln!(
-        "fixture said {done}running slices {running} ns, ledger on_cpu_ns {ledger_cpu}, schedstat {}",
+        "fixture said {done}running slices {running} ns, ledger on_cpu_ns {ledger_cpu}, schedstat {}, wait not booked as run_delay {unbooked} ns",
         cpu1 - cpu0
     );
     assert!(
-        within(running, ledger_cpu, 0.01, 0.0),
-        "running slices {running} ns vs ledger on_cpu_ns {ledger_cpu}"
+        running <= ledger_cpu * 1.01 && running >= ledger_cpu * 0.99 - unbooked,
+        "running slices {running} ns vs ledger on_cpu_ns {ledger_cpu} (wait not booked as run_delay {unbooked} ns)"
     );
     // A loose second truth: schedstat's clock leaves out IRQ and steal time,
     // which a loaded VM has plenty of (ledger.rs holds the tight comparison).
