@@ -3,8 +3,8 @@
 //! counters (docs/ledger.md). Root; see common::root_or_skip.
 mod common;
 
-use common::*;
 use common::io_wake::*;
+use common::*;
 use ttp_user::{
     collect::taskstats::TaskstatsClient,
     probe::{AttachOptions, Ledger},
@@ -66,7 +66,11 @@ fn io_wakeups_without_the_hook_match_delay_accounting() {
     .expect("attach the hooked ledger");
     let taskstats = TaskstatsClient::connect().expect("taskstats");
     let run = io_wake_run(&[&ledger, &hooked], Some(&taskstats));
-    let (w, k, h) = (&run.windows[0], &run.process(0).kernel, &run.process(1).kernel);
+    let (w, k, h) = (
+        &run.windows[0],
+        &run.process(0).kernel,
+        &run.process(1).kernel,
+    );
     let (cpu, wait) = (run.cpu_ns, run.run_delay_ns);
     let (blkio, recorded) = run.blkio.expect("taskstats asked for");
     eprintln!(
@@ -257,7 +261,9 @@ fn iowait_own_beside_a_writer_matches_perf() {
         if std::env::var("CI").is_ok_and(|v| v == "true") {
             panic!("perf is needed: apt-get install linux-perf");
         }
-        eprintln!("SKIPPED iowait_own_beside_a_writer_matches_perf: perf not installed (apt-get install linux-perf)");
+        eprintln!(
+            "SKIPPED iowait_own_beside_a_writer_matches_perf: perf not installed (apt-get install linux-perf)"
+        );
         return;
     };
     let run = io_wake_run(&[&ledger, &hooked], None);
@@ -265,7 +271,12 @@ fn iowait_own_beside_a_writer_matches_perf() {
     let (k, h) = (&run.process(0).kernel, &run.process(1).kernel);
     eprintln!(
         "perf {truth:?}\nledger iowait {} own {} device {} (lost {:?})\nhooked iowait {} own {}",
-        k.iowait_ns, k.iowait_own_ns, k.io.device_ns, run.windows[0].lost, h.iowait_ns, h.iowait_own_ns
+        k.iowait_ns,
+        k.iowait_own_ns,
+        k.io.device_ns,
+        run.windows[0].lost,
+        h.iowait_ns,
+        h.iowait_own_ns
     );
     assert!(
         truth.waits >= 1900,

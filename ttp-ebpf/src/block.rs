@@ -230,7 +230,13 @@ pub fn block_io_done(ctx: BtfTracePointContext) -> i32 {
             // Still counted in service (lock_contended): the entry stays,
             // and the request ends when its pointer is next reused
             // (`block_io_start`), not never.
-            trace::block(Kind::BlockComplete, rq as *const u8, info.tid, info.tgid, now);
+            trace::block(
+                Kind::BlockComplete,
+                rq as *const u8,
+                info.tid,
+                info.tgid,
+                now,
+            );
             return 0;
         }
     }

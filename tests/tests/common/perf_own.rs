@@ -129,7 +129,9 @@ pub fn own_truth(script: &str, pid: u32) -> OwnTruth {
         // "254,0 RM 4096 () 19640848 + 8 ...": device and first sector.
         let key = || {
             let f: Vec<&str> = trace.split_whitespace().collect();
-            let i = f.iter().position(|x| x.starts_with('(') && x.ends_with(')'))?;
+            let i = f
+                .iter()
+                .position(|x| x.starts_with('(') && x.ends_with(')'))?;
             Some(format!("{} {}", f.first()?, f.get(i + 1)?))
         };
         let field = |name: &str| {
@@ -151,9 +153,9 @@ pub fn own_truth(script: &str, pid: u32) -> OwnTruth {
                 }
                 (next == Some(pid)).then_some(Ev::In)
             }
-            "sched:sched_wakeup" => (field("pid=").and_then(|p| p.parse::<u32>().ok())
-                == Some(pid))
-            .then_some(Ev::Wake),
+            "sched:sched_wakeup" => {
+                (field("pid=").and_then(|p| p.parse::<u32>().ok()) == Some(pid)).then_some(Ev::Wake)
+            }
             _ => None,
         };
         if let Some(e) = e {
