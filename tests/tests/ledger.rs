@@ -341,22 +341,9 @@ fn io_wakeups_keep_on_cpu_and_run_delay_exact() {
     })
     .expect("attach the ledger");
     assert!(ledger.wake_latency_measured());
-    let mut fx = Held::start(
-        "fixture-mixed",
-        &["--cpu-ms", "350", "--read-mib", "8", "--block-kib", "4"],
-    );
-    let pid = fx.pid();
-    fx.wait_asleep();
-    let (cpu0, wait0) = schedstat(pid);
-    let before = image(&ledger);
-    fx.go();
-    let done = fx.line_then_asleep();
-    let after = image(&ledger);
-    let (cpu1, wait1) = schedstat(pid);
-    fx.finish();
-    let w = Window::between(&before, &after, &[]);
-    let k = &w.processes[&pid].kernel;
-    let (cpu, wait) = ((cpu1 - cpu0) as f64, (wait1 - wait0) as f64);
+    let run = common::io_wake::io_wake_run(&[&ledger], None);
+    let (w, k) = (&run.windows[0], &run.process(0).kernel);
+    let (cpu, wait, done) = (run.cpu_ns, run.run_delay_ns, &run.said);
     eprintln!("fixture said {done}ledger {k:?}\nschedstat Δcpu {cpu} Δrun_delay {wait}");
     assert!(k.wakeups >= 1900, "{} wake-ups for 2048 reads", k.wakeups);
     assert!(

@@ -65,13 +65,15 @@ pub fn own_clock(tgid: u32, now: u64) -> Option<u64> {
     })
 }
 
-/// Marks one more (`delta` = 1) or one fewer (-1) request of `tgid` in
-/// service at `now`.
+/// Marks one more (`start`) or one fewer request of `tgid` in service at
+/// `now`. False when the disk lock stayed contended and nothing changed.
 #[inline(always)]
-fn in_service(tgid: u32, now: u64, start: bool) {
-    let Some(d) = DISK.get_ptr_mut(0) else { return };
+fn in_service(tgid: u32, now: u64, start: bool) -> bool {
+    let Some(d) = DISK.get_ptr_mut(0) else {
+        return false;
+    };
     let Some(_g) = lock::try_lock(unsafe { &raw mut (*d).lock }) else {
-        return;
+        return false;
     };
     let d = unsafe { &mut *d };
     advance(d, now);
@@ -80,14 +82,14 @@ fn in_service(tgid: u32, now: u64, start: bool) {
         None if start => {
             if PROC_DISK.insert(tgid, ProcDisk::default(), 0).is_err() {
                 crate::count(stat::PROC_DISK_MAP_FULL);
-                return;
+                return true;
             }
             match PROC_DISK.get_ptr_mut(tgid) {
                 Some(p) => p,
-                None => return,
+                None => return true,
             }
         }
-        None => return,
+        None => return true,
     };
     let p = unsafe { &mut *p };
     if start {
@@ -103,6 +105,7 @@ fn in_service(tgid: u32, now: u64, start: bool) {
             d.busy_procs = d.busy_procs.saturating_sub(1);
         }
     }
+    true
 }
 
 #[inline(always)]
@@ -151,6 +154,18 @@ pub fn block_io_start(ctx: BtfTracePointContext) -> i32 {
         Ok(_) => {}
         Err(_) => crate::count(stat::READ_FAILED),
     }
+    // A request is reused only after it ended. One still in service here
+    // ended without `block_io_done` (the kernel does not emit it for every
+    // request it issued: seen beside an O_DIRECT writer); left in service,
+    // its process would count in the disk's n for good and shrink every
+    // process's own-I/O time (docs/ledger.md). It ends now.
+    if let Some(old) = REQUESTS.get_ptr(rq_ptr as u64) {
+        // SAFETY: map value pointer, copied.
+        let old = unsafe { *old };
+        if old.issue_ns != 0 {
+            in_service(old.tgid, now, false);
+        }
+    }
     let info = RequestInfo {
         tid,
         tgid: a.tgid,
@@ -188,7 +203,11 @@ pub fn block_rq_issue(ctx: BtfTracePointContext) -> i32 {
     if let Some(a) = owner(info) {
         a.io.queue_ns += now.saturating_sub(info.start_ns);
     }
-    in_service(info.tgid, now, true);
+    if !in_service(info.tgid, now, true) {
+        // Not counted in service (lock_contended): its completion must not
+        // take another request's place.
+        info.issue_ns = 0;
+    }
     trace::block(Kind::BlockIssue, rq as *const u8, info.tid, info.tgid, now);
     0
 }
@@ -207,7 +226,19 @@ pub fn block_io_done(ctx: BtfTracePointContext) -> i32 {
         if let Some(a) = owner(&info) {
             a.io.device_ns += now.saturating_sub(info.issue_ns);
         }
-        in_service(info.tgid, now, false);
+        if !in_service(info.tgid, now, false) {
+            // Still counted in service (lock_contended): the entry stays,
+            // and the request ends when its pointer is next reused
+            // (`block_io_start`), not never.
+            trace::block(
+                Kind::BlockComplete,
+                rq as *const u8,
+                info.tid,
+                info.tgid,
+                now,
+            );
+            return 0;
+        }
     }
     trace::block(
         Kind::BlockComplete,

@@ -1,6 +1,8 @@
 //! Shared by the privileged integration tests.
 #![allow(dead_code)]
 mod beside;
+pub mod io_wake;
+pub mod perf_own;
 pub mod pg;
 pub mod realpg;
 pub mod serve;

@@ -1,0 +1,78 @@
+//! The I/O-wake fixture run that the ledger tests share: a process that
+//! burns 350 ms of CPU, then reads 8 MiB with O_DIRECT in 4 KiB reads
+//! (2 048 wake-ups from iowait), measured by one or more ledgers loaded at
+//! once, with the kernel's own counters read around the same window.
+use super::{Held, image, schedstat};
+use ttp_user::{
+    accounts::{ProcessDelta, Window},
+    collect::taskstats::TaskstatsClient,
+    probe::Ledger,
+};
+
+/// 8 MiB in 4 KiB O_DIRECT reads: 2 048 wake-ups from iowait.
+pub const READS: u64 = 2048;
+
+/// What one run measured.
+pub struct IoWakeRun {
+    pub pid: u32,
+    /// The fixture's last line (its own report).
+    pub said: String,
+    /// One window per ledger, in the order given.
+    pub windows: Vec<Window>,
+    /// schedstat: on-CPU and run_delay over the window, ns.
+    pub cpu_ns: f64,
+    pub run_delay_ns: f64,
+    /// taskstats (when asked for): blkio delay over the window, ns, and
+    /// the waits delay accounting recorded.
+    pub blkio: Option<(f64, u64)>,
+    /// Length of the first ledger's window, ns.
+    pub window_ns: f64,
+}
+
+impl IoWakeRun {
+    /// The fixture's account in the window of ledger `i`.
+    pub fn process(&self, i: usize) -> &ProcessDelta {
+        &self.windows[i].processes[&self.pid]
+    }
+}
+
+/// Runs the fixture once; the ledgers are read in the order given, both
+/// ends of the window with the fixture asleep on its stdin.
+pub fn io_wake_run(ledgers: &[&Ledger], taskstats: Option<&TaskstatsClient>) -> IoWakeRun {
+    let mut fx = Held::start(
+        "fixture-mixed",
+        &["--cpu-ms", "350", "--read-mib", "8", "--block-kib", "4"],
+    );
+    let pid = fx.pid();
+    fx.wait_asleep();
+    let (cpu0, wait0) = schedstat(pid);
+    let ts0 = taskstats.map(|t| t.tgid(pid).expect("taskstats before"));
+    let before: Vec<_> = ledgers.iter().map(|l| image(l)).collect();
+    fx.go();
+    let said = fx.line_then_asleep();
+    let after: Vec<_> = ledgers.iter().map(|l| image(l)).collect();
+    let ts1 = taskstats.map(|t| t.tgid(pid).expect("taskstats after"));
+    let (cpu1, wait1) = schedstat(pid);
+    fx.finish();
+    let blkio = ts0.zip(ts1).map(|(a, b)| {
+        (
+            b.blkio_delay_total_ns.unwrap_or(0) as f64 - a.blkio_delay_total_ns.unwrap_or(0) as f64,
+            b.blkio_count.unwrap_or(0) - a.blkio_count.unwrap_or(0),
+        )
+    });
+    let window_ns = (after[0].at_ns - before[0].at_ns) as f64;
+    let windows = before
+        .iter()
+        .zip(&after)
+        .map(|(b, a)| Window::between(b, a, &[]))
+        .collect();
+    IoWakeRun {
+        pid,
+        said,
+        windows,
+        cpu_ns: (cpu1 - cpu0) as f64,
+        run_delay_ns: (wait1 - wait0) as f64,
+        blkio,
+        window_ns,
+    }
+}
