@@ -59,9 +59,11 @@ fn prometheus() -> anyhow::Result<()> {
 
 /// Debian packages of the real programs tests/tests/realworld.rs measures
 /// (GNU sort with threads, xz, gzip) and of the independent tool it checks
-/// them against (GNU time's /usr/bin/time). Most are on every Debian
-/// system already; only the missing ones are installed.
-const REAL_SOFTWARE: &[&str] = &["coreutils", "xz-utils", "gzip", "time"];
+/// them against (GNU time's /usr/bin/time), and perf, whose record of the
+/// block and scheduler tracepoints tests/tests/ledger_wake.rs checks the
+/// own-I/O time against. Most are on every Debian system already; only the
+/// missing ones are installed.
+const REAL_SOFTWARE: &[&str] = &["coreutils", "xz-utils", "gzip", "time", "linux-perf"];
 
 fn real_software() -> anyhow::Result<()> {
     let missing: Vec<&str> = REAL_SOFTWARE
@@ -82,7 +84,7 @@ fn real_software() -> anyhow::Result<()> {
     }
     apt_install(
         &missing,
-        "real programs and /usr/bin/time, for tests/tests/realworld.rs",
+        "real programs, /usr/bin/time and perf, for tests/tests/realworld.rs and ledger_wake.rs",
     )
 }
 
