@@ -108,6 +108,30 @@ fn in_service(tgid: u32, now: u64, start: bool) -> bool {
     true
 }
 
+/// Forgets the own-I/O account of process `tgid` when its main thread
+/// exits with none of its requests in service, so that `PROC_DISK` holds the
+/// processes doing I/O now, not every process that ever did (it filled up
+/// within hours under `serve`). While nothing is in service a process's
+/// own-I/O clock stands still, so a thread of it still waiting loses
+/// nothing when the account starts again from 0. Kept when the lock stays
+/// contended or a request is still in service (its completion needs it).
+#[inline(always)]
+pub fn process_gone(tgid: u32) {
+    let Some(d) = DISK.get_ptr_mut(0) else {
+        return;
+    };
+    let Some(_g) = lock::try_lock(unsafe { &raw mut (*d).lock }) else {
+        return;
+    };
+    // SAFETY: map value pointer, read under the disk lock.
+    if PROC_DISK
+        .get_ptr(tgid)
+        .is_some_and(|p| unsafe { (*p).inflight } == 0)
+    {
+        let _ = PROC_DISK.remove(tgid);
+    }
+}
+
 #[inline(always)]
 fn current() -> (u32, Task) {
     // SAFETY: helper without arguments.

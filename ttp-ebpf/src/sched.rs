@@ -89,6 +89,9 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
         close_interval(a, now);
         if prev_state & TASK_DEAD != 0 {
             trace::exited(a, &prev.task(), cpu_id, now);
+            if prev_tid == a.tgid {
+                block::process_gone(a.tgid);
+            }
             ledger::retire(prev_tid, a, now);
         } else {
             if preempt & 1 != 0 || prev_state == TASK_RUNNING {
