@@ -14,7 +14,7 @@ use std::{
 
 use common::*;
 use serde_json::Value;
-use ttp_user::probe::Ledger;
+use ttp_user::probe::{AttachOptions, Ledger};
 
 /// Outside blame mode the detail hooks in sched_switch are dead code the
 /// verifier removes (DETAIL_ENABLED is a frozen read-only global), so the
@@ -27,7 +27,13 @@ fn detail_hooks_are_removed_outside_blame_mode() {
         return;
     }
     let _serial = serial();
-    let plain = Ledger::attach().expect("attach the ledger");
+    // Blame loads the wake-up hook, which takes the sleep's end out of
+    // sched_switch: the plain ledger is compared with the hook too.
+    let plain = Ledger::attach_with(&AttachOptions {
+        wake_latency: true,
+        ..Default::default()
+    })
+    .expect("attach the ledger");
     let plain_bytes = plain
         .program_xlated_bytes("sched_switch")
         .expect("xlated size");

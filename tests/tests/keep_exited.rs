@@ -3,9 +3,115 @@
 //! counted, with their time, against the kernel's own account of each.
 mod common;
 
-use std::{collections::HashMap, process::Command, time::Duration};
+use std::{
+    collections::HashMap,
+    path::PathBuf,
+    process::{Child, Command},
+    time::Duration,
+};
 
 use common::*;
+
+/// A copy of fixture-forkstorm named `prefix` + this test's pid (comm is
+/// the executable's name, 15 bytes at most), so that its command group holds
+/// its processes and no other program's, with `attach --all --keep-exited
+/// KEEP` running beside it. Its directory goes when the test ends, also when
+/// it fails half-way.
+struct Storm {
+    dir: PathBuf,
+    comm: String,
+    exe: PathBuf,
+    json: PathBuf,
+    truth: PathBuf,
+    ttp: Child,
+}
+
+impl Storm {
+    fn start(prefix: &str, keep: usize) -> Self {
+        let dir = temp_path(prefix);
+        std::fs::create_dir_all(&dir).unwrap();
+        let comm = format!("{prefix}{}", std::process::id() % 10_000_000);
+        let exe = dir.join(&comm);
+        std::fs::copy(fixture("fixture-forkstorm"), &exe).expect("copy fixture-forkstorm");
+        let json = dir.join("attach.json");
+        let ttp = ttp_attached(&[
+            "attach",
+            "--all",
+            "--duration",
+            "120s",
+            "-q",
+            "--keep-exited",
+            &keep.to_string(),
+            "--json",
+            json.to_str().unwrap(),
+        ]);
+        let truth = dir.join("truth");
+        Self {
+            dir,
+            comm,
+            exe,
+            json,
+            truth,
+            ttp,
+        }
+    }
+
+    /// The fixture, writing its children's rusage to the truth file.
+    fn command(&self) -> Command {
+        let mut c = Command::new(&self.exe);
+        c.arg("--out").arg(&self.truth);
+        c
+    }
+
+    /// Ends attach as Ctrl-C does, once the last exits' records are drained
+    /// (within the poll interval), and checks that none was lost: (attach's
+    /// JSON, its stdout, the fixture's rusage of each of its `procs` children
+    /// as (pid, µs)).
+    fn stop(&mut self, procs: usize) -> (serde_json::Value, String, Vec<(u64, u64)>) {
+        std::thread::sleep(Duration::from_millis(300));
+        // SAFETY: signalling our own child, as Ctrl-C does.
+        unsafe { libc::kill(self.ttp.id() as i32, libc::SIGINT) };
+        let mut text = String::new();
+        std::io::Read::read_to_string(self.ttp.stdout.as_mut().unwrap(), &mut text).unwrap();
+        assert!(self.ttp.wait().expect("wait ttp").success());
+        let v = json_file(&self.json);
+        let k = &v["lost"]["kernel"];
+        assert_eq!(k["exit_records_lost"], 0, "exit records lost: {k}");
+        let truth = fixture_rusage(&self.truth);
+        assert_eq!(truth.len(), procs);
+        (v, text, truth)
+    }
+}
+
+impl Drop for Storm {
+    fn drop(&mut self) {
+        let _ = self.ttp.kill();
+        let _ = self.ttp.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The bounds of the tests' doc comments: a process's on-CPU time `ns`
+/// against the rusage `us` wait4 returned for it, 2 µs below (rusage's
+/// truncation to µs) to 100 µs a thread above (its last steps of exit).
+fn matches_rusage(ns: u64, us: u64, threads: u64) -> bool {
+    ns / 1_000 + 2 >= us && ns / 1_000 <= us + threads * 100
+}
+
+/// The same bounds summed over `procs` processes of `threads` threads, plus
+/// the parent's own time (at most its wall time on one CPU, `wall_us`) when
+/// it was folded with them: (lowest, highest) µs.
+fn total_bounds(
+    truth_us: u64,
+    procs: usize,
+    threads: u64,
+    parent_wall_us: Option<f64>,
+) -> (f64, f64) {
+    let n = procs as f64;
+    let lo = truth_us as f64 - 2.0 * n;
+    let hi = truth_us as f64 + n * threads as f64 * 100.0 + parent_wall_us.unwrap_or(0.0);
+    (lo, hi)
+}
 
 /// 1 200 processes of 4 threads (4 × 1 ms of CPU each) under `attach --all
 /// --keep-exited 400`. The fixture runs under a name of its own (a copy
@@ -33,53 +139,21 @@ fn storm_beyond_keep_exited_keeps_totals_exact_and_counts_the_folded() {
     let _serial = serial();
     const PROCS: usize = 1_200;
     const KEEP: usize = 400;
-    let dir = temp_path("keep");
-    std::fs::create_dir_all(&dir).unwrap();
-    // comm is the executable's name (15 bytes at most).
-    let comm = format!("keep{}", std::process::id() % 10_000_000);
-    let exe = dir.join(&comm);
-    std::fs::copy(fixture("fixture-forkstorm"), &exe).expect("copy fixture-forkstorm");
-    let json = dir.join("attach.json");
-    let truth_path = dir.join("truth");
-    let keep = KEEP.to_string();
-    let mut ttp = ttp_attached(&[
-        "attach",
-        "--all",
-        "--duration",
-        "120s",
-        "-q",
-        "--keep-exited",
-        &keep,
-        "--json",
-        json.to_str().unwrap(),
-    ]);
-    let out = Command::new(&exe)
+    let mut storm = Storm::start("keep", KEEP);
+    let comm = storm.comm.clone();
+    let out = storm
+        .command()
         .args(["--procs", &PROCS.to_string(), "--threads", "4"])
-        .args(["--parallel", "8", "--thread-cpu-us", "1000", "--out"])
-        .arg(&truth_path)
+        .args(["--parallel", "8", "--thread-cpu-us", "1000"])
         .output()
         .expect("run the fork storm");
     assert!(out.status.success());
-    // The last exits' records are drained within the poll interval.
-    std::thread::sleep(Duration::from_millis(300));
-    // SAFETY: signalling our own child, as Ctrl-C does.
-    unsafe { libc::kill(ttp.id() as i32, libc::SIGINT) };
-    let mut text = String::new();
-    std::io::Read::read_to_string(ttp.stdout.as_mut().unwrap(), &mut text).unwrap();
-    assert!(ttp.wait().expect("wait ttp").success());
-
-    let v = json_file(&json);
-    let k = &v["lost"]["kernel"];
-    assert_eq!(k["exit_records_lost"], 0, "exit records lost: {k}");
-
-    let truth = fixture_rusage(&truth_path);
-    assert_eq!(truth.len(), PROCS);
+    let (v, text, truth) = storm.stop(PROCS);
     let mut truth_by_pid: HashMap<u64, Vec<u64>> = HashMap::new();
     for (pid, us) in &truth {
         truth_by_pid.entry(*pid).or_default().push(*us);
     }
     let truth_us: u64 = truth.iter().map(|(_, us)| us).sum();
-
     let procs = v["processes"].as_array().expect("processes");
     let ended_rows = procs.iter().filter(|p| p["exited"] == true).count();
     assert!(
@@ -118,8 +192,7 @@ fn storm_beyond_keep_exited_keeps_totals_exact_and_counts_the_folded() {
             .get(&pid)
             .unwrap_or_else(|| panic!("row of pid {pid} the fixture never reaped"));
         assert!(
-            uses.iter()
-                .any(|&us| ns / 1_000 + 2 >= us && ns / 1_000 <= us + 5 * 100),
+            uses.iter().any(|&us| matches_rusage(ns, us, 5)),
             "pid {pid}: ledger on-CPU {ns} ns, rusage of its processes {uses:?} µs"
         );
         rows_ns += ns;
@@ -131,13 +204,10 @@ fn storm_beyond_keep_exited_keeps_totals_exact_and_counts_the_folded() {
         .sum();
     let group_ns = group["kernel"]["on_cpu_ns"].as_u64().unwrap();
     let total_us = (rows_ns + group_ns) as f64 / 1e3;
-    let n = PROCS as f64;
-    let lo = truth_us as f64 - 2.0 * n;
     // Above: 100 µs a thread, plus the parent's time when it was folded
     // (forking and reaping: at most its wall time on one CPU).
-    let parent_folded = parent_rows == 0;
-    let wall_us = out_elapsed_us(&out.stdout);
-    let hi = truth_us as f64 + n * 5.0 * 100.0 + if parent_folded { wall_us } else { 0.0 };
+    let parent_wall = (parent_rows == 0).then(|| out_elapsed_us(&out.stdout));
+    let (lo, hi) = total_bounds(truth_us, PROCS, 5, parent_wall);
     assert!(
         total_us >= lo && total_us <= hi,
         "rows {rows_ns} ns + group {group_ns} ns = {total_us:.0} µs; rusage of the \
@@ -147,7 +217,6 @@ fn storm_beyond_keep_exited_keeps_totals_exact_and_counts_the_folded() {
         text.contains("more ended processes, summed by command") && text.contains(&comm),
         "the folded processes are not shown in words:\n{text}"
     );
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// The fixture's elapsed time from its last line (`… elapsed_ms MS`), µs.
@@ -185,45 +254,20 @@ fn threads_that_outlive_their_main_thread_stay_in_its_row() {
     let _serial = serial();
     const PROCS: usize = 60;
     const THREADS: u64 = 3;
-    let dir = temp_path("outlive");
-    std::fs::create_dir_all(&dir).unwrap();
-    let comm = format!("outl{}", std::process::id() % 10_000_000);
-    let exe = dir.join(&comm);
-    std::fs::copy(fixture("fixture-forkstorm"), &exe).expect("copy fixture-forkstorm");
-    let json = dir.join("attach.json");
-    let truth_path = dir.join("truth");
-    let mut ttp = ttp_attached(&[
-        "attach",
-        "--all",
-        "--duration",
-        "120s",
-        "-q",
-        "--keep-exited",
-        "10",
-        "--json",
-        json.to_str().unwrap(),
-    ]);
-    let storm = Command::new(&exe)
+    let mut storm = Storm::start("outl", 10);
+    let comm = storm.comm.clone();
+    let child = storm
+        .command()
         .args(["--procs", &PROCS.to_string(), "--threads", "2"])
         .args(["--parallel", "20", "--thread-cpu-us", "1000"])
-        .args(["--outlive-leader-ms", "2500", "--out"])
-        .arg(&truth_path)
+        .args(["--outlive-leader-ms", "2500"])
         .stdout(std::process::Stdio::piped())
         .spawn()
         .expect("run the fixture");
-    let parent = u64::from(storm.id());
-    let out = storm.wait_with_output().expect("wait for the fixture");
+    let parent = u64::from(child.id());
+    let out = child.wait_with_output().expect("wait for the fixture");
     assert!(out.status.success());
-    std::thread::sleep(Duration::from_millis(300));
-    // SAFETY: signalling our own child, as Ctrl-C does.
-    unsafe { libc::kill(ttp.id() as i32, libc::SIGINT) };
-    assert!(ttp.wait().expect("wait ttp").success());
-
-    let v = json_file(&json);
-    let k = &v["lost"]["kernel"];
-    assert_eq!(k["exit_records_lost"], 0, "exit records lost: {k}");
-    let truth = fixture_rusage(&truth_path);
-    assert_eq!(truth.len(), PROCS);
+    let (v, _, truth) = storm.stop(PROCS);
     let truth_us: u64 = truth.iter().map(|(_, us)| us).sum();
     let procs = v["processes"].as_array().expect("processes");
     let ours = |p: &&serde_json::Value| p["comm"] == comm.as_str();
@@ -259,8 +303,7 @@ fn threads_that_outlive_their_main_thread_stay_in_its_row() {
         );
         let us = truth.iter().filter(|(p, _)| *p == pid).map(|(_, us)| *us);
         assert!(
-            us.clone()
-                .any(|us| ns / 1_000 + 2 >= us && ns / 1_000 <= us + THREADS * 100),
+            us.clone().any(|us| matches_rusage(ns, us, THREADS)),
             "pid {pid}: ledger on-CPU {ns} ns, rusage {:?} µs",
             us.collect::<Vec<_>>()
         );
@@ -273,19 +316,11 @@ fn threads_that_outlive_their_main_thread_stay_in_its_row() {
         rows.len()
     );
     let total_us = (rows_ns + folded_ns) as f64 / 1e3;
-    let n = PROCS as f64;
-    let lo = truth_us as f64 - 2.0 * n;
-    let hi = truth_us as f64
-        + n * THREADS as f64 * 100.0
-        + if parent_folded == 1 {
-            out_elapsed_us(&out.stdout)
-        } else {
-            0.0
-        };
+    let parent_wall = (parent_folded == 1).then(|| out_elapsed_us(&out.stdout));
+    let (lo, hi) = total_bounds(truth_us, PROCS, THREADS, parent_wall);
     assert!(
         total_us >= lo && total_us <= hi,
         "rows {rows_ns} ns + group {folded_ns} ns = {total_us:.0} µs; rusage {truth_us} µs \
          (allowed {lo:.0}–{hi:.0})"
     );
-    let _ = std::fs::remove_dir_all(dir);
 }

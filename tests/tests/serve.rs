@@ -6,7 +6,6 @@ mod common;
 
 use std::{
     collections::{BTreeMap, BTreeSet},
-    io::{BufRead, Write},
     process::{Command, Stdio},
     sync::{
         Arc,
@@ -356,32 +355,9 @@ fn prometheus_sees_the_fixture_group_as_the_kernel_does() {
     let _serial = serial();
     let serve = Serve::start(&["--group-by", "cgroup", "--interval", "1s"]);
     let prom = Prometheus::start(serve.port);
-    let cg = Cgroup::new("fixture");
-    let steal0 = proc_stat_steal();
-    // A file of its own: the shared default file may be recreated by
-    // another test while this one reads it.
-    let data = temp_path("serve-fixture.dat");
-    let data_arg = data.to_str().expect("utf-8 path").to_string();
-    let (mut child, mut stdin, mut out) = mixed_in(
-        &cg,
-        &["--cpu-ms", "400", "--read-mib", "32", "--file", &data_arg],
-    );
-    let pid = child.id();
-    stdin.write_all(b"go\n").unwrap();
-    let mut done = String::new();
-    out.read_line(&mut done).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while process_state(pid) != Some('S') {
-        assert!(
-            Instant::now() < deadline,
-            "fixture did not go back to sleep"
-        );
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    let (sched_ns, _) = schedstat(pid);
-    let read = proc_read_bytes(pid);
-    let steal = steal_between(steal0, proc_stat_steal());
-    let sel = format!("{{cgroup=\"{}\"}}", cg.path);
+    let fx = GroupFixture::run("fixture");
+    let read = fx.read;
+    let sel = format!("{{cgroup=\"{}\"}}", fx.cg.path);
     // Wait until a refresh after the fixture went idle was scraped: the
     // read bytes complete and the on-CPU value the same twice 2 s apart.
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -407,26 +383,9 @@ fn prometheus_sees_the_fixture_group_as_the_kernel_does() {
         prom.port,
         &format!("increase(ttp_on_cpu_seconds_total{sel}[5m])"),
     );
-    drop(stdin);
-    let _ = child.wait();
-    let _ = std::fs::remove_file(&data);
-    eprintln!(
-        "on-CPU: prometheus {on_cpu} s, schedstat {} s (steal share {steal:.4}; increase() {inc:?}); read bytes: prometheus {bytes}, /proc {read}",
-        sched_ns as f64 / 1e9
-    );
-    assert!(
-        within(on_cpu * 1e9, sched_ns as f64, 0.02 + 2.0 * steal, 2e6),
-        "on-CPU {on_cpu} s vs schedstat {sched_ns} ns"
-    );
-    assert!(
-        sched_ns >= 400_000_000,
-        "the fixture burned 400 ms: {sched_ns}"
-    );
-    assert_eq!(bytes, read, "read bytes vs /proc/{pid}/io");
-    // At least the fixture's 32 MiB; more when its own binary was faulted
-    // in from disk (another test on the machine dropped the page cache:
-    // seen, +4.5 MiB). The exact truth is /proc/PID/io, compared above.
-    assert!(read >= 32 << 20, "read bytes {read}");
+    eprintln!("increase() over the series' life: {inc:?}");
+    fx.check("prometheus", on_cpu, bytes);
+    drop(fx);
     drop(prom);
     assert_eq!(serve.stop(), 0);
 }

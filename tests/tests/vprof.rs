@@ -21,13 +21,24 @@ use ttp_user::protocol::variance::{
     uprobe::UprobeSource,
 };
 
-/// Compiles the fixture the way its header says.
-fn build_target() -> PathBuf {
+/// The fixture's build directory, removed when the test ends, also when it
+/// fails half-way (dropped while unwinding).
+struct TargetDir(PathBuf);
+impl Drop for TargetDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Compiles the fixture the way its header says, into a directory of its
+/// own: (the directory's guard, the binary).
+fn build_target() -> (TargetDir, PathBuf) {
     let dir = std::env::temp_dir().join(format!("ttp-vprof-it-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let out = dir.join("vprof-target");
+    let guard = TargetDir(dir);
     build_vprof_target(&out);
-    out
+    (guard, out)
 }
 
 /// Kills the fixture if the test fails half-way.
@@ -85,7 +96,7 @@ fn uprobes_match_the_programs_own_clock() {
         return;
     }
     let _serial = serial();
-    let bin = build_target();
+    let (_dir, bin) = build_target();
     let cost = ttp_user::protocol::variance::uprobe::calibrate().expect("calibrate the probe cost");
     eprintln!("calibrated probe cost: {cost:?}");
     assert!(
@@ -227,7 +238,7 @@ fn live_breakdown_descends_two_levels() {
         return;
     }
     let _serial = serial();
-    let bin = build_target();
+    let (_dir, bin) = build_target();
     let child = Command::new(&bin)
         .args(["deep", "0", "-"])
         .spawn()
@@ -282,7 +293,7 @@ fn a_command_runs_as_the_invoking_user_and_is_stopped_at_the_end() {
     }
     let _serial = serial();
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
-    let bin = build_target();
+    let (_dir, bin) = build_target();
     let dir = bin.with_file_name("as-user");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
@@ -370,7 +381,7 @@ fn a_short_roots_duration_is_the_bare_one() {
         return;
     }
     let _serial = serial();
-    let bin = build_target();
+    let (_dir, bin) = build_target();
     let n_bare = 200_000u64;
     let mut bare = Command::new(&bin)
         .args(["tight", &n_bare.to_string(), "-"])
@@ -448,7 +459,7 @@ fn sigterm_ends_a_round_whose_root_never_runs() {
         return;
     }
     let _serial = serial();
-    let bin = build_target();
+    let (_dir, bin) = build_target();
     let mut vp = Command::new(ttp_bin())
         .args(["vprofile", "--binary"])
         .arg(&bin)

@@ -9,7 +9,9 @@ use std::{
     time::{Duration, Instant},
 };
 
-use super::{fixture, temp_path, ttp_bin};
+use super::{
+    fixture, proc_read_bytes, proc_stat_steal, schedstat, steal_between, temp_path, ttp_bin, within,
+};
 
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -156,6 +158,105 @@ pub fn mixed_in(
     out.read_line(&mut line).unwrap();
     assert_eq!(line.trim(), "ready");
     (child, stdin, out)
+}
+
+/// fixture-mixed in a control group of the test's own (`name`), once it
+/// burned 400 ms of CPU and read 32 MiB with O_DIRECT from a file of its
+/// own (the shared default file may be recreated by another test while
+/// this one reads it) and went back to sleep, so its counters stand still:
+/// what the kernel says it did, for a test to compare a group's series with.
+pub struct GroupFixture {
+    pub cg: Cgroup,
+    pub pid: u32,
+    /// Its runtime from /proc/PID/schedstat, ns.
+    pub sched_ns: u64,
+    /// Its read_bytes from /proc/PID/io.
+    pub read: u64,
+    /// The machine's steal share while it ran (/proc/stat).
+    pub steal: f64,
+    child: Child,
+    stdin: Option<ChildStdin>,
+    data: PathBuf,
+}
+
+impl GroupFixture {
+    pub fn run(name: &str) -> Self {
+        let cg = Cgroup::new(name);
+        let steal0 = proc_stat_steal();
+        let data = temp_path(&format!("{name}-fixture.dat"));
+        let data_arg = data.to_str().expect("utf-8 path").to_string();
+        let (child, mut stdin, mut out) = mixed_in(
+            &cg,
+            &["--cpu-ms", "400", "--read-mib", "32", "--file", &data_arg],
+        );
+        let pid = child.id();
+        stdin.write_all(b"go\n").unwrap();
+        let mut done = String::new();
+        out.read_line(&mut done).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while process_state(pid) != Some('S') {
+            assert!(
+                Instant::now() < deadline,
+                "fixture did not go back to sleep"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let (sched_ns, _) = schedstat(pid);
+        let read = proc_read_bytes(pid);
+        let steal = steal_between(steal0, proc_stat_steal());
+        Self {
+            cg,
+            pid,
+            sched_ns,
+            read,
+            steal,
+            child,
+            stdin: Some(stdin),
+            data,
+        }
+    }
+
+    /// A group's on-CPU counter (`on_cpu_s`) and read bytes as `source`
+    /// has them against the kernel's: on-CPU within 2 % (plus twice the
+    /// steal share, 2 ms) of schedstat, read bytes equal to /proc/PID/io.
+    /// The bound is attach's (tests/tests/attach_cli.rs): the ledger counts
+    /// the kernel's runtime read at switches, schedstat the same runtime,
+    /// and on these VMs a missed switch left one run in six 1.8 % off.
+    pub fn check(&self, source: &str, on_cpu_s: f64, bytes: u64) {
+        let (sched_ns, read, pid) = (self.sched_ns, self.read, self.pid);
+        eprintln!(
+            "on-CPU: {source} {on_cpu_s} s, schedstat {} s (steal share {:.4}); read bytes: {source} {bytes}, /proc {read}",
+            sched_ns as f64 / 1e9,
+            self.steal
+        );
+        assert!(
+            within(
+                on_cpu_s * 1e9,
+                sched_ns as f64,
+                0.02 + 2.0 * self.steal,
+                2e6
+            ),
+            "on-CPU {on_cpu_s} s vs schedstat {sched_ns} ns"
+        );
+        assert!(
+            sched_ns >= 400_000_000,
+            "the fixture burned 400 ms: {sched_ns}"
+        );
+        assert_eq!(bytes, read, "read bytes vs /proc/{pid}/io");
+        // At least the fixture's 32 MiB; more when its own binary was
+        // faulted in from disk (another test on the machine dropped the page
+        // cache: seen, +4.5 MiB). The exact truth is /proc/PID/io, above.
+        assert!(read >= 32 << 20, "read bytes {read}");
+    }
+}
+
+impl Drop for GroupFixture {
+    /// Ends the fixture (EOF on its stdin) before its group is removed.
+    fn drop(&mut self) {
+        drop(self.stdin.take());
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.data);
+    }
 }
 
 pub fn process_state(pid: u32) -> Option<char> {
