@@ -13,6 +13,7 @@ mod common;
 use std::process::{Command, Stdio};
 
 use common::{
+    lab::{LabServer, spin_command},
     pg::{Cluster, stderr, stdout, ttp},
     *,
 };
@@ -75,37 +76,23 @@ fn three_workers_on_three_network_hosts() {
     }
     let _serial = serial();
     let hosts = Hosts::make(3);
-    let c = Cluster::start_with(
+    let lab = LabServer::start_with(
         "labnet",
         "-c listen_addresses='10.231.1.1,10.231.2.1,10.231.3.1' -c log_connections=on",
     );
+    let c = &lab.c;
     let hba = c.data.join("pg_hba.conf");
     let rules = std::fs::read_to_string(&hba).unwrap();
     std::fs::write(&hba, format!("{rules}host all all 10.231.0.0/16 trust\n")).unwrap();
     c.psql("SELECT pg_reload_conf()");
-    let dir = temp_path("lab-netns");
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let local = c.conninfo();
-    assert!(ttp(&["lab", "init", "--lab", &local]).status.success());
-    let spin = fixture("fixture-spin");
+    lab.init();
+    let (local, dir) = (&lab.url, &lab.dir);
     let mut spec = String::from("name = \"net\"\nhosts = [\"alpha\", \"beta\"]\n");
     for card in [10, 20, 40] {
-        spec += &format!(
-            "[[command]]\nname = \"spin{card}\"\nargv = [\"{}\", \"--cpu-ms\", \"{card}\"]\nn = 6\nlabels = {{ query = \"spin\", cardinality = \"{card}\" }}\n",
-            spin.display()
-        );
+        let labels = format!("{{ query = \"spin\", cardinality = \"{card}\" }}");
+        spec += &spin_command(&format!("spin{card}"), card, 6, None, &labels);
     }
-    let spec_path = dir.join("spec.toml");
-    std::fs::write(&spec_path, spec).unwrap();
-    let o = ttp(&[
-        "lab",
-        "submit",
-        spec_path.to_str().unwrap(),
-        "--lab",
-        &local,
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    lab.submit(&spec);
     // The query spec: `experiment`'s, with hosts. Each worker has a
     // database of its own on the DBMS under test (a task replaces its
     // tables). q1 returns every row of the variable table, q2 half.
@@ -113,36 +100,35 @@ fn three_workers_on_three_network_hosts() {
     for i in 1..=3 {
         dut.psql(&format!("CREATE DATABASE w{i}"));
     }
-    let qspec = format!(
+    let qspec = String::from(
         r#"name = "scan"
 hosts = ["alpha", "beta"]
 connection = "host=/nonexistent port=1 user=ttp dbname=postgres"
 n = 6
 cardinalities = [100, 200, 400]
 [data]
-generate = "SELECT g AS id, md5(random()::text) AS pad FROM generate_series(1, {{max_cardinality}}) g"
+generate = "SELECT g AS id, md5(random()::text) AS pad FROM generate_series(1, {max_cardinality}) g"
 [[query]]
 name = "all"
 sql = "SELECT id, pad FROM ttp_var"
 [[query]]
 name = "even"
 sql = "SELECT id FROM ttp_var WHERE id % 2 = 0"
-"#
+"#,
     );
-    let qspec_path = dir.join("scan.toml");
-    std::fs::write(&qspec_path, &qspec).unwrap();
-    let q = qspec_path.to_str().unwrap();
-    let o = ttp(&["lab", "submit", q, "--lab", &local, "--json"]);
+    let o = lab.submit_as("scan.toml", &qspec, &["--json"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
-    assert_eq!(v["tasks"], 12, "2 queries × 3 cardinalities × 2 host labels");
+    assert_eq!(
+        v["tasks"], 12,
+        "2 queries × 3 cardinalities × 2 host labels"
+    );
     // The same spec again changes nothing; a changed one is refused.
-    let o = ttp(&["lab", "submit", q, "--lab", &local]);
+    let o = lab.submit_as("scan.toml", &qspec, &[]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stdout(&o).contains("nothing changed"), "{}", stdout(&o));
-    std::fs::write(&qspec_path, qspec.replace("n = 6", "n = 5")).unwrap();
-    let o = ttp(&["lab", "submit", q, "--lab", &local]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let o = lab.submit_as("scan.toml", &qspec.replace("n = 6", "n = 5"), &[]);
+    common::lab::assert_refused(&o, "different spec");
     assert_eq!(
         c.psql("SELECT count(*) FROM ttp_lab_tasks WHERE experiment = 'scan'"),
         "12"
@@ -177,7 +163,11 @@ sql = "SELECT id FROM ttp_var WHERE id % 2 = 0"
                 .args(["--worker-name", &format!("w{i}"), "--json"])
                 .args([
                     "--postgres",
-                    &format!("host={} port={} user=ttp dbname=w{i}", dut.dir.display(), dut.port),
+                    &format!(
+                        "host={} port={} user=ttp dbname=w{i}",
+                        dut.dir.display(),
+                        dut.port
+                    ),
                 ])
                 .stdin(Stdio::null())
                 .stdout(Stdio::piped())
@@ -246,8 +236,15 @@ sql = "SELECT id FROM ttp_var WHERE id % 2 = 0"
         .map(|i| {
             let out = std::process::Command::new(dut.bin.join("psql"))
                 .args(["-X", "-A", "-t", "-d"])
-                .arg(format!("host={} port={} user=ttp dbname=w{i}", dut.dir.display(), dut.port))
-                .args(["-c", "SELECT count(*) || ':' || md5(string_agg(pad, ',' ORDER BY id)) FROM ttp_max"])
+                .arg(format!(
+                    "host={} port={} user=ttp dbname=w{i}",
+                    dut.dir.display(),
+                    dut.port
+                ))
+                .args([
+                    "-c",
+                    "SELECT count(*) || ':' || md5(string_agg(pad, ',' ORDER BY id)) FROM ttp_max",
+                ])
                 .output()
                 .unwrap();
             String::from_utf8_lossy(&out.stdout).trim().to_string()
@@ -276,7 +273,7 @@ sql = "SELECT id FROM ttp_var WHERE id % 2 = 0"
         "lab",
         "export",
         "--lab",
-        &local,
+        local,
         "--experiment",
         "net",
         "--out",
@@ -284,7 +281,7 @@ sql = "SELECT id FROM ttp_var WHERE id % 2 = 0"
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let files = ["alpha", "beta"].map(|h| out.join(format!("net.{h}.study")).display().to_string());
-    let from_lab = ttp(&["analyze", "--lab", &local, "--experiment", "net"]);
+    let from_lab = ttp(&["analyze", "--lab", local, "--experiment", "net"]);
     let from_files = ttp(&["analyze", &files[0], &files[1]]);
     assert!(from_lab.status.success(), "{}", stderr(&from_lab));
     assert_eq!(stdout(&from_lab), stdout(&from_files));
@@ -294,21 +291,25 @@ sql = "SELECT id FROM ttp_var WHERE id % 2 = 0"
         "lab",
         "export",
         "--lab",
-        &local,
+        local,
         "--experiment",
         "scan",
         "--out",
         out.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let files = ["alpha", "beta"].map(|h| out.join(format!("scan.{h}.study")).display().to_string());
-    let from_lab = ttp(&["analyze", "--lab", &local, "--experiment", "scan"]);
+    let files =
+        ["alpha", "beta"].map(|h| out.join(format!("scan.{h}.study")).display().to_string());
+    let from_lab = ttp(&["analyze", "--lab", local, "--experiment", "scan"]);
     let from_files = ttp(&["analyze", &files[0], &files[1]]);
     assert!(from_lab.status.success(), "{}", stderr(&from_lab));
     assert_eq!(stdout(&from_lab), stdout(&from_files));
-    assert!(stdout(&from_lab).contains("query=even"), "{}", stdout(&from_lab));
+    assert!(
+        stdout(&from_lab).contains("query=even"),
+        "{}",
+        stdout(&from_lab)
+    );
     drop(dut);
-    drop(c);
+    drop(lab);
     drop(hosts);
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1,6 +1,7 @@
 //! Shared by the privileged integration tests.
 #![allow(dead_code)]
 mod beside;
+pub mod lab;
 pub mod pg;
 pub mod realpg;
 pub mod serve;

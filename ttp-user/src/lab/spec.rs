@@ -72,10 +72,7 @@ impl QueryTask {
     pub fn labels(&self) -> BTreeMap<String, String> {
         [
             (QUERY_LABEL.to_string(), self.query.name.clone()),
-            (
-                CARDINALITY_LABEL.to_string(),
-                self.cardinality.to_string(),
-            ),
+            (CARDINALITY_LABEL.to_string(), self.cardinality.to_string()),
         ]
         .into()
     }
@@ -128,13 +125,11 @@ fn parse_query_spec(mut table: toml::Table) -> Result<LabSpec, String> {
         None => return Err("`name` is missing: give the experiment a name".into()),
     };
     if table.contains_key("command") {
-        return Err(
-            "a spec holds either [[command]]s or queries × cardinalities, not both".into(),
-        );
+        return Err("a spec holds either [[command]]s or queries × cardinalities, not both".into());
     }
     let mut pg = PgSpec::from_table(table).map_err(|e| one_line(&e.to_string()))?;
-    let conn = crate::pg::session::parse_config(&pg.connection)
-        .map_err(|e| one_line(&e.to_string()))?;
+    let conn =
+        crate::pg::session::parse_config(&pg.connection).map_err(|e| one_line(&e.to_string()))?;
     if conn.get_password().is_some() {
         return Err(
             "`connection` holds a password, which the lab would store and show: give it to each worker's `lab worker --postgres` instead".into(),
@@ -391,9 +386,11 @@ labels = { query = "spin", cardinality = "40" }
 
     #[test]
     fn bad_specs_are_one_line() {
-        let unsafe_pw = format!("hosts = [\"a\"]\n{QSPEC}").replace("user=me", "user=me password=s");
+        let unsafe_pw =
+            format!("hosts = [\"a\"]\n{QSPEC}").replace("user=me", "user=me password=s");
         let no_n = format!("hosts = [\"a\"]\n{QSPEC}").replace("n = 6", "n = 0");
-        let both = format!("hosts = [\"a\"]\n{QSPEC}\n[[command]]\nname=\"a\"\nargv=[\"/bin/true\"]");
+        let both =
+            format!("hosts = [\"a\"]\n{QSPEC}\n[[command]]\nname=\"a\"\nargv=[\"/bin/true\"]");
         let smuggled = "name = \"x\"\nhosts = [\"a\"]\n[[command]]\nname=\"a\"\nargv=[\"/bin/true\"]\n[postgres]\nconnection = \"\"";
         for (text, needle) in [
             (
@@ -459,7 +456,10 @@ sql = "SELECT max(id) FROM ttp_var"
         let Payload::Query(q) = &t[11].payload else {
             panic!("a query task")
         };
-        assert_eq!((q.query.name.as_str(), q.cardinality, q.experiment.n), ("q2", 2000, 6));
+        assert_eq!(
+            (q.query.name.as_str(), q.cardinality, q.experiment.n),
+            ("q2", 2000, 6)
+        );
         let seed = s.postgres.as_ref().unwrap().data.seed.unwrap();
         assert!(seed < 1 << 31);
         let again = LabSpec::parse(&text).unwrap();
@@ -471,7 +471,10 @@ sql = "SELECT max(id) FROM ttp_var"
         // The payload reads back as what it was, and an old command
         // payload still reads as a command.
         let json = serde_json::to_string(&t[11].payload).unwrap();
-        assert_eq!(serde_json::from_str::<Payload>(&json).unwrap(), t[11].payload);
+        assert_eq!(
+            serde_json::from_str::<Payload>(&json).unwrap(),
+            t[11].payload
+        );
         let old = r#"{"name":"x","argv":["/bin/true"],"n":3,"cold_cache":false,"labels":{}}"#;
         assert!(matches!(
             serde_json::from_str::<Payload>(old).unwrap(),

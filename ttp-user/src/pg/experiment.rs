@@ -263,11 +263,7 @@ pub fn populate_table(s: &Session, spec: &Spec, cardinality: u64) -> Result<u64,
 /// time (a lab worker) rebuilds it only when another spec made it.
 pub fn max_table_mark(spec: &Spec, seed: u64) -> String {
     use sha2::{Digest, Sha256};
-    let made = format!(
-        "{}\n{}\n{seed}",
-        spec.data.generate,
-        spec.max_cardinality()
-    );
+    let made = format!("{}\n{}\n{seed}", spec.data.generate, spec.max_cardinality());
     let h: String = Sha256::digest(made.as_bytes())
         .iter()
         .take(16)
