@@ -8,21 +8,14 @@ mod common;
 
 use std::{
     path::Path,
-    process::{Command, Output, Stdio},
+    process::{Command, Stdio},
 };
 
 use common::{
+    lab::{LabServer, assert_refused, signal, spin_command, wait_or_kill},
     pg::{Cluster, stderr, stdout, ttp},
     *,
 };
-
-/// A usage error: exit 2 and one line on standard error.
-fn assert_refused(o: &Output, needle: &str) {
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(o));
-    let e = stderr(o);
-    assert_eq!(e.trim().lines().count(), 1, "one line: {e}");
-    assert!(e.contains(needle), "{needle:?} in {e}");
-}
 
 /// (name, cpu_ms, n) of the spec's commands.
 const COMMANDS: [(&str, u64, u32); 3] =
@@ -30,20 +23,14 @@ const COMMANDS: [(&str, u64, u32); 3] =
 const HOSTS: [&str; 2] = ["alpha", "beta"];
 
 fn spec(dir: &Path, n_first: u32) -> String {
-    let spin = fixture("fixture-spin");
     let mut s = format!(
         "name = \"spin\"\nhosts = [\"{}\", \"{}\"]\n",
         HOSTS[0], HOSTS[1]
     );
     for (i, (name, cpu_ms, n)) in COMMANDS.iter().enumerate() {
         let n = if i == 0 { n_first } else { *n };
-        let state = dir.join(name);
-        std::fs::create_dir_all(&state).unwrap();
-        s += &format!(
-            "[[command]]\nname = \"{name}\"\nargv = [\"{}\", \"--cpu-ms\", \"{cpu_ms}\", \"--state\", \"{}\"]\nn = {n}\nlabels = {{ cpu_ms = \"{cpu_ms}\" }}\n",
-            spin.display(),
-            state.display()
-        );
+        let labels = format!("{{ cpu_ms = \"{cpu_ms}\" }}");
+        s += &spin_command(name, *cpu_ms, n, Some(&dir.join(name)), &labels);
     }
     s
 }
@@ -497,54 +484,30 @@ fn concurrent_claims_on_one_label_take_each_task_once() {
 /// `fixture-spin --cpu-ms CPU_MS`, n QEs. Set-up shared by the tests of
 /// workers stopped, killed or cut off in the middle of a Q@C.
 struct OneTask {
-    c: Cluster,
-    url: String,
-    dir: std::path::PathBuf,
+    lab: LabServer,
     label: &'static str,
 }
 
+impl std::ops::Deref for OneTask {
+    type Target = LabServer;
+    fn deref(&self) -> &LabServer {
+        &self.lab
+    }
+}
+
 impl OneTask {
-    fn new(name: &str, label: &'static str, cpu_ms: u32, n: u32) -> OneTask {
-        let c = Cluster::start(name);
-        let url = c.conninfo();
-        let dir = temp_path(name);
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let spec = dir.join("spec.toml");
-        std::fs::write(
-            &spec,
-            format!(
-                "name = \"{name}\"\nhosts = [\"{label}\"]\n[[command]]\nname = \"spin\"\nargv = [\"{}\", \"--cpu-ms\", \"{cpu_ms}\"]\nn = {n}\n",
-                fixture("fixture-spin").display()
-            ),
-        )
-        .unwrap();
-        assert!(ttp(&["lab", "init", "--lab", &url]).status.success());
-        assert!(
-            ttp(&["lab", "submit", spec.to_str().unwrap(), "--lab", &url])
-                .status
-                .success()
+    fn new(name: &str, label: &'static str, cpu_ms: u64, n: u32) -> OneTask {
+        let lab = LabServer::initialised(name);
+        lab.submit(
+            &(format!("name = \"{name}\"\nhosts = [\"{label}\"]\n")
+                + &spin_command("spin", cpu_ms, n, None, "")),
         );
-        OneTask { c, url, dir, label }
+        OneTask { lab, label }
     }
 
     /// A worker of the label, in the background, with more arguments.
     fn spawn_worker(&self, extra: &[&str]) -> std::process::Child {
-        Command::new(ttp_bin())
-            .args([
-                "lab",
-                "worker",
-                "--lab",
-                &self.url,
-                "--host-label",
-                self.label,
-            ])
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
+        self.lab.worker(self.label, extra)
     }
 
     /// Waits until the first QE is in the lab.
@@ -555,36 +518,6 @@ impl OneTask {
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
     }
-
-    fn psql(&self, sql: &str) -> String {
-        self.c.psql(sql)
-    }
-}
-
-/// Waits for a worker that ends on its own (`--max-tasks`); one still
-/// running after `secs` is killed and the test fails, instead of hanging.
-fn wait_or_kill(mut child: std::process::Child, secs: u64) -> std::process::Output {
-    let t0 = std::time::Instant::now();
-    while child.try_wait().expect("wait for the worker").is_none() {
-        if t0.elapsed().as_secs() >= secs {
-            let _ = child.kill();
-            let o = child.wait_with_output().unwrap();
-            panic!("the worker did not end within {secs} s: {}", stderr(&o));
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
-    child.wait_with_output().unwrap()
-}
-
-impl Drop for OneTask {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn signal(child: &std::process::Child, sig: i32) {
-    // SAFETY: signalling a process this test started.
-    assert_eq!(unsafe { libc::kill(child.id() as i32, sig) }, 0);
 }
 
 /// Ctrl-C of a worker in the middle of a Q@C: the task goes back to

@@ -14,16 +14,10 @@ use std::{
 };
 
 use common::{
-    pg::{Cluster, stderr, stdout, ttp},
+    lab::{LabServer, assert_refused, spin_command, wait_or_kill},
+    pg::{stderr, stdout, ttp},
     *,
 };
-
-fn assert_refused(o: &Output, needle: &str) {
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(o));
-    let e = stderr(o);
-    assert_eq!(e.trim().lines().count(), 1, "one line: {e}");
-    assert!(e.contains(needle), "{needle:?} in {e}");
-}
 
 fn ok(o: Output) -> String {
     assert!(o.status.success(), "{}", stderr(&o));
@@ -36,32 +30,21 @@ const HOSTS: [&str; 2] = ["alpha", "beta"];
 /// cardinalities (20 and 40 ms of CPU), 6 QEs each: enough for Step 3 to
 /// keep a Q@C and for the monotonicity checks to apply.
 fn spec(dir: &Path) -> String {
-    let spin = fixture("fixture-spin");
     let mut s = format!(
         "name = \"scan\"\nhosts = [\"{}\", \"{}\"]\n",
         HOSTS[0], HOSTS[1]
     );
     for card in [20, 40] {
-        let state = dir.join(format!("s{card}"));
-        std::fs::create_dir_all(&state).unwrap();
-        s += &format!(
-            "[[command]]\nname = \"spin{card}\"\nargv = [\"{}\", \"--cpu-ms\", \"{card}\", \"--state\", \"{}\"]\nn = 6\nlabels = {{ query = \"spin\", cardinality = \"{card}\" }}\n",
-            spin.display(),
-            state.display()
+        let labels = format!("{{ query = \"spin\", cardinality = \"{card}\" }}");
+        s += &spin_command(
+            &format!("spin{card}"),
+            card,
+            6,
+            Some(&dir.join(format!("s{card}"))),
+            &labels,
         );
     }
     s
-}
-
-/// Waits for a child, killed after `secs` (the test then fails on its
-/// status instead of hanging).
-fn wait_or_kill(mut child: std::process::Child, secs: u64) -> Output {
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(secs);
-    while child.try_wait().unwrap().is_none() && std::time::Instant::now() < until {
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
-    let _ = child.kill();
-    child.wait_with_output().unwrap()
 }
 
 /// The analyze document without the `source` of each Q@C (a file name or
@@ -79,50 +62,27 @@ fn analyze_lab_equals_analyze_of_the_exported_studies() {
         return;
     }
     let _serial = serial();
-    let c = Cluster::start("labstudy");
-    let url = c.conninfo();
-    let dir = temp_path("lab-study");
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    ok(ttp(&["lab", "init", "--lab", &url]));
-    let spec_path = dir.join("spec.toml");
-    std::fs::write(&spec_path, spec(&dir)).unwrap();
-    ok(ttp(&[
-        "lab",
-        "submit",
-        spec_path.to_str().unwrap(),
-        "--lab",
-        &url,
-    ]));
+    let lab = LabServer::initialised("labstudy");
+    let (c, url, dir) = (&lab.c, &lab.url, &lab.dir);
+    lab.submit(&spec(dir));
 
     // Nothing is done yet: analyze says so and exits 2.
     assert_refused(
-        &ttp(&["analyze", "--lab", &url, "--experiment", "scan"]),
+        &ttp(&["analyze", "--lab", url, "--experiment", "scan"]),
         "no finished Q@C",
     );
     // Progress followed while the workers run: not a terminal, so one
     // plain line per row that changed, and it ends by itself once nothing
     // is pending or running.
     let watch = Command::new(ttp_bin())
-        .args(["lab", "status", "--lab", &url, "--experiment", "scan"])
+        .args(["lab", "status", "--lab", url, "--experiment", "scan"])
         .args(["--watch", "--interval", "200ms"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("start lab status --watch");
-    let workers: Vec<_> = HOSTS
-        .iter()
-        .map(|h| {
-            Command::new(ttp_bin())
-                .args(["lab", "worker", "--lab", &url, "--host-label", h, "--once"])
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .expect("start a worker")
-        })
-        .collect();
+    let workers: Vec<_> = HOSTS.iter().map(|h| lab.worker(h, &["--once"])).collect();
     for w in workers {
         let o = w.wait_with_output().unwrap();
         assert!(o.status.success(), "worker: {}", stderr(&o));
@@ -161,7 +121,7 @@ fn analyze_lab_equals_analyze_of_the_exported_studies() {
     // sudo (SUDO_UID/SUDO_GID of nobody here).
     let out = dir.join("export");
     let o = Command::new(ttp_bin())
-        .args(["lab", "export", "--lab", &url, "--experiment", "scan"])
+        .args(["lab", "export", "--lab", url, "--experiment", "scan"])
         .arg("--out")
         .arg(&out)
         .arg("--json")
@@ -195,7 +155,7 @@ fn analyze_lab_equals_analyze_of_the_exported_studies() {
 
     // The check: analyze --lab prints what analyze of the
     // exported studies prints.
-    let from_lab = ok(ttp(&["analyze", "--lab", &url, "--experiment", "scan"]));
+    let from_lab = ok(ttp(&["analyze", "--lab", url, "--experiment", "scan"]));
     let from_files = ok(ttp(&["analyze", fs[0], fs[1]]));
     assert_eq!(from_lab, from_files);
     assert!(from_lab.contains("TTPv2"), "{from_lab}");
@@ -203,7 +163,7 @@ fn analyze_lab_equals_analyze_of_the_exported_studies() {
     let by_host = ok(ttp(&[
         "analyze",
         "--lab",
-        &url,
+        url,
         "--experiment",
         "scan",
         "--by-host",
@@ -223,7 +183,7 @@ fn analyze_lab_equals_analyze_of_the_exported_studies() {
     ok(ttp(&[
         "analyze",
         "--lab",
-        &url,
+        url,
         "--experiment",
         "scan",
         "--json",
@@ -272,7 +232,7 @@ fn analyze_lab_equals_analyze_of_the_exported_studies() {
 
     // Unknown experiment: one line, exit 2.
     assert_refused(
-        &ttp(&["analyze", "--lab", &url, "--experiment", "nope"]),
+        &ttp(&["analyze", "--lab", url, "--experiment", "nope"]),
         "no experiment \"nope\"",
     );
 
@@ -283,7 +243,7 @@ fn analyze_lab_equals_analyze_of_the_exported_studies() {
         "import",
         fs[0],
         "--lab",
-        &url,
+        url,
         "--experiment",
         "scan-copy",
         "--json",
@@ -300,20 +260,20 @@ fn analyze_lab_equals_analyze_of_the_exported_studies() {
         "import",
         fs[0],
         "--lab",
-        &url,
+        url,
         "--experiment",
         "scan-copy",
     ]));
     assert!(o.contains("nothing changed"), "{o}");
     // The original experiment already has these very Q@Cs: nothing to do.
-    let o = ok(ttp(&["lab", "import", fs[0], "--lab", &url]));
+    let o = ok(ttp(&["lab", "import", fs[0], "--lab", url]));
     assert!(o.contains("nothing changed"), "{o}");
     let copy = dir.join("copy");
     ok(ttp(&[
         "lab",
         "export",
         "--lab",
-        &url,
+        url,
         "--experiment",
         "scan-copy",
         "--out",
@@ -340,7 +300,7 @@ fn analyze_lab_equals_analyze_of_the_exported_studies() {
     std::fs::write(&altered, lines.join("\n") + "\n").unwrap();
     let before = c.psql("SELECT count(*) FROM ttp_lab_qes");
     assert_refused(
-        &ttp(&["lab", "import", altered.to_str().unwrap(), "--lab", &url]),
+        &ttp(&["lab", "import", altered.to_str().unwrap(), "--lab", url]),
         "other measurements",
     );
     assert_eq!(c.psql("SELECT count(*) FROM ttp_lab_qes"), before);
@@ -348,12 +308,11 @@ fn analyze_lab_equals_analyze_of_the_exported_studies() {
     // A task not done (here one more, pending) is no Q@C of the analysis,
     // and the paragraph says so instead of reading the experiment as whole.
     c.psql("INSERT INTO ttp_lab_tasks (experiment, key, host_label, payload) VALUES ('scan', 'extra', 'alpha', '{}')");
-    let o = ok(ttp(&["analyze", "--lab", &url, "--experiment", "scan"]));
+    let o = ok(ttp(&["analyze", "--lab", url, "--experiment", "scan"]));
     assert!(
         o.contains(
             "1 of the 3 tasks of host label alpha are not done (0 failed, 1 pending, 0 running)"
         ),
         "{o}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }

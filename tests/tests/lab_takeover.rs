@@ -7,41 +7,21 @@
 //! result is the only one) and A's own report.
 mod common;
 
-use std::{
-    process::{Child, Command, Output, Stdio},
-    time::{Duration, Instant},
-};
+use std::time::{Duration, Instant};
 
 use common::{
-    pg::{Cluster, stderr, ttp},
+    lab::{LabServer, signal, spin_command, wait_or_kill},
+    pg::{Cluster, stderr},
     *,
 };
 
 const N: u32 = 10;
 
-fn worker(url: &str, name: &str) -> Child {
-    Command::new(ttp_bin())
-        .args([
-            "lab",
-            "worker",
-            "--lab",
-            url,
-            "--host-label",
-            "alpha",
-            "--once",
-        ])
-        .args(["--lease", "3s", "--worker-name", name, "--json"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start a worker")
-}
-
-fn signal(child: &Child, sig: i32) {
-    // SAFETY: kill on the pid of a child this test started and has not
-    // yet waited for.
-    assert_eq!(unsafe { libc::kill(child.id() as i32, sig) }, 0);
+fn worker(lab: &LabServer, name: &str) -> std::process::Child {
+    lab.worker(
+        "alpha",
+        &["--once", "--lease", "3s", "--worker-name", name, "--json"],
+    )
 }
 
 /// Polls `sql` until it prints "t", for at most `secs`.
@@ -53,49 +33,27 @@ fn wait_for(c: &Cluster, sql: &str, secs: u64) {
     }
 }
 
-fn wait_or_kill(mut child: Child, secs: u64) -> Output {
-    let until = Instant::now() + Duration::from_secs(secs);
-    while child.try_wait().unwrap().is_none() && Instant::now() < until {
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let _ = child.kill();
-    child.wait_with_output().unwrap()
-}
-
 #[test]
 fn a_worker_whose_task_was_taken_over_stops_its_run() {
     if !root_or_skip("a_worker_whose_task_was_taken_over_stops_its_run") {
         return;
     }
     let _serial = serial();
-    let c = Cluster::start("labtake");
-    let url = c.conninfo();
-    let dir = temp_path("lab-takeover");
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let spec = dir.join("spec.toml");
-    std::fs::write(
-        &spec,
-        format!(
-            "name = \"long\"\nhosts = [\"alpha\"]\n[[command]]\nname = \"spin\"\nargv = [\"{}\", \"--cpu-ms\", \"500\", \"--state\", \"{}\"]\nn = {N}\n",
-            fixture("fixture-spin").display(),
-            dir.display()
-        ),
-    )
-    .unwrap();
-    assert!(ttp(&["lab", "init", "--lab", &url]).status.success());
-    let o = ttp(&["lab", "submit", spec.to_str().unwrap(), "--lab", &url]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    let lab = LabServer::initialised("labtake");
+    let c = &lab.c;
+    let spec = String::from("name = \"long\"\nhosts = [\"alpha\"]\n")
+        + &spin_command("spin", 500, N, Some(&lab.dir), "");
+    lab.submit(&spec);
 
-    let a = worker(&url, "w-a");
+    let a = worker(&lab, "w-a");
     // A has measured a QE: freeze it. Its QE in progress (a child of its
     // own) ends, and no heartbeat comes.
-    wait_for(&c, "SELECT count(*) >= 1 FROM ttp_lab_qes", 120);
+    wait_for(c, "SELECT count(*) >= 1 FROM ttp_lab_qes", 120);
     signal(&a, libc::SIGSTOP);
     let frozen_with = c.psql("SELECT count(*) FROM ttp_lab_qes WHERE attempt = 1");
-    wait_for(&c, "SELECT lease_until < now() FROM ttp_lab_tasks", 30);
-    let b = worker(&url, "w-b");
-    wait_for(&c, "SELECT count(*) = 1 FROM ttp_lab_takeovers", 30);
+    wait_for(c, "SELECT lease_until < now() FROM ttp_lab_tasks", 30);
+    let b = worker(&lab, "w-b");
+    wait_for(c, "SELECT count(*) = 1 FROM ttp_lab_takeovers", 30);
     signal(&a, libc::SIGCONT);
 
     let oa = wait_or_kill(a, 120);
@@ -133,5 +91,4 @@ fn a_worker_whose_task_was_taken_over_stops_its_run() {
         c.psql("SELECT count(*) FROM ttp_lab_qes WHERE attempt = 2"),
         N.to_string()
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }

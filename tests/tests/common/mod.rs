@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 mod beside;
 pub mod io_wake;
+pub mod lab;
 pub mod perf_own;
 pub mod pg;
 pub mod realpg;

@@ -49,12 +49,14 @@ pub struct InitArgs {
 }
 
 /// Register an experiment spec and expand it into tasks: one per
-/// [[command]] × host label. The same spec again changes nothing; a
+/// [[command]] × host label, or per query × cardinality × host label for
+/// `experiment`'s PostgreSQL spec. The same spec again changes nothing; a
 /// different spec under an existing name is refused.
 #[derive(Debug, clap::Args)]
 pub struct SubmitArgs {
-    /// The spec (TOML): name, hosts = [..], [[command]] name, argv, n,
-    /// cold_cache, labels.
+    /// The spec (TOML): name, hosts = [..], and [[command]] name, argv, n,
+    /// cold_cache, labels; or `experiment`'s keys (connection, n,
+    /// cardinalities, [data], [[query]] name, sql).
     pub spec: PathBuf,
     #[arg(long, value_name = "URL")]
     pub lab: String,
@@ -130,10 +132,17 @@ fn submit(a: SubmitArgs) -> anyhow::Result<()> {
             })
         );
     } else if new {
+        let what = match &spec.postgres {
+            Some(pg) => format!(
+                "{} queries × {} cardinalities",
+                pg.queries.len(),
+                pg.cardinalities.len()
+            ),
+            None => format!("{} commands", spec.command.len()),
+        };
         println!(
-            "experiment {:?} submitted: {tasks} tasks ({} commands × {} host labels)",
+            "experiment {:?} submitted: {tasks} tasks ({what} × {} host labels)",
             spec.name,
-            spec.command.len(),
             spec.hosts.len()
         );
     } else {

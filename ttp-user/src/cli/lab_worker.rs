@@ -21,7 +21,7 @@ use crate::{
         queue::{self, Claimed},
         retry::Backoff,
         schema,
-        spec::{CommandSpec, QUERY_LABEL},
+        spec::{CommandSpec, Payload, QUERY_LABEL, QueryTask},
     },
     sys::signals::StopFlag,
 };
@@ -61,6 +61,12 @@ pub struct WorkerArgs {
     /// be reached (the waits double from 1 s up to this, jittered).
     #[arg(long, default_value = "60s", value_parser = crate::report::units::parse_duration)]
     pub retry_cap: Duration,
+    /// This host's DBMS under test, for query specs (key=value pairs or
+    /// a postgresql:// URL, password included if it needs one); default:
+    /// the spec's `connection`. Each worker needs a DBMS under test (or a
+    /// database) of its own: a task replaces its tables.
+    #[arg(long, value_name = "CONN")]
+    pub postgres: Option<String>,
     /// Print a summary as JSON.
     #[arg(long)]
     pub json: bool,
@@ -167,6 +173,65 @@ fn run_args(key: &str, c: &CommandSpec, json: &Path) -> anyhow::Result<super::ru
     Ok(RunLine::try_parse_from(line)
         .map_err(|e| anyhow::anyhow!("{}", e.to_string().trim()))?
         .run)
+}
+
+/// The `run --postgres` arguments of a query task, as `experiment` runs
+/// its Q@C: `-n N [--cold-cache [--restart-cmd CMD]] --backoff B --timeout
+/// T --label query=Q --label cardinality=C --json FILE --postgres CONN
+/// --sql SQL`.
+fn query_run_args(q: &QueryTask, conn: &str, json: &Path) -> anyhow::Result<super::run::RunArgs> {
+    let e = &q.experiment;
+    let mut line: Vec<String> = vec!["run".into(), "-n".into(), e.n.to_string()];
+    if e.cold_cache {
+        line.push("--cold-cache".into());
+        if let Some(r) = &e.restart_cmd {
+            line.extend(["--restart-cmd".into(), r.clone()]);
+        }
+    }
+    // experiment's defaults (cli/experiment.rs), which are run's too.
+    line.extend([
+        "--backoff".into(),
+        e.backoff.clone().unwrap_or_else(|| "100ms".into()),
+        "--timeout".into(),
+        e.timeout.clone().unwrap_or_else(|| "20m".into()),
+    ]);
+    for (k, v) in q.labels() {
+        line.extend(["--label".into(), format!("{k}={v}")]);
+    }
+    line.extend([
+        "--json".into(),
+        json.display().to_string(),
+        "--postgres".into(),
+        conn.to_string(),
+        "--sql".into(),
+        q.query.sql.clone(),
+    ]);
+    Ok(RunLine::try_parse_from(line)
+        .map_err(|e| anyhow::anyhow!("{}", e.to_string().trim()))?
+        .run)
+}
+
+/// Makes the task's cardinality on the DBMS under test (the maximal table
+/// from the spec's seed when another spec made it, then the variable
+/// table), through `experiment`'s own code. A DBMS under test this worker
+/// cannot reach fails the task with one line, as a missing binary does.
+fn prepare_query(q: &QueryTask, conn: &str) -> anyhow::Result<()> {
+    use crate::pg::{Pg, experiment::prepare_cardinality};
+    let cannot = |e: String| {
+        anyhow::anyhow!(
+            "this worker cannot run the query spec: {e}; give the worker its DBMS under test with `lab worker --postgres CONN`"
+        )
+    };
+    let pg = Pg::new(conn).map_err(|e| cannot(e.to_string()))?;
+    let s = pg.connect().map_err(|e| cannot(e.to_string()))?;
+    prepare_cardinality(&s, &q.experiment, q.cardinality).map_err(|e| {
+        anyhow::anyhow!(
+            "populating {} at cardinality {} on {}: {e}",
+            q.experiment.data.table,
+            q.cardinality,
+            pg.target()
+        )
+    })
 }
 
 /// The QEs of a run JSON as (QE number, the run JSON's record).
@@ -403,7 +468,7 @@ fn run_one(
         task.attempt
     ));
     let lost = Arc::new(AtomicBool::new(false));
-    let outcome = run_task(&a.lab, name, a.lease, &task, &json, &lost, s.stop);
+    let outcome = run_task(a, name, &task, &json, &lost, s.stop);
     let qes = read_doc(&json).map(|d| qes_of(&d)).unwrap_or_default();
     let doc = read_doc(&json);
     // Until the lab has them, the QEs stay in the run's JSON.
@@ -491,35 +556,44 @@ fn run_one(
     Ok(true)
 }
 
-/// Runs one task with `run`, while a thread records its QEs as they come
-/// and renews the lease.
+/// Runs one task with `run` (a query task: `run --postgres` after its
+/// cardinality is made), while a thread records its QEs as they come and
+/// renews the lease.
 fn run_task(
-    url: &str,
+    a: &WorkerArgs,
     worker: &str,
-    lease: Duration,
     task: &Claimed,
     json: &Path,
     lost: &Arc<AtomicBool>,
     stop: &StopFlag,
 ) -> anyhow::Result<()> {
-    let c: CommandSpec = serde_json::from_str(&task.payload).context("the task's command")?;
-    let args = run_args(&task.key, &c, json)?;
+    let payload: Payload = serde_json::from_str(&task.payload).context("the task's payload")?;
     let done = Arc::new(AtomicBool::new(false));
     let follower = Follower {
-        url: url.to_string(),
+        url: a.lab.clone(),
         worker: worker.to_string(),
         task: task.clone(),
         json: json.to_path_buf(),
-        lease,
+        lease: a.lease,
         done: done.clone(),
         lost: lost.clone(),
         stop: stop.clone(),
     };
+    // The heartbeat runs from here: making a large cardinality may take
+    // longer than a lease.
     let follower = std::thread::spawn(move || follower.run());
-    let r = {
+    let r = (|| {
+        let args = match &payload {
+            Payload::Command(c) => run_args(&task.key, c, json)?,
+            Payload::Query(q) => {
+                let conn = a.postgres.as_deref().unwrap_or(&q.experiment.connection);
+                prepare_query(q, conn)?;
+                query_run_args(q, conn, json)?
+            }
+        };
         let _log = StdoutToStderr::new();
         super::run::run(args)
-    };
+    })();
     done.store(true, Ordering::SeqCst);
     let _ = follower.join();
     r
@@ -601,6 +675,25 @@ mod tests {
         };
         let a = run_args("s20", &c, Path::new("/tmp/x.json")).unwrap();
         assert_eq!(a.labels, ["cardinality=20", "query=spin"]);
+    }
+
+    /// A query task becomes `run --postgres` with `experiment`'s labels
+    /// and its n, back-off and timeout.
+    #[test]
+    fn a_query_task_becomes_run_postgres() {
+        let text = "name = \"e\"\nhosts = [\"a\"]\nconnection = \"host=/tmp port=5\"\nn = 3\ntimeout = \"5s\"\ncardinalities = [10]\n[data]\ngenerate = \"SELECT 1\"\n[[query]]\nname = \"q\"\nsql = \"SELECT 2\"\n";
+        let spec = crate::lab::spec::LabSpec::parse(text).unwrap();
+        let Payload::Query(q) = &spec.tasks()[0].payload else {
+            panic!("a query task")
+        };
+        let a = query_run_args(q, "host=/x port=7", Path::new("/tmp/x.json")).unwrap();
+        assert_eq!(a.n, 3);
+        assert_eq!(a.postgres.as_deref(), Some("host=/x port=7"));
+        assert_eq!(a.sql.as_deref(), Some("SELECT 2"));
+        assert_eq!(a.labels, ["cardinality=10", "query=q"]);
+        assert_eq!(a.timeout, Duration::from_secs(5));
+        assert_eq!(a.backoff, Duration::from_millis(100));
+        assert!(!a.cold_cache && a.command.is_empty());
     }
 
     #[test]

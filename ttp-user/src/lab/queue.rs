@@ -52,7 +52,7 @@ pub fn submit(lab: &mut Lab, spec: &LabSpec) -> anyhow::Result<Submitted> {
     }
     let ins = "INSERT INTO ttp_lab_tasks (experiment, key, host_label, payload) VALUES ($1, $2, $3, $4::text::jsonb)";
     for t in &tasks {
-        let payload = serde_json::to_string(&t.command)?;
+        let payload = serde_json::to_string(&t.payload)?;
         rt.block_on(tx.execute(ins, &[&spec.name, &t.key, &t.host_label, &payload]))
             .map_err(|e| err(&target, ins, e))?;
     }
@@ -77,7 +77,7 @@ pub struct Claimed {
     pub experiment: String,
     pub key: String,
     pub attempt: i32,
-    /// The task's command (`spec::CommandSpec` as JSON).
+    /// What the task runs (`spec::Payload` as JSON).
     pub payload: String,
     /// Set when the task was taken over from a worker whose lease expired.
     pub taken_over: Option<Takeover>,

@@ -1,11 +1,14 @@
-//! A lab experiment spec: commands to time with TTPv2's `run`, each on
-//! every host label (docs/lab.md, "Specs"), and its expansion into tasks.
-//! The spec is stored as canonical JSON with its SHA-256, which is how a
-//! resubmission is told apart from a changed spec.
+//! A lab experiment spec: commands to time with TTPv2's `run`, or
+//! `experiment`'s PostgreSQL queries × cardinalities, each on every host
+//! label (docs/lab.md, "Specs"), and its expansion into tasks. The spec is
+//! stored as canonical JSON with its SHA-256, which is how a resubmission
+//! is told apart from a changed spec.
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+
+use crate::pg::experiment::{QuerySpec, Spec as PgSpec};
 
 /// `SPEC.toml` of `lab submit`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -18,6 +21,11 @@ pub struct LabSpec {
     /// The commands, each one Q@C of `run`.
     #[serde(default)]
     pub command: Vec<CommandSpec>,
+    /// `experiment`'s PostgreSQL spec (queries × cardinalities), each Q@C
+    /// one task; absent from a command spec's JSON, whose hash stays what
+    /// it was before query specs were accepted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub postgres: Option<PgSpec>,
 }
 
 /// One `[[command]]`: a Q@C of `ttp-ebpf run -n N [--cold-cache] -- ARGV`.
@@ -46,44 +54,137 @@ fn default_n() -> u32 {
     10
 }
 
-/// One task of the queue: a command on one host label.
+/// One query at one cardinality of a query spec: what a worker needs to
+/// populate its DBMS under test and measure the Q@C with `run --postgres`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueryTask {
+    pub query: QuerySpec,
+    pub cardinality: u64,
+    /// The experiment's spec: connection, data section, n, cold_cache,
+    /// timeouts.
+    pub experiment: PgSpec,
+}
+
+impl QueryTask {
+    /// The Q@C's labels, as `experiment` gives them (TTPv2 Fig. 2: one
+    /// query at one cardinality).
+    pub fn labels(&self) -> BTreeMap<String, String> {
+        [
+            (QUERY_LABEL.to_string(), self.query.name.clone()),
+            (CARDINALITY_LABEL.to_string(), self.cardinality.to_string()),
+        ]
+        .into()
+    }
+}
+
+/// The label that names a query's cardinality.
+pub const CARDINALITY_LABEL: &str = "cardinality";
+
+/// What a task runs, as stored in its payload. A command task's payload
+/// is the command itself, as it always was.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Payload {
+    Query(Box<QueryTask>),
+    Command(CommandSpec),
+}
+
+/// One task of the queue: a command, or a query at a cardinality, on one
+/// host label.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TaskSpec {
     pub key: String,
     pub host_label: String,
-    pub command: CommandSpec,
+    pub payload: Payload,
+}
+
+/// The task key of a query at a cardinality: its labels as a Q@C name
+/// (`cardinality=1000 query=q1`), the key `lab import` gives such a Q@C.
+pub fn query_key(q: &QueryTask) -> String {
+    crate::protocol::ttpv2::model::qc_name(&q.labels(), None)
+}
+
+/// Keys of an `experiment` spec, which a query spec is.
+const QUERY_SPEC_KEYS: [&str; 3] = ["query", "cardinalities", "data"];
+
+/// A query spec: `experiment`'s TOML with `name` and `hosts`. The seed of
+/// the maximal table, when the spec gives none, is drawn from the spec
+/// itself (its hash), so that every host generates the same data (TTPv2
+/// Sec. 3.2.1) and the same text submitted again is the same experiment.
+fn parse_query_spec(mut table: toml::Table) -> Result<LabSpec, String> {
+    let hosts = table
+        .remove("hosts")
+        .ok_or("`hosts` is missing: list the host labels the queries run on")?;
+    let hosts: Vec<String> = hosts
+        .try_into()
+        .map_err(|_| "`hosts` must be a list of host labels".to_string())?;
+    let name = match table.get("name") {
+        Some(toml::Value::String(s)) => s.clone(),
+        Some(_) => return Err("`name` must be a string".into()),
+        None => return Err("`name` is missing: give the experiment a name".into()),
+    };
+    if table.contains_key("command") {
+        return Err("a spec holds either [[command]]s or queries × cardinalities, not both".into());
+    }
+    let mut pg = PgSpec::from_table(table).map_err(|e| one_line(&e.to_string()))?;
+    let conn =
+        crate::pg::session::parse_config(&pg.connection).map_err(|e| one_line(&e.to_string()))?;
+    if conn.get_password().is_some() {
+        return Err(
+            "`connection` holds a password, which the lab would store and show: give it to each worker's `lab worker --postgres` instead".into(),
+        );
+    }
+    pg.name = None;
+    if pg.data.seed.is_none() {
+        let unseeded = LabSpec {
+            name: name.clone(),
+            hosts: hosts.clone(),
+            command: Vec::new(),
+            postgres: Some(pg.clone()),
+        };
+        let h = Sha256::digest(unseeded.canonical_json().as_bytes());
+        let seed = u32::from_be_bytes([h[0], h[1], h[2], h[3]]) & 0x7fff_ffff;
+        pg.data.seed = Some(u64::from(seed));
+    }
+    Ok(LabSpec {
+        name,
+        hosts,
+        command: Vec::new(),
+        postgres: Some(pg),
+    })
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 impl LabSpec {
     /// Reads and checks a spec; the error is one line saying what to fix.
     pub fn parse(text: &str) -> Result<LabSpec, String> {
         // `experiment`'s PostgreSQL spec (queries × cardinalities) is
-        // recognised by its own keys and named, not met with "unknown
-        // field".
-        if let Ok(table) = text.parse::<toml::Table>()
-            && ["query", "cardinalities", "data"]
-                .iter()
-                .any(|k| table.contains_key(*k))
-        {
-            return Err(
-                "this is an `experiment` spec (queries × cardinalities); lab submit takes command specs ([[command]] name, argv, n) so far".into(),
-            );
-        }
-        let spec: LabSpec = toml::from_str(text).map_err(|e| {
-            e.to_string()
-                .split_whitespace()
-                .collect::<Vec<_>>()
-                .join(" ")
-        })?;
+        // recognised by its own keys.
+        let spec = match text.parse::<toml::Table>() {
+            Ok(table) if QUERY_SPEC_KEYS.iter().any(|k| table.contains_key(*k)) => {
+                parse_query_spec(table)?
+            }
+            _ => {
+                let spec: LabSpec = toml::from_str(text).map_err(|e| one_line(&e.to_string()))?;
+                if spec.postgres.is_some() {
+                    return Err("`postgres` is no key of a spec: write the queries × cardinalities as `experiment` does ([[query]], cardinalities, [data])".into());
+                }
+                spec
+            }
+        };
         if spec.name.trim().is_empty() {
             return Err("`name` is empty: give the experiment a name".into());
         }
         if spec.hosts.is_empty() || spec.hosts.iter().any(|h| h.trim().is_empty()) {
             return Err("`hosts` must list at least one non-empty host label".into());
         }
-        if spec.command.is_empty() {
+        if spec.command.is_empty() && spec.postgres.is_none() {
             return Err(
-                "no [[command]]: lab submit takes command specs ([[command]] name, argv, n)".into(),
+                "no [[command]] and no [[query]]: give commands ([[command]] name, argv, n) or queries × cardinalities as `experiment` does".into(),
             );
         }
         let mut seen = std::collections::BTreeSet::new();
@@ -146,15 +247,33 @@ impl LabSpec {
             .find(|c| c.argv == argv && c.labels.iter().all(|(k, v)| labels.get(k) == Some(v)))
     }
 
-    /// One task per command × host label.
+    /// One task per command × host label, or per query × cardinality ×
+    /// host label (cardinality by cardinality, in the spec's order, as
+    /// `experiment` runs them).
     pub fn tasks(&self) -> Vec<TaskSpec> {
-        self.command
+        let mut work: Vec<(String, Payload)> = self
+            .command
             .iter()
-            .flat_map(|c| {
+            .map(|c| (c.name.clone(), Payload::Command(c.clone())))
+            .collect();
+        if let Some(pg) = &self.postgres {
+            for &cardinality in &pg.cardinalities {
+                for q in &pg.queries {
+                    let t = QueryTask {
+                        query: q.clone(),
+                        cardinality,
+                        experiment: pg.clone(),
+                    };
+                    work.push((query_key(&t), Payload::Query(Box::new(t))));
+                }
+            }
+        }
+        work.iter()
+            .flat_map(|(key, p)| {
                 self.hosts.iter().map(|h| TaskSpec {
-                    key: c.name.clone(),
+                    key: key.clone(),
                     host_label: h.clone(),
-                    command: c.clone(),
+                    payload: p.clone(),
                 })
             })
             .collect()
@@ -194,7 +313,10 @@ labels = { size = "1" }
                 ("long", "hdd-4c")
             ]
         );
-        assert_eq!(t[2].command.n, 10, "n defaults to run's 10");
+        let Payload::Command(c) = &t[2].payload else {
+            panic!("a command task")
+        };
+        assert_eq!(c.n, 10, "n defaults to run's 10");
     }
 
     #[test]
@@ -264,6 +386,12 @@ labels = { query = "spin", cardinality = "40" }
 
     #[test]
     fn bad_specs_are_one_line() {
+        let unsafe_pw =
+            format!("hosts = [\"a\"]\n{QSPEC}").replace("user=me", "user=me password=s");
+        let no_n = format!("hosts = [\"a\"]\n{QSPEC}").replace("n = 6", "n = 0");
+        let both =
+            format!("hosts = [\"a\"]\n{QSPEC}\n[[command]]\nname=\"a\"\nargv=[\"/bin/true\"]");
+        let smuggled = "name = \"x\"\nhosts = [\"a\"]\n[[command]]\nname=\"a\"\nargv=[\"/bin/true\"]\n[postgres]\nconnection = \"\"";
         for (text, needle) in [
             (
                 "name = \"x\"\nhosts = []\n[[command]]\nname=\"a\"\nargv=[\"/bin/true\"]",
@@ -278,12 +406,87 @@ labels = { query = "spin", cardinality = "40" }
             ("name = ", "line 1"),
             (
                 "name = \"x\"\nconnection = \"\"\ncardinalities = [1]\n[data]\n[[query]]\nname = \"q\"\nsql = \"SELECT 1\"",
-                "`experiment` spec",
+                "hosts",
             ),
+            (QSPEC, "hosts"),
+            (&no_n, "n must be"),
+            (&unsafe_pw, "password"),
+            (&both, "not both"),
+            (smuggled, "postgres"),
         ] {
             let e = LabSpec::parse(text).unwrap_err();
             assert!(e.contains(needle), "{text:?}: {e}");
             assert!(!e.contains('\n'), "{e}");
         }
+    }
+
+    /// `experiment`'s spec of docs/experiment.md with the lab's `hosts`.
+    const QSPEC: &str = r#"name = "scan"
+connection = "host=/tmp port=5432 user=me dbname=db"
+n = 6
+cardinalities = [1000, 4000, 2000]
+
+[data]
+generate = "SELECT g AS id FROM generate_series(1, {max_cardinality}) g"
+
+[[query]]
+name = "q1"
+sql = "SELECT count(*) FROM ttp_var"
+
+[[query]]
+name = "q2"
+sql = "SELECT max(id) FROM ttp_var"
+"#;
+
+    /// Catches a query spec expanded into the wrong tasks (not one per
+    /// query × cardinality × host label, or keyed other than `lab import`
+    /// keys such a Q@C), and a seed that differs between two submissions
+    /// of the same text (hosts would generate different data, and the
+    /// resubmission would be refused as a changed spec).
+    #[test]
+    fn a_query_spec_is_one_task_per_query_cardinality_and_host() {
+        let text = format!("hosts = [\"a\", \"b\"]\n{QSPEC}");
+        let s = LabSpec::parse(&text).unwrap();
+        let t = s.tasks();
+        assert_eq!(t.len(), 2 * 3 * 2);
+        assert_eq!(t[0].key, "cardinality=1000 query=q1");
+        assert_eq!(t[0].host_label, "a");
+        assert_eq!(t[1].host_label, "b");
+        assert_eq!(t[11].key, "cardinality=2000 query=q2");
+        let Payload::Query(q) = &t[11].payload else {
+            panic!("a query task")
+        };
+        assert_eq!(
+            (q.query.name.as_str(), q.cardinality, q.experiment.n),
+            ("q2", 2000, 6)
+        );
+        let seed = s.postgres.as_ref().unwrap().data.seed.unwrap();
+        assert!(seed < 1 << 31);
+        let again = LabSpec::parse(&text).unwrap();
+        assert_eq!(again.hash(), s.hash());
+        let seeded = LabSpec::parse(&text.replace("[data]", "[data]\nseed = 7")).unwrap();
+        assert_eq!(seeded.postgres.unwrap().data.seed, Some(7));
+        let other = LabSpec::parse(&text.replace("max(id)", "min(id)")).unwrap();
+        assert_ne!(other.hash(), s.hash());
+        // The payload reads back as what it was, and an old command
+        // payload still reads as a command.
+        let json = serde_json::to_string(&t[11].payload).unwrap();
+        assert_eq!(
+            serde_json::from_str::<Payload>(&json).unwrap(),
+            t[11].payload
+        );
+        let old = r#"{"name":"x","argv":["/bin/true"],"n":3,"cold_cache":false,"labels":{}}"#;
+        assert!(matches!(
+            serde_json::from_str::<Payload>(old).unwrap(),
+            Payload::Command(_)
+        ));
+    }
+
+    /// A command spec's stored JSON (and so the hash a lab already holds
+    /// for it) has no trace of query specs.
+    #[test]
+    fn a_command_spec_keeps_its_json() {
+        let s = LabSpec::parse(SPEC).unwrap();
+        assert!(!s.canonical_json().contains("postgres"));
     }
 }

@@ -114,6 +114,16 @@ impl Spec {
         Ok(spec)
     }
 
+    /// Reads and checks a specification already parsed as TOML (`lab
+    /// submit` takes the lab's own keys out first).
+    pub fn from_table(table: toml::Table) -> Result<Spec, SpecError> {
+        let spec: Spec = toml::Value::Table(table)
+            .try_into()
+            .map_err(|e: toml::de::Error| SpecError::Toml(e.to_string()))?;
+        spec.validate()?;
+        Ok(spec)
+    }
+
     fn validate(&self) -> Result<(), SpecError> {
         let bad = |m: String| Err(SpecError::Invalid(m));
         if self.n == 0 {
@@ -246,6 +256,56 @@ pub fn populate_table(s: &Session, spec: &Spec, cardinality: u64) -> Result<u64,
         log::warn!("CHECKPOINT after populating {}: {e}", d.table);
     }
     count(s, &d.table)
+}
+
+/// What the maximal table was made from (generate, rows, seed), kept as
+/// its comment so that a host which measures the Q@Cs of a spec one at a
+/// time (a lab worker) rebuilds it only when another spec made it.
+pub fn max_table_mark(spec: &Spec, seed: u64) -> String {
+    use sha2::{Digest, Sha256};
+    let made = format!("{}\n{}\n{seed}", spec.data.generate, spec.max_cardinality());
+    let h: String = Sha256::digest(made.as_bytes())
+        .iter()
+        .take(16)
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("ttp maximal table {h}")
+}
+
+/// Makes the variable table of `spec` at `cardinality` on this DBMS under
+/// test, as `experiment` does before the Q@Cs of a cardinality: the
+/// maximal table (generated from the recorded seed, Sec. 3.2.1) when it
+/// is missing or was made from anything else, then the variable table.
+/// Errors are one line: what failed and what to fix.
+pub fn prepare_cardinality(s: &Session, spec: &Spec, cardinality: u64) -> Result<(), String> {
+    let seed = spec.data.seed.unwrap_or(0);
+    let mark = max_table_mark(spec, seed);
+    let d = &spec.data;
+    let pg = |e: PgError| e.to_string();
+    let have = s
+        .scalar(&format!(
+            "SELECT obj_description(to_regclass('{}'), 'pg_class')",
+            d.max_table
+        ))
+        .map_err(pg)?;
+    if have.as_deref() != Some(mark.as_str()) || !max_table_ready(s, spec).map_err(pg)? {
+        let rows = build_max_table(s, spec, seed).map_err(pg)?;
+        if rows < spec.max_cardinality() {
+            return Err(format!(
+                "data.generate made {rows} rows, fewer than the {} needed; use {{max_cardinality}} in it",
+                spec.max_cardinality()
+            ));
+        }
+        s.batch(&format!("COMMENT ON TABLE {} IS '{mark}'", d.max_table))
+            .map_err(pg)?;
+    }
+    let rows = populate_table(s, spec, cardinality).map_err(pg)?;
+    if rows != cardinality {
+        return Err(format!(
+            "data.populate made {rows} rows at cardinality {cardinality}; it must make exactly {{cardinality}}"
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
