@@ -14,7 +14,9 @@ use std::{
 use common::{pg::Cluster, *};
 use ttp_user::{
     probe::{AttachOptions, Ledger, statements::StatementProbes, usdt},
-    protocol::statements::{GroupBy, Statement, WAIT_PROBES, fingerprint::fingerprint, group},
+    protocol::statements::{
+        Detail, GroupBy, Statement, WAIT_PROBES, fingerprint::fingerprint, group, requested_waits,
+    },
 };
 
 const PGSS: &str = "-c shared_preload_libraries=pg_stat_statements";
@@ -124,8 +126,16 @@ fn pgbench_statements_match_pg_stat_statements_and_schedstat() {
         ..Default::default()
     })
     .expect("ledger");
-    let mut sp = StatementProbes::attach(&mut ledger, &binary, &probes, &WAIT_PROBES)
-        .expect("statement probes attach");
+    // The default probe set plus the executor pair (what `--pgss` attaches):
+    // what the calls, execute-time and on-CPU checks below need.
+    let mut sp = StatementProbes::attach(
+        &mut ledger,
+        &binary,
+        &probes,
+        &WAIT_PROBES,
+        &requested_waits(&[Detail::Execute]),
+    )
+    .expect("statement probes attach");
     let mut all: Vec<Statement> = Vec::new();
     // Let statements under way at attach finish.
     std::thread::sleep(Duration::from_millis(200));
@@ -142,6 +152,7 @@ fn pgbench_statements_match_pg_stat_statements_and_schedstat() {
     std::thread::sleep(Duration::from_millis(200));
     sp.drain(|r| all.push(r.into()));
     let stats = sp.stats().unwrap();
+    let available = sp.available;
     drop(sp);
     drop(ledger);
     let _ = bench.wait();
@@ -165,7 +176,7 @@ fn pgbench_statements_match_pg_stat_statements_and_schedstat() {
             .filter(|s| s.done_ns() >= from && s.done_ns() <= to && fingerprint(&s.text) == key)
             .count() as u64
     };
-    let groups = group(&inside, GroupBy::Fingerprint, &sp_available());
+    let groups = group(&inside, GroupBy::Fingerprint, &available);
     let mut checked = 0;
     for g in &groups {
         let (c1, e1) = after.get(&g.key).copied().unwrap_or_default();
@@ -231,11 +242,6 @@ fn pgbench_statements_match_pg_stat_statements_and_schedstat() {
     assert!(stmt_cpu as f64 <= sched as f64 * 1.02);
 }
 
-fn sp_available() -> [bool; ttp_common::statements::WAITS] {
-    // Debian's PostgreSQL 15 has every pair.
-    [true; ttp_common::statements::WAITS]
-}
-
 /// psql reading commands from a pipe (one session).
 struct Session {
     child: std::process::Child,
@@ -283,24 +289,28 @@ fn poll(c: &Cluster, sql: &str) -> String {
     }
 }
 
-/// `statements --pid PM --duration D --json DIR/NAME` on cluster `c`,
-/// started and attached; returns the child and the JSON path.
+/// `statements --pid PM --duration D --json DIR/NAME [extra]` on cluster
+/// `c`, started and attached; returns the child and the JSON path.
 fn statements_attached(
     c: &Cluster,
     pm: u32,
     duration: &str,
     name: &str,
+    extra: &[&str],
 ) -> (std::process::Child, std::path::PathBuf) {
     let json = c.dir.join(name);
-    let ttp = ttp_attached(&[
+    let pm = pm.to_string();
+    let mut args = vec![
         "statements",
         "--pid",
-        &pm.to_string(),
+        &pm,
         "--duration",
         duration,
         "--json",
         json.to_str().unwrap(),
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    let ttp = ttp_attached(&args);
     (ttp, json)
 }
 
@@ -342,7 +352,7 @@ fn lock_wait_of_a_blocked_update() {
     c.psql("CREATE TABLE pgbench_branches (bid int primary key, bbalance int)");
     c.psql("INSERT INTO pgbench_branches VALUES (1, 0)");
     let pm = c.postmaster_pid();
-    let (ttp, json) = statements_attached(&c, pm, "6s", "lock.json");
+    let (ttp, json) = statements_attached(&c, pm, "6s", "lock.json", &[]);
     let mut holder = Session::open(&c);
     // The commit timestamp is taken before the commit's WAL flush, and the
     // lock is released after it: without waiting for the flush, the
@@ -457,7 +467,7 @@ fn on_cpu_of_cpu_bound_statements_matches_schedstat() {
     let _serial = serial();
     let c = Cluster::start("stmt-cpu");
     let pm = c.postmaster_pid();
-    let (ttp, json) = statements_attached(&c, pm, "8s", "cpu.json");
+    let (ttp, json) = statements_attached(&c, pm, "8s", "cpu.json", &[]);
     let (mut s, backend) = idle_session(&c, "ttpcpu", &[]);
     let r0 = schedstat(backend).0;
     for n in [1_000_000, 2_000_000, 3_000_000] {
@@ -498,6 +508,44 @@ fn on_cpu_of_cpu_bound_statements_matches_schedstat() {
         g["unattributed_ns"].as_i64().unwrap().unsigned_abs() as f64 <= 0.02 * n("elapsed_ns"),
         "elapsed not covered by the components"
     );
+    // Without --detail the per-page and per-lock pairs are not attached:
+    // absent from the groups (never 0) and named with the option that
+    // measures them; the default pairs are measured.
+    for label in ["buffer_read", "lwlock_wait", "smgr_read", "execute"] {
+        assert!(g["waits"].get(label).is_none(), "{label} reported");
+    }
+    assert!(g["waits"].get("lock_wait").is_some());
+    let probe = |name: &str| {
+        doc["probes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == name)
+            .unwrap_or_else(|| panic!("{name} listed"))
+            .clone()
+    };
+    assert_eq!(
+        probe("buffer__read__start")["not_measured_without"],
+        "buffers"
+    );
+    assert_eq!(
+        probe("lwlock__wait__done")["not_measured_without"],
+        "lwlock"
+    );
+    assert_eq!(
+        probe("query__execute__start")["not_measured_without"],
+        "execute"
+    );
+    assert!(
+        probe("lock__wait__start")
+            .get("not_measured_without")
+            .is_none()
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("run with --detail buffers,execute,lwlock,smgr"),
+        "{text}"
+    );
 }
 
 /// A cold `SELECT count(*)` over a table 4× shared_buffers, after a server
@@ -528,7 +576,7 @@ fn cold_count_reads_every_page_with_iowait() {
     unsafe { libc::sync() };
     std::fs::write("/proc/sys/vm/drop_caches", "3").expect("drop the page cache");
     let pm = c.postmaster_pid();
-    let (ttp, json) = statements_attached(&c, pm, "8s", "cold.json");
+    let (ttp, json) = statements_attached(&c, pm, "8s", "cold.json", &["--detail", "buffers,smgr"]);
     // Parallel workers run no query__start of their own: their reads would
     // not be the statement's (docs/statements.md, limits).
     let (mut s, backend) =

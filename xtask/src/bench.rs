@@ -16,6 +16,7 @@ use crate::{setup, util};
 mod cost;
 mod serve;
 mod soak;
+mod statements;
 mod vprofile;
 
 #[derive(Subcommand)]
@@ -63,6 +64,20 @@ pub enum Which {
         /// Root invocations per run.
         #[arg(long, default_value_t = 200_000)]
         invocations: u64,
+    },
+    /// Cost of `statements` to a PostgreSQL server under `pgbench -S`: CPU
+    /// per transaction (server + pgbench) and TPS without ttp, with the
+    /// default probes and with `--detail all`, interleaved rounds.
+    Statements {
+        /// Interleaved rounds (each: without, default, --detail all).
+        #[arg(long, default_value_t = 5)]
+        rounds: u32,
+        /// Seconds per pgbench run.
+        #[arg(long, default_value_t = 10)]
+        seconds: u32,
+        /// pgbench clients.
+        #[arg(long, default_value_t = 4)]
+        clients: u32,
     },
     /// `serve --group-by unit --interval 10s`, scraped every 10 s for a
     /// while: its userspace CPU share, peak RSS and scrape size.
@@ -138,6 +153,11 @@ pub fn run(which: Which) -> anyhow::Result<()> {
             storm_every,
         } => soak::bench(duration, every, churn, keep_exited, storm_every),
         Which::Serve { duration } => serve::bench(duration),
+        Which::Statements {
+            rounds,
+            seconds,
+            clients,
+        } => statements::bench(rounds, seconds, clients),
     }
 }
 

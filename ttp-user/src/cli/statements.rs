@@ -14,9 +14,9 @@ use crate::{
         usdt::{self, UsdtError},
     },
     protocol::statements::{
-        GroupBy, SCHEMA, Statement, WAIT_PROBES, crosscheck,
+        Detail, GroupBy, SCHEMA, Statement, WAIT_PROBES, crosscheck, detail_of,
         document::{ProbeAvailability, ProbeCounts, StatementsReport, TrancheRow},
-        group,
+        group, requested_waits,
     },
     report::{
         atomic,
@@ -67,6 +67,13 @@ pub struct Args {
     /// window and show its calls and execution time beside ttp's.
     #[arg(long, value_name = "CONNINFO")]
     pub pgss: Option<String>,
+    /// Also attach the wait probes that fire per page, per contended lock
+    /// or per execution (buffer reads, LWLock waits, storage-manager reads,
+    /// executor run; --pgss adds execute). Each hit costs a uprobe trap:
+    /// without them a pgbench -S statement has 2 hits, with all about 13
+    /// (docs/benchmarks.md). Comma-separated.
+    #[arg(long, value_enum, value_delimiter = ',', value_name = "LIST")]
+    pub detail: Vec<Detail>,
 }
 
 /// pg_stat_statements at one instant, or why it could not be read.
@@ -101,8 +108,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         ..Default::default()
     })?;
     let stop = session.stop_flag()?;
-    let mut sp = match StatementProbes::attach(&mut session.ledger, &binary, &probes, &WAIT_PROBES)
-    {
+    // The cross-check compares the executor pair with total_exec_time.
+    let mut details = args.detail.clone();
+    if args.pgss.is_some() {
+        details.push(Detail::Execute);
+    }
+    let mut sp = match StatementProbes::attach(
+        &mut session.ledger,
+        &binary,
+        &probes,
+        &WAIT_PROBES,
+        &requested_waits(&details),
+    ) {
         Ok(sp) => sp,
         Err(e @ StatementsProbeError::Missing { .. }) => return usage(e.to_string()),
         Err(StatementsProbeError::Probe(e)) => return Err(probe_error_ctx(e)),
@@ -332,6 +349,15 @@ fn build_report(
             name: s.name.clone(),
             sites: s.sites,
             available: s.sites > 0,
+            not_measured_without: (s.sites > 0 && !s.attached)
+                .then(|| {
+                    WAIT_PROBES
+                        .iter()
+                        .find(|(_, a, b)| *a == s.name || *b == s.name)
+                        .and_then(|(label, _, _)| detail_of(label))
+                        .map(str::to_string)
+                })
+                .flatten(),
         })
         .collect();
     Ok(StatementsReport {

@@ -44,8 +44,10 @@ pub enum StatementsProbeError {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ProbeSites {
     pub name: String,
-    /// Sites attached (0: the binary lacks the probe).
+    /// Sites in the binary (0: the binary lacks the probe).
     pub sites: usize,
+    /// Whether they were attached (an opt-in pair not asked for is not).
+    pub attached: bool,
 }
 
 /// The attached probes and their maps. Dropping it detaches every site
@@ -55,25 +57,27 @@ pub struct StatementProbes {
     ring: RingBuf<MapData>,
     tranches: PerCpuHashMap<MapData, u64, Tranche>,
     stats: PerCpuArray<MapData, Stats>,
-    /// Whether the binary has both probes of each wait pair.
+    /// Whether both probes of each wait pair are in the binary and attached.
     pub available: [bool; WAITS],
     pub sites: Vec<ProbeSites>,
 }
 
-/// (probe name, kind, whether its first argument is read).
+/// (probe name, kind, whether its first argument is read, whether it is
+/// attached).
 fn wanted(
     waits: &[(&'static str, &'static str, &'static str); WAITS],
-) -> Vec<(&'static str, u32, bool)> {
+    requested: &[bool; WAITS],
+) -> Vec<(&'static str, u32, bool, bool)> {
     let mut v = vec![
-        ("query__done", kind::QUERY_DONE, false),
-        ("query__start", kind::QUERY_START, true),
+        ("query__done", kind::QUERY_DONE, false, true),
+        ("query__start", kind::QUERY_START, true, true),
     ];
     for (i, (label, start, done)) in waits.iter().enumerate() {
         let k = kind::WAIT_BASE + 2 * i as u32;
         // Done first: a done whose start was not seen is ignored, a start
         // whose done is missing would leave a wait open.
-        v.push((done, k + 1, false));
-        v.push((start, k, *label == "lwlock_wait"));
+        v.push((done, k + 1, false, requested[i]));
+        v.push((start, k, *label == "lwlock_wait", requested[i]));
     }
     v
 }
@@ -98,12 +102,13 @@ fn arg_cookie(p: &UsdtProbe) -> (u32, u32, i32) {
 impl StatementProbes {
     /// Loads the program in `ledger`'s object and attaches it at every site
     /// of the probes `statements` reads. `waits`: the wait pairs, in
-    /// `Record::waits_ns` order.
+    /// `Record::waits_ns` order; `requested[i]`: attach pair `i`.
     pub fn attach(
         ledger: &mut Ledger,
         binary: &Path,
         probes: &[UsdtProbe],
         waits: &[(&'static str, &'static str, &'static str); WAITS],
+        requested: &[bool; WAITS],
     ) -> Result<Self, StatementsProbeError> {
         let bin = binary.display().to_string();
         for name in ["query__start", "query__done"] {
@@ -131,9 +136,13 @@ impl StatementProbes {
             .as_fd();
         let mut links = Vec::new();
         let mut sites = Vec::new();
-        for (name, k, reads_arg) in wanted(waits) {
+        for (name, k, reads_arg, attach) in wanted(waits, requested) {
             let mut n = 0;
             for p in probes.iter().filter(|p| p.name == name) {
+                n += 1;
+                if !attach {
+                    continue;
+                }
                 let (mode, slot, off) = if reads_arg {
                     arg_cookie(p)
                 } else {
@@ -154,14 +163,14 @@ impl StatementProbes {
                     source,
                 })?;
                 links.push(link);
-                n += 1;
             }
             sites.push(ProbeSites {
                 name: name.into(),
                 sites: n,
+                attached: attach && n > 0,
             });
         }
-        let has = |name: &str| sites.iter().any(|s| s.name == name && s.sites > 0);
+        let has = |name: &str| sites.iter().any(|s| s.name == name && s.attached);
         let mut available = [false; WAITS];
         for (i, (_, start, done)) in waits.iter().enumerate() {
             available[i] = has(start) && has(done);

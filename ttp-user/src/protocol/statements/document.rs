@@ -32,8 +32,15 @@ pub struct ProbeCounts {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProbeAvailability {
     pub name: String,
+    /// Sites in the binary.
     pub sites: usize,
+    /// Whether the binary has the probe.
     pub available: bool,
+    /// For an opt-in probe in the binary that was not attached: the
+    /// `--detail` value that measures it (its wait is then absent from the
+    /// groups, never 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_measured_without: Option<String>,
 }
 
 /// LWLock waits of one tranche over the window (all statements).

@@ -39,6 +39,71 @@ pub const WAIT_PROBES: [(&str, &str, &str); WAITS] = [
     ("execute", "query__execute__start", "query__execute__done"),
 ];
 
+/// Wait pairs attached only when asked for (`--detail`): each probe hit
+/// costs a uprobe trap, 1.1–1.4 µs end to end here, and a pgbench -S
+/// statement costs ~30 µs of CPU (docs/benchmarks.md, "`statements`
+/// cost"). The buffer pair fires per page, the LWLock pair per contended
+/// lock, the storage pair per block read; the executor pair is only needed
+/// for the pg_stat_statements cross-check (`--pgss` turns it on). The
+/// heavyweight-lock, WAL-write and sort pairs fire only when a statement
+/// waits or sorts, so they stay on. (label in [`WAIT_PROBES`], `--detail`
+/// name.)
+pub const DETAIL_WAITS: [(&str, &str); 4] = [
+    ("buffer_read", "buffers"),
+    ("execute", "execute"),
+    ("lwlock_wait", "lwlock"),
+    ("smgr_read", "smgr"),
+];
+
+/// The opt-in wait pairs of `--detail`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Detail {
+    /// buffer__read__start/done: every shared-buffer page access.
+    Buffers,
+    /// lwlock__wait__start/done: every contended LWLock, per tranche.
+    Lwlock,
+    /// smgr__md__read__start/done: every block read from a relation file.
+    Smgr,
+    /// query__execute__start/done: the executor's run (what
+    /// pg_stat_statements' total_exec_time compares with).
+    Execute,
+    /// All of them.
+    All,
+}
+
+impl Detail {
+    fn name(self) -> &'static str {
+        match self {
+            Detail::Buffers => "buffers",
+            Detail::Lwlock => "lwlock",
+            Detail::Smgr => "smgr",
+            Detail::Execute => "execute",
+            Detail::All => "all",
+        }
+    }
+}
+
+/// The `--detail` name that attaches wait pair `label`, if it is opt-in.
+pub fn detail_of(label: &str) -> Option<&'static str> {
+    DETAIL_WAITS
+        .iter()
+        .find(|(l, _)| *l == label)
+        .map(|(_, d)| *d)
+}
+
+/// Which wait pairs (in [`WAIT_PROBES`] order) to attach: every pair that
+/// is not opt-in, and the opt-in ones `details` names.
+pub fn requested_waits(details: &[Detail]) -> [bool; WAITS] {
+    let mut on = [false; WAITS];
+    for (i, (label, _, _)) in WAIT_PROBES.iter().enumerate() {
+        on[i] = match detail_of(label) {
+            None => true,
+            Some(d) => details.iter().any(|x| *x == Detail::All || x.name() == d),
+        };
+    }
+    on
+}
+
 /// One statement, as its record came from the kernel.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Statement {
@@ -193,9 +258,21 @@ fn variance_split(s: &Statement) -> [u64; 6] {
 /// Eq. 1 over [`VARIANCE_PARTS`] (paper 004, Sec. 3.1), computed by the
 /// variance module's tree with the statement as root and the components as
 /// its children; `None` with fewer than 2 calls or no variance.
-pub fn variance(statements: &[&Statement]) -> Option<Variance> {
+/// A lock or LWLock pair that was not measured (the binary lacks it, or
+/// `--detail` did not ask for it) is no term of its own: its time stays in
+/// `other_sleep`, so no component is shown as a zero it was never measured
+/// to be.
+pub fn variance(statements: &[&Statement], available: &[bool; WAITS]) -> Option<Variance> {
+    let keep: Vec<usize> = (0..VARIANCE_PARTS.len())
+        .filter(|&i| match VARIANCE_PARTS[i] {
+            "lock_wait" => available[wait::LOCK],
+            "lwlock_wait" => available[wait::LWLOCK],
+            _ => true,
+        })
+        .collect();
     let mut table = ChildTable::new("statement");
-    for name in VARIANCE_PARTS {
+    for &i in &keep {
+        let name = VARIANCE_PARTS[i];
         table.slots.push(ChildSlot {
             parent: None,
             function: name.into(),
@@ -206,7 +283,10 @@ pub fn variance(statements: &[&Statement]) -> Option<Variance> {
         .iter()
         .map(|s| Invocation {
             root_ns: s.elapsed_ns,
-            children_ns: variance_split(s).to_vec(),
+            children_ns: {
+                let split = variance_split(s);
+                keep.iter().map(|&i| split[i]).collect()
+            },
         })
         .collect();
     let tree = VarianceTree::compute(&table, &inv).ok()?;
@@ -313,7 +393,7 @@ fn summarise(key: String, ss: &[&Statement], available: &[bool; WAITS]) -> Group
         unattributed_ns: elapsed_ns as i64 - covered as i64,
         waits,
         latency: latency(ss),
-        variance: variance(ss),
+        variance: variance(ss, available),
         truncated: ss.iter().filter(|s| s.flags & flag::TRUNCATED != 0).count() as u64,
         without_account: ss
             .iter()

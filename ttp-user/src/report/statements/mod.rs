@@ -35,6 +35,27 @@ pub fn text(r: &StatementsReport, top: usize) -> String {
             missing.join(", ")
         );
     }
+    let mut off: Vec<&str> = r
+        .probes
+        .iter()
+        .filter_map(|p| p.not_measured_without.as_deref())
+        .collect();
+    off.sort_unstable();
+    off.dedup();
+    if !off.is_empty() {
+        let names: Vec<&str> = r
+            .probes
+            .iter()
+            .filter(|p| p.not_measured_without.is_some())
+            .map(|p| p.name.as_str())
+            .collect();
+        let _ = writeln!(
+            o,
+            "not measured (n/a below): {}; run with --detail {} to measure them",
+            names.join(", "),
+            off.join(",")
+        );
+    }
     let _ = writeln!(
         o,
         "{:>8} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}  statement",
@@ -199,6 +220,7 @@ mod tests {
                 name: "sort__start".into(),
                 sites: 0,
                 available: false,
+                not_measured_without: None,
             }],
             counts: ProbeCounts::default(),
             groups: group(&ss, GroupBy::Fingerprint, &avail),
