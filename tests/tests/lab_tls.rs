@@ -236,6 +236,8 @@ fn sslmode_is_honoured_through_rustls() {
 /// A client certificate for the user `cn`, signed by CA `ca`: `NAME.crt`
 /// and `NAME.key` (mode 0600, as libpq requires of a key its user owns).
 fn client_certificate(dir: &Path, name: &str, cn: &str, ca: &str) {
+    // An X.509 v3 certificate (extensions make it one): rustls refuses v1.
+    std::fs::write(dir.join("client.ext"), "extendedKeyUsage=clientAuth\n").unwrap();
     openssl(
         dir,
         &[
@@ -265,6 +267,8 @@ fn client_certificate(dir: &Path, name: &str, cn: &str, ca: &str) {
             "-CAcreateserial",
             "-days",
             "2",
+            "-extfile",
+            "client.ext",
             "-out",
             &format!("{name}.crt"),
         ],

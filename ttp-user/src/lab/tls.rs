@@ -365,6 +365,7 @@ impl TlsSettings {
 }
 
 /// A client certificate chain and its key, with the files they came from.
+#[derive(Debug)]
 struct ClientIdentity {
     cert: PathBuf,
     key: PathBuf,
