@@ -46,7 +46,7 @@ fn make_certificates(dir: &Path) {
     std::fs::create_dir_all(dir).unwrap();
     for ca in ["ca", "other"] {
         openssl(
-            &dir,
+            dir,
             &[
                 "req",
                 "-x509",
@@ -65,7 +65,7 @@ fn make_certificates(dir: &Path) {
         );
     }
     openssl(
-        &dir,
+        dir,
         &[
             "req",
             "-newkey",
@@ -81,7 +81,7 @@ fn make_certificates(dir: &Path) {
     );
     std::fs::write(dir.join("san.ext"), "subjectAltName=DNS:lab.example\n").unwrap();
     openssl(
-        &dir,
+        dir,
         &[
             "x509",
             "-req",
