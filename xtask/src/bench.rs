@@ -14,6 +14,7 @@ use clap::Subcommand;
 use crate::{setup, util};
 
 mod cost;
+mod lab;
 mod serve;
 mod soak;
 mod statements;
@@ -85,6 +86,15 @@ pub enum Which {
         /// How long to run (e.g. 10m).
         #[arg(long, default_value = "10m", value_parser = parse_duration)]
         duration: Duration,
+    },
+    /// The lab's queue: N `lab worker` processes with a trivial executor
+    /// (`--no-run`: claim and finish, no `run`) against one local
+    /// PostgreSQL lab server, 2 000 tasks per N: claims per second, claim
+    /// round-trip percentiles, every task checked done exactly once.
+    Lab {
+        /// Worker counts, one run each on a fresh lab database.
+        #[arg(long, value_delimiter = ',', default_value = "1,8,64")]
+        workers: Vec<usize>,
     },
     /// A long run of `attach --all --interval 1s`: ttp's RSS, CPU use and
     /// thread-map occupancy over time, as figures and an SVG plot
@@ -158,6 +168,7 @@ pub fn run(which: Which) -> anyhow::Result<()> {
             seconds,
             clients,
         } => statements::bench(rounds, seconds, clients),
+        Which::Lab { workers } => lab::bench(&workers),
     }
 }
 

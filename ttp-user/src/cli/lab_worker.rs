@@ -70,6 +70,11 @@ pub struct WorkerArgs {
     /// Print a summary as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Claim and finish each task without running its command: the queue
+    /// alone, for `cargo xtask bench lab` (docs/benchmarks.md); the JSON
+    /// summary adds each claim's round trip (`claim_latencies_s`).
+    #[arg(long, hide = true)]
+    pub no_run: bool,
 }
 
 /// The worker's connection to the lab, opened again and waited for (with
@@ -377,7 +382,12 @@ pub fn worker(a: WorkerArgs) -> anyhow::Result<()> {
     {
         let claimed = s.with("claim a task", |lab| {
             queue::touch_host(lab, &name)?;
-            queue::claim(lab, &a.host_label, &name, a.lease.as_secs_f64())
+            let t = Instant::now();
+            let c = queue::claim(lab, &a.host_label, &name, a.lease.as_secs_f64())?;
+            if c.is_some() {
+                sum.claim_s.push(t.elapsed().as_secs_f64());
+            }
+            Ok(c)
         })?;
         let task = match claimed {
             None => break,
@@ -394,19 +404,20 @@ pub fn worker(a: WorkerArgs) -> anyhow::Result<()> {
     }
     sum.stopped |= stop.raised();
     if a.json {
-        println!(
-            "{}",
-            serde_json::json!({
-                "schema": "ttp.lab-worker/1",
-                "worker": name,
-                "host_label": a.host_label,
-                "done": sum.done,
-                "failed": sum.failed,
-                "taken_over": sum.taken_over,
-                "lost_to_takeover": sum.lost,
-                "stopped": sum.stopped,
-            })
-        );
+        let mut doc = serde_json::json!({
+            "schema": "ttp.lab-worker/1",
+            "worker": name,
+            "host_label": a.host_label,
+            "done": sum.done,
+            "failed": sum.failed,
+            "taken_over": sum.taken_over,
+            "lost_to_takeover": sum.lost,
+            "stopped": sum.stopped,
+        });
+        if a.no_run {
+            doc["claim_latencies_s"] = serde_json::json!(sum.claim_s);
+        }
+        println!("{doc}");
     } else {
         println!(
             "lab worker {name} ({}): {} tasks done ({} taken over), {} failed, {} lost to a takeover",
@@ -440,6 +451,8 @@ struct Summary {
     taken_over: u32,
     failed: Vec<String>,
     stopped: bool,
+    /// Round trip of each claim that got a task, in seconds.
+    claim_s: Vec<f64>,
 }
 
 /// Measures one claimed task and records it; false when the worker was
@@ -468,9 +481,13 @@ fn run_one(
         task.attempt
     ));
     let lost = Arc::new(AtomicBool::new(false));
-    let outcome = run_task(a, name, &task, &json, &lost, s.stop);
-    let qes = read_doc(&json).map(|d| qes_of(&d)).unwrap_or_default();
-    let doc = read_doc(&json);
+    let (outcome, doc) = if a.no_run {
+        (Ok(()), Some(serde_json::json!({ "no_run": true })))
+    } else {
+        let outcome = run_task(a, name, &task, &json, &lost, s.stop);
+        (outcome, read_doc(&json))
+    };
+    let qes = doc.as_ref().map(qes_of).unwrap_or_default();
     // Until the lab has them, the QEs stay in the run's JSON.
     let kept = || format!("the run's JSON with its QEs is kept at {}", json.display());
     if lost.load(Ordering::SeqCst) {
