@@ -188,6 +188,7 @@ pub fn block_io_start(ctx: BtfTracePointContext) -> i32 {
         let old = unsafe { *old };
         if old.issue_ns != 0 {
             in_service(old.tgid, now, false);
+            crate::count(stat::REQUEST_END_AT_REUSE);
         }
     }
     let info = RequestInfo {

@@ -354,7 +354,12 @@ pub mod stat {
     /// did not see: its on-CPU time since the last seen switch was taken
     /// from the kernel's `sum_exec_runtime` (docs/ledger.md).
     pub const SWITCH_UNSEEN: u32 = 14;
-    pub const COUNT: u32 = 15;
+    /// Block requests still in service when their `struct request` was
+    /// reused: their completion never reached `block_io_done` (or its
+    /// update gave up the disk lock), and they were ended at the reuse
+    /// (docs/ledger.md, "Requests that never report their end").
+    pub const REQUEST_END_AT_REUSE: u32 = 15;
+    pub const COUNT: u32 = 16;
 }
 
 /// Blame detail: splits the ledger does not keep, maintained only when the

@@ -40,6 +40,10 @@ pub struct KernelStats {
     /// Children of traced processes that could not be traced.
     #[serde(default)]
     pub traced_map_full: u64,
+    /// Block requests ended when their request was reused: their
+    /// completion never reached the tracepoint (docs/ledger.md).
+    #[serde(default)]
+    pub requests_ended_at_reuse: u64,
 }
 
 impl KernelStats {
@@ -60,6 +64,7 @@ impl KernelStats {
             trace_events_lost: c[stat::TRACE_EVENT_LOST as usize],
             trace_events: c[stat::TRACE_EVENTS as usize],
             traced_map_full: c[stat::TRACED_MAP_FULL as usize],
+            requests_ended_at_reuse: c[stat::REQUEST_END_AT_REUSE as usize],
         }
     }
 
@@ -94,6 +99,10 @@ impl KernelStats {
             trace_events_lost: d(self.trace_events_lost, earlier.trace_events_lost),
             trace_events: d(self.trace_events, earlier.trace_events),
             traced_map_full: d(self.traced_map_full, earlier.traced_map_full),
+            requests_ended_at_reuse: d(
+                self.requests_ended_at_reuse,
+                earlier.requests_ended_at_reuse,
+            ),
         }
     }
 }

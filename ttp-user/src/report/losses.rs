@@ -46,7 +46,7 @@ pub struct Extra {
 pub fn describe(k: &KernelStats, extra: &Extra) -> Vec<Loss> {
     use Affects::*;
     let n = crate::report::units::grouped;
-    let rows: [(u64, Affects, String); 15] = [
+    let rows: [(u64, Affects, String); 16] = [
         (
             k.exit_records_lost,
             Processes,
@@ -162,6 +162,14 @@ pub fn describe(k: &KernelStats, extra: &Extra) -> Vec<Loss> {
             ),
         ),
         (
+            k.requests_ended_at_reuse,
+            Nothing,
+            format!(
+                "{} block requests whose end never reached the ledger (no completion event, or its update gave up the disk lock): ended when their request was reused, late by up to that reuse (their device time is not counted)",
+                n(k.requests_ended_at_reuse)
+            ),
+        ),
+        (
             k.wakeups_unseen,
             Nothing,
             format!(
@@ -244,6 +252,7 @@ mod tests {
             trace_events_lost: 10,
             trace_events: 90,
             traced_map_full: 11,
+            requests_ended_at_reuse: 15,
         };
         let extra = Extra {
             vanished_threads: 12,
@@ -251,14 +260,14 @@ mod tests {
             taskstats_overflows: 14,
         };
         let l = describe(&k, &extra);
-        assert_eq!(l.len(), 15, "{l:#?}");
+        assert_eq!(l.len(), 16, "{l:#?}");
         let text = lines(&l);
         assert!(
             text.contains("61 940 of 100 003 thread exits lost"),
             "{text}"
         );
         assert!(text.contains("10 of 100 trace events lost"), "{text}");
-        for n in 1..=14 {
+        for n in 1..=15 {
             assert!(
                 l.iter().any(|x| x.count == n),
                 "counter with value {n} missing"
@@ -266,7 +275,7 @@ mod tests {
         }
         assert!(!text.contains("KernelStats"), "no debug dump: {text}");
         let repaired: Vec<_> = l.iter().filter(|x| x.affects == Affects::Nothing).collect();
-        assert_eq!(repaired.len(), 3);
+        assert_eq!(repaired.len(), 4);
         assert!(
             l.last().unwrap().affects == Affects::Nothing,
             "losses first"

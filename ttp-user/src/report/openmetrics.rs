@@ -361,6 +361,7 @@ fn machine_families(x: &Exposition) -> Vec<Family> {
         ("wakeup_unseen", st.wakeups_unseen),
         ("switch_unseen", st.switches_unseen),
         ("unreported_switch", st.unreported_switches),
+        ("request_end_at_reuse", st.requests_ended_at_reuse),
     ] {
         gaps.push(vec![("kind", kind.into())], n as f64);
     }

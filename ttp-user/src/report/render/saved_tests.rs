@@ -166,6 +166,11 @@ fn saved_attach_document_round_trips() {
             continue;
         }
         let name = path.rsplit('.').next().unwrap_or_default();
+        // Loss and repair counters newer than the fixture read as 0.
+        if path == ".lost.kernel.requests_ended_at_reuse" {
+            assert_eq!(v, &Value::from(0.0), "{path}");
+            continue;
+        }
         assert!(
             path.contains(".kernel.") && crate::accounts::LedgerColumns::NAMES.contains(&name),
             "{path} added"
