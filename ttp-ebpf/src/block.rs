@@ -103,18 +103,26 @@ fn in_service(tgid: u32, now: u64, start: bool) -> bool {
         if p.inflight == 0 {
             p.own_cum_ns += d.g_cum_ns.saturating_sub(p.g_snap_ns);
             d.busy_procs = d.busy_procs.saturating_sub(1);
+            if p.gone != 0 {
+                // Its main thread exited while this was in service
+                // (`process_gone`); nothing of it is left to read the clock.
+                let _ = PROC_DISK.remove(tgid);
+            }
         }
     }
     true
 }
 
 /// Forgets the own-I/O account of process `tgid` when its main thread
-/// exits with none of its requests in service, so that `PROC_DISK` holds the
-/// processes doing I/O now, not every process that ever did (it filled up
-/// within hours under `serve`). While nothing is in service a process's
-/// own-I/O clock stands still, so a thread of it still waiting loses
-/// nothing when the account starts again from 0. Kept when the lock stays
-/// contended or a request is still in service (its completion needs it).
+/// exits, so that `PROC_DISK` holds the processes doing I/O now, not every
+/// process that ever did (it filled up within hours under `serve`). With
+/// requests still in service the entry is marked and forgotten when the
+/// last of them ends (`in_service`). While nothing is in service a
+/// process's own-I/O clock stands still; what a removal can lose is one
+/// case only: a thread that outlives its main thread and waits, at the
+/// removal, on a request not yet issued loses the own time of that wait
+/// (its clock restarts from 0 below its snapshot; docs/ledger.md). Kept
+/// when the lock stays contended.
 #[inline(always)]
 pub fn process_gone(tgid: u32) {
     let Some(d) = DISK.get_ptr_mut(0) else {
@@ -123,12 +131,14 @@ pub fn process_gone(tgid: u32) {
     let Some(_g) = lock::try_lock(unsafe { &raw mut (*d).lock }) else {
         return;
     };
-    // SAFETY: map value pointer, read under the disk lock.
-    if PROC_DISK
-        .get_ptr(tgid)
-        .is_some_and(|p| unsafe { (*p).inflight } == 0)
-    {
+    let Some(p) = PROC_DISK.get_ptr_mut(tgid) else {
+        return;
+    };
+    // SAFETY: map value pointer, under the disk lock.
+    if unsafe { (*p).inflight } == 0 {
         let _ = PROC_DISK.remove(tgid);
+    } else {
+        unsafe { (*p).gone = 1 };
     }
 }
 
@@ -186,8 +196,9 @@ pub fn block_io_start(ctx: BtfTracePointContext) -> i32 {
     if let Some(old) = REQUESTS.get_ptr(rq_ptr as u64) {
         // SAFETY: map value pointer, copied.
         let old = unsafe { *old };
-        if old.issue_ns != 0 {
-            in_service(old.tgid, now, false);
+        // Counted only when it did end: a contended lock leaves it in
+        // service (counted in `lock_contended`).
+        if old.issue_ns != 0 && in_service(old.tgid, now, false) {
             crate::count(stat::REQUEST_END_AT_REUSE);
         }
     }

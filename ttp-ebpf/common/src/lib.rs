@@ -294,7 +294,9 @@ pub struct DiskAccount {
 pub struct ProcDisk {
     /// Its requests in service.
     pub inflight: u32,
-    pub _pad: u32,
+    /// Non-zero once its main thread exited with requests still in
+    /// service: the entry is forgotten when the last of them ends.
+    pub gone: u32,
     /// `g_cum_ns` when `inflight` last went from 0 to 1.
     pub g_snap_ns: u64,
     /// Own-I/O time accrued over closed in-service periods.

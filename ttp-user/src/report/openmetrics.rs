@@ -346,6 +346,7 @@ fn machine_families(x: &Exposition) -> Vec<Family> {
         ("read_failed", st.read_failed),
         ("request_map_full", st.request_map_full),
         ("proc_disk_map_full", st.proc_disk_map_full),
+        ("request_end_at_reuse", st.requests_ended_at_reuse),
         ("cpu_out_of_range", st.cpu_out_of_range),
         ("thread_vanished", x.fleet.vanished_threads),
     ] {
@@ -361,7 +362,6 @@ fn machine_families(x: &Exposition) -> Vec<Family> {
         ("wakeup_unseen", st.wakeups_unseen),
         ("switch_unseen", st.switches_unseen),
         ("unreported_switch", st.unreported_switches),
-        ("request_end_at_reuse", st.requests_ended_at_reuse),
     ] {
         gaps.push(vec![("kind", kind.into())], n as f64);
     }
