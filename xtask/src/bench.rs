@@ -15,6 +15,7 @@ use crate::{setup, util};
 
 mod cost;
 mod lab;
+mod pg;
 mod serve;
 mod soak;
 mod statements;

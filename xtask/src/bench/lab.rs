@@ -12,130 +12,20 @@
 //! and, checked with SQL on the lab, that every task was done exactly once.
 use std::{
     fmt::Write as _,
-    os::unix::{fs::chown, process::CommandExt},
-    path::{Path, PathBuf},
+    path::Path,
     process::{Command, Stdio},
     time::Instant,
 };
 
 use anyhow::{Context, bail, ensure};
 
+use super::pg::Server;
 use crate::util;
 
 const TASKS: usize = 2000;
 const LABEL: &str = "bench";
 
-/// A throw-away PostgreSQL server in a temporary directory, run as the
-/// `postgres` user (the server refuses root), listening only on a Unix
-/// socket there; stopped and removed on drop.
-struct Server {
-    dir: PathBuf,
-    data: PathBuf,
-    bin: PathBuf,
-    port: u16,
-    uid: u32,
-    gid: u32,
-}
-
-fn id_of(flag: &str) -> anyhow::Result<u32> {
-    util::output("id", &[flag, "postgres"])
-        .and_then(|s| s.trim().parse().ok())
-        .context("no `postgres` user to run the lab server as (apt-get install postgresql)")
-}
-
-/// The newest installed PostgreSQL's bin directory.
-fn pg_bin() -> anyhow::Result<PathBuf> {
-    let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
-        .context("PostgreSQL is not installed (cargo xtask setup, or apt-get install postgresql)")?
-        .flatten()
-        .filter_map(|e| {
-            let v: u32 = e.file_name().to_str()?.parse().ok()?;
-            let bin = e.path().join("bin");
-            bin.join("initdb").is_file().then_some((v, bin))
-        })
-        .collect();
-    versions.sort();
-    versions
-        .pop()
-        .map(|(_, b)| b)
-        .context("no /usr/lib/postgresql/*/bin/initdb")
-}
-
 impl Server {
-    fn start(max_connections: usize) -> anyhow::Result<Server> {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")?
-            .local_addr()?
-            .port();
-        let dir = std::env::temp_dir().join(format!("ttp-bench-lab-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir)?;
-        let s = Server {
-            data: dir.join("data"),
-            dir,
-            bin: pg_bin()?,
-            port,
-            uid: id_of("-u")?,
-            gid: id_of("-g")?,
-        };
-        chown(&s.dir, Some(s.uid), Some(s.gid))?;
-        s.as_server(
-            "initdb",
-            &[
-                "-D",
-                &s.data.display().to_string(),
-                "-U",
-                "ttp",
-                "--auth=trust",
-                "-E",
-                "UTF8",
-                "--no-sync",
-            ],
-        )?;
-        // The server's own defaults (fsync, synchronous_commit on: every
-        // claim and finish waits for its WAL flush, as on a real lab),
-        // except enough connections for every worker.
-        let opts = format!(
-            "-k {} -p {} -c listen_addresses='' -c max_connections={max_connections}",
-            s.dir.display(),
-            s.port
-        );
-        let log = s.dir.join("log");
-        s.as_server(
-            "pg_ctl",
-            &[
-                "start",
-                "-D",
-                &s.data.display().to_string(),
-                "-w",
-                "-t",
-                "60",
-                "-l",
-                &log.display().to_string(),
-                "-o",
-                &opts,
-            ],
-        )?;
-        Ok(s)
-    }
-
-    fn as_server(&self, program: &str, args: &[&str]) -> anyhow::Result<()> {
-        let out = Command::new(self.bin.join(program))
-            .args(args)
-            .current_dir(&self.dir)
-            .uid(self.uid)
-            .gid(self.gid)
-            .stdin(Stdio::null())
-            .output()
-            .with_context(|| format!("running {program}"))?;
-        if !out.status.success() {
-            bail!(
-                "{program} failed: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
-        }
-        Ok(())
-    }
-
     fn url(&self, db: &str) -> String {
         format!(
             "host={} port={} user=ttp dbname={db}",
@@ -169,23 +59,6 @@ impl Server {
             );
         }
         Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.as_server(
-            "pg_ctl",
-            &[
-                "stop",
-                "-D",
-                &self.data.display().to_string(),
-                "-m",
-                "fast",
-                "-w",
-            ],
-        );
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -261,7 +134,10 @@ pub fn bench(workers: &[usize]) -> anyhow::Result<()> {
     util::cargo(&["build", "--release", "-p", "ttp-user"])?;
     let bin = util::target_dir().join("release/ttp-ebpf");
     let max = workers.iter().copied().max().unwrap_or(1);
-    let server = Server::start(max + 20)?;
+    // The server's own defaults (fsync, synchronous_commit on: every claim
+    // and finish waits for its WAL flush, as on a real lab), except enough
+    // connections for every worker.
+    let server = Server::start("lab", &format!("-c max_connections={}", max + 20))?;
     println!(
         "command: cargo xtask bench lab --workers {}",
         workers

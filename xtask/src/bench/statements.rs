@@ -19,15 +19,14 @@
 //! all`. Medians of the per-round ratios; TPS is printed too, for what it
 //! is worth on a busy machine.
 use std::{
-    os::unix::process::CommandExt,
-    path::{Path, PathBuf},
+    path::Path,
     process::{Command, Stdio},
     time::{Duration, Instant},
 };
 
 use anyhow::{Context, bail};
 
-use super::{cpu_ticks, libc_kill, median, start_tracer};
+use super::{cpu_ticks, libc_kill, median, pg::Server, start_tracer};
 use crate::{setup, util};
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -71,10 +70,8 @@ pub fn bench(rounds: u32, seconds: u32, clients: u32) -> anyhow::Result<()> {
     }
     util::cargo(&["build", "--release", "-p", "ttp-user"])?;
     let ttp = util::target_dir().join("release/ttp-ebpf");
-    let server = Server::start()?;
-    let result = rounds_of(&server, &ttp, rounds, seconds, clients);
-    server.stop();
-    result
+    let server = start_server()?;
+    rounds_of(&server, &ttp, rounds, seconds, clients)
 }
 
 fn rounds_of(
@@ -302,95 +299,17 @@ fn server_ticks(pm: u32) -> u64 {
     own + children(pm).into_iter().map(cpu_ticks).sum::<u64>()
 }
 
-/// A throw-away cluster run as the `postgres` user on a unix socket.
-struct Server {
-    dir: PathBuf,
-    bin: PathBuf,
-    port: u16,
-    uid: u32,
-    gid: u32,
+/// The bench's cluster: a small shared_buffers (the pgbench table at
+/// scale 2 outgrows it) and no autovacuum, with pgbench's tables.
+fn start_server() -> anyhow::Result<Server> {
+    let s = Server::start("pg", "-c shared_buffers=16MB -c autovacuum=off")?;
+    let mut init = Command::new(s.bin.join("pgbench"));
+    init.args(["-i", "-q", "-s", "2"]).args(s.connect_args());
+    util::status(&mut init)?;
+    Ok(s)
 }
 
 impl Server {
-    fn start() -> anyhow::Result<Self> {
-        let bin = std::fs::read_dir("/usr/lib/postgresql")
-            .context("PostgreSQL is not installed")?
-            .flatten()
-            .map(|e| e.path().join("bin"))
-            .filter(|b| b.join("initdb").is_file())
-            .max()
-            .context("no /usr/lib/postgresql/*/bin/initdb")?;
-        let id = |flag: &str| -> anyhow::Result<u32> {
-            util::output("id", &[flag, "postgres"])
-                .and_then(|s| s.trim().parse().ok())
-                .context("no postgres user")
-        };
-        let port = std::net::TcpListener::bind("127.0.0.1:0")?
-            .local_addr()?
-            .port();
-        let dir = std::env::temp_dir().join(format!("ttp-bench-pg-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir)?;
-        let s = Server {
-            dir,
-            bin,
-            port,
-            uid: id("-u")?,
-            gid: id("-g")?,
-        };
-        std::os::unix::fs::chown(&s.dir, Some(s.uid), Some(s.gid))?;
-        let data = s.dir.join("data");
-        s.as_server(
-            "initdb",
-            &[
-                "-D",
-                data.to_str().unwrap(),
-                "-U",
-                "ttp",
-                "--auth=trust",
-                "--no-sync",
-            ],
-        )?;
-        let opts = format!(
-            "-k {} -p {} -c listen_addresses='' -c shared_buffers=16MB -c autovacuum=off",
-            s.dir.display(),
-            s.port
-        );
-        let log = s.dir.join("log");
-        s.as_server(
-            "pg_ctl",
-            &[
-                "start",
-                "-D",
-                data.to_str().unwrap(),
-                "-w",
-                "-l",
-                log.to_str().unwrap(),
-                "-o",
-                &opts,
-            ],
-        )?;
-        let mut init = Command::new(s.bin.join("pgbench"));
-        init.args(["-i", "-q", "-s", "2"]).args(s.connect_args());
-        util::status(&mut init)?;
-        Ok(s)
-    }
-
-    fn as_server(&self, program: &str, args: &[&str]) -> anyhow::Result<()> {
-        let out = Command::new(self.bin.join(program))
-            .args(args)
-            .current_dir(&self.dir)
-            .uid(self.uid)
-            .gid(self.gid)
-            .stdin(Stdio::null())
-            .output()
-            .with_context(|| format!("running {program}"))?;
-        if !out.status.success() {
-            bail!("{program}: {}", String::from_utf8_lossy(&out.stderr));
-        }
-        Ok(())
-    }
-
     fn connect_args(&self) -> Vec<String> {
         vec![
             "-h".into(),
@@ -401,22 +320,5 @@ impl Server {
             "ttp".into(),
             "postgres".into(),
         ]
-    }
-
-    fn postmaster(&self) -> anyhow::Result<u32> {
-        std::fs::read_to_string(self.dir.join("data/postmaster.pid"))?
-            .lines()
-            .next()
-            .and_then(|l| l.trim().parse().ok())
-            .context("no postmaster.pid")
-    }
-
-    fn stop(&self) {
-        let data = self.dir.join("data");
-        let _ = self.as_server(
-            "pg_ctl",
-            &["stop", "-D", data.to_str().unwrap(), "-m", "fast", "-w"],
-        );
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
