@@ -241,8 +241,10 @@ pub fn block_rq_issue(ctx: BtfTracePointContext) -> i32 {
     }
     if !in_service(info.tgid, now, true) {
         // Not counted in service (lock_contended): its completion must not
-        // take another request's place.
+        // take another request's place. Its queue time so far is booked: if
+        // it is issued again, only the time since counts.
         info.issue_ns = 0;
+        info.start_ns = now;
     }
     trace::block(Kind::BlockIssue, rq as *const u8, info.tid, info.tgid, now);
     0
