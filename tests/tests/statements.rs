@@ -11,11 +11,15 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::{pg::Cluster, *};
+use common::{
+    pg::{Cluster, statements_attached},
+    *,
+};
 use ttp_user::{
     probe::{AttachOptions, Ledger, statements::StatementProbes, usdt},
     protocol::statements::{
-        Detail, GroupBy, Statement, WAIT_PROBES, fingerprint::fingerprint, group, requested_waits,
+        Detail, GroupBy, Statement, WAIT_PROBES, fingerprint::fingerprint, group, parallel,
+        requested_waits,
     },
 };
 
@@ -134,6 +138,7 @@ fn pgbench_statements_match_pg_stat_statements_and_schedstat() {
         &probes,
         &WAIT_PROBES,
         &requested_waits(&[Detail::Execute]),
+        parallel::worker_site(&binary),
     )
     .expect("statement probes attach");
     let mut all: Vec<Statement> = Vec::new();
@@ -287,31 +292,6 @@ fn poll(c: &Cluster, sql: &str) -> String {
         );
         std::thread::sleep(Duration::from_millis(5));
     }
-}
-
-/// `statements --pid PM --duration D --json DIR/NAME [extra]` on cluster
-/// `c`, started and attached; returns the child and the JSON path.
-fn statements_attached(
-    c: &Cluster,
-    pm: u32,
-    duration: &str,
-    name: &str,
-    extra: &[&str],
-) -> (std::process::Child, std::path::PathBuf) {
-    let json = c.dir.join(name);
-    let pm = pm.to_string();
-    let mut args = vec![
-        "statements",
-        "--pid",
-        &pm,
-        "--duration",
-        duration,
-        "--json",
-        json.to_str().unwrap(),
-    ];
-    args.extend_from_slice(extra);
-    let ttp = ttp_attached(&args);
-    (ttp, json)
 }
 
 /// A psql session named `app` that has run `setup` and `SELECT 1;` and is

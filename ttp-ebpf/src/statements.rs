@@ -10,6 +10,12 @@
 //! is on a CPU at both probes, so every closed interval of the ledger is in
 //! its account and none is open but the running one. Wait probes inside a
 //! statement add the time from their start to their done.
+//!
+//! A parallel worker runs a share of its leader's statement in a process of
+//! its own that fires no `query__start`: the same program, attached at the
+//! entry of `ParallelWorkerMain` and as a uretprobe at its return, opens and
+//! closes that share like a statement (flag `WORKER`), its text the
+//! worker's name, which holds the leader's pid.
 use aya_ebpf::{
     EbpfContext,
     helpers::{
@@ -194,8 +200,9 @@ pub fn stmt_usdt(ctx: ProbeContext) -> u32 {
     let id = bpf_get_current_pid_tgid();
     let (tgid, tid) = ((id >> 32) as u32, id as u32);
     match k {
-        kind::QUERY_START => query_start(&ctx, tid, t0, mode, slot, offset),
-        kind::QUERY_DONE => query_done(tgid, tid, t0),
+        kind::QUERY_START => query_start(&ctx, tid, t0, mode, slot, offset, 0),
+        kind::QUERY_DONE | kind::WORKER_DONE => query_done(tgid, tid, t0),
+        kind::WORKER_START => query_start(&ctx, tid, t0, mode, slot, offset, flag::WORKER),
         _ => wait_probe(&ctx, tgid, tid, t0, k, mode, slot, offset),
     }
     if let Some(s) = stats() {
@@ -205,8 +212,18 @@ pub fn stmt_usdt(ctx: ProbeContext) -> u32 {
     0
 }
 
+/// Opens a statement on the thread (`flags`: [`flag::WORKER`] for a
+/// parallel worker's share, whose "text" is its worker name).
 #[inline(always)]
-fn query_start(ctx: &ProbeContext, tid: u32, now: u64, mode: u32, slot: u32, offset: i32) {
+fn query_start(
+    ctx: &ProbeContext,
+    tid: u32,
+    now: u64,
+    mode: u32,
+    slot: u32,
+    offset: i32,
+    flags: u32,
+) {
     if !is_backend() {
         if let Some(s) = stats() {
             s.other_processes += 1;
@@ -235,7 +252,7 @@ fn query_start(ctx: &ProbeContext, tid: u32, now: u64, mode: u32, slot: u32, off
             }
         }
     };
-    st.flags = 0;
+    st.flags = flags;
     if st.open != 0 {
         st.flags |= flag::RESTARTED;
         if let Some(s) = stats() {
@@ -320,7 +337,9 @@ fn query_done(tgid: u32, tid: u32, now: u64) {
         ring::copy(&mut (*rec).text, &st.text);
     });
     if let Some(s) = s {
-        if sent {
+        if sent && flags & flag::WORKER != 0 {
+            s.workers += 1;
+        } else if sent {
             s.statements += 1;
         } else {
             s.lost_records += 1;

@@ -284,3 +284,28 @@ impl Drop for Cluster {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+
+/// `statements --pid PM --duration D --json DIR/NAME [extra]` on cluster
+/// `c`, started and attached; returns the child and the JSON path.
+pub fn statements_attached(
+    c: &Cluster,
+    pm: u32,
+    duration: &str,
+    name: &str,
+    extra: &[&str],
+) -> (std::process::Child, std::path::PathBuf) {
+    let json = c.dir.join(name);
+    let pm = pm.to_string();
+    let mut args = vec![
+        "statements",
+        "--pid",
+        &pm,
+        "--duration",
+        duration,
+        "--json",
+        json.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let ttp = super::ttp_attached(&args);
+    (ttp, json)
+}

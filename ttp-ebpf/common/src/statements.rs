@@ -16,6 +16,12 @@ pub const TEXT_LEN: usize = 256;
 pub mod kind {
     pub const QUERY_START: u32 = 1;
     pub const QUERY_DONE: u32 = 2;
+    /// `ParallelWorkerMain` entered: a parallel worker starts its share of
+    /// a leader's statement (its text: the worker's `bgw_name`, "parallel
+    /// worker for PID <leader>", read through `MyBgworkerEntry`).
+    pub const WORKER_START: u32 = 3;
+    /// `ParallelWorkerMain` returned (a uretprobe): the worker's share ends.
+    pub const WORKER_DONE: u32 = 4;
     /// Paired wait probes: start = `WAIT_BASE + 2 * i`, done = start + 1,
     /// for `i` in 0..[`super::WAITS`] (see [`super::wait`]).
     pub const WAIT_BASE: u32 = 16;
@@ -77,6 +83,9 @@ pub mod flag {
     /// A `query__start` came while a statement was open on the thread (the
     /// earlier one never reached `query__done`: an error ended it).
     pub const RESTARTED: u32 = 8;
+    /// A parallel worker's share of a statement ([`super::kind::WORKER_START`]
+    /// to [`super::kind::WORKER_DONE`]), not a statement of its own.
+    pub const WORKER: u32 = 16;
 }
 
 /// Cookie argument modes (bits 8..15).
@@ -84,7 +93,9 @@ pub mod arg {
     pub const NONE: u32 = 0;
     /// The argument is the register's value.
     pub const REGISTER: u32 = 1;
-    /// The argument is the u64 at register + offset (user memory).
+    /// The argument is the u64 at register + offset (user memory). With the
+    /// register `rip` at a function's entry, that is a global variable at a
+    /// fixed distance from the function in the same binary.
     pub const MEMORY: u32 = 2;
 }
 
@@ -143,6 +154,9 @@ pub struct Stats {
     /// `query__start` hits in processes that are not the postmaster's
     /// children (another server running the same binary): not recorded.
     pub other_processes: u64,
+    /// Parallel workers' shares sent (records with [`flag::WORKER`]; not
+    /// in `statements`).
+    pub workers: u64,
 }
 
 /// Attachment cookie: probe kind (bits 0..7), argument mode (8..15),
@@ -177,7 +191,7 @@ const _: () = assert!(
         == 4 + 4 + 8 + 8 + 8 * PARTS + 8 * WAITS + 4 * WAITS + 4 + 4 + 4 + TEXT_LEN
 );
 const _: () = assert!(core::mem::size_of::<Tranche>() == 24);
-const _: () = assert!(core::mem::size_of::<Stats>() == 9 * 8);
+const _: () = assert!(core::mem::size_of::<Stats>() == 10 * 8);
 
 #[cfg(test)]
 mod tests {

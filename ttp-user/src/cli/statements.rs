@@ -10,13 +10,13 @@ use crate::{
     error::{UsageError, usage},
     probe::{
         probe_error_ctx,
-        statements::{StatementProbes, StatementsProbeError},
+        statements::{StatementProbes, StatementsProbeError, WORKER_FUNCTION},
         usdt::{self, UsdtError},
     },
     protocol::statements::{
         Detail, GroupBy, SCHEMA, Statement, WAIT_PROBES, crosscheck, detail_of,
         document::{ProbeAvailability, ProbeCounts, StatementsReport, TrancheRow},
-        group, requested_waits,
+        group, parallel, requested_waits,
     },
     report::{
         atomic,
@@ -113,12 +113,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if args.pgss.is_some() {
         details.push(Detail::Execute);
     }
+    let worker = parallel::worker_site(&binary);
     let mut sp = match StatementProbes::attach(
         &mut session.ledger,
         &binary,
         &probes,
         &WAIT_PROBES,
         &requested_waits(&details),
+        worker,
     ) {
         Ok(sp) => sp,
         Err(e @ StatementsProbeError::Missing { .. }) => return usage(e.to_string()),
@@ -154,6 +156,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let window_end_ns = crate::sys::clock::monotonic_ns();
     let after = read_pgss(&pgss_session);
     sp.drain(|r| statements.push(Statement::from(r)));
+    let (statements, unjoined) = parallel::join(statements);
     // The cross-check compares the statements done between the two reads.
     let between: Vec<Statement> = statements
         .iter()
@@ -165,6 +168,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         &binary,
         &sp,
         statements,
+        unjoined,
         window_start_ns,
         window_end_ns,
     )?;
@@ -261,7 +265,8 @@ fn live_text(
     available: &[bool; ttp_common::statements::WAITS],
 ) -> String {
     use std::fmt::Write as _;
-    let groups = group(last, by, available);
+    let (last, _) = parallel::join(last.to_vec());
+    let groups = group(&last, by, available);
     let mut o = String::new();
     let _ = writeln!(
         o,
@@ -312,6 +317,7 @@ fn build_report(
     binary: &Path,
     sp: &StatementProbes,
     statements: Vec<Statement>,
+    unjoined: u64,
     window_start_ns: u64,
     window_end_ns: u64,
 ) -> anyhow::Result<StatementsReport> {
@@ -342,7 +348,7 @@ fn build_report(
         }
     }
     tranches.sort_by_key(|t| std::cmp::Reverse(t.wait_ns));
-    let probes = sp
+    let mut probes: Vec<ProbeAvailability> = sp
         .sites
         .iter()
         .map(|s| ProbeAvailability {
@@ -360,6 +366,12 @@ fn build_report(
                 .flatten(),
         })
         .collect();
+    probes.push(ProbeAvailability {
+        name: WORKER_FUNCTION.into(),
+        sites: usize::from(sp.workers),
+        available: sp.workers,
+        not_measured_without: None,
+    });
     Ok(StatementsReport {
         schema: SCHEMA.into(),
         postmaster: args.pid,
@@ -385,6 +397,8 @@ fn build_report(
             } else {
                 0.0
             },
+            worker_shares: stats.workers,
+            worker_shares_unjoined: unjoined,
         },
         groups,
         tranches,

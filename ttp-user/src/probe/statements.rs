@@ -10,13 +10,30 @@ use aya::{
 };
 use ttp_common::statements::{Record, Stats, Tranche, WAITS, arg, cookie, kind};
 
+/// pt_regs slot of `rip`: at a function's entry, the function's address.
+const RIP_SLOT: u32 = 16;
+
 use super::{
     Ledger, ProbeError, take,
     usdt::{ArgLocation, UsdtProbe, pt_regs_slot},
-    usdt_attach::{self, UprobePmu, UsdtLink},
+    usdt_attach::{self, Site, UprobePmu, UsdtLink},
 };
 
+/// Where a parallel worker's share of a statement is seen: the entry of
+/// the function every parallel worker runs (`ParallelWorkerMain`), and the
+/// global that points at the worker's registration (`MyBgworkerEntry`,
+/// whose first field is its name), as the distance from that function.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkerSite {
+    /// File offset of the function's first instruction.
+    pub entry_offset: u64,
+    /// Address of the global minus address of the function.
+    pub name_pointer_from_entry: i32,
+}
+
 const PROGRAM: &str = "stmt_usdt";
+/// The function every parallel worker runs (see [`WorkerSite`]).
+pub const WORKER_FUNCTION: &str = "ParallelWorkerMain";
 
 #[derive(Debug, thiserror::Error)]
 pub enum StatementsProbeError {
@@ -59,6 +76,8 @@ pub struct StatementProbes {
     stats: PerCpuArray<MapData, Stats>,
     /// Whether both probes of each wait pair are in the binary and attached.
     pub available: [bool; WAITS],
+    /// Whether parallel workers' shares are measured.
+    pub workers: bool,
     pub sites: Vec<ProbeSites>,
 }
 
@@ -102,13 +121,15 @@ fn arg_cookie(p: &UsdtProbe) -> (u32, u32, i32) {
 impl StatementProbes {
     /// Loads the program in `ledger`'s object and attaches it at every site
     /// of the probes `statements` reads. `waits`: the wait pairs, in
-    /// `Record::waits_ns` order; `requested[i]`: attach pair `i`.
+    /// `Record::waits_ns` order; `requested[i]`: attach pair `i`; `worker`:
+    /// where parallel workers are seen, if the binary has it.
     pub fn attach(
         ledger: &mut Ledger,
         binary: &Path,
         probes: &[UsdtProbe],
         waits: &[(&'static str, &'static str, &'static str); WAITS],
         requested: &[bool; WAITS],
+        worker: Option<WorkerSite>,
     ) -> Result<Self, StatementsProbeError> {
         let bin = binary.display().to_string();
         for name in ["query__start", "query__done"] {
@@ -148,19 +169,19 @@ impl StatementProbes {
                 } else {
                     (arg::NONE, 0, 0)
                 };
-                let link = usdt_attach::attach(
-                    &pmu,
-                    fd,
-                    binary,
-                    p.pc_offset,
-                    p.semaphore_offset,
-                    cookie(k, mode, slot, off),
-                )
-                .map_err(|source| StatementsProbeError::Attach {
-                    name: name.into(),
+                let site = Site {
                     offset: p.pc_offset,
-                    binary: bin.clone(),
-                    source,
+                    ref_ctr: p.semaphore_offset,
+                    cookie: cookie(k, mode, slot, off),
+                    ret: false,
+                };
+                let link = usdt_attach::attach(&pmu, fd, binary, site).map_err(|source| {
+                    StatementsProbeError::Attach {
+                        name: name.into(),
+                        offset: p.pc_offset,
+                        binary: bin.clone(),
+                        source,
+                    }
                 })?;
                 links.push(link);
             }
@@ -169,6 +190,35 @@ impl StatementProbes {
                 sites: n,
                 attached: attach && n > 0,
             });
+        }
+        // A parallel worker's share: the entry (its name read through the
+        // global) and the return of the function.
+        if let Some(w) = worker {
+            for (k, mode, off, ret) in [
+                (
+                    kind::WORKER_START,
+                    arg::MEMORY,
+                    w.name_pointer_from_entry,
+                    false,
+                ),
+                (kind::WORKER_DONE, arg::NONE, 0, true),
+            ] {
+                let site = Site {
+                    offset: w.entry_offset,
+                    ref_ctr: 0,
+                    cookie: cookie(k, mode, RIP_SLOT, off),
+                    ret,
+                };
+                let link = usdt_attach::attach(&pmu, fd, binary, site).map_err(|source| {
+                    StatementsProbeError::Attach {
+                        name: WORKER_FUNCTION.into(),
+                        offset: w.entry_offset,
+                        binary: bin.clone(),
+                        source,
+                    }
+                })?;
+                links.push(link);
+            }
         }
         let has = |name: &str| sites.iter().any(|s| s.name == name && s.attached);
         let mut available = [false; WAITS];
@@ -182,6 +232,7 @@ impl StatementProbes {
             tranches: take(ebpf, "STMT_TRANCHES")?,
             stats: take(ebpf, "STMT_STATS")?,
             available,
+            workers: worker.is_some(),
             sites,
         })
     }
@@ -215,6 +266,7 @@ impl StatementProbes {
             s.restarted += c.restarted;
             s.probe_ns += c.probe_ns;
             s.other_processes += c.other_processes;
+            s.workers += c.workers;
         }
         Ok(s)
     }

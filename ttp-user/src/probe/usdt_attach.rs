@@ -20,6 +20,7 @@ use std::{
 
 const UPROBE_PMU_TYPE: &str = "/sys/bus/event_source/devices/uprobe/type";
 const REF_CTR_FORMAT: &str = "/sys/bus/event_source/devices/uprobe/format/ref_ctr_offset";
+const RETPROBE_FORMAT: &str = "/sys/bus/event_source/devices/uprobe/format/retprobe";
 /// `PERF_FLAG_FD_CLOEXEC` (include/uapi/linux/perf_event.h).
 const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 1 << 3;
 /// `BPF_LINK_CREATE` (include/uapi/linux/bpf.h, enum bpf_cmd).
@@ -43,6 +44,9 @@ pub struct UprobePmu {
     /// kernel has no reference counters (then probes with semaphores fire
     /// only if the program enables them itself).
     pub ref_ctr_shift: Option<u32>,
+    /// Bit of `config` that makes the event a uretprobe (`None`: the
+    /// kernel offers none through the PMU).
+    pub retprobe_bit: Option<u32>,
 }
 
 impl UprobePmu {
@@ -54,9 +58,13 @@ impl UprobePmu {
         let ref_ctr_shift = std::fs::read_to_string(REF_CTR_FORMAT)
             .ok()
             .and_then(|s| parse_format_shift(&s));
+        let retprobe_bit = std::fs::read_to_string(RETPROBE_FORMAT)
+            .ok()
+            .and_then(|s| parse_format_shift(&s));
         Ok(Self {
             pmu_type,
             ref_ctr_shift,
+            retprobe_bit,
         })
     }
 }
@@ -67,17 +75,33 @@ fn parse_format_shift(s: &str) -> Option<u32> {
     bits.split('-').next()?.parse().ok()
 }
 
-/// Attaches `prog` at file offset `offset` of `binary` for every process
-/// (present and future), with the semaphore at file offset `ref_ctr` (0:
-/// none) counted by the kernel, and `cookie` for `bpf_get_attach_cookie`.
+/// Where and how a uprobe is attached.
+#[derive(Debug, Clone, Copy)]
+pub struct Site {
+    /// File offset of the probed instruction.
+    pub offset: u64,
+    /// File offset of the semaphore the kernel counts (0: none).
+    pub ref_ctr: u64,
+    /// For `bpf_get_attach_cookie`.
+    pub cookie: u64,
+    /// A uretprobe: the program runs when the function at `offset` returns.
+    pub ret: bool,
+}
+
+/// Attaches `prog` at `site` of `binary` for every process (present and
+/// future).
 pub fn attach(
     pmu: &UprobePmu,
     prog: BorrowedFd<'_>,
     binary: &Path,
-    offset: u64,
-    ref_ctr: u64,
-    cookie: u64,
+    site: Site,
 ) -> io::Result<UsdtLink> {
+    let Site {
+        offset,
+        ref_ctr,
+        cookie,
+        ret,
+    } = site;
     let path = CString::new(binary.as_os_str().as_bytes())
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
     // struct perf_event_attr, PERF_ATTR_SIZE_VER8 (136 bytes), built by
@@ -92,6 +116,15 @@ pub fn attach(
             ));
         };
         attr[1] = ref_ctr << shift;
+    }
+    if ret {
+        let Some(bit) = pmu.retprobe_bit else {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "this kernel's uprobe PMU has no retprobe format bit",
+            ));
+        };
+        attr[1] |= 1 << bit;
     }
     attr[7] = path.as_ptr() as u64;
     attr[8] = offset;

@@ -96,6 +96,7 @@ mod tests {
             waits: [1; WAITS],
             flags: 0,
             text: "SELECT * FROM t WHERE id = 4".into(),
+            workers: Default::default(),
         };
         let groups = group(&vec![s; 10], GroupBy::Fingerprint, &[true; WAITS]);
         let before = parse_pgss("5\u{1f}1.5\u{1f}SELECT * FROM t WHERE id = $1");

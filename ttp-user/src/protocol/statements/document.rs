@@ -26,6 +26,13 @@ pub struct ProbeCounts {
     pub restarted: u64,
     /// Mean time inside the probe program per hit, ns.
     pub mean_probe_ns: f64,
+    /// Parallel workers' shares the kernel sent (docs/statements.md).
+    #[serde(default)]
+    pub worker_shares: u64,
+    /// Shares joined to no statement (their leader's statement began before
+    /// the probes or ended after the window): left out of the groups.
+    #[serde(default)]
+    pub worker_shares_unjoined: u64,
 }
 
 /// One probe name's sites in the binary.

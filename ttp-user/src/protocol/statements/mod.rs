@@ -12,12 +12,14 @@
 pub mod crosscheck;
 pub mod document;
 pub mod fingerprint;
+pub mod parallel;
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use ttp_common::statements::{PARTS, Record, WAITS, flag, part, wait};
 
+use self::parallel::{GroupWorkers, Workers};
 use super::variance::tree::{ChildSlot, ChildTable, Invocation, Term, VarianceTree};
 
 /// JSON schema name of the result.
@@ -116,6 +118,8 @@ pub struct Statement {
     pub waits: [u32; WAITS],
     pub flags: u32,
     pub text: String,
+    /// Its parallel workers' shares ([`parallel::join`]).
+    pub workers: Workers,
 }
 
 impl From<&Record> for Statement {
@@ -131,6 +135,7 @@ impl From<&Record> for Statement {
             waits: r.waits,
             flags: r.flags,
             text: String::from_utf8_lossy(&r.text[..len]).into_owned(),
+            workers: Workers::default(),
         }
     }
 }
@@ -225,6 +230,11 @@ pub struct Group {
     pub truncated: u64,
     /// Statements the ledger had no account for (ledger parts not counted).
     pub without_account: u64,
+    /// What the statements' parallel workers spent, beside the leaders'
+    /// figures above (which it is not part of: the leader's wait for them
+    /// is in its sleep). Absent when no statement had a worker.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parallel_workers: Option<GroupWorkers>,
 }
 
 /// The disjoint split of a statement's elapsed time used for eq. 1:
@@ -399,6 +409,7 @@ fn summarise(key: String, ss: &[&Statement], available: &[bool; WAITS]) -> Group
             .iter()
             .filter(|s| s.flags & flag::NO_ACCOUNT != 0)
             .count() as u64,
+        parallel_workers: GroupWorkers::of(ss),
     }
 }
 

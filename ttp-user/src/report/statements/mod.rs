@@ -102,6 +102,19 @@ pub fn text(r: &StatementsReport, top: usize) -> String {
             ms(g.latency.p99_ns),
             key
         );
+        if let Some(w) = &g.parallel_workers {
+            let _ = writeln!(
+                o,
+                "{:>8} + parallel workers: {} in {} of the calls, on-CPU {} ms, runq {} ms, iowait {} ms (own {} ms), not in the row above",
+                "",
+                grouped(w.workers),
+                grouped(w.statements),
+                ms(w.on_cpu_ns),
+                ms(w.runq_wait_ns),
+                ms(w.iowait_ns),
+                ms(w.iowait_own_ns)
+            );
+        }
         if let Some(v) = &g.variance {
             let share = v.terms.first().map_or(0.0, |t| t.share);
             let _ = writeln!(
@@ -165,6 +178,14 @@ pub fn text(r: &StatementsReport, top: usize) -> String {
             grouped(c.other_processes)
         );
     }
+    if c.worker_shares_unjoined > 0 {
+        let _ = writeln!(
+            o,
+            "{} of {} parallel workers' shares lay in no statement seen (under way at attach or after the window): left out",
+            grouped(c.worker_shares_unjoined),
+            grouped(c.worker_shares)
+        );
+    }
     let _ = writeln!(
         o,
         "{} probe hits, {:.2} µs each; {} statements under way at attach not counted; {} ended by an error not counted",
@@ -203,6 +224,7 @@ mod tests {
                     waits: [0; WAITS],
                     flags: 0,
                     text: format!("SELECT * FROM t WHERE id = {i}"),
+                    workers: Default::default(),
                 }
             })
             .collect();
