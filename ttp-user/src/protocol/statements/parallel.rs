@@ -16,7 +16,7 @@ use std::path::Path;
 
 use object::{Object, ObjectSegment, ObjectSymbol, SymbolKind};
 use serde::{Deserialize, Serialize};
-use ttp_common::statements::{PARTS, WAITS, flag, part};
+use ttp_common::statements::{PARTS, flag, part};
 
 use super::Statement;
 use crate::probe::statements::{WORKER_FUNCTION, WorkerSite};
@@ -64,8 +64,6 @@ pub struct Workers {
     pub elapsed_ns: u64,
     /// Summed account components (`part`).
     pub parts: [u64; PARTS],
-    /// Summed wait probe pairs inside the shares.
-    pub waits_ns: [u64; WAITS],
 }
 
 impl Workers {
@@ -73,9 +71,6 @@ impl Workers {
         self.count += 1;
         self.elapsed_ns += w.elapsed_ns;
         for (a, b) in self.parts.iter_mut().zip(w.parts) {
-            *a += b;
-        }
-        for (a, b) in self.waits_ns.iter_mut().zip(w.waits_ns) {
             *a += b;
         }
     }
@@ -159,8 +154,8 @@ mod tests {
             start_ns: start,
             elapsed_ns: elapsed,
             parts,
-            waits_ns: [0; WAITS],
-            waits: [0; WAITS],
+            waits_ns: [0; ttp_common::statements::WAITS],
+            waits: [0; ttp_common::statements::WAITS],
             flags,
             text: text.into(),
             workers: Workers::default(),
