@@ -27,7 +27,7 @@ fn children_cpu_ns(pid: u32) -> u64 {
     ticks * 1_000_000_000 / hz
 }
 
-/// Three parallel `count(*)`s (two workers asked for each, run under
+/// Three parallel aggregates (two workers asked for each, run under
 /// `EXPLAIN ANALYZE` so the server says how many it launched) on one
 /// session. Truths: the server's own "Workers Launched", and the CPU time
 /// of the postmaster's children reaped over the statements (the workers
@@ -85,10 +85,12 @@ fn parallel_workers_join_their_leaders_statement() {
     };
     wait_for("ready");
     let before = children_cpu_ns(pm);
-    for _ in 0..3 {
+    // Three fingerprints: a share joined to the wrong statement shows.
+    let selects = ["count(*)", "max(id)", "min(id)"];
+    for agg in selects {
         writeln!(
             stdin,
-            "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) SELECT count(*) FROM par WHERE md5(id::text) LIKE '%abc%';"
+            "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) SELECT {agg} FROM par WHERE md5(id::text) LIKE '%abc%';"
         )
         .unwrap();
     }
@@ -98,11 +100,14 @@ fn parallel_workers_join_their_leaders_statement() {
     let after = children_cpu_ns(pm);
     drop(stdin);
     let _ = psql.wait();
-    let launched: u64 = plans
+    // One Gather a plan: its "Workers Launched", in statement order.
+    let per_plan: Vec<u64> = plans
         .iter()
         .filter_map(|l| l.trim().strip_prefix("Workers Launched: "))
         .map(|n| n.parse::<u64>().unwrap())
-        .sum();
+        .collect();
+    assert_eq!(per_plan.len(), selects.len(), "{plans:?}");
+    let launched: u64 = per_plan.iter().sum();
     assert!(launched > 0, "no worker launched: {plans:?}");
     // SIGINT ends the window early; the report is written.
     // SAFETY: signalling the child this test started.
@@ -114,24 +119,34 @@ fn parallel_workers_join_their_leaders_statement() {
         String::from_utf8_lossy(&out.stderr)
     );
     let doc = json_file(&json);
-    let g = doc["groups"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|g| g["key"].as_str().unwrap().contains("from par where"))
-        .unwrap_or_else(|| panic!("the count group in {}", doc["groups"]));
-    assert_eq!(g["calls"], 3);
-    let w = &g["parallel_workers"];
-    assert_eq!(w["workers"], launched, "{w}");
+    let groups = doc["groups"].as_array().unwrap();
+    let mut shares = 0.0;
+    let mut leaders = 0.0;
+    for (agg, n) in selects.iter().zip(&per_plan) {
+        let g = groups
+            .iter()
+            .find(|g| {
+                g["key"]
+                    .as_str()
+                    .unwrap()
+                    .contains(&format!("select {agg} from par"))
+            })
+            .unwrap_or_else(|| panic!("the {agg} group in {}", doc["groups"]));
+        assert_eq!(g["calls"], 1);
+        let w = &g["parallel_workers"];
+        assert_eq!(w["workers"], *n, "{agg}: {w}");
+        assert_eq!(w["without_account"], 0, "{agg}: {w}");
+        shares += w["on_cpu_ns"].as_u64().unwrap() as f64;
+        leaders += g["on_cpu_ns"].as_u64().unwrap() as f64;
+    }
     assert_eq!(doc["counts"]["worker_shares"], launched);
     assert_eq!(doc["counts"]["worker_shares_unjoined"], 0);
-    let shares = w["on_cpu_ns"].as_u64().unwrap() as f64;
     let reaped = after.saturating_sub(before) as f64;
     eprintln!(
         "{launched} workers: shares' on-CPU {:.1} ms, reaped children's CPU {:.1} ms; leaders' on-CPU {:.1} ms",
         shares / 1e6,
         reaped / 1e6,
-        g["on_cpu_ns"].as_u64().unwrap() as f64 / 1e6
+        leaders / 1e6
     );
     let tick_slack = 20e6;
     assert!(

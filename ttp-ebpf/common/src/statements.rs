@@ -151,8 +151,9 @@ pub struct Stats {
     pub restarted: u64,
     /// Time inside the probe programs, ns.
     pub probe_ns: u64,
-    /// `query__start` hits in processes that are not the postmaster's
-    /// children (another server running the same binary): not recorded.
+    /// `query__start` (or `ParallelWorkerMain`) hits in processes that
+    /// are not the postmaster's children (another server running the same
+    /// binary): not recorded.
     pub other_processes: u64,
     /// Parallel workers' shares sent (records with [`flag::WORKER`]; not
     /// in `statements`).

@@ -127,6 +127,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Err(StatementsProbeError::Probe(e)) => return Err(probe_error_ctx(e)),
         Err(e) => return Err(e.into()),
     };
+    if let Some(e) = &sp.worker_error {
+        eprintln!("statements: parallel workers not measured: {e}");
+    }
     // A failing cross-check never costs the measurement: it becomes a note.
     let (pgss_session, mut note) = match &args.pgss {
         None => (None, Some("not read (give --pgss CONNINFO)".to_string())),
@@ -157,6 +160,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let after = read_pgss(&pgss_session);
     sp.drain(|r| statements.push(Statement::from(r)));
     let (statements, unjoined) = parallel::join(statements);
+    let unjoined = unjoined.len() as u64;
     // The cross-check compares the statements done between the two reads.
     let between: Vec<Statement> = statements
         .iter()
@@ -229,16 +233,27 @@ fn collect(
     let started = Instant::now();
     let mut out = Vec::new();
     let mut shown = (Instant::now(), 0usize);
+    // Workers' shares drained before their leader's statement: joined in a
+    // later second.
+    let mut waiting: Vec<Statement> = Vec::new();
     loop {
         sp.drain(|r| out.push(Statement::from(r)));
         if let Some((by, top)) = live
             && shown.0.elapsed() >= Duration::from_secs(1)
         {
-            let last = &out[shown.1..];
+            let mut last = std::mem::take(&mut waiting);
+            last.extend_from_slice(&out[shown.1..]);
+            let (last, unjoined) = parallel::join(last);
+            // A share waits at most a minute for its leader's statement.
+            let now = crate::sys::clock::monotonic_ns();
+            waiting = unjoined
+                .into_iter()
+                .filter(|w| now.saturating_sub(w.done_ns()) < 60_000_000_000)
+                .collect();
             let secs = shown.0.elapsed().as_secs_f64();
             print!(
                 "\x1b[2J\x1b[H{}",
-                live_text(last, by, top, secs, &sp.available)
+                live_text(&last, by, top, secs, &sp.available)
             );
             shown = (Instant::now(), out.len());
         }
@@ -265,8 +280,7 @@ fn live_text(
     available: &[bool; ttp_common::statements::WAITS],
 ) -> String {
     use std::fmt::Write as _;
-    let (last, _) = parallel::join(last.to_vec());
-    let groups = group(&last, by, available);
+    let groups = group(last, by, available);
     let mut o = String::new();
     let _ = writeln!(
         o,

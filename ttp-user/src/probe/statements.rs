@@ -78,6 +78,9 @@ pub struct StatementProbes {
     pub available: [bool; WAITS],
     /// Whether parallel workers' shares are measured.
     pub workers: bool,
+    /// Why they are not, when the binary has the function but attaching
+    /// to it failed.
+    pub worker_error: Option<String>,
     pub sites: Vec<ProbeSites>,
 }
 
@@ -192,8 +195,11 @@ impl StatementProbes {
             });
         }
         // A parallel worker's share: the entry (its name read through the
-        // global) and the return of the function.
+        // global) and the return of the function. Without them the
+        // statements are still measured: the reason is kept.
+        let mut worker_error = None;
         if let Some(w) = worker {
+            let mut pair = Vec::new();
             for (k, mode, off, ret) in [
                 (
                     kind::WORKER_START,
@@ -209,16 +215,21 @@ impl StatementProbes {
                     cookie: cookie(k, mode, RIP_SLOT, off),
                     ret,
                 };
-                let link = usdt_attach::attach(&pmu, fd, binary, site).map_err(|source| {
-                    StatementsProbeError::Attach {
-                        name: WORKER_FUNCTION.into(),
-                        offset: w.entry_offset,
-                        binary: bin.clone(),
-                        source,
+                match usdt_attach::attach(&pmu, fd, binary, site) {
+                    Ok(link) => pair.push(link),
+                    Err(e) => {
+                        worker_error = Some(format!(
+                            "attaching {} {} at offset {:#x} of {bin}: {e}",
+                            if ret { "a uretprobe" } else { "a uprobe" },
+                            WORKER_FUNCTION,
+                            w.entry_offset
+                        ));
+                        pair.clear();
+                        break;
                     }
-                })?;
-                links.push(link);
+                }
             }
+            links.extend(pair);
         }
         let has = |name: &str| sites.iter().any(|s| s.name == name && s.attached);
         let mut available = [false; WAITS];
@@ -232,7 +243,8 @@ impl StatementProbes {
             tranches: take(ebpf, "STMT_TRANCHES")?,
             stats: take(ebpf, "STMT_STATS")?,
             available,
-            workers: worker.is_some(),
+            workers: worker.is_some() && worker_error.is_none(),
+            worker_error,
             sites,
         })
     }

@@ -12,7 +12,7 @@
 //! for PID <leader>" (`BackgroundWorker.bgw_name`, the struct's first field,
 //! reached through the global `MyBgworkerEntry`). Here each share is added
 //! to the leader's statement that contains it in time.
-use std::path::Path;
+use std::{collections::HashMap, path::Path};
 
 use object::{Object, ObjectSegment, ObjectSymbol, SymbolKind};
 use serde::{Deserialize, Serialize};
@@ -60,6 +60,8 @@ pub fn leader_of(name: &str) -> Option<u32> {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Workers {
     pub count: u32,
+    /// Shares the ledger had no account for (their ledger parts are 0).
+    pub without_account: u32,
     /// Summed time from each worker's start of its share to its end.
     pub elapsed_ns: u64,
     /// Summed account components (`part`).
@@ -69,6 +71,7 @@ pub struct Workers {
 impl Workers {
     fn add(&mut self, w: &Statement) {
         self.count += 1;
+        self.without_account += u32::from(w.flags & flag::NO_ACCOUNT != 0);
         self.elapsed_ns += w.elapsed_ns;
         for (a, b) in self.parts.iter_mut().zip(w.parts) {
             *a += b;
@@ -89,6 +92,10 @@ pub struct GroupWorkers {
     pub blocked_ns: u64,
     pub iowait_ns: u64,
     pub iowait_own_ns: u64,
+    /// Shares the ledger had no account for: their sleep, blocked and
+    /// iowait are not in the sums above.
+    #[serde(default)]
+    pub without_account: u64,
 }
 
 impl GroupWorkers {
@@ -113,29 +120,42 @@ impl GroupWorkers {
             blocked_ns: p(part::BLOCKED),
             iowait_ns: p(part::IOWAIT),
             iowait_own_ns: p(part::IOWAIT_OWN),
+            without_account: with.iter().map(|w| u64::from(w.without_account)).sum(),
         })
     }
 }
 
 /// Moves each worker share of `records` into the statement of its leader
 /// that contains it in time (started before the share, done after it).
-/// Returns the statements and the shares no statement contained (the
-/// leader's statement began before the probes, ended after the window, or
-/// was not a statement the probes see).
-pub fn join(records: Vec<Statement>) -> (Vec<Statement>, u64) {
+/// Returns the statements and the shares no statement contained: the
+/// leader's statement began before the probes or ended after the records
+/// were read, or it was not a statement the probes see (`query__start`
+/// fires for the simple query protocol only).
+pub fn join(records: Vec<Statement>) -> (Vec<Statement>, Vec<Statement>) {
     let (shares, mut statements): (Vec<Statement>, Vec<Statement>) = records
         .into_iter()
         .partition(|s| s.flags & flag::WORKER != 0);
-    let mut unjoined = 0;
-    for w in &shares {
-        let host = leader_of(&w.text).and_then(|leader| {
-            statements.iter_mut().find(|s| {
-                s.tgid == leader && s.start_ns <= w.start_ns && w.done_ns() <= s.done_ns()
+    // A backend's statements never overlap: by leader, in start order, the
+    // one that can contain a share is the last that started before it.
+    let mut by_leader: HashMap<u32, Vec<usize>> = HashMap::new();
+    for (i, s) in statements.iter().enumerate() {
+        by_leader.entry(s.tgid).or_default().push(i);
+    }
+    for v in by_leader.values_mut() {
+        v.sort_by_key(|&i| statements[i].start_ns);
+    }
+    let mut unjoined = Vec::new();
+    for w in shares {
+        let host = leader_of(&w.text)
+            .and_then(|leader| by_leader.get(&leader))
+            .and_then(|v| {
+                let n = v.partition_point(|&i| statements[i].start_ns <= w.start_ns);
+                n.checked_sub(1).map(|k| v[k])
             })
-        });
+            .filter(|&i| w.done_ns() <= statements[i].done_ns());
         match host {
-            Some(s) => s.workers.add(w),
-            None => unjoined += 1,
+            Some(i) => statements[i].workers.add(&w),
+            None => unjoined.push(w),
         }
     }
     (statements, unjoined)
@@ -177,6 +197,7 @@ mod tests {
             rec(14, 1_000, 10, 1, "logical replication worker", w),
         ];
         let (ss, unjoined) = join(records);
+        let unjoined = unjoined.len();
         assert_eq!(ss.len(), 2);
         assert_eq!(ss[0].workers.count, 2);
         assert_eq!(ss[0].workers.parts[part::ON_CPU], 110);

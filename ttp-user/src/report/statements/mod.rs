@@ -105,14 +105,22 @@ pub fn text(r: &StatementsReport, top: usize) -> String {
         if let Some(w) = &g.parallel_workers {
             let _ = writeln!(
                 o,
-                "{:>8} + parallel workers: {} in {} of the calls, on-CPU {} ms, runq {} ms, iowait {} ms (own {} ms), not in the row above",
+                "{:>8} + parallel workers: {} in {} of the calls, on-CPU {} ms, runq {} ms, iowait {} ms (own {} ms), not in the row above{}",
                 "",
                 grouped(w.workers),
                 grouped(w.statements),
                 ms(w.on_cpu_ns),
                 ms(w.runq_wait_ns),
                 ms(w.iowait_ns),
-                ms(w.iowait_own_ns)
+                ms(w.iowait_own_ns),
+                if w.without_account > 0 {
+                    format!(
+                        "; {} without a ledger account (their waits not counted)",
+                        w.without_account
+                    )
+                } else {
+                    String::new()
+                }
             );
         }
         if let Some(v) = &g.variance {
@@ -181,7 +189,7 @@ pub fn text(r: &StatementsReport, top: usize) -> String {
     if c.worker_shares_unjoined > 0 {
         let _ = writeln!(
             o,
-            "{} of {} parallel workers' shares lay in no statement seen (under way at attach or after the window): left out",
+            "{} of {} parallel workers' shares lay in no statement seen (under way at attach, after the window, or of the extended query protocol, which has no query__start): left out",
             grouped(c.worker_shares_unjoined),
             grouped(c.worker_shares)
         );
