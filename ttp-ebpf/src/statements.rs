@@ -348,7 +348,7 @@ fn query_done(tgid: u32, tid: u32, now: u64) {
     // A parallel worker exits after its share: its state would only take a
     // place a backend's open statement may need (the map is an LRU).
     if flags & flag::WORKER != 0 {
-        let _ = STMT_THREADS.remove(&tid);
+        let _ = STMT_THREADS.remove(tid);
     }
 }
 
