@@ -18,6 +18,11 @@ use ttp_common::{
     DiskAccount, MAX_IO_PROCS, MAX_REQUESTS, ProcDisk, RequestInfo, stat, trace::Kind,
 };
 
+use core::intrinsics::{
+    AtomicOrdering::SeqCst,
+    {atomic_xadd, atomic_xchg},
+};
+
 use crate::{
     kernel::{Bio, REQ_OP_READ, REQ_OP_WRITE, Request, Task},
     ledger, lock, now_ns, trace,
@@ -92,6 +97,7 @@ fn in_service(tgid: u32, now: u64, start: bool) -> bool {
         None => return true,
     };
     let p = unsafe { &mut *p };
+    settle(d, p);
     if start {
         if p.inflight == 0 {
             p.g_snap_ns = d.g_cum_ns;
@@ -110,6 +116,43 @@ fn in_service(tgid: u32, now: u64, start: bool) -> bool {
             }
         }
     }
+    true
+}
+
+/// Takes the ends owed to `p` (completions that found the lock contended,
+/// [`defer_end`]) off its requests in service, as of the clock now (caller
+/// holds the lock; the clock is advanced).
+#[inline(always)]
+fn settle(d: &mut DiskAccount, p: &mut ProcDisk) {
+    // SAFETY: a u64 in a map value; the exchange pairs with the add in
+    // `defer_end`, which runs without the lock.
+    let owed = unsafe { atomic_xchg::<u64, { SeqCst }>(&raw mut p.pending_ends, 0) };
+    if owed == 0 || p.inflight == 0 {
+        return;
+    }
+    p.inflight = p.inflight.saturating_sub(owed.min(u64::from(u32::MAX)) as u32);
+    if p.inflight == 0 {
+        p.own_cum_ns += d.g_cum_ns.saturating_sub(p.g_snap_ns);
+        d.busy_procs = d.busy_procs.saturating_sub(1);
+    }
+}
+
+/// A completion of `tgid`'s request that found the disk lock contended:
+/// its end is owed to the process's account, taken by the next holder of
+/// the lock that touches it ([`settle`]). Left in service, the request
+/// would keep the process counted until its `struct request` was reused,
+/// and every other process's own-I/O clock would run at 1/n too slow
+/// meanwhile. False when the process has no account.
+#[inline(always)]
+fn defer_end(tgid: u32) -> bool {
+    let Some(p) = PROC_DISK.get_ptr_mut(tgid) else {
+        return false;
+    };
+    // SAFETY: map value pointer; the entry stays while this request is
+    // counted in it (only `in_service` and `process_gone` remove it, and
+    // only with nothing in service). An atomic add, since a holder of the
+    // lock may be settling it.
+    unsafe { atomic_xadd::<u64, u64, { SeqCst }>(&raw mut (*p).pending_ends, 1) };
     true
 }
 
@@ -135,6 +178,9 @@ pub fn process_gone(tgid: u32) {
         return;
     };
     // SAFETY: map value pointer, under the disk lock.
+    let d = unsafe { &mut *d };
+    advance(d, now_ns());
+    settle(d, unsafe { &mut *p });
     if unsafe { (*p).inflight } == 0 {
         let _ = PROC_DISK.remove(tgid);
     } else {
@@ -264,10 +310,10 @@ pub fn block_io_done(ctx: BtfTracePointContext) -> i32 {
         if let Some(a) = owner(&info) {
             a.io.device_ns += now.saturating_sub(info.issue_ns);
         }
-        if !in_service(info.tgid, now, false) {
-            // Still counted in service (lock_contended): the entry stays,
-            // and the request ends when its pointer is next reused
-            // (`block_io_start`), not never.
+        if !in_service(info.tgid, now, false) && !defer_end(info.tgid) {
+            // Still counted in service (lock_contended) with no account to
+            // owe the end to: the entry stays, and the request ends when
+            // its pointer is next reused (`block_io_start`), not never.
             trace::block(
                 Kind::BlockComplete,
                 rq as *const u8,

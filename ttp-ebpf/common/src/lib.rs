@@ -301,6 +301,10 @@ pub struct ProcDisk {
     pub g_snap_ns: u64,
     /// Own-I/O time accrued over closed in-service periods.
     pub own_cum_ns: u64,
+    /// Requests that completed while the disk lock stayed contended: each
+    /// is taken off `inflight` by the next holder of the lock that touches
+    /// this process (added atomically, without the lock).
+    pub pending_ends: u64,
 }
 
 /// A block request from creation to completion.
@@ -497,7 +501,7 @@ const _: () = assert!(core::mem::size_of::<ThreadAccount>() == 240);
 const _: () = assert!(core::mem::size_of::<ExitRecord>() == 248);
 const _: () = assert!(core::mem::size_of::<CpuAccount>() == 80);
 const _: () = assert!(core::mem::size_of::<DiskAccount>() == 40);
-const _: () = assert!(core::mem::size_of::<ProcDisk>() == 24);
+const _: () = assert!(core::mem::size_of::<ProcDisk>() == 32);
 const _: () = assert!(core::mem::size_of::<RequestInfo>() == 32);
 
 /// The per-event stream of `--trace`: compact records for the traced
