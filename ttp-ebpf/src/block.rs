@@ -130,7 +130,9 @@ fn settle(d: &mut DiskAccount, p: &mut ProcDisk) {
     if owed == 0 || p.inflight == 0 {
         return;
     }
-    p.inflight = p.inflight.saturating_sub(owed.min(u64::from(u32::MAX)) as u32);
+    p.inflight = p
+        .inflight
+        .saturating_sub(owed.min(u64::from(u32::MAX)) as u32);
     if p.inflight == 0 {
         p.own_cum_ns += d.g_cum_ns.saturating_sub(p.g_snap_ns);
         d.busy_procs = d.busy_procs.saturating_sub(1);
