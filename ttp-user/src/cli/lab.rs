@@ -1,9 +1,9 @@
 //! `ttp-ebpf lab`: experiments across many hosts in one PostgreSQL lab
 //! database (docs/lab.md). `init` creates or migrates the schema,
 //! `submit` registers a spec and its tasks, `worker` (cli/lab_worker.rs)
-//! claims this host label's tasks and times each with `run` (TTPv2),
-//! `status` counts, `export` and `import` (cli/lab_io.rs) write the lab's
-//! studies and bring studies in.
+//! claims this host label's tasks and times each with `run` (TTPv2;
+//! cli/lab_task.rs), `status` counts, `export` and `import`
+//! (cli/lab_io.rs) write the lab's studies and bring studies in.
 use std::path::PathBuf;
 
 use clap::Subcommand;
