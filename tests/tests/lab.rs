@@ -13,7 +13,7 @@ use std::{
 };
 
 use common::{
-    lab::{assert_refused, spin_command},
+    lab::{LabServer, assert_refused, spin_command, wait_or_kill},
     pg::{Cluster, stderr, stdout, ttp},
     *,
 };
@@ -409,7 +409,7 @@ fn concurrent_claims_on_one_label_take_each_task_once() {
         queue::Submitted::New(TASKS)
     );
     // A held task shows in the status as running, by its holder.
-    let held = queue::claim(&mut lab, "x", "holder", 60.0)
+    let held = queue::claim(&mut lab, "x", "holder", 60.0, false)
         .unwrap()
         .unwrap();
     let o = Command::new(ttp_bin())
@@ -438,7 +438,7 @@ fn concurrent_claims_on_one_label_take_each_task_once() {
                 let me = format!("w{w}");
                 let mut mine = Vec::new();
                 barrier.wait();
-                while let Some(t) = queue::claim(&mut lab, "x", &me, 60.0).unwrap() {
+                while let Some(t) = queue::claim(&mut lab, "x", &me, 60.0, false).unwrap() {
                     let qe = vec![(1, "{\"qe\": 1}".to_string())];
                     assert!(queue::finish(&mut lab, &t, &me, &qe, Ok("{}")).unwrap());
                     mine.push(t.id);
@@ -479,4 +479,127 @@ fn concurrent_claims_on_one_label_take_each_task_once() {
         c.psql("SELECT count(*) FROM ttp_lab_qc_results"),
         TASKS.to_string()
     );
+}
+
+/// `lab worker --no-run` (the queue benchmark's trivial executor) pointed
+/// at a lab with a real experiment: it claims only the tasks of the queue
+/// benchmark (`no_run = true`) and leaves the real task pending, never
+/// claimed; an ordinary worker measures the real task and leaves the
+/// benchmark's alone; `lab status` shows the benchmark as not run, and
+/// `analyze --lab` and `lab export` refuse it. Would catch a no-run worker
+/// that ends a task meant to be measured (a result with no QEs), or a
+/// benchmark's unmeasured tasks read as results. Truths: the lab's rows
+/// read with psql and the n of the spec the test wrote.
+#[test]
+fn a_no_run_worker_cannot_end_a_real_task() {
+    if !root_or_skip("a_no_run_worker_cannot_end_a_real_task") {
+        return;
+    }
+    let _serial = serial();
+    let lab = LabServer::initialised("labnorun");
+    lab.submit(
+        &(String::from("name = \"real\"\nhosts = [\"x\"]\n")
+            + &spin_command("spin", 30, 2, None, "")),
+    );
+    let bench = "name = \"queue\"\nno_run = true\nhosts = [\"x\"]\n\
+                 [[command]]\nname = \"t1\"\nargv = [\"/bin/true\"]\nn = 1\n\
+                 [[command]]\nname = \"t2\"\nargv = [\"/bin/true\"]\nn = 1\n";
+    let o = lab.submit_as("bench.toml", bench, &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("queue benchmark"), "{}", stdout(&o));
+    let tasks = "SELECT experiment, key, state, attempts FROM ttp_lab_tasks ORDER BY id";
+
+    // One task of the benchmark, and the real one is first in the queue.
+    let o = wait_or_kill(
+        lab.worker("x", &["--once", "--no-run", "--json", "--max-tasks", "1"]),
+        60,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["done"], 1, "{v}");
+    assert_eq!(
+        lab.psql(tasks),
+        "real|spin|pending|0\nqueue|t1|done|1\nqueue|t2|pending|0"
+    );
+    // Without --max-tasks it takes what is left of the benchmark and
+    // still never the real task.
+    let o = wait_or_kill(lab.worker("x", &["--once", "--no-run", "--json"]), 60);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["done"], 1, "{v}");
+    assert_eq!(
+        lab.psql(tasks),
+        "real|spin|pending|0\nqueue|t1|done|1\nqueue|t2|done|1"
+    );
+    assert_eq!(
+        lab.psql("SELECT count(*) FROM ttp_lab_qc_results r JOIN ttp_lab_tasks t ON t.id = r.task_id WHERE t.experiment = 'real'"),
+        "0"
+    );
+
+    // An ordinary worker measures the real task: n = 2 QEs.
+    let o = wait_or_kill(lab.worker("x", &["--once", "--json"]), 300);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["done"], 1, "{v}");
+    assert_eq!(
+        lab.psql("SELECT t.state, r.attempt, jsonb_array_length(r.result->'qes') FROM ttp_lab_tasks t JOIN ttp_lab_qc_results r ON r.task_id = t.id WHERE t.experiment = 'real'"),
+        "done|1|2"
+    );
+
+    // A benchmark submitted after the real task ran is not claimed by an
+    // ordinary worker either.
+    let o = lab.submit_as(
+        "bench2.toml",
+        &bench.replace("\"queue\"", "\"queue2\""),
+        &[],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = wait_or_kill(lab.worker("x", &["--once", "--json"]), 60);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["done"], 0, "{v}");
+    assert_eq!(
+        lab.psql("SELECT count(*) FILTER (WHERE state = 'pending' AND attempts = 0) FROM ttp_lab_tasks WHERE experiment = 'queue2'"),
+        "2"
+    );
+
+    // The benchmark's tasks are done, but nothing of it is a result.
+    let o = ttp(&[
+        "lab",
+        "status",
+        "--lab",
+        &lab.url,
+        "--json",
+        "--experiment",
+        "queue",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(
+        (&v["rows"][0]["done"], &v["rows"][0]["no_run"]),
+        (&2.into(), &true.into()),
+        "{v}"
+    );
+    let o = ttp(&["lab", "status", "--lab", &lab.url]);
+    assert!(
+        stdout(&o).contains("experiment queue is a queue benchmark"),
+        "{}",
+        stdout(&o)
+    );
+    assert!(!stdout(&o).contains("experiment real is"), "{}", stdout(&o));
+    let o = ttp(&["analyze", "--lab", &lab.url, "--experiment", "queue"]);
+    assert_refused(&o, "queue benchmark");
+    let out = lab.dir.join("export");
+    let o = ttp(&[
+        "lab",
+        "export",
+        "--lab",
+        &lab.url,
+        "--experiment",
+        "queue",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_refused(&o, "queue benchmark");
+    assert!(!out.join("queue.x.study").exists());
 }

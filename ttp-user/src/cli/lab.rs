@@ -129,6 +129,7 @@ fn submit(a: SubmitArgs) -> anyhow::Result<()> {
                 "spec_sha256": spec.hash(),
                 "submitted": new,
                 "tasks": tasks,
+                "no_run": spec.no_run,
             })
         );
     } else if new {
@@ -145,6 +146,12 @@ fn submit(a: SubmitArgs) -> anyhow::Result<()> {
             spec.name,
             spec.hosts.len()
         );
+        if spec.no_run {
+            println!(
+                "experiment {:?} is a queue benchmark (no_run = true): only `lab worker --no-run` claims its tasks, and finishes them without running anything",
+                spec.name
+            );
+        }
     } else {
         println!(
             "experiment {:?} is already in the lab with this spec: nothing changed",

@@ -71,8 +71,11 @@ pub struct WorkerArgs {
     #[arg(long)]
     pub json: bool,
     /// Claim and finish each task without running its command: the queue
-    /// alone, for `cargo xtask bench lab` (docs/benchmarks.md); the JSON
-    /// summary adds each claim's round trip (`claim_latencies_s`).
+    /// alone, for `cargo xtask bench lab` (docs/benchmarks.md). Claims
+    /// only tasks of experiments submitted with `no_run = true` (and an
+    /// ordinary worker never claims those), so it cannot end a task that
+    /// was meant to be measured; the JSON summary adds each claim's round
+    /// trip (`claim_latencies_s`).
     #[arg(long, hide = true)]
     pub no_run: bool,
 }
@@ -177,6 +180,11 @@ pub fn worker(a: WorkerArgs) -> anyhow::Result<()> {
         schema::require_current(lab)?;
         queue::register_host(lab, &name, &a.host_label, &hostname, &facts)
     })?;
+    if a.no_run {
+        eprintln!(
+            "lab worker {name}: --no-run: claims only tasks of queue benchmarks (experiments submitted with no_run = true) and runs none"
+        );
+    }
     let mut sum = Summary::default();
     if up.is_none() {
         sum.stopped = true;
@@ -190,7 +198,7 @@ pub fn worker(a: WorkerArgs) -> anyhow::Result<()> {
         let claimed = s.with("claim a task", |lab| {
             queue::touch_host(lab, &name)?;
             let t = Instant::now();
-            let c = queue::claim(lab, &a.host_label, &name, a.lease.as_secs_f64())?;
+            let c = queue::claim(lab, &a.host_label, &name, a.lease.as_secs_f64(), a.no_run)?;
             if c.is_some() {
                 sum.claim_s.push(t.elapsed().as_secs_f64());
             }

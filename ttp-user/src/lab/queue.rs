@@ -123,16 +123,24 @@ pub fn touch_host(lab: &mut Lab, worker: &str) -> anyhow::Result<()> {
 /// one single-row update whose subquery skips rows other workers hold
 /// locked, so two workers never claim the same task and never wait for
 /// each other. A takeover is recorded in `ttp_lab_takeovers` in the same
-/// statement, with the worker it was taken from.
+/// statement, with the worker it was taken from. A `no_run` claim (`lab
+/// worker --no-run`) takes only tasks of experiments submitted with
+/// `no_run = true`, any other claim only tasks of the others: a worker
+/// that runs nothing can never end a task that was meant to be measured.
 pub fn claim(
     lab: &mut Lab,
     label: &str,
     worker: &str,
     lease_s: f64,
+    no_run: bool,
 ) -> anyhow::Result<Option<Claimed>> {
+    // `no_run` is spec::NO_RUN_KEY, absent from the stored JSON of every
+    // spec that is not a queue benchmark.
     let q = "WITH old AS ( \
                SELECT id, state, claimed_by, started_at, lease_until FROM ttp_lab_tasks \
                WHERE host_label = $1 AND (state = 'pending' OR (state = 'running' AND lease_until < now())) \
+                 AND experiment IN (SELECT name FROM ttp_lab_experiments \
+                                    WHERE coalesce((spec->>'no_run')::boolean, false) = $4) \
                ORDER BY id FOR NO KEY UPDATE SKIP LOCKED LIMIT 1), \
              claimed AS ( \
                UPDATE ttp_lab_tasks t SET state = 'running', attempts = t.attempts + 1, claimed_by = $2, \
@@ -149,7 +157,7 @@ pub fn claim(
                coalesce(extract(epoch FROM now() - old_lease)::float8, 0) \
              FROM claimed";
     let rows = lab
-        .block_on(lab.client.query(q, &[&label, &worker, &lease_s]))
+        .block_on(lab.client.query(q, &[&label, &worker, &lease_s, &no_run]))
         .map_err(|e| lab.err(q, e))?;
     Ok(rows.first().map(|r| Claimed {
         id: r.get(0),
@@ -276,6 +284,10 @@ pub struct StatusRow {
     pub abandoned_attempts: i64,
     /// Tasks claimed after the lease of their previous worker expired.
     pub taken_over: i64,
+    /// A queue benchmark (`no_run = true`): its done tasks were finished
+    /// by `lab worker --no-run` without being measured, and are no
+    /// results.
+    pub no_run: bool,
 }
 
 /// Per experiment and host label, the tasks in each state and the QEs
@@ -290,7 +302,9 @@ pub fn status(lab: &mut Lab, experiment: Option<&str>) -> anyhow::Result<Vec<Sta
                count(DISTINCT t.claimed_by) FILTER (WHERE t.state = 'running'), \
                (coalesce(sum(t.attempts), 0) - count(*) FILTER (WHERE t.state <> 'pending'))::bigint, \
                (SELECT count(*) FROM ttp_lab_takeovers k JOIN ttp_lab_tasks u ON u.id = k.task_id \
-                WHERE u.experiment = t.experiment AND u.host_label = t.host_label) \
+                WHERE u.experiment = t.experiment AND u.host_label = t.host_label), \
+               coalesce((SELECT (e.spec->>'no_run')::boolean FROM ttp_lab_experiments e \
+                         WHERE e.name = t.experiment), false) \
              FROM ttp_lab_tasks t \
              LEFT JOIN (SELECT task_id, count(*) AS n FROM ttp_lab_qes GROUP BY task_id) q ON q.task_id = t.id \
              WHERE $1::text IS NULL OR t.experiment = $1 \
@@ -324,6 +338,7 @@ pub fn status(lab: &mut Lab, experiment: Option<&str>) -> anyhow::Result<Vec<Sta
                 eta_s,
                 abandoned_attempts: r.get(9),
                 taken_over: r.get(10),
+                no_run: r.get(11),
             }
         })
         .collect())
