@@ -50,11 +50,14 @@ pub fn submit(lab: &mut Lab, spec: &LabSpec) -> anyhow::Result<Submitted> {
             .into())
         };
     }
-    let ins = "INSERT INTO ttp_lab_tasks (experiment, key, host_label, payload) VALUES ($1, $2, $3, $4::text::jsonb)";
+    let ins = "INSERT INTO ttp_lab_tasks (experiment, key, host_label, payload, no_run) VALUES ($1, $2, $3, $4::text::jsonb, $5)";
     for t in &tasks {
         let payload = serde_json::to_string(&t.payload)?;
-        rt.block_on(tx.execute(ins, &[&spec.name, &t.key, &t.host_label, &payload]))
-            .map_err(|e| err(&target, ins, e))?;
+        rt.block_on(tx.execute(
+            ins,
+            &[&spec.name, &t.key, &t.host_label, &payload, &spec.no_run],
+        ))
+        .map_err(|e| err(&target, ins, e))?;
     }
     rt.block_on(tx.commit())
         .map_err(|e| err(&target, "COMMIT", e))?;
@@ -134,13 +137,11 @@ pub fn claim(
     lease_s: f64,
     no_run: bool,
 ) -> anyhow::Result<Option<Claimed>> {
-    // `no_run` is spec::NO_RUN_KEY, absent from the stored JSON of every
-    // spec that is not a queue benchmark.
+    // A task's `no_run` is its spec's, set by `submit` (migration 3).
     let q = "WITH old AS ( \
                SELECT id, state, claimed_by, started_at, lease_until FROM ttp_lab_tasks \
                WHERE host_label = $1 AND (state = 'pending' OR (state = 'running' AND lease_until < now())) \
-                 AND experiment IN (SELECT name FROM ttp_lab_experiments \
-                                    WHERE coalesce((spec->>'no_run')::boolean, false) = $4) \
+                 AND no_run = $4 \
                ORDER BY id FOR NO KEY UPDATE SKIP LOCKED LIMIT 1), \
              claimed AS ( \
                UPDATE ttp_lab_tasks t SET state = 'running', attempts = t.attempts + 1, claimed_by = $2, \
@@ -303,8 +304,7 @@ pub fn status(lab: &mut Lab, experiment: Option<&str>) -> anyhow::Result<Vec<Sta
                (coalesce(sum(t.attempts), 0) - count(*) FILTER (WHERE t.state <> 'pending'))::bigint, \
                (SELECT count(*) FROM ttp_lab_takeovers k JOIN ttp_lab_tasks u ON u.id = k.task_id \
                 WHERE u.experiment = t.experiment AND u.host_label = t.host_label), \
-               coalesce((SELECT (e.spec->>'no_run')::boolean FROM ttp_lab_experiments e \
-                         WHERE e.name = t.experiment), false) \
+               bool_or(t.no_run) \
              FROM ttp_lab_tasks t \
              LEFT JOIN (SELECT task_id, count(*) AS n FROM ttp_lab_qes GROUP BY task_id) q ON q.task_id = t.id \
              WHERE $1::text IS NULL OR t.experiment = $1 \
