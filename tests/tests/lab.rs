@@ -1,7 +1,8 @@
 //! The lab against a real PostgreSQL lab server started by the test (root;
 //! see common::root_or_skip and common::pg): two workers with two host
-//! labels claim concurrently from one queue (workers stopped, killed or
-//! cut off in the middle of a Q@C: lab_faults.rs). Truths: the fixture's
+//! labels claim concurrently from one queue, and a `--no-run` worker
+//! cannot end a real experiment's task (workers stopped, killed or cut
+//! off in the middle of a Q@C: lab_faults.rs). Truths: the fixture's
 //! own log of its executions (fixture-spin --state appends one line per
 //! execution with the kernel's CPU time of its process), the spec the
 //! test wrote, and the lab's tables read with psql.
