@@ -1,9 +1,9 @@
 //! `ttp-ebpf lab`: experiments across many hosts in one PostgreSQL lab
 //! database (docs/lab.md). `init` creates or migrates the schema,
 //! `submit` registers a spec and its tasks, `worker` (cli/lab_worker.rs)
-//! claims this host label's tasks and times each with `run` (TTPv2),
-//! `status` counts, `export` and `import` (cli/lab_io.rs) write the lab's
-//! studies and bring studies in.
+//! claims this host label's tasks and times each with `run` (TTPv2;
+//! cli/lab_task.rs), `status` counts, `export` and `import`
+//! (cli/lab_io.rs) write the lab's studies and bring studies in.
 use std::path::PathBuf;
 
 use clap::Subcommand;
@@ -129,6 +129,7 @@ fn submit(a: SubmitArgs) -> anyhow::Result<()> {
                 "spec_sha256": spec.hash(),
                 "submitted": new,
                 "tasks": tasks,
+                "no_run": spec.no_run,
             })
         );
     } else if new {
@@ -145,6 +146,12 @@ fn submit(a: SubmitArgs) -> anyhow::Result<()> {
             spec.name,
             spec.hosts.len()
         );
+        if spec.no_run {
+            println!(
+                "experiment {:?} is a queue benchmark (no_run = true): only `lab worker --no-run` claims its tasks, and finishes them without running anything",
+                spec.name
+            );
+        }
     } else {
         println!(
             "experiment {:?} is already in the lab with this spec: nothing changed",

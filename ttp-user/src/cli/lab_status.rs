@@ -95,6 +95,10 @@ fn secs(s: Option<f64>) -> String {
     })
 }
 
+/// Said of each queue benchmark (`no_run = true`) beside the table: its
+/// done tasks count as no result (docs/lab.md, "No-run experiments").
+const NOT_RUN: &str = "experiment {e} is a queue benchmark (no_run = true): its tasks were finished by `lab worker --no-run` without being run, and none is a measured result";
+
 /// The status table, as `lab status` prints it.
 fn table(target: &str, rows: &[StatusRow], running: &[RunningTask]) -> String {
     let mut out = format!("lab {target}\n");
@@ -132,6 +136,15 @@ fn table(target: &str, rows: &[StatusRow], running: &[RunningTask]) -> String {
     }
     if rows.is_empty() {
         out.push_str("(no tasks)\n");
+    }
+    let mut no_run: Vec<&str> = rows
+        .iter()
+        .filter(|r| r.no_run)
+        .map(|r| r.experiment.as_str())
+        .collect();
+    no_run.dedup();
+    for e in no_run {
+        let _ = writeln!(out, "{}", NOT_RUN.replace("{e}", e));
     }
     for r in running {
         let _ = writeln!(
@@ -190,7 +203,11 @@ fn line(elapsed: Duration, r: &StatusRow) -> String {
         r.pending,
         r.qes_measured,
         secs(r.eta_s)
-    )
+    ) + if r.no_run {
+        " (no run: nothing measured)"
+    } else {
+        ""
+    }
 }
 
 fn watch(a: &StatusArgs, mut lab: Lab) -> anyhow::Result<()> {
@@ -287,6 +304,7 @@ mod tests {
             eta_s: Some(4.0),
             abandoned_attempts: 0,
             taken_over: 0,
+            no_run: false,
         }
     }
 
@@ -309,5 +327,22 @@ mod tests {
             l,
             "+1.5s e h: 1/4 finished (1 done, 0 failed), 1 running, 2 pending, 7 QEs, ETA 4s"
         );
+    }
+
+    /// Catches a queue benchmark whose done tasks read as measured ones.
+    #[test]
+    fn a_no_run_experiment_says_nothing_was_measured() {
+        let mut r = row(0, 0, 3, 0);
+        r.no_run = true;
+        // Two host labels of one experiment: said once.
+        let t = table("lab", &[r.clone(), r.clone()], &[]);
+        assert_eq!(
+            t.matches("queue benchmark (no_run = true)").count(),
+            1,
+            "{t}"
+        );
+        assert!(t.contains("experiment e is a queue benchmark"), "{t}");
+        assert!(line(Duration::ZERO, &r).ends_with("(no run: nothing measured)"));
+        assert!(!table("lab", &[row(0, 0, 1, 0)], &[]).contains("no_run"));
     }
 }

@@ -19,6 +19,7 @@ pub mod inc;
 pub mod lab;
 pub mod lab_io;
 pub mod lab_status;
+pub mod lab_task;
 pub mod lab_worker;
 pub mod load;
 pub mod report;

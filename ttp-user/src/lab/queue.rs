@@ -50,11 +50,14 @@ pub fn submit(lab: &mut Lab, spec: &LabSpec) -> anyhow::Result<Submitted> {
             .into())
         };
     }
-    let ins = "INSERT INTO ttp_lab_tasks (experiment, key, host_label, payload) VALUES ($1, $2, $3, $4::text::jsonb)";
+    let ins = "INSERT INTO ttp_lab_tasks (experiment, key, host_label, payload, no_run) VALUES ($1, $2, $3, $4::text::jsonb, $5)";
     for t in &tasks {
         let payload = serde_json::to_string(&t.payload)?;
-        rt.block_on(tx.execute(ins, &[&spec.name, &t.key, &t.host_label, &payload]))
-            .map_err(|e| err(&target, ins, e))?;
+        rt.block_on(tx.execute(
+            ins,
+            &[&spec.name, &t.key, &t.host_label, &payload, &spec.no_run],
+        ))
+        .map_err(|e| err(&target, ins, e))?;
     }
     rt.block_on(tx.commit())
         .map_err(|e| err(&target, "COMMIT", e))?;
@@ -123,16 +126,22 @@ pub fn touch_host(lab: &mut Lab, worker: &str) -> anyhow::Result<()> {
 /// one single-row update whose subquery skips rows other workers hold
 /// locked, so two workers never claim the same task and never wait for
 /// each other. A takeover is recorded in `ttp_lab_takeovers` in the same
-/// statement, with the worker it was taken from.
+/// statement, with the worker it was taken from. A `no_run` claim (`lab
+/// worker --no-run`) takes only tasks of experiments submitted with
+/// `no_run = true`, any other claim only tasks of the others: a worker
+/// that runs nothing can never end a task that was meant to be measured.
 pub fn claim(
     lab: &mut Lab,
     label: &str,
     worker: &str,
     lease_s: f64,
+    no_run: bool,
 ) -> anyhow::Result<Option<Claimed>> {
+    // A task's `no_run` is its spec's, set by `submit` (migration 3).
     let q = "WITH old AS ( \
                SELECT id, state, claimed_by, started_at, lease_until FROM ttp_lab_tasks \
                WHERE host_label = $1 AND (state = 'pending' OR (state = 'running' AND lease_until < now())) \
+                 AND no_run = $4 \
                ORDER BY id FOR NO KEY UPDATE SKIP LOCKED LIMIT 1), \
              claimed AS ( \
                UPDATE ttp_lab_tasks t SET state = 'running', attempts = t.attempts + 1, claimed_by = $2, \
@@ -149,7 +158,7 @@ pub fn claim(
                coalesce(extract(epoch FROM now() - old_lease)::float8, 0) \
              FROM claimed";
     let rows = lab
-        .block_on(lab.client.query(q, &[&label, &worker, &lease_s]))
+        .block_on(lab.client.query(q, &[&label, &worker, &lease_s, &no_run]))
         .map_err(|e| lab.err(q, e))?;
     Ok(rows.first().map(|r| Claimed {
         id: r.get(0),
@@ -276,6 +285,10 @@ pub struct StatusRow {
     pub abandoned_attempts: i64,
     /// Tasks claimed after the lease of their previous worker expired.
     pub taken_over: i64,
+    /// A queue benchmark (`no_run = true`): its done tasks were finished
+    /// by `lab worker --no-run` without being measured, and are no
+    /// results.
+    pub no_run: bool,
 }
 
 /// Per experiment and host label, the tasks in each state and the QEs
@@ -290,7 +303,8 @@ pub fn status(lab: &mut Lab, experiment: Option<&str>) -> anyhow::Result<Vec<Sta
                count(DISTINCT t.claimed_by) FILTER (WHERE t.state = 'running'), \
                (coalesce(sum(t.attempts), 0) - count(*) FILTER (WHERE t.state <> 'pending'))::bigint, \
                (SELECT count(*) FROM ttp_lab_takeovers k JOIN ttp_lab_tasks u ON u.id = k.task_id \
-                WHERE u.experiment = t.experiment AND u.host_label = t.host_label) \
+                WHERE u.experiment = t.experiment AND u.host_label = t.host_label), \
+               bool_or(t.no_run) \
              FROM ttp_lab_tasks t \
              LEFT JOIN (SELECT task_id, count(*) AS n FROM ttp_lab_qes GROUP BY task_id) q ON q.task_id = t.id \
              WHERE $1::text IS NULL OR t.experiment = $1 \
@@ -324,6 +338,7 @@ pub fn status(lab: &mut Lab, experiment: Option<&str>) -> anyhow::Result<Vec<Sta
                 eta_s,
                 abandoned_attempts: r.get(9),
                 taken_over: r.get(10),
+                no_run: r.get(11),
             }
         })
         .collect())

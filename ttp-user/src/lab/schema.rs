@@ -79,6 +79,15 @@ CREATE TABLE ttp_lab_takeovers (
 CREATE INDEX ttp_lab_tasks_leased ON ttp_lab_tasks (host_label, lease_until) WHERE state = 'running';
 "#,
     ),
+    (
+        3,
+        "tasks of queue benchmarks (no_run), claimed only by no-run workers",
+        // A version of its own so that a binary that does not know the
+        // rule (its `--no-run` worker would end any task) refuses the lab.
+        r#"
+ALTER TABLE ttp_lab_tasks ADD COLUMN no_run boolean NOT NULL DEFAULT false;
+"#,
+    ),
 ];
 
 /// The schema version this binary reads and writes.

@@ -26,7 +26,22 @@ pub struct LabSpec {
     /// it was before query specs were accepted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub postgres: Option<PgSpec>,
+    /// A queue-only experiment (`cargo xtask bench lab`): its tasks are
+    /// claimed only by `lab worker --no-run`, which finishes them without
+    /// running anything, and an ordinary worker never claims them, so a
+    /// no-run worker pointed at a real lab cannot end a real task
+    /// (docs/lab.md, "No-run experiments"). Absent from the JSON of every
+    /// other spec, whose hash stays what it was.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub no_run: bool,
 }
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// The key of [`LabSpec::no_run`] in a spec and in its stored JSON.
+pub const NO_RUN_KEY: &str = "no_run";
 
 /// One `[[command]]`: a Q@C of `ttp-ebpf run -n N [--cold-cache] -- ARGV`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -127,6 +142,9 @@ fn parse_query_spec(mut table: toml::Table) -> Result<LabSpec, String> {
     if table.contains_key("command") {
         return Err("a spec holds either [[command]]s or queries × cardinalities, not both".into());
     }
+    if table.contains_key(NO_RUN_KEY) {
+        return Err("`no_run` marks a queue benchmark of [[command]]s (`cargo xtask bench lab`), not a spec of queries × cardinalities".into());
+    }
     let mut pg = PgSpec::from_table(table).map_err(|e| one_line(&e.to_string()))?;
     let conn =
         crate::pg::session::parse_config(&pg.connection).map_err(|e| one_line(&e.to_string()))?;
@@ -142,6 +160,7 @@ fn parse_query_spec(mut table: toml::Table) -> Result<LabSpec, String> {
             hosts: hosts.clone(),
             command: Vec::new(),
             postgres: Some(pg.clone()),
+            no_run: false,
         };
         let h = Sha256::digest(unseeded.canonical_json().as_bytes());
         let seed = u32::from_be_bytes([h[0], h[1], h[2], h[3]]) & 0x7fff_ffff;
@@ -152,6 +171,7 @@ fn parse_query_spec(mut table: toml::Table) -> Result<LabSpec, String> {
         hosts,
         command: Vec::new(),
         postgres: Some(pg),
+        no_run: false,
     })
 }
 
@@ -319,6 +339,21 @@ labels = { size = "1" }
         assert_eq!(c.n, 10, "n defaults to run's 10");
     }
 
+    /// Catches a marker that would change the hash of every spec stored
+    /// before it existed, or one that resubmission could not tell apart.
+    #[test]
+    fn no_run_is_in_the_hash_only_when_set() {
+        let a = LabSpec::parse(SPEC).unwrap();
+        assert!(!a.no_run);
+        assert!(!a.canonical_json().contains(NO_RUN_KEY));
+        let b = LabSpec::parse(&format!("no_run = false\n{SPEC}")).unwrap();
+        assert_eq!(a.hash(), b.hash());
+        let c = LabSpec::parse(&format!("no_run = true\n{SPEC}")).unwrap();
+        assert!(c.no_run);
+        assert!(c.canonical_json().contains("\"no_run\":true"));
+        assert_ne!(a.hash(), c.hash());
+    }
+
     #[test]
     fn hash_follows_the_content_not_the_layout() {
         let a = LabSpec::parse(SPEC).unwrap();
@@ -468,6 +503,9 @@ sql = "SELECT max(id) FROM ttp_var"
         assert_eq!(seeded.postgres.unwrap().data.seed, Some(7));
         let other = LabSpec::parse(&text.replace("max(id)", "min(id)")).unwrap();
         assert_ne!(other.hash(), s.hash());
+        // A queue benchmark is a command spec.
+        let e = LabSpec::parse(&format!("no_run = true\n{text}")).unwrap_err();
+        assert!(e.contains("no_run"), "{e}");
         // The payload reads back as what it was, and an old command
         // payload still reads as a command.
         let json = serde_json::to_string(&t[11].payload).unwrap();

@@ -99,6 +99,12 @@ pub fn read_experiment(lab: &mut Lab, name: &str) -> anyhow::Result<Vec<LabStudy
         .into());
     };
     let spec: serde_json::Value = serde_json::from_str(row.get::<_, &str>(0))?;
+    if spec.get(super::spec::NO_RUN_KEY) == Some(&serde_json::Value::Bool(true)) {
+        return Err(UsageError::new(format!(
+            "experiment {name:?} is a queue benchmark (no_run = true): its tasks were finished by `lab worker --no-run` without being run, so it has no measured Q@C"
+        ))
+        .into());
+    }
     let created_unix_ns = u64::try_from(row.get::<_, i64>(1)).unwrap_or(0);
     let q = "SELECT t.host_label, r.worker, r.result::text, \
                (SELECT coalesce(json_agg(q.record ORDER BY q.qe), '[]'::json)::text FROM ttp_lab_qes q \

@@ -1,6 +1,7 @@
 //! `bench lab`: the lab's queue under load. For each N (default 1, 8 and
 //! 64), a fresh database on one throw-away local PostgreSQL server gets
-//! `lab init` and an experiment of 2 000 tasks (`lab submit`), and N
+//! `lab init` and a queue benchmark of 2 000 tasks (`lab submit` of a
+//! spec with `no_run = true`, the only tasks a no-run worker claims), and N
 //! `ttp-ebpf lab worker --once --no-run` processes (the release build)
 //! work through it. `--no-run` is the worker's trivial executor: each task
 //! is claimed, and finished with a one-field result, through the worker's
@@ -75,10 +76,12 @@ fn ttp(ttp: &Path, args: &[&str]) -> anyhow::Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// A spec of `TASKS` commands on one host label; `--no-run` never starts
-/// them, so the command only has to be valid.
+/// A queue benchmark of `TASKS` commands on one host label: `no_run =
+/// true`, the marker without which a `--no-run` worker claims nothing
+/// (docs/lab.md, "No-run experiments"); it never starts the commands, so
+/// they only have to be valid.
 fn spec(name: &str) -> String {
-    let mut s = format!("name = \"{name}\"\nhosts = [\"{LABEL}\"]\n");
+    let mut s = format!("name = \"{name}\"\nno_run = true\nhosts = [\"{LABEL}\"]\n");
     for i in 0..TASKS {
         let _ = write!(
             s,
@@ -294,5 +297,9 @@ mod tests {
         let s = spec("b");
         assert_eq!(s.matches("[[command]]").count(), TASKS);
         assert!(s.contains("name = \"t1999\""));
+        assert!(
+            s.contains("\nno_run = true\n"),
+            "a --no-run worker claims nothing else"
+        );
     }
 }
