@@ -23,6 +23,7 @@ use crate::{
         units::parse_duration,
     },
     window::{
+        bracket::{SchedReads, WindowReads},
         procs::ProcSet,
         session::{MeasurementSession, SessionOptions},
     },
@@ -134,6 +135,15 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
         None => None,
     };
     let taskstats = TaskstatsClient::connect().ok();
+    // The kernel's runtime and run_delay read before an image and again
+    // after the references read with it bracket the ledger's own reads
+    // (window/bracket.rs). The target alone, or every process (the
+    // descendants of a target are not known before the image).
+    let bracket_set = args
+        .pid
+        .filter(|_| !args.all && !args.children)
+        .map(|p| BTreeSet::from([p]));
+    let sched_pre0 = SchedReads::read(bracket_set.as_ref());
     let first = Image::from_snapshot(&session.ledger.snapshot().map_err(probe_error_ctx)?);
     let cost_first = session.ledger.cost_snapshot();
     let mut cost_last;
@@ -143,6 +153,7 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
         targets.of(&Window::default(), &parents)
     };
     let procs_before = ProcSet::read(&initial, taskstats.as_ref());
+    let sched_start = (sched_pre0, SchedReads::read(bracket_set.as_ref()));
     // The window starts at the first image; say so only now, so whoever
     // waits for this line starts the workload inside the window.
     eprintln!(
@@ -176,10 +187,18 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
         .and_then(|p| crate::sys::pidfd::PidExit::open(p).ok());
     // Records drained while waiting for the target's, before the image.
     let mut early = Vec::new();
+    // Read before the image that may end the window: when the end is
+    // foreseen (the duration is up, Ctrl-C, the target's pidfd), and at
+    // every image while a target's tree is followed (its target's exit
+    // record, seen only after the image, ends the window too).
+    let mut last_pre: Option<SchedReads>;
     loop {
         let left = end_at.map(|e| e.saturating_duration_since(Instant::now()));
         let step = left.map_or(args.interval, |l| l.min(args.interval));
         let gone = stop.sleep_watching(step, watch.as_ref());
+        let ending = gone || stop.raised() || end_at.is_some_and(|e| Instant::now() >= e);
+        last_pre = (ending || (args.pid.is_some() && args.children))
+            .then(|| SchedReads::read(bracket_set.as_ref()));
         if gone {
             // The exit record is written at the task's last switch, just
             // after the pidfd wakes: wait for it (briefly) so this image
@@ -272,6 +291,10 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
         .collect();
     final_targets.extend(&initial);
     let procs_after = ProcSet::read(&final_targets, taskstats.as_ref());
+    let sched_reads = WindowReads {
+        start: Some(sched_start),
+        end: last_pre.map(|pre| (pre, SchedReads::read(bracket_set.as_ref()))),
+    };
     if taskstats.is_none() {
         notes.push("taskstats unavailable: no taskstats references in the cross-check".into());
     }
@@ -307,6 +330,7 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
             taskstats_exits,
             listener_overflows,
             delayacct_switched_on: switched_on,
+            sched_reads: &sched_reads,
         },
         notes,
     );

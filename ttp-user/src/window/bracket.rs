@@ -1,0 +1,134 @@
+//! The kernel's runtime and run_delay read just before a ledger image and
+//! again after the references taken with it, so that the cross-check
+//! compares the ledger with the kernel at the same instants
+//! (docs/ledger.md, "Cross-check").
+//!
+//! A ledger image and its references (/proc, taskstats) cannot be read at
+//! one instant: the image is read first, then the references one process
+//! after another, while busy threads keep running. Both counters only grow,
+//! so a process's value at the image lies between a read before the image
+//! and a read after the last reference; the growth between those two reads
+//! (the slack) is how far the image and any reference read between them can
+//! be apart.
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::probe::schedstat;
+
+/// Per process (tgid), per thread (tid): (sum_exec_runtime, run_delay) ns.
+#[derive(Debug, Clone, Default)]
+pub struct SchedReads(BTreeMap<u32, BTreeMap<u32, (u64, u64)>>);
+
+/// How much a process's runtime and run_delay grew between two reads.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Slack {
+    pub run_ns: u64,
+    pub wait_ns: u64,
+}
+
+/// The slack at both ends of a window: the ledger's figure lies in
+/// `[reference − end, reference + start]` when the references were read
+/// after the images.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Bracket {
+    pub start: Slack,
+    pub end: Slack,
+}
+
+impl SchedReads {
+    /// /proc/PID/task/TID/schedstat of every thread of `pids`, or of every
+    /// process when `pids` is None. Threads that are gone are skipped.
+    pub fn read(pids: Option<&BTreeSet<u32>>) -> Self {
+        let all;
+        let pids = match pids {
+            Some(p) => p,
+            None => {
+                all = super::procs::ProcSet::all_pids();
+                &all
+            }
+        };
+        let mut out = BTreeMap::new();
+        for &pid in pids {
+            let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+                continue;
+            };
+            let threads: BTreeMap<u32, (u64, u64)> = dir
+                .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+                .filter_map(|tid| Some((tid, schedstat(tid)?)))
+                .collect();
+            out.insert(pid, threads);
+        }
+        Self(out)
+    }
+
+    #[cfg(test)]
+    pub fn from_threads(rows: &[(u32, u32, u64, u64)]) -> Self {
+        let mut out: BTreeMap<u32, BTreeMap<u32, (u64, u64)>> = BTreeMap::new();
+        for &(tgid, tid, run, wait) in rows {
+            out.entry(tgid).or_default().insert(tid, (run, wait));
+        }
+        Self(out)
+    }
+
+    /// What `tgid`'s threads grew by from `self` (before) to `after`. A
+    /// thread missing before started in between (its counters were 0); a
+    /// thread missing after is gone and adds nothing. None when the process
+    /// is not in `after`.
+    pub fn slack(&self, after: &SchedReads, tgid: u32) -> Option<Slack> {
+        let post = after.0.get(&tgid)?;
+        let pre = self.0.get(&tgid);
+        let mut s = Slack::default();
+        for (tid, &(run, wait)) in post {
+            let (r0, w0) = pre.and_then(|p| p.get(tid)).copied().unwrap_or((0, 0));
+            s.run_ns += run.saturating_sub(r0);
+            s.wait_ns += wait.saturating_sub(w0);
+        }
+        Some(s)
+    }
+}
+
+/// The reads around the first and the last image of a window; either end
+/// may be missing (then its slack is 0 and that end is compared as read).
+#[derive(Debug, Clone, Default)]
+pub struct WindowReads {
+    pub start: Option<(SchedReads, SchedReads)>,
+    pub end: Option<(SchedReads, SchedReads)>,
+}
+
+impl WindowReads {
+    pub fn bracket(&self, tgid: u32) -> Bracket {
+        let slack = |e: &Option<(SchedReads, SchedReads)>| {
+            e.as_ref()
+                .and_then(|(pre, post)| pre.slack(post, tgid))
+                .unwrap_or_default()
+        };
+        Bracket {
+            start: slack(&self.start),
+            end: slack(&self.end),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Catches a slack that counts a thread's whole runtime when it was
+    /// read at both ends (it must be the growth), loses a thread started
+    /// in between (all of its runtime is growth), or charges a thread that
+    /// ended in between.
+    #[test]
+    fn slack_is_the_growth_of_the_threads_read_after() {
+        let pre =
+            SchedReads::from_threads(&[(10, 10, 1_000, 50), (10, 11, 2_000, 0), (10, 12, 7, 7)]);
+        let post =
+            SchedReads::from_threads(&[(10, 10, 1_300, 60), (10, 11, 2_000, 0), (10, 13, 40, 4)]);
+        assert_eq!(
+            pre.slack(&post, 10),
+            Some(Slack {
+                run_ns: 340,
+                wait_ns: 14
+            })
+        );
+        assert_eq!(pre.slack(&post, 99), None);
+    }
+}
