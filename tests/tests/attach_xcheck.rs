@@ -38,8 +38,8 @@ fn row<'a>(p: &'a serde_json::Value, reference: &str) -> &'a serde_json::Value {
 /// machine; with three runs here it fails with high probability.
 ///
 /// Catches a cross-check that compares the ledger with the kernel read at
-/// another instant: on-CPU and run-queue wait against schedstat and
-/// taskstats must hold, each with the range the kernel's counter can have
+/// another instant: on-CPU (schedstat, taskstats, utime+stime), run-queue
+/// wait and switches must hold, each with the range the kernel's counter can have
 /// had at the ledger's reads. Independent bounds: the range's top is at
 /// most the fixture's runtime growth between the test's own reads before
 /// ttp started and after it ended, and the ledger's on-CPU lies below that
@@ -92,7 +92,9 @@ fn busy_processes_read_late_are_not_flagged() {
         for reference in [
             "schedstat sum_exec_runtime",
             "taskstats cpu_run_virtual_total",
+            "utime+stime ticks",
             "schedstat run_delay",
+            "/proc status ctxt_switches",
         ] {
             let a = row(p, reference);
             let (ledger, kernel, tol) = (
@@ -111,7 +113,7 @@ fn busy_processes_read_late_are_not_flagged() {
                 lo <= kernel && kernel <= hi,
                 "range {lo}..{hi} misses {kernel}"
             );
-            if reference != "schedstat run_delay" {
+            if reference.ends_with("sum_exec_runtime") || reference.ends_with("virtual_total") {
                 assert!(hi <= growth, "range top {hi} beyond the growth {growth}");
             }
             assert!(

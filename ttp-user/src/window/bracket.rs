@@ -12,17 +12,29 @@
 //! be apart.
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::probe::schedstat;
-
-/// Per process (tgid), per thread (tid): (sum_exec_runtime, run_delay) ns.
+/// Per process (tgid), per thread (tid): /proc/TID/schedstat's
+/// (sum_exec_runtime ns, run_delay ns, pcount).
 #[derive(Debug, Clone, Default)]
-pub struct SchedReads(BTreeMap<u32, BTreeMap<u32, (u64, u64)>>);
+pub struct SchedReads(BTreeMap<u32, BTreeMap<u32, (u64, u64, u64)>>);
 
-/// How much a process's runtime and run_delay grew between two reads.
+/// How much a process's runtime and run_delay grew between two reads, and
+/// how many switches it can have made meanwhile.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Slack {
     pub run_ns: u64,
     pub wait_ns: u64,
+    /// `pcount` (switches in) grew by this much, plus one for each thread
+    /// whose runtime grew: one running at the first read may have been
+    /// switched out without being switched in again (its runtime grows at
+    /// that switch-out, update_curr).
+    pub switches: u64,
+}
+
+/// /proc/TID/schedstat: sum_exec_runtime, run_delay, pcount.
+fn schedstat3(tid: u32) -> Option<(u64, u64, u64)> {
+    let text = std::fs::read_to_string(format!("/proc/{tid}/schedstat")).ok()?;
+    let mut f = text.split_ascii_whitespace().map(|v| v.parse::<u64>().ok());
+    Some((f.next()??, f.next()??, f.next()??))
 }
 
 /// The slack at both ends of a window: the ledger's figure lies in
@@ -51,9 +63,9 @@ impl SchedReads {
             let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
                 continue;
             };
-            let threads: BTreeMap<u32, (u64, u64)> = dir
+            let threads: BTreeMap<u32, (u64, u64, u64)> = dir
                 .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-                .filter_map(|tid| Some((tid, schedstat(tid)?)))
+                .filter_map(|tid| Some((tid, schedstat3(tid)?)))
                 .collect();
             out.insert(pid, threads);
         }
@@ -61,10 +73,12 @@ impl SchedReads {
     }
 
     #[cfg(test)]
-    pub fn from_threads(rows: &[(u32, u32, u64, u64)]) -> Self {
-        let mut out: BTreeMap<u32, BTreeMap<u32, (u64, u64)>> = BTreeMap::new();
-        for &(tgid, tid, run, wait) in rows {
-            out.entry(tgid).or_default().insert(tid, (run, wait));
+    pub fn from_threads(rows: &[(u32, u32, u64, u64, u64)]) -> Self {
+        let mut out: BTreeMap<u32, BTreeMap<u32, (u64, u64, u64)>> = BTreeMap::new();
+        for &(tgid, tid, run, wait, pcount) in rows {
+            out.entry(tgid)
+                .or_default()
+                .insert(tid, (run, wait, pcount));
         }
         Self(out)
     }
@@ -77,10 +91,11 @@ impl SchedReads {
         let post = after.0.get(&tgid)?;
         let pre = self.0.get(&tgid);
         let mut s = Slack::default();
-        for (tid, &(run, wait)) in post {
-            let (r0, w0) = pre.and_then(|p| p.get(tid)).copied().unwrap_or((0, 0));
+        for (tid, &(run, wait, pcount)) in post {
+            let (r0, w0, p0) = pre.and_then(|p| p.get(tid)).copied().unwrap_or((0, 0, 0));
             s.run_ns += run.saturating_sub(r0);
             s.wait_ns += wait.saturating_sub(w0);
+            s.switches += pcount.saturating_sub(p0) + u64::from(run > r0);
         }
         Some(s)
     }
@@ -118,15 +133,24 @@ mod tests {
     /// ended in between.
     #[test]
     fn slack_is_the_growth_of_the_threads_read_after() {
-        let pre =
-            SchedReads::from_threads(&[(10, 10, 1_000, 50), (10, 11, 2_000, 0), (10, 12, 7, 7)]);
-        let post =
-            SchedReads::from_threads(&[(10, 10, 1_300, 60), (10, 11, 2_000, 0), (10, 13, 40, 4)]);
+        let pre = SchedReads::from_threads(&[
+            (10, 10, 1_000, 50, 5),
+            (10, 11, 2_000, 0, 9),
+            (10, 12, 7, 7, 1),
+        ]);
+        let post = SchedReads::from_threads(&[
+            (10, 10, 1_300, 60, 7),
+            (10, 11, 2_000, 0, 9),
+            (10, 13, 40, 4, 3),
+        ]);
+        // Switches: thread 10 switched in twice (+1, it ran), 11 not at
+        // all, 13 three times since it started (+1).
         assert_eq!(
             pre.slack(&post, 10),
             Some(Slack {
                 run_ns: 340,
-                wait_ns: 14
+                wait_ns: 14,
+                switches: 2 + 1 + 3 + 1
             })
         );
         assert_eq!(pre.slack(&post, 99), None);

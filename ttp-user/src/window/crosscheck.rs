@@ -247,7 +247,11 @@ pub fn at_the_ledgers_reads(rows: Vec<Agreement>, b: &Bracket) -> Vec<Agreement>
             "schedstat sum_exec_runtime" | "taskstats cpu_run_virtual_total" => {
                 a.bracketed(b.start.run_ns, b.end.run_ns)
             }
+            // utime+stime: the process's runtime at the read, in ticks
+            // (cputime_adjust scales the tick samples to it).
+            "utime+stime ticks" => a.bracketed(b.start.run_ns, b.end.run_ns),
             "schedstat run_delay" => a.bracketed(b.start.wait_ns, b.end.wait_ns),
+            "/proc status ctxt_switches" => a.bracketed(b.start.switches, b.end.switches),
             _ => a,
         })
         .collect()
@@ -333,10 +337,12 @@ mod tests {
             start: super::super::bracket::Slack {
                 run_ns: 88_075,
                 wait_ns: 0,
+                switches: 0,
             },
             end: super::super::bracket::Slack {
                 run_ns: 7_689_923,
                 wait_ns: 0,
+                switches: 0,
             },
         };
         let rows = process(
