@@ -137,12 +137,10 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
     let taskstats = TaskstatsClient::connect().ok();
     // The kernel's runtime and run_delay read before an image and again
     // after the references read with it bracket the ledger's own reads
-    // (window/bracket.rs). The target alone, or every process (the
-    // descendants of a target are not known before the image).
-    let bracket_set = args
-        .pid
-        .filter(|_| !args.all && !args.children)
-        .map(|p| BTreeSet::from([p]));
+    // (window/bracket.rs). Every process with --all; else the target's
+    // tree as the last image knew it (a process started since adds all of
+    // its counters to the range: never a flag, docs/ledger.md).
+    let mut bracket_set = (!args.all).then(|| targets.of(&Window::default(), &parents));
     let sched_pre0 = SchedReads::read(bracket_set.as_ref());
     let first = Image::from_snapshot(&session.ledger.snapshot().map_err(probe_error_ctx)?);
     let cost_first = session.ledger.cost_snapshot();
@@ -213,6 +211,9 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
         }
         let image = Image::from_snapshot(&session.ledger.snapshot().map_err(probe_error_ctx)?);
         cost_last = session.ledger.cost_snapshot();
+        if args.children {
+            bracket_set = Some(targets.of(&Window::between(&image, &image, &[]), &parents));
+        }
         // After the image: a thread missing from it has its record queued.
         let mut batch = std::mem::take(&mut early);
         session.ledger.drain_exits(&mut batch);
@@ -293,7 +294,13 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
     let procs_after = ProcSet::read(&final_targets, taskstats.as_ref());
     let sched_reads = WindowReads {
         start: Some(sched_start),
-        end: last_pre.map(|pre| (pre, SchedReads::read(bracket_set.as_ref()))),
+        end: last_pre.map(|pre| {
+            let after = bracket_set.map(|mut s| {
+                s.extend(&final_targets);
+                s
+            });
+            (pre, SchedReads::read(after.as_ref()))
+        }),
     };
     if taskstats.is_none() {
         notes.push("taskstats unavailable: no taskstats references in the cross-check".into());
