@@ -14,6 +14,16 @@ fn process_runtime(pid: u32) -> u64 {
         .sum()
 }
 
+/// A child killed when dropped, also when an assertion fails.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// A cross-check row of `p` by its reference.
 fn row<'a>(p: &'a serde_json::Value, reference: &str) -> &'a serde_json::Value {
     p["agreement"]
@@ -31,7 +41,7 @@ fn row<'a>(p: &'a serde_json::Value, reference: &str) -> &'a serde_json::Value {
 /// for it), as they do at a load average of 15, while its reads at the
 /// start were not delayed. The ledger's last image and the /proc and
 /// taskstats reads after it are then tens to hundreds of milliseconds
-/// apart, and the fixture gains ≈ 1.3 CPU-seconds a second meanwhile: more
+/// apart (the schedstat reads right before and after the image are not), and the fixture gains ≈ 1.3 CPU-seconds a second meanwhile: more
 /// than the 1 % of ≈ 1.3 s it gets in the window. Reniced the same way,
 /// the comparison as read (the reference as read, ±1 %) flagged 2 of 3
 /// runs of 1 s (−15.8 % and −17.3 %) and 2 of 4 runs of 3 s on this
@@ -51,12 +61,13 @@ fn busy_processes_read_late_are_not_flagged() {
     }
     let _serial = serial();
     let _beside = load_beside();
-    let mut fx = std::process::Command::new(fixture("fixture-spin"))
+    let fx = std::process::Command::new(fixture("fixture-spin"))
         .args(["--threads", "4", "--cpu-ms", "600000"])
         .stdout(std::process::Stdio::null())
         .spawn()
         .expect("start the fixture");
-    let pid = fx.id();
+    let fx = Killed(fx);
+    let pid = fx.0.id();
     std::thread::sleep(std::time::Duration::from_millis(300));
     for run in 0..3 {
         let json = temp_path(&format!("attach-xcheck-{run}.json"));
@@ -109,10 +120,15 @@ fn busy_processes_read_late_are_not_flagged() {
                 (ledger as f64 - kernel as f64) / kernel as f64 * 100.0,
                 ledger.abs_diff(kernel)
             );
-            assert!(
-                lo <= kernel && kernel <= hi,
-                "range {lo}..{hi} misses {kernel}"
-            );
+            assert!(lo <= hi, "empty range {lo}..{hi}");
+            // schedstat is read right around the images; the others later,
+            // so their range holds the figure as read.
+            if !reference.starts_with("schedstat") {
+                assert!(
+                    lo <= kernel && kernel <= hi,
+                    "range {lo}..{hi} misses {kernel}"
+                );
+            }
             if reference.ends_with("sum_exec_runtime") || reference.ends_with("virtual_total") {
                 assert!(hi <= growth, "range top {hi} beyond the growth {growth}");
             }
@@ -122,6 +138,5 @@ fn busy_processes_read_late_are_not_flagged() {
             );
         }
     }
-    let _ = fx.kill();
-    let _ = fx.wait();
+    drop(fx);
 }

@@ -39,11 +39,15 @@ fn schedstat3(tid: u32) -> Option<(u64, u64, u64)> {
 
 /// The slack at both ends of a window: the ledger's figure lies in
 /// `[reference − end, reference + start]` when the references were read
-/// after the images.
+/// after the images. `runtime` and `run_delay`: where the process was read
+/// right before and right after both images, the range of the kernel's own
+/// growth between the ledger's two reads, from those reads alone.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Bracket {
     pub start: Slack,
     pub end: Slack,
+    pub runtime: Option<(u64, u64)>,
+    pub run_delay: Option<(u64, u64)>,
 }
 
 impl SchedReads {
@@ -83,6 +87,16 @@ impl SchedReads {
         Self(out)
     }
 
+    /// `tgid`'s threads summed: (sum_exec_runtime, run_delay); None when
+    /// the process was not read.
+    fn totals(&self, tgid: u32) -> Option<(u64, u64)> {
+        let t = self.0.get(&tgid)?;
+        Some(
+            t.values()
+                .fold((0, 0), |(r, w), &(run, wait, _)| (r + run, w + wait)),
+        )
+    }
+
     /// What `tgid`'s threads grew by from `self` (before) to `after`. A
     /// thread missing before started in between (its counters were 0); a
     /// thread missing after is gone and adds nothing. None when the process
@@ -101,24 +115,49 @@ impl SchedReads {
     }
 }
 
+/// The reads at one end of a window: before the image, right after it,
+/// and after the references read with it.
+#[derive(Debug, Clone, Default)]
+pub struct EndReads {
+    pub pre: SchedReads,
+    pub at: SchedReads,
+    pub post: SchedReads,
+}
+
 /// The reads around the first and the last image of a window; either end
 /// may be missing (then its slack is 0 and that end is compared as read).
 #[derive(Debug, Clone, Default)]
 pub struct WindowReads {
-    pub start: Option<(SchedReads, SchedReads)>,
-    pub end: Option<(SchedReads, SchedReads)>,
+    pub start: Option<EndReads>,
+    pub end: Option<EndReads>,
 }
 
 impl WindowReads {
     pub fn bracket(&self, tgid: u32) -> Bracket {
-        let slack = |e: &Option<(SchedReads, SchedReads)>| {
+        let slack = |e: &Option<EndReads>| {
             e.as_ref()
-                .and_then(|(pre, post)| pre.slack(post, tgid))
+                .and_then(|e| e.pre.slack(&e.post, tgid))
                 .unwrap_or_default()
+        };
+        // The ledger read each counter between `pre` and `at`: its growth
+        // lies in [pre_end − at_start, at_end − pre_start]. A process not
+        // yet there at the start had 0; one gone at the end gets no range.
+        let range = |pick: fn((u64, u64)) -> u64| {
+            let (s, e) = (self.start.as_ref()?, self.end.as_ref()?);
+            let at_end = pick(e.at.totals(tgid)?);
+            let pre_end = e.pre.totals(tgid).map_or(0, pick);
+            let at_start = s.at.totals(tgid).map_or(0, pick);
+            let pre_start = s.pre.totals(tgid).map_or(0, pick);
+            Some((
+                pre_end.saturating_sub(at_start),
+                at_end.saturating_sub(pre_start),
+            ))
         };
         Bracket {
             start: slack(&self.start),
             end: slack(&self.end),
+            runtime: range(|t| t.0),
+            run_delay: range(|t| t.1),
         }
     }
 }
@@ -154,5 +193,31 @@ mod tests {
             })
         );
         assert_eq!(pre.slack(&post, 99), None);
+    }
+
+    /// Catches a range taken from the references (read later) instead of
+    /// the reads around the images, or one that loses a process started
+    /// inside the window (0 at the start).
+    #[test]
+    fn range_is_between_the_reads_around_the_images() {
+        let r = |rows: &[(u32, u32, u64, u64, u64)]| SchedReads::from_threads(rows);
+        let w = WindowReads {
+            start: Some(EndReads {
+                pre: r(&[(10, 10, 1_000, 100, 1)]),
+                at: r(&[(10, 10, 1_010, 101, 1)]),
+                post: r(&[(10, 10, 1_500, 150, 2)]),
+            }),
+            end: Some(EndReads {
+                pre: r(&[(10, 10, 5_000, 500, 5), (20, 20, 70, 7, 1)]),
+                at: r(&[(10, 10, 5_020, 502, 5), (20, 20, 90, 9, 1)]),
+                post: r(&[(10, 10, 6_000, 600, 6), (20, 20, 95, 9, 1)]),
+            }),
+        };
+        let b = w.bracket(10);
+        assert_eq!(b.runtime, Some((5_000 - 1_010, 5_020 - 1_000)));
+        assert_eq!(b.run_delay, Some((500 - 101, 502 - 100)));
+        assert_eq!(b.start.run_ns, 500);
+        assert_eq!(w.bracket(20).runtime, Some((70, 90)));
+        assert_eq!(w.bracket(30).runtime, None);
     }
 }

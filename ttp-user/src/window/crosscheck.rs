@@ -84,6 +84,16 @@ impl Agreement {
         self
     }
 
+    /// The kernel's counter grew by `lo..=hi` between the ledger's own
+    /// reads (read right before and right after each image): the ledger is
+    /// compared with that range.
+    pub fn in_range(mut self, lo: u64, hi: u64) -> Self {
+        self.kernel_low = Some(lo);
+        self.kernel_high = Some(hi.max(lo));
+        self.recheck();
+        self
+    }
+
     /// `within` again after the tolerance changed.
     pub fn recheck(&mut self) {
         let lo = self.kernel_low.unwrap_or(self.kernel);
@@ -243,15 +253,22 @@ pub fn process(
 /// (window/bracket.rs; docs/ledger.md, "Cross-check").
 pub fn at_the_ledgers_reads(rows: Vec<Agreement>, b: &Bracket) -> Vec<Agreement> {
     rows.into_iter()
-        .map(|a| match a.reference {
-            "schedstat sum_exec_runtime" | "taskstats cpu_run_virtual_total" => {
-                a.bracketed(b.start.run_ns, b.end.run_ns)
-            }
+        .map(|a| match (a.reference, b.runtime, b.run_delay) {
+            // Read right before and right after the images: the kernel
+            // at the ledger's reads.
+            ("schedstat sum_exec_runtime", Some((lo, hi)), _)
+            | ("schedstat run_delay", _, Some((lo, hi))) => a.in_range(lo, hi),
+            // Read later, anywhere up to the reads after the references.
             // utime+stime: the process's runtime at the read, in ticks
             // (cputime_adjust scales the tick samples to it).
-            "utime+stime ticks" => a.bracketed(b.start.run_ns, b.end.run_ns),
-            "schedstat run_delay" => a.bracketed(b.start.wait_ns, b.end.wait_ns),
-            "/proc status ctxt_switches" => a.bracketed(b.start.switches, b.end.switches),
+            (
+                "schedstat sum_exec_runtime"
+                | "taskstats cpu_run_virtual_total"
+                | "utime+stime ticks",
+                ..,
+            ) => a.bracketed(b.start.run_ns, b.end.run_ns),
+            ("schedstat run_delay", ..) => a.bracketed(b.start.wait_ns, b.end.wait_ns),
+            ("/proc status ctxt_switches", ..) => a.bracketed(b.start.switches, b.end.switches),
             _ => a,
         })
         .collect()
@@ -344,6 +361,7 @@ mod tests {
                 wait_ns: 0,
                 switches: 0,
             },
+            ..Default::default()
         };
         let rows = process(
             &LedgerMeasures {
@@ -390,6 +408,50 @@ mod tests {
         assert!(low.flagged(), "{low:?}");
         let same = Agreement::new("on_cpu_ns", ledger, "ref", kernel, 0.01, 2 * MS).bracketed(0, 0);
         assert_eq!(same, as_read);
+        // Read right around the images, schedstat takes that range instead
+        // (here 1.5 ms wide); the other references keep the slack.
+        let tight = Bracket {
+            runtime: Some((246_100_000, 247_600_000)),
+            ..b
+        };
+        let rows = at_the_ledgers_reads(
+            vec![
+                Agreement::new(
+                    "on_cpu_ns",
+                    ledger,
+                    "schedstat sum_exec_runtime",
+                    kernel,
+                    0.01,
+                    2 * MS,
+                ),
+                Agreement::new(
+                    "on_cpu_ns",
+                    ledger,
+                    "taskstats cpu_run_virtual_total",
+                    kernel,
+                    0.01,
+                    2 * MS,
+                ),
+                Agreement::new(
+                    "on_cpu_ns",
+                    252_000_000,
+                    "schedstat sum_exec_runtime",
+                    kernel,
+                    0.01,
+                    2 * MS,
+                ),
+            ],
+            &tight,
+        );
+        assert_eq!(
+            (rows[0].kernel_low, rows[0].kernel_high),
+            (Some(246_100_000), Some(247_600_000))
+        );
+        assert!(rows[0].within);
+        assert_eq!(rows[1].kernel_low, Some(245_365_858));
+        // 4.4 ms above the range, tolerance 2.5 ms: flagged, though within
+        // the slack of the later references.
+        assert!(rows[2].flagged(), "{:?}", rows[2]);
     }
 
     /// Catches a cross-check that flags what cannot agree by construction:
