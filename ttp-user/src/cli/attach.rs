@@ -23,6 +23,7 @@ use crate::{
         units::parse_duration,
     },
     window::{
+        bracket::{EndReads, SchedReads, WindowReads},
         procs::ProcSet,
         session::{MeasurementSession, SessionOptions},
     },
@@ -134,7 +135,15 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
         None => None,
     };
     let taskstats = TaskstatsClient::connect().ok();
+    // The kernel's runtime and run_delay read before an image and again
+    // after the references read with it bracket the ledger's own reads
+    // (window/bracket.rs). Every process with --all; else the target's
+    // tree as the last image knew it (a process started since adds all of
+    // its counters to the range: never a flag, docs/ledger.md).
+    let mut bracket_set = (!args.all).then(|| targets.of(&Window::default(), &parents));
+    let sched_pre0 = SchedReads::read(bracket_set.as_ref());
     let first = Image::from_snapshot(&session.ledger.snapshot().map_err(probe_error_ctx)?);
+    let sched_at0 = SchedReads::read(bracket_set.as_ref());
     let cost_first = session.ledger.cost_snapshot();
     let mut cost_last;
     let initial: BTreeSet<u32> = if args.all {
@@ -143,6 +152,11 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
         targets.of(&Window::default(), &parents)
     };
     let procs_before = ProcSet::read(&initial, taskstats.as_ref());
+    let sched_start = EndReads {
+        pre: sched_pre0,
+        at: sched_at0,
+        post: SchedReads::read(bracket_set.as_ref()),
+    };
     // The window starts at the first image; say so only now, so whoever
     // waits for this line starts the workload inside the window.
     eprintln!(
@@ -176,10 +190,17 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
         .and_then(|p| crate::sys::pidfd::PidExit::open(p).ok());
     // Records drained while waiting for the target's, before the image.
     let mut early = Vec::new();
+    // Read right before and right after the image that may end the
+    // window: when the end is foreseen (the duration is up, Ctrl-C, the
+    // target's pidfd), and at every image while a target's tree is
+    // followed (its target's exit record, seen only after the image, ends
+    // the window too).
+    let mut last_pre: Option<(SchedReads, SchedReads)>;
     loop {
         let left = end_at.map(|e| e.saturating_duration_since(Instant::now()));
         let step = left.map_or(args.interval, |l| l.min(args.interval));
         let gone = stop.sleep_watching(step, watch.as_ref());
+        let ending = gone || stop.raised() || end_at.is_some_and(|e| Instant::now() >= e);
         if gone {
             // The exit record is written at the task's last switch, just
             // after the pidfd wakes: wait for it (briefly) so this image
@@ -192,8 +213,14 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
                 std::thread::sleep(Duration::from_millis(2));
             }
         }
+        let pre = (ending || (args.pid.is_some() && args.children))
+            .then(|| SchedReads::read(bracket_set.as_ref()));
         let image = Image::from_snapshot(&session.ledger.snapshot().map_err(probe_error_ctx)?);
+        last_pre = pre.map(|pre| (pre, SchedReads::read(bracket_set.as_ref())));
         cost_last = session.ledger.cost_snapshot();
+        if args.children {
+            bracket_set = Some(targets.of(&Window::between(&image, &image, &[]), &parents));
+        }
         // After the image: a thread missing from it has its record queued.
         let mut batch = std::mem::take(&mut early);
         session.ledger.drain_exits(&mut batch);
@@ -272,6 +299,20 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
         .collect();
     final_targets.extend(&initial);
     let procs_after = ProcSet::read(&final_targets, taskstats.as_ref());
+    let sched_reads = WindowReads {
+        start: Some(sched_start),
+        end: last_pre.map(|(pre, at)| {
+            let after = bracket_set.map(|mut s| {
+                s.extend(&final_targets);
+                s
+            });
+            EndReads {
+                pre,
+                at,
+                post: SchedReads::read(after.as_ref()),
+            }
+        }),
+    };
     if taskstats.is_none() {
         notes.push("taskstats unavailable: no taskstats references in the cross-check".into());
     }
@@ -307,6 +348,7 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
             taskstats_exits,
             listener_overflows,
             delayacct_switched_on: switched_on,
+            sched_reads: &sched_reads,
         },
         notes,
     );

@@ -26,7 +26,7 @@ use trace::TraceMaps;
 use ttp_common::{CpuAccount, DiskAccount, ProcDisk, ThreadAccount};
 
 pub use detail::{DetailAvailability, DetailSnapshot, DetailStats, ThreadDetailKeys};
-pub use read::{KernelStats, SeedThread, Snapshot};
+pub use read::{KernelStats, SeedThread, Snapshot, schedstat};
 pub use trace::{BlockPhase, ThreadState, TraceBody, TraceEvent};
 
 /// The eBPF object built by build.rs (empty when built with AYA_BUILD_SKIP=1).

@@ -15,6 +15,7 @@ use crate::{
         units::{bytes, ms},
     },
     window::{
+        bracket::WindowReads,
         crosscheck::{self, Agreement},
         procs::{self, ProcEntry, ProcSet},
     },
@@ -243,7 +244,7 @@ fn from_exit_record(a: &mut Agreement, kernel_tick_ns: u64) {
     }
     a.reference = "taskstats exit record cpu_run_virtual_total";
     a.tolerance += kernel_tick_ns;
-    a.within = a.ledger.abs_diff(a.kernel) <= a.tolerance;
+    a.recheck();
     if !a.within && a.ledger > a.kernel && a.informational.is_none() {
         a.informational = Some(
             "the exit record is read before the exit path ends; the ledger counts the rest of it, up to the last switch",
@@ -265,6 +266,9 @@ pub struct References<'a> {
     pub taskstats_exits: Option<u64>,
     pub listener_overflows: u64,
     pub delayacct_switched_on: bool,
+    /// Runtime and run_delay read around the window's first and last
+    /// images (window/bracket.rs).
+    pub sched_reads: &'a WindowReads,
 }
 
 impl Summary {
@@ -345,7 +349,7 @@ impl Summary {
                 // A process already running when ttp switched delay
                 // accounting on has no delay record.
                 let covers = !(refs.delayacct_switched_on && b.is_some());
-                let mut agreement = crosscheck::process(
+                let agreement = crosscheck::process(
                     &p.kernel,
                     proc.as_ref(),
                     taskstats.as_ref(),
@@ -354,6 +358,8 @@ impl Summary {
                     covers,
                     steal,
                 );
+                let mut agreement =
+                    crosscheck::at_the_ledgers_reads(agreement, &refs.sched_reads.bracket(p.tgid));
                 if from_exit {
                     agreement
                         .iter_mut()
@@ -483,6 +489,8 @@ mod tests {
             kernel,
             rel_diff: 0.0,
             tolerance: 2_000_000,
+            kernel_low: None,
+            kernel_high: None,
             within: ledger.abs_diff(kernel) <= 2_000_000,
             informational: None,
         }

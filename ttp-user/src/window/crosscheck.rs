@@ -5,7 +5,10 @@
 //! with the reason, never silently passed.
 use serde::Serialize;
 
-use super::procs::{ProcCounters, TaskstatsCounters};
+use super::{
+    bracket::Bracket,
+    procs::{ProcCounters, TaskstatsCounters},
+};
 use crate::{
     accounts::{CpuTimes, LedgerMeasures},
     collect::proc_stat::StatDelta,
@@ -24,6 +27,14 @@ pub struct Agreement {
     pub rel_diff: f64,
     /// The larger of a relative and an absolute tolerance, in the ledger's unit.
     pub tolerance: u64,
+    /// For a counter that only grows, read around the ledger's images
+    /// (window/bracket.rs): the least and the most the kernel's counter can
+    /// have grown between the ledger's two reads. `within` then holds when
+    /// the ledger lies in `[kernel_low − tolerance, kernel_high + tolerance]`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kernel_low: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kernel_high: Option<u64>,
     pub within: bool,
     /// Set when the comparison cannot be expected to hold, with why.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -52,9 +63,43 @@ impl Agreement {
                 diff / kernel as f64
             },
             tolerance,
+            kernel_low: None,
+            kernel_high: None,
             within: diff.abs() <= tolerance as f64,
             informational: None,
         }
+    }
+
+    /// The kernel's reference was read after the ledger's images: at the
+    /// window's start up to `start` ns of growth later (the reference's
+    /// start is high, the difference low), at its end up to `end` ns later
+    /// (the difference high). The ledger is compared with that range.
+    pub fn bracketed(mut self, start: u64, end: u64) -> Self {
+        if start == 0 && end == 0 {
+            return self;
+        }
+        self.kernel_low = Some(self.kernel.saturating_sub(end));
+        self.kernel_high = Some(self.kernel.saturating_add(start));
+        self.recheck();
+        self
+    }
+
+    /// The kernel's counter grew by `lo..=hi` between the ledger's own
+    /// reads (read right before and right after each image): the ledger is
+    /// compared with that range.
+    pub fn in_range(mut self, lo: u64, hi: u64) -> Self {
+        self.kernel_low = Some(lo);
+        self.kernel_high = Some(hi.max(lo));
+        self.recheck();
+        self
+    }
+
+    /// `within` again after the tolerance changed.
+    pub fn recheck(&mut self) {
+        let lo = self.kernel_low.unwrap_or(self.kernel);
+        let hi = self.kernel_high.unwrap_or(self.kernel);
+        self.within = self.ledger.saturating_add(self.tolerance) >= lo
+            && self.ledger <= hi.saturating_add(self.tolerance);
     }
 
     fn info(mut self, why: &'static str) -> Self {
@@ -203,6 +248,32 @@ pub fn process(
     out
 }
 
+/// The runtime and run_delay comparisons of `rows` held to the range the
+/// kernel's counters can have had at the ledger's own reads
+/// (window/bracket.rs; docs/ledger.md, "Cross-check").
+pub fn at_the_ledgers_reads(rows: Vec<Agreement>, b: &Bracket) -> Vec<Agreement> {
+    rows.into_iter()
+        .map(|a| match (a.reference, b.runtime, b.run_delay) {
+            // Read right before and right after the images: the kernel
+            // at the ledger's reads.
+            ("schedstat sum_exec_runtime", Some((lo, hi)), _)
+            | ("schedstat run_delay", _, Some((lo, hi))) => a.in_range(lo, hi),
+            // Read later, anywhere up to the reads after the references.
+            // utime+stime: the process's runtime at the read, in ticks
+            // (cputime_adjust scales the tick samples to it).
+            (
+                "schedstat sum_exec_runtime"
+                | "taskstats cpu_run_virtual_total"
+                | "utime+stime ticks",
+                ..,
+            ) => a.bracketed(b.start.run_ns, b.end.run_ns),
+            ("schedstat run_delay", ..) => a.bracketed(b.start.wait_ns, b.end.wait_ns),
+            ("/proc status ctxt_switches", ..) => a.bracketed(b.start.switches, b.end.switches),
+            _ => a,
+        })
+        .collect()
+}
+
 /// The machine: the ledger's per-CPU idle and iowait summed over CPUs
 /// against /proc/stat.
 pub fn machine(cpu: &CpuTimes, ncpus: usize, stat: &StatDelta, tick_ns: u64) -> Vec<Agreement> {
@@ -263,6 +334,124 @@ mod tests {
         let c = Agreement::new("on_cpu_ns", 11 * MS, "ref", 10 * MS, 0.01, 2 * MS);
         assert!(c.within);
         assert!((b.rel_diff - 10.0 / 300.0).abs() < 1e-9);
+    }
+
+    /// Recorded from `attach --pid POSTMASTER --children --duration 5s`
+    /// beside `pgbench -c 6` and two CPU burners: a backend's ledger on-CPU
+    /// 246 914 429 ns; schedstat read after the images grew by 253 055 781
+    /// ns (−2.4 %: flagged when compared as read); the runtime grew by
+    /// 7 689 923 ns between the reads around the last image and by
+    /// 88 075 around the first. Catches a comparison of different instants
+    /// (the backend is flagged), a range that swallows a wrong figure (5 %
+    /// over the top or 2 % under the bottom is flagged) and a bracket that
+    /// changes a comparison read at one instant.
+    #[test]
+    fn a_reference_read_after_the_images_is_compared_with_its_range() {
+        let (ledger, kernel) = (246_914_429, 253_055_781);
+        let as_read = Agreement::new("on_cpu_ns", ledger, "ref", kernel, 0.01, 2 * MS);
+        assert!(as_read.flagged());
+        let b = Bracket {
+            start: super::super::bracket::Slack {
+                run_ns: 88_075,
+                wait_ns: 0,
+                switches: 0,
+            },
+            end: super::super::bracket::Slack {
+                run_ns: 7_689_923,
+                wait_ns: 0,
+                switches: 0,
+            },
+            ..Default::default()
+        };
+        let rows = process(
+            &LedgerMeasures {
+                on_cpu_ns: ledger,
+                ..Default::default()
+            },
+            Some(&ProcCounters {
+                schedstat_run_ns: Some(kernel),
+                ..Default::default()
+            }),
+            None,
+            1,
+            10 * MS,
+            true,
+            0.0,
+        );
+        let rows = at_the_ledgers_reads(rows, &b);
+        let r = &rows[0];
+        assert_eq!(r.reference, "schedstat sum_exec_runtime");
+        assert_eq!(
+            (r.kernel_low, r.kernel_high),
+            (Some(245_365_858), Some(253_143_856))
+        );
+        assert!(r.within && !r.flagged());
+        let high = Agreement::new(
+            "on_cpu_ns",
+            253_143_856 * 105 / 100,
+            "ref",
+            kernel,
+            0.01,
+            2 * MS,
+        )
+        .bracketed(88_075, 7_689_923);
+        assert!(high.flagged(), "{high:?}");
+        let low = Agreement::new(
+            "on_cpu_ns",
+            245_365_858 * 98 / 100,
+            "ref",
+            kernel,
+            0.01,
+            2 * MS,
+        )
+        .bracketed(88_075, 7_689_923);
+        assert!(low.flagged(), "{low:?}");
+        let same = Agreement::new("on_cpu_ns", ledger, "ref", kernel, 0.01, 2 * MS).bracketed(0, 0);
+        assert_eq!(same, as_read);
+        // Read right around the images, schedstat takes that range instead
+        // (here 1.5 ms wide); the other references keep the slack.
+        let tight = Bracket {
+            runtime: Some((246_100_000, 247_600_000)),
+            ..b
+        };
+        let rows = at_the_ledgers_reads(
+            vec![
+                Agreement::new(
+                    "on_cpu_ns",
+                    ledger,
+                    "schedstat sum_exec_runtime",
+                    kernel,
+                    0.01,
+                    2 * MS,
+                ),
+                Agreement::new(
+                    "on_cpu_ns",
+                    ledger,
+                    "taskstats cpu_run_virtual_total",
+                    kernel,
+                    0.01,
+                    2 * MS,
+                ),
+                Agreement::new(
+                    "on_cpu_ns",
+                    252_000_000,
+                    "schedstat sum_exec_runtime",
+                    kernel,
+                    0.01,
+                    2 * MS,
+                ),
+            ],
+            &tight,
+        );
+        assert_eq!(
+            (rows[0].kernel_low, rows[0].kernel_high),
+            (Some(246_100_000), Some(247_600_000))
+        );
+        assert!(rows[0].within);
+        assert_eq!(rows[1].kernel_low, Some(245_365_858));
+        // 4.4 ms above the range, tolerance 2.5 ms: flagged, though within
+        // the slack of the later references.
+        assert!(rows[2].flagged(), "{:?}", rows[2]);
     }
 
     /// Catches a cross-check that flags what cannot agree by construction:

@@ -2,6 +2,7 @@
 //! same window as the ledger, and how the two agree; one QE measured in the
 //! order of TTPv2's Fig. 5 and the record it fills.
 pub mod blame_record;
+pub mod bracket;
 pub mod cold_cache;
 pub mod crosscheck;
 pub mod fleet;

@@ -154,6 +154,13 @@ pub struct AgreementView {
     /// null in the file when the reference is 0 and the ledger is not.
     pub rel_diff: Option<f64>,
     pub tolerance: u64,
+    /// The range the kernel's counter can have grown by between the
+    /// ledger's own reads (docs/ledger.md, "Cross-check"); absent when the
+    /// reference was compared as read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_low: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_high: Option<u64>,
     pub within: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub informational: Option<String>,
@@ -176,6 +183,8 @@ impl From<&Agreement> for AgreementView {
             // JSON has no infinity: serde_json writes a non-finite float as null.
             rel_diff: a.rel_diff.is_finite().then_some(a.rel_diff),
             tolerance: a.tolerance,
+            kernel_low: a.kernel_low,
+            kernel_high: a.kernel_high,
             within: a.within,
             informational: a.informational.map(String::from),
         }

@@ -52,8 +52,14 @@ fn verdict(a: &AgreementView) -> &'static str {
 }
 
 fn agreement_line(a: &AgreementView) -> String {
+    // A reference read around the ledger's images names the range it can
+    // have had at the ledger's own reads.
+    let range = match (a.kernel_low, a.kernel_high) {
+        (Some(lo), Some(hi)) => format!(", at the ledger's reads {lo}..{hi}"),
+        _ => String::new(),
+    };
     format!(
-        "    [{:>4}] {:<14} {:>12} vs {:<32} {:>12}  ({:+.2}%, tolerance {}){}\n",
+        "    [{:>4}] {:<14} {:>12} vs {:<32} {:>12}  ({:+.2}%{range}, tolerance {}){}\n",
         verdict(a),
         a.measure,
         a.ledger,
@@ -280,6 +286,31 @@ pub fn text(d: &AttachDoc, o: &TextOptions, losses: &[Loss]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Catches a flagged comparison shown without the range it was held
+    /// to (the reader could not tell why a 2 % difference is accepted).
+    #[test]
+    fn a_bracketed_comparison_shows_its_range() {
+        let mut a = AgreementView {
+            measure: "on_cpu_ns".into(),
+            ledger: 246_914_429,
+            reference: "schedstat sum_exec_runtime".into(),
+            kernel: 253_055_781,
+            rel_diff: Some(-0.0243),
+            tolerance: 2_530_557,
+            kernel_low: Some(245_365_858),
+            kernel_high: Some(253_143_856),
+            within: true,
+            informational: None,
+        };
+        let line = agreement_line(&a);
+        assert!(
+            line.contains("[  ok]") && line.contains("at the ledger's reads 245365858..253143856"),
+            "{line}"
+        );
+        (a.kernel_low, a.kernel_high) = (None, None);
+        assert!(!agreement_line(&a).contains("ledger's reads"));
+    }
 
     /// The saved summary of one `sleep` (fixtures/attach-1.json), its
     /// process copied `n` times with on-CPU time `i` ms for copy `i`; copy
