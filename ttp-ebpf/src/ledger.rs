@@ -3,7 +3,7 @@
 //! `kernel.pid_max` small enough (`TID_INDEXED`), else in `THREADS`, a hash
 //! keyed by tid: an array lookup is a few instructions the verifier
 //! inlines, a hash lookup a call that hashes the key (≈ 4 against ≈ 37 ns
-//! here, docs/ledger.md "Per-event cost").
+//! here, docs/ledger-cost.md "Per-event cost").
 use aya_ebpf::{
     macros::map,
     maps::{Array, HashMap, PerCpuArray, RingBuf},

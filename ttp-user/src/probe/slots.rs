@@ -1,7 +1,7 @@
 //! The tid-indexed accounts (`THREAD_SLOTS`, BPF_F_MMAPABLE) read through
 //! a read-only shared mapping: a snapshot scans the slots in place instead
 //! of copying every one through bpf(2) (33 batched calls and 8.5–36 ms for
-//! 32 768 slots under load, docs/ledger.md "Per-event cost").
+//! 32 768 slots under load, docs/ledger-cost.md "Per-event cost").
 use std::{
     io,
     mem::size_of,

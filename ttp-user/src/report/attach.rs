@@ -358,8 +358,10 @@ impl Summary {
                     covers,
                     steal,
                 );
-                let mut agreement =
-                    crosscheck::at_the_ledgers_reads(agreement, &refs.sched_reads.bracket(p.tgid));
+                let mut agreement = crosscheck::at_the_ledgers_reads(
+                    agreement,
+                    &refs.sched_reads.bracket(p.tgid, b.is_some(), a.is_some()),
+                );
                 if from_exit {
                     agreement
                         .iter_mut()

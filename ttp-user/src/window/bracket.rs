@@ -97,6 +97,16 @@ impl SchedReads {
         )
     }
 
+    /// Whether every thread of `tgid` read here was read in `later` too.
+    fn threads_all_in(&self, later: &SchedReads, tgid: u32) -> bool {
+        let Some(mine) = self.0.get(&tgid) else {
+            return true;
+        };
+        let theirs = later.0.get(&tgid);
+        mine.keys()
+            .all(|tid| theirs.is_some_and(|t| t.contains_key(tid)))
+    }
+
     /// What `tgid`'s threads grew by from `self` (before) to `after`. A
     /// thread missing before started in between (its counters were 0); a
     /// thread missing after is gone and adds nothing. None when the process
@@ -133,29 +143,41 @@ pub struct WindowReads {
 }
 
 impl WindowReads {
-    pub fn bracket(&self, tgid: u32) -> Bracket {
-        let slack = |e: &Option<EndReads>| {
-            e.as_ref()
-                .and_then(|e| e.pre.slack(&e.post, tgid))
+    /// The bracket of process `tgid`. `at_start`/`at_end`: whether the
+    /// process the report describes is the one of that pid at the window's
+    /// start and end (its start time matched): the reads of an earlier or
+    /// later process with the same pid are not its own, and are not used.
+    pub fn bracket(&self, tgid: u32, at_start: bool, at_end: bool) -> Bracket {
+        let start = self.start.as_ref().filter(|_| at_start);
+        let end = self.end.as_ref().filter(|_| at_end);
+        let slack = |e: Option<&EndReads>| {
+            e.and_then(|e| e.pre.slack(&e.post, tgid))
                 .unwrap_or_default()
         };
         // The ledger read each counter between `pre` and `at`: its growth
         // lies in [pre_end − at_start, at_end − pre_start]. A process not
-        // yet there at the start had 0; one gone at the end gets no range.
+        // yet there at the start had 0; one gone at the end gets no range,
+        // and so does one with a thread read at the start and gone at the
+        // end (the end's sums no longer hold what that thread ran).
         let range = |pick: fn((u64, u64)) -> u64| {
-            let (s, e) = (self.start.as_ref()?, self.end.as_ref()?);
+            let e = self.end.as_ref().filter(|_| at_end)?;
+            if let Some(s) = start
+                && !s.pre.threads_all_in(&e.at, tgid)
+            {
+                return None;
+            }
             let at_end = pick(e.at.totals(tgid)?);
             let pre_end = e.pre.totals(tgid).map_or(0, pick);
-            let at_start = s.at.totals(tgid).map_or(0, pick);
-            let pre_start = s.pre.totals(tgid).map_or(0, pick);
+            let at_start = start.and_then(|s| s.at.totals(tgid)).map_or(0, pick);
+            let pre_start = start.and_then(|s| s.pre.totals(tgid)).map_or(0, pick);
             Some((
                 pre_end.saturating_sub(at_start),
                 at_end.saturating_sub(pre_start),
             ))
         };
         Bracket {
-            start: slack(&self.start),
-            end: slack(&self.end),
+            start: slack(start),
+            end: slack(end),
             runtime: range(|t| t.0),
             run_delay: range(|t| t.1),
         }
@@ -213,11 +235,40 @@ mod tests {
                 post: r(&[(10, 10, 6_000, 600, 6), (20, 20, 95, 9, 1)]),
             }),
         };
-        let b = w.bracket(10);
+        let b = w.bracket(10, true, true);
         assert_eq!(b.runtime, Some((5_000 - 1_010, 5_020 - 1_000)));
         assert_eq!(b.run_delay, Some((500 - 101, 502 - 100)));
         assert_eq!(b.start.run_ns, 500);
-        assert_eq!(w.bracket(20).runtime, Some((70, 90)));
-        assert_eq!(w.bracket(30).runtime, None);
+        assert_eq!(w.bracket(20, true, true).runtime, Some((70, 90)));
+        assert_eq!(w.bracket(30, true, true).runtime, None);
+        // Process 10 of the report started inside the window with the pid
+        // of an earlier one: the start reads are not its own.
+        let reused = w.bracket(10, false, true);
+        assert_eq!(reused.runtime, Some((5_000, 5_020)));
+        assert_eq!(reused.start, Slack::default());
+    }
+
+    /// Catches a range whose end sums lost a thread that ended inside the
+    /// window (its whole runtime would come off the upper bound, and a
+    /// right figure would be flagged).
+    #[test]
+    fn no_range_when_a_thread_ended_inside_the_window() {
+        let r = |rows: &[(u32, u32, u64, u64, u64)]| SchedReads::from_threads(rows);
+        let start = EndReads {
+            pre: r(&[(10, 10, 1_000, 0, 1), (10, 11, 9_000, 0, 1)]),
+            at: r(&[(10, 10, 1_000, 0, 1), (10, 11, 9_000, 0, 1)]),
+            post: r(&[(10, 10, 1_000, 0, 1), (10, 11, 9_000, 0, 1)]),
+        };
+        let end = EndReads {
+            pre: r(&[(10, 10, 2_000, 0, 2)]),
+            at: r(&[(10, 10, 2_000, 0, 2)]),
+            post: r(&[(10, 10, 2_000, 0, 2)]),
+        };
+        let w = WindowReads {
+            start: Some(start),
+            end: Some(end),
+        };
+        assert_eq!(w.bracket(10, true, true).runtime, None);
+        assert_eq!(w.bracket(10, true, true).run_delay, None);
     }
 }
