@@ -64,7 +64,7 @@ pub fn import(
 ) -> anyhow::Result<Imported> {
     let refuse = |msg: String| -> anyhow::Result<Imported> { Err(UsageError::new(msg).into()) };
     let lab_spec = serde_json::from_value::<LabSpec>(header.spec.clone()).ok();
-    if lab_spec.as_ref().is_some_and(|s| s.no_run) {
+    if header.spec.get(super::spec::NO_RUN_KEY) == Some(&serde_json::Value::Bool(true)) {
         // A queue benchmark holds no measured Q@C, imported or not.
         return refuse(format!(
             "{source}: its spec is a queue benchmark's (no_run = true), whose tasks are never measured; nothing imported"
