@@ -97,7 +97,7 @@ fn in_service(tgid: u32, now: u64, start: bool) -> bool {
         None => return true,
     };
     let p = unsafe { &mut *p };
-    settle(d, p);
+    let owed = settle(d, p);
     if start {
         if p.inflight == 0 {
             p.g_snap_ns = d.g_cum_ns;
@@ -115,6 +115,9 @@ fn in_service(tgid: u32, now: u64, start: bool) -> bool {
                 let _ = PROC_DISK.remove(tgid);
             }
         }
+    } else if owed && p.gone != 0 {
+        // The owed ends were its last.
+        let _ = PROC_DISK.remove(tgid);
     }
     true
 }
@@ -122,13 +125,14 @@ fn in_service(tgid: u32, now: u64, start: bool) -> bool {
 /// Takes the ends owed to `p` (completions that found the lock contended,
 /// [`defer_end`]) off its requests in service, as of the clock now (caller
 /// holds the lock; the clock is advanced).
+/// True when that left nothing of it in service.
 #[inline(always)]
-fn settle(d: &mut DiskAccount, p: &mut ProcDisk) {
+fn settle(d: &mut DiskAccount, p: &mut ProcDisk) -> bool {
     // SAFETY: a u64 in a map value; the exchange pairs with the add in
     // `defer_end`, which runs without the lock.
     let owed = unsafe { atomic_xchg::<u64, { SeqCst }>(&raw mut p.pending_ends, 0) };
     if owed == 0 || p.inflight == 0 {
-        return;
+        return false;
     }
     p.inflight = p
         .inflight
@@ -136,6 +140,34 @@ fn settle(d: &mut DiskAccount, p: &mut ProcDisk) {
     if p.inflight == 0 {
         p.own_cum_ns += d.g_cum_ns.saturating_sub(p.g_snap_ns);
         d.busy_procs = d.busy_procs.saturating_sub(1);
+        return true;
+    }
+    false
+}
+
+/// `issue_ns` of a request whose end is owed ([`defer_end`]): complete,
+/// kept only so that its reuse settles its process if nothing else did.
+const END_OWED: u64 = u64::MAX;
+
+/// Settles process `tgid` at the reuse of a request whose end it owes: a
+/// process that does no more I/O (or has exited) is not left in service.
+#[inline(always)]
+fn settle_at_reuse(tgid: u32, now: u64) {
+    let Some(d) = DISK.get_ptr_mut(0) else {
+        return;
+    };
+    let Some(_g) = lock::try_lock(unsafe { &raw mut (*d).lock }) else {
+        return;
+    };
+    // SAFETY: map values, under the disk lock.
+    let d = unsafe { &mut *d };
+    advance(d, now);
+    let Some(p) = PROC_DISK.get_ptr_mut(tgid) else {
+        return;
+    };
+    let p = unsafe { &mut *p };
+    if settle(d, p) && p.gone != 0 {
+        let _ = PROC_DISK.remove(tgid);
     }
 }
 
@@ -182,7 +214,7 @@ pub fn process_gone(tgid: u32) {
     // SAFETY: map value pointer, under the disk lock.
     let d = unsafe { &mut *d };
     advance(d, now_ns());
-    settle(d, unsafe { &mut *p });
+    let _ = settle(d, unsafe { &mut *p });
     if unsafe { (*p).inflight } == 0 {
         let _ = PROC_DISK.remove(tgid);
     } else {
@@ -245,8 +277,11 @@ pub fn block_io_start(ctx: BtfTracePointContext) -> i32 {
         // SAFETY: map value pointer, copied.
         let old = unsafe { *old };
         // Counted only when it did end: a contended lock leaves it in
-        // service (counted in `lock_contended`).
-        if old.issue_ns != 0 && in_service(old.tgid, now, false) {
+        // service (counted in `lock_contended`). One that did end but whose
+        // end is still owed settles its process now.
+        if old.issue_ns == END_OWED {
+            settle_at_reuse(old.tgid, now);
+        } else if old.issue_ns != 0 && in_service(old.tgid, now, false) {
             crate::count(stat::REQUEST_END_AT_REUSE);
         }
     }
@@ -307,15 +342,25 @@ pub fn block_io_done(ctx: BtfTracePointContext) -> i32 {
     };
     // SAFETY: map value pointer; copied before the entry is removed.
     let info = unsafe { *info };
+    if info.issue_ns == END_OWED {
+        return 0; // complete already
+    }
     let now = now_ns();
     if info.issue_ns != 0 {
         if let Some(a) = owner(&info) {
             a.io.device_ns += now.saturating_sub(info.issue_ns);
         }
-        if !in_service(info.tgid, now, false) && !defer_end(info.tgid) {
-            // Still counted in service (lock_contended) with no account to
-            // owe the end to: the entry stays, and the request ends when
-            // its pointer is next reused (`block_io_start`), not never.
+        if !in_service(info.tgid, now, false) {
+            // Lock contended. With an account to owe the end to, the next
+            // holder of the lock that touches the process settles it, or at
+            // the latest this request's reuse; without, the request ends at
+            // its reuse (`block_io_start`), not never. The entry stays.
+            if defer_end(info.tgid)
+                && let Some(e) = REQUESTS.get_ptr_mut(rq)
+            {
+                // SAFETY: map value pointer.
+                unsafe { (*e).issue_ns = END_OWED };
+            }
             trace::block(
                 Kind::BlockComplete,
                 rq as *const u8,
