@@ -215,31 +215,19 @@ fn privileges_are_dropped_after_attach_and_the_ledger_is_still_read() {
     // With a collector that is not there: failed pushes go on beside.
     let serve = Serve::start(&["--interval", "200ms", "--otlp", "http://127.0.0.1:9"]);
     let pid = serve.child.id();
-    let mut late_threads = BTreeSet::new();
-    let mut threads = 0;
-    for task in std::fs::read_dir(format!("/proc/{pid}/task")).expect("tasks") {
-        let task = task.expect("task").path();
-        let status = std::fs::read_to_string(task.join("status")).expect("task status");
-        let field = |name: &str| {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix(name))
-                .map(|v| v.split_whitespace().collect::<Vec<_>>())
-                .expect(name)
-        };
-        assert_eq!(field("Uid:"), ["65534"; 4], "{status}");
-        assert_eq!(field("Gid:")[0], "65534", "{status}");
-        assert_eq!(field("CapEff:"), ["0000000000000000"], "{status}");
-        assert_eq!(field("CapPrm:"), ["0000000000000000"], "{status}");
-        // no_new_privs is per thread: set by the main thread, inherited by
-        // the threads it starts afterwards (the exit-record thread is older).
-        let name = field("Name:").join(" ");
-        if task.ends_with(pid.to_string()) || ["ttp-http", "ttp-otlp"].contains(&name.as_str()) {
-            assert_eq!(field("NoNewPrivs:"), ["1"], "{name}: {status}");
-            late_threads.insert(name);
+    // A thread names itself once it runs (std sets the name inside the new
+    // thread), which may be after "serving": look again until both named
+    // threads are there, for at most 10 s.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let (late_threads, threads) = loop {
+        let seen = scan_threads(pid);
+        if (seen.0.contains("ttp-http") && seen.0.contains("ttp-otlp"))
+            || std::time::Instant::now() > deadline
+        {
+            break seen;
         }
-        threads += 1;
-    }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
     assert!(threads >= 2, "the exit-record thread runs too: {threads}");
     assert!(
         late_threads.contains("ttp-http") && late_threads.contains("ttp-otlp"),
@@ -388,4 +376,36 @@ fn prometheus_sees_the_fixture_group_as_the_kernel_does() {
     drop(fx);
     drop(prom);
     assert_eq!(serve.stop(), 0);
+}
+
+/// Every thread of `pid`, checked for dropped privileges: the names of the
+/// main thread and of those started after the drop (which must also have
+/// no_new_privs), and how many threads there are.
+fn scan_threads(pid: u32) -> (BTreeSet<String>, usize) {
+    let mut late_threads = BTreeSet::new();
+    let mut threads = 0;
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).expect("tasks") {
+        let task = task.expect("task").path();
+        let status = std::fs::read_to_string(task.join("status")).expect("task status");
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .map(|v| v.split_whitespace().collect::<Vec<_>>())
+                .expect(name)
+        };
+        assert_eq!(field("Uid:"), ["65534"; 4], "{status}");
+        assert_eq!(field("Gid:")[0], "65534", "{status}");
+        assert_eq!(field("CapEff:"), ["0000000000000000"], "{status}");
+        assert_eq!(field("CapPrm:"), ["0000000000000000"], "{status}");
+        // no_new_privs is per thread: set by the main thread, inherited by
+        // the threads it starts afterwards (the exit-record thread is older).
+        let name = field("Name:").join(" ");
+        if task.ends_with(pid.to_string()) || ["ttp-http", "ttp-otlp"].contains(&name.as_str()) {
+            assert_eq!(field("NoNewPrivs:"), ["1"], "{name}: {status}");
+            late_threads.insert(name);
+        }
+        threads += 1;
+    }
+    (late_threads, threads)
 }
