@@ -573,7 +573,7 @@ fn procs_blocked() -> u64 {
 /// [`RESIDUAL_NS`] per idle entry (`idle_calls`) plus 1 ms bounds how far
 /// the ledger may be *short* of the kernel. The first is as long as the
 /// host makes an interrupt: −11 to +6 µs an idle entry on one host, +80
-/// to +114 µs on another (kernel 6.18.44-fc-v782: the halts that an I/O
+/// to +537 µs on another (kernel 6.18.44-fc-v782: the halts that an I/O
 /// completion ends, mostly iowait halts), so it is shown, not bounded,
 /// and the excess is held only to the bound against /proc/stat.
 /// The split: the kernel classifies a whole stretch by the iowait count
