@@ -222,14 +222,29 @@ fn pgbench_statements_match_pg_stat_statements_and_schedstat() {
         .iter()
         .map(|g| after.get(&g.key).map_or(0.0, |v| v.1) - before.get(&g.key).map_or(0.0, |v| v.1))
         .sum();
+    // ttp's pair spans PortalRun; pg_stat_statements' time spans
+    // ExecutorRun + ExecutorFinish, which PortalRun contains: never more
+    // than ttp's (5 % for the statements at the window's edges). What lies
+    // between is the portal's own work (for DML also ExecutorStart and
+    // ExecutorEnd): the 10 µs a call that `--pgss` allows
+    // (docs/statements.md), plus, on a busy machine, the waits for a CPU
+    // inside it, at most the statements' whole run-queue wait.
+    let calls: f64 = groups.iter().map(|g| g.calls as f64).sum();
+    let runq: f64 = groups.iter().map(|g| g.runq_wait_ns as f64).sum();
     eprintln!(
-        "execute: ttp {:.1} ms, pgss {:.1} ms",
+        "execute: ttp {:.1} ms, pgss {:.1} ms: {:+.1} µs a call; statements' run-queue wait {:.1} ms",
         ttp_exec / 1e6,
-        pg_exec / 1e6
+        pg_exec / 1e6,
+        (ttp_exec - pg_exec) / calls.max(1.0) / 1e3,
+        runq / 1e6
     );
     assert!(
-        (ttp_exec - pg_exec).abs() <= 0.05 * pg_exec,
-        "summed executor time {ttp_exec} vs total_exec_time {pg_exec}"
+        ttp_exec >= 0.95 * pg_exec,
+        "summed executor time {ttp_exec} below total_exec_time {pg_exec}"
+    );
+    assert!(
+        ttp_exec - pg_exec <= 0.05 * pg_exec + 10e3 * calls + runq,
+        "summed executor time {ttp_exec} vs total_exec_time {pg_exec}: more than 5 % + 10 µs a call + the run-queue wait ({runq} ns) above"
     );
     // On-CPU: inside statements ≤ the backends' runtime; the CPU between
     // statements of each backend (from its previous done to its start) is
