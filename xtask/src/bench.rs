@@ -14,6 +14,7 @@ use clap::Subcommand;
 use crate::{setup, util};
 
 mod cost;
+mod floor;
 mod lab;
 mod pg;
 mod serve;
@@ -36,6 +37,11 @@ pub enum Which {
         /// Also measure bpftrace summing on-CPU time per pid on sched_switch.
         #[arg(long)]
         bpftrace: bool,
+        /// Also measure the floor: an empty tp_btf program on sched_switch,
+        /// alone and with the kernel's BPF statistics on (as ttp holds them
+        /// to report its own cost). Builds it with clang and libbpf.
+        #[arg(long)]
+        floor: bool,
         /// Also measure `attach --pid P --trace FILE` on an unrelated
         /// sleeping process P: the cost of tracing for everything else.
         #[arg(long)]
@@ -141,6 +147,7 @@ pub fn run(which: Which) -> anyhow::Result<()> {
             rounds,
             loops,
             bpftrace,
+            floor,
             trace_one,
             baseline,
             baseline_args,
@@ -148,6 +155,7 @@ pub fn run(which: Which) -> anyhow::Result<()> {
             rounds,
             loops,
             bpftrace,
+            floor,
             trace_one,
             baseline.as_deref(),
             baseline_args.as_deref().unwrap_or(""),
@@ -237,9 +245,30 @@ impl Tracer {
             .and_then(|v| v.parse().ok())
             .unwrap_or(0);
         let ticks = cpu_ticks(pid as u32).saturating_sub(self.ticks_at_ready);
+        // SIGINT, as a user's Ctrl-C (ttp writes its JSON then). bpftrace
+        // 0.17 was seen to miss the first one and wait forever: after 15 s
+        // it gets another, and after 20 s it is killed.
+        let t0 = Instant::now();
+        let mut resent = false;
         // SAFETY: signalling our own child.
         unsafe { libc_kill(pid, 2) };
-        let _ = self.child.wait();
+        loop {
+            if self.child.try_wait()?.is_some() {
+                break;
+            }
+            let waited = t0.elapsed();
+            if waited > Duration::from_secs(20) {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                bail!("tracer {pid} did not end within 20 s of SIGINT; killed");
+            }
+            if waited > Duration::from_secs(15) && !resent {
+                // SAFETY: as above.
+                unsafe { libc_kill(pid, 2) };
+                resent = true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
         Ok((hwm_kib, ticks))
     }
 }
@@ -291,6 +320,7 @@ fn overhead(
     rounds: u32,
     loops: u32,
     with_bpftrace: bool,
+    with_floor: bool,
     trace_one: bool,
     baseline: Option<&std::path::Path>,
     baseline_args: &str,
@@ -309,10 +339,16 @@ fn overhead(
         setup::ensure_packages(&["bpftrace"], "bpftrace is the comparison")?;
         mounted_tracefs = setup::mount_tracefs()?;
     }
+    let floor = if with_floor {
+        Some(floor::Floor::build()?)
+    } else {
+        None
+    };
     let result = overhead_rounds(
         rounds,
         loops,
         with_bpftrace,
+        floor.as_ref(),
         trace_one,
         baseline,
         baseline_args,
@@ -327,6 +363,7 @@ fn overhead_rounds(
     rounds: u32,
     loops: u32,
     with_bpftrace: bool,
+    floor: Option<&floor::Floor>,
     trace_one: bool,
     baseline: Option<&std::path::Path>,
     baseline_args: &str,
@@ -358,6 +395,9 @@ fn overhead_rounds(
     let mut tr_ratios = Vec::new();
     let mut tr_vs_all = Vec::new();
     let mut bt_ratios = Vec::new();
+    let mut floor_ratios = Vec::new();
+    let mut floor_stats_ratios = Vec::new();
+    let mut over_floor = Vec::new();
     let mut ready = Vec::new();
     let mut rss = Vec::new();
     let mut cpu_pct = Vec::new();
@@ -374,6 +414,9 @@ fn overhead_rounds(
             ""
         }
     );
+    if floor.is_some() {
+        println!("       (then: empty hook µs/op  ratio  with BPF stats µs/op  ratio  ttp vs it)");
+    }
     if baseline.is_some() {
         println!("       (then: baseline µs/op  ratio  ttp vs baseline)");
     }
@@ -390,8 +433,11 @@ fn overhead_rounds(
     if baseline.is_some() {
         variants.push(Variant::Baseline);
     }
+    if floor.is_some() {
+        variants.extend([Variant::Floor, Variant::FloorStats]);
+    }
     for r in 0..rounds {
-        let mut us = [0.0f64; 5];
+        let mut us = [0.0f64; 7];
         for k in 0..variants.len() {
             let v = variants[(k + r as usize) % variants.len()];
             us[v as usize] = match v {
@@ -428,7 +474,14 @@ fn overhead_rounds(
                         "BEGIN { printf(\"bpftrace ready\\n\"); } tracepoint:sched:sched_switch { if (@start[args->prev_pid]) { @oncpu[args->prev_pid] = sum(nsecs - @start[args->prev_pid]); } @start[args->next_pid] = nsecs; }",
                     ]);
                     // bpftrace prints BEGIN output on stdout; wait for it there.
-                    let t = start_bpftrace(cmd)?;
+                    let t = start_ready(cmd, "bpftrace ready", "bpftrace")?;
+                    let b = sched_pipe(loops)?;
+                    let _ = t.stop();
+                    b
+                }
+                Variant::Floor | Variant::FloorStats => {
+                    let f = floor.expect("variant only with --floor");
+                    let t = f.start(v == Variant::FloorStats)?;
                     let b = sched_pipe(loops)?;
                     let _ = t.stop();
                     b
@@ -440,7 +493,7 @@ fn overhead_rounds(
                 std::thread::sleep(Duration::from_millis(500));
             }
         }
-        let [base, with, t, b, bl] = us;
+        let [base, with, t, b, bl, fl, fs] = us;
         ratios.push(with / base);
         let mut line = format!("{r:>5}  {base:>10.3}  {with:>9.3}  {:>5.3}", with / base);
         if sleeper.is_some() {
@@ -456,6 +509,17 @@ fn overhead_rounds(
             bl_ratios.push(bl / base);
             vs_bl.push(with / bl);
             line += &format!("  {bl:>14.3}  {:>5.3}  {:>6.3}", bl / base, with / bl);
+        }
+        if floor.is_some() {
+            floor_ratios.push(fl / base);
+            floor_stats_ratios.push(fs / base);
+            over_floor.push(with / fs);
+            line += &format!(
+                "  {fl:>14.3}  {:>5.3}  {fs:>14.3}  {:>5.3}  {:>6.3}",
+                fl / base,
+                fs / base,
+                with / fs
+            );
         }
         println!("{line}");
     }
@@ -477,6 +541,14 @@ fn overhead_rounds(
         println!(
             "median ratio with bpftrace on-CPU sums: {:.3}",
             median(&mut bt_ratios)
+        );
+    }
+    if floor.is_some() {
+        println!(
+            "median ratio with an empty sched_switch program: {:.3}; with BPF statistics on: {:.3}; ttp over the latter (the ledger's own work): {:.3}",
+            median(&mut floor_ratios),
+            median(&mut floor_stats_ratios),
+            median(&mut over_floor)
         );
     }
     println!(
@@ -501,8 +573,9 @@ fn overhead_rounds(
         base_programs.print();
     }
     println!(
-        "command: cargo xtask bench overhead --rounds {rounds} --loops {loops}{}{}{}{}",
+        "command: cargo xtask bench overhead --rounds {rounds} --loops {loops}{}{}{}{}{}",
         if with_bpftrace { " --bpftrace" } else { "" },
+        if floor.is_some() { " --floor" } else { "" },
         if trace_one { " --trace-one" } else { "" },
         baseline.map_or(String::new(), |b| format!(" --baseline {}", b.display())),
         if baseline_args.is_empty() {
@@ -523,6 +596,10 @@ enum Variant {
     TraceOne = 2,
     Bpftrace = 3,
     Baseline = 4,
+    /// An empty tp_btf program on sched_switch.
+    Floor = 5,
+    /// The same, with the kernel's BPF statistics on.
+    FloorStats = 6,
 }
 
 /// One `perf bench sched pipe` under `bin attach --all`: ((µs/op,
@@ -576,23 +653,25 @@ impl Drop for Sleeper {
     }
 }
 
-fn start_bpftrace(mut cmd: Command) -> anyhow::Result<Tracer> {
+/// A tracer started with `cmd`, once it printed `marker` on stdout
+/// (`what` names it in errors).
+fn start_ready(mut cmd: Command, marker: &str, what: &str) -> anyhow::Result<Tracer> {
     let t0 = Instant::now();
     let mut child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
-        .context("starting bpftrace")?;
+        .with_context(|| format!("starting {what}"))?;
     let stdout = child.stdout.take().expect("piped");
     let mut lines = BufReader::new(stdout).lines();
     loop {
         match lines.next() {
-            Some(Ok(l)) if l.contains("bpftrace ready") => break,
+            Some(Ok(l)) if l.contains(marker) => break,
             Some(Ok(_)) => {}
-            _ => bail!("bpftrace ended before it was ready"),
+            _ => bail!("{what} ended before it was ready"),
         }
         if t0.elapsed() > Duration::from_secs(60) {
-            bail!("bpftrace not ready after 60 s");
+            bail!("{what} not ready after 60 s");
         }
     }
     std::thread::spawn(move || for _ in lines {});
