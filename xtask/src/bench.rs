@@ -75,9 +75,11 @@ pub enum Which {
     },
     /// Cost of `statements` to a PostgreSQL server under `pgbench -S`: CPU
     /// per transaction (server + pgbench) and TPS without ttp, with the
-    /// default probes and with `--detail all`, interleaved rounds.
+    /// default probes, with `--detail all`, and with bpftrace's bare
+    /// uprobes at the default probes' two sites (the floor), interleaved
+    /// rounds.
     Statements {
-        /// Interleaved rounds (each: without, default, --detail all).
+        /// Interleaved rounds (each: without, default, --detail all, floor).
         #[arg(long, default_value_t = 5)]
         rounds: u32,
         /// Seconds per pgbench run.
@@ -245,32 +247,35 @@ impl Tracer {
             .and_then(|v| v.parse().ok())
             .unwrap_or(0);
         let ticks = cpu_ticks(pid as u32).saturating_sub(self.ticks_at_ready);
-        // SIGINT, as a user's Ctrl-C (ttp writes its JSON then). bpftrace
-        // 0.17 was seen to miss the first one and wait forever: after 15 s
-        // it gets another, and after 20 s it is killed.
-        let t0 = Instant::now();
-        let mut resent = false;
-        // SAFETY: signalling our own child.
-        unsafe { libc_kill(pid, 2) };
-        loop {
-            if self.child.try_wait()?.is_some() {
-                break;
-            }
-            let waited = t0.elapsed();
-            if waited > Duration::from_secs(20) {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                bail!("tracer {pid} did not end within 20 s of SIGINT; killed");
-            }
-            if waited > Duration::from_secs(15) && !resent {
-                // SAFETY: as above.
-                unsafe { libc_kill(pid, 2) };
-                resent = true;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        interrupt(&mut self.child)?;
         Ok((hwm_kib, ticks))
     }
+}
+
+/// Ends a tracer as a user's Ctrl-C would (ttp writes its JSON then).
+/// bpftrace 0.17 was seen to miss the first SIGINT and wait forever: after
+/// 15 s it gets another, and after 20 s it is killed.
+fn interrupt(child: &mut Child) -> anyhow::Result<()> {
+    let pid = child.id() as i32;
+    let t0 = Instant::now();
+    let mut resent = false;
+    // SAFETY: signalling our own child.
+    unsafe { libc_kill(pid, 2) };
+    while child.try_wait()?.is_none() {
+        let waited = t0.elapsed();
+        if waited > Duration::from_secs(20) {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!("tracer {pid} did not end within 20 s of SIGINT; killed");
+        }
+        if waited > Duration::from_secs(15) && !resent {
+            // SAFETY: as above.
+            unsafe { libc_kill(pid, 2) };
+            resent = true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(())
 }
 
 unsafe extern "C" {

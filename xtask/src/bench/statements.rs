@@ -16,9 +16,13 @@
 //!
 //! Per round, in an order rotated from round to round: pgbench without
 //! ttp, under `statements` (default probe set), under `statements --detail
-//! all`. Medians of the per-round ratios; TPS is printed too, for what it
-//! is worth on a busy machine.
+//! all`, and under the floor: bpftrace with uprobes at the same two USDT
+//! sites as the default set (`query__start`, `query__done`) that only count
+//! their hits, so the trap itself is measured apart from ttp's programs.
+//! Medians of the per-round ratios; TPS is printed too, for what it is
+//! worth on a busy machine.
 use std::{
+    io::{BufRead, BufReader},
     path::Path,
     process::{Command, Stdio},
     time::{Duration, Instant},
@@ -26,7 +30,7 @@ use std::{
 
 use anyhow::{Context, bail};
 
-use super::{cpu_ticks, libc_kill, median, pg::Server, start_tracer};
+use super::{cpu_ticks, interrupt, median, pg::Server, start_tracer};
 use crate::{setup, util};
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -34,9 +38,16 @@ enum Variant {
     Without = 0,
     Default = 1,
     Detail = 2,
+    /// bpftrace counting hits at `query__start` and `query__done`.
+    Floor = 3,
 }
 
-const VARIANTS: [Variant; 3] = [Variant::Without, Variant::Default, Variant::Detail];
+const VARIANTS: [Variant; 4] = [
+    Variant::Without,
+    Variant::Default,
+    Variant::Detail,
+    Variant::Floor,
+];
 
 /// One pgbench round's figures.
 #[derive(Default, Clone, Copy)]
@@ -63,6 +74,7 @@ impl Round {
 
 pub fn bench(rounds: u32, seconds: u32, clients: u32) -> anyhow::Result<()> {
     setup::ensure_packages(&["postgresql", "time"], "the server and pgbench")?;
+    setup::ensure_packages(&["bpftrace"], "bpftrace's bare uprobes are the floor")?;
     if !util::is_root() {
         bail!(
             "the statements benchmark loads uprobes: run it as root (sudo -E cargo xtask bench statements)"
@@ -89,14 +101,14 @@ fn rounds_of(
     println!(
         "round  variant   TPS      tx        CPU s   µs/tx  ttp CPU s  hits/stmt  in-BPF ns/hit"
     );
-    let mut all: Vec<[Round; 3]> = Vec::new();
+    let mut all: Vec<[Round; 4]> = Vec::new();
     for r in 0..rounds as usize {
-        let mut row = [Round::default(); 3];
+        let mut row = [Round::default(); 4];
         for k in 0..VARIANTS.len() {
             let v = VARIANTS[(k + r) % VARIANTS.len()];
             let x = one_round(server, ttp, v, seconds, clients, &json)?;
             println!(
-                "{r:>5}  {:<8} {:>6.0}  {:>8.0}  {:>7.2}  {:>6.2}  {:>9.2}  {:>9.2}  {:>13.0}",
+                "{r:>5}  {:<8} {:>6.0}  {:>8.0}  {:>7.2}  {:>6.2}  {:>9.2}  {:>9.2}  {:>13}",
                 format!("{v:?}"),
                 x.tps,
                 x.transactions,
@@ -104,7 +116,7 @@ fn rounds_of(
                 x.us_per_tx(),
                 x.ttp_cpu_s,
                 x.hits_per_stmt,
-                x.probe_ns
+                ns_or_dash(x.probe_ns)
             );
             row[v as usize] = x;
         }
@@ -112,8 +124,8 @@ fn rounds_of(
     }
     let _ = std::fs::remove_file(&json);
     println!();
-    let base = |r: &[Round; 3]| r[Variant::Without as usize];
-    for v in [Variant::Default, Variant::Detail] {
+    let base = |r: &[Round; 4]| r[Variant::Without as usize];
+    for v in [Variant::Floor, Variant::Default, Variant::Detail] {
         let i = v as usize;
         let mut cpu: Vec<f64> = all
             .iter()
@@ -134,8 +146,9 @@ fn rounds_of(
             .collect();
         let (cpu_m, cpu_all_m) = (median(&mut cpu), median(&mut cpu_all));
         println!(
-            "{}: CPU per transaction ×{cpu_m:.4} (estimated TPS loss at saturation {:.1} %; with ttp's own CPU ×{cpu_all_m:.4}, {:.1} %), TPS ratio ×{:.3}, {:.2} hits per statement, {:.0} ns per hit end to end ({:.0} ns inside the program); medians of {rounds} rounds",
+            "{}: CPU per transaction ×{cpu_m:.4} (estimated TPS loss at saturation {:.1} %; with ttp's own CPU ×{cpu_all_m:.4}, {:.1} %), TPS ratio ×{:.3}, {:.2} hits per statement, {:.0} ns per hit end to end ({} ns inside the program); medians of {rounds} rounds",
             match v {
+                Variant::Floor => "floor: bpftrace counting query__start/done hits",
                 Variant::Default => "statements (default probes)",
                 _ => "statements --detail all",
             },
@@ -144,7 +157,7 @@ fn rounds_of(
             median(&mut tps),
             median(&mut hits),
             median(&mut per_hit),
-            median(&mut in_bpf),
+            ns_or_dash(median(&mut in_bpf)),
         );
     }
     Ok(())
@@ -159,7 +172,12 @@ fn one_round(
     json: &Path,
 ) -> anyhow::Result<Round> {
     let pm = server.postmaster()?;
-    let tracer = if v == Variant::Without {
+    let floor = if v == Variant::Floor {
+        Some(Floor::start(&server.bin.join("postgres"))?)
+    } else {
+        None
+    };
+    let tracer = if matches!(v, Variant::Without | Variant::Floor) {
         None
     } else {
         let _ = std::fs::remove_file(json);
@@ -222,10 +240,8 @@ fn one_round(
         ..Round::default()
     };
     if let Some(t) = tracer {
-        let pid = t.child.id() as i32;
         let mut child = t.child;
-        // SAFETY: signalling our own child.
-        unsafe { libc_kill(pid, 2) };
+        interrupt(&mut child)?;
         let status = child.wait()?;
         if !status.success() {
             bail!("ttp-ebpf statements failed ({status})");
@@ -247,9 +263,82 @@ fn one_round(
         r.hits_per_stmt = c["hits"].as_f64().unwrap_or(0.0) / stmts;
         r.probe_ns = c["mean_probe_ns"].as_f64().unwrap_or(f64::NAN);
     }
+    if let Some(f) = floor {
+        let hits = f.stop()?;
+        if hits < 2.0 * r.transactions {
+            bail!(
+                "the floor's uprobes counted {hits} hits for {} transactions",
+                r.transactions
+            );
+        }
+        r.hits_per_stmt = hits / r.transactions;
+        r.probe_ns = f64::NAN;
+    }
     // Let the uprobes' detach finish before the next round.
     std::thread::sleep(Duration::from_millis(500));
     Ok(r)
+}
+
+/// bpftrace counting the hits of uprobes at the default probe set's two
+/// USDT sites: the trap and an empty-ish program, nothing of ttp.
+struct Floor {
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Floor {
+    fn start(postgres: &Path) -> anyhow::Result<Floor> {
+        let bin = postgres.display();
+        let script = format!(
+            "BEGIN {{ printf(\"floor ready\\n\"); }} usdt:{bin}:postgresql:query__start, usdt:{bin}:postgresql:query__done {{ @hits = count(); }}"
+        );
+        let mut child = Command::new("bpftrace")
+            .args(["-e", &script])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("starting bpftrace")?;
+        let stdout = child.stdout.take().expect("piped");
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for l in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(l).is_err() {
+                    break;
+                }
+            }
+        });
+        loop {
+            match lines.recv_timeout(Duration::from_secs(60)) {
+                Ok(l) if l.contains("floor ready") => break,
+                Ok(_) => {}
+                Err(_) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    bail!("bpftrace's floor probes not ready within 60 s");
+                }
+            }
+        }
+        Ok(Floor { child, lines })
+    }
+
+    /// Stops bpftrace and returns the hits it printed.
+    fn stop(mut self) -> anyhow::Result<f64> {
+        interrupt(&mut self.child)?;
+        self.lines
+            .iter()
+            .find_map(|l| l.strip_prefix("@hits: ")?.trim().parse().ok())
+            .context("bpftrace printed no @hits")
+    }
+}
+
+/// ns rounded, or "—" where not measured (the floor has no program
+/// statistics of its own).
+fn ns_or_dash(ns: f64) -> String {
+    if ns.is_finite() {
+        format!("{ns:.0}")
+    } else {
+        "—".into()
+    }
 }
 
 fn field(text: &str, key: &str) -> anyhow::Result<f64> {
