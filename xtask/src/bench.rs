@@ -419,11 +419,12 @@ fn overhead_rounds(
             ""
         }
     );
-    if floor.is_some() {
-        println!("       (then: empty hook µs/op  ratio  with BPF stats µs/op  ratio  ttp vs it)");
-    }
+    // In the order of the columns each round prints.
     if baseline.is_some() {
         println!("       (then: baseline µs/op  ratio  ttp vs baseline)");
+    }
+    if floor.is_some() {
+        println!("       (then: empty hook µs/op  ratio  with BPF stats µs/op  ratio  ttp vs it)");
     }
     // Each round measures every variant once, in an order rotated from
     // round to round, so that no variant always runs first (or right after

@@ -173,7 +173,7 @@ fn one_round(
 ) -> anyhow::Result<Round> {
     let pm = server.postmaster()?;
     let floor = if v == Variant::Floor {
-        Some(Floor::start(&server.bin.join("postgres"))?)
+        Some(UprobeFloor::start(&server.bin.join("postgres"))?)
     } else {
         None
     };
@@ -281,13 +281,13 @@ fn one_round(
 
 /// bpftrace counting the hits of uprobes at the default probe set's two
 /// USDT sites: the trap and an empty-ish program, nothing of ttp.
-struct Floor {
+struct UprobeFloor {
     child: std::process::Child,
     lines: std::sync::mpsc::Receiver<String>,
 }
 
-impl Floor {
-    fn start(postgres: &Path) -> anyhow::Result<Floor> {
+impl UprobeFloor {
+    fn start(postgres: &Path) -> anyhow::Result<UprobeFloor> {
         let bin = postgres.display();
         let script = format!(
             "BEGIN {{ printf(\"floor ready\\n\"); }} usdt:{bin}:postgresql:query__start, usdt:{bin}:postgresql:query__done {{ @hits = count(); }}"
@@ -318,7 +318,7 @@ impl Floor {
                 }
             }
         }
-        Ok(Floor { child, lines })
+        Ok(UprobeFloor { child, lines })
     }
 
     /// Stops bpftrace and returns the hits it printed.
