@@ -24,12 +24,12 @@ use ttp_user::{
 /// so over waits it recorded the two agree up to the stretch from
 /// `delayacct_blkio_start` to the switch-out tracepoint (inside
 /// `__schedule`, interrupts off, < 2 µs a wait: 2 048 × 2 µs ≈ 4 ms),
-/// taken as 2 % + 4 ms. It is compared only when delay accounting
+/// taken as 2 % + 4 ms. It is the reference whenever delay accounting
 /// recorded all but at most 16 waits of the window (blkio_count against
 /// the wake-ups), and no more delay than the window: on this kernel a wait whose dequeue the
 /// scheduler deferred (EEVDF's DELAY_DEQUEUE, up to a third of them beside
 /// the CPU burners) is not recorded, or recorded from a stale start (once
-/// 57 707 s). Every run also compares with a second ledger loaded at the
+/// 57 707 s). Otherwise the reference is a second ledger loaded at the
 /// same time with the wake-up hook, which ends each wait at the
 /// `sched_wakeup` tracepoint: that fires after the wake-up's IPI reached
 /// an idle target CPU (≈ 6–10 µs here) while delay accounting ends the
@@ -77,16 +77,15 @@ fn io_wakeups_without_the_hook_match_delay_accounting() {
         "pid {} fixture said {}ledger {k:?}\nhooked {h:?}\nschedstat Δcpu {cpu} Δrun_delay {wait}; taskstats Δblkio {blkio} ns over {recorded} waits\nlost: {:?}\nhooked lost: {:?}",
         run.pid, run.said, w.lost, run.windows[1].lost
     );
-    assert!(
-        within(k.iowait_ns as f64, h.iowait_ns as f64, 0.05, 20e6),
-        "iowait_ns {} vs the hooked ledger's {}",
-        k.iowait_ns,
-        h.iowait_ns
-    );
     let window = run.window_ns;
     // A few unrecorded waits (sleeps on stdin are wake-ups too, and a
     // deferred dequeue now and then) weigh ≈ 25 µs each: within the bound.
     if h.wakeups.saturating_sub(recorded) <= 16 && blkio <= window {
+        // Delay accounting is what iowait_ns is defined against: where it
+        // recorded the waits it is the reference, and the hooked ledger,
+        // whose waits end later by the wake-up's IPI (beside the load, 10.6
+        // µs a wait was seen: 143.4 ms against this ledger's 121.6 ms and
+        // taskstats' 122.5 ms), is only shown.
         assert!(
             within(k.iowait_ns as f64, blkio, 0.02, 4e6),
             "iowait_ns {} vs taskstats blkio_delay_total {blkio}",
@@ -94,8 +93,15 @@ fn io_wakeups_without_the_hook_match_delay_accounting() {
         );
     } else {
         eprintln!(
-            "taskstats not compared: delay accounting recorded {recorded} of {} waits, {blkio} ns",
+            "taskstats not compared: delay accounting recorded {recorded} of {} waits, {blkio} ns; the hooked ledger is the reference",
             h.wakeups
+        );
+        // 5 % + 20 ms, as derived above (the two bounds add).
+        assert!(
+            (k.iowait_ns as f64 - h.iowait_ns as f64).abs() <= 0.05 * h.iowait_ns as f64 + 20e6,
+            "iowait_ns {} vs the hooked ledger's {}",
+            k.iowait_ns,
+            h.iowait_ns
         );
     }
     assert!(
