@@ -11,6 +11,14 @@
 //! its account and none is open but the running one. Wait probes inside a
 //! statement add the time from their start to their done.
 //!
+//! The extended query protocol (Parse/Bind/Execute: most drivers'
+//! parameterised queries) fires no `query__start`: its Execute message runs
+//! the portal through `PortalRun`, whose executor pair
+//! (`query__execute__start/done`) then opens and closes the statement
+//! (flag `EXTENDED`), its text read through the server's global
+//! `debug_query_string`. Inside a simple-protocol statement the same pair
+//! is only a wait.
+//!
 //! A parallel worker runs a share of its leader's statement in a process of
 //! its own that fires no `query__start`: the same program, attached at the
 //! entry of `ParallelWorkerMain` and as a uretprobe at its return, opens and
@@ -40,6 +48,9 @@ const STMT_RING_BYTES: u32 = 4 << 20;
 const MAX_TRANCHES: u32 = 1024;
 /// Slots of `struct pt_regs` on x86-64.
 const PT_REGS_SLOTS: u32 = 21;
+/// Slots of `rip` and `rsp` in `struct pt_regs` on x86-64.
+const RIP_SLOT: usize = 16;
+const RSP_SLOT: usize = 19;
 
 /// The server whose backends are measured: statements start only in its
 /// children (set by the loader; 0: any process).
@@ -88,6 +99,12 @@ struct StmtState {
     text_len: u32,
     /// Tranche-name pointer of the open LWLock wait.
     tranche: u64,
+    /// Executor pairs open (`PortalRun`'s, and inside it
+    /// `PortalRunMulti`'s per query), and where the outermost started: its
+    /// probe address and stack pointer.
+    exec_depth: u32,
+    exec_rip: u64,
+    exec_sp: u64,
     text: [u8; TEXT_LEN],
 }
 
@@ -134,6 +151,78 @@ fn argument(ctx: &ProbeContext, mode: u32, slot: u32, offset: i32) -> Option<u64
     let at = reg.wrapping_add(offset as i64 as u64) as *const u64;
     // SAFETY: a user-memory read; a bad address fails and returns None.
     unsafe { bpf_probe_read_user(at) }.ok()
+}
+
+/// Register `slot` (< [`PT_REGS_SLOTS`]) at the probe (0 if unreadable).
+#[inline(always)]
+fn register(ctx: &ProbeContext, slot: usize) -> u64 {
+    let regs = ctx.regs as *const u64;
+    // SAFETY: slot < 21, inside the kernel's pt_regs of this hit.
+    unsafe { bpf_probe_read_kernel(regs.add(slot)) }.unwrap_or(0)
+}
+
+/// The executor pair (`query__execute__start/done`). PostgreSQL fires it
+/// in `PortalRun` and again, nested, in `PortalRunMulti` for each query of
+/// a multi-query portal (DML): only the outermost pair counts, as the
+/// `execute` wait of a simple-protocol statement, or, outside one, as a
+/// statement of the extended query protocol of its own. A start at the
+/// outermost pair's site and stack depth is not nested but the next run
+/// after an error left the pair open: it restarts (as `query__start`
+/// does).
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn execute_probe(
+    ctx: &ProbeContext,
+    tgid: u32,
+    tid: u32,
+    now: u64,
+    done: bool,
+    mode: u32,
+    slot: u32,
+    offset: i32,
+) {
+    let i = wait::EXECUTE;
+    if !done {
+        let (rip, sp) = (register(ctx, RIP_SLOT), register(ctx, RSP_SLOT));
+        if let Some(st) = state(tid)
+            && st.open != 0
+            && st.exec_depth > 0
+            && (rip != st.exec_rip || sp < st.exec_sp)
+        {
+            st.exec_depth += 1;
+            return;
+        }
+        let in_simple = state(tid).is_some_and(|st| st.open != 0 && st.flags & flag::EXTENDED == 0);
+        if !in_simple {
+            query_start(ctx, tid, now, mode, slot, offset, flag::EXTENDED);
+        }
+        if let Some(st) = state(tid)
+            && st.open != 0
+        {
+            st.exec_depth = 1;
+            st.exec_rip = rip;
+            st.exec_sp = sp;
+            st.wait_since[i] = if in_simple { now } else { st.start_ns };
+        }
+        return;
+    }
+    let Some(st) = state(tid) else { return };
+    if st.open == 0 || st.exec_depth == 0 {
+        return;
+    }
+    st.exec_depth -= 1;
+    if st.exec_depth > 0 {
+        return;
+    }
+    let since = st.wait_since[i];
+    st.wait_since[i] = 0;
+    if since != 0 {
+        st.waits_ns[i] += now.saturating_sub(since);
+        st.waits[i] += 1;
+    }
+    if st.flags & flag::EXTENDED != 0 {
+        query_done(tgid, tid, now);
+    }
 }
 
 /// The counters of `part` for the current thread now.
@@ -213,7 +302,9 @@ pub fn stmt_usdt(ctx: ProbeContext) -> u32 {
 }
 
 /// Opens a statement on the thread (`flags`: [`flag::WORKER`] for a
-/// parallel worker's share, whose "text" is its worker name).
+/// parallel worker's share, whose "text" is its worker name;
+/// [`flag::EXTENDED`] for an executor run outside a simple-protocol
+/// statement).
 #[inline(always)]
 fn query_start(
     ctx: &ProbeContext,
@@ -267,6 +358,7 @@ fn query_start(
         st.waits_ns[i] = 0;
         st.waits[i] = 0;
     }
+    st.exec_depth = 0;
     st.text_len = 0;
     st.text[0] = 0;
     match argument(ctx, mode, slot, offset) {
@@ -371,6 +463,9 @@ fn wait_probe(
     let done = (k - kind::WAIT_BASE) % 2 == 1;
     if i >= WAITS {
         return;
+    }
+    if i == wait::EXECUTE {
+        return execute_probe(ctx, tgid, tid, now, done, mode, slot, offset);
     }
     let Some(st) = state(tid) else { return };
     if st.open == 0 {

@@ -43,7 +43,9 @@ pub mod wait {
     pub const SORT: usize = 5;
     /// `query__execute__start/done`: the executor's run of the statement
     /// (pg_stat_statements' `total_exec_time` covers this, not the parse,
-    /// analysis and planning before it).
+    /// analysis and planning before it). Outside a `query__start`, the pair
+    /// is itself a statement of the extended query protocol
+    /// ([`super::flag::EXTENDED`]).
     pub const EXECUTE: usize = 6;
 }
 
@@ -86,6 +88,11 @@ pub mod flag {
     /// A parallel worker's share of a statement ([`super::kind::WORKER_START`]
     /// to [`super::kind::WORKER_DONE`]), not a statement of its own.
     pub const WORKER: u32 = 16;
+    /// A statement of the extended query protocol: the executor pair
+    /// (`query__execute__start/done`, inside `PortalRun`) outside any
+    /// `query__start`, its text the server's `debug_query_string` (which
+    /// `exec_execute_message` points at the portal's source text).
+    pub const EXTENDED: u32 = 32;
 }
 
 /// Cookie argument modes (bits 8..15).

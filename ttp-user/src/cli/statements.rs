@@ -6,6 +6,8 @@ use std::{
     time::{Duration, Instant},
 };
 
+use ttp_common::statements::{flag, wait};
+
 use crate::{
     error::{UsageError, usage},
     probe::{
@@ -16,7 +18,7 @@ use crate::{
     protocol::statements::{
         Detail, GroupBy, SCHEMA, Statement, WAIT_PROBES, crosscheck, detail_of,
         document::{ProbeAvailability, ProbeCounts, StatementsReport, TrancheRow},
-        group, parallel, requested_waits,
+        extended, group, parallel, requested_waits,
     },
     report::{
         atomic,
@@ -67,13 +69,18 @@ pub struct Args {
     /// window and show its calls and execution time beside ttp's.
     #[arg(long, value_name = "CONNINFO")]
     pub pgss: Option<String>,
-    /// Also attach the wait probes that fire per page, per contended lock
-    /// or per execution (buffer reads, LWLock waits, storage-manager reads,
-    /// executor run; --pgss adds execute). Each hit costs a uprobe trap:
-    /// without them a pgbench -S statement has 2 hits, with all about 13
-    /// (docs/benchmarks.md). Comma-separated.
+    /// Also attach the wait probes that fire per page or per contended lock
+    /// (buffer reads, LWLock waits, storage-manager reads). Each hit costs
+    /// a uprobe trap: without them a pgbench -S statement has 4 hits, with
+    /// all about 15 (docs/benchmarks.md). Comma-separated.
     #[arg(long, value_enum, value_delimiter = ',', value_name = "LIST")]
     pub detail: Vec<Detail>,
+    /// See only the simple query protocol (query__start/done): leaves out
+    /// the executor pair, and with it every statement of the extended
+    /// protocol (Parse/Bind/Execute: prepared statements and most drivers'
+    /// parameterised queries), for 2 uprobe hits a statement instead of 4.
+    #[arg(long, conflicts_with = "pgss")]
+    pub simple_only: bool,
 }
 
 /// pg_stat_statements at one instant, or why it could not be read.
@@ -108,19 +115,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         ..Default::default()
     })?;
     let stop = session.stop_flag()?;
-    // The cross-check compares the executor pair with total_exec_time.
-    let mut details = args.detail.clone();
-    if args.pgss.is_some() {
-        details.push(Detail::Execute);
-    }
     let worker = parallel::worker_site(&binary);
     let mut sp = match StatementProbes::attach(
         &mut session.ledger,
         &binary,
         &probes,
         &WAIT_PROBES,
-        &requested_waits(&details),
+        &requested_waits(&args.detail, args.simple_only),
         worker,
+        extended::query_text_global(&binary),
     ) {
         Ok(sp) => sp,
         Err(e @ StatementsProbeError::Missing { .. }) => return usage(e.to_string()),
@@ -396,6 +399,12 @@ fn build_report(
         window_end_ns,
         backends: backends.len(),
         statements: statements.len() as u64,
+        extended_statements: sp.available[wait::EXECUTE].then(|| {
+            statements
+                .iter()
+                .filter(|s| s.flags & flag::EXTENDED != 0)
+                .count() as u64
+        }),
         probes,
         counts: ProbeCounts {
             hits: stats.hits,

@@ -8,9 +8,10 @@ use aya::{
     maps::{MapData, PerCpuArray, PerCpuHashMap, RingBuf},
     programs::UProbe,
 };
-use ttp_common::statements::{Record, Stats, Tranche, WAITS, arg, cookie, kind};
+use ttp_common::statements::{Record, Stats, Tranche, WAITS, arg, cookie, kind, wait};
 
-/// pt_regs slot of `rip`: at a function's entry, the function's address.
+/// pt_regs slot of `rip`: when a uprobe fires, the probed address (a
+/// function's entry, a USDT probe's `nop`).
 const RIP_SLOT: u32 = 16;
 
 use super::{
@@ -32,6 +33,8 @@ pub struct WorkerSite {
 }
 
 const PROGRAM: &str = "stmt_usdt";
+/// The kind of `query__execute__start`'s sites.
+const EXECUTE_START: u32 = kind::WAIT_BASE + 2 * wait::EXECUTE as u32;
 /// The function every parallel worker runs (see [`WorkerSite`]).
 pub const WORKER_FUNCTION: &str = "ParallelWorkerMain";
 
@@ -125,7 +128,10 @@ impl StatementProbes {
     /// Loads the program in `ledger`'s object and attaches it at every site
     /// of the probes `statements` reads. `waits`: the wait pairs, in
     /// `Record::waits_ns` order; `requested[i]`: attach pair `i`; `worker`:
-    /// where parallel workers are seen, if the binary has it.
+    /// where parallel workers are seen, if the binary has it; `query_text`:
+    /// the address of the global that points at the running statement's
+    /// text (`debug_query_string`), read where the executor pair opens a
+    /// statement of the extended query protocol.
     pub fn attach(
         ledger: &mut Ledger,
         binary: &Path,
@@ -133,6 +139,7 @@ impl StatementProbes {
         waits: &[(&'static str, &'static str, &'static str); WAITS],
         requested: &[bool; WAITS],
         worker: Option<WorkerSite>,
+        query_text: Option<u64>,
     ) -> Result<Self, StatementsProbeError> {
         let bin = binary.display().to_string();
         for name in ["query__start", "query__done"] {
@@ -169,6 +176,12 @@ impl StatementProbes {
                 }
                 let (mode, slot, off) = if reads_arg {
                     arg_cookie(p)
+                } else if k == EXECUTE_START {
+                    // The global at a fixed distance from the probe's
+                    // address, which is `rip` when the probe fires.
+                    query_text
+                        .and_then(|g| i32::try_from(g as i64 - p.pc as i64).ok())
+                        .map_or((arg::NONE, 0, 0), |off| (arg::MEMORY, RIP_SLOT, off))
                 } else {
                     (arg::NONE, 0, 0)
                 };

@@ -16,9 +16,10 @@
 //!
 //! Per round, in an order rotated from round to round: pgbench without
 //! ttp, under `statements` (default probe set), under `statements --detail
-//! all`, and under the floor: bpftrace with uprobes at the same two USDT
-//! sites as the default set (`query__start`, `query__done`) that only count
-//! their hits, so the trap itself is measured apart from ttp's programs.
+//! all`, under `statements --simple-only` (only `query__start` and
+//! `query__done`), and under the floor: bpftrace with uprobes at those two
+//! USDT sites that only count their hits, so the trap itself is measured
+//! apart from ttp's programs.
 //! Medians of the per-round ratios; TPS is printed too, for what it is
 //! worth on a busy machine.
 use std::{
@@ -40,13 +41,19 @@ enum Variant {
     Detail = 2,
     /// bpftrace counting hits at `query__start` and `query__done`.
     Floor = 3,
+    /// `statements --simple-only`: the same two sites as the floor.
+    SimpleOnly = 4,
 }
 
-const VARIANTS: [Variant; 4] = [
+/// Variants in a round.
+const N: usize = 5;
+
+const VARIANTS: [Variant; N] = [
     Variant::Without,
     Variant::Default,
     Variant::Detail,
     Variant::Floor,
+    Variant::SimpleOnly,
 ];
 
 /// One pgbench round's figures.
@@ -101,9 +108,9 @@ fn rounds_of(
     println!(
         "round  variant   TPS      tx        CPU s   µs/tx  ttp CPU s  hits/stmt  in-BPF ns/hit"
     );
-    let mut all: Vec<[Round; 4]> = Vec::new();
+    let mut all: Vec<[Round; N]> = Vec::new();
     for r in 0..rounds as usize {
-        let mut row = [Round::default(); 4];
+        let mut row = [Round::default(); N];
         for k in 0..VARIANTS.len() {
             let v = VARIANTS[(k + r) % VARIANTS.len()];
             let x = one_round(server, ttp, v, seconds, clients, &json)?;
@@ -124,8 +131,13 @@ fn rounds_of(
     }
     let _ = std::fs::remove_file(&json);
     println!();
-    let base = |r: &[Round; 4]| r[Variant::Without as usize];
-    for v in [Variant::Floor, Variant::Default, Variant::Detail] {
+    let base = |r: &[Round; N]| r[Variant::Without as usize];
+    for v in [
+        Variant::Floor,
+        Variant::SimpleOnly,
+        Variant::Default,
+        Variant::Detail,
+    ] {
         let i = v as usize;
         let mut cpu: Vec<f64> = all
             .iter()
@@ -149,7 +161,8 @@ fn rounds_of(
             "{}: CPU per transaction ×{cpu_m:.4} (estimated TPS loss at saturation {:.1} %; with ttp's own CPU ×{cpu_all_m:.4}, {:.1} %), TPS ratio ×{:.3}, {:.2} hits per statement, {:.0} ns per hit end to end ({} ns inside the program); medians of {rounds} rounds",
             match v {
                 Variant::Floor => "floor: bpftrace counting query__start/done hits",
-                Variant::Default => "statements (default probes)",
+                Variant::SimpleOnly => "statements --simple-only (query__start/done)",
+                Variant::Default => "statements (default probes, with the executor pair)",
                 _ => "statements --detail all",
             },
             (1.0 - 1.0 / cpu_m) * 100.0,
@@ -185,8 +198,14 @@ fn one_round(
         cmd.args(["statements", "--pid", &pm.to_string(), "--json"])
             .arg(json)
             .args(["--top", "1"]);
-        if v == Variant::Detail {
-            cmd.args(["--detail", "all"]);
+        match v {
+            Variant::Detail => {
+                cmd.args(["--detail", "all"]);
+            }
+            Variant::SimpleOnly => {
+                cmd.arg("--simple-only");
+            }
+            _ => {}
         }
         Some(start_tracer(cmd, "measuring")?)
     };

@@ -88,6 +88,11 @@ pub struct StatementsReport {
     /// Backend processes seen.
     pub backends: usize,
     pub statements: u64,
+    /// Of them, statements of the extended query protocol (extended.rs);
+    /// `None` when it was not seen (`--simple-only`, or the binary lacks
+    /// the executor pair).
+    #[serde(default)]
+    pub extended_statements: Option<u64>,
     pub probes: Vec<ProbeAvailability>,
     pub counts: ProbeCounts,
     /// Every group (the text report shows the top N).

@@ -11,6 +11,7 @@
 //! split of the elapsed time (see [`VARIANCE_PARTS`]).
 pub mod crosscheck;
 pub mod document;
+pub mod extended;
 pub mod fingerprint;
 pub mod parallel;
 
@@ -45,14 +46,13 @@ pub const WAIT_PROBES: [(&str, &str, &str); WAITS] = [
 /// costs a uprobe trap, 1.1–1.4 µs end to end here, and a pgbench -S
 /// statement costs ~30 µs of CPU (docs/benchmarks.md, "`statements`
 /// cost"). The buffer pair fires per page, the LWLock pair per contended
-/// lock, the storage pair per block read; the executor pair is only needed
-/// for the pg_stat_statements cross-check (`--pgss` turns it on). The
-/// heavyweight-lock, WAL-write and sort pairs fire only when a statement
-/// waits or sorts, so they stay on. (label in [`WAIT_PROBES`], `--detail`
-/// name.)
-pub const DETAIL_WAITS: [(&str, &str); 4] = [
+/// lock, the storage pair per block read. The heavyweight-lock, WAL-write
+/// and sort pairs fire only when a statement waits or sorts, so they stay
+/// on; the executor pair fires once per statement and is what sees the
+/// extended query protocol's statements ([`extended`]), so it stays on
+/// unless `--simple-only`. (label in [`WAIT_PROBES`], `--detail` name.)
+pub const DETAIL_WAITS: [(&str, &str); 3] = [
     ("buffer_read", "buffers"),
-    ("execute", "execute"),
     ("lwlock_wait", "lwlock"),
     ("smgr_read", "smgr"),
 ];
@@ -66,9 +66,6 @@ pub enum Detail {
     Lwlock,
     /// smgr__md__read__start/done: every block read from a relation file.
     Smgr,
-    /// query__execute__start/done: the executor's run (what
-    /// pg_stat_statements' total_exec_time compares with).
-    Execute,
     /// All of them.
     All,
 }
@@ -79,7 +76,6 @@ impl Detail {
             Detail::Buffers => "buffers",
             Detail::Lwlock => "lwlock",
             Detail::Smgr => "smgr",
-            Detail::Execute => "execute",
             Detail::All => "all",
         }
     }
@@ -94,8 +90,10 @@ pub fn detail_of(label: &str) -> Option<&'static str> {
 }
 
 /// Which wait pairs (in [`WAIT_PROBES`] order) to attach: every pair that
-/// is not opt-in, and the opt-in ones `details` names.
-pub fn requested_waits(details: &[Detail]) -> [bool; WAITS] {
+/// is not opt-in, and the opt-in ones `details` names; with `simple_only`
+/// not the executor pair (the extended protocol's statements are then not
+/// seen).
+pub fn requested_waits(details: &[Detail], simple_only: bool) -> [bool; WAITS] {
     let mut on = [false; WAITS];
     for (i, (label, _, _)) in WAIT_PROBES.iter().enumerate() {
         on[i] = match detail_of(label) {
@@ -103,7 +101,20 @@ pub fn requested_waits(details: &[Detail]) -> [bool; WAITS] {
             Some(d) => details.iter().any(|x| *x == Detail::All || x.name() == d),
         };
     }
+    if simple_only {
+        on[wait::EXECUTE] = false;
+    }
     on
+}
+
+/// The address of the defined symbol `name` of `kind` in `file` (its static
+/// or its dynamic symbols).
+fn symbol_address(file: &object::File, name: &str, kind: object::SymbolKind) -> Option<u64> {
+    use object::{Object, ObjectSymbol};
+    file.symbols()
+        .chain(file.dynamic_symbols())
+        .find(|s| s.kind() == kind && s.name() == Ok(name) && s.address() != 0)
+        .map(|s| s.address())
 }
 
 /// One statement, as its record came from the kernel.

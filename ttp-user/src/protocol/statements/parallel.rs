@@ -14,11 +14,11 @@
 //! to the leader's statement that contains it in time.
 use std::{collections::HashMap, path::Path};
 
-use object::{Object, ObjectSegment, ObjectSymbol, SymbolKind};
+use object::{Object, ObjectSegment, SymbolKind};
 use serde::{Deserialize, Serialize};
 use ttp_common::statements::{PARTS, flag, part};
 
-use super::Statement;
+use super::{Statement, symbol_address};
 use crate::probe::statements::{WORKER_FUNCTION, WorkerSite};
 
 /// The global pointing at a background worker's registration.
@@ -29,12 +29,7 @@ pub const WORKER_REGISTRATION: &str = "MyBgworkerEntry";
 pub fn worker_site(binary: &Path) -> Option<WorkerSite> {
     let data = std::fs::read(binary).ok()?;
     let file = object::File::parse(&*data).ok()?;
-    let find = |name: &str, kind: SymbolKind| {
-        file.symbols()
-            .chain(file.dynamic_symbols())
-            .find(|s| s.kind() == kind && s.name() == Ok(name) && s.address() != 0)
-            .map(|s| s.address())
-    };
+    let find = |name: &str, kind: SymbolKind| symbol_address(&file, name, kind);
     let entry = find(WORKER_FUNCTION, SymbolKind::Text)?;
     let global = find(WORKER_REGISTRATION, SymbolKind::Data)?;
     let entry_offset = file.segments().find_map(|seg| {
@@ -164,6 +159,7 @@ pub fn join(records: Vec<Statement>) -> (Vec<Statement>, Vec<Statement>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use object::ObjectSymbol;
 
     fn rec(tgid: u32, start: u64, elapsed: u64, cpu: u64, text: &str, flags: u32) -> Statement {
         let mut parts = [0; PARTS];

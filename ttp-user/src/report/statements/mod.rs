@@ -22,6 +22,22 @@ pub fn text(r: &StatementsReport, top: usize) -> String {
         r.backends,
         r.semaphores
     );
+    match r.extended_statements {
+        Some(n) if n > 0 => {
+            let _ = writeln!(
+                o,
+                "{} of them through the extended query protocol (timed from Execute: parse, plan and bind not included)",
+                grouped(n)
+            );
+        }
+        Some(_) => {}
+        None => {
+            let _ = writeln!(
+                o,
+                "extended query protocol not seen (prepared statements, drivers' parameterised queries): --simple-only, or the binary lacks query__execute__start/done"
+            );
+        }
+    }
     let missing: Vec<&str> = r
         .probes
         .iter()
@@ -189,7 +205,7 @@ pub fn text(r: &StatementsReport, top: usize) -> String {
     if c.worker_shares_unjoined > 0 {
         let _ = writeln!(
             o,
-            "{} of {} parallel workers' shares lay in no statement seen (under way at attach, after the window, or of the extended query protocol, which has no query__start): left out",
+            "{} of {} parallel workers' shares lay in no statement seen (under way at attach, after the window, or of the extended query protocol under --simple-only): left out",
             grouped(c.worker_shares_unjoined),
             grouped(c.worker_shares)
         );
@@ -244,6 +260,7 @@ mod tests {
             by: GroupBy::Fingerprint,
             window_start_ns: 0,
             window_end_ns: 1_000_000_000,
+            extended_statements: Some(0),
             backends: 1,
             statements: 5,
             probes: vec![ProbeAvailability {
