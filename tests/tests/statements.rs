@@ -194,23 +194,7 @@ fn extended_statement_after_an_error_is_timed_alone() {
     let _serial = serial();
     let c = Cluster::start("stmt-ext-error");
     let pm = c.postmaster_pid();
-    let binary = std::fs::read_link(format!("/proc/{pm}/exe")).unwrap();
-    let probes = usdt::read_probes(&binary).expect("postgres has USDT notes");
-    let mut ledger = Ledger::attach_with(&AttachOptions {
-        statements_of: Some(pm),
-        ..Default::default()
-    })
-    .expect("ledger");
-    let mut sp = StatementProbes::attach(
-        &mut ledger,
-        &binary,
-        &probes,
-        &WAIT_PROBES,
-        &requested_waits(&[], false),
-        parallel::worker_site(&binary),
-        extended::query_text_global(&binary),
-    )
-    .expect("statement probes attach");
+    let (ledger, mut sp) = probes_on(pm);
     let mut s = ttp_user::pg::Pg::new(&c.conninfo())
         .and_then(|pg| pg.connect())
         .expect("connect");
@@ -259,6 +243,30 @@ fn extended_statement_after_an_error_is_timed_alone() {
     }
 }
 
+/// The ledger and the default statement probes (with the executor pair,
+/// which the calls, execute-time and extended-protocol checks need) on
+/// the server whose postmaster is `pm`.
+fn probes_on(pm: u32) -> (Ledger, StatementProbes) {
+    let binary = std::fs::read_link(format!("/proc/{pm}/exe")).unwrap();
+    let probes = usdt::read_probes(&binary).expect("postgres has USDT notes");
+    let mut ledger = Ledger::attach_with(&AttachOptions {
+        statements_of: Some(pm),
+        ..Default::default()
+    })
+    .expect("ledger");
+    let sp = StatementProbes::attach(
+        &mut ledger,
+        &binary,
+        &probes,
+        &WAIT_PROBES,
+        &requested_waits(&[], false),
+        parallel::worker_site(&binary),
+        extended::query_text_global(&binary),
+    )
+    .expect("statement probes attach");
+    (ledger, sp)
+}
+
 /// The longest a statement's done can follow the moment pg_stat_statements
 /// counts it (simple protocol: executor or utility end, then `END`'s commit
 /// with its WAL flush, p99 ~13 ms here), or, for the extended protocol,
@@ -274,27 +282,9 @@ const EDGE: u64 = 50_000_000;
 fn against_pgss(name: &str, runs: &[&[&str]], edge_after: u64) -> Vec<Statement> {
     let c = cluster(name);
     let pm = c.postmaster_pid();
-    let binary = std::fs::read_link(format!("/proc/{pm}/exe")).unwrap();
-    let probes = usdt::read_probes(&binary).expect("postgres has USDT notes");
     let mut benches: Vec<_> = runs.iter().map(|a| pgbench(&c, a)).collect();
     std::thread::sleep(Duration::from_secs(2));
-    let mut ledger = Ledger::attach_with(&AttachOptions {
-        statements_of: Some(pm),
-        ..Default::default()
-    })
-    .expect("ledger");
-    // The default probe set plus the executor pair (what `--pgss` attaches):
-    // what the calls, execute-time and on-CPU checks below need.
-    let mut sp = StatementProbes::attach(
-        &mut ledger,
-        &binary,
-        &probes,
-        &WAIT_PROBES,
-        &requested_waits(&[], false),
-        parallel::worker_site(&binary),
-        extended::query_text_global(&binary),
-    )
-    .expect("statement probes attach");
+    let (ledger, mut sp) = probes_on(pm);
     let mut all: Vec<Statement> = Vec::new();
     // Let statements under way at attach finish.
     std::thread::sleep(Duration::from_millis(200));

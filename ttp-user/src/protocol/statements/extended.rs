@@ -47,12 +47,7 @@ mod tests {
     /// segment.
     #[test]
     fn query_text_global_of_the_installed_server() {
-        let Some(bin) = std::fs::read_dir("/usr/lib/postgresql").ok().and_then(|d| {
-            d.flatten()
-                .map(|e| e.path().join("bin/postgres"))
-                .find(|p| p.exists())
-        }) else {
-            eprintln!("no /usr/lib/postgresql/*/bin/postgres: skipped");
+        let Some(bin) = crate::protocol::statements::installed_server() else {
             return;
         };
         let at = query_text_global(&bin).expect("debug_query_string");

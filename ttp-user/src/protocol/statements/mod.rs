@@ -117,6 +117,21 @@ fn symbol_address(file: &object::File, name: &str, kind: object::SymbolKind) -> 
         .map(|s| s.address())
 }
 
+/// The server binary of the PostgreSQL installed here, for tests that
+/// read a real binary (`None`, said on stderr, when there is none).
+#[cfg(test)]
+pub(crate) fn installed_server() -> Option<std::path::PathBuf> {
+    let found = std::fs::read_dir("/usr/lib/postgresql").ok().and_then(|d| {
+        d.flatten()
+            .map(|e| e.path().join("bin/postgres"))
+            .find(|p| p.exists())
+    });
+    if found.is_none() {
+        eprintln!("no /usr/lib/postgresql/*/bin/postgres: skipped");
+    }
+    found
+}
+
 /// One statement, as its record came from the kernel.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Statement {

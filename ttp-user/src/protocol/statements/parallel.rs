@@ -220,12 +220,7 @@ mod tests {
     /// offset and the global lies after it.
     #[test]
     fn worker_site_of_the_installed_server() {
-        let Some(bin) = std::fs::read_dir("/usr/lib/postgresql").ok().and_then(|d| {
-            d.flatten()
-                .map(|e| e.path().join("bin/postgres"))
-                .find(|p| p.exists())
-        }) else {
-            eprintln!("no /usr/lib/postgresql/*/bin/postgres: skipped");
+        let Some(bin) = crate::protocol::statements::installed_server() else {
             return;
         };
         let site = worker_site(&bin).expect("ParallelWorkerMain and MyBgworkerEntry");
