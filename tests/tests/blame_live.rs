@@ -152,7 +152,7 @@ fn num(v: &Value) -> f64 {
     v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
 }
 
-/// The scenario of the issue, measured live. On cpu1: the victim, which
+/// The acceptance scenario, measured live. On cpu1: the victim, which
 /// reads 64 KiB with O_DIRECT and computes 0.5 ms, again and again for 6 s,
 /// and a burner that never sleeps. On cpu0: two readers, each reading once
 /// every 5 ms, 256 KiB and 64 KiB (a 4:1 byte ratio in every window), and

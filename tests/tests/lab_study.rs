@@ -153,7 +153,7 @@ fn analyze_lab_equals_analyze_of_the_exported_studies() {
     }
     let fs: Vec<&str> = files.iter().map(|f| f.to_str().unwrap()).collect();
 
-    // The check: analyze --lab prints what analyze of the
+    // The check: analyze --lab prints what analyze of the
     // exported studies prints.
     let from_lab = ok(ttp(&["analyze", "--lab", url, "--experiment", "scan"]));
     let from_files = ok(ttp(&["analyze", fs[0], fs[1]]));

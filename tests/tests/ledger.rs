@@ -557,7 +557,7 @@ fn procs_blocked() -> u64 {
 /// /proc/timer_list). The reads of each CPU are one instant (see
 /// [`idle_reads`]), so what differs is what each side counts as idle.
 ///
-/// Issue #13's bound against /proc/stat: 10 % + 2 ticks (the tick
+/// The bound against /proc/stat: 10 % + 2 ticks (the tick
 /// rounding of the two reads is below 2 ticks); where the per-halt
 /// residual below adds up to more (many short halts: pgbench on an
 /// otherwise quiet machine), /proc/stat gets that allowance plus the two
@@ -575,7 +575,7 @@ fn procs_blocked() -> u64 {
 /// host makes an interrupt: −11 to +6 µs an idle entry on one host, +80
 /// to +537 µs on another (kernel 6.18.44-fc-v782: the halts that an I/O
 /// completion ends, mostly iowait halts), so it is shown, not bounded,
-/// and the excess is held only to the issue's bound against /proc/stat.
+/// and the excess is held only to the bound against /proc/stat.
 /// The split: the kernel classifies a whole stretch by the iowait count
 /// at its end, the ledger follows the count as it changes (cpu.rs
 /// `settle`), so a task woken mid-halt moves part of that halt from one
@@ -605,12 +605,12 @@ fn per_cpu_idle_matches_the_kernel(
             residual / entries.max(1.0)
         );
         let allowed = entries * RESIDUAL_NS + 1e6;
-        // Issue #13's bound, or, where halts are so many and short that the
+        // The 10 % bound, or, where halts are so many and short that the
         // per-halt residual adds up beyond 10 %, the residual's.
         let issue = |stat: f64| (0.10 * stat + 2.0 * tick).max(allowed + 2.0 * tick);
         let show = |what: &str, ledger: f64, kernel: f64, stat: f64| {
             eprintln!(
-                "cpu{cpu}: {what} {:+.3} ms vs /proc/stat ({} the issue's 10 % + 2 ticks), {:+.1} µs an idle entry vs the kernel's clock",
+                "cpu{cpu}: {what} {:+.3} ms vs /proc/stat ({} the 10 % + 2 ticks), {:+.1} µs an idle entry vs the kernel's clock",
                 (ledger - stat) / 1e6,
                 if (ledger - stat).abs() <= 0.10 * stat + 2.0 * tick {
                     "within"

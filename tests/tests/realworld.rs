@@ -94,7 +94,7 @@ fn u64_of(v: &Value, k: &str) -> u64 {
 
 /// Per QE: the query's U + S (ticks, 10 ms) against GNU time's user +
 /// system of the same execution and against the ledger's exact on-CPU
-/// time, within 5 % (#14 item 2). The bound's absolute part: /usr/bin/time
+/// time, within 5 %. The bound's absolute part: /usr/bin/time
 /// prints 10 ms resolution for U and S each, /proc truncates U and S to
 /// ticks each, and GNU time's own process (counted by ttp as part of the
 /// command, not by its own rusage) uses well under a tick: 3 ticks.
@@ -120,7 +120,7 @@ fn assert_cpu_matches(what: &str, doc: &Value, gnu_ms: &[f64]) {
 /// A program whose 4 threads burn 300 ms each, under `sh -c 'prog; true'`
 /// (the shell reaps it, so only its exit records remain). Catches the
 /// process's time taken from its main thread's exit record alone: U = S =
-/// 0 and every QE dropped by QE3 (#14 item 2).
+/// 0 and every QE dropped by QE3.
 #[test]
 fn threads_under_a_shell_keep_their_cpu_time() {
     if !root_or_skip("threads_under_a_shell_keep_their_cpu_time") {
@@ -144,7 +144,7 @@ fn threads_under_a_shell_keep_their_cpu_time() {
     }
 }
 
-/// The same program run directly on this machine's CPUs (#16 item 5): its
+/// The same program run directly on this machine's CPUs: its
 /// CPU time exceeds its wall time whenever its threads ran in parallel,
 /// so the paper's one-CPU QE4 fires where the time does; ttp's QE4 bounds
 /// it by the CPUs the query ran on and drops none of them. Catches QE4
@@ -215,7 +215,7 @@ fn parallel_query_is_not_dropped_by_qe4() {
 
 /// GNU sort with two threads on 1.5 M lines, under a shell. Catches a
 /// multi-threaded real program's worker threads lost (U+S far below
-/// /usr/bin/time, #14 item 2).
+/// /usr/bin/time).
 #[test]
 fn sort_parallel_matches_gnu_time() {
     if !root_or_skip("sort_parallel_matches_gnu_time") {
@@ -256,7 +256,7 @@ fn xz_and_gzip_match_gnu_time() {
     assert_cpu_matches("gzip", &doc, &gnu);
 }
 
-/// `run -- echo hi` and `run -- sleep 0.05` (#14 item 4): no TTPv2 result
+/// `run -- echo hi` and `run -- sleep 0.05`: no TTPv2 result
 /// (zero ticks, QE3), but Time_meas and the exact time over the QEs run,
 /// and one line saying why. `sleep 0.05` lasts at least 50 ms of wall
 /// time by definition. Catches a report with no number, and the
@@ -331,7 +331,7 @@ fn mistyped_command_fails_in_one_line() {
     assert!(err.contains("no-such-command-xyz"), "{err}");
 }
 
-/// #14 item 3: `run --protocol emp --cpu N`: every run of a program with
+/// `run --protocol emp --cpu N`: every run of a program with
 /// two threads is allowed CPU N only (the kernel's Cpus_allowed_list of the
 /// process and of each of its threads, read by the program's shell from
 /// /proc while it runs), and the result says so. Catches --cpu refused or

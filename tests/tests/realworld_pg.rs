@@ -47,7 +47,7 @@ fn dropped_by(qe: &Value) -> Vec<String> {
         .collect()
 }
 
-/// #14 case 3: `run --postgres … --sql <join> -n 10` with a warm cache.
+/// `run --postgres … --sql <join> -n 10` with a warm cache.
 /// Per QE:
 /// - QE9 drops it exactly when the IOWait the query shared in exceeds its
 ///   own BlockIO delay (both recorded in ns, docs/ttpv2.md), and QE4
@@ -257,7 +257,7 @@ BEGIN
   RETURN n;
 END $$"#;
 
-/// #14 item 3: `run --postgres … --cpu N` pins the backend serving the
+/// `run --postgres … --cpu N` pins the backend serving the
 /// QEs: the backend itself reports, in each QE, that the kernel allows it
 /// CPU N only and that it is running there; the report says so. Catches
 /// --cpu ignored or refused with --postgres, and a pin that is not
@@ -321,7 +321,7 @@ impl Drop for Pgbench {
     }
 }
 
-/// #14 case 5: `vprofile` on the backend serving `pgbench -S -c 1`, root
+/// `vprofile` on the backend serving `pgbench -S -c 1`, root
 /// PortalRun in Debian's stripped postgres (`--unnamed-children`), gives an
 /// answer: at least one factor selected (not "none"). The root's
 /// invocations are counted against pgbench's own count: every PortalRun of
@@ -480,7 +480,7 @@ fn backend_of(c: &Cluster, app: &str) -> u32 {
     }
 }
 
-/// #14 case 7, as the paper's eq. 10 defines blame and in ttp's own-service
+/// as the paper's eq. 10 defines blame and in ttp's own-service
 /// split of the victim's disk wait beside it: a backend
 /// reading a table from a cold cache, with nothing of the test's using the
 /// disk beside it. The victim is held on an advisory lock until `blame` is

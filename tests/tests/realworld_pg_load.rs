@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 
 use common::{pg::Cluster, realpg::*, *};
 
-/// #14 case 6: `load` at 200 requests/s against the throw-away server,
+/// `load` at 200 requests/s against the throw-away server,
 /// pgbench's select-only statement with `--param aid=uniform:1:100000`.
 /// The truth is the server's own log of every statement it executed
 /// (log_min_duration_statement = 0, µs resolution):
@@ -159,7 +159,7 @@ SELECT abalance FROM pgbench_accounts WHERE aid = :aid;
 END;
 ";
 
-/// #14 item 2: `load --postgres … -f SCRIPT`. pgbench itself runs the same
+/// `load --postgres … -f SCRIPT`. pgbench itself runs the same
 /// file first (the format is pgbench's); then ttp at 100 transactions/s:
 /// - every completed transaction committed exactly once: the table's sum
 ///   of balances grew by exactly the number ttp counts completed (each

@@ -481,7 +481,7 @@ fn idle_session(c: &Cluster, app: &str, setup: &[&str]) -> (Session, u32) {
 /// `pg_locks.waitstart` and the holder's commit timestamp
 /// (track_commit_timestamp), whose difference is the wait. ttp's lock wait
 /// of that UPDATE (lock__wait__start/done) must be it within 20 ms (the
-/// issue's bound; the holder commits without waiting for the WAL flush, so
+/// bound docs/statements.md states; the holder commits without waiting for the WAL flush, so
 /// the timestamp and the release are microseconds apart). Catches: lock waits not measured, measured
 /// outside their statement, or attributed to another statement.
 #[test]

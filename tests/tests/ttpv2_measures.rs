@@ -24,7 +24,7 @@ use common::*;
 ///   the same few in every QE (the same code path), fewer when the image
 ///   was read while the child was still on its way to the hold.
 ///
-/// Catches: the measures absent from live runs (#16 item 1), syscr and
+/// Catches: the measures absent from live runs, syscr and
 /// syscw swapped (3000 reads, 2000 writes), a thread's file read for the
 /// process, a delta against the wrong image, a class total that loses them.
 #[test]

@@ -84,7 +84,7 @@ pub enum DiskArg {
     Requests,
 }
 
-/// Default δt (the 50 ms).
+/// Default δt (50 ms).
 const DEFAULT_WINDOW: Duration = Duration::from_millis(50);
 
 pub fn run(args: Args) -> anyhow::Result<()> {

@@ -221,7 +221,7 @@ fn saved_runs_five_percent_apart() {
     }
 }
 
-/// The refusals of the issue: each is a usage error (exit 2) whose one
+/// The refusals: each is a usage error (exit 2) whose one
 /// line names the file and says what to do.
 #[test]
 fn refusals_are_usage_errors_in_one_line() {

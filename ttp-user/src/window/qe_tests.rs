@@ -24,8 +24,8 @@ fn thread_exit(tid: u32, tgid: u32, utime_us: u64, stime_us: u64, rt_ns: u64) ->
 }
 
 /// A 4-thread process (300 ms per worker) and a single-threaded one.
-/// Catches taking the main thread's record as the process's (#14
-/// item 2: U = S = 0 for a program whose workers did all the work), and
+/// Catches taking the main thread's record as the process's (U = S = 0
+/// for a program whose workers did all the work), and
 /// a split of the exact runtime that differs from the kernel's
 /// cputime_adjust (user share = sampled utime / (utime + stime)).
 #[test]

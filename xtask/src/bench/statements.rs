@@ -1,5 +1,5 @@
 //! `cargo xtask bench statements`: what `ttp-ebpf statements` costs a
-//! PostgreSQL server under `pgbench -c 4 -S` (issue goal: ≤ 3 % fewer TPS).
+//! PostgreSQL server under `pgbench -c 4 -S` (goal: ≤ 3 % fewer TPS).
 //!
 //! TPS on a shared 2-vCPU machine moves by factors between rounds, so the
 //! figure that decides is CPU per transaction, which does not depend on how

@@ -60,7 +60,7 @@ pub enum BlameError {
     WindowNotMultiple { asked_ns: u64, recorded_ns: u64 },
 }
 
-/// Choices the issue leaves to the user.
+/// Choices left to the user.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Options {
     pub disk_by: DiskMeasure,

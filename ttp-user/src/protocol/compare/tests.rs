@@ -298,7 +298,7 @@ fn scaled(xs: &[f64], f: f64) -> Vec<f64> {
 
 /// A candidate 4 % faster on every measure: the verdict says faster, by
 /// the ratio of medians, with an interval that contains the true 4 % and
-/// the text the issue asks for.
+/// the text docs/compare.md gives.
 #[test]
 fn a_faster_candidate_is_called_faster() {
     let a = side("ttp.run/1", vec![LARGE_A.to_vec(); 3]);

@@ -218,7 +218,7 @@ fn temp_dir(name: &str) -> PathBuf {
     d
 }
 
-/// The process check: a command taking 5 ms except during a 1 s
+/// The process check: a command taking 5 ms except during a 1 s
 /// window where it takes 1 s, 3 s at 40 req/s, open and closed (1
 /// connection) side by side. Catches coordinated omission in the open
 /// model (its p99 must show the stall) and shows it in the closed model

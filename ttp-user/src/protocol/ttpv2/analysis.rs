@@ -486,7 +486,7 @@ mod tests {
         let (input, m) = saved.into_input();
         assert_eq!(input, qc);
         assert_eq!(m, Some(machine));
-        // The field names are where it says.
+        // The documented field names are where docs/ttpv2.md says.
         let v: serde_json::Value = serde_json::from_str(&text).unwrap();
         for key in [
             "qe",

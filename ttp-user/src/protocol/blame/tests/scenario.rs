@@ -1,4 +1,4 @@
-//! The acceptance scenario: a victim reading from disk and computing
+//! The acceptance scenario: a victim reading from disk and computing
 //! on cpu0, two readers at a 4:1 byte ratio on vda, a CPU burner on cpu0, a
 //! sleeper that uses nothing, and a kworker (a known cause).
 use super::*;
@@ -93,7 +93,7 @@ fn steady_scenario_matches_hand_computation() {
     assert!(close(disk.slowdown.p2_sum / n, 1.5));
 }
 
-/// The criterion: I/O blame of the two readers within 4:1 ± 20 %
+/// The criterion: I/O blame of the two readers within 4:1 ± 20 %
 /// when their ratio varies between windows, and the CPU blame to the burner.
 /// Catches blame that ignores per-window consumption.
 #[test]

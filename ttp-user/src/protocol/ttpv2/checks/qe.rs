@@ -467,8 +467,7 @@ mod tests {
     }
 
     /// A 4-thread program on 2 CPUs: 1200 ms of CPU in 603 ms of wall
-    /// time. Catches QE4 bounding a multi-threaded query by one CPU (#16
-    /// item 5): it passes with 4 threads on 2 CPUs, fires with 1 thread,
+    /// time. Catches QE4 bounding a multi-threaded query by one CPU: it passes with 4 threads on 2 CPUs, fires with 1 thread,
     /// and fires when the CPU time exceeds both CPUs' capacity.
     #[test]
     fn qe4_allows_the_cpus_the_query_ran_on() {
