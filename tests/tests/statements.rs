@@ -182,9 +182,9 @@ fn extended_protocol_statements_match_pg_stat_statements() {
 /// nested in it). Truths: what the test sent. The failed statement fires
 /// no done: it is not counted, and the next statement restarts at its
 /// first executor start (restarted = 1, flagged on that statement); each
-/// `pg_sleep(0.2)` after it is one statement of 200 ms plus at most the
-/// round trip's share inside the portal (50 ms), timed by its outermost
-/// executor pair. Catches a nested pair taken for a restart or the other
+/// `pg_sleep(0.2)` after it is one statement of 200 ms plus at most 50 ms
+/// of the portal's own work besides its measured run-queue wait, timed by
+/// its outermost executor pair. Catches a nested pair taken for a restart or the other
 /// way round, and a statement spanning the failure.
 #[test]
 fn extended_statement_after_an_error_is_timed_alone() {
@@ -230,9 +230,12 @@ fn extended_statement_after_an_error_is_timed_alone() {
         );
         assert!(st.flags & flag::EXTENDED != 0);
         assert_eq!(st.flags & flag::RESTARTED != 0, k == 0, "restart flag");
+        // Its wait for a CPU after the sleep is the machine's, not the
+        // probes': measured, and taken out of the bound.
+        let runq = st.parts[ttp_common::statements::part::RUNQ];
         assert!(
-            (200_000_000..=250_000_000).contains(&st.elapsed_ns),
-            "elapsed {} ns",
+            st.elapsed_ns >= 200_000_000 && st.elapsed_ns - runq <= 250_000_000,
+            "elapsed {} ns, of it {runq} ns waiting for a CPU",
             st.elapsed_ns
         );
         assert_eq!(
