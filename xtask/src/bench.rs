@@ -75,11 +75,12 @@ pub enum Which {
     },
     /// Cost of `statements` to a PostgreSQL server under `pgbench -S`: CPU
     /// per transaction (server + pgbench) and TPS without ttp, with the
-    /// default probes, with `--detail all`, and with bpftrace's bare
-    /// uprobes at the default probes' two sites (the floor), interleaved
-    /// rounds.
+    /// default probes, with `--detail all`, with `--simple-only`, and with
+    /// bpftrace's bare uprobes at `--simple-only`'s two sites (the floor),
+    /// interleaved rounds.
     Statements {
-        /// Interleaved rounds (each: without, default, --detail all, floor).
+        /// Interleaved rounds (each: without, default, --detail all, floor,
+        /// --simple-only).
         #[arg(long, default_value_t = 5)]
         rounds: u32,
         /// Seconds per pgbench run.
