@@ -113,6 +113,22 @@ impl BtfTask {
     pub fn pid(&self) -> Result<u32, i32> {
         unsafe { load::<u32>(self.0, global(&OFF_TASK_PID)) }
     }
+    #[inline(always)]
+    pub fn tgid(&self) -> Result<u32, i32> {
+        unsafe { load::<u32>(self.0, global(&OFF_TASK_TGID)) }
+    }
+    /// A field of the task at an offset the caller's own global holds (a
+    /// plain load, see the type's documentation).
+    #[inline(always)]
+    pub fn field<T: Copy>(&self, off: &'static u32) -> Result<T, i32> {
+        unsafe { load::<T>(self.0, global(off)) }
+    }
+    /// The task a pointer field at `off` points to (`real_parent`, …).
+    #[inline(always)]
+    pub fn task_at(&self, off: &'static u32) -> Result<BtfTask, i32> {
+        let p = unsafe { load::<*const u8>(self.0, global(off))? };
+        if p.is_null() { Err(-1) } else { Ok(BtfTask(p)) }
+    }
     /// `task_struct.in_iowait`, a one-bit bitfield: set by io_schedule*()
     /// while the task waits for block I/O.
     #[inline(always)]

@@ -20,6 +20,7 @@ mod sched;
 mod statements;
 mod trace;
 mod vprof;
+mod wire;
 
 use aya_ebpf::{macros::map, maps::PerCpuArray};
 use ttp_common::stat;

@@ -55,10 +55,10 @@ const RSP_SLOT: usize = 19;
 /// The server whose backends are measured: statements start only in its
 /// children (set by the loader; 0: any process).
 #[unsafe(no_mangle)]
-static STMT_POSTMASTER: u32 = 0;
+pub(crate) static STMT_POSTMASTER: u32 = 0;
 /// Offset of `task_struct.real_parent` (from BTF, set by the loader).
 #[unsafe(no_mangle)]
-static STMT_OFF_REAL_PARENT: u32 = 0;
+pub(crate) static STMT_OFF_REAL_PARENT: u32 = 0;
 
 /// Whether the current task is a child of the postmaster.
 #[inline(always)]
@@ -85,13 +85,25 @@ fn is_backend() -> bool {
 /// Per-thread state: the open statement.
 #[repr(C)]
 #[derive(Clone, Copy)]
-struct StmtState {
+pub(crate) struct StmtState {
     /// 1 while a statement is open.
-    open: u32,
-    flags: u32,
-    start_ns: u64,
+    pub(crate) open: u32,
+    pub(crate) flags: u32,
+    pub(crate) start_ns: u64,
     /// Counters at `query__start`, see `part`.
-    base: [u64; PARTS],
+    pub(crate) base: [u64; PARTS],
+    /// Socket boundaries (wire.rs): `sched_info.pcount` at the start; the
+    /// request's first byte; 1 once a statement ended on the thread (then
+    /// `start_ns` and `base` hold that end until the next request's read).
+    pub(crate) base_pcount: u64,
+    pub(crate) opened_by: u32,
+    pub(crate) after: u32,
+    /// The request's messages as far as they were walked (wire.rs): 1
+    /// while the walk is in step with the stream, the bytes of the last
+    /// message still to come in the next read, and what kinds were seen.
+    pub(crate) walk: u32,
+    pub(crate) msg_left: u32,
+    pub(crate) kinds: u32,
     /// Start of the open wait of each pair (0: none).
     wait_since: [u64; WAITS],
     waits_ns: [u64; WAITS],
@@ -108,14 +120,27 @@ struct StmtState {
     text: [u8; TEXT_LEN],
 }
 
+impl StmtState {
+    /// No wait open or counted: a statement begins.
+    #[inline(always)]
+    pub(crate) fn clear_waits(&mut self) {
+        self.tranche = 0;
+        for i in 0..WAITS {
+            self.wait_since[i] = 0;
+            self.waits_ns[i] = 0;
+            self.waits[i] = 0;
+        }
+    }
+}
+
 #[map]
-static STMT_THREADS: LruHashMap<u32, StmtState> = LruHashMap::with_max_entries(MAX_STMT_THREADS, 0);
+pub(crate) static STMT_THREADS: LruHashMap<u32, StmtState> = LruHashMap::with_max_entries(MAX_STMT_THREADS, 0);
 
 #[map]
 static STMT_SCRATCH: PerCpuArray<StmtState> = PerCpuArray::with_max_entries(1, 0);
 
 #[map]
-static STMT_RECORDS: RingBuf = RingBuf::with_byte_size(STMT_RING_BYTES, 0);
+pub(crate) static STMT_RECORDS: RingBuf = RingBuf::with_byte_size(STMT_RING_BYTES, 0);
 
 #[map]
 static STMT_TRANCHES: PerCpuHashMap<u64, Tranche> =
@@ -125,13 +150,13 @@ static STMT_TRANCHES: PerCpuHashMap<u64, Tranche> =
 static STMT_STATS: PerCpuArray<Stats> = PerCpuArray::with_max_entries(1, 0);
 
 #[inline(always)]
-fn stats() -> Option<&'static mut Stats> {
+pub(crate) fn stats() -> Option<&'static mut Stats> {
     // SAFETY: per-CPU slot, only this CPU writes it.
     STMT_STATS.get_ptr_mut(0).map(|p| unsafe { &mut *p })
 }
 
 #[inline(always)]
-fn state(tid: u32) -> Option<&'static mut StmtState> {
+pub(crate) fn state(tid: u32) -> Option<&'static mut StmtState> {
     // SAFETY: map value; only the thread itself runs probes on its state.
     STMT_THREADS.get_ptr_mut(tid).map(|p| unsafe { &mut *p })
 }
@@ -228,7 +253,7 @@ fn execute_probe(
 /// The counters of `part` for the current thread now.
 #[inline(always)]
 fn counters(tid: u32, out: &mut [u64; PARTS]) -> u32 {
-    let mut flags = 0;
+    let mut flags = flag::NO_BLKIO;
     // SAFETY: helper without arguments; the task is read with probe reads.
     let task = Task(unsafe { bpf_get_current_task() } as *const u8);
     out[part::ON_CPU] = task.sum_exec_runtime().unwrap_or(0);
@@ -236,6 +261,14 @@ fn counters(tid: u32, out: &mut [u64; PARTS]) -> u32 {
         Some(r) => out[part::RUNQ] = r,
         None => flags |= flag::NO_RUNQ,
     }
+    flags | ledger_parts(tid, out)
+}
+
+/// The ledger's parts of the thread's account into `out` (and the running
+/// stretch the kernel has not yet added to `out[ON_CPU]`); the flags to
+/// add ([`flag::NO_ACCOUNT`] without an account).
+#[inline(always)]
+pub(crate) fn ledger_parts(tid: u32, out: &mut [u64; PARTS]) -> u32 {
     match ledger::lookup(tid) {
         Some(a) => {
             out[part::ON_CPU] += running_lag(a, out[part::ON_CPU]);
@@ -244,10 +277,10 @@ fn counters(tid: u32, out: &mut [u64; PARTS]) -> u32 {
             out[part::IOWAIT] = a.iowait_ns;
             out[part::IOWAIT_OWN] = a.iowait_own_ns;
             out[part::IOWAIT_SHARE] = a.iowait_share_ns;
+            0
         }
-        None => flags |= flag::NO_ACCOUNT,
+        None => flag::NO_ACCOUNT,
     }
-    flags
 }
 
 /// Longest stretch of running the kernel can have left out of
@@ -301,6 +334,27 @@ pub fn stmt_usdt(ctx: ProbeContext) -> u32 {
     0
 }
 
+/// The thread's state, created (no statement open) if it has none.
+#[inline(always)]
+pub(crate) fn state_or_new(tid: u32) -> Option<&'static mut StmtState> {
+    if let Some(st) = state(tid) {
+        return Some(st);
+    }
+    let scratch = STMT_SCRATCH.get_ptr_mut(0)?;
+    // SAFETY: per-CPU scratch slot.
+    let fresh = unsafe { &mut *scratch };
+    fresh.open = 0;
+    fresh.after = 0;
+    let built: &StmtState = fresh;
+    if STMT_THREADS.insert(tid, built, 0).is_err() {
+        if let Some(s) = stats() {
+            s.no_state += 1;
+        }
+        return None;
+    }
+    state(tid)
+}
+
 /// Opens a statement on the thread (`flags`: [`flag::WORKER`] for a
 /// parallel worker's share, whose "text" is its worker name;
 /// [`flag::EXTENDED`] for an executor run outside a simple-protocol
@@ -321,27 +375,8 @@ fn query_start(
         }
         return;
     }
-    let st = match state(tid) {
-        Some(st) => st,
-        None => {
-            let Some(scratch) = STMT_SCRATCH.get_ptr_mut(0) else {
-                return;
-            };
-            // SAFETY: per-CPU scratch slot.
-            let fresh = unsafe { &mut *scratch };
-            fresh.open = 0;
-            let built: &StmtState = fresh;
-            if STMT_THREADS.insert(tid, built, 0).is_err() {
-                if let Some(s) = stats() {
-                    s.no_state += 1;
-                }
-                return;
-            }
-            match state(tid) {
-                Some(st) => st,
-                None => return,
-            }
-        }
+    let Some(st) = state_or_new(tid) else {
+        return;
     };
     st.flags = flags;
     if st.open != 0 {
@@ -352,12 +387,7 @@ fn query_start(
     }
     st.open = 1;
     st.start_ns = now;
-    st.tranche = 0;
-    for i in 0..WAITS {
-        st.wait_since[i] = 0;
-        st.waits_ns[i] = 0;
-        st.waits[i] = 0;
-    }
+    st.clear_waits();
     st.exec_depth = 0;
     st.text_len = 0;
     st.text[0] = 0;
@@ -409,23 +439,8 @@ fn query_done(tgid: u32, tid: u32, now: u64) {
     // SAFETY (inside): reserved ring-buffer memory of the size of Record,
     // every field written.
     let sent = ring::emit::<Record>(&STMT_RECORDS, |rec| unsafe {
-        (*rec).tgid = tgid;
-        (*rec).tid = tid;
-        (*rec).start_ns = st.start_ns;
-        (*rec).elapsed_ns = now.saturating_sub(st.start_ns);
-        for ((d, e), b) in (*rec)
-            .sched_ns
-            .iter_mut()
-            .zip(end.iter())
-            .zip(st.base.iter())
-        {
-            *d = e.saturating_sub(*b);
-        }
-        ring::copy(&mut (*rec).waits_ns, &st.waits_ns);
-        ring::copy(&mut (*rec).waits, &st.waits);
-        (*rec).flags = flags;
+        fill(rec, tgid, tid, st, now, &end, flags);
         (*rec).text_len = st.text_len;
-        (*rec)._pad = 0;
         ring::copy(&mut (*rec).text, &st.text);
     });
     if let Some(s) = s {
@@ -441,6 +456,48 @@ fn query_done(tgid: u32, tid: u32, now: u64) {
     // place a backend's open statement may need (the map is an LRU).
     if flags & flag::WORKER != 0 {
         let _ = STMT_THREADS.remove(tid);
+    }
+}
+
+/// Writes every field of `rec` but the text: the statement `st` opened,
+/// ending at `now` with the counters `end`. The socket boundaries' fields
+/// are zero here; wire.rs sets them after.
+///
+/// # Safety
+/// `rec` points at a reserved ring-buffer record.
+#[inline(always)]
+pub(crate) unsafe fn fill(
+    rec: *mut Record,
+    tgid: u32,
+    tid: u32,
+    st: &StmtState,
+    now: u64,
+    end: &[u64; PARTS],
+    flags: u32,
+) {
+    unsafe {
+        (*rec).tgid = tgid;
+        (*rec).tid = tid;
+        (*rec).start_ns = st.start_ns;
+        (*rec).elapsed_ns = now.saturating_sub(st.start_ns);
+        for ((d, e), b) in (*rec)
+            .sched_ns
+            .iter_mut()
+            .zip(end.iter())
+            .zip(st.base.iter())
+        {
+            *d = e.saturating_sub(*b);
+        }
+        ring::copy(&mut (*rec).waits_ns, &st.waits_ns);
+        ring::copy(&mut (*rec).waits, &st.waits);
+        (*rec).flags = flags;
+        (*rec).text_len = 0;
+        (*rec).switches = 0;
+        (*rec).query_id = 0;
+        (*rec).database = 0;
+        (*rec).user = 0;
+        (*rec).opened_by = ttp_common::statements::opened::UNKNOWN;
+        (*rec).exit_code = 0;
     }
 }
 

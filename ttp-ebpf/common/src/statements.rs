@@ -7,6 +7,13 @@
 //!
 //! One uprobe program serves every probe site; the attachment's cookie
 //! ([`cookie`]) says which probe it is and where its pointer argument is.
+//!
+//! By default the statement's boundaries come from the backend's client
+//! socket instead ([`flag::SOCKET`]): the request's first successful read
+//! opens it, the reply that carries ReadyForQuery closes it (the kernel's
+//! `sock_recv_length`/`sock_send_length` tracepoints, no trap in the
+//! backend), its text and query id from the backend's own status entry
+//! (`PgBackendStatus`, [`status`]).
 
 /// Bytes of query text kept per statement (NUL included); longer texts are
 /// cut and flagged [`flag::TRUNCATED`].
@@ -68,6 +75,10 @@ pub mod part {
     pub const IOWAIT_OWN: usize = 5;
     /// Ledger `iowait_share_ns`.
     pub const IOWAIT_SHARE: usize = 6;
+    /// Delay accounting's block-I/O wait (`task->delays->blkio_delay`)
+    /// difference: the iowait of a statement measured without the ledger
+    /// (unless [`super::flag::NO_BLKIO`]).
+    pub const BLKIO: usize = 7;
 }
 
 /// Number of account components.
@@ -93,6 +104,57 @@ pub mod flag {
     /// `query__start`, its text the server's `debug_query_string` (which
     /// `exec_execute_message` points at the portal's source text).
     pub const EXTENDED: u32 = 32;
+    /// Boundaries from the client socket: opened by the first read of a
+    /// request, closed by the reply whose backend status says idle again
+    /// (it carries ReadyForQuery).
+    pub const SOCKET: u32 = 64;
+    /// Opened at the previous statement's end, not by a read: its request
+    /// was already in the backend's input buffer (a pipeline).
+    pub const PIPELINED: u32 = 128;
+    /// The reply carried an ErrorResponse (a send beginning with `E`; seen
+    /// on a plain-text connection only).
+    pub const ERROR: u32 = 256;
+    /// The backend exited while the statement was open (killed, or a
+    /// FATAL error); [`super::Record::exit_code`] says how.
+    pub const EXITED: u32 = 512;
+    /// Delay accounting could not be read at one end (no `delays`): the
+    /// [`super::part::BLKIO`] part is not measured.
+    pub const NO_BLKIO: u32 = 1024;
+    /// The backend's status entry could not be read at the end: no text,
+    /// query id, database or user.
+    pub const NO_STATUS: u32 = 2048;
+    /// The connection's start-up (authentication up to the first
+    /// ReadyForQuery), not a statement: its status entry had run no
+    /// statement yet.
+    pub const STARTUP: u32 = 4096;
+    /// The request asked for no execution: its messages (walked on a
+    /// plain-text connection) held no Execute, Query or function call,
+    /// e.g. a Parse (prepare) or Describe followed by Sync. Not a
+    /// statement's execution.
+    pub const PREPARE: u32 = 8192;
+}
+
+/// Where the fields `statements` reads of PostgreSQL's `PgBackendStatus`
+/// lie (the backend's `MyBEEntry` points at it). Userspace sets them per
+/// server version (ttp-user/src/probe/pg_status.rs) as globals.
+pub mod status {
+    /// `BackendState` values (utils/backend_status.h).
+    pub const STATE_IDLE: u32 = 1;
+    pub const STATE_RUNNING: u32 = 2;
+    pub const STATE_IDLE_IN_TRANSACTION: u32 = 3;
+    pub const STATE_FASTPATH: u32 = 4;
+    pub const STATE_IDLE_IN_TRANSACTION_ABORTED: u32 = 5;
+    pub const STATE_DISABLED: u32 = 6;
+}
+
+/// The first byte a request's read brought, as [`Record::opened_by`]: the
+/// frontend message type (`Q` simple query, `P`/`B`/`E`/`S`/… extended, `X`
+/// terminate), 0 for a start-up or SSL request packet (they begin with a
+/// length), a TLS record type (22, 23) on an encrypted connection.
+pub mod opened {
+    /// Not opened by a read (pipelined), or the read's buffer was not
+    /// readable.
+    pub const UNKNOWN: u32 = 0x100;
 }
 
 /// Cookie argument modes (bits 8..15).
@@ -124,7 +186,21 @@ pub struct Record {
     pub flags: u32,
     /// Bytes of `text` in use (NUL excluded).
     pub text_len: u32,
-    pub _pad: u32,
+    /// Switch-ins of the thread during the statement
+    /// (`sched_info.pcount` difference; socket boundaries only): 0 means
+    /// it ran on its CPU from start to end.
+    pub switches: u32,
+    /// PostgreSQL's query id of the statement (`st_query_id`; 0 when the
+    /// server computes none, or with USDT boundaries).
+    pub query_id: u64,
+    /// The backend's database and user (`st_databaseid`, `st_userid`).
+    pub database: u32,
+    pub user: u32,
+    /// See [`opened`].
+    pub opened_by: u32,
+    /// With [`flag::EXITED`]: the task's `exit_code` (a signal number in
+    /// its low 7 bits when it was killed).
+    pub exit_code: u32,
     pub text: [u8; TEXT_LEN],
 }
 
@@ -165,6 +241,15 @@ pub struct Stats {
     /// Parallel workers' shares sent (records with [`flag::WORKER`]; not
     /// in `statements`).
     pub workers: u64,
+    /// Socket tracepoint runs in the server's backends (socket boundaries).
+    pub socket_events: u64,
+    /// Connection start-ups sent ([`flag::STARTUP`]; not in `statements`).
+    pub connections: u64,
+    /// Statements open when their backend exited ([`flag::EXITED`]).
+    pub exited_open: u64,
+    /// Requests that asked for no execution ([`flag::PREPARE`]; not in
+    /// `statements`).
+    pub prepares: u64,
 }
 
 /// Attachment cookie: probe kind (bits 0..7), argument mode (8..15),
@@ -196,10 +281,10 @@ unsafe impl aya::Pod for Stats {}
 
 const _: () = assert!(
     core::mem::size_of::<Record>()
-        == 4 + 4 + 8 + 8 + 8 * PARTS + 8 * WAITS + 4 * WAITS + 4 + 4 + 4 + TEXT_LEN
+        == 4 + 4 + 8 + 8 + 8 * PARTS + 8 * WAITS + 4 * WAITS + 4 + 4 + 4 + 8 + 4 * 4 + TEXT_LEN
 );
 const _: () = assert!(core::mem::size_of::<Tranche>() == 24);
-const _: () = assert!(core::mem::size_of::<Stats>() == 10 * 8);
+const _: () = assert!(core::mem::size_of::<Stats>() == 14 * 8);
 
 #[cfg(test)]
 mod tests {

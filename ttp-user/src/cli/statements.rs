@@ -11,6 +11,8 @@ use ttp_common::statements::{flag, wait};
 use crate::{
     error::{UsageError, usage},
     probe::{
+        SocketStatements,
+        pg_status::{self, StatusSource},
         probe_error_ctx,
         statements::{StatementProbes, StatementsProbeError, WORKER_FUNCTION},
         usdt::{self, UsdtError},
@@ -30,12 +32,15 @@ use crate::{
 };
 
 /// Time every SQL statement of a running PostgreSQL server, and say where
-/// its time went: on CPU, waiting for a CPU, for a lock, for the disk
-/// (its own I/O or others').
+/// its time went: on CPU, waiting for a CPU, for a lock, for the disk.
 ///
-/// Attaches to the server's USDT probes (query__start/done and its wait
-/// probes; the binary must have them: Debian's and most distributions'
-/// builds do) and joins each statement with ttp's per-thread ledger.
+/// A statement runs from the backend's read of the request to its reply
+/// that carries ReadyForQuery, seen at the client socket by kernel
+/// tracepoints (no trap in the server), its text and query id read from
+/// the backend's own status entry. Where the binary has USDT probes
+/// (--enable-dtrace; Debian's has), the lock, WAL-write and sort waits
+/// come from them, which fire only when a statement waits. `--usdt` times
+/// statements by the probes instead, as before.
 ///
 /// Example: `sudo ttp-ebpf statements --pid $(head -1 /var/lib/postgresql/15/main/postmaster.pid) --duration 10s`
 #[derive(Debug, clap::Args)]
@@ -79,8 +84,70 @@ pub struct Args {
     /// the executor pair, and with it every statement of the extended
     /// protocol (Parse/Bind/Execute: prepared statements and most drivers'
     /// parameterised queries), for 2 uprobe hits a statement instead of 4.
-    #[arg(long, conflicts_with = "pgss")]
+    #[arg(long, conflicts_with = "pgss", requires = "usdt")]
     pub simple_only: bool,
+    /// Time statements by the server's USDT probes (query__start/done and
+    /// the executor pair: a uprobe trap at each, 1–3 µs of the backend's
+    /// CPU a statement) instead of at the client socket; loads the ledger.
+    #[arg(long)]
+    pub usdt: bool,
+    /// Run the ledger beside the socket boundaries: its sleep, blocked
+    /// and own/others' iowait per statement, at the cost of its programs
+    /// on every context switch and disk request of the machine.
+    #[arg(long, conflicts_with = "usdt")]
+    pub ledger: bool,
+}
+
+/// The statements' boundaries asked for, and what the socket programs need.
+struct Boundaries {
+    socket: bool,
+    status: Option<StatusSource>,
+    /// Where the status entries were found, or why not (socket only).
+    status_note: Option<String>,
+}
+
+impl Boundaries {
+    fn of(args: &Args, binary: &Path) -> Self {
+        if args.usdt {
+            return Self {
+                socket: false,
+                status: None,
+                status_note: None,
+            };
+        }
+        match pg_status::find(args.pid, binary) {
+            Ok(s) => Self {
+                socket: true,
+                status_note: Some(format!(
+                    "PgBackendStatus of PostgreSQL {} through {} ({})",
+                    s.major,
+                    pg_status::ENTRY_GLOBAL,
+                    match s.checked_on {
+                        Some(pid) => format!("checked on backend {pid}"),
+                        None => "no backend to check it on yet".into(),
+                    }
+                )),
+                status: Some(s),
+            },
+            Err(e) => {
+                eprintln!(
+                    "statements: the backends' status entries cannot be read: {e}; statements end at their reply's ReadyForQuery bytes and have no text"
+                );
+                Self {
+                    socket: true,
+                    status: None,
+                    status_note: Some(format!("not read: {e}")),
+                }
+            }
+        }
+    }
+}
+
+/// Whether a record is a statement of the groups: not a connection's
+/// start-up, not one its backend left open when it exited, not a request
+/// that executed nothing (a bare Parse or Describe).
+fn is_statement(s: &Statement) -> bool {
+    s.flags & (flag::STARTUP | flag::EXITED | flag::PREPARE) == 0
 }
 
 /// pg_stat_statements at one instant, or why it could not be read.
@@ -99,8 +166,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Some(b) => b.clone(),
         None => server_binary(args.pid)?,
     };
+    let boundaries = Boundaries::of(&args, &binary);
     let probes = match usdt::read_probes(&binary) {
         Ok(p) => p,
+        // At the socket, a server without USDT notes is measured without
+        // the wait columns.
+        Err(UsdtError::NoNotes { .. }) if boundaries.socket => Vec::new(),
         Err(
             e @ (UsdtError::NoNotes { .. } | UsdtError::NotElf { .. } | UsdtError::Read { .. }),
         ) => {
@@ -109,9 +180,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Err(e) => return Err(e.into()),
     };
     // The session checks privileges, restores what a killed instance left
-    // and seeds the ledger with the threads already running (the backends).
+    // and (with the ledger) seeds it with the threads already running. At
+    // the socket it switches delay accounting on for the statements'
+    // iowait, and leaves the ledger's programs and the BPF statistics off
+    // unless --ledger: no other process of the machine pays for them.
     let mut session = MeasurementSession::open(SessionOptions {
         statements_of: Some(args.pid),
+        statements_socket: boundaries.socket.then_some(SocketStatements {
+            status: boundaries.status,
+        }),
+        no_ledger_programs: boundaries.socket && !args.ledger,
+        no_bpf_stats: boundaries.socket && !args.ledger,
+        delay_accounting: boundaries.socket,
         ..Default::default()
     })?;
     let stop = session.stop_flag()?;
@@ -121,9 +201,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         &binary,
         &probes,
         &WAIT_PROBES,
-        &requested_waits(&args.detail, args.simple_only),
+        &requested_waits(&args.detail, args.simple_only || boundaries.socket),
         worker,
         extended::query_text_global(&binary),
+        boundaries.socket,
     ) {
         Ok(sp) => sp,
         Err(e @ StatementsProbeError::Missing { .. }) => return usage(e.to_string()),
@@ -145,7 +226,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let pgss_from_ns = crate::sys::clock::monotonic_ns();
     let window_start_ns = crate::sys::clock::monotonic_ns();
     eprintln!(
-        "statements: ledger attached, {} probe sites in {}; measuring{}",
+        "statements: {}, {} probe sites in {}; measuring{}",
+        if !boundaries.socket {
+            "ledger attached, boundaries at the USDT probes"
+        } else if args.ledger {
+            "boundaries at the client socket, ledger attached"
+        } else {
+            "boundaries at the client socket"
+        },
         sp.links(),
         binary.display(),
         match args.duration {
@@ -162,6 +250,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let window_end_ns = crate::sys::clock::monotonic_ns();
     let after = read_pgss(&pgss_session);
     sp.drain(|r| statements.push(Statement::from(r)));
+    let killed_open = statements
+        .iter()
+        .filter(|s| s.flags & flag::EXITED != 0 && s.exit_code & 0x7f != 0)
+        .count() as u64;
+    statements.retain(is_statement);
     let (statements, unjoined) = parallel::join(statements);
     let unjoined = unjoined.len() as u64;
     // The cross-check compares the statements done between the two reads.
@@ -179,6 +272,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         window_start_ns,
         window_end_ns,
     )?;
+    report.counts.killed_open = killed_open;
+    if boundaries.socket {
+        report.boundaries = "socket".into();
+        report.status_entry = boundaries.status_note;
+        report.ledger = args.ledger;
+        report.extended_statements = Some(
+            report
+                .groups
+                .iter()
+                .map(|g| g.extended)
+                .sum::<u64>(),
+        );
+    }
     if pgss_session.is_some() {
         match (before, after) {
             (Ok(b), Ok(a)) => {
@@ -245,7 +351,7 @@ fn collect(
             && shown.0.elapsed() >= Duration::from_secs(1)
         {
             let mut last = std::mem::take(&mut waiting);
-            last.extend_from_slice(&out[shown.1..]);
+            last.extend(out[shown.1..].iter().filter(|s| is_statement(s)).cloned());
             let (last, unjoined) = parallel::join(last);
             // A share waits at most a minute for its leader's statement.
             let now = crate::sys::clock::monotonic_ns();
@@ -393,6 +499,9 @@ fn build_report(
         schema: SCHEMA.into(),
         postmaster: args.pid,
         binary: binary.display().to_string(),
+        boundaries: "usdt".into(),
+        status_entry: None,
+        ledger: true,
         semaphores: "kernel uprobe reference counter (ref_ctr_offset)".into(),
         by: args.by,
         window_start_ns,
@@ -422,6 +531,11 @@ fn build_report(
             },
             worker_shares: stats.workers,
             worker_shares_unjoined: unjoined,
+            socket_events: stats.socket_events,
+            connections: stats.connections,
+            exited_open: stats.exited_open,
+            killed_open: 0,
+            prepares: stats.prepares,
         },
         groups,
         tranches,

@@ -9,6 +9,7 @@ pub mod capacity;
 pub mod cost;
 pub mod detail;
 pub mod exits;
+pub mod pg_status;
 mod read;
 pub mod seed;
 mod slots;
@@ -48,6 +49,13 @@ const LEDGER_PROGRAMS: &[(&str, &str)] = &[
     ("block_io_start", "block_io_start"),
     ("block_rq_issue", "block_rq_issue"),
     ("block_io_done", "block_io_done"),
+];
+
+/// `statements`' boundaries at the client socket (ttp-ebpf/src/wire.rs).
+const STATEMENTS_SOCKET_PROGRAMS: &[(&str, &str)] = &[
+    ("stmt_sock_recv", "sock_recv_length"),
+    ("stmt_sock_send", "sock_send_length"),
+    ("stmt_exit", "sched_process_exit"),
 ];
 
 #[derive(Debug, thiserror::Error)]
@@ -207,7 +215,13 @@ impl Ledger {
         }
         raise_memlock();
         // Before the first program attaches, so its every run is counted.
-        let bpf_stats = cost::enable_stats();
+        let bpf_stats = if options.no_bpf_stats {
+            Err(cost::CostUnavailable(
+                "not measured (the kernel's BPF statistics cost every program run; `cargo xtask bench statements` measures the programs)".into(),
+            ))
+        } else {
+            cost::enable_stats()
+        };
         let t = std::time::Instant::now();
         // aya's parse of the kernel BTF (needed to attach tp_btf programs)
         // runs while the offsets are resolved and the maps are created.
@@ -226,12 +240,37 @@ impl Ledger {
                 "STMT_OFF_REAL_PARENT",
                 kbtf.field("task_struct", &["real_parent"])?.byte,
             ));
+            if let Some(socket) = &options.statements_socket {
+                globals.push((
+                    "STMT_OFF_PCOUNT",
+                    kbtf.field("task_struct", &["sched_info", "pcount"])?.byte,
+                ));
+                globals.push((
+                    "STMT_OFF_EXIT_CODE",
+                    kbtf.field("task_struct", &["exit_code"])?.byte,
+                ));
+                globals.push(("STMT_LEDGER", u32::from(!options.no_ledger_programs)));
+                if let Some(s) = &socket.status {
+                    globals.push(("STMT_HAVE_STATUS", 1));
+                    globals.push(("STMT_OFF_STATE", s.layout.state));
+                    globals.push(("STMT_OFF_ACTIVITY", s.layout.activity));
+                    globals.push(("STMT_OFF_QUERY_ID", s.layout.query_id));
+                    globals.push(("STMT_OFF_ACTIVITY_START", s.layout.activity_start));
+                }
+            }
         }
         let plan = blame.then(|| detail::Plan::new(kbtf.detail_offsets()));
         log::debug!("offsets from BTF in {:?}", t.elapsed());
+        let beentry = options
+            .statements_socket
+            .and_then(|s| s.status)
+            .map(|s| s.entry_global);
         let mut loader = EbpfLoader::new();
         for (name, value) in &globals {
             loader.override_global(name, value, true);
+        }
+        if let Some(entry_global) = &beentry {
+            loader.override_global("STMT_BEENTRY", entry_global, true);
         }
         if !options.trace {
             // Ring buffers are allocated at load: one page when unused.
@@ -283,9 +322,16 @@ impl Ledger {
                 reason: e.to_string(),
             })?;
         log::debug!("aya BTF ready at {:?}", t.elapsed());
-        for (program, tracepoint) in LEDGER_PROGRAMS {
-            attach_program(&mut ebpf, &btf, program, tracepoint)?;
-            log::debug!("{program} loaded and attached at {:?}", t.elapsed());
+        if !options.no_ledger_programs {
+            for (program, tracepoint) in LEDGER_PROGRAMS {
+                attach_program(&mut ebpf, &btf, program, tracepoint)?;
+                log::debug!("{program} loaded and attached at {:?}", t.elapsed());
+            }
+        }
+        if options.statements_socket.is_some() {
+            for (program, tracepoint) in STATEMENTS_SOCKET_PROGRAMS {
+                attach_program(&mut ebpf, &btf, program, tracepoint)?;
+            }
         }
         if wake_hook {
             attach_program(&mut ebpf, &btf, WAKEUP_PROGRAM, "sched_wakeup")?;
@@ -419,6 +465,16 @@ pub struct AttachOptions {
     /// postmaster (their uprobe program reads the thread accounts, so it
     /// loads with the ledger).
     pub statements_of: Option<u32>,
+    /// With `statements_of`: the statements' boundaries from the client
+    /// socket (wire.rs), instead of the USDT probes.
+    pub statements_socket: Option<SocketStatements>,
+    /// Leave the ledger's own programs (scheduler, CPU, block) unattached:
+    /// `statements` without `--ledger`, so that no other process of the
+    /// machine pays for them.
+    pub no_ledger_programs: bool,
+    /// Leave the kernel's BPF statistics off (they cost every program run
+    /// about 20 ns): the probes' cost is then not in the report.
+    pub no_bpf_stats: bool,
     /// Size in bytes of the exit-record ring instead of the one sized for
     /// `attach --all` (exits.rs, [`exits::ring_bytes`]); a power of two of
     /// at least a page.
@@ -430,6 +486,13 @@ pub struct AttachOptions {
     /// Exit records wait in a queue of fixed size, reserved at load
     /// (exits.rs, [`exits::queue_records`]), instead of one that grows.
     pub fixed_exit_queue: bool,
+}
+
+/// What the socket programs need to know of the server.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SocketStatements {
+    /// The backends' status entries, where they can be read.
+    pub status: Option<pg_status::StatusSource>,
 }
 
 impl AttachOptions {

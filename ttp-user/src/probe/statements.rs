@@ -131,7 +131,11 @@ impl StatementProbes {
     /// where parallel workers are seen, if the binary has it; `query_text`:
     /// the address of the global that points at the running statement's
     /// text (`debug_query_string`), read where the executor pair opens a
-    /// statement of the extended query protocol.
+    /// statement of the extended query protocol. `socket`: the statements'
+    /// boundaries come from the socket programs the ledger loaded
+    /// (wire.rs), so `query__start/done` are neither needed nor attached,
+    /// and `probes` may be empty (a server without USDT notes).
+    #[allow(clippy::too_many_arguments)]
     pub fn attach(
         ledger: &mut Ledger,
         binary: &Path,
@@ -140,10 +144,11 @@ impl StatementProbes {
         requested: &[bool; WAITS],
         worker: Option<WorkerSite>,
         query_text: Option<u64>,
+        socket: bool,
     ) -> Result<Self, StatementsProbeError> {
         let bin = binary.display().to_string();
         for name in ["query__start", "query__done"] {
-            if !probes.iter().any(|p| p.name == name) {
+            if !socket && !probes.iter().any(|p| p.name == name) {
                 return Err(StatementsProbeError::Missing {
                     binary: bin.clone(),
                     name,
@@ -168,6 +173,7 @@ impl StatementProbes {
         let mut links = Vec::new();
         let mut sites = Vec::new();
         for (name, k, reads_arg, attach) in wanted(waits, requested) {
+            let attach = attach && !(socket && (k == kind::QUERY_START || k == kind::QUERY_DONE));
             let mut n = 0;
             for p in probes.iter().filter(|p| p.name == name) {
                 n += 1;
@@ -292,6 +298,10 @@ impl StatementProbes {
             s.probe_ns += c.probe_ns;
             s.other_processes += c.other_processes;
             s.workers += c.workers;
+            s.socket_events += c.socket_events;
+            s.connections += c.connections;
+            s.exited_open += c.exited_open;
+            s.prepares += c.prepares;
         }
         Ok(s)
     }

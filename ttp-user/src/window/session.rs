@@ -49,6 +49,12 @@ pub struct SessionOptions {
     /// Load the statement programs for the PostgreSQL server with this
     /// postmaster pid (`statements`).
     pub statements_of: Option<u32>,
+    /// With `statements_of`: boundaries at the client socket.
+    pub statements_socket: Option<crate::probe::SocketStatements>,
+    /// Leave the ledger's own programs unattached (and unseeded).
+    pub no_ledger_programs: bool,
+    /// Leave the kernel's BPF statistics off.
+    pub no_bpf_stats: bool,
     /// Size of the exit-record ring instead of the one sized for
     /// `attach --all` (probe/exits.rs).
     pub exit_ring_bytes: Option<u32>,
@@ -113,14 +119,22 @@ impl MeasurementSession {
                 trace: options.trace,
                 max_threads: options.max_threads,
                 statements_of: options.statements_of,
+                statements_socket: options.statements_socket,
+                no_ledger_programs: options.no_ledger_programs,
+                no_bpf_stats: options.no_bpf_stats,
                 exit_ring_bytes: options.exit_ring_bytes,
                 wake_latency: options.wake_latency,
                 fixed_exit_queue: options.fixed_exit_queue,
             })
         }
         .map_err(probe_error_ctx)?;
-        let existing_threads = seed::threads_from_proc();
-        let seeded = ledger.seed(&existing_threads);
+        let (existing_threads, seeded) = if options.no_ledger_programs {
+            (Vec::new(), 0)
+        } else {
+            let threads = seed::threads_from_proc();
+            let seeded = ledger.seed(&threads);
+            (threads, seeded)
+        };
         let (listener, listener_error) = if options.taskstats_exits {
             match ExitListener::start() {
                 Ok(l) => (Some(l), None),

@@ -29,6 +29,22 @@ pub struct ProbeCounts {
     /// Parallel workers' shares the kernel sent (docs/statements.md).
     #[serde(default)]
     pub worker_shares: u64,
+    /// Socket boundaries: socket events in the backends, connection
+    /// start-ups seen (not statements), statements open when their backend
+    /// exited (not in the groups), of them killed by a signal.
+    #[serde(default)]
+    pub socket_events: u64,
+    #[serde(default)]
+    pub connections: u64,
+    #[serde(default)]
+    pub exited_open: u64,
+    #[serde(default)]
+    pub killed_open: u64,
+    /// Requests that executed nothing (a bare Parse or Describe and Sync,
+    /// as `-M prepared` sends once per statement and connection): not
+    /// statements.
+    #[serde(default)]
+    pub prepares: u64,
     /// Shares joined to no statement (their leader's statement began before
     /// the probes or ended after the window): left out of the groups.
     #[serde(default)]
@@ -64,13 +80,25 @@ pub struct CrossCheckRow {
     pub key: String,
     pub ttp_calls: u64,
     pub pgss_calls: u64,
-    /// ttp's summed `execute` probe time, ns.
+    /// ttp's summed `execute` probe time, ns; with socket boundaries
+    /// (`ttp_time_is_elapsed`) the statements' elapsed time, which
+    /// contains the execution.
     pub ttp_execute_ns: u64,
+    #[serde(default)]
+    pub ttp_time_is_elapsed: bool,
     /// `total_exec_time` delta, ns.
     pub pgss_exec_ns: u64,
     /// Calls differ by more than the statements that can straddle the
     /// window's edges, or times by more than 5 %.
     pub disagrees: bool,
+}
+
+fn usdt() -> String {
+    "usdt".into()
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// The whole result.
@@ -79,6 +107,21 @@ pub struct StatementsReport {
     pub schema: String,
     pub postmaster: u32,
     pub binary: String,
+    /// Where the statements' boundaries came from: `socket` (the client
+    /// socket's reads and writes, wire.rs) or `usdt` (the server's
+    /// query__start/done and executor probes). Results saved before the
+    /// socket boundaries read `usdt`.
+    #[serde(default = "usdt")]
+    pub boundaries: String,
+    /// Socket boundaries: where the text, query id and idle state came
+    /// from (the backends' status entries), or why they were not read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status_entry: Option<String>,
+    /// Whether the ledger ran beside the statements (its sleep, blocked
+    /// and own/others' iowait): always with USDT boundaries, with
+    /// `--ledger` at the socket.
+    #[serde(default = "yes")]
+    pub ledger: bool,
     /// How the probes' semaphores were enabled.
     pub semaphores: String,
     pub by: GroupBy,

@@ -133,7 +133,7 @@ pub(crate) fn installed_server() -> Option<std::path::PathBuf> {
 }
 
 /// One statement, as its record came from the kernel.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Statement {
     pub tgid: u32,
     pub tid: u32,
@@ -144,6 +144,15 @@ pub struct Statement {
     pub waits: [u32; WAITS],
     pub flags: u32,
     pub text: String,
+    /// Socket boundaries: switch-ins during the statement, the server's
+    /// query id, database and user oids, the request's first byte, the
+    /// exit code of a backend that exited with it open (see `Record`).
+    pub switches: u32,
+    pub query_id: u64,
+    pub database: u32,
+    pub user: u32,
+    pub opened_by: u32,
+    pub exit_code: u32,
     /// Its parallel workers' shares ([`parallel::join`]).
     pub workers: Workers,
 }
@@ -156,20 +165,70 @@ impl From<&Record> for Statement {
             tid: r.tid,
             start_ns: r.start_ns,
             elapsed_ns: r.elapsed_ns,
-            parts: r.sched_ns,
+            parts: socket_parts(r),
             waits_ns: r.waits_ns,
             waits: r.waits,
             flags: r.flags,
             text: String::from_utf8_lossy(&r.text[..len]).into_owned(),
+            switches: r.switches,
+            query_id: r.query_id,
+            database: r.database,
+            user: r.user,
+            opened_by: r.opened_by,
+            exit_code: r.exit_code,
             workers: Workers::default(),
         }
     }
+}
+
+/// The parts of a record as the groups read them. A statement with USDT
+/// boundaries, or timed beside the ledger, keeps its parts as measured.
+/// One timed at the socket without the ledger has the scheduler's and
+/// delay accounting's counters only; from them:
+/// - on-CPU: the runtime difference, unless the thread was never switched
+///   in during the statement (`switches` = 0): then it ran from start to
+///   end, and on-CPU is the elapsed time. (The kernel adds a running
+///   task's runtime only at ticks and switches, so the difference of a
+///   statement shorter than a tick that never left its CPU is often 0.)
+/// - iowait: delay accounting's block-I/O wait (TTPv2's BlockIO);
+/// - sleep: elapsed − on-CPU − run-queue − iowait, what the thread spent
+///   off its CPU otherwise (a lock, a latch, the client's next message of
+///   a pipeline); blocked is not told apart from it.
+fn socket_parts(r: &Record) -> [u64; PARTS] {
+    let mut p = r.sched_ns;
+    if r.flags & flag::SOCKET == 0 || r.flags & flag::NO_ACCOUNT == 0 {
+        return p;
+    }
+    if r.switches == 0 && r.flags & flag::EXITED == 0 {
+        p[part::ON_CPU] = r.elapsed_ns;
+    }
+    p[part::IOWAIT] = if r.flags & flag::NO_BLKIO == 0 {
+        p[part::BLKIO]
+    } else {
+        0
+    };
+    p[part::SLEEP] = r
+        .elapsed_ns
+        .saturating_sub(p[part::ON_CPU] + p[part::RUNQ] + p[part::IOWAIT]);
+    p[part::BLOCKED] = 0;
+    p
 }
 
 impl Statement {
     /// End of the statement, CLOCK_MONOTONIC ns.
     pub fn done_ns(&self) -> u64 {
         self.start_ns + self.elapsed_ns
+    }
+
+    /// Whether it came through the extended query protocol: the executor
+    /// pair opened it (USDT boundaries), or its request began with an
+    /// extended-protocol message (Parse, Bind, Execute, Describe, Close,
+    /// Sync, Flush; socket boundaries, plain-text connections).
+    pub fn extended(&self) -> bool {
+        self.flags & flag::EXTENDED != 0
+            || (self.flags & flag::SOCKET != 0
+                && u8::try_from(self.opened_by)
+                    .is_ok_and(|b| matches!(b, b'P' | b'B' | b'E' | b'D' | b'C' | b'S' | b'H')))
     }
 }
 
@@ -236,13 +295,29 @@ pub struct Group {
     pub elapsed_ns: u64,
     pub on_cpu_ns: u64,
     pub runq_wait_ns: u64,
+    /// Off its CPU, not in the run queue and not in iowait. With the
+    /// ledger (USDT boundaries, `--ledger`): its interruptible sleeps;
+    /// without it: every such wait, `blocked_ns` absent.
     pub sleep_ns: u64,
-    pub blocked_ns: u64,
+    /// The ledger's measures; absent (never 0) where the ledger did not
+    /// run (socket boundaries without `--ledger`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocked_ns: Option<u64>,
     pub iowait_ns: u64,
-    pub iowait_own_ns: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iowait_own_ns: Option<u64>,
     /// `iowait_ns` − `iowait_own_ns`: waiting while the disk served others.
-    pub iowait_others_ns: u64,
-    pub iowait_share_ns: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iowait_others_ns: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iowait_share_ns: Option<u64>,
+    /// Statements whose reply carried an error (socket boundaries, plain
+    /// text connections): counted in `calls`, not by pg_stat_statements.
+    #[serde(default)]
+    pub errors: u64,
+    /// Statements of the extended query protocol ([`Statement::extended`]).
+    #[serde(default)]
+    pub extended: u64,
     /// `elapsed` − (on-CPU + run-queue + sleep + blocked + iowait): time
     /// the scheduler's and the ledger's counters do not cover (the running
     /// interval's last stretch the kernel had not yet added to its runtime
@@ -413,6 +488,9 @@ fn summarise(key: String, ss: &[&Statement], available: &[bool; WAITS]) -> Group
         }
     }
     let covered = on_cpu + runq + sleep + blocked + iowait;
+    // The ledger's parts exist where any statement had its account.
+    let ledger = ss.iter().any(|s| s.flags & flag::NO_ACCOUNT == 0);
+    let measured = |v: u64| ledger.then_some(v);
     Group {
         key,
         example: ss.first().map(|s| s.text.clone()).unwrap_or_default(),
@@ -421,11 +499,13 @@ fn summarise(key: String, ss: &[&Statement], available: &[bool; WAITS]) -> Group
         on_cpu_ns: on_cpu,
         runq_wait_ns: runq,
         sleep_ns: sleep,
-        blocked_ns: blocked,
+        blocked_ns: measured(blocked),
         iowait_ns: iowait,
-        iowait_own_ns: own,
-        iowait_others_ns: iowait.saturating_sub(own),
-        iowait_share_ns: p(part::IOWAIT_SHARE),
+        iowait_own_ns: measured(own),
+        iowait_others_ns: measured(iowait.saturating_sub(own)),
+        iowait_share_ns: measured(p(part::IOWAIT_SHARE)),
+        errors: ss.iter().filter(|s| s.flags & flag::ERROR != 0).count() as u64,
+        extended: ss.iter().filter(|s| s.extended()).count() as u64,
         unattributed_ns: elapsed_ns as i64 - covered as i64,
         waits,
         latency: latency(ss),

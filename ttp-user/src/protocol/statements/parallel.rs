@@ -174,7 +174,7 @@ mod tests {
             waits: [0; ttp_common::statements::WAITS],
             flags,
             text: text.into(),
-            workers: Workers::default(),
+            ..Default::default()
         }
     }
 

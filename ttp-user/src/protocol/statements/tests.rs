@@ -18,7 +18,7 @@ fn stmt(text: &str, elapsed: u64, cpu: u64, lock: u64) -> Statement {
         waits,
         flags: 0,
         text: text.into(),
-        workers: Default::default(),
+        ..Default::default()
     }
 }
 

@@ -45,7 +45,7 @@ impl Rendered for Statements {
                 g.on_cpu_ns.to_string(),
                 g.runq_wait_ns.to_string(),
                 g.iowait_ns.to_string(),
-                g.iowait_own_ns.to_string(),
+                g.iowait_own_ns.map_or_else(String::new, |v| v.to_string()),
                 g.waits
                     .get("lock_wait")
                     .map_or_else(String::new, |w| w.wait_ns.to_string()),

@@ -22,7 +22,22 @@ pub fn text(r: &StatementsReport, top: usize) -> String {
         r.backends,
         r.semaphores
     );
+    let errors: u64 = r.groups.iter().map(|g| g.errors).sum();
+    if errors > 0 {
+        let _ = writeln!(
+            o,
+            "{} of them failed (an ErrorResponse in the reply; counted in calls, not by pg_stat_statements)",
+            grouped(errors)
+        );
+    }
     match r.extended_statements {
+        Some(n) if n > 0 && r.boundaries == "socket" => {
+            let _ = writeln!(
+                o,
+                "{} of them through the extended query protocol (timed from the read of Parse/Bind to ReadyForQuery)",
+                grouped(n)
+            );
+        }
         Some(n) if n > 0 => {
             let _ = writeln!(
                 o,
@@ -44,7 +59,13 @@ pub fn text(r: &StatementsReport, top: usize) -> String {
         .filter(|p| !p.available)
         .map(|p| p.name.as_str())
         .collect();
-    if !missing.is_empty() {
+    let usdt_sites = r.probes.iter().filter(|p| p.name.contains("__"));
+    if r.boundaries == "socket" && usdt_sites.clone().all(|p| p.sites == 0) {
+        let _ = writeln!(
+            o,
+            "n/a: no USDT probes in the binary (built without --enable-dtrace): lock, LWLock and buffer waits not measured"
+        );
+    } else if !missing.is_empty() {
         let _ = writeln!(
             o,
             "unavailable (the binary lacks these probes; not measured): {}",
@@ -110,7 +131,7 @@ pub fn text(r: &StatementsReport, top: usize) -> String {
             ms(g.on_cpu_ns),
             ms(g.runq_wait_ns),
             ms(g.iowait_ns),
-            ms(g.iowait_own_ns),
+            g.iowait_own_ns.map_or_else(|| "n/a".to_string(), ms),
             w(g, "lock_wait"),
             w(g, "lwlock_wait"),
             w(g, "buffer_read"),
@@ -169,7 +190,12 @@ pub fn text(r: &StatementsReport, top: usize) -> String {
     if let Some(rows) = &r.cross_check {
         let _ = writeln!(
             o,
-            "pg_stat_statements over the same window (calls; execute time ms):"
+            "pg_stat_statements over the same window (calls; {}):",
+            if r.boundaries == "socket" {
+                "ttp's elapsed ms, which contains the execution, vs its execute time ms"
+            } else {
+                "execute time ms"
+            }
         );
         for c in rows.iter().take(top) {
             let _ = writeln!(
@@ -210,14 +236,30 @@ pub fn text(r: &StatementsReport, top: usize) -> String {
             grouped(c.worker_shares)
         );
     }
-    let _ = writeln!(
-        o,
-        "{} probe hits, {:.2} µs each; {} statements under way at attach not counted; {} ended by an error not counted",
-        grouped(c.hits),
-        c.mean_probe_ns / 1000.0,
-        c.done_without_start,
-        c.restarted
-    );
+    if r.boundaries == "socket" {
+        let _ = writeln!(
+            o,
+            "boundaries at the client socket: {} socket events in the backends; {} connection start-ups, {} requests that executed nothing (Parse/Describe only) not counted; {} statements open when their backend exited ({} killed) left out; {} USDT wait-probe hits",
+            grouped(c.socket_events),
+            grouped(c.connections),
+            grouped(c.prepares),
+            grouped(c.exited_open),
+            grouped(c.killed_open),
+            grouped(c.hits),
+        );
+        if let Some(e) = &r.status_entry {
+            let _ = writeln!(o, "text, query id and idle state: {e}");
+        }
+    } else {
+        let _ = writeln!(
+            o,
+            "{} probe hits, {:.2} µs each; {} statements under way at attach not counted; {} ended by an error not counted",
+            grouped(c.hits),
+            c.mean_probe_ns / 1000.0,
+            c.done_without_start,
+            c.restarted
+        );
+    }
     o
 }
 
@@ -248,7 +290,7 @@ mod tests {
                     waits: [0; WAITS],
                     flags: 0,
                     text: format!("SELECT * FROM t WHERE id = {i}"),
-                    workers: Default::default(),
+                    ..Default::default()
                 }
             })
             .collect();

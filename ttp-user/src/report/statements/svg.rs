@@ -32,7 +32,7 @@ fn parts(g: &Group) -> [u64; 7] {
         g.iowait_ns,
         lock,
         lw,
-        (g.sleep_ns + g.blocked_ns).saturating_sub(lock + lw),
+        (g.sleep_ns + g.blocked_ns.unwrap_or(0)).saturating_sub(lock + lw),
         g.unattributed_ns.max(0) as u64,
     ]
 }
