@@ -73,14 +73,18 @@ pub enum Which {
         #[arg(long, default_value_t = 200_000)]
         invocations: u64,
     },
-    /// Cost of `statements` to a PostgreSQL server under `pgbench -S`: CPU
-    /// per transaction (server + pgbench) and TPS without ttp, with the
-    /// default probes, with `--detail all`, with `--simple-only`, and with
-    /// bpftrace's bare uprobes at `--simple-only`'s two sites (the floor),
+    /// Cost of `statements` to a PostgreSQL server under `pgbench -S` (or,
+    /// with --tpcb, pgbench's TPC-B-like default script): CPU per
+    /// transaction (server + pgbench) and TPS without a tracer, with
+    /// pg_stat_statements preloaded (a second cluster with the same data),
+    /// with bpftrace's bare uprobes at query__start/done (the floor), with
+    /// `statements` (its default: boundaries at the client socket), with
+    /// `statements --usdt` and with `statements --usdt --simple-only`,
     /// interleaved rounds.
     Statements {
-        /// Interleaved rounds (each: without, default, --detail all, floor,
-        /// --simple-only).
+        /// Interleaved rounds (each: without, pg_stat_statements, floor,
+        /// default, --usdt, --usdt --simple-only; --detail all with
+        /// --detail-all).
         #[arg(long, default_value_t = 5)]
         rounds: u32,
         /// Seconds per pgbench run.
@@ -89,6 +93,14 @@ pub enum Which {
         /// pgbench clients.
         #[arg(long, default_value_t = 4)]
         clients: u32,
+        /// Run pgbench's TPC-B-like default script (BEGIN, three UPDATEs, a
+        /// SELECT, an INSERT, END) instead of -S (select only).
+        #[arg(long)]
+        tpcb: bool,
+        /// Also measure `statements --detail all` (socket boundaries and
+        /// every wait probe, the per-page and per-lock ones included).
+        #[arg(long)]
+        detail_all: bool,
     },
     /// `serve --group-by unit --interval 10s`, scraped every 10 s for a
     /// while: its userspace CPU share, peak RSS and scrape size.
@@ -179,7 +191,17 @@ pub fn run(which: Which) -> anyhow::Result<()> {
             rounds,
             seconds,
             clients,
-        } => statements::bench(rounds, seconds, clients),
+            tpcb,
+            detail_all,
+        } => statements::bench(
+            rounds,
+            statements::Load {
+                tpcb,
+                seconds,
+                clients,
+            },
+            detail_all,
+        ),
         Which::Lab { workers } => lab::bench(&workers),
     }
 }

@@ -267,7 +267,7 @@ pub fn ttp_attached(args: &[&str]) -> Child {
             err.read_line(&mut line).expect("ttp stderr") > 0,
             "ttp-ebpf ended before attaching"
         );
-        if line.contains("ledger attached") {
+        if line.contains("ledger attached") || line.contains("boundaries at the client socket") {
             break;
         }
     }

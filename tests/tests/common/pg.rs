@@ -89,7 +89,12 @@ impl Cluster {
 
     /// [`Cluster::start`] with more server options (`-c name=value …`).
     pub fn start_with(name: &str, extra_opts: &str) -> Cluster {
-        let bin = ensure_postgres();
+        Self::start_in(name, extra_opts, ensure_postgres())
+    }
+
+    /// [`Cluster::start_with`] with the server programs of `bin` (initdb,
+    /// pg_ctl, postgres, psql, pgbench).
+    pub fn start_in(name: &str, extra_opts: &str, bin: PathBuf) -> Cluster {
         let (uid, gid) = server_user();
         let dir = std::env::temp_dir().join(format!(
             "ttp-pg-{name}-{}-{}",

@@ -107,15 +107,18 @@ struct Boundaries {
 }
 
 impl Boundaries {
-    fn of(args: &Args, binary: &Path) -> Self {
+    fn of(args: &Args, binary: &Path) -> anyhow::Result<Self> {
         if args.usdt {
-            return Self {
+            return Ok(Self {
                 socket: false,
                 status: None,
                 status_note: None,
-            };
+            });
         }
-        match pg_status::find(args.pid, binary) {
+        if let Some(why) = pg_status::not_a_server(binary) {
+            return usage(why);
+        }
+        Ok(match pg_status::find(args.pid, binary) {
             Ok(s) => Self {
                 socket: true,
                 status_note: Some(format!(
@@ -139,7 +142,7 @@ impl Boundaries {
                     status_note: Some(format!("not read: {e}")),
                 }
             }
-        }
+        })
     }
 }
 
@@ -166,7 +169,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Some(b) => b.clone(),
         None => server_binary(args.pid)?,
     };
-    let boundaries = Boundaries::of(&args, &binary);
+    let boundaries = Boundaries::of(&args, &binary)?;
     let probes = match usdt::read_probes(&binary) {
         Ok(p) => p,
         // At the socket, a server without USDT notes is measured without

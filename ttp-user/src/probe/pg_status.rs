@@ -94,6 +94,23 @@ pub fn find(postmaster: u32, binary: &Path) -> Result<StatusSource, String> {
     check(postmaster, source)
 }
 
+/// Why `binary` is not a PostgreSQL server binary (it has no
+/// [`ENTRY_GLOBAL`]), if it is not.
+pub fn not_a_server(binary: &Path) -> Option<String> {
+    let data = match std::fs::read(binary) {
+        Ok(d) => d,
+        Err(e) => return Some(format!("cannot read {} ({e})", binary.display())),
+    };
+    match object::File::parse(&*data) {
+        Ok(file) if symbol(&file, ENTRY_GLOBAL).is_some() => None,
+        Ok(_) => Some(format!(
+            "{} is not a PostgreSQL server binary (it has no {ENTRY_GLOBAL}): give the postmaster's pid (first line of postmaster.pid) or its binary with --binary",
+            binary.display()
+        )),
+        Err(e) => Some(format!("{} is not an ELF file ({e})", binary.display())),
+    }
+}
+
 fn symbol(file: &object::File, name: &str) -> Option<u64> {
     use object::{Object, ObjectSymbol};
     file.dynamic_symbols()

@@ -26,43 +26,6 @@ use crate::util;
 const TASKS: usize = 2000;
 const LABEL: &str = "bench";
 
-impl Server {
-    fn url(&self, db: &str) -> String {
-        format!(
-            "host={} port={} user=ttp dbname={db}",
-            self.dir.display(),
-            self.port
-        )
-    }
-
-    /// psql's unaligned, tuples-only output of `sql` on database `db`.
-    fn psql(&self, db: &str, sql: &str) -> anyhow::Result<String> {
-        let out = Command::new(self.bin.join("psql"))
-            .args([
-                "-X",
-                "-q",
-                "-A",
-                "-t",
-                "-F",
-                " ",
-                "-v",
-                "ON_ERROR_STOP=1",
-                "-d",
-            ])
-            .arg(self.url(db))
-            .args(["-c", sql])
-            .output()
-            .context("running psql")?;
-        if !out.status.success() {
-            bail!(
-                "psql {sql}: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
-        }
-        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
-    }
-}
-
 /// `ttp-ebpf ARGS`, failing with its standard error.
 fn ttp(ttp: &Path, args: &[&str]) -> anyhow::Result<String> {
     let out = Command::new(ttp).args(args).stdin(Stdio::null()).output()?;

@@ -131,6 +131,42 @@ impl Server {
             .and_then(|l| l.trim().parse().ok())
             .context("no postmaster.pid")
     }
+
+    /// A libpq connection string to database `db` as the superuser.
+    pub fn url(&self, db: &str) -> String {
+        format!(
+            "host={} port={} user=ttp dbname={db}",
+            self.dir.display(),
+            self.port
+        )
+    }
+
+    /// psql's unaligned, tuples-only output of `sql` on database `db`.
+    pub fn psql(&self, db: &str, sql: &str) -> anyhow::Result<String> {
+        let out = Command::new(self.bin.join("psql"))
+            .args([
+                "-X",
+                "-q",
+                "-A",
+                "-t",
+                "-F",
+                " ",
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-d",
+            ])
+            .arg(self.url(db))
+            .args(["-c", sql])
+            .output()
+            .context("running psql")?;
+        if !out.status.success() {
+            bail!(
+                "psql {sql}: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    }
 }
 
 impl Drop for Server {

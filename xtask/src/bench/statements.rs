@@ -1,5 +1,7 @@
 //! `cargo xtask bench statements`: what `ttp-ebpf statements` costs a
-//! PostgreSQL server under `pgbench -c 4 -S` (goal: ≤ 3 % fewer TPS).
+//! PostgreSQL server under `pgbench -c 4 -S` or, with `--tpcb`, under
+//! pgbench's TPC-B-like default script (goal at both: ≤ 3 % fewer TPS),
+//! beside what pg_stat_statements costs the same server.
 //!
 //! TPS on a shared 2-vCPU machine moves by factors between rounds, so the
 //! figure that decides is CPU per transaction, which does not depend on how
@@ -9,17 +11,29 @@
 //! they have been reaped) and of pgbench (`/usr/bin/time`), divided by the
 //! transactions pgbench made. At saturation TPS ∝ 1 / (CPU per
 //! transaction), so the ratio of CPU per transaction with and without the
-//! probes estimates the TPS loss. The uprobe traps and the BPF program run
-//! in the backends, so they are in the backends' stime; ttp's own
-//! userspace CPU (draining the records) is shown beside it and added in the
-//! "with ttp's own CPU" ratio.
+//! probes estimates the TPS loss. The uprobe traps, the socket tracepoints
+//! and the BPF programs run in the backends, so they are in the backends'
+//! stime; ttp's own userspace CPU (draining the records) is shown beside it
+//! and added in the "with ttp's own CPU" ratio.
 //!
-//! Per round, in an order rotated from round to round: pgbench without
-//! ttp, under `statements` (default probe set), under `statements --detail
-//! all`, under `statements --simple-only` (only `query__start` and
-//! `query__done`), and under the floor: bpftrace with uprobes at those two
-//! USDT sites that only count their hits, so the trap itself is measured
-//! apart from ttp's programs.
+//! Per round, in an order rotated from round to round, pgbench runs:
+//! without any tracer; against a second cluster initialised with the same
+//! data (`pgbench -i` at the same scale) and started with
+//! pg_stat_statements preloaded (its extension created once), no tracer
+//! running: its CPU is that cluster's server's, its ratio is to the
+//! round's run on the first cluster; under the floor, bpftrace with uprobes
+//! at `query__start` and `query__done` that only count their hits, so the
+//! trap itself is measured apart from ttp's programs; under `statements`
+//! (its default: boundaries at the client socket, kernel tracepoints, no
+//! trap a statement); under `statements --usdt` (the boundaries at the USDT
+//! probes with the executor pair, 4 traps a `-S` statement, and the
+//! ledger); under `statements --usdt --simple-only` (the floor's two
+//! sites); and, with `--detail-all`, under `statements --detail all`.
+//! Under `--tpcb` each round first does, outside its measurement, what
+//! pgbench does before a run without `-n` (VACUUM of pgbench_branches and
+//! pgbench_tellers, TRUNCATE of pgbench_history) on the round's cluster, so
+//! that both clusters, which see different numbers of rounds, start each
+//! round from the same state.
 //! Medians of the per-round ratios; TPS is printed too, for what it is
 //! worth on a busy machine.
 use std::{
@@ -37,24 +51,108 @@ use crate::{setup, util};
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Variant {
     Without = 0,
-    Default = 1,
-    Detail = 2,
+    /// pg_stat_statements preloaded, on the second cluster; no tracer.
+    Pgss = 1,
     /// bpftrace counting hits at `query__start` and `query__done`.
-    Floor = 3,
-    /// `statements --simple-only`: the same two sites as the floor.
-    SimpleOnly = 4,
+    Floor = 2,
+    /// `statements`: boundaries at the client socket (the default).
+    Socket = 3,
+    /// `statements --usdt`: boundaries at the USDT probes, the executor
+    /// pair, the ledger.
+    Usdt = 4,
+    /// `statements --usdt --simple-only`: the same two sites as the floor.
+    SimpleOnly = 5,
+    /// `statements --detail all` (with `--detail-all` only).
+    DetailAll = 6,
 }
 
-/// Variants in a round.
-const N: usize = 5;
+/// Variants a round can hold (the index of their figures).
+const N: usize = 7;
 
-const VARIANTS: [Variant; N] = [
+/// The variants of every round, in the order rotated from round to round.
+const VARIANTS: [Variant; 6] = [
     Variant::Without,
-    Variant::Default,
-    Variant::Detail,
+    Variant::Pgss,
     Variant::Floor,
+    Variant::Socket,
+    Variant::Usdt,
     Variant::SimpleOnly,
 ];
+
+impl Variant {
+    /// Its name in the per-round table.
+    fn short(self) -> &'static str {
+        match self {
+            Variant::Without => "none",
+            Variant::Pgss => "pgss",
+            Variant::Floor => "floor",
+            Variant::Socket => "socket",
+            Variant::Usdt => "usdt",
+            Variant::SimpleOnly => "usdt-simple",
+            Variant::DetailAll => "detail-all",
+        }
+    }
+
+    /// Its name in the summary.
+    fn label(self) -> &'static str {
+        match self {
+            Variant::Without => "no tracer (baseline)",
+            Variant::Pgss => "pg_stat_statements (preloaded, second cluster with the same data)",
+            Variant::Floor => "floor: bpftrace uprobes counting query__start/done hits",
+            Variant::Socket => "ttp statements (socket boundaries, default)",
+            Variant::Usdt => {
+                "ttp statements --usdt (USDT boundaries with the executor pair, ledger)"
+            }
+            Variant::SimpleOnly => "ttp statements --usdt --simple-only (query__start/done)",
+            Variant::DetailAll => {
+                "ttp statements --detail all (socket boundaries, every wait probe)"
+            }
+        }
+    }
+
+    /// `ttp-ebpf statements`' flags, or `None` where ttp does not run.
+    fn ttp_flags(self) -> Option<&'static [&'static str]> {
+        match self {
+            Variant::Without | Variant::Pgss | Variant::Floor => None,
+            Variant::Socket => Some(&[]),
+            Variant::Usdt => Some(&["--usdt"]),
+            Variant::SimpleOnly => Some(&["--usdt", "--simple-only"]),
+            Variant::DetailAll => Some(&["--detail", "all"]),
+        }
+    }
+}
+
+/// What pgbench runs in every round.
+#[derive(Clone, Copy)]
+pub struct Load {
+    /// pgbench's TPC-B-like default script instead of `-S`.
+    pub tpcb: bool,
+    pub seconds: u32,
+    pub clients: u32,
+}
+
+impl Load {
+    /// pgbench's arguments, without the connection's.
+    fn args(self) -> Vec<String> {
+        let mut a = vec!["-n".to_string()];
+        if !self.tpcb {
+            a.push("-S".into());
+        }
+        a.extend([
+            "-c".into(),
+            self.clients.to_string(),
+            "-T".into(),
+            self.seconds.to_string(),
+        ]);
+        a
+    }
+
+    /// Statements a transaction: `-S` is one SELECT; the TPC-B-like
+    /// script is BEGIN, three UPDATEs, a SELECT, an INSERT and END.
+    fn statements_per_tx(self) -> f64 {
+        if self.tpcb { 7.0 } else { 1.0 }
+    }
+}
 
 /// One pgbench round's figures.
 #[derive(Default, Clone, Copy)]
@@ -65,8 +163,13 @@ struct Round {
     cpu_s: f64,
     /// ttp's own userspace + kernel CPU over the round, seconds.
     ttp_cpu_s: f64,
-    /// Probe hits per statement and ns inside the program per hit.
-    hits_per_stmt: f64,
+    /// Statements traced: ttp's count, or the transactions' for the floor;
+    /// 0 where nothing traces.
+    statements: f64,
+    /// Uprobe hits, socket tracepoint runs in the backends.
+    hits: f64,
+    socket_events: f64,
+    /// ns inside the program per uprobe hit (NaN where not measured).
     probe_ns: f64,
 }
 
@@ -77,10 +180,23 @@ impl Round {
     fn us_per_tx_all(&self) -> f64 {
         (self.cpu_s + self.ttp_cpu_s) * 1e6 / self.transactions
     }
+    fn hits_per_stmt(&self) -> f64 {
+        self.hits / self.statements
+    }
+    fn socket_per_stmt(&self) -> f64 {
+        self.socket_events / self.statements
+    }
+    /// Uprobe hits and socket tracepoint runs a transaction.
+    fn events_per_tx(&self) -> f64 {
+        (self.hits + self.socket_events) / self.transactions
+    }
 }
 
-pub fn bench(rounds: u32, seconds: u32, clients: u32) -> anyhow::Result<()> {
-    setup::ensure_packages(&["postgresql", "time"], "the server and pgbench")?;
+pub fn bench(rounds: u32, load: Load, detail_all: bool) -> anyhow::Result<()> {
+    setup::ensure_packages(
+        &["postgresql", "time"],
+        "the server, pgbench and pg_stat_statements",
+    )?;
     setup::ensure_packages(&["bpftrace"], "bpftrace's bare uprobes are the floor")?;
     if !util::is_root() {
         bail!(
@@ -89,41 +205,58 @@ pub fn bench(rounds: u32, seconds: u32, clients: u32) -> anyhow::Result<()> {
     }
     util::cargo(&["build", "--release", "-p", "ttp-user"])?;
     let ttp = util::target_dir().join("release/ttp-ebpf");
-    let server = start_server()?;
-    rounds_of(&server, &ttp, rounds, seconds, clients)
+    let server = start_server("pg", "")?;
+    let pgss = start_server("pg-pgss", "-c shared_preload_libraries=pg_stat_statements")
+        .context("starting the second cluster, with pg_stat_statements preloaded")?;
+    pgss.psql("postgres", "CREATE EXTENSION pg_stat_statements")?;
+    let mut variants = VARIANTS.to_vec();
+    if detail_all {
+        variants.push(Variant::DetailAll);
+    }
+    rounds_of(&server, &pgss, &ttp, &variants, rounds, load)
 }
 
 fn rounds_of(
     server: &Server,
+    pgss: &Server,
     ttp: &Path,
+    variants: &[Variant],
     rounds: u32,
-    seconds: u32,
-    clients: u32,
+    load: Load,
 ) -> anyhow::Result<()> {
     let json = std::env::temp_dir().join(format!("ttp-bench-stmt-{}.json", std::process::id()));
     println!(
-        "pgbench -c {clients} -S -T {seconds} against a throw-away cluster (scale 2, shared_buffers 16MB), postmaster {}",
-        server.postmaster()?
+        "pgbench {} against two throw-away clusters (scale 2, shared_buffers 16MB, autovacuum off): postmaster {} without and under the tracers, postmaster {} with pg_stat_statements preloaded",
+        load.args().join(" "),
+        server.postmaster()?,
+        pgss.postmaster()?
     );
     println!(
-        "round  variant   TPS      tx        CPU s   µs/tx  ttp CPU s  hits/stmt  in-BPF ns/hit"
+        "kernel.task_delayacct = {} before the rounds (ttp statements at the socket switches it on for its window, then restores it)",
+        std::fs::read_to_string("/proc/sys/kernel/task_delayacct")
+            .map_or_else(|_| "?".into(), |s| s.trim().to_string())
+    );
+    println!(
+        "round  variant        TPS        tx    CPU s   µs/tx  ttp CPU s  hits/stmt  sock ev/stmt  in-BPF ns/hit"
     );
     let mut all: Vec<[Round; N]> = Vec::new();
     for r in 0..rounds as usize {
         let mut row = [Round::default(); N];
-        for k in 0..VARIANTS.len() {
-            let v = VARIANTS[(k + r) % VARIANTS.len()];
-            let x = one_round(server, ttp, v, seconds, clients, &json)?;
+        for k in 0..variants.len() {
+            let v = variants[(k + r) % variants.len()];
+            let cluster = if v == Variant::Pgss { pgss } else { server };
+            let x = one_round(cluster, ttp, v, load, &json)?;
             println!(
-                "{r:>5}  {:<8} {:>6.0}  {:>8.0}  {:>7.2}  {:>6.2}  {:>9.2}  {:>9.2}  {:>13}",
-                format!("{v:?}"),
+                "{r:>5}  {:<11}  {:>6.0}  {:>8.0}  {:>7.2}  {:>6.2}  {:>9.2}  {:>9}  {:>12}  {:>13}",
+                v.short(),
                 x.tps,
                 x.transactions,
                 x.cpu_s,
                 x.us_per_tx(),
                 x.ttp_cpu_s,
-                x.hits_per_stmt,
-                ns_or_dash(x.probe_ns)
+                or_dash(x.hits_per_stmt(), 2),
+                or_dash(x.socket_per_stmt(), 2),
+                or_dash(x.probe_ns, 0)
             );
             row[v as usize] = x;
         }
@@ -132,47 +265,64 @@ fn rounds_of(
     let _ = std::fs::remove_file(&json);
     println!();
     let base = |r: &[Round; N]| r[Variant::Without as usize];
-    for v in [
-        Variant::Floor,
-        Variant::SimpleOnly,
-        Variant::Default,
-        Variant::Detail,
-    ] {
+    let loss = |ratio: f64| (1.0 - 1.0 / ratio) * 100.0;
+    for &v in variants.iter().filter(|&&v| v != Variant::Without) {
         let i = v as usize;
         let mut cpu: Vec<f64> = all
             .iter()
             .map(|r| r[i].us_per_tx() / base(r).us_per_tx())
             .collect();
-        let mut cpu_all: Vec<f64> = all
-            .iter()
-            .map(|r| r[i].us_per_tx_all() / base(r).us_per_tx())
-            .collect();
         let mut tps: Vec<f64> = all.iter().map(|r| r[i].tps / base(r).tps).collect();
-        let mut hits: Vec<f64> = all.iter().map(|r| r[i].hits_per_stmt).collect();
-        let mut in_bpf: Vec<f64> = all.iter().map(|r| r[i].probe_ns).collect();
-        // End-to-end cost of one hit: the extra CPU per transaction over the
-        // hits per transaction (one statement per -S transaction).
-        let mut per_hit: Vec<f64> = all
-            .iter()
-            .map(|r| (r[i].us_per_tx() - base(r).us_per_tx()) * 1e3 / r[i].hits_per_stmt)
-            .collect();
-        let (cpu_m, cpu_all_m) = (median(&mut cpu), median(&mut cpu_all));
-        println!(
-            "{}: CPU per transaction ×{cpu_m:.4} (estimated TPS loss at saturation {:.1} %; with ttp's own CPU ×{cpu_all_m:.4}, {:.1} %), TPS ratio ×{:.3}, {:.2} hits per statement, {:.0} ns per hit end to end ({} ns inside the program); medians of {rounds} rounds",
-            match v {
-                Variant::Floor => "floor: bpftrace counting query__start/done hits",
-                Variant::SimpleOnly => "statements --simple-only (query__start/done)",
-                Variant::Default => "statements (default probes, with the executor pair)",
-                _ => "statements --detail all",
-            },
-            (1.0 - 1.0 / cpu_m) * 100.0,
-            (1.0 - 1.0 / cpu_all_m) * 100.0,
-            median(&mut tps),
-            median(&mut hits),
-            median(&mut per_hit),
-            ns_or_dash(median(&mut in_bpf)),
+        let cpu_m = median(&mut cpu);
+        let mut line = format!(
+            "{}: CPU per transaction ×{cpu_m:.4} (estimated TPS loss at saturation {:.1} %",
+            v.label(),
+            loss(cpu_m)
         );
+        if v.ttp_flags().is_some() {
+            let mut cpu_all: Vec<f64> = all
+                .iter()
+                .map(|r| r[i].us_per_tx_all() / base(r).us_per_tx())
+                .collect();
+            let cpu_all_m = median(&mut cpu_all);
+            line += &format!(
+                "; with ttp's own CPU ×{cpu_all_m:.4}, {:.1} %",
+                loss(cpu_all_m)
+            );
+        }
+        line += &format!("), TPS ratio ×{:.3}", median(&mut tps));
+        if v != Variant::Pgss {
+            let mut hits: Vec<f64> = all.iter().map(|r| r[i].hits_per_stmt()).collect();
+            let mut sock: Vec<f64> = all.iter().map(|r| r[i].socket_per_stmt()).collect();
+            let mut in_bpf: Vec<f64> = all.iter().map(|r| r[i].probe_ns).collect();
+            // End-to-end cost of one event (a uprobe hit or a socket
+            // tracepoint run): the extra CPU per transaction over the
+            // events per transaction.
+            let mut per_event: Vec<f64> = all
+                .iter()
+                .map(|r| (r[i].us_per_tx() - base(r).us_per_tx()) * 1e3 / r[i].events_per_tx())
+                .collect();
+            line += &format!(
+                ", {:.2} uprobe hits and {:.2} socket events per statement, {:.0} ns per event end to end ({} ns inside the program per hit)",
+                median(&mut hits),
+                median(&mut sock),
+                median(&mut per_event),
+                or_dash(median(&mut in_bpf), 0),
+            );
+        }
+        println!("{line}; medians of {rounds} rounds");
     }
+    println!(
+        "command: sudo -E cargo xtask bench statements --rounds {rounds} --seconds {} --clients {}{}{}",
+        load.seconds,
+        load.clients,
+        if load.tpcb { " --tpcb" } else { "" },
+        if variants.contains(&Variant::DetailAll) {
+            " --detail-all"
+        } else {
+            ""
+        }
+    );
     Ok(())
 }
 
@@ -180,34 +330,37 @@ fn one_round(
     server: &Server,
     ttp: &Path,
     v: Variant,
-    seconds: u32,
-    clients: u32,
+    load: Load,
     json: &Path,
 ) -> anyhow::Result<Round> {
+    if load.tpcb {
+        // What pgbench does before a run without -n, kept out of the
+        // measurement.
+        for sql in [
+            "VACUUM pgbench_branches",
+            "VACUUM pgbench_tellers",
+            "TRUNCATE pgbench_history",
+        ] {
+            server.psql("postgres", sql)?;
+        }
+    }
     let pm = server.postmaster()?;
     let floor = if v == Variant::Floor {
         Some(UprobeFloor::start(&server.bin.join("postgres"))?)
     } else {
         None
     };
-    let tracer = if matches!(v, Variant::Without | Variant::Floor) {
-        None
-    } else {
-        let _ = std::fs::remove_file(json);
-        let mut cmd = Command::new(ttp);
-        cmd.args(["statements", "--pid", &pm.to_string(), "--json"])
-            .arg(json)
-            .args(["--top", "1"]);
-        match v {
-            Variant::Detail => {
-                cmd.args(["--detail", "all"]);
-            }
-            Variant::SimpleOnly => {
-                cmd.arg("--simple-only");
-            }
-            _ => {}
+    let tracer = match v.ttp_flags() {
+        None => None,
+        Some(flags) => {
+            let _ = std::fs::remove_file(json);
+            let mut cmd = Command::new(ttp);
+            cmd.args(["statements", "--pid", &pm.to_string(), "--json"])
+                .arg(json)
+                .args(["--top", "1"])
+                .args(flags);
+            Some(start_tracer(cmd, "measuring")?)
         }
-        Some(start_tracer(cmd, "measuring")?)
     };
     // Let statements under way (none: pgbench is not running) and the
     // attach settle.
@@ -223,8 +376,7 @@ fn one_round(
         .arg(&time_out)
         .args(["-f", "%U %S"])
         .arg(server.bin.join("pgbench"))
-        .args(["-n", "-S", "-c", &clients.to_string()])
-        .args(["-T", &seconds.to_string()])
+        .args(load.args())
         .args(server.connect_args())
         .stdin(Stdio::null())
         .output()
@@ -256,8 +408,10 @@ fn one_round(
         transactions: field(&text, "number of transactions actually processed: ")?,
         cpu_s: (s1 - s0) as f64 / tick + pgbench_cpu,
         ttp_cpu_s: t1.saturating_sub(t0) as f64 / tick,
+        probe_ns: f64::NAN,
         ..Round::default()
     };
+    let expected = r.transactions * load.statements_per_tx();
     if let Some(t) = tracer {
         let mut child = t.child;
         interrupt(&mut child)?;
@@ -273,32 +427,36 @@ fn one_round(
         if c["records_lost"].as_u64().unwrap_or(0) > 0 {
             bail!("statements lost records: {c}");
         }
-        if stmts < r.transactions {
+        if stmts < expected {
             bail!(
-                "statements recorded {stmts} statements of {} transactions",
+                "statements recorded {stmts} statements of {} transactions ({expected} statements)",
                 r.transactions
             );
         }
-        r.hits_per_stmt = c["hits"].as_f64().unwrap_or(0.0) / stmts;
-        r.probe_ns = c["mean_probe_ns"].as_f64().unwrap_or(f64::NAN);
+        r.statements = stmts;
+        r.hits = c["hits"].as_f64().unwrap_or(0.0);
+        r.socket_events = c["socket_events"].as_f64().unwrap_or(0.0);
+        if r.hits > 0.0 {
+            r.probe_ns = c["mean_probe_ns"].as_f64().unwrap_or(f64::NAN);
+        }
     }
     if let Some(f) = floor {
         let hits = f.stop()?;
-        if hits < 2.0 * r.transactions {
+        if hits < 2.0 * expected {
             bail!(
-                "the floor's uprobes counted {hits} hits for {} transactions",
+                "the floor's uprobes counted {hits} hits for {} transactions ({expected} statements)",
                 r.transactions
             );
         }
-        r.hits_per_stmt = hits / r.transactions;
-        r.probe_ns = f64::NAN;
+        r.statements = expected;
+        r.hits = hits;
     }
     // Let the uprobes' detach finish before the next round.
     std::thread::sleep(Duration::from_millis(500));
     Ok(r)
 }
 
-/// bpftrace counting the hits of uprobes at the default probe set's two
+/// bpftrace counting the hits of uprobes at `--usdt --simple-only`'s two
 /// USDT sites: the trap and an empty-ish program, nothing of ttp.
 struct UprobeFloor {
     child: std::process::Child,
@@ -350,11 +508,12 @@ impl UprobeFloor {
     }
 }
 
-/// ns rounded, or "—" where not measured (the floor has no program
-/// statistics of its own).
-fn ns_or_dash(ns: f64) -> String {
-    if ns.is_finite() {
-        format!("{ns:.0}")
+/// `x` with `decimals` decimals, or "—" where not measured (no statements
+/// traced; the floor and the socket boundaries have no program statistics
+/// of their own).
+fn or_dash(x: f64, decimals: usize) -> String {
+    if x.is_finite() {
+        format!("{x:.decimals$}")
     } else {
         "—".into()
     }
@@ -407,10 +566,14 @@ fn server_ticks(pm: u32) -> u64 {
     own + children(pm).into_iter().map(cpu_ticks).sum::<u64>()
 }
 
-/// The bench's cluster: a small shared_buffers (the pgbench table at
-/// scale 2 outgrows it) and no autovacuum, with pgbench's tables.
-fn start_server() -> anyhow::Result<Server> {
-    let s = Server::start("pg", "-c shared_buffers=16MB -c autovacuum=off")?;
+/// One of the bench's clusters: a small shared_buffers (the pgbench table
+/// at scale 2 outgrows it) and no autovacuum, plus `settings`, with
+/// pgbench's tables.
+fn start_server(name: &str, settings: &str) -> anyhow::Result<Server> {
+    let s = Server::start(
+        name,
+        &format!("-c shared_buffers=16MB -c autovacuum=off {settings}"),
+    )?;
     let mut init = Command::new(s.bin.join("pgbench"));
     init.args(["-i", "-q", "-s", "2"]).args(s.connect_args());
     util::status(&mut init)?;
