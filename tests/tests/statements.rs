@@ -265,6 +265,7 @@ fn probes_on(pm: u32) -> (Ledger, StatementProbes) {
         &requested_waits(&[], false),
         parallel::worker_site(&binary),
         extended::query_text_global(&binary),
+        false,
     )
     .expect("statement probes attach");
     (ledger, sp)
@@ -572,28 +573,37 @@ fn lock_wait_of_a_blocked_update() {
     );
 }
 
-/// A server binary without USDT notes: one clear line, exit 2, nothing
-/// attached. Catches a binary without probes accepted (a run that would
-/// report zero statements).
+/// A binary that is no PostgreSQL server: one clear line, exit 2, nothing
+/// attached; with `--usdt`, a binary without USDT notes likewise. Catches
+/// a wrong binary accepted (a run that would report zero statements).
 #[test]
 fn binary_without_notes_is_a_usage_error() {
     if !root_or_skip("binary_without_notes_is_a_usage_error") {
         return;
     }
     let me = std::process::id().to_string();
-    let (code, _out, err) = ttp(&[
-        "statements",
-        "--pid",
-        &me,
-        "--binary",
-        "/bin/true",
-        "--duration",
-        "1s",
-    ]);
-    assert_eq!(code, 2, "{err}");
-    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
-    assert_eq!(lines.len(), 1, "{err}");
-    assert!(lines[0].contains("no USDT probes"), "{err}");
+    for (usdt, says) in [
+        (false, "not a PostgreSQL server binary"),
+        (true, "no USDT probes"),
+    ] {
+        let mut args = vec![
+            "statements",
+            "--pid",
+            &me,
+            "--binary",
+            "/bin/true",
+            "--duration",
+            "1s",
+        ];
+        if usdt {
+            args.push("--usdt");
+        }
+        let (code, _out, err) = ttp(&args);
+        assert_eq!(code, 2, "{err}");
+        let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+        assert_eq!(lines.len(), 1, "{err}");
+        assert!(lines[0].contains(says), "{err}");
+    }
 }
 
 /// CPU-bound statements on one backend while ttp runs: their summed on-CPU
@@ -659,9 +669,13 @@ fn on_cpu_of_cpu_bound_statements_matches_schedstat() {
     for label in ["buffer_read", "lwlock_wait", "smgr_read"] {
         assert!(g["waits"].get(label).is_none(), "{label} reported");
     }
-    for label in ["lock_wait", "execute"] {
-        assert!(g["waits"].get(label).is_some(), "{label} not reported");
-    }
+    // At the socket the executor pair is not attached: no trap a
+    // statement.
+    assert!(
+        g["waits"].get("lock_wait").is_some(),
+        "lock_wait not reported"
+    );
+    assert!(g["waits"].get("execute").is_none(), "execute reported");
     let probe = |name: &str| {
         doc["probes"]
             .as_array()
@@ -717,7 +731,13 @@ fn cold_count_reads_every_page_with_iowait() {
     unsafe { libc::sync() };
     std::fs::write("/proc/sys/vm/drop_caches", "3").expect("drop the page cache");
     let pm = c.postmaster_pid();
-    let (ttp, json) = statements_attached(&c, pm, "8s", "cold.json", &["--detail", "buffers,smgr"]);
+    let (ttp, json) = statements_attached(
+        &c,
+        pm,
+        "8s",
+        "cold.json",
+        &["--detail", "buffers,smgr", "--ledger"],
+    );
     // Parallel workers run no query__start of their own: their reads would
     // not be the statement's (docs/statements.md, limits).
     let (mut s, backend) =

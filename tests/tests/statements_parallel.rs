@@ -51,7 +51,9 @@ fn parallel_workers_join_their_leaders_statement() {
     c.psql("CREATE TABLE par AS SELECT g AS id FROM generate_series(1, 600000) g");
     c.psql("VACUUM ANALYZE par");
     let pm = c.postmaster_pid();
-    let (ttp, json) = statements_attached(&c, pm, "20s", "par.json", &[]);
+    // With the ledger, so that every share's account is checked too (the
+    // shares come from the same uprobe pair with or without it).
+    let (ttp, json) = statements_attached(&c, pm, "20s", "par.json", &["--ledger"]);
     let mut psql = Command::new(c.bin.join("psql"))
         .args(["-X", "-q", "-A", "-t", "-d"])
         .arg(c.conninfo())

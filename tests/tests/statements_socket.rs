@@ -39,7 +39,11 @@ fn with_pgss(c: &Cluster) {
         .args(["-p", &c.port.to_string(), "-U", "ttp", "postgres"])
         .output()
         .expect("pgbench -i");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// `pgbench ARGS` against `c` (Unix socket, or `host` with `env`), run to
@@ -77,11 +81,18 @@ fn stop(ttp: Child, json: &Path) -> (String, serde_json::Value) {
     unsafe { libc::kill(ttp.id() as i32, libc::SIGINT) };
     let out = ttp.wait_with_output().expect("ttp");
     assert!(out.status.success(), "ttp failed");
-    (String::from_utf8_lossy(&out.stdout).into_owned(), json_file(json))
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        json_file(json),
+    )
 }
 
 fn group<'a>(doc: &'a serde_json::Value, key: &str) -> Option<&'a serde_json::Value> {
-    doc["groups"].as_array().unwrap().iter().find(|g| g["key"] == key)
+    doc["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["key"] == key)
 }
 
 fn n(g: &serde_json::Value, k: &str) -> u64 {
@@ -149,7 +160,18 @@ fn tpcb_statements_exact_in_every_query_mode() {
             &c,
             None,
             &[],
-            &["-n", "-c", "4", "-t", "1500", "-M", mode, "-l", "--log-prefix", &prefix],
+            &[
+                "-n",
+                "-c",
+                "4",
+                "-t",
+                "1500",
+                "-M",
+                mode,
+                "-l",
+                "--log-prefix",
+                &prefix,
+            ],
         );
         let truth = pgss(&c);
         let (_text, doc) = stop(ttp, &json);
@@ -206,13 +228,28 @@ fn tls_clients_are_counted_with_their_text() {
     std::fs::create_dir_all(&dir).unwrap();
     let (crt, key) = (dir.join("server.crt"), dir.join("server.key"));
     let out = Command::new("openssl")
-        .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost", "-keyout"])
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+            "-keyout",
+        ])
         .arg(&key)
         .arg("-out")
         .arg(&crt)
         .output()
         .expect("openssl");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let (uid, gid) = server_user();
     for f in [&crt, &key] {
         std::os::unix::fs::chown(f, Some(uid), Some(gid)).unwrap();
@@ -234,17 +271,39 @@ fn tls_clients_are_counted_with_their_text() {
         &["-n", "-S", "-c", "2", "-t", "500"],
     );
     let ssl = Command::new(c.bin.join("psql"))
-        .args(["-X", "-A", "-t", "-h", "127.0.0.1", "-p", &c.port.to_string(), "-U", "ttp", "-d", "postgres", "-c"])
+        .args([
+            "-X",
+            "-A",
+            "-t",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &c.port.to_string(),
+            "-U",
+            "ttp",
+            "-d",
+            "postgres",
+            "-c",
+        ])
         .arg("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()")
         .env("PGSSLMODE", "require")
         .output()
         .expect("psql");
-    assert_eq!(String::from_utf8_lossy(&ssl.stdout).trim(), "t", "not over TLS");
+    assert_eq!(
+        String::from_utf8_lossy(&ssl.stdout).trim(),
+        "t",
+        "not over TLS"
+    );
     let (_text, doc) = stop(ttp, &json);
     let g = group(&doc, "select abalance from pgbench_accounts where aid = $1")
         .expect("the SELECT's group, with its text");
     assert_eq!(n(g, "calls"), 1000);
-    assert!(g["example"].as_str().unwrap().starts_with("SELECT abalance"));
+    assert!(
+        g["example"]
+            .as_str()
+            .unwrap()
+            .starts_with("SELECT abalance")
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -265,7 +324,11 @@ fn server_without_notes(root: &Path) -> PathBuf {
         .arg(bin.join("postgres"))
         .output()
         .expect("objcopy");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     for prog in ["pg_ctl", "initdb"] {
         std::fs::copy(real.join(prog), bin.join(prog)).unwrap();
     }
@@ -284,7 +347,10 @@ fn server_without_notes(root: &Path) -> PathBuf {
     let mut d = Some(root.to_path_buf());
     while let Some(p) = d {
         let _ = std::os::unix::fs::chown(&p, Some(uid), Some(gid));
-        d = p.parent().filter(|p| p.starts_with(root)).map(Path::to_path_buf);
+        d = p
+            .parent()
+            .filter(|p| p.starts_with(root))
+            .map(Path::to_path_buf);
     }
     bin
 }
@@ -364,7 +430,10 @@ fn failing_and_killed_statements_are_counted_as_such() {
         if let Ok(p) = v.parse() {
             break p;
         }
-        assert!(t.elapsed() < Duration::from_secs(20), "the sleeper never ran");
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "the sleeper never ran"
+        );
         std::thread::sleep(Duration::from_millis(10));
     };
     // SAFETY: signalling the test server's backend.
@@ -394,5 +463,8 @@ fn failing_and_killed_statements_are_counted_as_such() {
     assert_eq!(n(group(&doc, "select $1").unwrap(), "calls"), 10);
     let counts = &doc["counts"];
     assert_eq!(counts["killed_open"], 1, "{counts}");
-    assert!(group(&doc, "select pg_sleep($1)").is_none(), "the killed statement grouped");
+    assert!(
+        group(&doc, "select pg_sleep($1)").is_none(),
+        "the killed statement grouped"
+    );
 }

@@ -134,7 +134,8 @@ impl StmtState {
 }
 
 #[map]
-pub(crate) static STMT_THREADS: LruHashMap<u32, StmtState> = LruHashMap::with_max_entries(MAX_STMT_THREADS, 0);
+pub(crate) static STMT_THREADS: LruHashMap<u32, StmtState> =
+    LruHashMap::with_max_entries(MAX_STMT_THREADS, 0);
 
 #[map]
 static STMT_SCRATCH: PerCpuArray<StmtState> = PerCpuArray::with_max_entries(1, 0);

@@ -215,7 +215,20 @@ pub fn stmt_sock_recv(ctx: BtfTracePointContext) -> i32 {
 fn frontend_message(b: u32) -> bool {
     matches!(
         u8::try_from(b),
-        Ok(b'Q' | b'P' | b'B' | b'E' | b'D' | b'C' | b'S' | b'H' | b'F' | b'X' | b'd' | b'c' | b'f' | b'p')
+        Ok(b'Q'
+            | b'P'
+            | b'B'
+            | b'E'
+            | b'D'
+            | b'C'
+            | b'S'
+            | b'H'
+            | b'F'
+            | b'X'
+            | b'd'
+            | b'c'
+            | b'f'
+            | b'p')
     )
 }
 

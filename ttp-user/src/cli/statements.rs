@@ -280,13 +280,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         report.boundaries = "socket".into();
         report.status_entry = boundaries.status_note;
         report.ledger = args.ledger;
-        report.extended_statements = Some(
-            report
-                .groups
-                .iter()
-                .map(|g| g.extended)
-                .sum::<u64>(),
-        );
+        report.extended_statements = Some(report.groups.iter().map(|g| g.extended).sum::<u64>());
     }
     if pgss_session.is_some() {
         match (before, after) {

@@ -144,12 +144,7 @@ fn load_bias(pid: u32, binary: &Path, file: &object::File) -> Result<u64, String
                 binary.display()
             )
         })?;
-    let first = file
-        .segments()
-        .map(|s| s.address())
-        .min()
-        .unwrap_or(0)
-        & !0xfff;
+    let first = file.segments().map(|s| s.address()).min().unwrap_or(0) & !0xfff;
     Ok(start - first)
 }
 

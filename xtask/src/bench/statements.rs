@@ -237,7 +237,7 @@ fn rounds_of(
             .map_or_else(|_| "?".into(), |s| s.trim().to_string())
     );
     println!(
-        "round  variant        TPS        tx    CPU s   µs/tx  ttp CPU s  hits/stmt  sock ev/stmt  in-BPF ns/hit"
+        "round  variant         TPS        tx    CPU s   µs/tx  ttp CPU s  hits/stmt  sock ev/stmt  in-BPF ns/hit"
     );
     let mut all: Vec<[Round; N]> = Vec::new();
     for r in 0..rounds as usize {

@@ -298,6 +298,9 @@ mod tests {
             schema: SCHEMA.into(),
             postmaster: 42,
             binary: "/usr/lib/postgresql/15/bin/postgres".into(),
+            boundaries: "usdt".into(),
+            status_entry: None,
+            ledger: true,
             semaphores: "kernel uprobe reference counter (ref_ctr_offset)".into(),
             by: GroupBy::Fingerprint,
             window_start_ns: 0,
@@ -317,6 +320,36 @@ mod tests {
             cross_check: None,
             cross_check_note: Some("not read (give --pgss CONNINFO)".into()),
         }
+    }
+
+    /// At the socket without the ledger: own iowait reads n/a in the text
+    /// and is absent from the JSON (never 0), a server without USDT notes
+    /// is said to have none, and the socket counts are shown.
+    #[test]
+    fn socket_report_says_what_was_not_measured() {
+        let mut r = report();
+        r.boundaries = "socket".into();
+        r.ledger = false;
+        r.status_entry = Some("PgBackendStatus of PostgreSQL 15".into());
+        let ss: Vec<Statement> = (1..=3u64)
+            .map(|i| Statement {
+                elapsed_ns: 1_000_000 * i,
+                flags: ttp_common::statements::flag::SOCKET
+                    | ttp_common::statements::flag::NO_ACCOUNT,
+                text: "SELECT 1".into(),
+                ..Default::default()
+            })
+            .collect();
+        r.groups = group(&ss, GroupBy::Fingerprint, &[false; WAITS]);
+        r.counts.connections = 4;
+        let t = super::text(&r, 20);
+        assert!(t.contains("n/a: no USDT probes"), "{t}");
+        assert!(t.contains("4 connection start-ups"), "{t}");
+        let row = t.lines().find(|l| l.ends_with("select $1")).expect(&t);
+        assert!(row.contains("n/a"), "{row}");
+        let json = serde_json::to_value(&r).unwrap();
+        assert!(json["groups"][0].get("iowait_own_ns").is_none());
+        assert_eq!(json["boundaries"], "socket");
     }
 
     /// The text names the unavailable probe (never a zero), the group and
