@@ -104,6 +104,8 @@ pub(crate) struct StmtState {
     pub(crate) walk: u32,
     pub(crate) msg_left: u32,
     pub(crate) kinds: u32,
+    /// The backend's status entry (`MyBEEntry`'s value), once seen.
+    pub(crate) entry: u64,
     /// Start of the open wait of each pair (0: none).
     wait_since: [u64; WAITS],
     waits_ns: [u64; WAITS],
@@ -346,6 +348,7 @@ pub(crate) fn state_or_new(tid: u32) -> Option<&'static mut StmtState> {
     let fresh = unsafe { &mut *scratch };
     fresh.open = 0;
     fresh.after = 0;
+    fresh.entry = 0;
     let built: &StmtState = fresh;
     if STMT_THREADS.insert(tid, built, 0).is_err() {
         if let Some(s) = stats() {

@@ -36,12 +36,13 @@
 use aya_ebpf::{
     helpers::{
         bpf_get_current_pid_tgid, bpf_get_current_task_btf, bpf_probe_read_user,
-        bpf_probe_read_user_str_bytes, bpf_task_pt_regs,
+        bpf_probe_read_user_buf, bpf_probe_read_user_str_bytes, bpf_task_pt_regs,
     },
-    macros::btf_tracepoint,
+    macros::{btf_tracepoint, map},
+    maps::PerCpuArray,
     programs::BtfTracePointContext,
 };
-use ttp_common::statements::{PARTS, Record, flag, opened, part, status};
+use ttp_common::statements::{PARTS, Record, TEXT_UNTERMINATED, flag, opened, part, status};
 
 use crate::{
     kernel::BtfTask,
@@ -83,7 +84,7 @@ static STMT_LEDGER: u32 = 0;
 
 /// `PgBackendStatus.st_procpid`'s offset (its second field in every
 /// version).
-const OFF_PROCPID: u64 = 4;
+const OFF_PROCPID: u32 = 4;
 /// x86-64 syscall numbers whose second argument is the data's buffer.
 const SYS_READ: u64 = 0;
 const SYS_WRITE: u64 = 1;
@@ -194,11 +195,34 @@ pub fn stmt_sock_recv(ctx: BtfTracePointContext) -> i32 {
     }
     let buf = syscall_buffer(task);
     if st.open == 0 {
-        let first = buf.and_then(user_byte).map_or(opened::UNKNOWN, u32::from);
+        // The request's first message header: its type opens the
+        // statement, and the walk goes on after it.
+        let head = buf.and_then(|b| {
+            // SAFETY: a user-memory read; a bad address fails.
+            unsafe { bpf_probe_read_user(b as *const [u8; 5]) }.ok()
+        });
+        let first = match head {
+            Some(h) => u32::from(h[0]),
+            None => buf.and_then(user_byte).map_or(opened::UNKNOWN, u32::from),
+        };
         open(st, task, tid, first);
-        st.walk = u32::from(frontend_message(first));
-        st.msg_left = 0;
         st.kinds = 0;
+        st.msg_left = 0;
+        st.walk = 0;
+        if let (Some(h), Some(b)) = (head, buf)
+            && frontend_message(first)
+        {
+            st.walk = 1;
+            let size = u32::from_be_bytes([h[1], h[2], h[3], h[4]]);
+            if size < 4 {
+                st.walk = 0;
+            } else {
+                st.kinds = kind_of(h[0]);
+                st.msg_left = size + 1;
+                walk(st, b, ret as u32);
+            }
+        }
+        return 0;
     }
     if st.walk != 0 {
         match buf {
@@ -207,6 +231,17 @@ pub fn stmt_sock_recv(ctx: BtfTracePointContext) -> i32 {
         }
     }
     0
+}
+
+/// [`KIND_EXECUTES`] for a message that executes something (Query,
+/// Execute, FunctionCall), else [`KIND_OTHER`].
+#[inline(always)]
+fn kind_of(t: u8) -> u32 {
+    if matches!(t, b'Q' | b'E' | b'F') {
+        KIND_EXECUTES
+    } else {
+        KIND_OTHER
+    }
 }
 
 /// Whether `b` is the type byte of a message a client sends after its
@@ -264,11 +299,7 @@ fn walk(st: &mut StmtState, buf: u64, len: u32) {
         if size < 4 {
             break;
         }
-        st.kinds |= if matches!(head[0], b'Q' | b'E' | b'F') {
-            KIND_EXECUTES
-        } else {
-            KIND_OTHER
-        };
+        st.kinds |= kind_of(head[0]);
         pos += 1 + u64::from(size);
     }
     if pos >= len {
@@ -287,29 +318,82 @@ fn idle(state: u32) -> bool {
         || state == status::STATE_IDLE_IN_TRANSACTION_ABORTED
 }
 
+/// Bytes of `PgBackendStatus` read at once: every field `statements`
+/// reads lies below (userspace checks the offsets against it).
+pub(crate) const STATUS_BYTES: usize = ttp_common::statements::STATUS_BYTES;
+
+/// The fields of a backend's status entry, read in one copy.
+#[derive(Clone, Copy)]
+struct Status {
+    state: u32,
+    /// `st_activity_start_timestamp` (0: no statement timed yet).
+    activity_start: u64,
+    database: u32,
+    user: u32,
+    activity: u64,
+    query_id: u64,
+}
+
+/// Room for one copy of the entry, too large for the BPF stack.
+#[map]
+static STMT_STATUS: PerCpuArray<[u8; STATUS_BYTES]> = PerCpuArray::with_max_entries(1, 0);
+
+/// A field of `T` at `off` in the copy.
+#[inline(always)]
+fn field<T: Copy + Default>(copy: &[u8; STATUS_BYTES], off: u32) -> T {
+    let off = off as usize;
+    if off + core::mem::size_of::<T>() > STATUS_BYTES {
+        return T::default();
+    }
+    // SAFETY: inside the copy (checked above); unaligned read.
+    unsafe { core::ptr::read_unaligned(copy.as_ptr().add(off) as *const T) }
+}
+
 /// The backend's status entry, when the server's layout is known and the
 /// entry is in use (`st_procpid` set: from the end of the connection's
-/// start-up on).
+/// start-up on): one copy of its first [`STATUS_BYTES`]. The entry's
+/// address is kept in the thread's state once seen (`MyBEEntry` does not
+/// change for a backend's life).
 #[inline(always)]
-fn status_entry() -> Option<u64> {
+fn status(st: &mut StmtState) -> Option<Status> {
     if global(&STMT_HAVE_STATUS) == 0 {
         return None;
     }
-    // SAFETY: user-memory reads; a bad address fails.
-    let entry = unsafe { bpf_probe_read_user(global(&STMT_BEENTRY) as *const u64) }.ok()?;
-    if entry == 0 {
+    if st.entry == 0 {
+        // SAFETY: a user-memory read; a bad address fails.
+        st.entry = unsafe { bpf_probe_read_user(global(&STMT_BEENTRY) as *const u64) }.ok()?;
+        if st.entry == 0 {
+            return None;
+        }
+    }
+    let copy = STMT_STATUS.get_ptr_mut(0)?;
+    // SAFETY: this CPU's scratch; a user-memory read that fails on a bad
+    // address.
+    let copy = unsafe { &mut *copy };
+    let read = unsafe {
+        aya_ebpf::helpers::generated::bpf_probe_read_user(
+            copy.as_mut_ptr() as *mut _,
+            STATUS_BYTES as u32,
+            st.entry as *const _,
+        )
+    };
+    if read != 0 {
         return None;
     }
-    let pid = unsafe { bpf_probe_read_user((entry + OFF_PROCPID) as *const i32) }.ok()?;
-    (pid != 0).then_some(entry)
-}
-
-/// The entry's `st_state`.
-#[inline(always)]
-fn entry_state(entry: u64) -> Option<u32> {
-    let at = entry + u64::from(global(&STMT_OFF_STATE));
-    // SAFETY: a user-memory read; a bad address fails.
-    unsafe { bpf_probe_read_user(at as *const u32) }.ok()
+    if field::<i32>(copy, OFF_PROCPID) == 0 {
+        // Not in use yet: the entry may be another backend's next.
+        st.entry = 0;
+        return None;
+    }
+    let start = global(&STMT_OFF_ACTIVITY_START);
+    Some(Status {
+        state: field(copy, global(&STMT_OFF_STATE)),
+        activity_start: field(copy, start),
+        database: field(copy, start + 16),
+        user: field(copy, start + 20),
+        activity: field(copy, global(&STMT_OFF_ACTIVITY)),
+        query_id: field(copy, global(&STMT_OFF_QUERY_ID)),
+    })
 }
 
 /// Whether the `len` bytes written from `buf` end with a ReadyForQuery
@@ -353,11 +437,10 @@ pub fn stmt_sock_send(ctx: BtfTracePointContext) -> i32 {
         st.flags |= flag::PIPELINED;
         st.clear_waits();
     }
-    let entry = status_entry();
-    let state = entry.and_then(entry_state);
+    let entry = status(st);
     let buf = syscall_buffer(task);
-    let end = match state {
-        Some(s) if s != status::STATE_DISABLED => idle(s),
+    let end = match entry {
+        Some(e) if e.state != status::STATE_DISABLED => idle(e.state),
         _ => buf.is_some_and(|b| ends_with_ready_for_query(b, ret as u64)),
     };
     if !end {
@@ -366,23 +449,21 @@ pub fn stmt_sock_send(ctx: BtfTracePointContext) -> i32 {
         }
         return 0;
     }
-    close(task, st, tgid, tid, entry, state, 0, 0);
+    close(task, st, tgid, tid, entry, 0, 0);
     0
 }
 
-/// Closes the thread's open statement now and sends its record; `entry`
-/// and `state`: the backend's status entry and its state, where read;
-/// `extra`/`exit_code`: [`flag::EXITED`] and the task's exit code when the
-/// backend exits with it open.
-#[allow(clippy::too_many_arguments)]
+/// Closes the thread's open statement now and sends its record; `entry`:
+/// the backend's status entry, where read; `extra`/`exit_code`:
+/// [`flag::EXITED`] and the task's exit code when the backend exits with
+/// it open.
 #[inline(always)]
 fn close(
     task: BtfTask,
     st: &mut StmtState,
     tgid: u32,
     tid: u32,
-    entry: Option<u64>,
-    state: Option<u32>,
+    entry: Option<Status>,
     extra: u32,
     exit_code: u32,
 ) {
@@ -391,39 +472,20 @@ fn close(
     let mut end = [0u64; PARTS];
     let mut pcount = 0u64;
     let mut flags = st.flags | extra | counters(task, tid, &mut end, &mut pcount);
-    // `st_activity_start_timestamp`, `st_state_start_timestamp`, then
-    // `st_databaseid` and `st_userid`.
-    let head = entry.and_then(|e| {
-        let at = e + u64::from(global(&STMT_OFF_ACTIVITY_START));
-        // SAFETY: a user-memory read; a bad address fails.
-        unsafe { bpf_probe_read_user(at as *const [u32; 6]) }.ok()
-    });
-    if head.is_none() {
+    if entry.is_none() {
         flags |= flag::NO_STATUS;
     }
     // The connection's start-up: its first read was the start-up (or SSL
     // request) packet, which begins with a length, not a message type; or
     // the entry has timed no statement yet (with `track_activities` on:
     // off, the state reads disabled and the timestamp stays 0).
-    let untimed = head.is_some_and(|h| h[0] == 0 && h[1] == 0);
-    if st.opened_by == 0 || (untimed && state.is_some_and(|s| s != status::STATE_DISABLED)) {
+    let untimed = entry.is_some_and(|e| e.activity_start == 0 && e.state != status::STATE_DISABLED);
+    if st.opened_by == 0 || untimed {
         flags |= flag::STARTUP;
     }
     if st.walk != 0 && st.kinds & KIND_EXECUTES == 0 && st.flags & flag::PIPELINED == 0 {
         flags |= flag::PREPARE;
     }
-    let text = entry.and_then(|e| {
-        let at = e + u64::from(global(&STMT_OFF_ACTIVITY));
-        // SAFETY: a user-memory read; a bad address fails.
-        unsafe { bpf_probe_read_user(at as *const u64) }.ok()
-    });
-    let query_id = entry
-        .and_then(|e| {
-            let at = e + u64::from(global(&STMT_OFF_QUERY_ID));
-            // SAFETY: a user-memory read; a bad address fails.
-            unsafe { bpf_probe_read_user(at as *const u64) }.ok()
-        })
-        .unwrap_or(0);
     let s = stats();
     // SAFETY (inside): reserved ring-buffer memory of the size of Record;
     // `fill` writes every field but the text, which is written up to
@@ -433,18 +495,19 @@ fn close(
         (*rec).switches = pcount.saturating_sub(st.base_pcount) as u32;
         (*rec).opened_by = st.opened_by;
         (*rec).exit_code = exit_code;
-        (*rec).query_id = query_id;
-        if let Some(h) = head {
-            (*rec).database = h[4];
-            (*rec).user = h[5];
-        }
         (*rec).text[0] = 0;
-        if let Some(p) = text
-            && let Ok(t) = bpf_probe_read_user_str_bytes(p as *const u8, &mut (*rec).text)
-        {
-            (*rec).text_len = t.len() as u32;
-            if t.len() >= ttp_common::statements::TEXT_LEN - 1 {
-                (*rec).flags |= flag::TRUNCATED;
+        if let Some(e) = entry {
+            (*rec).query_id = e.query_id;
+            (*rec).database = e.database;
+            (*rec).user = e.user;
+            // One fixed-size copy (a string copy costs ~4× as much here);
+            // userspace finds the NUL. Near the end of a mapping the copy
+            // fails: then the string copy.
+            let p = e.activity as *const u8;
+            if bpf_probe_read_user_buf(p, &mut (*rec).text).is_ok() {
+                (*rec).text_len = TEXT_UNTERMINATED;
+            } else if let Ok(t) = bpf_probe_read_user_str_bytes(p, &mut (*rec).text) {
+                (*rec).text_len = t.len() as u32;
             }
         }
     });
@@ -482,9 +545,8 @@ pub fn stmt_exit(_ctx: BtfTracePointContext) -> i32 {
         // SAFETY: helper without arguments; a pointer the verifier types.
         let task = BtfTask(unsafe { bpf_get_current_task_btf() } as *const u8);
         let code = task.field::<u32>(&STMT_OFF_EXIT_CODE).unwrap_or(0);
-        let entry = status_entry();
-        let state = entry.and_then(entry_state);
-        close(task, st, tgid, tid, entry, state, flag::EXITED, code);
+        // The process' memory is gone by now: no status entry.
+        close(task, st, tgid, tid, None, flag::EXITED, code);
     }
     let _ = crate::statements::STMT_THREADS.remove(tid);
     0

@@ -19,6 +19,14 @@
 /// cut and flagged [`flag::TRUNCATED`].
 pub const TEXT_LEN: usize = 256;
 
+/// `Record::text_len` when the text was copied as a fixed-size block:
+/// it ends at the first NUL of `text` (none: cut, [`flag::TRUNCATED`]).
+pub const TEXT_UNTERMINATED: u32 = u32::MAX;
+
+/// Bytes of PostgreSQL's `PgBackendStatus` copied at once (socket
+/// boundaries): every field read lies below.
+pub const STATUS_BYTES: usize = 448;
+
 /// Probe kinds (cookie bits 0..7).
 pub mod kind {
     pub const QUERY_START: u32 = 1;

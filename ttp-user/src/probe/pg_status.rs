@@ -80,6 +80,21 @@ pub fn find(postmaster: u32, binary: &Path) -> Result<StatusSource, String> {
         .map_err(|_| format!("{version_file} holds no version number"))?;
     let layout = layout(major)
         .ok_or_else(|| format!("the status entry of PostgreSQL {major} is not known to ttp"))?;
+    // The programs copy the entry's first STATUS_BYTES at once.
+    let last = [
+        layout.state + 4,
+        layout.activity + 8,
+        layout.query_id + 8,
+        layout.activity_start + 24,
+    ];
+    if last
+        .iter()
+        .any(|&end| end as usize > ttp_common::statements::STATUS_BYTES)
+    {
+        return Err(format!(
+            "the status entry of PostgreSQL {major} lies beyond what ttp copies"
+        ));
+    }
     let data = std::fs::read(binary).map_err(|e| format!("reading {}: {e}", binary.display()))?;
     let file = object::File::parse(&*data).map_err(|e| format!("{}: {e}", binary.display()))?;
     let symbol = symbol(&file, ENTRY_GLOBAL)

@@ -18,7 +18,7 @@ pub mod parallel;
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use ttp_common::statements::{PARTS, Record, WAITS, flag, part, wait};
+use ttp_common::statements::{PARTS, Record, TEXT_UNTERMINATED, WAITS, flag, part, wait};
 
 use self::parallel::{GroupWorkers, Workers};
 use super::variance::tree::{ChildSlot, ChildTable, Invocation, Term, VarianceTree};
@@ -159,7 +159,18 @@ pub struct Statement {
 
 impl From<&Record> for Statement {
     fn from(r: &Record) -> Self {
-        let len = (r.text_len as usize).min(r.text.len());
+        let (len, cut) = match r.text_len {
+            TEXT_UNTERMINATED => match r.text.iter().position(|b| *b == 0) {
+                Some(n) => (n, false),
+                None => (r.text.len() - 1, true),
+            },
+            n => ((n as usize).min(r.text.len()), false),
+        };
+        let flags = if cut {
+            r.flags | flag::TRUNCATED
+        } else {
+            r.flags
+        };
         Self {
             tgid: r.tgid,
             tid: r.tid,
@@ -168,7 +179,7 @@ impl From<&Record> for Statement {
             parts: socket_parts(r),
             waits_ns: r.waits_ns,
             waits: r.waits,
-            flags: r.flags,
+            flags,
             text: String::from_utf8_lossy(&r.text[..len]).into_owned(),
             switches: r.switches,
             query_id: r.query_id,
