@@ -468,3 +468,56 @@ fn failing_and_killed_statements_are_counted_as_such() {
         "the killed statement grouped"
     );
 }
+
+/// A request larger than the backend's 8 kB input buffer, sent with the
+/// extended protocol: its Parse arrives in one read and its Execute in a
+/// later one. Every execution is one statement (pgbench's count), none is
+/// taken for a bare Parse. Catches a walk of the request's messages that
+/// stops at the first read.
+#[test]
+fn a_request_over_several_reads_is_one_statement() {
+    if !root_or_skip("a_request_over_several_reads_is_one_statement") {
+        return;
+    }
+    let _serial = serial();
+    let c = Cluster::start("sock-long");
+    let list: Vec<String> = (1..=4000).map(|i| i.to_string()).collect();
+    let script = c.dir.join("long.sql");
+    std::fs::write(
+        &script,
+        format!("SELECT 1 WHERE 1 IN ({});\n", list.join(",")),
+    )
+    .unwrap();
+    let (ttp, json) = statements(&c, "long.json", &[]);
+    pgbench(
+        &c,
+        None,
+        &[],
+        &[
+            "-n",
+            "-c",
+            "1",
+            "-t",
+            "50",
+            "-M",
+            "extended",
+            "-f",
+            script.to_str().unwrap(),
+        ],
+    );
+    let (_text, doc) = stop(ttp, &json);
+    let long: Vec<&serde_json::Value> = doc["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|g| {
+            g["example"]
+                .as_str()
+                .unwrap()
+                .starts_with("SELECT 1 WHERE 1 IN (1,2,3")
+        })
+        .collect();
+    let calls: u64 = long.iter().map(|g| n(g, "calls")).sum();
+    assert_eq!(calls, 50, "{:?}", doc["counts"]);
+    assert!(long.iter().all(|g| n(g, "truncated") == n(g, "calls")));
+}

@@ -190,9 +190,6 @@ pub fn stmt_sock_recv(ctx: BtfTracePointContext) -> i32 {
     let Some(st) = state_or_new(tid) else {
         return 0;
     };
-    if st.open != 0 {
-        return 0; // more of the request already opened
-    }
     let buf = syscall_buffer(task);
     if st.open == 0 {
         // The request's first message header: its type opens the
@@ -224,6 +221,7 @@ pub fn stmt_sock_recv(ctx: BtfTracePointContext) -> i32 {
         }
         return 0;
     }
+    // More of a request already opened: the walk follows its messages.
     if st.walk != 0 {
         match buf {
             Some(b) => walk(st, b, ret as u32),
