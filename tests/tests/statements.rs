@@ -12,7 +12,7 @@ use std::{
 };
 
 use common::{
-    pg::{Cluster, statements_attached},
+    pg::{Cluster, pgss_by_fingerprint, statements_attached},
     *,
 };
 use ttp_common::statements::{flag, wait};
@@ -59,20 +59,8 @@ fn pgbench(c: &Cluster, args: &[&str]) -> std::process::Child {
 /// the monotonic instants before and after the read.
 fn pgss(c: &Cluster) -> (u64, BTreeMap<String, (u64, f64)>, u64) {
     let t0 = monotonic_ns();
-    let rows = c.psql(
-        "SELECT calls, total_exec_time, query FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat_statements%'",
-    );
-    let t1 = monotonic_ns();
-    let mut m: BTreeMap<String, (u64, f64)> = BTreeMap::new();
-    for line in rows.lines() {
-        let mut it = line.splitn(3, '|');
-        let calls: u64 = it.next().unwrap().parse().unwrap();
-        let ms: f64 = it.next().unwrap().parse().unwrap();
-        let e = m.entry(fingerprint(it.next().unwrap())).or_default();
-        e.0 += calls;
-        e.1 += ms * 1e6;
-    }
-    (t0, m, t1)
+    let m = pgss_by_fingerprint(c);
+    (t0, m, monotonic_ns())
 }
 
 /// Children of the postmaster that serve the test's user (backends), with

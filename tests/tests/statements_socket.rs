@@ -13,10 +13,9 @@ use std::{
 };
 
 use common::{
-    pg::{Cluster, ensure_postgres, server_user},
+    pg::{Cluster, ensure_postgres, pgss_by_fingerprint, server_user},
     *,
 };
-use ttp_user::protocol::statements::fingerprint::fingerprint;
 
 const PGSS: &str = "-c shared_preload_libraries=pg_stat_statements";
 
@@ -99,23 +98,6 @@ fn n(g: &serde_json::Value, k: &str) -> u64 {
     g[k].as_u64().unwrap_or_else(|| panic!("{k} in {g}"))
 }
 
-/// pg_stat_statements per fingerprint: (calls, total_exec_time ns).
-fn pgss(c: &Cluster) -> std::collections::BTreeMap<String, (u64, f64)> {
-    let mut m = std::collections::BTreeMap::new();
-    for line in c
-        .psql("SELECT calls, total_exec_time, query FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat_statements%'")
-        .lines()
-    {
-        let mut it = line.splitn(3, '|');
-        let calls: u64 = it.next().unwrap().parse().unwrap();
-        let ms: f64 = it.next().unwrap().parse().unwrap();
-        let e: &mut (u64, f64) = m.entry(fingerprint(it.next().unwrap())).or_default();
-        e.0 += calls;
-        e.1 += ms * 1e6;
-    }
-    m
-}
-
 /// Sum of pgbench's per-transaction latencies (its `-l` logs: the third
 /// field of every line, µs), ns.
 fn pgbench_latency_ns(dir: &Path, prefix: &str) -> (u64, u64) {
@@ -173,7 +155,7 @@ fn tpcb_statements_exact_in_every_query_mode() {
                 &prefix,
             ],
         );
-        let truth = pgss(&c);
+        let truth = pgss_by_fingerprint(&c);
         let (_text, doc) = stop(ttp, &json);
         assert_eq!(doc["boundaries"], "socket");
         let (latency_ns, transactions) = pgbench_latency_ns(&c.dir, &prefix);
