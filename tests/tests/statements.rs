@@ -12,7 +12,7 @@ use std::{
 };
 
 use common::{
-    pg::{Cluster, pgss_by_fingerprint, statements_attached},
+    pg::{Cluster, pgss_by_fingerprint, statements_attached, with_pgss_and_pgbench},
     *,
 };
 use ttp_common::statements::{flag, wait};
@@ -28,18 +28,7 @@ const PGSS: &str = "-c shared_preload_libraries=pg_stat_statements";
 
 fn cluster(name: &str) -> Cluster {
     let c = Cluster::start_with(name, PGSS);
-    c.psql("CREATE EXTENSION pg_stat_statements");
-    let out = Command::new(c.bin.join("pgbench"))
-        .args(["-i", "-s", "1", "-q", "-h"])
-        .arg(&c.dir)
-        .args(["-p", &c.port.to_string(), "-U", "ttp", "postgres"])
-        .output()
-        .expect("pgbench -i");
-    assert!(
-        out.status.success(),
-        "pgbench -i: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    with_pgss_and_pgbench(&c);
     c
 }
 

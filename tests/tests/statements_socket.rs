@@ -13,7 +13,7 @@ use std::{
 };
 
 use common::{
-    pg::{Cluster, ensure_postgres, pgss_by_fingerprint, server_user},
+    pg::{Cluster, ensure_postgres, pgss_by_fingerprint, server_user, with_pgss_and_pgbench},
     *,
 };
 
@@ -29,21 +29,6 @@ const TPCB: [&str; 7] = [
     "insert into pgbench_history (tid, bid, aid, delta, mtime) values ($1, $2, $3, $4, current_timestamp)",
     "end",
 ];
-
-fn with_pgss(c: &Cluster) {
-    c.psql("CREATE EXTENSION pg_stat_statements");
-    let out = Command::new(c.bin.join("pgbench"))
-        .args(["-i", "-s", "1", "-q", "-h"])
-        .arg(&c.dir)
-        .args(["-p", &c.port.to_string(), "-U", "ttp", "postgres"])
-        .output()
-        .expect("pgbench -i");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 /// `pgbench ARGS` against `c` (Unix socket, or `host` with `env`), run to
 /// its end; panics if it failed.
@@ -63,6 +48,13 @@ fn pgbench(c: &Cluster, host: Option<&str>, env: &[(&str, &str)], args: &[&str])
         "pgbench: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// `psql -X -d CONNINFO -c SQL` against `c`, to run or spawn.
+fn psql(c: &Cluster, sql: &str) -> Command {
+    let mut cmd = Command::new(c.bin.join("psql"));
+    cmd.args(["-X", "-d"]).arg(c.conninfo()).args(["-c", sql]);
+    cmd
 }
 
 /// `statements --pid PM --json FILE [extra]` attached, until interrupted.
@@ -133,7 +125,7 @@ fn tpcb_statements_exact_in_every_query_mode() {
     }
     let _serial = serial();
     let c = Cluster::start_with("sock-tpcb", PGSS);
-    with_pgss(&c);
+    with_pgss_and_pgbench(&c);
     for mode in ["simple", "extended", "prepared"] {
         c.psql("SELECT pg_stat_statements_reset()");
         let (ttp, json) = statements(&c, &format!("tpcb-{mode}.json"), &[]);
@@ -244,7 +236,7 @@ fn tls_clients_are_counted_with_their_text() {
         key.display()
     );
     let c = Cluster::start_with("sock-tls", &opts);
-    with_pgss(&c);
+    with_pgss_and_pgbench(&c);
     let (ttp, json) = statements(&c, "tls.json", &[]);
     pgbench(
         &c,
@@ -354,7 +346,7 @@ fn server_without_usdt_notes_is_measured() {
     let c = Cluster::start_in("sock-nonotes", PGSS, bin.clone());
     let exe = std::fs::read_link(format!("/proc/{}/exe", c.postmaster_pid())).unwrap();
     assert_eq!(exe, bin.join("postgres"), "the server runs the copy");
-    with_pgss(&c);
+    with_pgss_and_pgbench(&c);
     let (ttp, json) = statements(&c, "nonotes.json", &[]);
     pgbench(&c, None, &[], &["-n", "-c", "2", "-t", "500"]);
     let (text, doc) = stop(ttp, &json);
@@ -391,17 +383,9 @@ fn failing_and_killed_statements_are_counted_as_such() {
     for _ in 0..5 {
         c.psql("SELECT 42");
     }
-    let fail = Command::new(c.bin.join("psql"))
-        .args(["-X", "-d"])
-        .arg(c.conninfo())
-        .args(["-c", "SELECT 1/0"])
-        .output()
-        .unwrap();
+    let fail = psql(&c, "SELECT 1/0").output().unwrap();
     assert!(!fail.status.success());
-    let mut sleeper = Command::new(c.bin.join("psql"))
-        .args(["-X", "-d"])
-        .arg(c.conninfo())
-        .args(["-c", "SELECT pg_sleep(60)"])
+    let mut sleeper = psql(&c, "SELECT pg_sleep(60)")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -424,10 +408,7 @@ fn failing_and_killed_statements_are_counted_as_such() {
     // The postmaster restarts every backend after a crash: wait for it.
     let t = Instant::now();
     loop {
-        let ok = Command::new(c.bin.join("psql"))
-            .args(["-X", "-d"])
-            .arg(c.conninfo())
-            .args(["-c", "SELECT 42"])
+        let ok = psql(&c, "SELECT 42")
             .output()
             .is_ok_and(|o| o.status.success());
         if ok {
