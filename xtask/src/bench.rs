@@ -368,7 +368,7 @@ fn overhead(
         mounted_tracefs = setup::mount_tracefs()?;
     }
     let floor = if with_floor {
-        Some(floor::Floor::build()?)
+        Some(floor::Floor::build(floor::Hook::Switch)?)
     } else {
         None
     };

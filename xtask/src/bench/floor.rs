@@ -1,9 +1,11 @@
-//! The floor of the overhead benchmark (`cargo xtask bench overhead
-//! --floor`): an empty tp_btf program on `sched_switch`, alone and with the
-//! kernel's BPF statistics on (as ttp holds them to report its own cost).
-//! What ttp costs above the second is the ledger's own work; the two
-//! together are what any tool that hooks every switch and states its cost
-//! pays before doing anything.
+//! Floors of the benchmarks: empty tp_btf programs on the tracepoints ttp
+//! hooks. `cargo xtask bench overhead --floor` loads one on `sched_switch`,
+//! alone and with the kernel's BPF statistics on (as ttp holds them to
+//! report its own cost): what ttp costs above the second is the ledger's
+//! own work; the two together are what any tool that hooks every switch
+//! and states its cost pays before doing anything. `cargo xtask bench
+//! statements` loads two on `sock_recv_length` and `sock_send_length`, the
+//! floor of statement boundaries at the client socket.
 //!
 //! The program and its loader are C (xtask/floor/), built here with clang
 //! and libbpf from Debian's packages: the floor must not depend on the
@@ -15,7 +17,25 @@ use anyhow::Context;
 use super::{Tracer, start_ready};
 use crate::{setup, util};
 
-/// The built loader and the empty program's object.
+/// Which empty programs a floor loads (their source in xtask/floor/).
+#[derive(Clone, Copy)]
+pub enum Hook {
+    /// `sched_switch` (bench overhead).
+    Switch,
+    /// `sock_recv_length` and `sock_send_length` (bench statements).
+    Socket,
+}
+
+impl Hook {
+    fn stem(self) -> &'static str {
+        match self {
+            Hook::Switch => "empty_switch",
+            Hook::Socket => "empty_socket",
+        }
+    }
+}
+
+/// The built loader and the empty programs' object.
 pub struct Floor {
     loader: PathBuf,
     object: PathBuf,
@@ -26,10 +46,10 @@ const CLANG: &str = "clang-22";
 impl Floor {
     /// Installs what the build needs (once) and builds both into
     /// target/floor/.
-    pub fn build() -> anyhow::Result<Floor> {
+    pub fn build(hook: Hook) -> anyhow::Result<Floor> {
         setup::ensure_packages(
             &[CLANG, "libbpf-dev", "gcc"],
-            "the empty sched_switch program and its loader (bench overhead --floor)",
+            "the empty tp_btf programs and their loader (the benchmarks' floors)",
         )?;
         let src = util::root_dir().join("xtask/floor");
         let out = util::target_dir().join("floor");
@@ -40,11 +60,11 @@ impl Floor {
             .map(|s| s.trim().to_owned())
             .filter(|s| !s.is_empty())
             .context("gcc -print-multiarch gave nothing")?;
-        let object = out.join("empty_switch.bpf.o");
+        let object = out.join(format!("{}.bpf.o", hook.stem()));
         util::status(
             Command::new(CLANG)
                 .args(["-O2", "-g", "-target", "bpf", "-c"])
-                .arg(src.join("empty_switch.bpf.c"))
+                .arg(src.join(format!("{}.bpf.c", hook.stem())))
                 .arg(format!("-I/usr/include/{multiarch}"))
                 .arg("-o")
                 .arg(&object),

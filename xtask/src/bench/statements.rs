@@ -28,7 +28,12 @@
 //! trap a statement); under `statements --usdt` (the boundaries at the USDT
 //! probes with the executor pair, 4 traps a `-S` statement, and the
 //! ledger); under `statements --usdt --simple-only` (the floor's two
-//! sites); and, with `--detail-all`, under `statements --detail all`.
+//! sites); under empty tp_btf programs on `sock_recv_length` and
+//! `sock_send_length` (xtask/floor/empty_socket.bpf.c: the floor of any
+//! boundary at the socket, the tracepoints' dispatch at every socket read
+//! and write of the machine); with delay accounting on and no tracer (the
+//! socket default switches it on for its window); and, with
+//! `--detail-all`, under `statements --detail all`.
 //! Under `--tpcb` each round first does, outside its measurement, what
 //! pgbench does before a run without `-n` (VACUUM of pgbench_branches and
 //! pgbench_tellers, TRUNCATE of pgbench_history) on the round's cluster, so
@@ -45,7 +50,13 @@ use std::{
 
 use anyhow::{Context, bail};
 
-use super::{cpu_ticks, interrupt, median, pg::Server, start_tracer};
+use super::{
+    cpu_ticks,
+    floor::{Floor, Hook},
+    interrupt, median,
+    pg::Server,
+    start_tracer,
+};
 use crate::{setup, util};
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -64,16 +75,24 @@ enum Variant {
     SimpleOnly = 5,
     /// `statements --detail all` (with `--detail-all` only).
     DetailAll = 6,
+    /// Empty tp_btf programs on `sock_recv_length` and `sock_send_length`:
+    /// the floor of boundaries at the socket.
+    SocketFloor = 7,
+    /// No tracer, delay accounting on (`kernel.task_delayacct = 1`, which
+    /// the socket default switches on for its window).
+    Delayacct = 8,
 }
 
 /// Variants a round can hold (the index of their figures).
-const N: usize = 7;
+const N: usize = 9;
 
 /// The variants of every round, in the order rotated from round to round.
-const VARIANTS: [Variant; 6] = [
+const VARIANTS: [Variant; 8] = [
     Variant::Without,
     Variant::Pgss,
     Variant::Floor,
+    Variant::SocketFloor,
+    Variant::Delayacct,
     Variant::Socket,
     Variant::Usdt,
     Variant::SimpleOnly,
@@ -90,6 +109,8 @@ impl Variant {
             Variant::Usdt => "usdt",
             Variant::SimpleOnly => "usdt-simple",
             Variant::DetailAll => "detail-all",
+            Variant::SocketFloor => "sock-floor",
+            Variant::Delayacct => "delayacct",
         }
     }
 
@@ -107,13 +128,21 @@ impl Variant {
             Variant::DetailAll => {
                 "ttp statements --detail all (socket boundaries, every wait probe)"
             }
+            Variant::SocketFloor => {
+                "socket floor: empty tp_btf programs on sock_recv_length/sock_send_length"
+            }
+            Variant::Delayacct => "delay accounting on, no tracer",
         }
     }
 
     /// `ttp-ebpf statements`' flags, or `None` where ttp does not run.
     fn ttp_flags(self) -> Option<&'static [&'static str]> {
         match self {
-            Variant::Without | Variant::Pgss | Variant::Floor => None,
+            Variant::Without
+            | Variant::Pgss
+            | Variant::Floor
+            | Variant::SocketFloor
+            | Variant::Delayacct => None,
             Variant::Socket => Some(&[]),
             Variant::Usdt => Some(&["--usdt"]),
             Variant::SimpleOnly => Some(&["--usdt", "--simple-only"]),
@@ -205,6 +234,7 @@ pub fn bench(rounds: u32, load: Load, detail_all: bool) -> anyhow::Result<()> {
     }
     util::cargo(&["build", "--release", "-p", "ttp-user"])?;
     let ttp = util::target_dir().join("release/ttp-ebpf");
+    let floor = Floor::build(Hook::Socket)?;
     let server = start_server("pg", "")?;
     let pgss = start_server("pg-pgss", "-c shared_preload_libraries=pg_stat_statements")
         .context("starting the second cluster, with pg_stat_statements preloaded")?;
@@ -213,13 +243,21 @@ pub fn bench(rounds: u32, load: Load, detail_all: bool) -> anyhow::Result<()> {
     if detail_all {
         variants.push(Variant::DetailAll);
     }
-    rounds_of(&server, &pgss, &ttp, &variants, rounds, load)
+    let tools = Tools { ttp, floor };
+    rounds_of(&server, &pgss, &tools, &variants, rounds, load)
+}
+
+/// What the rounds run beside pgbench.
+struct Tools {
+    ttp: std::path::PathBuf,
+    /// The empty socket programs.
+    floor: Floor,
 }
 
 fn rounds_of(
     server: &Server,
     pgss: &Server,
-    ttp: &Path,
+    tools: &Tools,
     variants: &[Variant],
     rounds: u32,
     load: Load,
@@ -245,7 +283,7 @@ fn rounds_of(
         for k in 0..variants.len() {
             let v = variants[(k + r) % variants.len()];
             let cluster = if v == Variant::Pgss { pgss } else { server };
-            let x = one_round(cluster, ttp, v, load, &json)?;
+            let x = one_round(cluster, tools, v, load, &json)?;
             println!(
                 "{r:>5}  {:<11}  {:>6.0}  {:>8.0}  {:>7.2}  {:>6.2}  {:>9.2}  {:>9}  {:>12}  {:>13}",
                 v.short(),
@@ -291,7 +329,7 @@ fn rounds_of(
             );
         }
         line += &format!("), TPS ratio ×{:.3}", median(&mut tps));
-        if v != Variant::Pgss {
+        if v.ttp_flags().is_some() || v == Variant::Floor {
             let mut hits: Vec<f64> = all.iter().map(|r| r[i].hits_per_stmt()).collect();
             let mut sock: Vec<f64> = all.iter().map(|r| r[i].socket_per_stmt()).collect();
             let mut in_bpf: Vec<f64> = all.iter().map(|r| r[i].probe_ns).collect();
@@ -328,7 +366,7 @@ fn rounds_of(
 
 fn one_round(
     server: &Server,
-    ttp: &Path,
+    tools: &Tools,
     v: Variant,
     load: Load,
     json: &Path,
@@ -350,11 +388,21 @@ fn one_round(
     } else {
         None
     };
+    let socket_floor = if v == Variant::SocketFloor {
+        Some(tools.floor.start(false)?)
+    } else {
+        None
+    };
+    let delayacct = if v == Variant::Delayacct {
+        Some(Delayacct::on()?)
+    } else {
+        None
+    };
     let tracer = match v.ttp_flags() {
         None => None,
         Some(flags) => {
             let _ = std::fs::remove_file(json);
-            let mut cmd = Command::new(ttp);
+            let mut cmd = Command::new(&tools.ttp);
             cmd.args(["statements", "--pid", &pm.to_string(), "--json"])
                 .arg(json)
                 .args(["--top", "1"])
@@ -440,6 +488,11 @@ fn one_round(
             r.probe_ns = c["mean_probe_ns"].as_f64().unwrap_or(f64::NAN);
         }
     }
+    if let Some(t) = socket_floor {
+        t.stop()?;
+        r.statements = expected;
+    }
+    drop(delayacct);
     if let Some(f) = floor {
         let hits = f.stop()?;
         if hits < 2.0 * expected {
@@ -569,6 +622,31 @@ fn server_ticks(pm: u32) -> u64 {
 /// One of the bench's clusters: a small shared_buffers (the pgbench table
 /// at scale 2 outgrows it) and no autovacuum, plus `settings`, with
 /// pgbench's tables.
+/// `kernel.task_delayacct` switched on for a round, put back as it was
+/// when dropped (on error too).
+struct Delayacct {
+    before: String,
+}
+
+const TASK_DELAYACCT: &str = "/proc/sys/kernel/task_delayacct";
+
+impl Delayacct {
+    fn on() -> anyhow::Result<Delayacct> {
+        let before = std::fs::read_to_string(TASK_DELAYACCT)
+            .with_context(|| format!("reading {TASK_DELAYACCT}"))?;
+        std::fs::write(TASK_DELAYACCT, "1").with_context(|| format!("writing {TASK_DELAYACCT}"))?;
+        Ok(Delayacct {
+            before: before.trim().to_owned(),
+        })
+    }
+}
+
+impl Drop for Delayacct {
+    fn drop(&mut self) {
+        let _ = std::fs::write(TASK_DELAYACCT, &self.before);
+    }
+}
+
 fn start_server(name: &str, settings: &str) -> anyhow::Result<Server> {
     let s = Server::start(
         name,
