@@ -22,11 +22,24 @@ fn runs(s: &CostSnapshot, program: &str) -> u64 {
         .find(|(n, _)| n == program)
         .unwrap_or_else(|| panic!("{program} missing from {s:?}"))
         .1
+        .runs
+}
+
+/// The kernel's run count of the ledger's sched_switch (counted while the
+/// test holds its own statistics fd).
+fn kernel_runs(ledger: &Ledger) -> u64 {
+    ledger
+        .kernel_counters("sched_switch")
+        .expect("sched_switch loaded")
         .run_count
 }
 
-fn switches(ledger: &Ledger) -> u64 {
-    ledger.snapshot().expect("snapshot").stats.switches
+/// Whether this process holds a BPF statistics fd now.
+fn holds_stats_fd() -> bool {
+    std::fs::read_dir("/proc/self/fd")
+        .expect("read /proc/self/fd")
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .any(|l| l.to_string_lossy().contains("bpf-stats"))
 }
 
 /// Two threads of this process hand a token back and forth, each blocking
@@ -49,24 +62,24 @@ fn ping_pong(round_trips: u32) {
     b.join().expect("join");
 }
 
-/// sched_switch's run count from the kernel's BPF statistics must equal the
-/// ledger's own count of switches (STATS, incremented once in every run of
-/// sched_switch) over the same window. Catches statistics read from the
-/// wrong program or the wrong field, a window difference taken the wrong
-/// way, statistics not enabled while the ledger is loaded, and
-/// kernel.bpf_stats_enabled left changed.
+/// The runs probe_cost reports for sched_switch (the ledger's own count,
+/// one per-CPU add in every run) must equal the kernel's run count of the
+/// program over the same window, read while the test holds a statistics
+/// fd of its own. Catches a count taken from the wrong counter or
+/// program, a window difference taken the wrong way, and runs left
+/// uncounted on some path of the program.
 ///
 /// The two counters cannot be read at one instant while other CPUs keep
-/// switching, so each end of the window reads the BPF statistics before and
-/// after the ledger's counter. Counters only grow, so the statistics'
-/// inner difference (read 2 → read 3) is at most, and the outer one
-/// (read 1 → read 4) at least, the ledger's difference — up to one run per
-/// CPU that has counted its switch but not yet had its run counted (the
-/// kernel counts a run after the program returns). That bound comes from
-/// the order of the reads, not from the machine being idle.
+/// switching, so each end of the window reads the kernel's count before
+/// and after the ledger's. Counters only grow, so the kernel's inner
+/// difference (read 2 → read 3) is at most, and the outer one (read 1 →
+/// read 4) at least, the ledger's difference — up to one run per CPU that
+/// has counted its switch but not yet had its run counted (the kernel
+/// counts a run after the program returns). That bound comes from the
+/// order of the reads, not from the machine being idle.
 #[test]
-fn sched_switch_runs_equal_the_ledgers_switch_count() {
-    if !root_or_skip("sched_switch_runs_equal_the_ledgers_switch_count") {
+fn sched_switch_runs_counted_by_the_ledger_equal_the_kernels() {
+    if !root_or_skip("sched_switch_runs_counted_by_the_ledger_equal_the_kernels") {
         return;
     }
     let _serial = serial();
@@ -77,29 +90,24 @@ fn sched_switch_runs_equal_the_ledgers_switch_count() {
         ledger
             .cost_available()
             .expect("BPF statistics can be enabled on this kernel");
-        assert_eq!(
-            bpf_stats_sysctl(),
-            sysctl_before,
-            "the fd-based BPF_ENABLE_STATS must not write the sysctl"
-        );
+        let _on = ttp_user::probe::cost::enable_stats().expect("BPF_ENABLE_STATS");
+        let k1 = kernel_runs(&ledger);
         let c1 = ledger.cost_snapshot().expect("cost 1");
-        let s1 = switches(&ledger);
-        let c2 = ledger.cost_snapshot().expect("cost 2");
+        let k2 = kernel_runs(&ledger);
         const ROUND_TRIPS: u32 = 5_000;
         ping_pong(ROUND_TRIPS);
-        let c3 = ledger.cost_snapshot().expect("cost 3");
-        let s2 = switches(&ledger);
-        let c4 = ledger.cost_snapshot().expect("cost 4");
+        let k3 = kernel_runs(&ledger);
+        let c2 = ledger.cost_snapshot().expect("cost 2");
+        let k4 = kernel_runs(&ledger);
 
-        let ledger_switches = s2 - s1;
-        let inner = runs(&c3, "sched_switch") - runs(&c2, "sched_switch");
-        let outer = runs(&c4, "sched_switch") - runs(&c1, "sched_switch");
+        let counted = runs(&c2, "sched_switch") - runs(&c1, "sched_switch");
+        let (inner, outer) = (k3 - k2, k4 - k1);
         eprintln!(
-            "ledger switches {ledger_switches}; sched_switch runs between the inner reads {inner}, outer reads {outer}"
+            "ledger-counted runs {counted}; kernel's runs between the inner reads {inner}, outer reads {outer}"
         );
         assert!(
-            inner <= ledger_switches + cpus && ledger_switches <= outer + cpus,
-            "sched_switch runs {inner}..{outer} (± {cpus} in flight) vs ledger switches {ledger_switches}"
+            inner <= counted + cpus && counted <= outer + cpus,
+            "kernel runs {inner}..{outer} (± {cpus} in flight) vs ledger-counted {counted}"
         );
         // Every hand-over blocks one thread: the window cannot hold fewer
         // switches than hand-overs, so the comparison above is not vacuous.
@@ -107,18 +115,15 @@ fn sched_switch_runs_equal_the_ledgers_switch_count() {
             inner >= u64::from(ROUND_TRIPS),
             "only {inner} sched_switch runs for {ROUND_TRIPS} round trips: statistics not counting?"
         );
-        let cost = ProbeCost::between(&c2, &c3);
+        let cost = ProbeCost::between(&c1, &c2);
         let sw = cost.program("sched_switch").expect("sched_switch row");
-        assert_eq!(sw.runs, inner);
-        assert!(
-            sw.run_time_ns > 0 && sw.ns_per_run.is_some_and(|n| n > 0.0),
-            "run time not counted: {sw:?}"
-        );
+        assert_eq!(sw.runs, counted);
+        assert!(sw.runs_counted, "{sw:?}");
         assert_eq!(
             cost.total.run_time_ns,
             cost.programs.iter().map(|p| p.run_time_ns).sum::<u64>()
         );
-        assert!(cost.share_of_window > 0.0 && cost.window_ns == c3.at_ns - c2.at_ns);
+        assert!(cost.window_ns == c2.at_ns - c1.at_ns);
         eprintln!("cost over the ping-pong: {cost:?}");
     }
     assert_eq!(
@@ -128,10 +133,58 @@ fn sched_switch_runs_equal_the_ledgers_switch_count() {
     );
 }
 
+/// The statistics are on only inside the sampling windows: over 3 s of a
+/// loaded ledger the process holds a statistics fd for about SAMPLE of
+/// every PERIOD (two windows: ~0.4 s of 3 s), never the whole time, and
+/// none once the ledger is gone; the sysctl is never written; and the
+/// windows give sched_switch a mean ns a run, its run time runs × mean.
+/// The bound (at most half the polls) leaves room for windows stretched
+/// by a busy machine; holding the fd for the ledger's life would fail it.
+#[test]
+fn statistics_only_in_sampling_windows() {
+    if !root_or_skip("statistics_only_in_sampling_windows") {
+        return;
+    }
+    let _serial = serial();
+    let sysctl_before = bpf_stats_sysctl();
+    {
+        let ledger = Ledger::attach().expect("attach the ledger");
+        let c1 = ledger.cost_snapshot().expect("cost 1");
+        let (mut polls, mut held) = (0u32, 0u32);
+        let t0 = std::time::Instant::now();
+        while t0.elapsed() < std::time::Duration::from_secs(3) {
+            polls += 1;
+            held += u32::from(holds_stats_fd());
+            assert_eq!(bpf_stats_sysctl(), sysctl_before, "the sysctl was written");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let c2 = ledger.cost_snapshot().expect("cost 2");
+        eprintln!("statistics fd held in {held} of {polls} polls over 3 s");
+        assert!(held > 0, "no sampling window in 3 s");
+        assert!(
+            held * 2 < polls,
+            "statistics fd held in {held} of {polls} polls: not in short windows"
+        );
+        let cost = ProbeCost::between(&c1, &c2);
+        assert!(cost.sample_windows >= 1, "{cost:?}");
+        let sw = cost.program("sched_switch").expect("sched_switch row");
+        let mean = sw.ns_per_run.expect("sched_switch ran inside a window");
+        assert!(mean > 0.0 && sw.sampled_runs > 0, "{sw:?}");
+        assert_eq!(sw.run_time_ns, (sw.runs as f64 * mean).round() as u64);
+    }
+    assert!(
+        !holds_stats_fd(),
+        "a statistics fd left open after the ledger"
+    );
+    assert_eq!(bpf_stats_sysctl(), sysctl_before);
+}
+
 /// `attach` reports the probes' cost in its JSON and in words, and every
 /// kernel counter in words rather than a debug dump. Catches the cost
 /// missing from the command, a JSON total that is not the sum of its rows,
-/// a mean that is not run time over runs, and a wrong window length.
+/// run time that is not runs × mean, no sampling window inside a 1 s
+/// window (the first begins at the first image), and a wrong window
+/// length.
 #[test]
 fn attach_reports_its_cost_and_losses_in_words() {
     if !root_or_skip("attach_reports_its_cost_and_losses_in_words") {
@@ -166,9 +219,12 @@ fn attach_reports_its_cost_and_losses_in_words() {
         runs > 0,
         "a second of the whole machine without a switch: {sw}"
     );
+    // Run time is runs × the windows' mean, rounded to the ns.
     let mean = sw["ns_per_run"].as_f64().unwrap();
-    let expect = sw["run_time_ns"].as_u64().unwrap() as f64 / runs as f64;
-    assert!((mean - expect).abs() < 1e-6, "{sw}");
+    let run_time = sw["run_time_ns"].as_u64().unwrap() as f64;
+    assert!((mean * runs as f64 - run_time).abs() <= 0.5 + 1e-6, "{sw}");
+    assert!(sw["runs_counted"] == true, "{sw}");
+    assert!(c["sample_windows"].as_u64().unwrap_or(0) >= 1, "{c}");
     // The cost window lies inside the command's run: from its first image
     // to its last, about the --duration.
     let window_ns = c["window_ns"].as_u64().unwrap();

@@ -233,6 +233,7 @@ fn current() -> (u32, Task) {
 /// block_bio_queue(struct bio *bio): bytes submitted, per bio.
 #[btf_tracepoint(function = "block_bio_queue")]
 pub fn block_bio_queue(ctx: BtfTracePointContext) -> i32 {
+    crate::count(stat::RUNS_BIO_QUEUE);
     let bio = Bio(ctx.arg::<*const u8>(0));
     let (tid, task) = current();
     if tid == 0 {
@@ -256,6 +257,7 @@ pub fn block_bio_queue(ctx: BtfTracePointContext) -> i32 {
 /// submitting thread.
 #[btf_tracepoint(function = "block_io_start")]
 pub fn block_io_start(ctx: BtfTracePointContext) -> i32 {
+    crate::count(stat::RUNS_IO_START);
     let rq_ptr = ctx.arg::<*const u8>(0);
     let (tid, task) = current();
     let now = now_ns();
@@ -308,6 +310,7 @@ fn owner(info: &RequestInfo) -> Option<ledger::Acct> {
 /// block_rq_issue(struct request *rq): handed to the driver.
 #[btf_tracepoint(function = "block_rq_issue")]
 pub fn block_rq_issue(ctx: BtfTracePointContext) -> i32 {
+    crate::count(stat::RUNS_RQ_ISSUE);
     let rq = ctx.arg::<*const u8>(0) as u64;
     let Some(info) = REQUESTS.get_ptr_mut(rq) else {
         return 0;
@@ -336,6 +339,7 @@ pub fn block_rq_issue(ctx: BtfTracePointContext) -> i32 {
 /// block_io_done(struct request *rq): the request is complete.
 #[btf_tracepoint(function = "block_io_done")]
 pub fn block_io_done(ctx: BtfTracePointContext) -> i32 {
+    crate::count(stat::RUNS_IO_DONE);
     let rq = ctx.arg::<*const u8>(0) as u64;
     let Some(info) = REQUESTS.get_ptr(rq) else {
         return 0;

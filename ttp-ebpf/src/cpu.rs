@@ -47,6 +47,7 @@ const PWR_EVENT_EXIT: u32 = u32::MAX;
 /// the CPU's state wrong either: every halt is seen by its own events.
 #[btf_tracepoint(function = "cpu_idle")]
 pub fn cpu_idle(ctx: BtfTracePointContext) -> i32 {
+    crate::count(stat::RUNS_CPU_IDLE);
     let state: u64 = ctx.arg(0);
     let cpu_id: u64 = ctx.arg(1);
     let now = crate::now_ns();

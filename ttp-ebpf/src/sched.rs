@@ -358,12 +358,14 @@ fn on_wakeup(task: BtfTask, new: bool) -> i32 {
 /// sched_wakeup(struct task_struct *p)
 #[btf_tracepoint(function = "sched_wakeup")]
 pub fn sched_wakeup(ctx: BtfTracePointContext) -> i32 {
+    crate::count(stat::RUNS_WAKEUP);
     on_wakeup(BtfTask(ctx.arg::<*const u8>(0)), false)
 }
 
 /// sched_wakeup_new(struct task_struct *p): a new task's first enqueue.
 #[btf_tracepoint(function = "sched_wakeup_new")]
 pub fn sched_wakeup_new(ctx: BtfTracePointContext) -> i32 {
+    crate::count(stat::RUNS_WAKEUP_NEW);
     on_wakeup(BtfTask(ctx.arg::<*const u8>(0)), true)
 }
 
@@ -372,6 +374,7 @@ pub fn sched_wakeup_new(ctx: BtfTracePointContext) -> i32 {
 /// follow process trees even when the child is gone before it looks.
 #[btf_tracepoint(function = "sched_process_fork")]
 pub fn sched_process_fork(ctx: BtfTracePointContext) -> i32 {
+    crate::count(stat::RUNS_FORK);
     let parent = Task(ctx.arg::<*const u8>(0));
     let child = Task(ctx.arg::<*const u8>(1));
     let now = now_ns();
@@ -389,6 +392,7 @@ pub fn sched_process_fork(ctx: BtfTracePointContext) -> i32 {
 /// the command name changes.
 #[btf_tracepoint(function = "sched_process_exec")]
 pub fn sched_process_exec(ctx: BtfTracePointContext) -> i32 {
+    crate::count(stat::RUNS_EXEC);
     let task = Task(ctx.arg::<*const u8>(0));
     if let Ok(tid) = task.pid()
         && let Some(a) = ledger::lookup(tid)

@@ -365,7 +365,37 @@ pub mod stat {
     /// update gave up the disk lock), and they were ended at the reuse
     /// (docs/ledger.md, "Requests that never report their end").
     pub const REQUEST_END_AT_REUSE: u32 = 15;
-    pub const COUNT: u32 = 16;
+    /// Runs of the ledger's other programs (`sched_switch`'s are
+    /// [`SWITCHES`]): the kernel counts a program's runs only while its BPF
+    /// statistics are on, which ttp keeps to short sampling windows
+    /// (ttp-user/src/probe/cost.rs), so the ledger counts them itself.
+    pub const RUNS_WAKEUP: u32 = 16;
+    pub const RUNS_WAKEUP_NEW: u32 = 17;
+    pub const RUNS_FORK: u32 = 18;
+    pub const RUNS_EXEC: u32 = 19;
+    pub const RUNS_CPU_IDLE: u32 = 20;
+    pub const RUNS_BIO_QUEUE: u32 = 21;
+    pub const RUNS_IO_START: u32 = 22;
+    pub const RUNS_RQ_ISSUE: u32 = 23;
+    pub const RUNS_IO_DONE: u32 = 24;
+    pub const COUNT: u32 = 25;
+
+    /// The counter of a program's runs, by the program's name.
+    pub fn runs_of(program: &str) -> Option<u32> {
+        Some(match program {
+            "sched_switch" => SWITCHES,
+            "sched_wakeup" => RUNS_WAKEUP,
+            "sched_wakeup_new" => RUNS_WAKEUP_NEW,
+            "sched_process_fork" => RUNS_FORK,
+            "sched_process_exec" => RUNS_EXEC,
+            "cpu_idle" => RUNS_CPU_IDLE,
+            "block_bio_queue" => RUNS_BIO_QUEUE,
+            "block_io_start" => RUNS_IO_START,
+            "block_rq_issue" => RUNS_RQ_ISSUE,
+            "block_io_done" => RUNS_IO_DONE,
+            _ => return None,
+        })
+    }
 }
 
 /// Blame detail: splits the ledger does not keep, maintained only when the

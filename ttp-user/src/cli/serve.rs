@@ -161,6 +161,13 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     // hand the freed pages back instead of keeping them resident.
     // SAFETY: malloc_trim has no preconditions.
     unsafe { libc::malloc_trim(0) };
+    // One sampling window of the kernel's BPF statistics while
+    // BPF_ENABLE_STATS is still allowed: without CAP_SYS_ADMIN the later
+    // windows are refused, and the probes' ns a run stays this window's
+    // (their runs are the ledger's own count throughout; docs/serve.md).
+    if let Err(e) = session.ledger.sample_cost_now() {
+        log::info!("the probes' cost is not measured: {e}");
+    }
     // Everything that needs privilege is done: the programs are attached,
     // the maps and the port are open.
     match serve_drop::drop_privileges(&user)? {
@@ -245,7 +252,12 @@ fn refresh(
     let programs = session
         .ledger
         .cost_snapshot()
-        .map(|c| c.programs)
+        .map(|c| {
+            c.programs
+                .into_iter()
+                .map(|(name, p)| (name, p.counters()))
+                .collect()
+        })
         .unwrap_or_default();
     let mut x = shared.write().unwrap_or_else(|p| p.into_inner());
     x.fleet = fleet.view();

@@ -168,9 +168,9 @@ pub struct Ledger {
     /// How many thread accounts the ledger holds: THREADS' size, or with
     /// accounts indexed by tid, pid_max (capacity.rs).
     pub thread_capacity: u32,
-    /// The kernel's BPF run-time statistics, on while this fd is open
-    /// (cost.rs), or why they are not.
-    bpf_stats: Result<std::os::fd::OwnedFd, cost::CostUnavailable>,
+    /// The thread that samples the kernel's BPF run-time statistics in
+    /// short windows (cost.rs), or why they are not measured.
+    bpf_stats: Result<cost::CostSampler, cost::CostUnavailable>,
     /// Whether `sched_wakeup` is loaded, i.e. `wake_latency_ns` measured.
     wake_hook: bool,
 }
@@ -214,13 +214,14 @@ impl Ledger {
             return Err(ProbeError::NoObject);
         }
         raise_memlock();
-        // Before the first program attaches, so its every run is counted.
+        // The statistics are on only in the sampler's windows, which begin
+        // once the first cost snapshot names the programs.
         let bpf_stats = if options.no_bpf_stats {
             Err(cost::CostUnavailable(
                 "not measured (the kernel's BPF statistics cost every program run; `cargo xtask bench statements` measures the programs)".into(),
             ))
         } else {
-            cost::enable_stats()
+            cost::CostSampler::start()
         };
         let t = std::time::Instant::now();
         // aya's parse of the kernel BTF (needed to attach tp_btf programs)
@@ -472,8 +473,8 @@ pub struct AttachOptions {
     /// `statements` without `--ledger`, so that no other process of the
     /// machine pays for them.
     pub no_ledger_programs: bool,
-    /// Leave the kernel's BPF statistics off (they cost every program run
-    /// about 20 ns): the probes' cost is then not in the report.
+    /// Never switch the kernel's BPF statistics on, not even in sampling
+    /// windows: the probes' cost is then not in the report.
     pub no_bpf_stats: bool,
     /// Size in bytes of the exit-record ring instead of the one sized for
     /// `attach --all` (exits.rs, [`exits::ring_bytes`]); a power of two of

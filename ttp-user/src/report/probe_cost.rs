@@ -46,18 +46,38 @@ pub fn lines(c: &ProbeCost, window_name: &str) -> String {
         sum = "no probe runs".into();
     }
     let mut s = format!(
-        "ledger cost: {sum} = {} ms of CPU, {} % of the {:.3} s {window_name} (kernel BPF statistics)\n",
+        "ledger cost: {sum} = {} ms of CPU, {} % of the {:.3} s {window_name} (kernel BPF statistics in {} sampling window{} of {} ms{})\n",
         ms(c.total.run_time_ns),
         sig2(c.share_of_window * 100.0),
-        c.window_ns as f64 / 1e9
+        c.window_ns as f64 / 1e9,
+        c.sample_windows,
+        if c.sample_windows == 1 { "" } else { "s" },
+        crate::probe::cost::SAMPLE.as_millis(),
+        if c.source.contains("since load") {
+            ", none inside this window"
+        } else {
+            ""
+        }
     );
     for p in ran {
+        let err = p
+            .ns_per_run_stderr
+            .map_or(String::new(), |e| format!(" ± {e:.0}"));
+        let (mean, time) = match p.ns_per_run {
+            Some(n) => (
+                format!("{n:>6.0}{err} ns"),
+                format!("{:>9} ms", ms(p.run_time_ns)),
+            ),
+            None => (
+                "     ? ns".to_string(),
+                "no run inside a sampling window".to_string(),
+            ),
+        };
         s.push_str(&format!(
-            "    {:<20} {:>12} runs × {:>6.0} ns = {:>9} ms{}\n",
+            "    {:<20} {:>12} runs{} × {mean} = {time}{}\n",
             p.program,
             grouped(p.runs),
-            p.ns_per_run.unwrap_or(0.0),
-            ms(p.run_time_ns),
+            if p.runs_counted { "" } else { " (est.)" },
             if p.recursion_misses > 0 {
                 format!(", {} events missed", grouped(p.recursion_misses))
             } else {
@@ -71,38 +91,43 @@ pub fn lines(c: &ProbeCost, window_name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::probe::cost::{CostSnapshot, ProgramCounters};
+    use crate::probe::cost::ProbeCost;
 
     /// Catches the cost line losing its arithmetic (runs × ns = ms), its
-    /// share, or listing programs that did not run.
+    /// share, the sampling it comes from, or listing programs that did not
+    /// run.
     #[test]
     fn cost_in_words() {
-        let snap = |at_ns, sw: u64, wk: u64| CostSnapshot {
-            at_ns,
-            programs: vec![
-                ("block_io_done".into(), ProgramCounters::default()),
-                (
-                    "sched_switch".into(),
-                    ProgramCounters {
-                        run_count: sw,
-                        run_time_ns: sw * 95,
-                        recursion_misses: 0,
-                    },
-                ),
-                (
-                    "sched_wakeup".into(),
-                    ProgramCounters {
-                        run_count: wk,
-                        run_time_ns: wk * 60,
-                        recursion_misses: 0,
-                    },
-                ),
-            ],
+        let row = |program: &str, runs: u64, ns: f64| crate::probe::cost::ProgramCost {
+            program: program.into(),
+            runs,
+            runs_counted: true,
+            run_time_ns: (runs as f64 * ns) as u64,
+            ns_per_run: (runs > 0).then_some(ns),
+            ns_per_run_stderr: Some(2.0),
+            sample_windows: 2,
+            sampled_runs: runs / 10,
+            recursion_misses: 0,
         };
-        let c = ProbeCost::between(&snap(0, 0, 0), &snap(4_000_000_000, 12_345, 1_000));
+        let programs = vec![
+            row("sched_switch", 12_345, 95.0),
+            row("sched_wakeup", 1_000, 60.0),
+            row("block_io_done", 0, 0.0),
+        ];
+        let mut total = row("total", 13_345, 0.0);
+        total.run_time_ns = 12_345 * 95 + 60_000;
+        let c = ProbeCost {
+            source: "kernel BPF statistics … the windows inside this one".into(),
+            window_ns: 4_000_000_000,
+            sample_windows: 2,
+            stats_on_ns: 400_000_000,
+            share_of_window: total.run_time_ns as f64 / 4e9,
+            programs,
+            total,
+        };
         let text = lines(&c, "window");
         assert!(
-            text.starts_with("ledger cost: 12 345 switches × 95 ns + 1 000 wake-ups × 60 ns = 1.23 ms of CPU, 0.031 % of the 4.000 s window"),
+            text.starts_with("ledger cost: 12 345 switches × 95 ns + 1 000 wake-ups × 60 ns = 1.23 ms of CPU, 0.031 % of the 4.000 s window (kernel BPF statistics in 2 sampling windows of 200 ms)"),
             "{text}"
         );
         assert!(!text.contains("block_io_done"), "{text}");

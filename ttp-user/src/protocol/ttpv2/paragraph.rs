@@ -449,19 +449,33 @@ mod tests {
         // The probes' cost of QEs 1–3: 0.2 %, 0.4 % and 0.3 % of a 1 s
         // Time_meas, 95 ns a switch.
         for (qe, switches) in qcs[0].qes.iter_mut().zip([21_053u64, 42_105, 31_579]) {
-            use crate::probe::cost::{CostSnapshot, ProbeCost, ProgramCounters};
-            let at = |at_ns, n: u64| CostSnapshot {
+            use crate::probe::cost::{CostSnapshot, ProbeCost, ProgramSnapshot, Sampled};
+            // One sampling window inside, at 95 ns a run.
+            let at = |at_ns, n: u64, windows: u64| CostSnapshot {
                 at_ns,
                 programs: vec![(
                     "sched_switch".into(),
-                    ProgramCounters {
-                        run_count: n,
-                        run_time_ns: n * 95,
-                        recursion_misses: 0,
+                    ProgramSnapshot {
+                        runs: n,
+                        counted: true,
+                        sampled: Sampled {
+                            runs: 100 * windows,
+                            run_time_ns: 9_500 * windows,
+                            windows,
+                            mean_sum: 95.0 * windows as f64,
+                            mean_sq_sum: 9_025.0 * windows as f64,
+                            runs_scaled: 0.0,
+                        },
+                        ..ProgramSnapshot::default()
                     },
                 )],
+                windows,
+                stats_on_ns: 0,
             };
-            qe.probe_cost = Some(ProbeCost::between(&at(0, 0), &at(1_000_000_000, switches)));
+            qe.probe_cost = Some(ProbeCost::between(
+                &at(0, 0, 0),
+                &at(1_000_000_000, switches, 1),
+            ));
         }
         let text = paragraph(&ParagraphInput {
             machine: Some(&machine),
