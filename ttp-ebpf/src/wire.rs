@@ -436,13 +436,13 @@ pub fn stmt_sock_send(ctx: BtfTracePointContext) -> i32 {
         st.clear_waits();
     }
     let entry = status(st);
-    let buf = syscall_buffer(task);
+    // The write's bytes are read only where the entry does not decide.
     let end = match entry {
         Some(e) if e.state != status::STATE_DISABLED => idle(e.state),
-        _ => buf.is_some_and(|b| ends_with_ready_for_query(b, ret as u64)),
+        _ => syscall_buffer(task).is_some_and(|b| ends_with_ready_for_query(b, ret as u64)),
     };
     if !end {
-        if buf.and_then(user_byte) == Some(b'E') {
+        if syscall_buffer(task).and_then(user_byte) == Some(b'E') {
             st.flags |= flag::ERROR;
         }
         return 0;

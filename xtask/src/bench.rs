@@ -83,8 +83,8 @@ pub enum Which {
     /// interleaved rounds.
     Statements {
         /// Interleaved rounds (each: without, pg_stat_statements, floor,
-        /// default, --usdt, --usdt --simple-only; --detail all with
-        /// --detail-all).
+        /// socket floor, delay accounting alone, default, --usdt, --usdt
+        /// --simple-only; --detail all with --detail-all).
         #[arg(long, default_value_t = 5)]
         rounds: u32,
         /// Seconds per pgbench run.
@@ -101,6 +101,11 @@ pub enum Which {
         /// every wait probe, the per-page and per-lock ones included).
         #[arg(long)]
         detail_all: bool,
+        /// Only these variants besides the run without a tracer, by their
+        /// names in the table (e.g. `pgss,sock-floor,socket`): more rounds
+        /// in the same time for the figures that decide.
+        #[arg(long, value_delimiter = ',')]
+        only: Vec<String>,
     },
     /// `serve --group-by unit --interval 10s`, scraped every 10 s for a
     /// while: its userspace CPU share, peak RSS and scrape size.
@@ -193,6 +198,7 @@ pub fn run(which: Which) -> anyhow::Result<()> {
             clients,
             tpcb,
             detail_all,
+            only,
         } => statements::bench(
             rounds,
             statements::Load {
@@ -201,6 +207,7 @@ pub fn run(which: Which) -> anyhow::Result<()> {
                 clients,
             },
             detail_all,
+            &only,
         ),
         Which::Lab { workers } => lab::bench(&workers),
     }

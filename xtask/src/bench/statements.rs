@@ -221,7 +221,27 @@ impl Round {
     }
 }
 
-pub fn bench(rounds: u32, load: Load, detail_all: bool) -> anyhow::Result<()> {
+pub fn bench(rounds: u32, load: Load, detail_all: bool, only: &[String]) -> anyhow::Result<()> {
+    let mut variants = VARIANTS.to_vec();
+    if detail_all {
+        variants.push(Variant::DetailAll);
+    }
+    if !only.is_empty() {
+        if let Some(bad) = only
+            .iter()
+            .find(|o| !variants.iter().any(|v| v.short() == o.as_str()))
+        {
+            bail!(
+                "--only {bad}: no such variant (one of {})",
+                variants
+                    .iter()
+                    .map(|v| v.short())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+        variants.retain(|v| *v == Variant::Without || only.iter().any(|o| o == v.short()));
+    }
     setup::ensure_packages(
         &["postgresql", "time"],
         "the server, pgbench and pg_stat_statements",
@@ -239,10 +259,6 @@ pub fn bench(rounds: u32, load: Load, detail_all: bool) -> anyhow::Result<()> {
     let pgss = start_server("pg-pgss", "-c shared_preload_libraries=pg_stat_statements")
         .context("starting the second cluster, with pg_stat_statements preloaded")?;
     pgss.psql("postgres", "CREATE EXTENSION pg_stat_statements")?;
-    let mut variants = VARIANTS.to_vec();
-    if detail_all {
-        variants.push(Variant::DetailAll);
-    }
     let tools = Tools { ttp, floor };
     rounds_of(&server, &pgss, &tools, &variants, rounds, load)
 }
@@ -351,7 +367,7 @@ fn rounds_of(
         println!("{line}; medians of {rounds} rounds");
     }
     println!(
-        "command: sudo -E cargo xtask bench statements --rounds {rounds} --seconds {} --clients {}{}{}",
+        "command: sudo -E cargo xtask bench statements --rounds {rounds} --seconds {} --clients {}{}{}{}",
         load.seconds,
         load.clients,
         if load.tpcb { " --tpcb" } else { "" },
@@ -359,6 +375,19 @@ fn rounds_of(
             " --detail-all"
         } else {
             ""
+        },
+        if variants.len() < VARIANTS.len() {
+            format!(
+                " --only {}",
+                variants
+                    .iter()
+                    .filter(|v| **v != Variant::Without)
+                    .map(|v| v.short())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            )
+        } else {
+            String::new()
         }
     );
     Ok(())
