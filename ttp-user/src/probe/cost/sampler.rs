@@ -69,7 +69,7 @@ pub(super) struct Shared {
     error: Option<String>,
     stop: bool,
     /// Per program, the runs at the last snapshot and the run time
-    /// accumulated up to it ([`ProgramSnapshot::run_time_ns`]).
+    /// accumulated up to it ([`super::ProgramSnapshot::run_time_ns`]).
     accrued: BTreeMap<String, (u64, f64)>,
 }
 
@@ -131,11 +131,11 @@ impl CostSampler {
         e.1 as u64
     }
 
-    /// Takes one window now and waits for it (tests, and `--json` output
-    /// that must hold one inside a short window).
+    /// Takes one window now and waits for it (serve, before it drops the
+    /// privilege BPF_ENABLE_STATS needs).
     pub fn sample_now(&self) -> Result<(), CostUnavailable> {
         let programs = self.lock().programs.clone();
-        let (sampled, on_ns) = one_window(&programs)?;
+        let (sampled, on_ns) = one_window(&programs, || std::thread::sleep(SAMPLE))?;
         let mut s = self.lock();
         fold(&mut s, sampled, on_ns, None);
         Ok(())
@@ -163,16 +163,20 @@ fn read_all(programs: &[(String, Arc<OwnedFd>)]) -> std::io::Result<Vec<ProgramC
 /// Per program of one window: (name, runs, run time ns).
 type WindowRows = Vec<(String, u64, u64)>;
 
-/// One window: the statistics on, the counters read, [`SAMPLE`] later
-/// read again, the statistics off. Its rows and how long it lasted.
-fn one_window(programs: &[(String, Arc<OwnedFd>)]) -> Result<(WindowRows, u64), CostUnavailable> {
+/// One window: the statistics on, the counters read, read again after
+/// `pause` (~[`SAMPLE`]), the statistics off. Its rows and how long it
+/// lasted.
+fn one_window(
+    programs: &[(String, Arc<OwnedFd>)],
+    pause: impl FnOnce(),
+) -> Result<(WindowRows, u64), CostUnavailable> {
     let unreadable = |e: std::io::Error| {
         CostUnavailable(format!("cannot read the programs' BPF statistics: {e}"))
     };
     let on = enable_stats()?;
     let t0 = crate::sys::clock::monotonic_ns();
     let before = read_all(programs).map_err(unreadable)?;
-    std::thread::sleep(SAMPLE);
+    pause();
     let after = read_all(programs).map_err(unreadable)?;
     let t1 = crate::sys::clock::monotonic_ns();
     drop(on);
@@ -233,7 +237,11 @@ fn sample_loop(shared: &(Mutex<Shared>, Condvar)) {
             }
             s.programs.clone()
         };
-        let result = one_window(&programs);
+        // The window's pause ends early when the sampler stops, so that
+        // dropping the ledger does not wait for it.
+        let result = one_window(&programs, || {
+            wait_unless_stopped(lock, wake, SAMPLE);
+        });
         let end = crate::sys::clock::monotonic_ns();
         {
             let mut s = guard(lock);
@@ -247,17 +255,22 @@ fn sample_loop(shared: &(Mutex<Shared>, Condvar)) {
             }
         }
         last_end = Some(end);
-        let mut s = guard(lock);
-        let until = std::time::Instant::now() + PERIOD.saturating_sub(SAMPLE);
-        while !s.stop {
-            let left = until.saturating_duration_since(std::time::Instant::now());
-            if left.is_zero() {
-                break;
-            }
-            s = wake
-                .wait_timeout(s, left)
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
+        wait_unless_stopped(lock, wake, PERIOD.saturating_sub(SAMPLE));
+    }
+}
+
+/// Waits `d`, or less if the sampler is told to stop meanwhile.
+fn wait_unless_stopped(lock: &Mutex<Shared>, wake: &Condvar, d: std::time::Duration) {
+    let until = std::time::Instant::now() + d;
+    let mut s = lock.lock().unwrap_or_else(|p| p.into_inner());
+    while !s.stop {
+        let left = until.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            break;
         }
+        s = wake
+            .wait_timeout(s, left)
+            .unwrap_or_else(|p| p.into_inner())
+            .0;
     }
 }
