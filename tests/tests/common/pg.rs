@@ -334,14 +334,11 @@ pub fn pgss_by_fingerprint(c: &Cluster) -> std::collections::BTreeMap<String, (u
     m
 }
 
-/// pg_stat_statements created and pgbench's tables (scale 1) made in `c`,
-/// which was started with `shared_preload_libraries=pg_stat_statements`.
-pub fn with_pgss_and_pgbench(c: &Cluster) {
-    c.psql("CREATE EXTENSION pg_stat_statements");
+/// pgbench's tables at scale 1 (100 000 accounts), made by pgbench itself.
+pub fn pgbench_tables(c: &Cluster) {
     let out = Command::new(c.bin.join("pgbench"))
-        .args(["-i", "-s", "1", "-q", "-h"])
-        .arg(&c.dir)
-        .args(["-p", &c.port.to_string(), "-U", "ttp", "postgres"])
+        .args(["-i", "-s", "1", "-q", "-d"])
+        .arg(c.conninfo())
         .output()
         .expect("pgbench -i");
     assert!(
@@ -349,4 +346,11 @@ pub fn with_pgss_and_pgbench(c: &Cluster) {
         "pgbench -i: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// pg_stat_statements created and pgbench's tables (scale 1) made in `c`,
+/// which was started with `shared_preload_libraries=pg_stat_statements`.
+pub fn with_pgss_and_pgbench(c: &Cluster) {
+    c.psql("CREATE EXTENSION pg_stat_statements");
+    pgbench_tables(c);
 }

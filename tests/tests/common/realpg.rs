@@ -32,18 +32,10 @@ pub fn log_lines_of(c: &Cluster, pid: Option<u64>) -> Vec<String> {
         .collect()
 }
 
-/// pgbench's tables at scale 1 (100 000 accounts), made by pgbench itself.
+/// pgbench's tables at scale 1 (100 000 accounts), made by pgbench itself,
+/// checkpointed and read once.
 pub fn pgbench_init(c: &Cluster) {
-    let out = std::process::Command::new(c.bin.join("pgbench"))
-        .args(["-i", "-s", "1", "-q", "-d"])
-        .arg(c.conninfo())
-        .output()
-        .expect("pgbench -i");
-    assert!(
-        out.status.success(),
-        "pgbench -i: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    super::pg::pgbench_tables(c);
     c.psql("CHECKPOINT");
     c.psql("SELECT count(*) FROM pgbench_accounts");
 }
