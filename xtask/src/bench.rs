@@ -105,7 +105,7 @@ pub enum Which {
         /// names in the table (e.g. `pgss,sock-floor,socket`): more rounds
         /// in the same time for the figures that decide.
         #[arg(long, value_delimiter = ',')]
-        only: Vec<String>,
+        only: Vec<statements::Variant>,
     },
     /// `serve --group-by unit --interval 10s`, scraped every 10 s for a
     /// while: its userspace CPU share, peak RSS and scrape size.

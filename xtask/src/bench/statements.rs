@@ -60,7 +60,7 @@ use super::{
 use crate::{setup, util};
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Variant {
+pub enum Variant {
     Without = 0,
     /// pg_stat_statements preloaded, on the second cluster; no tracer.
     Pgss = 1,
@@ -97,6 +97,27 @@ const VARIANTS: [Variant; 8] = [
     Variant::Usdt,
     Variant::SimpleOnly,
 ];
+
+/// `--only`'s values: every variant but the run without a tracer, by its
+/// name in the per-round table.
+impl clap::ValueEnum for Variant {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[
+            Variant::Pgss,
+            Variant::Floor,
+            Variant::SocketFloor,
+            Variant::Delayacct,
+            Variant::Socket,
+            Variant::Usdt,
+            Variant::SimpleOnly,
+            Variant::DetailAll,
+        ]
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(clap::builder::PossibleValue::new(self.short()))
+    }
+}
 
 impl Variant {
     /// Its name in the per-round table.
@@ -221,26 +242,13 @@ impl Round {
     }
 }
 
-pub fn bench(rounds: u32, load: Load, detail_all: bool, only: &[String]) -> anyhow::Result<()> {
+pub fn bench(rounds: u32, load: Load, detail_all: bool, only: &[Variant]) -> anyhow::Result<()> {
     let mut variants = VARIANTS.to_vec();
-    if detail_all {
+    if detail_all || only.contains(&Variant::DetailAll) {
         variants.push(Variant::DetailAll);
     }
     if !only.is_empty() {
-        if let Some(bad) = only
-            .iter()
-            .find(|o| !variants.iter().any(|v| v.short() == o.as_str()))
-        {
-            bail!(
-                "--only {bad}: no such variant (one of {})",
-                variants
-                    .iter()
-                    .map(|v| v.short())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
-        }
-        variants.retain(|v| *v == Variant::Without || only.iter().any(|o| o == v.short()));
+        variants.retain(|v| *v == Variant::Without || only.contains(v));
     }
     setup::ensure_packages(
         &["postgresql", "time"],
@@ -376,18 +384,11 @@ fn rounds_of(
         } else {
             ""
         },
-        if variants.len() < VARIANTS.len() {
-            format!(
-                " --only {}",
-                variants
-                    .iter()
-                    .filter(|v| **v != Variant::Without)
-                    .map(|v| v.short())
-                    .collect::<Vec<_>>()
-                    .join(",")
-            )
-        } else {
+        if VARIANTS.iter().all(|v| variants.contains(v)) {
             String::new()
+        } else {
+            let names: Vec<_> = variants[1..].iter().map(|v| v.short()).collect();
+            format!(" --only {}", names.join(","))
         }
     );
     Ok(())
