@@ -290,6 +290,10 @@ pub struct ProbeCost {
     pub sample_windows: u64,
     #[serde(default)]
     pub stats_on_ns: u64,
+    /// No sampling window fell inside this window: the means are those of
+    /// every window since load.
+    #[serde(default)]
+    pub means_since_load: bool,
     /// Per program, most expensive first.
     pub programs: Vec<ProgramCost>,
     /// Sum over the programs (`program` is "total"; its ns a run is the
@@ -377,6 +381,7 @@ impl ProbeCost {
             window_ns,
             sample_windows,
             stats_on_ns,
+            means_since_load: !inside,
             share_of_window: if window_ns == 0 {
                 0.0
             } else {
@@ -494,7 +499,11 @@ mod tests {
         assert_eq!(c.total.runs, 12_345 + 5_432);
         assert_eq!(c.total.run_time_ns, sw.run_time_ns + wk.run_time_ns);
         assert!((c.share_of_window - c.total.run_time_ns as f64 / 2e9).abs() < 1e-12);
-        assert!(c.source.contains("inside this one"), "{}", c.source);
+        assert!(
+            !c.means_since_load && c.source.contains("inside this one"),
+            "{}",
+            c.source
+        );
     }
 
     /// A window shorter than the sampling period holds no sampling window:
@@ -510,7 +519,11 @@ mod tests {
         assert_eq!(sw.runs, 1_000);
         assert_eq!(sw.ns_per_run, Some(3_800.0 / 40.0));
         assert_eq!(c.sample_windows, 2);
-        assert!(c.source.contains("since load"), "{}", c.source);
+        assert!(
+            c.means_since_load && c.source.contains("since load"),
+            "{}",
+            c.source
+        );
     }
 
     /// Catches an underflow panic or a huge figure when a counter reads

@@ -53,7 +53,7 @@ pub fn lines(c: &ProbeCost, window_name: &str) -> String {
         c.sample_windows,
         if c.sample_windows == 1 { "" } else { "s" },
         crate::probe::cost::SAMPLE.as_millis(),
-        if c.source.contains("since load") {
+        if c.means_since_load {
             ", none inside this window"
         } else {
             ""
@@ -121,6 +121,7 @@ mod tests {
             window_ns: 4_000_000_000,
             sample_windows: 2,
             stats_on_ns: 400_000_000,
+            means_since_load: false,
             share_of_window: total.run_time_ns as f64 / 4e9,
             programs,
             total,
