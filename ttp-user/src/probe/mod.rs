@@ -14,6 +14,7 @@ mod read;
 pub mod seed;
 mod slots;
 pub mod statements;
+pub mod symbols;
 pub mod trace;
 pub mod usdt;
 pub mod usdt_attach;

@@ -127,11 +127,7 @@ pub fn not_a_server(binary: &Path) -> Option<String> {
 }
 
 fn symbol(file: &object::File, name: &str) -> Option<u64> {
-    use object::{Object, ObjectSymbol};
-    file.dynamic_symbols()
-        .chain(file.symbols())
-        .find(|s| s.name() == Ok(name) && s.address() != 0)
-        .map(|s| s.address())
+    super::symbols::defined_address(file, name, None)
 }
 
 /// Where `binary` is loaded in `pid`: the start of its mapping at file

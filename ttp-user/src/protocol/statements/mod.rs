@@ -107,14 +107,9 @@ pub fn requested_waits(details: &[Detail], simple_only: bool) -> [bool; WAITS] {
     on
 }
 
-/// The address of the defined symbol `name` of `kind` in `file` (its static
-/// or its dynamic symbols).
+/// The address of the defined symbol `name` of `kind` in `file`.
 fn symbol_address(file: &object::File, name: &str, kind: object::SymbolKind) -> Option<u64> {
-    use object::{Object, ObjectSymbol};
-    file.symbols()
-        .chain(file.dynamic_symbols())
-        .find(|s| s.kind() == kind && s.name() == Ok(name) && s.address() != 0)
-        .map(|s| s.address())
+    crate::probe::symbols::defined_address(file, name, Some(kind))
 }
 
 /// The server binary of the PostgreSQL installed here, for tests that

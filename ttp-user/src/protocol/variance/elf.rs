@@ -4,8 +4,9 @@
 //! uprobes attach at.
 //!
 //! `.symtab` is read when present (it names static functions too), else
-//! `.dynsym` (what a stripped binary or a distribution's shared library
-//! keeps). Several symbols at one address (`malloc`, `__libc_malloc`) are one
+//! the `.symtab` of the binary's separate debug file where one is found
+//! (probe/symbols.rs: build-id, debug link, debuginfod), else `.dynsym`
+//! (what a stripped binary or a distribution's shared library keeps). Several symbols at one address (`malloc`, `__libc_malloc`) are one
 //! function with aliases. Versioned names (`memcpy@@GLIBC_2.14` in a
 //! `.symtab`, or the `.gnu.version` entry of a `.dynsym` symbol) keep their
 //! version beside the plain name, so `memcpy`, `memcpy@@GLIBC_2.14` and
@@ -16,29 +17,14 @@ use std::{
 };
 
 pub use super::elf_error::ElfError;
+pub use crate::probe::symbols::SymbolSource;
+use crate::probe::symbols::{DebugIds, DebugSearch, find_debug_file};
 use super::symbols::{RawSymbol, group_functions, levenshtein, split_version};
 use object::{
     Object, ObjectSection, ObjectSymbol, ObjectSymbolTable, RelocationFlags, RelocationTarget,
     SectionKind, SymbolKind, elf,
     read::elf::{Dyn as _, ElfFile64, FileHeader as _, ProgramHeader as _, SectionHeader as _},
 };
-
-/// Which symbol table the functions came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SymbolSource {
-    Symtab,
-    Dynsym,
-}
-
-impl SymbolSource {
-    pub fn label(self) -> &'static str {
-        match self {
-            SymbolSource::Symtab => ".symtab",
-            SymbolSource::Dynsym => ".dynsym only",
-        }
-    }
-}
 
 /// How the file is loaded: at fixed addresses, or anywhere (then the
 /// addresses here are relative to the load bias).
@@ -121,6 +107,8 @@ pub struct ElfImage {
     data: Vec<u8>,
     kind: ElfKind,
     source: SymbolSource,
+    /// The separate debug file the names came from, if any.
+    symbol_file: Option<PathBuf>,
     /// Sorted by address.
     functions: Vec<Function>,
     /// Plain and versioned names → (index into `functions`, whether the
@@ -138,17 +126,27 @@ pub struct ElfImage {
 const EM_X86_64: u16 = 62;
 
 impl ElfImage {
-    /// Reads and parses `path`.
+    /// Reads and parses `path`, with the names of its own tables only.
     pub fn load(path: &Path) -> Result<Self, ElfError> {
+        Self::load_with(path, &DebugSearch::none())
+    }
+
+    /// Reads and parses `path`; without a `.symtab` of its own, the names
+    /// come from its debug file where `search` finds one.
+    pub fn load_with(path: &Path, search: &DebugSearch) -> Result<Self, ElfError> {
         let data = std::fs::read(path).map_err(|source| ElfError::Read {
             path: path.to_owned(),
             source,
         })?;
-        Self::parse(path, data)
+        Self::parse_with(path, data, search)
     }
 
     /// Parses ELF bytes; `path` is only used in messages.
     pub fn parse(path: &Path, data: Vec<u8>) -> Result<Self, ElfError> {
+        Self::parse_with(path, data, &DebugSearch::none())
+    }
+
+    fn parse_with(path: &Path, data: Vec<u8>, search: &DebugSearch) -> Result<Self, ElfError> {
         let path = path.to_owned();
         if data.len() < 20 || &data[..4] != b"\x7fELF" {
             return Err(ElfError::NotElf { path });
@@ -254,30 +252,26 @@ impl ElfImage {
             }
         }
 
-        let (source, raw): (SymbolSource, Vec<RawSymbol>) = match file.symbol_table() {
-            Some(table) if table.symbols().any(|s| s.kind() == SymbolKind::Text) => {
-                let syms = table
-                    .symbols()
-                    .filter(|s| {
-                        s.kind() == SymbolKind::Text && !s.is_undefined() && s.address() != 0
-                    })
-                    .map(|s| {
-                        let (base, version, default_version) =
-                            split_version(s.name().unwrap_or(""));
-                        RawSymbol {
-                            name: base.to_owned(),
-                            version: version.map(str::to_owned),
-                            default_version,
-                            address: s.address(),
-                            size: s.size(),
-                            global: s.is_global(),
-                            ifunc: s.elf_symbol().st_type() == elf::STT_GNU_IFUNC,
-                        }
-                    })
-                    .collect();
-                (SymbolSource::Symtab, syms)
-            }
-            _ => {
+        let own = symtab_functions(&file);
+        let debug = if own.is_empty() && !search.is_none() {
+            let ids = object::File::parse(&*data)
+                .map(|f| DebugIds::of(&f))
+                .unwrap_or_default();
+            find_debug_file(&path, &ids, search)
+        } else {
+            None
+        };
+        let from_debug = debug.as_ref().and_then(|d| {
+            let f = ElfFile64::<object::Endianness>::parse(&*d.data).ok()?;
+            let syms = symtab_functions(&f);
+            (!syms.is_empty()).then_some((d.source, syms, d.path.clone()))
+        });
+        let (source, raw, symbol_file): (SymbolSource, Vec<RawSymbol>, Option<PathBuf>) =
+            if !own.is_empty() {
+                (SymbolSource::Symtab, own, None)
+            } else if let Some((source, syms, path)) = from_debug {
+                (source, syms, Some(path))
+            } else {
                 let syms = file
                     .dynamic_symbols()
                     .filter(|s| {
@@ -294,9 +288,8 @@ impl ElfImage {
                         ifunc: r.ifunc,
                     })
                     .collect();
-                (SymbolSource::Dynsym, syms)
-            }
-        };
+                (SymbolSource::Dynsym, syms, None)
+            };
         if raw.is_empty() {
             return Err(ElfError::Stripped { path });
         }
@@ -320,6 +313,7 @@ impl ElfImage {
             data: Vec::new(),
             kind,
             source,
+            symbol_file,
             functions,
             by_name,
             got: HashMap::new(),
@@ -387,6 +381,10 @@ impl ElfImage {
     }
     pub fn symbol_source(&self) -> SymbolSource {
         self.source
+    }
+    /// The separate debug file that named the functions, if one did.
+    pub fn symbol_file(&self) -> Option<&Path> {
+        self.symbol_file.as_deref()
     }
     /// All functions, sorted by address.
     pub fn functions(&self) -> &[Function] {
@@ -520,6 +518,29 @@ impl ElfImage {
             .map(|(_, k)| k.to_owned())
             .collect()
     }
+}
+
+/// The function symbols of `file`'s `.symtab` (none when it has none).
+fn symtab_functions(file: &ElfFile64<object::Endianness>) -> Vec<RawSymbol> {
+    let Some(table) = file.symbol_table() else {
+        return Vec::new();
+    };
+    table
+        .symbols()
+        .filter(|s| s.kind() == SymbolKind::Text && !s.is_undefined() && s.address() != 0)
+        .map(|s| {
+            let (base, version, default_version) = split_version(s.name().unwrap_or(""));
+            RawSymbol {
+                name: base.to_owned(),
+                version: version.map(str::to_owned),
+                default_version,
+                address: s.address(),
+                size: s.size(),
+                global: s.is_global(),
+                ifunc: s.elf_symbol().st_type() == elf::STT_GNU_IFUNC,
+            }
+        })
+        .collect()
 }
 
 /// `DT_FLAGS_1` of the dynamic section, 0 when absent.

@@ -67,9 +67,9 @@ fn suggestion_text(s: &[String]) -> String {
 
 fn stripped_hint(source: SymbolSource) -> &'static str {
     match source {
-        SymbolSource::Symtab => "",
         SymbolSource::Dynsym => {
-            "; the file has no .symtab, so only exported functions are known (install its debug symbols to see static ones)"
+            "; the file has no .symtab and no debug file was found (by build-id or .gnu_debuglink under --debug-dir, /usr/lib/debug by default, or from DEBUGINFOD_URLS), so only exported functions are known: install its debug symbols (the -dbgsym or -debuginfo package) to see static ones"
         }
+        _ => "",
     }
 }
