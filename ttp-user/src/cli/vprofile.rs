@@ -13,10 +13,10 @@ use anyhow::Context;
 
 use crate::{
     error::{UsageError, usage},
-    probe::probe_error_ctx,
+    probe::{probe_error_ctx, symbols::DebugSearch},
     protocol::variance::{
         breakdown::BreakdownConfig,
-        callgraph::CallGraph,
+        callgraph::{CallGraph, ChildKey},
         document::VprofileReport,
         driver::{self, InvocationSource, Stop},
         elf::{ElfError, ElfImage},
@@ -56,10 +56,17 @@ pub struct Args {
     #[arg(long, default_value = "auto", value_name = "auto|F1,F2,…")]
     pub children: String,
     /// Count direct calls to code without a symbol (the static functions of
-    /// a binary that keeps only .dynsym, like a distribution's postgres) as
-    /// children named sub_ADDRESS, instead of as part of img_FUNC.
+    /// a binary that keeps only .dynsym and whose debug file is not found)
+    /// as children named sub_ADDRESS from the first round. Without it they
+    /// become children once an img_FUNC that holds them is selected.
     #[arg(long)]
     pub unnamed_children: bool,
+    /// Where separate debug files are (gdb's debug-file-directory):
+    /// DIR/.build-id/xx/yyyy.debug and the .gnu_debuglink file under
+    /// DIR/<the binary's directory>. Repeatable; /usr/lib/debug when not
+    /// given. Servers in DEBUGINFOD_URLS are asked after these.
+    #[arg(long = "debug-dir", value_name = "DIR")]
+    pub debug_dirs: Vec<PathBuf>,
     /// At most this many factors are selected (k of Algorithm 1).
     #[arg(long, default_value_t = 3)]
     pub k: usize,
@@ -230,13 +237,19 @@ pub fn prepare(args: &Args) -> anyhow::Result<Prepared> {
         (None, Some(n)) => Stop::Invocations(n),
         (None, None) => Stop::Duration(Duration::from_secs(10)),
     };
-    let elf = ElfImage::load(&args.binary).map_err(elf_usage)?;
+    let elf = ElfImage::load_with(&args.binary, &DebugSearch::from_env(&args.debug_dirs))
+        .map_err(elf_usage)?;
     let root = elf.lookup(&args.root).map_err(elf_usage)?;
     let only_root_children = if args.children == "auto" {
         None
     } else {
         let graph = CallGraph::build_with(&elf, root, args.unnamed_children);
-        let known: Vec<String> = graph.children(root).into_iter().map(|c| c.name).collect();
+        let known: Vec<String> = graph
+            .children(root)
+            .into_iter()
+            .chain(graph.unnamed_children_of(&ChildKey::Local(root)))
+            .map(|c| c.name)
+            .collect();
         let wanted: Vec<String> = args
             .children
             .split(',')

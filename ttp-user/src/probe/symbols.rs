@@ -109,9 +109,11 @@ impl DebugIds {
     pub fn of(file: &object::File) -> Self {
         Self {
             build_id: file.build_id().ok().flatten().map(<[u8]>::to_vec),
-            debuglink: file.gnu_debuglink().ok().flatten().map(|(name, crc)| {
-                (String::from_utf8_lossy(name).into_owned(), crc)
-            }),
+            debuglink: file
+                .gnu_debuglink()
+                .ok()
+                .flatten()
+                .map(|(name, crc)| (String::from_utf8_lossy(name).into_owned(), crc)),
         }
     }
 
@@ -180,7 +182,12 @@ fn debuglink_candidates(binary: &Path, name: &str, dirs: &[PathBuf]) -> Vec<Path
 /// `path` as the debug file of a binary with `ids`: an ELF file with
 /// function symbols, the binary's build-id (when it has one) and, for a
 /// debug link, the CRC-32 the link records.
-fn accept(path: &Path, ids: &DebugIds, crc: Option<u32>, source: SymbolSource) -> Option<DebugFile> {
+fn accept(
+    path: &Path,
+    ids: &DebugIds,
+    crc: Option<u32>,
+    source: SymbolSource,
+) -> Option<DebugFile> {
     let data = std::fs::read(path).ok()?;
     if let Some(want) = crc {
         let mut c = flate2::Crc::new();

@@ -103,7 +103,10 @@ fn refuses_another_builds_debug_file() {
         let src = other.path().join("prog.c");
         std::fs::write(&src, SOURCE.replace("x * 3", "x * 5")).unwrap();
         let b = other.path().join("prog");
-        run(Command::new("cc").args(["-g", "-O1", "-o"]).arg(&b).arg(&src));
+        run(Command::new("cc")
+            .args(["-g", "-O1", "-o"])
+            .arg(&b)
+            .arg(&src));
         let d = other.path().join("prog.debug");
         run(Command::new("objcopy")
             .arg("--only-keep-debug")
@@ -141,10 +144,17 @@ fn names_the_c_librarys_static_functions_from_the_system_debug_file() {
     assert!(defined_address(&file, "_int_malloc", Some(SymbolKind::Text)).is_none());
     let ids = DebugIds::of(&file);
     let Some(debug) = find_debug_file(libc, &ids, &DebugSearch::from_env(&[])) else {
-        eprintln!("no debug file of libc under {SYSTEM_DEBUG_DIR} (apt-get install libc6-dbg): skipped");
+        eprintln!(
+            "no debug file of libc under {SYSTEM_DEBUG_DIR} (apt-get install libc6-dbg): skipped"
+        );
         return;
     };
-    assert_eq!(debug.source, SymbolSource::BuildId, "{}", debug.path.display());
+    assert_eq!(
+        debug.source,
+        SymbolSource::BuildId,
+        "{}",
+        debug.path.display()
+    );
     assert!(
         defined_address(
             &object::File::parse(&*debug.data).unwrap(),

@@ -22,6 +22,15 @@
 //!
 //! Every round measures the whole tree broken down so far (not only the new
 //! level), so all numbers of a round come from the same invocations.
+//!
+//! Calls to code no symbol names (a stripped binary's static functions)
+//! start as part of their caller's img. When an img_F is selected and F
+//! makes such calls, or a selected F makes no other measurable call, they
+//! become children from the next round on, everywhere in the tree: img_F
+//! is "the time of F's simple statements, without invoking other
+//! functions" (Sec. 3.1), so a call is a child, named or not, and the
+//! breakdown does not stop at "F's own code" while F's time is in its
+//! callees.
 use std::collections::{HashMap, HashSet};
 
 use super::{
@@ -38,6 +47,11 @@ pub trait CallGraphView {
     fn height(&self, function: &str) -> u32;
     /// The measurable children of a function (none for an import).
     fn children(&self, function: &str) -> Vec<Child>;
+    /// Its calls to code no symbol names, when [`Self::children`] leaves
+    /// them out.
+    fn unnamed_children(&self, _function: &str) -> Vec<Child> {
+        Vec::new()
+    }
 }
 
 impl CallGraphView for CallGraph<'_> {
@@ -51,6 +65,12 @@ impl CallGraphView for CallGraph<'_> {
     fn children(&self, function: &str) -> Vec<Child> {
         match self.key(function) {
             Some(k) => self.children_of(&k),
+            None => Vec::new(),
+        }
+    }
+    fn unnamed_children(&self, function: &str) -> Vec<Child> {
+        match self.key(function) {
+            Some(k) => self.unnamed_children_of(&k),
             None => Vec::new(),
         }
     }
@@ -82,6 +102,19 @@ pub struct RoundSummary {
     pub selected: Vec<String>,
     /// Functions to break down in the next round.
     pub next: Vec<String>,
+    /// Calls to code without a symbol became children after this round,
+    /// because of this selected factor.
+    #[serde(default)]
+    pub unnamed_opened: Option<UnnamedOpened>,
+}
+
+/// Why calls to code without a symbol became children.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct UnnamedOpened {
+    /// The selected factor (`Var(img_PortalRun)`).
+    pub factor: String,
+    /// Its share of Var(root).
+    pub share: f64,
 }
 
 /// Algorithm 2's state between rounds.
@@ -103,6 +136,13 @@ pub struct Breakdown {
     literal: Vec<usize>,
     /// Measure only these children of the root (`--children F1,F2`).
     root_children: Option<Vec<String>>,
+    /// Calls to code without a symbol are children (see the module's doc).
+    unnamed: bool,
+    /// Instances broken down before `unnamed` was set, whose calls to code
+    /// without a symbol are to be added next round.
+    reopen: Vec<Vec<String>>,
+    /// Instances whose calls to code without a symbol are in the table.
+    with_unnamed: HashSet<Vec<String>>,
     /// Rounds ran out while functions were still to be broken down.
     pub stopped_early: bool,
 }
@@ -122,8 +162,23 @@ impl Breakdown {
             last: None,
             literal: Vec::new(),
             root_children: None,
+            unnamed: false,
+            reopen: Vec::new(),
+            with_unnamed: HashSet::new(),
             stopped_early: false,
         }
+    }
+
+    /// The children `function` is broken down into now, and whether its
+    /// calls to code without a symbol are among them.
+    fn children_of(&self, graph: &dyn CallGraphView, function: &str) -> (Vec<Child>, bool) {
+        let mut children = graph.children(function);
+        let unnamed = graph.unnamed_children(function);
+        let with_unnamed = !unnamed.is_empty() && (self.unnamed || children.is_empty());
+        if with_unnamed {
+            children.extend(unnamed);
+        }
+        (children, with_unnamed)
     }
 
     /// Measures only the named children of the root (the others' time is
@@ -137,7 +192,7 @@ impl Breakdown {
     /// functions to the child table and returns it to be measured, or
     /// `None` when Algorithm 2 has finished.
     pub fn next_table(&mut self, graph: &dyn CallGraphView) -> Option<&ChildTable> {
-        if self.pending.is_empty() {
+        if self.pending.is_empty() && self.reopen.is_empty() {
             return None;
         }
         let pending = std::mem::take(&mut self.pending);
@@ -157,9 +212,39 @@ impl Breakdown {
             }
         }
         self.fresh.clear();
+        for path in std::mem::take(&mut self.reopen) {
+            let Some(&slot) = self.expanded.get(&path) else {
+                continue;
+            };
+            if !self.with_unnamed.insert(path.clone()) {
+                continue;
+            }
+            let function = path.last().expect("non-empty path");
+            let new = graph.unnamed_children(function);
+            if new.is_empty() || (slot.is_none() && self.root_children.is_some()) {
+                continue;
+            }
+            for child in new {
+                self.table.slots.push(ChildSlot {
+                    parent: slot,
+                    function: child.name,
+                    call_sites: child.call_sites,
+                });
+            }
+            self.fresh.push(path);
+        }
         for (path, slot) in instances {
             let function = path.last().expect("non-empty path").clone();
-            for child in graph.children(&function) {
+            let (mut children, with_unnamed) = self.children_of(graph, &function);
+            if with_unnamed {
+                self.with_unnamed.insert(path.clone());
+            }
+            if slot.is_none() && self.root_children.is_some() && !with_unnamed {
+                // `--children` may name code without a symbol (sub_ADDR).
+                children.extend(graph.unnamed_children(&function));
+                self.with_unnamed.insert(path.clone());
+            }
+            for child in children {
                 if slot.is_none()
                     && let Some(only) = &self.root_children
                     && !only.contains(&child.name)
@@ -221,19 +306,42 @@ impl Breakdown {
         let round = self.rounds.len() + 1;
         let mut next = Vec::new();
         let mut pin = HashSet::new();
+        let mut unnamed_opened = None;
         for &i in &selected {
             let Term::Var(f) = &ranked[i].term else {
                 continue;
             };
+            let unopened = || {
+                self.expanded
+                    .keys()
+                    .any(|p| p.last() == Some(&f.name) && !self.with_unnamed.contains(p))
+            };
+            if f.imaginary
+                && !self.unnamed
+                && !graph.unnamed_children(&f.name).is_empty()
+                && unopened()
+            {
+                // img_F holds calls to code without a symbol: break down
+                // into them rather than answer "F's own code".
+                self.unnamed = true;
+                unnamed_opened = Some(UnnamedOpened {
+                    factor: ranked[i].term.to_string(),
+                    share: ranked[i].share,
+                });
+                self.reopen = self.expanded.keys().cloned().collect();
+                self.reopen.sort();
+                continue;
+            }
             if self.needs_break_down(f, &tree, graph) {
                 next.push(f.name.clone());
             } else {
                 pin.insert(ranked[i].term.clone());
             }
         }
-        if !next.is_empty() && round >= self.config.max_rounds {
+        if (!next.is_empty() || !self.reopen.is_empty()) && round >= self.config.max_rounds {
             self.stopped_early = true;
             next.clear();
+            self.reopen.clear();
         }
         // Show the factors kept in this round among the pinned ones, as the
         // next ranking would (their order among themselves is unchanged).
@@ -263,6 +371,7 @@ impl Breakdown {
                 .map(|&i| ranked[i].term.to_string())
                 .collect(),
             next,
+            unnamed_opened,
         });
         self.last = Some((tree, ranked, selected));
         Ok(self.rounds.last().expect("just pushed"))
@@ -271,7 +380,7 @@ impl Breakdown {
     /// A selected variance needs breaking down when it is a real function
     /// with measurable children, some instance of which is not broken down.
     fn needs_break_down(&self, f: &FnName, tree: &VarianceTree, graph: &dyn CallGraphView) -> bool {
-        if f.imaginary || graph.children(&f.name).is_empty() {
+        if f.imaginary || self.children_of(graph, &f.name).0.is_empty() {
             return false;
         }
         (0..tree.nodes.len()).any(|id| {
@@ -281,7 +390,7 @@ impl Breakdown {
     }
 
     pub fn is_done(&self) -> bool {
-        self.pending.is_empty() && self.last.is_some()
+        self.pending.is_empty() && self.reopen.is_empty() && self.last.is_some()
     }
     pub fn config(&self) -> &BreakdownConfig {
         &self.config

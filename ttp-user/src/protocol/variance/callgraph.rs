@@ -178,8 +178,10 @@ fn plt_stub_slot(elf: &ElfImage, stub: u64) -> Option<u64> {
 pub struct CallGraph<'a> {
     elf: &'a ElfImage,
     root: usize,
-    /// Calls to functions without a symbol are children (`sub_ADDR`)
-    /// rather than part of img.
+    /// Calls to functions without a symbol are children (`sub_ADDR`) from
+    /// the start, rather than only once img asks for them
+    /// ([`Self::unnamed_children_of`]). The graph and its heights always
+    /// include them: they are the program's real call graph.
     unnamed_children: bool,
     calls: HashMap<FnId, FunctionCalls>,
     heights: HashMap<FnId, u32>,
@@ -189,15 +191,17 @@ pub struct CallGraph<'a> {
 }
 
 impl<'a> CallGraph<'a> {
-    /// Decodes every function reachable from `root` through direct calls;
-    /// calls to addresses without a symbol stay in img (Sec. 3.1).
+    /// Decodes every function reachable from `root` through direct calls,
+    /// named or not; the children of a function are its named callees
+    /// (calls to code without a symbol are offered apart, by
+    /// [`Self::unnamed_children_of`]).
     pub fn build(elf: &'a ElfImage, root: usize) -> Self {
         Self::build_with(elf, root, false)
     }
 
     /// As [`Self::build`]; with `unnamed_children`, a direct call to code
-    /// no symbol covers is a child named `sub_ADDR`, whose own code is
-    /// found by following its control flow ([`super::extent`]).
+    /// no symbol covers is a child named `sub_ADDR` from the start. Its own
+    /// code is found by following its control flow ([`super::extent`]).
     pub fn build_with(elf: &'a ElfImage, root: usize, unnamed_children: bool) -> Self {
         let mut g = Self {
             elf,
@@ -231,7 +235,7 @@ impl<'a> CallGraph<'a> {
                 .map(|fc| {
                     fc.call_sites
                         .iter()
-                        .filter_map(|cs| match g.child_key(&cs.callee)? {
+                        .filter_map(|cs| match g.child_key(&cs.callee, true)? {
                             ChildKey::Import(_) => Some(None), // a leaf child
                             k => Some(Some(to_id(&k))),
                         })
@@ -258,13 +262,14 @@ impl<'a> CallGraph<'a> {
         g
     }
 
-    /// The child a callee is, if it can be measured.
-    fn child_key(&self, callee: &Callee) -> Option<ChildKey> {
+    /// The child a callee is, if it can be measured (code without a
+    /// symbol only with `unnamed`).
+    fn child_key(&self, callee: &Callee, unnamed: bool) -> Option<ChildKey> {
         match callee {
             Callee::Local(i) => Some(ChildKey::Local(*i)),
             Callee::Import { name } => Some(ChildKey::Import(name.clone())),
             Callee::Unnamed { target }
-                if self.unnamed_children
+                if unnamed
                     && self.elf.function_containing(*target).is_none()
                     && self.elf.code(*target, 1).is_some() =>
             {
@@ -276,7 +281,7 @@ impl<'a> CallGraph<'a> {
 
     /// The graph node a callee is (imports are not nodes).
     fn node_of(&self, callee: &Callee) -> Option<FnId> {
-        match self.child_key(callee)? {
+        match self.child_key(callee, true)? {
             ChildKey::Import(_) => None,
             k => Some(to_id(&k)),
         }
@@ -335,8 +340,27 @@ impl<'a> CallGraph<'a> {
 
     /// The children of `function` (Sec. 3.1), in order of their first call
     /// site. Calls that cannot be measured are not children: they are part
-    /// of `img_function`. An import has none.
+    /// of `img_function`. Calls to code without a symbol are children only
+    /// when the graph was built with `unnamed_children`. An import has none.
     pub fn children_of(&self, function: &ChildKey) -> Vec<Child> {
+        self.children_where(function, self.unnamed_children, |_| true)
+    }
+
+    /// The calls of `function` to code no symbol names, as children
+    /// `sub_ADDR`, when [`Self::children_of`] leaves them out (else none).
+    pub fn unnamed_children_of(&self, function: &ChildKey) -> Vec<Child> {
+        if self.unnamed_children {
+            return Vec::new();
+        }
+        self.children_where(function, true, |k| matches!(k, ChildKey::Unnamed(_)))
+    }
+
+    fn children_where(
+        &self,
+        function: &ChildKey,
+        unnamed: bool,
+        keep: impl Fn(&ChildKey) -> bool,
+    ) -> Vec<Child> {
         if matches!(function, ChildKey::Import(_)) {
             return Vec::new();
         }
@@ -345,7 +369,7 @@ impl<'a> CallGraph<'a> {
         };
         let mut out: Vec<Child> = Vec::new();
         for cs in &fc.call_sites {
-            let Some(key) = self.child_key(&cs.callee) else {
+            let Some(key) = self.child_key(&cs.callee, unnamed).filter(|k| keep(k)) else {
                 continue;
             };
             let site = (cs.call_address, cs.return_address);
@@ -359,6 +383,19 @@ impl<'a> CallGraph<'a> {
             }
         }
         out
+    }
+
+    /// Where code without a symbol lies, as well as the symbols can say:
+    /// the nearest function symbol before it and the offset from its start
+    /// (`PortalRun+0x5a0`), as perf prints an address it cannot name.
+    pub fn near_symbol(&self, name: &str) -> Option<String> {
+        let ChildKey::Unnamed(address) = self.key(name)? else {
+            return None;
+        };
+        let functions = self.elf.functions();
+        let i = functions.partition_point(|f| f.address <= address);
+        let f = functions.get(i.checked_sub(1)?)?;
+        Some(format!("{}+{:#x}", f.name, address - f.address))
     }
 }
 

@@ -42,6 +42,9 @@ pub struct BinaryInfo {
     pub path: String,
     pub kind: ElfKind,
     pub symbols: SymbolSource,
+    /// The separate debug file that named the functions, if one did.
+    #[serde(default)]
+    pub symbol_file: Option<String>,
     /// height(call_graph) of eq. 2.
     pub root_height: u32,
     /// Functions reachable from the root through direct calls.
@@ -105,6 +108,18 @@ pub struct VprofileReport {
     /// Every factor, ranked by responsibility (Algorithm 1, line 14).
     pub factors: Vec<FactorReport>,
     pub tree: Vec<NodeReport>,
+    /// Where each function of the tree that no symbol names lies.
+    #[serde(default)]
+    pub unnamed: Vec<UnnamedFunction>,
+}
+
+/// A function without a symbol (`sub_ADDR`, its address in the file).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct UnnamedFunction {
+    pub name: String,
+    /// The nearest function symbol before it and the offset from its start
+    /// (`PortalRun+0x5a0`).
+    pub near: String,
 }
 
 impl VprofileReport {
@@ -180,6 +195,7 @@ impl VprofileReport {
                     negative_invocations: n.negative_invocations,
                 })
                 .collect(),
+            unnamed: Vec::new(),
         })
     }
 }

@@ -9,7 +9,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use super::{
     breakdown::{Breakdown, BreakdownConfig},
     callgraph::CallGraph,
-    document::{BinaryInfo, MeasurementInfo, VprofileReport},
+    document::{BinaryInfo, MeasurementInfo, UnnamedFunction, VprofileReport},
     elf::ElfImage,
     plan::{PlanError, ProbeCost, ProbePlan},
     tree::{ChildTable, Invocation, TreeError},
@@ -94,7 +94,11 @@ pub fn drive(
 ) -> Result<VprofileReport, DriveError> {
     let root = graph.root();
     let root_name = super::callgraph::unique_name(elf, root);
-    if graph.children(root).is_empty() {
+    if graph.children(root).is_empty()
+        && graph
+            .unnamed_children_of(&super::callgraph::ChildKey::Local(root))
+            .is_empty()
+    {
         return Err(DriveError::NoChildren { root: root_name });
     }
     let bar =
@@ -175,8 +179,29 @@ pub fn drive(
         path: elf.path().display().to_string(),
         kind: elf.kind(),
         symbols: elf.symbol_source(),
+        symbol_file: elf.symbol_file().map(|p| p.display().to_string()),
         root_height: graph.root_height(),
         reachable_functions: graph.reachable(),
     };
-    Ok(VprofileReport::new(&b, binary, info).expect("at least one round was observed"))
+    let mut report =
+        VprofileReport::new(&b, binary, info).expect("at least one round was observed");
+    let mut unnamed: Vec<String> = b
+        .table()
+        .slots
+        .iter()
+        .map(|s| s.function.clone())
+        .filter(|f| f.starts_with("sub_"))
+        .collect();
+    unnamed.sort();
+    unnamed.dedup();
+    report.unnamed = unnamed
+        .into_iter()
+        .filter_map(|name| {
+            Some(UnnamedFunction {
+                near: graph.near_symbol(&name)?,
+                name,
+            })
+        })
+        .collect();
+    Ok(report)
 }

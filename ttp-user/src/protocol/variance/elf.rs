@@ -17,9 +17,9 @@ use std::{
 };
 
 pub use super::elf_error::ElfError;
+use super::symbols::{RawSymbol, group_functions, levenshtein, split_version};
 pub use crate::probe::symbols::SymbolSource;
 use crate::probe::symbols::{DebugIds, DebugSearch, find_debug_file};
-use super::symbols::{RawSymbol, group_functions, levenshtein, split_version};
 use object::{
     Object, ObjectSection, ObjectSymbol, ObjectSymbolTable, RelocationFlags, RelocationTarget,
     SectionKind, SymbolKind, elf,
@@ -266,30 +266,29 @@ impl ElfImage {
             let syms = symtab_functions(&f);
             (!syms.is_empty()).then_some((d.source, syms, d.path.clone()))
         });
-        let (source, raw, symbol_file): (SymbolSource, Vec<RawSymbol>, Option<PathBuf>) =
-            if !own.is_empty() {
-                (SymbolSource::Symtab, own, None)
-            } else if let Some((source, syms, path)) = from_debug {
-                (source, syms, Some(path))
-            } else {
-                let syms = file
-                    .dynamic_symbols()
-                    .filter(|s| {
-                        s.kind() == SymbolKind::Text && !s.is_undefined() && s.address() != 0
-                    })
-                    .filter_map(|s| dynsyms.get(&s.index().0))
-                    .map(|r| RawSymbol {
-                        name: r.name.clone(),
-                        version: r.version.clone(),
-                        default_version: r.default_version,
-                        address: r.address,
-                        size: r.size,
-                        global: r.global,
-                        ifunc: r.ifunc,
-                    })
-                    .collect();
-                (SymbolSource::Dynsym, syms, None)
-            };
+        let (source, raw, symbol_file): (SymbolSource, Vec<RawSymbol>, Option<PathBuf>) = if !own
+            .is_empty()
+        {
+            (SymbolSource::Symtab, own, None)
+        } else if let Some((source, syms, path)) = from_debug {
+            (source, syms, Some(path))
+        } else {
+            let syms = file
+                .dynamic_symbols()
+                .filter(|s| s.kind() == SymbolKind::Text && !s.is_undefined() && s.address() != 0)
+                .filter_map(|s| dynsyms.get(&s.index().0))
+                .map(|r| RawSymbol {
+                    name: r.name.clone(),
+                    version: r.version.clone(),
+                    default_version: r.default_version,
+                    address: r.address,
+                    size: r.size,
+                    global: r.global,
+                    ifunc: r.ifunc,
+                })
+                .collect();
+            (SymbolSource::Dynsym, syms, None)
+        };
         if raw.is_empty() {
             return Err(ElfError::Stripped { path });
         }

@@ -99,6 +99,7 @@ pub(crate) fn report(b: &Breakdown) -> VprofileReport {
             path: "/bin/fake".into(),
             kind: ElfKind::PieExecutable,
             symbols: SymbolSource::Symtab,
+            symbol_file: None,
             root_height: 2,
             reachable_functions: 5,
         },

@@ -61,6 +61,46 @@ pub fn build(variant: Variant) -> PathBuf {
     out
 }
 
+/// The fixture as a distribution ships a program: built with `-g`, its
+/// functions below the roots `static` (`-DVT_INNER=static`), the roots
+/// exported (`-rdynamic`), the debug information split off into `debug`
+/// and `binary` stripped with a `.gnu_debuglink` to it.
+#[derive(Debug, Clone)]
+pub struct Split {
+    pub binary: PathBuf,
+    pub debug: PathBuf,
+}
+
+/// Builds [`Split`] into `dir`.
+pub fn build_split(dir: &Path) -> Split {
+    let binary = dir.join("vprof-target-split");
+    let debug = dir.join("vprof-target-split.debug");
+    let run = |cmd: &mut Command| {
+        let ok = cmd
+            .status()
+            .unwrap_or_else(|e| panic!("{cmd:?}: {e} (install gcc and binutils)"))
+            .success();
+        assert!(ok, "{cmd:?} failed");
+    };
+    run(Command::new("cc")
+        .args(["-O1", "-fno-inline", "-g", "-Wall", "-rdynamic"])
+        .arg("-DVT_INNER=static")
+        .arg("-o")
+        .arg(&binary)
+        .arg(SOURCE));
+    run(Command::new("objcopy")
+        .arg("--only-keep-debug")
+        .arg(&binary)
+        .arg(&debug));
+    run(Command::new("strip")
+        .args(["--strip-debug", "--strip-unneeded"])
+        .arg(&binary));
+    run(Command::new("objcopy")
+        .arg(format!("--add-gnu-debuglink={}", debug.display()))
+        .arg(&binary));
+    Split { binary, debug }
+}
+
 /// The program's own clock readings: column name → ns per invocation.
 #[derive(Debug, Clone)]
 pub struct Records {
@@ -69,6 +109,15 @@ pub struct Records {
 }
 
 impl Records {
+    /// The same readings with column `from` called `to` (a function the
+    /// binary under test names differently, e.g. `sub_ADDR`).
+    pub fn renamed(mut self, from: &str, to: &str) -> Self {
+        if let Some(c) = self.columns.remove(from) {
+            self.columns.insert(to.to_owned(), c);
+        }
+        self
+    }
+
     pub fn column(&self, name: &str) -> &[u64] {
         self.columns
             .get(name)

@@ -32,3 +32,5 @@ pub(crate) mod fixture;
 mod fixture_tests;
 #[cfg(test)]
 pub(crate) mod fixture_variance_tests;
+#[cfg(test)]
+mod symbols_tests;

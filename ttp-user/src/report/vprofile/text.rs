@@ -13,11 +13,16 @@ impl VprofileReport {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "vprofile {} in {} ({}, {})",
+            "vprofile {} in {} ({}, names from the {}{})",
             self.root,
             self.binary.path,
             self.binary.kind.label(),
-            self.binary.symbols.label()
+            self.binary.symbols.label(),
+            self.binary
+                .symbol_file
+                .as_ref()
+                .map(|f| format!(", {f}"))
+                .unwrap_or_default()
         );
         let _ = writeln!(
             s,
@@ -43,6 +48,19 @@ impl VprofileReport {
             m.overhead_uncertainty_ns_per_invocation,
         ) {
             (Some(c), Some(cut), Some(unc)) => {
+                // The probes' own time against the root's: what the mean
+                // would be without subtracting it.
+                if self.root_mean_ns > 0.0 && cut > self.root_mean_ns {
+                    let _ = writeln!(
+                        s,
+                        "WARNING: the probes more than double {}'s time ({} a call with them, {} after subtracting their cost, ×{:.1}): \
+                         the shares are estimates from a disturbed program; measure fewer functions (--children, fewer --rounds)",
+                        self.root,
+                        ms(self.root_mean_ns + cut),
+                        ms(self.root_mean_ns),
+                        (self.root_mean_ns + cut) / self.root_mean_ns
+                    );
+                }
                 let _ = writeln!(
                     s,
                     "probe cost subtracted: {:.0} ns per hit, {:.0} ns for the root's entry and return (± {:.0} ns per hit); {:.1} hit units and {} per invocation, ± {}",
@@ -105,6 +123,30 @@ impl VprofileReport {
                 f.height,
                 f.specificity,
                 f.responsibility / self.root_variance_ns2,
+            );
+        }
+        for r in &self.rounds {
+            if let Some(o) = &r.unnamed_opened {
+                let _ = writeln!(
+                    s,
+                    "  round {}: {} held {:.1} % of Var(root) and makes calls no symbol names, so from round {} they are children named sub_ADDRESS: img is a function's own statements, not its callees (VProfiler Sec. 3.1)",
+                    r.round,
+                    o.factor,
+                    o.share * 100.0,
+                    r.round + 1
+                );
+            }
+        }
+        if !self.unnamed.is_empty() {
+            let list: Vec<String> = self
+                .unnamed
+                .iter()
+                .map(|u| format!("{} = {}", u.name, u.near))
+                .collect();
+            let _ = writeln!(
+                s,
+                "  functions without a symbol, by the nearest symbol before them: {}",
+                list.join(", ")
             );
         }
         if self.stopped_early {
