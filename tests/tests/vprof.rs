@@ -527,3 +527,123 @@ fn sigterm_ends_a_round_whose_root_never_runs() {
         String::from_utf8_lossy(&left.stdout)
     );
 }
+
+/// `vprofile` on the fixture shipped as a distribution ships a program
+/// (tests/fixtures/vprof-target/build-split.sh: static functions, debug
+/// information split off): the deep workload's source, vt_jitter's sleep
+/// two static calls below the root, is found by its source name through
+/// the debug link and through the build-id path under `--debug-dir`; with
+/// no debug file, the same functions are reached as sub_ADDRESS (their
+/// addresses in the debug file) without `--unnamed-children`. Catches a
+/// debug file not searched where the field keeps them, a report that does
+/// not say where names came from, and the breakdown stopping at
+/// img_vt_root_deep.
+#[test]
+fn static_functions_named_through_debug_files_or_reached_unnamed() {
+    if !root_or_skip("static_functions_named_through_debug_files_or_reached_unnamed") {
+        return;
+    }
+    let _serial = serial();
+    let dir = std::env::temp_dir().join(format!("ttp-vprof-split-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let _guard = TargetDir(dir.clone());
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/fixtures/vprof-target/build-split.sh"
+    );
+    assert!(
+        Command::new("sh")
+            .arg(script)
+            .arg(&dir)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let bin = dir.join("vprof-target-split");
+    let debug = dir.join("vprof-target-split.debug");
+    let debug_elf = ElfImage::load(&debug).unwrap();
+    let sub = |f: &str| {
+        format!(
+            "sub_{:x}",
+            debug_elf.functions()[debug_elf.lookup(f).unwrap()].address
+        )
+    };
+    let child = Kill(
+        Command::new(&bin)
+            .args(["deep", "0", "-"])
+            .spawn()
+            .expect("start vprof-target-split"),
+    );
+    let pid = child.0.id().to_string();
+    let run = |debug_dir: &std::path::Path| {
+        let json = dir.join("vprof.json");
+        let (code, text, err) = ttp(&[
+            "vprofile",
+            "--pid",
+            &pid,
+            "--binary",
+            bin.to_str().unwrap(),
+            "--root",
+            "vt_root_deep",
+            "--debug-dir",
+            debug_dir.to_str().unwrap(),
+            "--invocations",
+            "60",
+            "--rounds",
+            "5",
+            "--json",
+            json.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 0, "{err}\n{text}");
+        let v = json_file(&json);
+        let top = &v["factors"][0];
+        assert_eq!(top["factor"], "Var(usleep)", "{text}");
+        assert_eq!(top["selected"], true, "{text}");
+        (
+            v["binary"]["symbols"].as_str().unwrap().to_owned(),
+            top["instances"][0].as_str().unwrap().to_owned(),
+            text,
+        )
+    };
+    let empty = dir.join("no-debug-files");
+    std::fs::create_dir_all(&empty).unwrap();
+
+    let (source, path, text) = run(&empty);
+    assert_eq!(source, "debug_link", "{text}");
+    assert_eq!(path, "vt_root_deep/vt_mid/vt_jitter/usleep", "{text}");
+    assert!(text.contains(debug.to_str().unwrap()), "{text}");
+
+    let hex: String = {
+        let out = Command::new("readelf")
+            .arg("-n")
+            .arg(&bin)
+            .output()
+            .unwrap();
+        let notes = String::from_utf8_lossy(&out.stdout).into_owned();
+        notes
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("Build ID: "))
+            .expect("a build-id")
+            .trim()
+            .to_owned()
+    };
+    let ids = dir.join("debug/.build-id").join(&hex[..2]);
+    std::fs::create_dir_all(&ids).unwrap();
+    std::fs::rename(&debug, ids.join(format!("{}.debug", &hex[2..]))).unwrap();
+    let (source, path, text) = run(&dir.join("debug"));
+    assert_eq!(source, "build_id", "{text}");
+    assert_eq!(path, "vt_root_deep/vt_mid/vt_jitter/usleep", "{text}");
+
+    let (source, path, text) = run(&empty);
+    assert_eq!(source, "dynsym", "{text}");
+    assert_eq!(
+        path,
+        format!("vt_root_deep/{}/{}/usleep", sub("vt_mid"), sub("vt_jitter")),
+        "{text}"
+    );
+    assert!(
+        text.contains("Var(img_vt_root_deep) held") && text.contains("no symbol names"),
+        "{text}"
+    );
+    drop(child);
+}

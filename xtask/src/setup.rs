@@ -61,9 +61,18 @@ fn prometheus() -> anyhow::Result<()> {
 /// (GNU sort with threads, xz, gzip) and of the independent tool it checks
 /// them against (GNU time's /usr/bin/time), and perf, whose record of the
 /// block and scheduler tracepoints tests/tests/ledger_wake.rs checks the
-/// own-I/O time against. Most are on every Debian system already; only the
-/// missing ones are installed.
-const REAL_SOFTWARE: &[&str] = &["coreutils", "xz-utils", "gzip", "time", "linux-perf"];
+/// own-I/O time against, and libc6-dbg, the C library's debug file under
+/// /usr/lib/debug/.build-id, through which the symbol tests name libc's
+/// static functions as a distribution's debug package does. Most are on
+/// every Debian system already; only the missing ones are installed.
+const REAL_SOFTWARE: &[&str] = &[
+    "coreutils",
+    "xz-utils",
+    "gzip",
+    "time",
+    "linux-perf",
+    "libc6-dbg",
+];
 
 fn real_software() -> anyhow::Result<()> {
     let missing: Vec<&str> = REAL_SOFTWARE
@@ -84,7 +93,7 @@ fn real_software() -> anyhow::Result<()> {
     }
     apt_install(
         &missing,
-        "real programs, /usr/bin/time and perf, for tests/tests/realworld.rs and ledger_wake.rs",
+        "real programs, /usr/bin/time, perf and libc's debug file, for tests/tests/realworld.rs, ledger_wake.rs and the symbol tests",
     )
 }
 

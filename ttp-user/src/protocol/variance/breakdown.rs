@@ -113,6 +113,8 @@ pub struct RoundSummary {
 pub struct UnnamedOpened {
     /// The selected factor (`Var(img_PortalRun)`).
     pub factor: String,
+    /// The function whose calls they are (`PortalRun`).
+    pub function: String,
     /// Its share of Var(root).
     pub share: f64,
 }
@@ -326,6 +328,7 @@ impl Breakdown {
                 self.unnamed = true;
                 unnamed_opened = Some(UnnamedOpened {
                     factor: ranked[i].term.to_string(),
+                    function: f.name.clone(),
                     share: ranked[i].share,
                 });
                 self.reopen = self.expanded.keys().cloned().collect();

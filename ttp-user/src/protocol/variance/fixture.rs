@@ -61,10 +61,10 @@ pub fn build(variant: Variant) -> PathBuf {
     out
 }
 
-/// The fixture as a distribution ships a program: built with `-g`, its
-/// functions below the roots `static` (`-DVT_INNER=static`), the roots
-/// exported (`-rdynamic`), the debug information split off into `debug`
-/// and `binary` stripped with a `.gnu_debuglink` to it.
+/// The fixture as a distribution ships a program
+/// (tests/fixtures/vprof-target/build-split.sh): its functions below the
+/// roots static and named only by `debug`, `binary` stripped with a
+/// `.gnu_debuglink` to it.
 #[derive(Debug, Clone)]
 pub struct Split {
     pub binary: PathBuf,
@@ -73,32 +73,22 @@ pub struct Split {
 
 /// Builds [`Split`] into `dir`.
 pub fn build_split(dir: &Path) -> Split {
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/fixtures/vprof-target/build-split.sh"
+    );
+    let ok = Command::new("sh")
+        .arg(script)
+        .arg(dir)
+        .status()
+        .expect("run build-split.sh")
+        .success();
+    assert!(ok, "{script} failed (it needs gcc and binutils)");
     let binary = dir.join("vprof-target-split");
-    let debug = dir.join("vprof-target-split.debug");
-    let run = |cmd: &mut Command| {
-        let ok = cmd
-            .status()
-            .unwrap_or_else(|e| panic!("{cmd:?}: {e} (install gcc and binutils)"))
-            .success();
-        assert!(ok, "{cmd:?} failed");
-    };
-    run(Command::new("cc")
-        .args(["-O1", "-fno-inline", "-g", "-Wall", "-rdynamic"])
-        .arg("-DVT_INNER=static")
-        .arg("-o")
-        .arg(&binary)
-        .arg(SOURCE));
-    run(Command::new("objcopy")
-        .arg("--only-keep-debug")
-        .arg(&binary)
-        .arg(&debug));
-    run(Command::new("strip")
-        .args(["--strip-debug", "--strip-unneeded"])
-        .arg(&binary));
-    run(Command::new("objcopy")
-        .arg(format!("--add-gnu-debuglink={}", debug.display()))
-        .arg(&binary));
-    Split { binary, debug }
+    Split {
+        debug: binary.with_extension("debug"),
+        binary,
+    }
 }
 
 /// The program's own clock readings: column name → ns per invocation.

@@ -129,10 +129,11 @@ impl VprofileReport {
             if let Some(o) = &r.unnamed_opened {
                 let _ = writeln!(
                     s,
-                    "  round {}: {} held {:.1} % of Var(root) and makes calls no symbol names, so from round {} they are children named sub_ADDRESS: img is a function's own statements, not its callees (VProfiler Sec. 3.1)",
+                    "  round {}: {} held {:.1} % of Var(root), and {} calls code no symbol names: from round {} such calls are children, named sub_ADDRESS (img is a function's own statements, not its callees: VProfiler Sec. 3.1)",
                     r.round,
                     o.factor,
                     o.share * 100.0,
+                    o.function,
                     r.round + 1
                 );
             }
