@@ -58,6 +58,8 @@ pub struct DebugSearch {
     pub dirs: Vec<PathBuf>,
     /// debuginfod servers (`DEBUGINFOD_URLS`), tried in order.
     pub debuginfod: Vec<String>,
+    /// Where debuginfod's files are cached (as elfutils' client caches).
+    pub cache: Option<PathBuf>,
 }
 
 /// The distributions' debug directory.
@@ -85,6 +87,7 @@ impl DebugSearch {
         Self {
             dirs,
             debuginfod: debuginfod::urls_from_env(),
+            cache: debuginfod::cache_dir(),
         }
     }
 }
@@ -145,7 +148,7 @@ pub fn find_debug_file(binary: &Path, ids: &DebugIds, search: &DebugSearch) -> O
     }
     if let Some(hex) = ids.build_id_hex() {
         for url in &search.debuginfod {
-            match debuginfod::fetch(url, &hex) {
+            match debuginfod::fetch(url, &hex, search.cache.as_deref()) {
                 Ok(path) => {
                     if let Some(f) = accept(&path, ids, None, SymbolSource::Debuginfod) {
                         return Some(f);

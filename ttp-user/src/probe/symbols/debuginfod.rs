@@ -31,7 +31,7 @@ fn split_urls(v: &str) -> Vec<String> {
 }
 
 /// The cache directory, as elfutils' client chooses it.
-fn cache_dir() -> Option<PathBuf> {
+pub fn cache_dir() -> Option<PathBuf> {
     let var = |n: &str| std::env::var_os(n).filter(|v| !v.is_empty());
     var("DEBUGINFOD_CACHE_PATH")
         .map(PathBuf::from)
@@ -48,8 +48,8 @@ fn timeout() -> Duration {
 
 /// The debug file of build-id `hex` from the cache, else from `url` (then
 /// cached). Err says why not.
-pub fn fetch(url: &str, hex: &str) -> Result<PathBuf, String> {
-    fetch_into(url, hex, cache_dir().as_deref(), timeout())
+pub fn fetch(url: &str, hex: &str, cache: Option<&Path>) -> Result<PathBuf, String> {
+    fetch_into(url, hex, cache, timeout())
 }
 
 fn fetch_into(
@@ -100,17 +100,17 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     std::fs::rename(&tmp, path)
 }
 
+/// A one-file HTTP server on loopback, for tests.
 #[cfg(test)]
-mod tests {
-    use super::*;
+pub(super) mod test_server {
     use std::{
-        io::{BufRead, BufReader},
+        io::{BufRead, BufReader, Write as _},
         net::TcpListener,
     };
 
-    /// A one-file HTTP server on loopback: answers `path` with `body`,
-    /// anything else with 404; counts the requests it served.
-    fn serve(
+    /// Answers `path` with `body`, anything else with 404; returns its URL
+    /// and the count of requests it served.
+    pub fn serve(
         path: String,
         body: Vec<u8>,
     ) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
@@ -149,6 +149,11 @@ mod tests {
         });
         (url, hits)
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{test_server::serve, *};
 
     /// Catches a wrong request path, a file not cached (fetched again), a
     /// cache written under another name than elfutils' `HEX/debuginfo`,

@@ -34,7 +34,7 @@ fn split_program(dir: &Path) -> (PathBuf, PathBuf) {
     (bin, debug)
 }
 
-fn ids(bin: &Path) -> DebugIds {
+fn ids_of(bin: &Path) -> DebugIds {
     let data = std::fs::read(bin).unwrap();
     DebugIds::of(&object::File::parse(&*data).unwrap())
 }
@@ -52,7 +52,7 @@ fn names_static(f: &DebugFile) -> bool {
 fn finds_the_debug_file_by_link_and_by_build_id() {
     let dir = tempfile::tempdir().unwrap();
     let (bin, debug) = split_program(dir.path());
-    let ids = ids(&bin);
+    let ids = ids_of(&bin);
     let hex = ids.build_id_hex().expect("cc gives a build-id");
     assert_eq!(ids.debuglink.as_ref().unwrap().0, "prog.debug");
 
@@ -69,6 +69,7 @@ fn finds_the_debug_file_by_link_and_by_build_id() {
     let search = DebugSearch {
         dirs: vec![root.path().to_owned()],
         debuginfod: Vec::new(),
+        cache: None,
     };
     let by_id = find_debug_file(&bin, &ids, &search).expect("by build-id");
     assert_eq!(by_id.source, SymbolSource::BuildId);
@@ -91,7 +92,7 @@ fn finds_the_debug_file_by_link_and_by_build_id() {
 fn refuses_another_builds_debug_file() {
     let dir = tempfile::tempdir().unwrap();
     let (bin, debug) = split_program(dir.path());
-    let ids = ids(&bin);
+    let ids = ids_of(&bin);
     let mut bytes = std::fs::read(&debug).unwrap();
     let last = bytes.len() - 1;
     bytes[last] ^= 0xff;
@@ -124,6 +125,7 @@ fn refuses_another_builds_debug_file() {
     let search = DebugSearch {
         dirs: vec![root.path().to_owned()],
         debuginfod: Vec::new(),
+        cache: None,
     };
     assert!(find_debug_file(&bin, &wrong, &search).is_none());
 }
@@ -163,4 +165,52 @@ fn names_the_c_librarys_static_functions_from_the_system_debug_file() {
         )
         .is_some()
     );
+}
+
+/// The debug file from a debuginfod server (one on loopback serving the
+/// split program's debug file under its build-id), cached, and accepted
+/// only for the binary it belongs to. Catches the server not asked when
+/// the debug directories have nothing, or a file sent for another
+/// build-id used.
+#[test]
+fn fetches_the_debug_file_from_debuginfod() {
+    let dir = tempfile::tempdir().unwrap();
+    let (bin, debug) = split_program(dir.path());
+    let mut ids = ids_of(&bin);
+    ids.debuglink = None;
+    let hex = ids.build_id_hex().unwrap();
+    let (url, _) = debuginfod::test_server::serve(
+        format!("/buildid/{hex}/debuginfo"),
+        std::fs::read(&debug).unwrap(),
+    );
+    let cache = tempfile::tempdir().unwrap();
+    let nothing = tempfile::tempdir().unwrap();
+    let search = DebugSearch {
+        dirs: vec![nothing.path().to_owned()],
+        debuginfod: vec![url],
+        cache: Some(cache.path().to_owned()),
+    };
+    let got = find_debug_file(&bin, &ids, &search).expect("from the server");
+    assert_eq!(got.source, SymbolSource::Debuginfod);
+    assert_eq!(got.path, cache.path().join(&hex).join("debuginfo"));
+    assert!(names_static(&got));
+
+    // The server sends that file for another binary's build-id: refused.
+    let other = tempfile::tempdir().unwrap();
+    let other_bin = {
+        let src = other.path().join("prog.c");
+        std::fs::write(&src, SOURCE.replace("x * 3", "x * 7")).unwrap();
+        let b = other.path().join("prog");
+        run(Command::new("cc")
+            .args(["-g", "-O1", "-o"])
+            .arg(&b)
+            .arg(&src));
+        b
+    };
+    let mut other_ids = ids_of(&other_bin);
+    other_ids.debuglink = None;
+    let other_hex = other_ids.build_id_hex().unwrap();
+    std::fs::create_dir_all(cache.path().join(&other_hex)).unwrap();
+    std::fs::copy(&debug, cache.path().join(&other_hex).join("debuginfo")).unwrap();
+    assert!(find_debug_file(&other_bin, &other_ids, &search).is_none());
 }

@@ -21,6 +21,7 @@ fn empty_dirs() -> (tempfile::TempDir, DebugSearch) {
     let search = DebugSearch {
         dirs: vec![d.path().to_owned()],
         debuginfod: Vec::new(),
+        cache: None,
     };
     (d, search)
 }
@@ -103,6 +104,7 @@ fn static_functions_are_named_by_the_debug_file() {
     let by_id = DebugSearch {
         dirs: vec![other.path().join("debug")],
         debuginfod: Vec::new(),
+        cache: None,
     };
     let found = ElfImage::load_with(&bin, &by_id).unwrap();
     assert_eq!(found.symbol_source(), SymbolSource::BuildId);
