@@ -37,9 +37,10 @@ pub enum Which {
         /// Also measure bpftrace summing on-CPU time per pid on sched_switch.
         #[arg(long)]
         bpftrace: bool,
-        /// Also measure the floor: an empty tp_btf program on sched_switch,
-        /// alone and with the kernel's BPF statistics on (as ttp holds them
-        /// to report its own cost). Builds it with clang and libbpf.
+        /// Also measure the floor: an empty tp_btf program at each
+        /// tracepoint the default ledger hooks, alone and with the kernel's
+        /// BPF statistics on (then their per-program table too). Builds
+        /// them with clang and libbpf.
         #[arg(long)]
         floor: bool,
         /// Also measure `attach --pid P --trace FILE` on an unrelated
@@ -375,7 +376,7 @@ fn overhead(
         mounted_tracefs = setup::mount_tracefs()?;
     }
     let floor = if with_floor {
-        Some(floor::Floor::build(floor::Hook::Switch)?)
+        Some(floor::Floor::build(floor::Hook::Ledger)?)
     } else {
         None
     };
@@ -424,6 +425,10 @@ fn overhead_rounds(
         std::env::temp_dir().join(format!("ttp-bench-attach-{}.json", std::process::id()));
     let mut programs = cost::ProgramTable::default();
     let mut base_programs = cost::ProgramTable::default();
+    // The empty programs' statistics, from the loader as it ends.
+    let mut floor_programs = cost::ProgramTable::default();
+    let floor_stats =
+        std::env::temp_dir().join(format!("ttp-bench-floor-{}.txt", std::process::id()));
     let mut bl_ratios = Vec::new();
     let mut vs_bl = Vec::new();
     let mut ratios = Vec::new();
@@ -517,9 +522,13 @@ fn overhead_rounds(
                 }
                 Variant::Floor | Variant::FloorStats => {
                     let f = floor.expect("variant only with --floor");
-                    let t = f.start(v == Variant::FloorStats)?;
+                    let stats = v == Variant::FloorStats;
+                    let t = f.start(stats, stats.then_some(floor_stats.as_path()))?;
                     let b = sched_pipe(loops)?;
                     let _ = t.stop();
+                    if stats {
+                        floor_programs.add_rows(&floor::read_stats(&floor_stats)?);
+                    }
                     b
                 }
             };
@@ -581,7 +590,7 @@ fn overhead_rounds(
     }
     if floor.is_some() {
         println!(
-            "median ratio with an empty sched_switch program: {:.3}; with BPF statistics on: {:.3}; ttp over the latter (the ledger's own work): {:.3}",
+            "median ratio with empty programs at the ledger's tracepoints: {:.3}; with BPF statistics on: {:.3}; ttp over the latter (the ledger's own work): {:.3}",
             median(&mut floor_ratios),
             median(&mut floor_stats_ratios),
             median(&mut over_floor)
@@ -604,6 +613,10 @@ fn overhead_rounds(
         );
     }
     programs.print();
+    floor_programs.print_titled(
+        "the empty programs at the same tracepoints (the floor, statistics held on for the whole run)",
+    );
+    let _ = std::fs::remove_file(&floor_stats);
     if let Some(b) = baseline {
         println!("baseline {}{}:", b.display(), prefixed(baseline_args));
         base_programs.print();
@@ -632,7 +645,7 @@ enum Variant {
     TraceOne = 2,
     Bpftrace = 3,
     Baseline = 4,
-    /// An empty tp_btf program on sched_switch.
+    /// Empty tp_btf programs at the ledger's tracepoints.
     Floor = 5,
     /// The same, with the kernel's BPF statistics on.
     FloorStats = 6,

@@ -48,14 +48,34 @@ impl ProgramTable {
         Ok(())
     }
 
+    /// Adds one window of programs measured elsewhere (the floor's empty
+    /// programs): (name, runs, run time ns) each.
+    pub fn add_rows(&mut self, rows: &[(String, u64, u64)]) {
+        for (name, runs, ns) in rows {
+            let row = self.rows.entry(name.clone()).or_default();
+            row.runs += runs;
+            row.run_time_ns += ns;
+        }
+        self.windows += 1;
+    }
+
     pub fn print(&self) {
+        self.print_titled("attach --all");
+    }
+
+    /// The table, under "per-program cost of WHAT".
+    pub fn print_titled(&self, what: &str) {
         if self.windows == 0 {
             return;
         }
         println!(
-            "per-program cost of attach --all (kernel BPF statistics, {} windows, {:.1} s in all):",
+            "per-program cost of {what} (kernel BPF statistics, {} windows{}):",
             self.windows,
-            self.window_ns as f64 / 1e9
+            if self.window_ns > 0 {
+                format!(", {:.1} s in all", self.window_ns as f64 / 1e9)
+            } else {
+                String::new()
+            }
         );
         println!(
             "  {:<20} {:>12} {:>8} {:>10} {:>10}",
@@ -63,14 +83,25 @@ impl ProgramTable {
         );
         let mut rows: Vec<_> = self.rows.iter().filter(|(_, r)| r.runs > 0).collect();
         rows.sort_by_key(|(_, r)| std::cmp::Reverse(r.run_time_ns));
+        let mut unsampled = false;
         for (name, r) in rows {
+            // ttp times its programs in short windows (probe/cost.rs): a
+            // program that never ran inside one has its runs but no time.
+            let per_run = if r.run_time_ns == 0 {
+                unsampled = true;
+                "n/a".to_string()
+            } else {
+                format!("{:.0}", r.run_time_ns as f64 / r.runs as f64)
+            };
             println!(
-                "  {name:<20} {:>12} {:>8.0} {:>10.2} {:>10}",
+                "  {name:<20} {:>12} {per_run:>8} {:>10.2} {:>10}",
                 r.runs,
-                r.run_time_ns as f64 / r.runs as f64,
                 r.run_time_ns as f64 / 1e6,
                 r.recursion_misses
             );
+        }
+        if unsampled {
+            println!("  (n/a: no run fell inside a statistics window)");
         }
     }
 }

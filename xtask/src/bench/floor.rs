@@ -20,8 +20,8 @@ use crate::{setup, util};
 /// Which empty programs a floor loads (their source in xtask/floor/).
 #[derive(Clone, Copy)]
 pub enum Hook {
-    /// `sched_switch` (bench overhead).
-    Switch,
+    /// Every tracepoint the default ledger hooks (bench overhead).
+    Ledger,
     /// `sock_recv_length` and `sock_send_length` (bench statements).
     Socket,
 }
@@ -29,7 +29,7 @@ pub enum Hook {
 impl Hook {
     fn stem(self) -> &'static str {
         match self {
-            Hook::Switch => "empty_switch",
+            Hook::Ledger => "empty_ledger",
             Hook::Socket => "empty_socket",
         }
     }
@@ -81,14 +81,36 @@ impl Floor {
         Ok(Floor { loader, object })
     }
 
-    /// The empty program attached (with the BPF statistics held on when
-    /// `stats`) until the returned tracer is stopped.
-    pub fn start(&self, stats: bool) -> anyhow::Result<Tracer> {
+    /// The empty programs attached (with the BPF statistics held on when
+    /// `stats`) until the returned tracer is stopped; with `stats_out`, the
+    /// loader writes each program's runs and run time there as it ends
+    /// ([`read_stats`]).
+    pub fn start(&self, stats: bool, stats_out: Option<&std::path::Path>) -> anyhow::Result<Tracer> {
         let mut cmd = Command::new(&self.loader);
         cmd.arg(&self.object);
         if stats {
             cmd.arg("--stats");
+            if let Some(f) = stats_out {
+                cmd.arg(f);
+            }
         }
         start_ready(cmd, "floor ready", "the floor loader")
     }
+}
+
+/// The loader's `--stats FILE` lines: (program, runs, run time ns).
+pub fn read_stats(path: &std::path::Path) -> anyhow::Result<Vec<(String, u64, u64)>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    Ok(text
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            Some((
+                f.next()?.to_owned(),
+                f.next()?.parse().ok()?,
+                f.next()?.parse().ok()?,
+            ))
+        })
+        .collect())
 }

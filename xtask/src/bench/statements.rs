@@ -419,7 +419,7 @@ fn one_round(
         None
     };
     let socket_floor = if v == Variant::SocketFloor {
-        Some(tools.floor.start(false)?)
+        Some(tools.floor.start(false, None)?)
     } else {
         None
     };
