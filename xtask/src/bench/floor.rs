@@ -85,7 +85,11 @@ impl Floor {
     /// `stats`) until the returned tracer is stopped; with `stats_out`, the
     /// loader writes each program's runs and run time there as it ends
     /// ([`read_stats`]).
-    pub fn start(&self, stats: bool, stats_out: Option<&std::path::Path>) -> anyhow::Result<Tracer> {
+    pub fn start(
+        &self,
+        stats: bool,
+        stats_out: Option<&std::path::Path>,
+    ) -> anyhow::Result<Tracer> {
         let mut cmd = Command::new(&self.loader);
         cmd.arg(&self.object);
         if stats {
