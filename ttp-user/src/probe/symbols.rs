@@ -1,5 +1,6 @@
-//! Where a binary's symbols come from: the one place every uprobe user
-//! (vprofile's call graph, statements' globals) asks for names.
+//! Where a binary's symbols come from: the one place uprobe users ask for
+//! names (vprofile's call graph searches debug files; statements looks up
+//! the server's exported globals with [`defined_address`]).
 //!
 //! A distribution strips `.symtab` from its binaries and ships it apart, as
 //! perf, gdb and bcc expect. They are tried in the order those tools use:
@@ -154,9 +155,10 @@ pub fn find_debug_file(binary: &Path, ids: &DebugIds, search: &DebugSearch) -> O
                         return Some(f);
                     }
                     log::warn!(
-                        "{url} sent {} for build-id {hex}, which is not its debug file",
+                        "{} (from {url} or an earlier fetch) is not the debug file of build-id {hex}: removed",
                         path.display()
                     );
+                    debuginfod::forget(&path);
                 }
                 Err(e) => log::info!("debuginfod {url}: {e}"),
             }

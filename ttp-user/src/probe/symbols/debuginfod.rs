@@ -5,13 +5,20 @@
 //! - `DEBUGINFOD_URLS`: servers, separated by spaces;
 //! - `DEBUGINFOD_CACHE_PATH`, else `$XDG_CACHE_HOME/debuginfod_client`,
 //!   else `$HOME/.cache/debuginfod_client`: the cache, `HEX/debuginfo`;
-//! - `DEBUGINFOD_TIMEOUT`: seconds (90 when unset, as elfutils).
+//! - `DEBUGINFOD_TIMEOUT`: seconds to connect and to get the answer's
+//!   headers (90 when unset, as elfutils); `DEBUGINFOD_MAXTIME`: seconds
+//!   for the whole download (no limit when unset); `DEBUGINFOD_MAXSIZE`:
+//!   bytes at most (no limit when unset).
+//!
+//! The body is streamed to a temporary file beside its cache entry and
+//! renamed into place only when it is an ELF file; an empty cache entry
+//! (elfutils' "not found" mark) is a miss, and a cached file the caller
+//! finds to be another build's is removed ([`forget`]).
 //!
 //! The blocking `ureq` client the binary has for OTLP does the request;
 //! the `debuginfod` crate would bring reqwest and a second HTTP stack for
 //! one GET (docs/vprofile.md, "Symbols").
 use std::{
-    io::Write as _,
     path::{Path, PathBuf},
     time::Duration,
 };
@@ -39,36 +46,62 @@ pub fn cache_dir() -> Option<PathBuf> {
         .or_else(|| var("HOME").map(|h| Path::new(&h).join(".cache/debuginfod_client")))
 }
 
-fn timeout() -> Duration {
-    std::env::var("DEBUGINFOD_TIMEOUT")
-        .ok()
-        .and_then(|s| s.trim().parse::<u64>().ok())
-        .map_or(Duration::from_secs(90), Duration::from_secs)
+/// The limits of one download.
+#[derive(Debug, Clone, Copy)]
+struct Limits {
+    /// To connect and to get the answer's headers.
+    answer: Duration,
+    /// For the whole download.
+    total: Option<Duration>,
+    max_bytes: u64,
+}
+
+impl Limits {
+    fn from_env() -> Self {
+        let num = |n: &str| {
+            std::env::var(n)
+                .ok()
+                .and_then(|s| s.trim().parse::<u64>().ok())
+                .filter(|&v| v > 0)
+        };
+        Self {
+            answer: Duration::from_secs(num("DEBUGINFOD_TIMEOUT").unwrap_or(90)),
+            total: num("DEBUGINFOD_MAXTIME").map(Duration::from_secs),
+            max_bytes: num("DEBUGINFOD_MAXSIZE").unwrap_or(u64::MAX),
+        }
+    }
 }
 
 /// The debug file of build-id `hex` from the cache, else from `url` (then
 /// cached). Err says why not.
 pub fn fetch(url: &str, hex: &str, cache: Option<&Path>) -> Result<PathBuf, String> {
-    fetch_into(url, hex, cache, timeout())
+    fetch_into(url, hex, cache, Limits::from_env())
+}
+
+/// Removes a cached file that is not what its name says (another build's
+/// debug file), so that the next server, and the next run, are asked.
+pub fn forget(path: &Path) {
+    let _ = std::fs::remove_file(path);
 }
 
 fn fetch_into(
     url: &str,
     hex: &str,
     cache: Option<&Path>,
-    timeout: Duration,
+    limits: Limits,
 ) -> Result<PathBuf, String> {
-    let cached = cache.map(|c| c.join(hex).join("debuginfo"));
-    if let Some(p) = cached.as_ref().filter(|p| p.is_file()) {
-        return Ok(p.clone());
-    }
-    let Some(target) = cached else {
+    let Some(target) = cache.map(|c| c.join(hex).join("debuginfo")) else {
         return Err("no cache directory (set DEBUGINFOD_CACHE_PATH or HOME)".into());
     };
+    if std::fs::metadata(&target).is_ok_and(|m| m.is_file() && m.len() > 0) {
+        return Ok(target);
+    }
     let request = format!("{url}/buildid/{hex}/debuginfo");
     eprintln!("fetching the debug file of build-id {hex} from {url}");
     let agent: ureq::Agent = ureq::Agent::config_builder()
-        .timeout_global(Some(timeout))
+        .timeout_connect(Some(limits.answer))
+        .timeout_recv_response(Some(limits.answer))
+        .timeout_global(limits.total)
         .http_status_as_error(false)
         .user_agent(concat!("ttp-ebpf/", env!("CARGO_PKG_VERSION")))
         .build()
@@ -81,26 +114,36 @@ fn fetch_into(
     let body = response
         .body_mut()
         .with_config()
-        .limit(4 << 30)
-        .read_to_vec()
-        .map_err(|e| format!("{request}: {e}"))?;
-    write_atomically(&target, &body).map_err(|e| format!("caching {}: {e}", target.display()))?;
+        .limit(limits.max_bytes)
+        .reader();
+    store(&target, body).map_err(|e| format!("{request} into {}: {e}", target.display()))?;
     Ok(target)
 }
 
-/// Writes `bytes` to a temporary file beside `path`, then renames it: a
-/// reader never sees half a debug file.
-fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+/// Streams `body` to a temporary file beside `path` and renames it into
+/// place if it is an ELF file: a reader never sees half a debug file, and
+/// an error page is never cached. The temporary file is removed on error.
+fn store(path: &Path, mut body: impl std::io::Read) -> std::io::Result<()> {
     let dir = path.parent().expect("cache file has a directory");
     std::fs::create_dir_all(dir)?;
     let tmp = dir.join(format!(".debuginfo.{}.tmp", std::process::id()));
-    let mut f = std::fs::File::create(&tmp)?;
-    f.write_all(bytes)?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, path)
+    let written = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        std::io::copy(&mut body, &mut f)?;
+        f.sync_all()?;
+        let mut magic = [0u8; 4];
+        let mut r = std::fs::File::open(&tmp)?;
+        if std::io::Read::read_exact(&mut r, &mut magic).is_err() || &magic != b"\x7fELF" {
+            return Err(std::io::Error::other("the answer is not an ELF file"));
+        }
+        std::fs::rename(&tmp, path)
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
 }
 
-/// A one-file HTTP server on loopback, for tests.
 #[cfg(test)]
 pub(super) mod test_server {
     use std::{
@@ -155,16 +198,23 @@ pub(super) mod test_server {
 mod tests {
     use super::{test_server::serve, *};
 
+    const LIMITS: Limits = Limits {
+        answer: Duration::from_secs(10),
+        total: None,
+        max_bytes: u64::MAX,
+    };
+
     /// Catches a wrong request path, a file not cached (fetched again), a
     /// cache written under another name than elfutils' `HEX/debuginfo`,
-    /// and a 404 taken for a file.
+    /// a 404 taken for a file, an answer that is no ELF file (an error
+    /// page) cached, and a temporary file left behind.
     #[test]
     fn fetches_once_then_reads_the_cache() {
         let hex = "a6ade789dddc8ae8e6d07de24f7f2c32d0f38b1d";
         let body = b"\x7fELF not really, but bytes".to_vec();
         let (url, hits) = serve(format!("/buildid/{hex}/debuginfo"), body.clone());
         let cache = tempfile::tempdir().unwrap();
-        let t = Duration::from_secs(10);
+        let t = LIMITS;
         let got = fetch_into(&url, hex, Some(cache.path()), t).unwrap();
         assert_eq!(got, cache.path().join(hex).join("debuginfo"));
         assert_eq!(std::fs::read(&got).unwrap(), body);
@@ -174,6 +224,24 @@ mod tests {
         let missing = fetch_into(&url, "00ff", Some(cache.path()), t).unwrap_err();
         assert!(missing.contains("404"), "{missing}");
         assert!(!cache.path().join("00ff/debuginfo").exists());
+
+        let (page, _) = serve(
+            "/buildid/0a0b/debuginfo".into(),
+            b"<html>proxy</html>".to_vec(),
+        );
+        let refused = fetch_into(&page, "0a0b", Some(cache.path()), t).unwrap_err();
+        assert!(refused.contains("not an ELF"), "{refused}");
+        let left: Vec<_> = std::fs::read_dir(cache.path().join("0a0b"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+
+        // elfutils' "not found" mark (an empty file) is a miss.
+        std::fs::write(cache.path().join(hex).join("debuginfo"), b"").unwrap();
+        fetch_into(&url, hex, Some(cache.path()), t).unwrap();
+        assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 3);
     }
 
     /// Catches a trailing slash doubled into the request and empty entries.

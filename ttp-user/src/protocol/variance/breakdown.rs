@@ -25,12 +25,13 @@
 //!
 //! Calls to code no symbol names (a stripped binary's static functions)
 //! start as part of their caller's img. When an img_F is selected and F
-//! makes such calls, or a selected F makes no other measurable call, they
-//! become children from the next round on, everywhere in the tree: img_F
-//! is "the time of F's simple statements, without invoking other
-//! functions" (Sec. 3.1), so a call is a child, named or not, and the
+//! makes such calls, they become children from the next round on,
+//! everywhere in the tree (the instances already broken down gain them
+//! too): img_F is "the time of F's simple statements, without invoking
+//! other functions" (Sec. 3.1), so a call is a child, named or not, and the
 //! breakdown does not stop at "F's own code" while F's time is in its
-//! callees.
+//! callees. A selected F whose only measurable calls are to such code is
+//! broken down into them directly.
 use std::collections::{HashMap, HashSet};
 
 use super::{
@@ -324,7 +325,12 @@ impl Breakdown {
                 && unopened()
             {
                 // img_F holds calls to code without a symbol: break down
-                // into them rather than answer "F's own code".
+                // into them rather than answer "F's own code", if a round
+                // is left to measure them.
+                if round >= self.config.max_rounds {
+                    self.stopped_early = true;
+                    continue;
+                }
                 self.unnamed = true;
                 unnamed_opened = Some(UnnamedOpened {
                     factor: ranked[i].term.to_string(),

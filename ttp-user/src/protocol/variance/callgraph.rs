@@ -394,8 +394,13 @@ impl<'a> CallGraph<'a> {
         };
         let functions = self.elf.functions();
         let i = functions.partition_point(|f| f.address <= address);
-        let f = functions.get(i.checked_sub(1)?)?;
-        Some(format!("{}+{:#x}", f.name, address - f.address))
+        let before = i.checked_sub(1)?;
+        let f = functions.get(before)?;
+        Some(format!(
+            "{}+{:#x}",
+            unique_name(self.elf, before),
+            address - f.address
+        ))
     }
 }
 

@@ -48,7 +48,11 @@ const CONFIG: BreakdownConfig = BreakdownConfig {
 };
 
 fn run_breakdown(graph: &CallGraph, records: &Records) -> Breakdown {
-    let mut b = Breakdown::new("vt_root_deep", CONFIG);
+    run_rounds(graph, records, CONFIG)
+}
+
+fn run_rounds(graph: &CallGraph, records: &Records, config: BreakdownConfig) -> Breakdown {
+    let mut b = Breakdown::new("vt_root_deep", config);
     while let Some(table) = b.next_table(graph) {
         let invocations = records.invocations(table);
         b.observe(&invocations, graph).expect("round");
@@ -152,11 +156,31 @@ fn without_names_the_breakdown_reaches_the_same_function() {
         .collect();
     assert_eq!(opened.len(), 1, "{:#?}", b.rounds());
     assert_eq!(opened[0].factor, "Var(img_vt_root_deep)");
+    // With one round allowed, the img is the answer and the report says
+    // the rounds stopped early; it does not promise a round that never ran.
+    let one = run_rounds(
+        &graph,
+        &records,
+        BreakdownConfig {
+            max_rounds: 1,
+            ..CONFIG
+        },
+    );
+    assert!(one.stopped_early);
+    assert!(one.rounds().iter().all(|r| r.unnamed_opened.is_none()));
+
+    // The nearest symbol before it: no function of the file starts
+    // between that symbol and vt_mid's address.
+    let mid = address_in_debug_file(&split, "vt_mid");
     let near = graph.near_symbol(&sub("vt_mid")).unwrap();
     let (name, offset) = near.split_once("+0x").unwrap();
     let base = bare.functions()[bare.lookup(name).unwrap()].address;
-    assert_eq!(
-        base + u64::from_str_radix(offset, 16).unwrap(),
-        address_in_debug_file(&split, "vt_mid")
+    assert_eq!(base + u64::from_str_radix(offset, 16).unwrap(), mid);
+    assert!(
+        !bare
+            .functions()
+            .iter()
+            .any(|f| f.address > base && f.address <= mid),
+        "{near} is not the nearest symbol before {mid:#x}"
     );
 }
