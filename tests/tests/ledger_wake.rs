@@ -308,6 +308,27 @@ fn iowait_own_beside_a_writer_matches_perf() {
         truth.to_wakeup_ns * 0.95 - 2e6,
         truth.to_switch_in_capped_ns * 1.05 + 2e6,
     );
+    // The kernel does not emit block_io_done for every request: perf's
+    // reading leaves such a request out (`never_done`), the ledger keeps it
+    // in service until its struct request is reused
+    // (`requests_ended_at_reuse`), and says its own-I/O figure is then
+    // approximate (docs/ledger.md). A loaded CI run read 120.3 ms against
+    // perf's bound of 106.1 ms with 3 such requests (hooked ledger 124.4
+    // ms). Outside perf's bound with such ends, the ledger is held to the
+    // hooked ledger, as for a reference that lost events, and it is said.
+    let reused = run.windows[0].lost.requests_ended_at_reuse;
+    if (own < lo || own > hi) && reused > 0 && truth.never_done > 0 {
+        let hooked = h.iowait_own_ns as f64;
+        eprintln!(
+            "COMPLETIONS THE KERNEL NEVER EMITTED: {} requests perf saw never done, {reused} ended at reuse by the ledger; iowait_own_ns {own} outside perf's [{lo}, {hi}], held to the hooked ledger's {hooked} instead",
+            truth.never_done
+        );
+        assert!(
+            within(own, hooked, 0.05, 20e6),
+            "iowait_own_ns {own} vs the hooked ledger's {hooked} ({reused} ends at reuse; {truth:?})"
+        );
+        return;
+    }
     assert!(
         own >= lo && own <= hi,
         "iowait_own_ns {own} outside perf's [{lo}, {hi}] ({truth:?})"
