@@ -34,6 +34,19 @@ fn split_program(dir: &Path) -> (PathBuf, PathBuf) {
     (bin, debug)
 }
 
+/// The same program built once more with another constant: another
+/// build-id, no debug link.
+fn other_build(dir: &Path, factor: &str) -> PathBuf {
+    let src = dir.join("prog.c");
+    std::fs::write(&src, SOURCE.replace("x * 3", &format!("x * {factor}"))).unwrap();
+    let b = dir.join("prog");
+    run(Command::new("cc")
+        .args(["-g", "-O1", "-o"])
+        .arg(&b)
+        .arg(&src));
+    b
+}
+
 fn ids_of(bin: &Path) -> DebugIds {
     let data = std::fs::read(bin).unwrap();
     DebugIds::of(&object::File::parse(&*data).unwrap())
@@ -100,20 +113,14 @@ fn refuses_another_builds_debug_file() {
     assert!(find_debug_file(&bin, &ids, &DebugSearch::none()).is_none());
 
     let other = tempfile::tempdir().unwrap();
-    let (_, other_debug) = {
-        let src = other.path().join("prog.c");
-        std::fs::write(&src, SOURCE.replace("x * 3", "x * 5")).unwrap();
-        let b = other.path().join("prog");
-        run(Command::new("cc")
-            .args(["-g", "-O1", "-o"])
-            .arg(&b)
-            .arg(&src));
+    let other_debug = {
+        let b = other_build(other.path(), "5");
         let d = other.path().join("prog.debug");
         run(Command::new("objcopy")
             .arg("--only-keep-debug")
             .arg(&b)
             .arg(&d));
-        (b, d)
+        d
     };
     let mut wrong = ids.clone();
     wrong.debuglink = None;
@@ -207,16 +214,7 @@ fn fetches_the_debug_file_from_debuginfod() {
 
     // The server sends that file for another binary's build-id: refused.
     let other = tempfile::tempdir().unwrap();
-    let other_bin = {
-        let src = other.path().join("prog.c");
-        std::fs::write(&src, SOURCE.replace("x * 3", "x * 7")).unwrap();
-        let b = other.path().join("prog");
-        run(Command::new("cc")
-            .args(["-g", "-O1", "-o"])
-            .arg(&b)
-            .arg(&src));
-        b
-    };
+    let other_bin = other_build(other.path(), "7");
     let mut other_ids = ids_of(&other_bin);
     other_ids.debuglink = None;
     let other_hex = other_ids.build_id_hex().unwrap();
