@@ -87,8 +87,10 @@ pub fn create(tid: u32, task: &Task, now: u64, parent_tgid: u32) -> Option<Acct>
         SCRATCH.get_ptr_mut(0)?
     };
     // SAFETY: map value pointer (the thread's slot, or the per-CPU scratch).
+    // SAFETY: as above; all-zero is `ThreadAccount::zeroed()` (the state
+    // UNKNOWN is 0, common/src/lib.rs).
+    unsafe { crate::words::zero(room) };
     let a = unsafe { &mut *room };
-    *a = ThreadAccount::zeroed();
     a.tid = tid;
     match (task.tgid(), task.start_time()) {
         (Ok(tgid), Ok(start)) => {
@@ -184,10 +186,13 @@ pub fn retire(tid: u32, a: &mut ThreadAccount, now: u64) {
     a.state = state::DEAD;
     match EXITS.reserve::<ExitRecord>(0) {
         Some(mut slot) => {
-            slot.write(ExitRecord {
-                exit_ns: now,
-                account: *a,
-            });
+            let r: *mut ExitRecord = slot.as_mut_ptr();
+            // SAFETY: the reserved record, 8-aligned in the ring; the
+            // account is a map value, not in the ring.
+            unsafe {
+                (*r).exit_ns = now;
+                crate::words::copy(&raw mut (*r).account, a);
+            }
             slot.submit(0);
             crate::count(stat::EXIT_RECORDS);
         }

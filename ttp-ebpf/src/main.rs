@@ -21,6 +21,7 @@ mod statements;
 mod trace;
 mod vprof;
 mod wire;
+mod words;
 
 use aya_ebpf::{macros::map, maps::PerCpuArray};
 use ttp_common::stat;

@@ -24,6 +24,8 @@
 //! entry of `ParallelWorkerMain` and as a uretprobe at its return, opens and
 //! closes that share like a statement (flag `WORKER`), its text the
 //! worker's name, which holds the leader's pid.
+use core::{mem::MaybeUninit, ptr::write_volatile};
+
 use aya_ebpf::{
     EbpfContext,
     helpers::{
@@ -127,10 +129,15 @@ impl StmtState {
     #[inline(always)]
     pub(crate) fn clear_waits(&mut self) {
         self.tranche = 0;
+        // Word stores, not a `memset` (words.rs): once per statement.
+        // SAFETY: fields of a map value, 8-aligned u64 arrays.
+        unsafe {
+            crate::words::zero(&raw mut self.wait_since);
+            crate::words::zero(&raw mut self.waits_ns);
+        }
         for i in 0..WAITS {
-            self.wait_since[i] = 0;
-            self.waits_ns[i] = 0;
-            self.waits[i] = 0;
+            // SAFETY: an element of the array.
+            unsafe { core::ptr::write_volatile(&raw mut self.waits[i], 0) };
         }
     }
 }
@@ -437,13 +444,14 @@ fn query_done(tgid: u32, tid: u32, now: u64) {
         return;
     }
     st.open = 0;
-    let mut end = [0u64; PARTS];
-    let flags = st.flags | counters(tid, &mut end);
+    let mut end = MaybeUninit::uninit();
+    let end = crate::words::zeroed_words::<PARTS>(&mut end);
+    let flags = st.flags | counters(tid, end);
     let s = stats();
     // SAFETY (inside): reserved ring-buffer memory of the size of Record,
     // every field written.
     let sent = ring::emit::<Record>(&STMT_RECORDS, |rec| unsafe {
-        fill(rec, tgid, tid, st, now, &end, flags);
+        fill(rec, tgid, tid, st, now, end, flags);
         (*rec).text_len = st.text_len;
         ring::copy(&mut (*rec).text, &st.text);
     });
@@ -495,13 +503,15 @@ pub(crate) unsafe fn fill(
         ring::copy(&mut (*rec).waits_ns, &st.waits_ns);
         ring::copy(&mut (*rec).waits, &st.waits);
         (*rec).flags = flags;
-        (*rec).text_len = 0;
-        (*rec).switches = 0;
-        (*rec).query_id = 0;
-        (*rec).database = 0;
-        (*rec).user = 0;
+        // Volatile: adjacent zero stores would merge into a byte-wise
+        // `memset` call, run once per statement (words.rs).
+        write_volatile(&raw mut (*rec).text_len, 0);
+        write_volatile(&raw mut (*rec).switches, 0);
+        write_volatile(&raw mut (*rec).query_id, 0);
+        write_volatile(&raw mut (*rec).database, 0);
+        write_volatile(&raw mut (*rec).user, 0);
         (*rec).opened_by = ttp_common::statements::opened::UNKNOWN;
-        (*rec).exit_code = 0;
+        write_volatile(&raw mut (*rec).exit_code, 0);
     }
 }
 

@@ -33,6 +33,8 @@
 //!
 //! docs/statements.md says what a statement is in each case of the
 //! protocol.
+use core::mem::MaybeUninit;
+
 use aya_ebpf::{
     helpers::{
         bpf_get_current_pid_tgid, bpf_get_current_task_btf, bpf_probe_read_user,
@@ -467,9 +469,10 @@ fn close(
 ) {
     let now = now_ns();
     st.open = 0;
-    let mut end = [0u64; PARTS];
+    let mut end = MaybeUninit::uninit();
+    let end = crate::words::zeroed_words::<PARTS>(&mut end);
     let mut pcount = 0u64;
-    let mut flags = st.flags | extra | counters(task, tid, &mut end, &mut pcount);
+    let mut flags = st.flags | extra | counters(task, tid, end, &mut pcount);
     if entry.is_none() {
         flags |= flag::NO_STATUS;
     }
@@ -489,7 +492,7 @@ fn close(
     // `fill` writes every field but the text, which is written up to
     // `text_len` (userspace reads no further).
     let sent = ring::emit::<Record>(&STMT_RECORDS, |rec| unsafe {
-        fill(rec, tgid, tid, st, now, &end, flags);
+        fill(rec, tgid, tid, st, now, end, flags);
         (*rec).switches = pcount.saturating_sub(st.base_pcount) as u32;
         (*rec).opened_by = st.opened_by;
         (*rec).exit_code = exit_code;
@@ -526,7 +529,8 @@ fn close(
     // The next statement begins here if its request is already buffered.
     st.after = 1;
     st.start_ns = now;
-    st.base = end;
+    // SAFETY: a map value's field and a stack array, both [u64; PARTS].
+    unsafe { crate::words::copy(&raw mut st.base, end) };
     st.base_pcount = pcount;
     st.flags = 0;
     st.walk = 0;

@@ -421,6 +421,13 @@ fn attach_program(
         .try_into()
         .map_err(prog_err)?;
     prog.load(tracepoint, btf).map_err(prog_err)?;
+    if log::log_enabled!(log::Level::Debug) {
+        let verified = prog
+            .info()
+            .ok()
+            .and_then(|i| i.verified_instruction_count());
+        log::debug!("{program}: {verified:?} instructions verified");
+    }
     prog.attach().map_err(prog_err)?;
     Ok(())
 }
