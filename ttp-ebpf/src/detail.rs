@@ -268,7 +268,11 @@ pub fn detail_block_rq_complete(ctx: BtfTracePointContext) -> i32 {
     if let Some(info) = block::REQUESTS.get_ptr(rq_ptr as u64) {
         // SAFETY: map value pointer, copied at once.
         let info = unsafe { *info };
-        if let Some(e) = thread_dev(info.tid, info.thread_start_ns, dev) {
+        // An ended entry is kept for the struct's next accounted request
+        // (block.rs `ENDED`): this one is not it.
+        if info.issue_ns != block::ENDED
+            && let Some(e) = thread_dev(info.tid, info.thread_start_ns, dev)
+        {
             add(&raw mut e.io, bytes, requests);
             return 0;
         }
