@@ -86,10 +86,11 @@ pub fn create(tid: u32, task: &Task, now: u64, parent_tgid: u32) -> Option<Acct>
     } else {
         SCRATCH.get_ptr_mut(0)?
     };
-    // SAFETY: map value pointer (the thread's slot, or the per-CPU scratch).
-    // SAFETY: as above; all-zero is `ThreadAccount::zeroed()` (the state
-    // UNKNOWN is 0, common/src/lib.rs).
+    // SAFETY: map value pointer (the thread's slot, or the per-CPU scratch);
+    // all-zero is `ThreadAccount::zeroed()` (the state UNKNOWN is 0,
+    // common/src/lib.rs).
     unsafe { crate::words::zero(room) };
+    // SAFETY: as above.
     let a = unsafe { &mut *room };
     a.tid = tid;
     match (task.tgid(), task.start_time()) {

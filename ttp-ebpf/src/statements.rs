@@ -137,7 +137,7 @@ impl StmtState {
         }
         for i in 0..WAITS {
             // SAFETY: an element of the array.
-            unsafe { core::ptr::write_volatile(&raw mut self.waits[i], 0) };
+            unsafe { write_volatile(&raw mut self.waits[i], 0) };
         }
     }
 }
