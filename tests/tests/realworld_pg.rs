@@ -369,6 +369,8 @@ fn vprofile_answers_on_the_pgbench_backend() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     };
     let json = c.dir.join("vprof.json");
+    let (_, wait0) = schedstat(backend);
+    let measuring = std::time::Instant::now();
     let (code, text, err) = ttp(&[
         "vprofile",
         "--pid",
@@ -385,6 +387,8 @@ fn vprofile_answers_on_the_pgbench_backend() {
         json.to_str().unwrap(),
     ]);
     assert_eq!(code, 0, "{err}\n{text}");
+    let (_, wait1) = schedstat(backend);
+    let window_ns = measuring.elapsed().as_nanos() as f64;
     let out = bench.0.wait_with_output_ref();
     let processed: u64 = out
         .lines()
@@ -406,13 +410,40 @@ fn vprofile_answers_on_the_pgbench_backend() {
         .find(|f| f["selected"] == true)
         .expect("a selected factor");
     let instance = first["instances"][0].as_str().expect("an instance");
-    assert!(
-        !first["factor"]
-            .as_str()
-            .unwrap_or("")
-            .contains("img_PortalRun"),
-        "the answer stopped at PortalRun's own code ({instance}):\n{text}"
-    );
+    // VProfiler times wall clock: a wait for a CPU inside PortalRun's own
+    // code is img_PortalRun's. One such wait of a time slice (~3 ms here)
+    // weighs as much in the variance as ~6 000 invocations at the
+    // statement's own spread (0.038 ms), so where the backend waited for a
+    // CPU 1 % of the window or more (the suite beside two CPU burners on
+    // these 2 vCPUs), img_PortalRun is the true answer. What the tool
+    // controls then is that it did not stop there: it opened PortalRun's
+    // calls to code without a symbol (`unnamed_opened`) and looked.
+    let waited = (wait1 - wait0) as f64 / window_ns;
+    let at_img = first["factor"]
+        .as_str()
+        .unwrap_or("")
+        .contains("img_PortalRun");
+    if at_img && waited >= 0.01 {
+        let opened = doc["rounds"]
+            .as_array()
+            .expect("rounds")
+            .iter()
+            .any(|r| !r["unnamed_opened"].is_null());
+        assert!(
+            opened,
+            "img_PortalRun selected without opening PortalRun's unnamed calls:\n{text}"
+        );
+        eprintln!(
+            "img_PortalRun is the answer: the backend waited for a CPU {:.1} % of the window, inside PortalRun's own code among others; its unnamed calls were opened",
+            waited * 100.0
+        );
+    } else {
+        assert!(
+            !at_img,
+            "the answer stopped at PortalRun's own code ({instance}), the backend waiting for a CPU {:.2} % of the window:\n{text}",
+            waited * 100.0
+        );
+    }
     let invocations = u64_at(&doc, "invocations");
     assert!(
         invocations >= 100 && invocations <= processed,
