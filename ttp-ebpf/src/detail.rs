@@ -45,7 +45,7 @@ use crate::{
 static DETAIL_ENABLED: u32 = 0;
 
 // compact_control.direct_compaction from the running kernel's BTF
-// (ttp-user/src/probe/btf.rs, `detail_offsets`), set in blame mode only; the
+// (ttp-ledger/src/probe/btf.rs, `detail_offsets`), set in blame mode only; the
 // request offsets are kernel.rs's (`Request`), which blame mode sets too.
 #[unsafe(no_mangle)]
 static OFF_CC_DIRECT_COMPACTION: u32 = 0;

@@ -22,7 +22,7 @@ pub static THREADS: HashMap<u32, ThreadAccount> =
 /// One account per possible tid (`kernel.pid_max` entries, sized by the
 /// loader; one entry when unused). A slot holds an account when its `tid`
 /// is the slot's index; 0 marks it free. Mappable: userspace scans it in
-/// place (ttp-user/src/probe/slots.rs).
+/// place (ttp-ledger/src/probe/slots.rs).
 #[map]
 pub static THREAD_SLOTS: Array<ThreadAccount> =
     Array::with_max_entries(1, aya_ebpf::bindings::BPF_F_MMAPABLE);

@@ -5,14 +5,12 @@
 //! around one execution) → protocol (TTPv2, EMP, variance, blame, load) →
 //! report (terminal, JSON, SVG, traces). `collect` reads what Linux itself
 //! reports (/proc, schedstat, taskstats) for the cross-checks.
-pub mod accounts;
+pub use ttp_ledger::{accounts, collect, probe};
+pub use ttp_protocol::protocol;
+pub use ttp_sys::{error, sys};
+pub use ttp_window::window;
+
 pub mod cli;
-pub mod collect;
-pub mod error;
 pub mod lab;
 pub mod pg;
-pub mod probe;
-pub mod protocol;
 pub mod report;
-pub mod sys;
-pub mod window;

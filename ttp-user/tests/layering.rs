@@ -32,8 +32,34 @@ const LAYERS: &[(&str, u32)] = &[
 /// only from its own layer and those below.
 const KNOWN_UPWARD: &[(&str, &str)] = &[];
 
-fn src_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+/// The workspace's userspace crates, lowest first. Cargo holds the layers
+/// between them (each depends only on those before it: an upward import
+/// would be a dependency cycle); this test holds the layers inside each.
+const CRATES: &[&str] = &[
+    "ttp-sys",
+    "ttp-ledger",
+    "ttp-window",
+    "ttp-protocol",
+    "ttp-user",
+];
+
+/// Every userspace crate's `src/`, each holding some of the top-level
+/// modules (the crates above re-export those below under the same names).
+fn src_dirs() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    CRATES.iter().map(|c| root.join(c).join("src")).collect()
+}
+
+/// (src dir, file) for every Rust file of every crate, sorted.
+fn all_files() -> Vec<(PathBuf, PathBuf)> {
+    let mut out = Vec::new();
+    for src in src_dirs() {
+        let mut files = Vec::new();
+        rust_files(&src, &mut files);
+        files.sort();
+        out.extend(files.into_iter().map(|f| (src.clone(), f)));
+    }
+    out
 }
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -134,13 +160,9 @@ fn imported_modules(code: &str) -> BTreeSet<String> {
 /// (importing file relative to src, its module, the module it imports)
 fn upward_imports() -> Vec<(String, String, String)> {
     let layer: BTreeMap<&str, u32> = LAYERS.iter().copied().collect();
-    let src = src_dir();
-    let mut files = Vec::new();
-    rust_files(&src, &mut files);
-    files.sort();
     let mut up = Vec::new();
-    for f in &files {
-        let Some(from) = top_module(&src, f) else {
+    for (src, f) in &all_files() {
+        let Some(from) = top_module(src, f) else {
             continue;
         };
         let from_layer = *layer
@@ -152,7 +174,7 @@ fn upward_imports() -> Vec<(String, String, String)> {
                 continue; // an item of lib.rs, not a module
             };
             if to_layer > from_layer {
-                let rel = f.strip_prefix(&src).unwrap().display().to_string();
+                let rel = f.strip_prefix(src).unwrap().display().to_string();
                 up.push((rel, from.clone(), to));
             }
         }
@@ -188,12 +210,39 @@ fn no_module_imports_from_a_layer_above() {
 /// module that does not exist.
 #[test]
 fn every_module_has_a_layer() {
-    let src = src_dir();
-    let mut files = Vec::new();
-    rust_files(&src, &mut files);
-    let modules: BTreeSet<String> = files.iter().filter_map(|f| top_module(&src, f)).collect();
+    let modules: BTreeSet<String> = all_files()
+        .iter()
+        .filter_map(|(src, f)| top_module(src, f))
+        .collect();
     let table: BTreeSet<String> = LAYERS.iter().map(|(m, _)| m.to_string()).collect();
     assert_eq!(modules, table, "src/ modules vs LAYERS");
+}
+
+/// Catches a module placed in a crate below a layer it depends on, or
+/// above one that depends on it: each crate's layers lie at or above those
+/// of the crate below it, so the crate order and the layer order agree.
+#[test]
+fn crates_follow_the_layers() {
+    let layer: BTreeMap<&str, u32> = LAYERS.iter().copied().collect();
+    let mut below_max = 0;
+    for src in src_dirs() {
+        let mut files = Vec::new();
+        rust_files(&src, &mut files);
+        let layers: BTreeSet<u32> = files
+            .iter()
+            .filter_map(|f| top_module(&src, f))
+            .map(|m| layer[m.as_str()])
+            .collect();
+        let (Some(&lo), Some(&hi)) = (layers.first(), layers.last()) else {
+            panic!("{} holds no module", src.display());
+        };
+        assert!(
+            lo >= below_max,
+            "{} holds layer {lo}, below layer {below_max} of a crate under it",
+            src.display()
+        );
+        below_max = hi;
+    }
 }
 
 /// The module table of docs/architecture.md: rows `| layer | `module/` | … |`.

@@ -13,7 +13,7 @@ pub const MAX_CPUS: u32 = 512;
 
 /// Threads the ledger can hold at once (system-wide), as compiled;
 /// userspace sizes the map at load from threads-max
-/// (ttp-user/src/probe/capacity.rs).
+/// (ttp-ledger/src/probe/capacity.rs).
 pub const MAX_THREADS: u32 = 32768;
 
 /// Block requests that can be in flight at once.
@@ -24,7 +24,7 @@ pub const MAX_IO_PROCS: u32 = 8192;
 
 /// Bytes of the ring buffer that carries exit records, as compiled;
 /// userspace sizes it at load from the exit rate it must absorb
-/// (ttp-user/src/probe/exits.rs).
+/// (ttp-ledger/src/probe/exits.rs).
 pub const EXIT_RING_BYTES: u32 = 1 << 20;
 
 /// What a thread is doing since `ThreadAccount::state_since_ns`.
@@ -71,7 +71,7 @@ pub mod flag {
 /// grows, which userspace reads, subtracts between two images and sums over
 /// a process. `ThreadAccount` and `IoAccount` below are declared from this
 /// list, and userspace generates its measure types, their arithmetic, serde,
-/// CSV columns and import mapping from it (`ttp-user/src/accounts/measures.rs`).
+/// CSV columns and import mapping from it (`ttp-ledger/src/accounts/measures.rs`).
 ///
 /// `for_each_ledger_counter!(callback)` expands to
 /// `callback! { thread { <counters> } io { <counters> } }`, each counter with
@@ -368,7 +368,7 @@ pub mod stat {
     /// Runs of the ledger's other programs (`sched_switch`'s are
     /// [`SWITCHES`]): the kernel counts a program's runs only while its BPF
     /// statistics are on, which ttp keeps to short sampling windows
-    /// (ttp-user/src/probe/cost.rs), so the ledger counts them itself.
+    /// (ttp-ledger/src/probe/cost.rs), so the ledger counts them itself.
     pub const RUNS_WAKEUP: u32 = 16;
     pub const RUNS_WAKEUP_NEW: u32 = 17;
     pub const RUNS_FORK: u32 = 18;

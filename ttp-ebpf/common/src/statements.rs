@@ -144,7 +144,7 @@ pub mod flag {
 
 /// Where the fields `statements` reads of PostgreSQL's `PgBackendStatus`
 /// lie (the backend's `MyBEEntry` points at it). Userspace sets them per
-/// server version (ttp-user/src/probe/pg_status.rs) as globals.
+/// server version (ttp-ledger/src/probe/pg_status.rs) as globals.
 pub mod status {
     /// `BackendState` values (utils/backend_status.h).
     pub const STATE_IDLE: u32 = 1;

@@ -9,7 +9,7 @@ use std::{
 use ttp_common::statements::{flag, wait};
 
 use crate::{
-    error::{UsageError, usage},
+    error::usage,
     probe::{
         SocketStatements,
         pg_status::{self, StatusSource},
@@ -539,10 +539,4 @@ fn build_report(
         cross_check: None,
         cross_check_note: None,
     })
-}
-
-impl From<UsdtError> for UsageError {
-    fn from(e: UsdtError) -> Self {
-        UsageError::new(e.to_string())
-    }
 }

@@ -46,111 +46,107 @@ fn target_line(d: &LoadDocument) -> String {
 
 const PERCENTILES: [&str; 5] = ["50", "90", "99", "99.9", "99.99"];
 
-impl LoadDocument {
-    /// Every distribution, (phase model, series, stats), open model first.
-    fn columns(&self) -> Vec<(String, String, &Stats)> {
-        let mut cols: Vec<(String, String, &Stats)> = self
-            .phases
-            .iter()
-            .flat_map(|p| {
-                p.series
-                    .iter()
-                    .map(|(k, s)| (model_name(p.model).to_string(), k.clone(), s))
-            })
-            .collect();
-        // The order `load` prints them in (protocol/load/output.rs).
-        let rank = |series: &str| match series {
-            "open_latency" => 0,
-            "closed_uncorrected" => 1,
-            "closed_intended" => 2,
-            "open_service_time" => 3,
-            _ => 4,
-        };
-        cols.sort_by_key(|(_, series, _)| rank(series));
-        if let Some(e) = &self.expected_open_latency_ns {
-            cols.push(("queue model".into(), "expected_open_latency".into(), e));
-        }
-        cols
+/// Every distribution, (phase model, series, stats), open model first.
+fn columns(doc: &LoadDocument) -> Vec<(String, String, &Stats)> {
+    let mut cols: Vec<(String, String, &Stats)> = doc
+        .phases
+        .iter()
+        .flat_map(|p| {
+            p.series
+                .iter()
+                .map(|(k, s)| (model_name(p.model).to_string(), k.clone(), s))
+        })
+        .collect();
+    // The order `load` prints them in (protocol/load/output.rs).
+    let rank = |series: &str| match series {
+        "open_latency" => 0,
+        "closed_uncorrected" => 1,
+        "closed_intended" => 2,
+        "open_service_time" => 3,
+        _ => 4,
+    };
+    cols.sort_by_key(|(_, series, _)| rank(series));
+    if let Some(e) = &doc.expected_open_latency_ns {
+        cols.push(("queue model".into(), "expected_open_latency".into(), e));
     }
+    cols
 }
 
-impl LoadDocument {
-    /// A phase's counts, errors, send lag and sender thread, worded as
-    /// `load` words them (protocol/load/output.rs `render_phase_summary`).
-    fn phase_summary(&self, p: &PhaseDocument) -> String {
-        let name = match p.model {
-            Model::Open => "open:  ",
-            Model::Closed => "closed:",
-        };
-        let mut line = format!(
-            "{name} achieved {:.1} of {} req/s requested; {} scheduled, {} sent, {} ok",
-            p.achieved_rate_per_s, self.requested_rate_per_s, p.scheduled, p.sent, p.completed_ok
-        );
-        if p.model == Model::Closed {
-            line.push_str(&format!(
-                ", {} omitted (never sent: coordinated omission)",
-                p.omitted
-            ));
-        }
-        let errors = if p.errors.is_empty() {
-            "none".to_string()
-        } else {
-            p.errors
-                .iter()
-                .map(|(k, v)| format!("{k} {v}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        line.push_str(&format!("\n        errors: {errors}"));
-        let percent = |n: u64, of: u64| {
-            if of == 0 {
-                0.0
-            } else {
-                100.0 * n as f64 / of as f64
-            }
-        };
-        if let Some(limit) = self.latency_limit_s {
-            line.push_str(&format!(
-                "\n        latency limit {}: {} late of {} ok ({:.3} %), {} skipped of {} scheduled ({:.3} %)",
-                fmt_ns((limit * 1e9).round() as u64),
-                p.late,
-                p.completed_ok,
-                percent(p.late, p.completed_ok),
-                p.skipped,
-                p.scheduled,
-                percent(p.skipped, p.scheduled)
-            ));
-        }
-        let pct = |st: &Stats, k: &str| fmt_ns(st.percentiles_ns.get(k).copied().unwrap_or(0));
-        if let Some(l) = p.send_lag_ns.as_ref().filter(|l| l.count > 0) {
-            line.push_str(&format!(
-                "\n        send lag behind schedule p50 {} p99 {} max {}",
-                pct(l, "50"),
-                pct(l, "99"),
-                fmt_ns(l.max_ns)
-            ));
-        }
-        if let Some(s) = &p.sender {
-            let beyond = p.send_lag_unexplained_ns.as_ref().filter(|b| b.count > 0);
-            match (s.run_delay_ns, beyond) {
-                (Some(d), Some(b)) => line.push_str(&format!(
-                    "\n        sender thread: waited {} for a CPU, ran {} (spun {}); lag beyond its CPU wait and work p99 {} max {}",
-                    fmt_ns(d),
-                    fmt_ns(s.on_cpu_ns.unwrap_or(0)),
-                    fmt_ns(s.spin_ns),
-                    pct(b, "99"),
-                    fmt_ns(b.max_ns),
-                )),
-                _ => line.push_str(&format!(
-                    "\n        sender thread: spun {}; its CPU wait is unknown (no /proc/thread-self/schedstat)",
-                    fmt_ns(s.spin_ns)
-                )),
-            }
-            line.extend(s.policy_note());
-        }
-        line.push('\n');
-        line
+/// A phase's counts, errors, send lag and sender thread, worded as
+/// `load` words them (protocol/load/output.rs `render_phase_summary`).
+fn phase_summary(doc: &LoadDocument, p: &PhaseDocument) -> String {
+    let name = match p.model {
+        Model::Open => "open:  ",
+        Model::Closed => "closed:",
+    };
+    let mut line = format!(
+        "{name} achieved {:.1} of {} req/s requested; {} scheduled, {} sent, {} ok",
+        p.achieved_rate_per_s, doc.requested_rate_per_s, p.scheduled, p.sent, p.completed_ok
+    );
+    if p.model == Model::Closed {
+        line.push_str(&format!(
+            ", {} omitted (never sent: coordinated omission)",
+            p.omitted
+        ));
     }
+    let errors = if p.errors.is_empty() {
+        "none".to_string()
+    } else {
+        p.errors
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    line.push_str(&format!("\n        errors: {errors}"));
+    let percent = |n: u64, of: u64| {
+        if of == 0 {
+            0.0
+        } else {
+            100.0 * n as f64 / of as f64
+        }
+    };
+    if let Some(limit) = doc.latency_limit_s {
+        line.push_str(&format!(
+            "\n        latency limit {}: {} late of {} ok ({:.3} %), {} skipped of {} scheduled ({:.3} %)",
+            fmt_ns((limit * 1e9).round() as u64),
+            p.late,
+            p.completed_ok,
+            percent(p.late, p.completed_ok),
+            p.skipped,
+            p.scheduled,
+            percent(p.skipped, p.scheduled)
+        ));
+    }
+    let pct = |st: &Stats, k: &str| fmt_ns(st.percentiles_ns.get(k).copied().unwrap_or(0));
+    if let Some(l) = p.send_lag_ns.as_ref().filter(|l| l.count > 0) {
+        line.push_str(&format!(
+            "\n        send lag behind schedule p50 {} p99 {} max {}",
+            pct(l, "50"),
+            pct(l, "99"),
+            fmt_ns(l.max_ns)
+        ));
+    }
+    if let Some(s) = &p.sender {
+        let beyond = p.send_lag_unexplained_ns.as_ref().filter(|b| b.count > 0);
+        match (s.run_delay_ns, beyond) {
+            (Some(d), Some(b)) => line.push_str(&format!(
+                "\n        sender thread: waited {} for a CPU, ran {} (spun {}); lag beyond its CPU wait and work p99 {} max {}",
+                fmt_ns(d),
+                fmt_ns(s.on_cpu_ns.unwrap_or(0)),
+                fmt_ns(s.spin_ns),
+                pct(b, "99"),
+                fmt_ns(b.max_ns),
+            )),
+            _ => line.push_str(&format!(
+                "\n        sender thread: spun {}; its CPU wait is unknown (no /proc/thread-self/schedstat)",
+                fmt_ns(s.spin_ns)
+            )),
+        }
+        line.extend(s.policy_note());
+    }
+    line.push('\n');
+    line
 }
 
 impl Rendered for LoadDocument {
@@ -184,7 +180,7 @@ impl Rendered for LoadDocument {
             fmt_ns((self.warmup_s * 1e9).round() as u64),
             clock
         );
-        let cols = self.columns();
+        let cols = columns(self);
         // The two header lines of `load` (protocol/load/output.rs).
         let w = 18;
         let closed = match self.connections {
@@ -237,7 +233,7 @@ impl Rendered for LoadDocument {
         }
         out.push_str("\n\n");
         for p in &self.phases {
-            out.push_str(&self.phase_summary(p));
+            out.push_str(&phase_summary(self, p));
         }
         // The server's ledger per second (`--attach-pid`), as `load`
         // printed it after the phases.
@@ -271,7 +267,7 @@ impl Rendered for LoadDocument {
             "mean_us",
         ]);
         let us = |ns: u64| format!("{:.3}", ns as f64 / 1e3);
-        for (m, s, st) in self.columns() {
+        for (m, s, st) in columns(self) {
             let mut row = vec![m, s, st.count.to_string(), us(st.min_ns)];
             row.extend(
                 PERCENTILES

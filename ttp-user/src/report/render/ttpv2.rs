@@ -88,7 +88,7 @@ fn blame_section(qes: &[&QeRecord]) -> String {
     );
     for q in qes {
         match (&q.blame, &q.blame_error) {
-            (Some(b), _) => s.push_str(&b.to_text(q.qe, 3)),
+            (Some(b), _) => s.push_str(&crate::protocol::blame::summary_text(b, q.qe, 3)),
             (None, Some(e)) => s.push_str(&format!("  QE {}: no blame: {e}\n", q.qe)),
             (None, None) => {}
         }

@@ -4,7 +4,10 @@
 use std::path::{Path, PathBuf};
 
 use super::{RenderError, Rendered, Table, write_plot};
-use crate::{protocol::variance::document::VprofileReport, report::vprofile::icicle};
+use crate::{
+    protocol::variance::document::VprofileReport,
+    report::vprofile::{icicle, vprofile_text},
+};
 
 pub struct Vprofile(pub VprofileReport);
 
@@ -20,7 +23,7 @@ impl Rendered for Vprofile {
         )
     }
     fn text(&self) -> String {
-        self.0.to_text(MIN_SHARE)
+        vprofile_text(&self.0, MIN_SHARE)
     }
     /// Every factor, ranked by responsibility (VProfiler Algorithm 1,
     /// line 14): its share of Var(root), height and specificity (eq. 2).

@@ -5,6 +5,7 @@ mod svg;
 mod text;
 
 pub use svg::{SvgError, icicle};
+pub use text::vprofile_text;
 
 #[cfg(test)]
 mod tests;

@@ -37,7 +37,7 @@ fn outputs_agree_with_the_tree() {
             );
         }
     }
-    let text = r.to_text(0.0);
+    let text = super::vprofile_text(&r, 0.0);
     assert!(text.contains("Var(C)"), "{text}");
     assert!(text.contains("(explained by a child)"), "{text}");
     let svg = icicle(&r).unwrap();
@@ -59,7 +59,7 @@ fn outputs_agree_with_the_tree() {
 fn saved_report_renders_the_same() {
     let r = report(&run(CONFIG));
     let saved = crate::report::render::load(serde_json::to_value(&r).unwrap()).unwrap();
-    assert_eq!(saved.text(), r.to_text(0.01));
+    assert_eq!(saved.text(), super::vprofile_text(&r, 0.01));
     let t = saved.table();
     assert_eq!(t.rows.len(), r.factors.len());
     assert_eq!(t.rows[0][1], "Var(C)");

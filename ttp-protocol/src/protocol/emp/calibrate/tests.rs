@@ -1,4 +1,7 @@
 //! Steps 2–8 on a synthetic calibration with a known L shape.
+// Built for the crates above too (feature `test-support`), where the
+// tests are left out and only the helpers are used.
+#![cfg_attr(not(test), allow(unused_imports, dead_code))]
 use super::*;
 use crate::protocol::emp::input::{DaemonExec, ProgramTime, RunFlags};
 
@@ -25,7 +28,7 @@ fn d(name: &str, pid: u32, pt_ns: u64) -> DaemonExec {
 /// * rhn_check (450 ms, +500 ms ET) in runs 37, 77, 117, 157: period 40;
 /// * flush-9:0 long (120 ms, +130 ms ET) in runs 37 and 136;
 /// * bash (2 ms) and sshd (15 ms), +20 ms ET, in run 10.
-pub(crate) fn synthetic_runs() -> Vec<EmpRun> {
+pub fn synthetic_runs() -> Vec<EmpRun> {
     let mut seed = 0x9E37_79B9_7F4A_7C15u64;
     (0u32..200)
         .map(|i| {

@@ -31,6 +31,9 @@
 //! F = np.var(B, ddof=1)/np.var(A, ddof=1)
 //! print(repr((F, 2*min(stats.f.cdf(F,7,7), stats.f.sf(F,7,7)))))
 //! ```
+// Built for the crates above too (feature `test-support`), where the
+// tests are left out and only the helpers are used.
+#![cfg_attr(not(test), allow(unused_imports, dead_code))]
 use super::vprofile::{Summary, compare_summaries};
 use super::*;
 use crate::protocol::variance::{
@@ -188,7 +191,7 @@ fn degenerate_summaries_give_no_interval() {
 
 /// A vprofile report of the fake call graph (R → A, B; A → C, D) whose C
 /// takes `c[i]` ns in invocation i, the rest as in fake_graph.rs.
-pub(crate) fn profile(c: [u64; 8]) -> serde_json::Value {
+pub fn profile(c: [u64; 8]) -> serde_json::Value {
     let invocations = |table: &ChildTable| -> Vec<Invocation> {
         (0..8)
             .map(|i| {
@@ -209,7 +212,7 @@ pub(crate) fn profile(c: [u64; 8]) -> serde_json::Value {
             })
             .collect()
     };
-    let g = Fake::new();
+    let g = Fake::default();
     let mut b = Breakdown::new("R", CONFIG);
     while let Some(table) = b.next_table(&g) {
         let inv = invocations(table);
@@ -218,8 +221,8 @@ pub(crate) fn profile(c: [u64; 8]) -> serde_json::Value {
     serde_json::to_value(report(&b)).unwrap()
 }
 
-pub(crate) const C_A: [u64; 8] = [100, 900, 300, 700, 200, 800, 400, 600];
-pub(crate) const C_B: [u64; 8] = [300, 1500, 700, 1100, 500, 1300, 800, 1000];
+pub const C_A: [u64; 8] = [100, 900, 300, 700, 200, 800, 400, 600];
+pub const C_B: [u64; 8] = [300, 1500, 700, 1100, 500, 1300, 800, 1000];
 
 /// Two results of the breakdown itself, saved and read back: the root's
 /// mean and variance are those of the known durations (checked against

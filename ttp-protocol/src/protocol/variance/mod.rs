@@ -24,13 +24,13 @@ pub mod uprobe;
 
 #[cfg(test)]
 mod algorithm2_tests;
-#[cfg(test)]
-pub(crate) mod fake_graph;
-#[cfg(test)]
-pub(crate) mod fixture;
+#[cfg(any(test, feature = "test-support"))]
+pub mod fake_graph;
+#[cfg(any(test, feature = "test-support"))]
+pub mod fixture;
 #[cfg(test)]
 mod fixture_tests;
-#[cfg(test)]
-pub(crate) mod fixture_variance_tests;
+#[cfg(any(test, feature = "test-support"))]
+pub mod fixture_variance_tests;
 #[cfg(test)]
 mod symbols_tests;

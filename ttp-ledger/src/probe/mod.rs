@@ -121,7 +121,7 @@ pub enum ProbeError {
 /// Loads the eBPF object (every program of the ledger, the trace, the
 /// blame detail and vprofile) with `loader`'s globals; a refusal for want
 /// of privileges is [`ProbeError::NotPermitted`].
-pub(crate) fn load_object(loader: &mut EbpfLoader) -> Result<Ebpf, ProbeError> {
+pub fn load_object(loader: &mut EbpfLoader) -> Result<Ebpf, ProbeError> {
     if OBJECT.is_empty() {
         return Err(ProbeError::NoObject);
     }
@@ -511,7 +511,7 @@ impl AttachOptions {
     }
 }
 
-pub(crate) fn take<T>(ebpf: &mut Ebpf, name: &str) -> Result<T, ProbeError>
+pub fn take<T>(ebpf: &mut Ebpf, name: &str) -> Result<T, ProbeError>
 where
     T: TryFrom<aya::maps::Map, Error = aya::maps::MapError>,
 {

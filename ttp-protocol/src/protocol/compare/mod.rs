@@ -12,8 +12,8 @@ pub mod stats;
 mod tests;
 mod ttpv2;
 pub mod vprofile;
-#[cfg(test)]
-pub(crate) mod vprofile_tests;
+#[cfg(any(test, feature = "test-support"))]
+pub mod vprofile_tests;
 
 use serde::{Deserialize, Serialize};
 

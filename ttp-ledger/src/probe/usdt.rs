@@ -35,6 +35,13 @@ pub enum UsdtError {
     Malformed { path: String, reason: String },
 }
 
+/// A binary that cannot be probed is the user's to fix: one line, exit 2.
+impl From<UsdtError> for crate::error::UsageError {
+    fn from(e: UsdtError) -> Self {
+        crate::error::UsageError::new(e.to_string())
+    }
+}
+
 /// Where an argument's value is at the probe.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]

@@ -178,3 +178,14 @@ pub struct BlameSummary {
     /// The highest-ranked explanations (Sec. 4.2).
     pub explanations: Vec<Explanation>,
 }
+
+impl BlameSummary {
+    /// Blocked time on every measured resource, ns.
+    pub fn blocked_ns(&self) -> u64 {
+        self.resources
+            .iter()
+            .filter(|r| r.blocked_measured)
+            .map(|r| r.blocked_ns)
+            .sum()
+    }
+}

@@ -12,10 +12,10 @@ use super::{
 };
 
 /// R calls A and B; A calls C and D. Heights: C, D, B = 0; A = 1; R = 2.
-pub(crate) struct Fake(HashMap<&'static str, Vec<&'static str>>);
+pub struct Fake(HashMap<&'static str, Vec<&'static str>>);
 
-impl Fake {
-    pub(crate) fn new() -> Self {
+impl Default for Fake {
+    fn default() -> Self {
         Self(HashMap::from([
             ("R", vec!["A", "B"]),
             ("A", vec!["C", "D"]),
@@ -53,7 +53,7 @@ impl CallGraphView for Fake {
 
 /// Durations (ns) of 8 invocations: C carries almost all of the variance;
 /// D, B and the bodies are nearly constant.
-pub(crate) fn invocations(table: &ChildTable) -> Vec<Invocation> {
+pub fn invocations(table: &ChildTable) -> Vec<Invocation> {
     let c = [100u64, 900, 300, 700, 200, 800, 400, 600];
     (0..8)
         .map(|i| {
@@ -75,8 +75,8 @@ pub(crate) fn invocations(table: &ChildTable) -> Vec<Invocation> {
         .collect()
 }
 
-pub(crate) fn run(config: BreakdownConfig) -> Breakdown {
-    let g = Fake::new();
+pub fn run(config: BreakdownConfig) -> Breakdown {
+    let g = Fake::default();
     let mut b = Breakdown::new("R", config);
     while let Some(table) = b.next_table(&g) {
         let inv = invocations(table);
@@ -85,14 +85,14 @@ pub(crate) fn run(config: BreakdownConfig) -> Breakdown {
     b
 }
 
-pub(crate) const CONFIG: BreakdownConfig = BreakdownConfig {
+pub const CONFIG: BreakdownConfig = BreakdownConfig {
     k: 2,
     threshold_share: 0.05,
     min_child_share: 0.8,
     max_rounds: 5,
 };
 
-pub(crate) fn report(b: &Breakdown) -> VprofileReport {
+pub fn report(b: &Breakdown) -> VprofileReport {
     VprofileReport::new(
         b,
         BinaryInfo {

@@ -123,6 +123,6 @@ pub fn analyze(
     })
 }
 
-#[cfg(test)]
+#[cfg(any(test, feature = "test-support"))]
 #[path = "tests.rs"]
-pub(crate) mod tests;
+pub mod tests;

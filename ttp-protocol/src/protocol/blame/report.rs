@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     Options,
-    attribute::{Attribution, Check, DiskMeasure, Resource, Row},
+    attribute::{self, Attribution, Check, DiskMeasure, Resource, Row},
     baseline::Baseline,
     cause::{CauseKind, Classifier, GroupBy, UNKNOWN},
     explain::Explanation,
@@ -161,9 +161,9 @@ fn resources(rec: &Recording, opts: &Options, rows: &[Row]) -> Vec<ResourceSumma
             }
             ResourceSummary {
                 resource: r,
-                blocked_measured: r.blocked_measured(&rec.sources),
-                consumption_measured: r.consumption_measured(&rec.sources),
-                consumption_unit: r.consumption_unit(opts.disk_by).into(),
+                blocked_measured: attribute::blocked_measured(r, &rec.sources),
+                consumption_measured: attribute::consumption_measured(r, &rec.sources),
+                consumption_unit: attribute::consumption_unit(r, opts.disk_by).into(),
                 blocked_ns: units.values().map(|u| u.blocked_ns).sum(),
                 by_kind,
                 slowdown,

@@ -49,7 +49,7 @@ fn round_limit_is_reported() {
 /// Catches the restriction being ignored, or applied below the root.
 #[test]
 fn root_children_can_be_restricted() {
-    let g = Fake::new();
+    let g = Fake::default();
     let mut b = Breakdown::new("R", CONFIG).only_root_children(vec!["A".into()]);
     let table = b.next_table(&g).unwrap();
     let names: Vec<&str> = table.slots.iter().map(|s| s.function.as_str()).collect();

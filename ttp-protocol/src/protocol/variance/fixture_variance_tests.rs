@@ -2,6 +2,9 @@
 //! against the program's own clock readings: the call graph comes from the
 //! compiled binary, the per-invocation durations are the ones the program
 //! measured itself, fed in through the child table as probes would.
+// Built for the crates above too (feature `test-support`), where the
+// tests are left out and only the helpers are used.
+#![cfg_attr(not(test), allow(unused_imports, dead_code))]
 use super::{
     breakdown::{Breakdown, BreakdownConfig},
     callgraph::CallGraph,
@@ -301,7 +304,7 @@ fn driver_plans_probes_on_call_instructions() {
 
 /// The deep workload of the fixture (60 invocations) driven from ELF to
 /// report; returns the report and the rounds the source measured.
-pub(crate) fn drive_deep(variant: Variant) -> (super::document::VprofileReport, usize) {
+pub fn drive_deep(variant: Variant) -> (super::document::VprofileReport, usize) {
     let bin = fixture::build(variant);
     let elf = ElfImage::load(&bin).unwrap();
     let root = elf.lookup("vt_root_deep").unwrap();

@@ -29,35 +29,34 @@ use super::{
 
 pub use crate::window::blame_record::Resource;
 
-/// What the recording says about each resource (the enum and its names
-/// are in window/blame_record.rs, beside the per-QE summary that holds it).
-impl Resource {
-    /// Unit in which consumption δr is counted.
-    pub fn consumption_unit(self, disk_by: DiskMeasure) -> &'static str {
-        match (self, disk_by) {
-            (Self::Cpu, _) => "ns",
-            (Self::Disk, DiskMeasure::Bytes) => "bytes",
-            (Self::Disk, DiskMeasure::Requests) => "requests",
-            (Self::Memory, _) => "pages",
-        }
-    }
+// What the recording says about each resource (the enum and its names
+// are in window/blame_record.rs, beside the per-QE summary that holds it).
 
-    /// Whether the recording measured the victim's blocked time on it.
-    pub fn blocked_measured(self, s: &Sources) -> bool {
-        match self {
-            Self::Cpu => s.runq_wait,
-            Self::Disk => s.iowait,
-            Self::Memory => s.mem_stall,
-        }
+/// Unit in which consumption δr of `r` is counted.
+pub fn consumption_unit(r: Resource, disk_by: DiskMeasure) -> &'static str {
+    match (r, disk_by) {
+        (Resource::Cpu, _) => "ns",
+        (Resource::Disk, DiskMeasure::Bytes) => "bytes",
+        (Resource::Disk, DiskMeasure::Requests) => "requests",
+        (Resource::Memory, _) => "pages",
     }
+}
 
-    /// Whether the recording measured every thread's consumption of it.
-    pub fn consumption_measured(self, s: &Sources) -> bool {
-        match self {
-            Self::Cpu => s.cpu_time,
-            Self::Disk => s.disk_io,
-            Self::Memory => s.mem_alloc,
-        }
+/// Whether the recording measured the victim's blocked time on `r`.
+pub fn blocked_measured(r: Resource, s: &Sources) -> bool {
+    match r {
+        Resource::Cpu => s.runq_wait,
+        Resource::Disk => s.iowait,
+        Resource::Memory => s.mem_stall,
+    }
+}
+
+/// Whether the recording measured every thread's consumption of `r`.
+pub fn consumption_measured(r: Resource, s: &Sources) -> bool {
+    match r {
+        Resource::Cpu => s.cpu_time,
+        Resource::Disk => s.disk_io,
+        Resource::Memory => s.mem_alloc,
     }
 }
 
