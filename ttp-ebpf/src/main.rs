@@ -19,7 +19,7 @@ mod ring;
 mod sched;
 mod statements;
 mod trace;
-mod vprof;
+mod vprofile;
 mod wire;
 mod words;
 

@@ -1,4 +1,4 @@
-//! Records too large for the 512-byte BPF stack (statements.rs, vprof.rs)
+//! Records too large for the 512-byte BPF stack (statements.rs, vprofile.rs)
 //! are written in place: reserved in their ring buffer, filled field by
 //! field, submitted.
 use aya_ebpf::maps::RingBuf;

@@ -727,7 +727,7 @@ mod pod {
 }
 
 // ---- vprof: uprobe records of `vprofile` (VProfiler, paper 004) ----
-pub mod vprof;
+pub mod vprofile;
 
 // ---- statements: PostgreSQL statements through its USDT probes ----
 pub mod statements;

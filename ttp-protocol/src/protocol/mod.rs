@@ -7,4 +7,4 @@ pub mod emp;
 pub mod load;
 pub mod statements;
 pub mod ttpv2;
-pub mod variance;
+pub mod vprofile;

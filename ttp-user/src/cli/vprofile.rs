@@ -14,7 +14,7 @@ use anyhow::Context;
 use crate::{
     error::{UsageError, usage},
     probe::{probe_error_ctx, symbols::DebugSearch},
-    protocol::variance::{
+    protocol::vprofile::{
         breakdown::BreakdownConfig,
         callgraph::{CallGraph, ChildKey},
         document::VprofileReport,
@@ -145,7 +145,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     })?;
     // The probes' own cost, subtracted from every interval (docs/vprofile.md,
     // "The probes' own cost"); without it the report says so.
-    match crate::protocol::variance::uprobe::calibrate() {
+    match crate::protocol::vprofile::uprobe::calibrate() {
         Ok(cost) => source = source.with_cost(cost),
         Err(e) => eprintln!("note: {e}; the probes' own cost is not subtracted"),
     }
@@ -158,7 +158,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         eprintln!(
             "note: {} invocations had calls the probes could not track (deeper than {} open calls, or unwound by longjmp/exceptions)",
             source.incomplete_records,
-            ttp_common::vprof::MAX_DEPTH
+            ttp_common::vprofile::MAX_DEPTH
         );
     }
     if report.measurement.lost_records.is_some_and(|l| l > 0) {

@@ -16,7 +16,7 @@ use statrs::distribution::{ContinuousCDF, StudentsT};
 
 use super::input::{InputError, Side};
 use super::stats::{self, FTest, WelchSummary};
-use crate::protocol::variance::document::VprofileReport;
+use crate::protocol::vprofile::document::VprofileReport;
 
 /// A factor of one file: its share of Var(root).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -36,7 +36,7 @@
 #![cfg_attr(not(test), allow(unused_imports, dead_code))]
 use super::vprofile::{Summary, compare_summaries};
 use super::*;
-use crate::protocol::variance::{
+use crate::protocol::vprofile::{
     breakdown::Breakdown,
     fake_graph::{CONFIG, Fake, report},
     tree::{ChildTable, Invocation},

@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use ttp_common::statements::{PARTS, Record, TEXT_UNTERMINATED, WAITS, flag, part, wait};
 
 use self::parallel::{GroupWorkers, Workers};
-use super::variance::tree::{ChildSlot, ChildTable, Invocation, Term, VarianceTree};
+use super::vprofile::tree::{ChildSlot, ChildTable, Invocation, Term, VarianceTree};
 
 /// JSON schema name of the result.
 pub const SCHEMA: &str = "ttp.statements/1";

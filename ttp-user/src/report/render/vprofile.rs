@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use super::{RenderError, Rendered, Table, write_plot};
 use crate::{
-    protocol::variance::document::VprofileReport,
+    protocol::vprofile::document::VprofileReport,
     report::vprofile::{icicle, vprofile_text},
 };
 

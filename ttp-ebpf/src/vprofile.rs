@@ -2,12 +2,12 @@
 //! root function, its duration and the summed duration of each measured
 //! child slot, one record per invocation through a ring buffer.
 //!
-//! Attachments (userspace `protocol::variance::plan`):
+//! Attachments (userspace `protocol::vprofile::plan`):
 //! - `vprof_root_entry` (uprobe) and `vprof_root_return` (uretprobe) on the
 //!   root function;
 //! - `vprof_call` (uprobe) on every measured `call` instruction and
 //!   `vprof_return` (uprobe) on the instruction after it, each with the
-//!   site's cookie (`ttp_common::vprof::cookie`).
+//!   site's cookie (`ttp_common::vprofile::cookie`).
 //!
 //! Per thread (LRU hash keyed by tid, so threads that exit are recycled),
 //! the probes keep the root's nesting depth and a small stack of open calls.
@@ -29,7 +29,7 @@ use aya_ebpf::{
     maps::{LruHashMap, PerCpuArray, RingBuf},
     programs::{ProbeContext, RetProbeContext},
 };
-use ttp_common::vprof::{MAX_DEPTH, MAX_SLOTS, PARENT_ROOT, Record, Stats, decode_cookie};
+use ttp_common::vprofile::{MAX_DEPTH, MAX_SLOTS, PARENT_ROOT, Record, Stats, decode_cookie};
 
 use crate::{now_ns, ring};
 

@@ -1,4 +1,4 @@
-//! The `vprofile` uprobes (ttp-ebpf/src/vprof.rs) as an
+//! The `vprofile` uprobes (ttp-ebpf/src/vprofile.rs) as an
 //! [`InvocationSource`]: the programs are loaded once; each round attaches
 //! the plan's new call sites (a round's plan extends the previous one:
 //! slots and sites are only appended, with the same ids), drains one record
@@ -20,7 +20,7 @@ use aya::{
         uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeLink, UProbeScope},
     },
 };
-use ttp_common::vprof::{Record, Stats};
+use ttp_common::vprofile::{Record, Stats};
 
 use super::{
     driver::{InvocationSource, RoundData, Stop},
@@ -446,7 +446,7 @@ fn runs_of(runs: &[(u64, u64, f64)], n: u64, from: u64) -> Vec<f64> {
 ///   read the clock, so the step lands in the enclosing interval, and which
 ///   sites are stepped is not counted.
 pub fn calibrate() -> Result<ProbeCost, VprofProbeError> {
-    use crate::protocol::variance::{callgraph::CallGraph, elf::ElfImage, tree::ChildSlot};
+    use crate::protocol::vprofile::{callgraph::CallGraph, elf::ElfImage, tree::ChildSlot};
     let fail = |what: String| VprofProbeError::Calibration(what);
     let exe = std::env::current_exe().map_err(|e| fail(format!("own executable: {e}")))?;
     let elf = ElfImage::load(&exe).map_err(|e| fail(e.to_string()))?;

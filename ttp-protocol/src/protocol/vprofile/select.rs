@@ -158,7 +158,7 @@ pub fn select_literal(ranked: &[Factor], k: usize, threshold_share: f64) -> Vec<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::variance::tree::{ChildSlot, ChildTable, Invocation};
+    use crate::protocol::vprofile::tree::{ChildSlot, ChildTable, Invocation};
 
     /// The tree of Fig. 3: X calls Y and Z, Z calls Y. Var(Y) has two
     /// instances whose contributions add up into one factor.

@@ -1,13 +1,13 @@
 //! From a child table to the uprobes that measure it: file offsets of the
 //! root function and of every call site and return site, with the cookies
-//! ([`ttp_common::vprof::cookie`]) the probe programs read; and from the
+//! ([`ttp_common::vprofile::cookie`]) the probe programs read; and from the
 //! probes' records back to [`Invocation`]s.
 //!
 //! Uprobes attach at file offsets, so the same plan works for a PIE, a
 //! non-PIE executable and a shared library, wherever it is mapped.
 use std::path::PathBuf;
 
-use ttp_common::vprof::{self, MAX_SITES, MAX_SLOTS, PARENT_ROOT, Record};
+use ttp_common::vprofile::{self, MAX_SITES, MAX_SLOTS, PARENT_ROOT, Record};
 
 use super::{
     elf::ElfImage,
@@ -33,7 +33,7 @@ impl SiteProbe {
     /// The attachment cookie of both probes of this site.
     pub fn cookie(&self) -> u64 {
         let call_len = (self.return_address - self.call_address) as u32;
-        vprof::cookie(self.site, call_len, self.parent, self.slot)
+        vprofile::cookie(self.site, call_len, self.parent, self.slot)
     }
 }
 
