@@ -2,7 +2,7 @@
 //! machine), live, with a final summary and the cross-check against what the
 //! kernel itself reports over the same window.
 use std::{
-    collections::BTreeSet,
+    collections::{BTreeSet, HashMap},
     path::{Path, PathBuf},
     time::{Duration, Instant},
 };
@@ -13,7 +13,10 @@ use crate::{
     accounts::{DEFAULT_KEEP_EXITED, Image, RunningWindow, Window},
     collect::taskstats::TaskstatsClient,
     error::usage,
-    probe::probe_error_ctx,
+    probe::{
+        cost::{CostSnapshot, CostUnavailable},
+        probe_error_ctx,
+    },
     report::{
         self,
         attach::{References, Summary, Targets},
@@ -22,6 +25,7 @@ use crate::{
         trace,
         units::parse_duration,
     },
+    sys::signals::StopFlag,
     window::{
         bracket::{EndReads, SchedReads, WindowReads},
         procs::ProcSet,
@@ -117,6 +121,58 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
         fixed_exit_queue: true,
         ..Default::default()
     })?;
+    let (mut start, first) = start(&args, &mut session)?;
+    let followed = follow(&args, &mut session, &mut start, first)?;
+    let summary = summarize(&session, &start, followed);
+    summary.print(&TextOptions {
+        top: (args.top > 0).then_some(args.top),
+        all_checks: args.checks,
+    });
+    if let Some(path) = &args.json {
+        report::atomic::write_json_result(path, &summary.json())?;
+    }
+    if let (Some(path), Some(rec)) = (&args.trace, start.recorder) {
+        let t = trace::Trace::new(rec.finish(&session.ledger)?, "ttp attach");
+        t.write(path)?;
+        for w in t.warnings() {
+            eprintln!("trace: {w}");
+        }
+        eprintln!(
+            "wrote trace {} (open it in ui.perfetto.dev)",
+            path.display()
+        );
+    }
+    drop(session);
+    if summary.flagged() > 0 {
+        eprintln!(
+            "ttp: {} cross-check comparisons outside tolerance (see the summary)",
+            summary.flagged()
+        );
+    }
+    Ok(())
+}
+
+/// What `attach` takes at the window's start and keeps to its summary.
+struct Start {
+    stop: StopFlag,
+    parents: HashMap<u32, u32>,
+    targets: Targets,
+    recorder: Option<trace::Recorder>,
+    taskstats: Option<TaskstatsClient>,
+    /// The processes whose kernel counters bracket the ledger's reads
+    /// (`None`: every process, with --all); followed as the tree grows.
+    bracket_set: Option<BTreeSet<u32>>,
+    cost_first: Result<CostSnapshot, CostUnavailable>,
+    /// The processes the references are read for at the start.
+    initial: BTreeSet<u32>,
+    procs_before: ProcSet,
+    sched_start: EndReads,
+}
+
+/// The window's start: the first image, bracketed by the kernel's own
+/// counters, and the references read with it; then the line that says
+/// measuring has begun. Returns the first image apart, for the loop.
+fn start(args: &AttachArgs, session: &mut MeasurementSession) -> anyhow::Result<(Start, Image)> {
     let stop = session.stop_flag()?;
     let attached_ms = session.attach_ms();
     let seeded = session.seeded;
@@ -140,12 +196,11 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
     // (window/bracket.rs). Every process with --all; else the target's
     // tree as the last image knew it (a process started since adds all of
     // its counters to the range: never a flag, docs/ledger.md).
-    let mut bracket_set = (!args.all).then(|| targets.of(&Window::default(), &parents));
+    let bracket_set = (!args.all).then(|| targets.of(&Window::default(), &parents));
     let sched_pre0 = SchedReads::read(bracket_set.as_ref());
     let first = Image::from_snapshot(&session.ledger.snapshot().map_err(probe_error_ctx)?);
     let sched_at0 = SchedReads::read(bracket_set.as_ref());
     let cost_first = session.ledger.cost_snapshot();
-    let mut cost_last;
     let initial: BTreeSet<u32> = if args.all {
         ProcSet::all_pids()
     } else {
@@ -162,7 +217,41 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
     eprintln!(
         "ttp: ledger attached in {attached_ms:.1} ms ({seeded} existing threads seeded); measuring, Ctrl-C ends with the summary"
     );
+    let start = Start {
+        stop,
+        parents,
+        targets,
+        recorder,
+        taskstats,
+        bracket_set,
+        cost_first,
+        initial,
+        procs_before,
+        sched_start,
+    };
+    Ok((start, first))
+}
 
+/// What the measuring loop leaves for the summary.
+struct Followed {
+    last: Image,
+    running: RunningWindow,
+    exit_records: ExitRecords,
+    notes: Vec<String>,
+    /// The kernel's counters right before and after the last image, when
+    /// it may have ended the window.
+    last_pre: Option<(SchedReads, SchedReads)>,
+    cost_last: Result<CostSnapshot, CostUnavailable>,
+}
+
+/// The window: an image every interval, the live table, exit records
+/// folded as they arrive, until the duration, Ctrl-C or the target's exit.
+fn follow(
+    args: &AttachArgs,
+    session: &mut MeasurementSession,
+    st: &mut Start,
+    first: Image,
+) -> anyhow::Result<Followed> {
     let end_at = args.duration.map(|d| Instant::now() + d);
     // Exit records are folded into their process's row as they arrive
     // (accounts/running.rs): memory follows the processes kept, not the
@@ -196,30 +285,23 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
     // followed (its target's exit record, seen only after the image, ends
     // the window too).
     let mut last_pre: Option<(SchedReads, SchedReads)>;
+    let mut cost_last;
     loop {
         let left = end_at.map(|e| e.saturating_duration_since(Instant::now()));
         let step = left.map_or(args.interval, |l| l.min(args.interval));
-        let gone = stop.sleep_watching(step, watch.as_ref());
-        let ending = gone || stop.raised() || end_at.is_some_and(|e| Instant::now() >= e);
-        if gone {
-            // The exit record is written at the task's last switch, just
-            // after the pidfd wakes: wait for it (briefly) so this image
-            // closes the window.
-            let give_up = Instant::now() + Duration::from_millis(200);
-            while !target_exited && Instant::now() < give_up {
-                let from = early.len();
-                session.ledger.drain_exits(&mut early);
-                target_exited = early[from..].iter().any(is_target_exit);
-                std::thread::sleep(Duration::from_millis(2));
-            }
+        let gone = st.stop.sleep_watching(step, watch.as_ref());
+        let ending = gone || st.stop.raised() || end_at.is_some_and(|e| Instant::now() >= e);
+        if gone && !target_exited {
+            target_exited = await_target_exit(session, &mut early, is_target_exit);
         }
         let pre = (ending || (args.pid.is_some() && args.children))
-            .then(|| SchedReads::read(bracket_set.as_ref()));
+            .then(|| SchedReads::read(st.bracket_set.as_ref()));
         let image = Image::from_snapshot(&session.ledger.snapshot().map_err(probe_error_ctx)?);
-        last_pre = pre.map(|pre| (pre, SchedReads::read(bracket_set.as_ref())));
+        last_pre = pre.map(|pre| (pre, SchedReads::read(st.bracket_set.as_ref())));
         cost_last = session.ledger.cost_snapshot();
         if args.children {
-            bracket_set = Some(targets.of(&Window::between(&image, &image, &[]), &parents));
+            let tree = Window::between(&image, &image, &[]);
+            st.bracket_set = Some(st.targets.of(&tree, &st.parents));
         }
         // After the image: a thread missing from it has its record queued.
         let mut batch = std::mem::take(&mut early);
@@ -230,11 +312,8 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
         }
         if !args.quiet {
             let interval_exits: Vec<_> = running.pending().chain(&batch).copied().collect();
-            live.print(
-                &Window::between(&last, &image, &interval_exits),
-                &targets,
-                &parents,
-            );
+            let interval = Window::between(&last, &image, &interval_exits);
+            live.print(&interval, &st.targets, &st.parents);
         }
         running.fold(&image, batch);
         // What this interval's records and image freed goes back now, not
@@ -261,48 +340,100 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
             ));
             break;
         }
-        if stop.raised() || end_at.is_some_and(|e| Instant::now() >= e) {
+        if st.stop.raised() || end_at.is_some_and(|e| Instant::now() >= e) {
             break;
         }
     }
-    // The kernel sends a target's taskstats exit record before the exit
-    // that ended the window, but the listener thread may not have passed it
-    // on yet (a busy machine): wait for it briefly, then take what came.
-    if let (Some(rx), Some(pid)) = (session.taskstats_exits(), args.pid)
-        && target_exited
-    {
-        // 2 s: on a machine busy with other processes' exits the listener
-        // thread can be that far behind; it costs nothing when the record
-        // is already there.
-        let give_up = Instant::now() + Duration::from_secs(2);
-        while !exit_records.has(pid) {
-            let left = give_up.saturating_duration_since(Instant::now());
-            match rx.recv_timeout(left) {
-                Ok(r) => exit_records.add(r),
-                Err(_) => break,
-            }
-        }
-        if !exit_records.has(pid) {
-            notes.push(format!(
-                "process {pid}'s taskstats exit record did not arrive within 2 s: no taskstats reference for it"
-            ));
-        }
+    if let Some(pid) = args.pid.filter(|_| target_exited) {
+        await_taskstats_exit(session, pid, &mut exit_records, &mut notes);
     }
     if let Some(rx) = session.taskstats_exits() {
         rx.try_iter().for_each(|r| exit_records.add(r));
     }
+    Ok(Followed {
+        last,
+        running,
+        exit_records,
+        notes,
+        last_pre,
+        cost_last,
+    })
+}
+
+/// The target's exit record is written at its last switch, just after its
+/// pidfd wakes: waits for it (briefly, draining into `early`) so that the
+/// next image closes the window. Whether it came.
+fn await_target_exit(
+    session: &mut MeasurementSession,
+    early: &mut Vec<ttp_common::ExitRecord>,
+    is_target_exit: impl Fn(&ttp_common::ExitRecord) -> bool,
+) -> bool {
+    let give_up = Instant::now() + Duration::from_millis(200);
+    while Instant::now() < give_up {
+        let from = early.len();
+        session.ledger.drain_exits(early);
+        if early[from..].iter().any(&is_target_exit) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    false
+}
+
+/// The kernel sends a target's taskstats exit record before the exit that
+/// ended the window, but the listener thread may not have passed it on yet
+/// (a busy machine): wait for it briefly, then take what came.
+fn await_taskstats_exit(
+    session: &MeasurementSession,
+    pid: u32,
+    exit_records: &mut ExitRecords,
+    notes: &mut Vec<String>,
+) {
+    let Some(rx) = session.taskstats_exits() else {
+        return;
+    };
+    // 2 s: on a machine busy with other processes' exits the listener
+    // thread can be that far behind; it costs nothing when the record is
+    // already there.
+    let give_up = Instant::now() + Duration::from_secs(2);
+    while !exit_records.has(pid) {
+        let left = give_up.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(r) => exit_records.add(r),
+            Err(_) => break,
+        }
+    }
+    if !exit_records.has(pid) {
+        notes.push(format!(
+            "process {pid}'s taskstats exit record did not arrive within 2 s: no taskstats reference for it"
+        ));
+    }
+}
+
+/// The window closed, the references read at its end, and the summary
+/// with its cross-check (report/attach.rs).
+fn summarize(session: &MeasurementSession, st: &Start, f: Followed) -> Summary {
+    let Followed {
+        last,
+        running,
+        exit_records,
+        mut notes,
+        last_pre,
+        cost_last,
+    } = f;
     let window = running.close(&last);
-    let mut final_targets: BTreeSet<u32> = targets
-        .select(&window, &parents)
+    let mut final_targets: BTreeSet<u32> = st
+        .targets
+        .select(&window, &st.parents)
         .iter()
         .map(|(k, _)| k.tgid)
         .collect();
-    final_targets.extend(&initial);
-    let procs_after = ProcSet::read(&final_targets, taskstats.as_ref());
+    final_targets.extend(&st.initial);
+    let procs_after = ProcSet::read(&final_targets, st.taskstats.as_ref());
     let sched_reads = WindowReads {
-        start: Some(sched_start),
+        start: Some(st.sched_start.clone()),
         end: last_pre.map(|(pre, at)| {
-            let after = bracket_set.map(|mut s| {
+            let after = st.bracket_set.clone().map(|mut s| {
                 s.extend(&final_targets);
                 s
             });
@@ -313,7 +444,7 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
             }
         }),
     };
-    if taskstats.is_none() {
+    if st.taskstats.is_none() {
         notes.push("taskstats unavailable: no taskstats references in the cross-check".into());
     }
     let switched_on = session.delay_accounting_switched_on();
@@ -330,7 +461,7 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
         }
         None => (None, 0),
     };
-    let probe_cost = match (&cost_first, &cost_last) {
+    let probe_cost = match (&st.cost_first, &cost_last) {
         (Ok(a), Ok(b)) => Some(crate::probe::cost::ProbeCost::between(a, b)),
         (Err(e), _) | (_, Err(e)) => {
             notes.push(e.to_string());
@@ -338,11 +469,11 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
         }
     };
     let mut summary = Summary::build(
-        &targets,
+        &st.targets,
         &window,
-        &parents,
+        &st.parents,
         &References {
-            before: &procs_before,
+            before: &st.procs_before,
             after: &procs_after,
             exit_records: &exit_records,
             taskstats_exits,
@@ -354,30 +485,5 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
     );
     summary.doc.probe_cost = probe_cost;
     summary.doc.wake_latency_measured = Some(session.ledger.wake_latency_measured());
-    summary.print(&TextOptions {
-        top: (args.top > 0).then_some(args.top),
-        all_checks: args.checks,
-    });
-    if let Some(path) = &args.json {
-        report::atomic::write_json_result(path, &summary.json())?;
-    }
-    if let (Some(path), Some(rec)) = (&args.trace, recorder) {
-        let t = trace::Trace::new(rec.finish(&session.ledger)?, "ttp attach");
-        t.write(path)?;
-        for w in t.warnings() {
-            eprintln!("trace: {w}");
-        }
-        eprintln!(
-            "wrote trace {} (open it in ui.perfetto.dev)",
-            path.display()
-        );
-    }
-    drop(session);
-    if summary.flagged() > 0 {
-        eprintln!(
-            "ttp: {} cross-check comparisons outside tolerance (see the summary)",
-            summary.flagged()
-        );
-    }
-    Ok(())
+    summary
 }
