@@ -91,11 +91,24 @@ impl Drop for Storm {
     }
 }
 
+/// Interrupts a CPU serves while an exiting thread is current, µs allowed
+/// a process on top of its threads' last steps of exit. This kernel has no
+/// `CONFIG_IRQ_TIME_ACCOUNTING`: hard and soft interrupt time is charged
+/// to the task that was running, so the runtime the ledger reads at the
+/// thread's final switch-out includes what interrupts took after wait4's
+/// rusage was summed. Beside a disk writer (block completions) that was
+/// 60 µs over the quiet bound on one process of 1 200 (13 840 µs against
+/// 13 280 µs of rusage for 5 threads). A row wrong by one thread's work
+/// still fails: 1 000 µs here (`--thread-cpu-us 1000`), above the 800 µs
+/// the bound allows a process of 5 threads.
+const INTERRUPT_SLACK_US: u64 = 300;
+
 /// The bounds of the tests' doc comments: a process's on-CPU time `ns`
 /// against the rusage `us` wait4 returned for it, 2 µs below (rusage's
-/// truncation to µs) to 100 µs a thread above (its last steps of exit).
+/// truncation to µs) to 100 µs a thread above (its last steps of exit),
+/// plus [`INTERRUPT_SLACK_US`].
 fn matches_rusage(ns: u64, us: u64, threads: u64) -> bool {
-    ns / 1_000 + 2 >= us && ns / 1_000 <= us + threads * 100
+    ns / 1_000 + 2 >= us && ns / 1_000 <= us + threads * 100 + INTERRUPT_SLACK_US
 }
 
 /// The same bounds summed over `procs` processes of `threads` threads, plus
@@ -123,7 +136,8 @@ fn total_bounds(
 /// ledger reads each thread's runtime at its final switch-out, after the
 /// kernel folded it into the group's total, so it is above by each
 /// thread's last steps of exit (measured 0–76 µs a process): 100 µs a
-/// thread allowed above, 2 µs a process below for rusage's truncation to µs.
+/// thread allowed above (and the interrupts of [`INTERRUPT_SLACK_US`]), 2 µs
+/// a process below for rusage's truncation to µs.
 ///
 /// Checked: no exit record lost; rows + processes of the command group =
 /// 1 200 children + their parent (each counted once, none dropped); every
