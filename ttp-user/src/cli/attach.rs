@@ -372,10 +372,14 @@ fn await_target_exit(
     while Instant::now() < give_up {
         let from = early.len();
         session.ledger.drain_exits(early);
-        if early[from..].iter().any(&is_target_exit) {
+        let found = early[from..].iter().any(&is_target_exit);
+        // Also after the record came: the program sends it before it
+        // removes the thread's account (ttp-ebpf/src/ledger.rs, `retire`),
+        // and the image that follows must not read the account still there.
+        std::thread::sleep(Duration::from_millis(2));
+        if found {
             return true;
         }
-        std::thread::sleep(Duration::from_millis(2));
     }
     false
 }
