@@ -51,19 +51,6 @@ static REQUEST_ENTRIES: Array<u64> = Array::with_max_entries(1, 0);
 /// with ended requests.
 const KEEP_ENDED_UP_TO: u64 = MAX_REQUESTS as u64 / 2;
 
-/// Brings the disk clock up to `now` (caller holds the lock).
-#[inline(always)]
-fn advance(d: &mut DiskAccount, now: u64) {
-    if now > d.last_ns {
-        let dt = now - d.last_ns;
-        if d.busy_procs > 0 {
-            d.g_cum_ns += dt / d.busy_procs as u64;
-            d.busy_ns += dt;
-        }
-        d.last_ns = now;
-    }
-}
-
 /// Process `tgid`'s own-I/O clock at `now`: the disk time spent on its
 /// requests so far. None when the disk lock stayed contended.
 #[inline(always)]
@@ -72,16 +59,12 @@ pub fn own_clock(tgid: u32, now: u64) -> Option<u64> {
     let _g = lock::try_lock(unsafe { &raw mut (*d).lock })?;
     // SAFETY: map value, under the lock.
     let d = unsafe { &mut *d };
-    advance(d, now);
+    d.advance(now);
     let p = match PROC_DISK.get_ptr(tgid) {
         Some(p) => unsafe { &*p },
         None => return Some(0),
     };
-    Some(if p.inflight > 0 {
-        p.own_cum_ns + d.g_cum_ns.saturating_sub(p.g_snap_ns)
-    } else {
-        p.own_cum_ns
-    })
+    Some(p.own_at(d.g_cum_ns))
 }
 
 /// Marks one more (`start`) or one fewer request of `tgid` in service at
@@ -95,7 +78,7 @@ fn in_service(tgid: u32, now: u64, start: bool) -> bool {
         return false;
     };
     let d = unsafe { &mut *d };
-    advance(d, now);
+    d.advance(now);
     let p = match PROC_DISK.get_ptr_mut(tgid) {
         Some(p) => p,
         None if start => {
@@ -188,7 +171,7 @@ fn settle_at_reuse(tgid: u32, now: u64) {
     };
     // SAFETY: map values, under the disk lock.
     let d = unsafe { &mut *d };
-    advance(d, now);
+    d.advance(now);
     let Some(p) = PROC_DISK.get_ptr_mut(tgid) else {
         return;
     };
@@ -240,7 +223,7 @@ pub fn process_gone(tgid: u32) {
     };
     // SAFETY: map value pointer, under the disk lock.
     let d = unsafe { &mut *d };
-    advance(d, now_ns());
+    d.advance(now_ns());
     let _ = settle(d, unsafe { &mut *p });
     if unsafe { (*p).inflight } == 0 {
         let _ = PROC_DISK.remove(tgid);

@@ -102,27 +102,7 @@ impl LockedCpu {
     /// not established), so the ledger keeps this one (docs/ledger.md).
     #[inline(always)]
     pub fn settle(&self, now: u64) {
-        let c = self.get();
-        if c.valid != 0 && now > c.since_ns {
-            let dt = now - c.since_ns;
-            if c.idle == 0 {
-                c.busy_ns += dt;
-            } else {
-                // Read once: a contended wakeup may change it without the lock.
-                // SAFETY: map value pointer.
-                let n = unsafe { core::ptr::read_volatile(&raw const c.nr_iowait) };
-                if n > 0 && n < 1 << 63 {
-                    c.iowait_ns += dt;
-                    c.share_cum_ns += dt / n;
-                } else {
-                    c.idle_ns += dt;
-                }
-            }
-        }
-        if c.valid == 0 || now > c.since_ns {
-            c.since_ns = now;
-        }
-        c.valid = 1;
+        self.get().advance(now);
     }
 
     /// The account, writable: holding the guard is what makes the access

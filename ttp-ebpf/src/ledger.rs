@@ -8,7 +8,11 @@ use aya_ebpf::{
     macros::map,
     maps::{Array, HashMap, PerCpuArray, RingBuf},
 };
-use ttp_common::{EXIT_RING_BYTES, ExitRecord, MAX_THREADS, ThreadAccount, flag, stat, state};
+use ttp_common::{
+    EXIT_RING_BYTES, ExitRecord, MAX_THREADS, ThreadAccount,
+    clocks::{Closing, WaitClocks},
+    flag, stat, state,
+};
 
 use crate::{block, cpu, kernel::Task};
 
@@ -124,61 +128,54 @@ pub fn create(tid: u32, task: &Task, now: u64, parent_tgid: u32) -> Option<Acct>
     lookup(tid)
 }
 
-/// Closes the open interval of `a` at `now` into the field of its state.
-/// A running interval adds nothing: on-CPU time is the kernel's runtime,
-/// taken at the switches (sched.rs). Ending an iowait interval also closes
-/// its share of the CPU's iowait and its own-I/O time, under the lock of
-/// the CPU the wait was counted on (no caller holds a CPU lock: the
-/// try-lock is not re-entrant).
+/// Closes the open interval of `a` at `now` by the shared rule
+/// (ttp_common::clocks, which userspace uses to close an image). A running
+/// interval adds nothing: on-CPU time is the kernel's runtime, taken at the
+/// switches (sched.rs). Ending an iowait interval reads its share of the
+/// CPU's iowait under the lock of the CPU the wait was counted on, and
+/// drops that CPU's count (no caller holds a CPU lock: the try-lock is not
+/// re-entrant).
 #[inline(always)]
 pub fn close_interval(a: &mut ThreadAccount, now: u64) {
-    let dt = now.saturating_sub(a.state_since_ns);
-    match a.state {
-        state::RUNNABLE => {
-            a.wake_latency_ns += dt;
-            if !crate::kernel::have_run_delay() {
-                // No CONFIG_SCHED_INFO: the wall-clock wait stands in for
-                // run_delay (docs/ledger.md).
-                a.runq_wait_ns += dt;
+    let how = Closing {
+        on_cpu_by_clock: false,
+        // No CONFIG_SCHED_INFO: the wall-clock wait stands in for
+        // run_delay (docs/ledger.md).
+        runq_by_clock: !crate::kernel::have_run_delay(),
+    };
+    a.close_interval(now, how, &mut KernelClocks);
+}
+
+/// The per-CPU and disk clocks as the programs hold them.
+struct KernelClocks;
+
+impl WaitClocks for KernelClocks {
+    #[inline(always)]
+    fn end_iowait_share(&mut self, cpu: u32, now: u64) -> Option<u64> {
+        match cpu::lock(cpu) {
+            Some(c) => {
+                // The CPU's time up to now is booked with the count that
+                // held until now (cpu.rs `settle`), then the count drops.
+                c.settle(now);
+                let c = c.get();
+                let share = c.share_cum_ns;
+                cpu::iowait_dec(c);
+                Some(share)
+            }
+            // The count must still drop, or the CPU's idle time would be
+            // iowait for good; the share of this wait's last stretch is
+            // what is lost (counted in lock_contended).
+            None => {
+                cpu::iowait_dec_unlocked(cpu);
+                None
             }
         }
-        state::SLEEPING => a.sleep_ns += dt,
-        state::BLOCKED => a.blocked_ns += dt,
-        state::IOWAIT => {
-            a.iowait_ns += dt;
-            if a.flags & flag::IOWAIT_COUNTED != 0 {
-                a.flags &= !flag::IOWAIT_COUNTED;
-                match cpu::lock(a.iowait_cpu) {
-                    Some(c) => {
-                        // The CPU's time up to now is booked with the count
-                        // that held until now (cpu.rs `settle`), then the
-                        // count drops.
-                        c.settle(now);
-                        let c = c.get();
-                        a.iowait_share_ns += c.share_cum_ns.saturating_sub(a.share_snap);
-                        cpu::iowait_dec(c);
-                    }
-                    // The count must still drop, or the CPU's idle time
-                    // would be iowait for good; the share of this wait's
-                    // last stretch is what is lost (counted in
-                    // lock_contended).
-                    None => cpu::iowait_dec_unlocked(a.iowait_cpu),
-                }
-                if a.flags & flag::OWN_UNKNOWN == 0
-                    && let Some(own) = block::own_clock(a.tgid, now)
-                {
-                    // Never more than the wait itself: a wait closed at a
-                    // back-dated wake-up (sched.rs `wake_instant`) reads the
-                    // own-I/O clock later, after the request's completion
-                    // (`block_io_done` runs after the waiter was woken).
-                    a.iowait_own_ns += own.saturating_sub(a.own_snap).min(dt);
-                }
-                a.flags &= !flag::OWN_UNKNOWN;
-            }
-        }
-        _ => {}
     }
-    a.state_since_ns = now;
+
+    #[inline(always)]
+    fn own_clock(&mut self, tgid: u32, now: u64) -> Option<u64> {
+        block::own_clock(tgid, now)
+    }
 }
 
 /// Sends the final account of a thread and forgets it.

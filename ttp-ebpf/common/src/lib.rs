@@ -726,6 +726,9 @@ mod pod {
     unsafe impl aya::Pod for trace::CpuSample {}
 }
 
+// ---- clocks: the one rule that brings the ledger's clocks up to an instant ----
+pub mod clocks;
+
 // ---- vprof: uprobe records of `vprofile` (VProfiler, paper 004) ----
 pub mod vprofile;
 

@@ -1,0 +1,146 @@
+//! The ledger's clocks brought up to an instant: one rule, used by the
+//! kernel programs at every event and by userspace when it closes an
+//! image "as of" its instant (docs/ledger.md, "The two exact I/O
+//! measures"). Pure arithmetic on the shared records: what differs between
+//! the two sides (locks, maps, a copy or the live value) is passed in.
+use crate::{CpuAccount, DiskAccount, ProcDisk, ThreadAccount, flag, state};
+
+impl CpuAccount {
+    /// Books the account up to `now`: busy time, or, in the idle state,
+    /// idle or iowait by the count of tasks in iowait that held since the
+    /// last booking; each of those tasks' shares (`share_cum_ns`) grows by
+    /// that time over the count (TTPv2 Sec. 12: a CPU's iowait is split
+    /// among the tasks that wait on it). The first call only starts the
+    /// clock.
+    #[inline(always)]
+    pub fn advance(&mut self, now: u64) {
+        if self.valid != 0 && now > self.since_ns {
+            let dt = now - self.since_ns;
+            if self.idle == 0 {
+                self.busy_ns += dt;
+            } else {
+                // Read once: in the kernel a wake-up whose lock stayed
+                // contended changes it without the lock (an atomic add).
+                // SAFETY: a plain read of a field of `self`.
+                let n = unsafe { core::ptr::read_volatile(&raw const self.nr_iowait) };
+                // A count above 2^63 is a decrement that raced below zero
+                // and is being undone: idle, not iowait.
+                if n > 0 && n < 1 << 63 {
+                    self.iowait_ns += dt;
+                    self.share_cum_ns += dt / n;
+                } else {
+                    self.idle_ns += dt;
+                }
+            }
+        }
+        if self.valid == 0 || now > self.since_ns {
+            self.since_ns = now;
+        }
+        self.valid = 1;
+    }
+}
+
+impl DiskAccount {
+    /// Brings the "whose I/O is the disk serving" clock up to `now`:
+    /// `g_cum_ns` grows at 1/n while n processes have requests in service.
+    #[inline(always)]
+    pub fn advance(&mut self, now: u64) {
+        if now > self.last_ns {
+            let dt = now - self.last_ns;
+            if self.busy_procs > 0 {
+                self.g_cum_ns += dt / self.busy_procs as u64;
+                self.busy_ns += dt;
+            }
+            self.last_ns = now;
+        }
+    }
+}
+
+impl ProcDisk {
+    /// The process's own-I/O clock when the disk's clock reads `g_cum_ns`:
+    /// its closed in-service periods plus the open one.
+    #[inline(always)]
+    pub fn own_at(&self, g_cum_ns: u64) -> u64 {
+        if self.inflight > 0 {
+            self.own_cum_ns + g_cum_ns.saturating_sub(self.g_snap_ns)
+        } else {
+            self.own_cum_ns
+        }
+    }
+}
+
+/// Where closing an open iowait interval reads its two clocks.
+pub trait WaitClocks {
+    /// The iowait-share clock (`CpuAccount::share_cum_ns`) of `cpu` at
+    /// `now`, for a wait counted there that ends. The kernel side also
+    /// drops the CPU's count of tasks in iowait here. None when the clock
+    /// cannot be read (a contended lock, an unknown CPU): that wait's
+    /// share is not counted.
+    fn end_iowait_share(&mut self, cpu: u32, now: u64) -> Option<u64>;
+    /// Process `tgid`'s own-I/O clock at `now`; None when it cannot be read.
+    fn own_clock(&mut self, tgid: u32, now: u64) -> Option<u64>;
+}
+
+/// What the side that closes knows better than the clock.
+#[derive(Clone, Copy, Debug)]
+pub struct Closing {
+    /// On-CPU time of a running thread grows by the clock. The kernel side
+    /// reads the kernel's runtime at the switch-out instead; an image has
+    /// already read a running thread's runtime as of its instant, so only
+    /// an account built by hand grows here.
+    pub on_cpu_by_clock: bool,
+    /// Run-queue wait grows by the clock: only where the kernel keeps no
+    /// `run_delay` (no CONFIG_SCHED_INFO, docs/ledger.md). Elsewhere an
+    /// open wait is not in `run_delay` until the switch-in ends it, and
+    /// shows only as wake latency.
+    pub runq_by_clock: bool,
+}
+
+impl ThreadAccount {
+    /// Closes the open interval (the thread's state since
+    /// `state_since_ns`) at `now`: its length goes to the state's counter,
+    /// and an iowait wait counted on a CPU takes its share of that CPU's
+    /// iowait and its process's own-I/O time over the wait (TTPv2 Sec. 12,
+    /// `IO_calc`'s two terms measured rather than estimated;
+    /// docs/ledger.md). The interval restarts at `now`.
+    #[inline(always)]
+    pub fn close_interval<C: WaitClocks>(&mut self, now: u64, how: Closing, clocks: &mut C) {
+        let dt = now.saturating_sub(self.state_since_ns);
+        match self.state {
+            state::RUNNING if how.on_cpu_by_clock => self.on_cpu_ns += dt,
+            state::RUNNABLE => {
+                self.wake_latency_ns += dt;
+                if how.runq_by_clock {
+                    self.runq_wait_ns += dt;
+                }
+            }
+            state::SLEEPING => self.sleep_ns += dt,
+            state::BLOCKED => self.blocked_ns += dt,
+            state::IOWAIT => {
+                self.iowait_ns += dt;
+                if self.flags & flag::IOWAIT_COUNTED != 0 {
+                    self.flags &= !flag::IOWAIT_COUNTED;
+                    if let Some(share) = clocks.end_iowait_share(self.iowait_cpu, now) {
+                        self.iowait_share_ns += share.saturating_sub(self.share_snap);
+                    }
+                    if self.flags & flag::OWN_UNKNOWN == 0
+                        && let Some(own) = clocks.own_clock(self.tgid, now)
+                    {
+                        // Never more than the wait itself: a wait closed at
+                        // a back-dated wake-up (ttp-ebpf/src/sched.rs
+                        // `wake_instant`) reads the own-I/O clock after the
+                        // request's completion (`block_io_done` runs after
+                        // the waiter was woken).
+                        self.iowait_own_ns += own.saturating_sub(self.own_snap).min(dt);
+                    }
+                    self.flags &= !flag::OWN_UNKNOWN;
+                }
+            }
+            _ => {}
+        }
+        self.state_since_ns = now;
+    }
+}
+
+#[cfg(test)]
+mod tests;

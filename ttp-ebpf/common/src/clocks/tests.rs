@@ -1,0 +1,167 @@
+//! The shared close rule on hand-built accounts whose answer is known.
+use super::*;
+
+/// Clocks that answer fixed values and count what they were asked.
+struct Fixed {
+    share: Option<u64>,
+    own: Option<u64>,
+    asked: (u32, u32),
+}
+
+impl WaitClocks for Fixed {
+    fn end_iowait_share(&mut self, _cpu: u32, _now: u64) -> Option<u64> {
+        self.asked.0 += 1;
+        self.share
+    }
+    fn own_clock(&mut self, _tgid: u32, _now: u64) -> Option<u64> {
+        self.asked.1 += 1;
+        self.own
+    }
+}
+
+const EVENT: Closing = Closing {
+    on_cpu_by_clock: false,
+    runq_by_clock: false,
+};
+
+fn waiting(since: u64, share_snap: u64, own_snap: u64) -> ThreadAccount {
+    ThreadAccount {
+        state: state::IOWAIT,
+        state_since_ns: since,
+        flags: flag::IOWAIT_COUNTED,
+        share_snap,
+        own_snap,
+        ..ThreadAccount::zeroed()
+    }
+}
+
+#[test]
+fn an_iowait_wait_takes_its_cpu_share_and_its_own_io() {
+    let mut a = waiting(1_000, 40, 100);
+    let mut c = Fixed {
+        share: Some(340),
+        own: Some(700),
+        asked: (0, 0),
+    };
+    a.close_interval(2_000, EVENT, &mut c);
+    assert_eq!(a.iowait_ns, 1_000);
+    assert_eq!(a.iowait_share_ns, 300);
+    assert_eq!(a.iowait_own_ns, 600);
+    assert_eq!(a.state_since_ns, 2_000);
+    assert_eq!(a.flags & (flag::IOWAIT_COUNTED | flag::OWN_UNKNOWN), 0);
+    // Closed once: closing again books the new stretch, no share twice.
+    a.close_interval(2_500, EVENT, &mut c);
+    assert_eq!((a.iowait_ns, a.iowait_share_ns), (1_500, 300));
+    assert_eq!(c.asked, (1, 1));
+}
+
+#[test]
+fn own_io_is_never_more_than_the_wait() {
+    let mut a = waiting(1_000, 0, 0);
+    let mut c = Fixed {
+        share: Some(0),
+        own: Some(5_000),
+        asked: (0, 0),
+    };
+    a.close_interval(2_000, EVENT, &mut c);
+    assert_eq!(a.iowait_own_ns, 1_000);
+}
+
+#[test]
+fn an_unreadable_clock_loses_only_its_own_part() {
+    let mut a = waiting(0, 0, 0);
+    a.flags |= flag::OWN_UNKNOWN;
+    let mut c = Fixed {
+        share: None,
+        own: Some(10),
+        asked: (0, 0),
+    };
+    a.close_interval(100, EVENT, &mut c);
+    assert_eq!(
+        (a.iowait_ns, a.iowait_share_ns, a.iowait_own_ns),
+        (100, 0, 0)
+    );
+    // The own clock is not even read for a wait that began without it.
+    assert_eq!(c.asked, (1, 0));
+    assert_eq!(a.flags, 0);
+}
+
+#[test]
+fn what_the_closing_side_knows_better_than_the_clock() {
+    let mut c = Fixed {
+        share: None,
+        own: None,
+        asked: (0, 0),
+    };
+    let mut run = ThreadAccount {
+        state: state::RUNNING,
+        state_since_ns: 10,
+        ..ThreadAccount::zeroed()
+    };
+    run.close_interval(30, EVENT, &mut c);
+    assert_eq!(run.on_cpu_ns, 0, "the kernel side reads runtime instead");
+    let by_clock = Closing {
+        on_cpu_by_clock: true,
+        runq_by_clock: true,
+    };
+    run.close_interval(50, by_clock, &mut c);
+    assert_eq!(run.on_cpu_ns, 20);
+    let mut queued = ThreadAccount {
+        state: state::RUNNABLE,
+        state_since_ns: 0,
+        ..ThreadAccount::zeroed()
+    };
+    queued.close_interval(7, EVENT, &mut c);
+    assert_eq!((queued.wake_latency_ns, queued.runq_wait_ns), (7, 0));
+    queued.close_interval(10, by_clock, &mut c);
+    assert_eq!((queued.wake_latency_ns, queued.runq_wait_ns), (10, 3));
+    assert_eq!(c.asked, (0, 0));
+}
+
+#[test]
+fn a_cpu_books_busy_idle_and_iowait_and_splits_iowait_by_the_count() {
+    let mut c = CpuAccount::default();
+    c.advance(100); // starts the clock only
+    assert_eq!(
+        (c.busy_ns, c.idle_ns, c.iowait_ns, c.since_ns),
+        (0, 0, 0, 100)
+    );
+    c.advance(150);
+    assert_eq!(c.busy_ns, 50);
+    c.idle = 1;
+    c.advance(250);
+    assert_eq!(c.idle_ns, 100);
+    c.nr_iowait = 4;
+    c.advance(650);
+    assert_eq!((c.iowait_ns, c.share_cum_ns), (400, 100));
+    // A decrement racing below zero reads as idle, not as 2^64 waiters.
+    c.nr_iowait = u64::MAX;
+    c.advance(700);
+    assert_eq!((c.idle_ns, c.iowait_ns), (150, 400));
+    // An earlier instant (another CPU's clock) books nothing.
+    c.advance(690);
+    assert_eq!(
+        (c.since_ns, c.busy_ns + c.idle_ns + c.iowait_ns),
+        (700, 600)
+    );
+}
+
+#[test]
+fn the_disk_clock_splits_service_among_the_processes_in_it() {
+    let mut d = DiskAccount {
+        busy_procs: 2,
+        last_ns: 1_000,
+        ..Default::default()
+    };
+    d.advance(1_600);
+    assert_eq!((d.g_cum_ns, d.busy_ns), (300, 600));
+    let p = ProcDisk {
+        inflight: 1,
+        g_snap_ns: 100,
+        own_cum_ns: 50,
+        ..Default::default()
+    };
+    assert_eq!(p.own_at(d.g_cum_ns), 250);
+    let idle = ProcDisk { inflight: 0, ..p };
+    assert_eq!(idle.own_at(d.g_cum_ns), 50);
+}
