@@ -1,7 +1,6 @@
 //! Measurement protocols applied to the ledger: each turns measured images
 //! into results with their sanity checks.
 pub mod blame;
-pub mod chart;
 pub mod compare;
 pub mod emp;
 pub mod load;

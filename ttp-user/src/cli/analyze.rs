@@ -11,7 +11,7 @@ use crate::protocol::ttpv2::correlations::{CorrelationRow, retained_correlations
 use crate::protocol::ttpv2::import::{read_qe_csv, read_run_json};
 use crate::protocol::ttpv2::model::{QcInput, Setup};
 use crate::protocol::ttpv2::study::{is_study, read_study};
-use crate::protocol::ttpv2::svg::render_svg;
+use crate::report::ttpv2::svg::render_svg;
 use crate::report::{atomic::write_json, render::Analyze};
 
 /// Apply the Tucson Timing Protocol v2 to saved runs or external data.

@@ -20,10 +20,9 @@ use crate::{
         output::{LoadReport, OutputFiles},
         schedule::Arrivals,
         simulator::{Hiccup, SimParams, SimulateFactory},
-        svg,
         targets::{ExecFactory, TargetError, TargetFactory},
     },
-    report::atomic,
+    report::{atomic, load::svg},
     sys::invoker::Invoker,
 };
 

@@ -574,7 +574,8 @@ fn finish_one(
     let shown = render::Run(doc);
     render::print(&shown);
     if let Some(path) = &args.svg {
-        let svg = ttpv2::svg::render_svg(&shown.0.to_analysis()).context("drawing the chart")?;
+        let svg = crate::report::ttpv2::svg::render_svg(&shown.0.to_analysis())
+            .context("drawing the chart")?;
         atomic::write_result(path, svg.as_bytes())?;
     }
     if let Some(path) = &args.export_markdown {

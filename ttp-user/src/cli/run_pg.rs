@@ -9,7 +9,6 @@ use crate::{
     error::{UsageError, usage},
     pg::{Pg, PgError, PgFacts, QcEnd, Runner, RunnerOptions, restart::Restart},
     protocol::ttpv2::{
-        self,
         analysis::RunDocument,
         model::{Labels, QcInput},
         paragraph::MachineFacts,
@@ -185,7 +184,7 @@ pub fn run(args: RunArgs, conninfo: &str) -> anyhow::Result<()> {
     println!();
     let analysis = shown.0.to_analysis();
     if let Some(path) = &args.svg {
-        let svg = ttpv2::svg::render_svg(&analysis).context("drawing the chart")?;
+        let svg = crate::report::ttpv2::svg::render_svg(&analysis).context("drawing the chart")?;
         atomic::write_result(path, svg.as_bytes())?;
     }
     match run.end {

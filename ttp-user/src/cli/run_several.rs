@@ -68,7 +68,7 @@ pub(super) fn finish(
         println!("The commands are not compared: {why}");
     }
     if let Some(path) = &args.svg {
-        let svg = ttpv2::svg::render_svg(&analysis).context("drawing the chart")?;
+        let svg = crate::report::ttpv2::svg::render_svg(&analysis).context("drawing the chart")?;
         atomic::write_result(path, svg.as_bytes())?;
     }
     if let Some(path) = &args.export_markdown {

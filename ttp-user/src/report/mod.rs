@@ -2,9 +2,11 @@
 //! per format) terminal tables, JSON, SVG plots.
 pub mod atomic;
 pub mod attach;
+pub mod chart;
 pub mod compare;
 pub mod emp;
 pub mod exit_stats;
+pub mod load;
 pub mod losses;
 pub mod openmetrics;
 pub mod otlp;
@@ -13,5 +15,6 @@ pub mod progress;
 pub mod render;
 pub mod statements;
 pub mod trace;
+pub mod ttpv2;
 pub mod units;
 pub mod vprofile;

@@ -4,7 +4,7 @@
 //! entries of its thread-account map (`bpftool map dump` of its own
 //! `THREADS` map, found through its /proc/PID/fdinfo) beside the machine's
 //! thread count (/proc/loadavg). Writes target/soak/soak.csv and soak.svg
-//! (the project's chart legend, ttp-protocol/src/protocol/chart.rs) and prints
+//! (the project's chart legend, ttp-user/src/report/chart.rs) and prints
 //! the figures docs/benchmarks.md records, with the losses attach reported.
 //!
 //! Beside it, `--churn N` short processes a second (`/bin/true`, started
@@ -28,7 +28,7 @@ use plotters::prelude::*;
 use super::{Tracer, cpu_ticks, start_tracer};
 use crate::util;
 
-#[path = "../../../ttp-protocol/src/protocol/chart.rs"]
+#[path = "../../../ttp-user/src/report/chart.rs"]
 #[allow(dead_code)]
 mod chart;
 

@@ -5,7 +5,7 @@
 //! closed loop, on a [`clock`]) → a [`targets::Target`] (the [`simulator`],
 //! a process per request, …) → [`histograms`] (HdrHistograms, timeline) →
 //! [`output`] (distributions, .hgrm) → [`document`] (`ttp.load/1`, printed
-//! and saved) and [`svg`]. [`driver`] runs a phase
+//! and saved) and `report::load`'s SVG. [`driver`] runs a phase
 //! per model; [`analytic`] is the simulator's known answer.
 pub mod analytic;
 pub mod clock;
@@ -19,7 +19,6 @@ pub mod pool;
 pub mod schedule;
 pub mod sender;
 pub mod simulator;
-pub mod svg;
 pub mod targets;
 pub mod tcp;
 

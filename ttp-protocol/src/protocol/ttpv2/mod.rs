@@ -7,7 +7,7 @@
 //! [`drops`] (Steps 2–3) → [`post`] (Step 5) → [`analysis`] (the result and
 //! the JSON documents) → [`paragraph`] (Sec. 9) and [`report`] (terminal).
 //! [`import`] reads saved runs and external CSV data; [`correlations`]
-//! tests the causal model of Sec. 5; [`svg`] charts the QEs.
+//! tests the causal model of Sec. 5. `report::ttpv2` charts the QEs.
 //!
 //! The `run` command fills a [`model::QcInput`] (one [`model::QeRecord`] per
 //! QE) and [`paragraph::MachineFacts`] (with
@@ -27,12 +27,10 @@ pub mod paragraph_deviations;
 pub mod post;
 pub mod recovery;
 pub mod report;
-pub mod scan_svg;
 pub mod stats;
 pub mod study;
-pub mod svg;
-#[cfg(test)]
-mod testutil;
+#[cfg(any(test, feature = "test-support"))]
+pub mod testutil;
 #[cfg(test)]
 mod worked_example;
 

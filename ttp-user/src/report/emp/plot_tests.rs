@@ -50,7 +50,7 @@ fn series_plot_marks_dropped_runs() {
 /// run numbers of a formatter that rounds every tick.
 #[test]
 fn legends_beside_the_points_and_whole_runs_on_the_axis() {
-    use crate::protocol::chart::tests::drawn;
+    use crate::report::chart::tests::drawn;
     let runs = synthetic_runs();
     let a = analyze(&[], &runs, &CalibrationConfig::default()).unwrap();
     let profile = crate::protocol::emp::calibrate::build_profile(a.clone(), None, 2.0);

@@ -16,8 +16,10 @@ use crate::{
     accounts::{CpuTimes, ExitedGroup, LedgerMeasures},
     collect::proc_stat::{CpuLine, CpuTicks},
     probe::{KernelStats, cost::ProbeCost},
-    protocol::chart::{self, Key},
-    report::losses::{self, Affects},
+    report::{
+        chart::{self, Key},
+        losses::{self, Affects},
+    },
     window::{
         crosscheck::Agreement,
         procs::{ProcCounters, TaskstatsCounters},

@@ -1,5 +1,5 @@
 //! `ttp.run/1` and `ttp.analyze/1` (TTPv2), read back: the protocol's own
-//! terminal report and chart (protocol/ttpv2), and a per-QE table.
+//! terminal report (protocol/ttpv2) and chart (report/ttpv2), and a per-QE table.
 use std::path::{Path, PathBuf};
 
 use super::{RenderError, Rendered, Table, table::num, write_plot};
@@ -7,9 +7,8 @@ use crate::protocol::ttpv2::{
     analysis::{Analysis, AnalyzeDocument, QcDocument, RunDocument},
     model::QeRecord,
     report::render,
-    scan_svg::render_scan_svg,
-    svg::render_svg,
 };
+use crate::report::ttpv2::{scan_svg::render_scan_svg, svg::render_svg};
 
 pub struct Run(pub RunDocument);
 pub struct Analyze(pub AnalyzeDocument);

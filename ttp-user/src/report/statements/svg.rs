@@ -4,9 +4,9 @@
 //! disjoint split of eq. 1, protocol/statements).
 use plotters::prelude::*;
 
-use crate::protocol::{
-    chart::{self, Key},
-    statements::{Group, document::StatementsReport},
+use crate::{
+    protocol::statements::{Group, document::StatementsReport},
+    report::chart::{self, Key},
 };
 
 const WIDTH: u32 = 1200;

@@ -69,7 +69,7 @@ pub fn draw(area: &Area<'_>, rows: &[(String, Key)], top: i32) -> Result<(), Str
     Ok(())
 }
 
-#[cfg(any(test, feature = "test-support"))]
+#[cfg(test)]
 pub mod tests {
     /// Every element of an SVG: (tag, x, y) of circles (cx, cy), texts and
     /// rects, and text contents, for layout assertions.

@@ -3,8 +3,10 @@
 //! the Q@C's median Time_calc as a line.
 use plotters::prelude::*;
 
-use super::analysis::{Analysis, QcDocument};
-use crate::protocol::chart::{self, Area, Key};
+use crate::{
+    protocol::ttpv2::analysis::{Analysis, QcDocument},
+    report::chart::{self, Area, Key},
+};
 
 #[derive(Debug, thiserror::Error)]
 #[error("cannot draw the chart: {0}")]
@@ -83,15 +85,16 @@ fn panel(area: &Area<'_>, d: &QcDocument) -> Result<(), SvgError> {
         .draw()
         .map_err(err)?;
 
-    let series = |f: fn(&super::analysis::QeEntry) -> Option<f64>| -> Vec<(f64, f64)> {
-        d.qes
-            .iter()
-            .filter_map(|e| {
-                f(e).filter(|&v| drawable(v))
-                    .map(|v| (f64::from(e.record.qe), v))
-            })
-            .collect()
-    };
+    let series =
+        |f: fn(&crate::protocol::ttpv2::analysis::QeEntry) -> Option<f64>| -> Vec<(f64, f64)> {
+            d.qes
+                .iter()
+                .filter_map(|e| {
+                    f(e).filter(|&v| drawable(v))
+                        .map(|v| (f64::from(e.record.qe), v))
+                })
+                .collect()
+        };
     let lines: [Line; 3] = [
         (
             "Time_meas",
@@ -202,7 +205,7 @@ mod tests {
     /// dropped-QE marker and an axis showing QE 0 and QE 9.
     #[test]
     fn legend_beside_the_data_and_only_real_qes_on_the_axis() {
-        use crate::protocol::chart::tests::drawn;
+        use crate::report::chart::tests::drawn;
         let mut a = clean_qc(8);
         a.qes[7].timed_out = Some(true);
         let svg = render_svg(&analyse(&[a], None)).unwrap();

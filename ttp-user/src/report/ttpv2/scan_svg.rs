@@ -10,10 +10,12 @@ use std::collections::BTreeMap;
 
 use plotters::prelude::*;
 
-use super::analysis::{Analysis, QcDocument};
-use super::model::NAME_LABEL;
 use super::svg::SvgError;
-use crate::protocol::chart::{self, Key};
+use crate::protocol::ttpv2::{
+    analysis::{Analysis, QcDocument},
+    model::NAME_LABEL,
+};
+use crate::report::chart::{self, Key};
 
 const WIDTH: u32 = 860;
 const HEIGHT: u32 = 420;
@@ -84,7 +86,7 @@ fn point(qc: &QcDocument, x: f64) -> Point {
         .filter(|e| e.record.spawn_error.is_none() && e.record.timed_out != Some(true))
         .filter_map(|e| e.calc.time_exact_ms)
         .collect();
-    let median_exact = super::stats::Summary::of(&exact).map(|s| s.median);
+    let median_exact = crate::protocol::ttpv2::stats::Summary::of(&exact).map(|s| s.median);
     Point {
         x,
         calc,
@@ -284,7 +286,7 @@ mod tests {
             "the constructed QEs must pass the protocol"
         );
         let svg = render_scan_svg(&a).unwrap().expect("a chart");
-        let d = crate::protocol::chart::tests::drawn(&svg);
+        let d = crate::report::chart::tests::drawn(&svg);
         assert_eq!(d.circles.len(), 8 * 6);
         assert!(svg.contains("time against rows"));
         assert!(svg.contains("old: median Time_calc") && svg.contains("new: median Time_calc"));
