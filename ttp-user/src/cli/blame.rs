@@ -13,10 +13,10 @@ use crate::{
     error::usage,
     probe::probe_error_ctx,
     protocol::blame::{
-        self, BlameError, DiskMeasure, GroupBy, Options, Recording, VictimSpec, dot,
+        self, BlameError, DiskMeasure, GroupBy, Options, Recording, VictimSpec,
         source::{self, SourceError, StopReason},
     },
-    report::{atomic, render},
+    report::{atomic, blame::dot, render},
     window::session::MeasurementSession,
 };
 

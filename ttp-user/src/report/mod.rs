@@ -2,6 +2,7 @@
 //! per format) terminal tables, JSON, SVG plots.
 pub mod atomic;
 pub mod attach;
+pub mod blame;
 pub mod chart;
 pub mod compare;
 pub mod emp;

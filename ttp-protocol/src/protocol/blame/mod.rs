@@ -6,14 +6,14 @@
 //! [`attribute`] (RATP, blame, slowdown per window, Sec. 3) → [`graph`]
 //! (BC, Impact Factor, DOR, Sec. 4.1–4.2) → [`explain`] (ranked
 //! explanations) and [`baseline`] (overlap method, Sec. 6.1) →
-//! [`report::BlameReport`] (text, JSON `ttp.blame/1`) and [`dot`].
+//! [`report::BlameReport`] (JSON `ttp.blame/1`; `report::blame` renders
+//! it as text and DOT).
 //! [`source`] is where windows come from; [`live`] measures them; [`qe`]
 //! measures them beside each QE of `run --blame`.
 pub mod attribute;
 pub mod baseline;
 pub mod cause;
 pub mod disk_split;
-pub mod dot;
 pub mod explain;
 pub mod graph;
 pub mod input;
@@ -22,7 +22,6 @@ pub mod qe;
 pub mod report;
 pub mod source;
 pub mod summary;
-mod text;
 
 #[cfg(test)]
 mod tests;

@@ -3,7 +3,10 @@
 use std::path::{Path, PathBuf};
 
 use super::{RenderError, Rendered, Table, table::ms3, write_plot};
-use crate::protocol::blame::{BlameReport, dot};
+use crate::{
+    protocol::blame::BlameReport,
+    report::blame::{blame_text, dot},
+};
 
 pub struct Blame {
     pub report: BlameReport,
@@ -31,7 +34,7 @@ impl Rendered for Blame {
         )
     }
     fn text(&self) -> String {
-        self.report.to_text(self.top)
+        blame_text(&self.report, self.top)
     }
     /// Per culprit: ttp's blame (iQCAR eq. 7–8 with blocked time) beside
     /// the overlap baseline's, and its Degree of Responsibility (Sec. 4.2).

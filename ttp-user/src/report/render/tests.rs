@@ -342,7 +342,7 @@ fn blame_report_renders_with_its_module() {
     let rec: Recording = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     let report = blame::analyze(&rec, &Default::default()).unwrap();
     let r = load(serde_json::to_value(&report).unwrap()).unwrap();
-    assert_eq!(r.text(), report.to_text(10));
+    assert_eq!(r.text(), crate::report::blame::blame_text(&report, 10));
     assert_eq!(r.table().rows.len(), report.culprits.len());
     let dir = tmpdir("blame");
     let files = r.plots(&dir).unwrap();

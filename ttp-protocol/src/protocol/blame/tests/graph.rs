@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use super::scenario::{BURNER, READER_A, SLEEPER, scenario};
 use super::*;
 use crate::protocol::blame::{
-    self, Options, dot,
+    self, Options,
     graph::{Level, VICTIM_ID, group_id, process_id},
 };
 
@@ -70,23 +70,4 @@ fn impact_factors_normalise() {
         .find(|e| e.from == group_id("[kernel threads]"))
         .unwrap();
     assert!(close(kw.impact_factor, 1.0));
-}
-
-/// The DOT text has one node line per node and one edge line per edge, and
-/// escapes quotes in names (a comm may contain any byte).
-#[test]
-fn dot_lists_every_node_and_edge_escaped() {
-    let mut rec = scenario(|_| 4.0);
-    rec.tasks
-        .iter_mut()
-        .find(|t| t.pid == READER_A)
-        .unwrap()
-        .comm = "read\"er".into();
-    let report = blame::analyze(&rec, &Options::default()).unwrap();
-    let text = dot::render(&report.graph, "t");
-    assert!(text.starts_with("digraph blame {") && text.trim_end().ends_with('}'));
-    assert_eq!(text.matches(" -> ").count(), report.graph.edges.len());
-    assert_eq!(text.matches("fillcolor=").count(), report.graph.nodes.len());
-    assert!(text.contains("read\\\"er pid 200"), "{text}");
-    assert!(!text.contains("read\"er"));
 }
