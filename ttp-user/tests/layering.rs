@@ -22,6 +22,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("protocol", 4),
     ("pg", 5),
     ("lab", 5),
+    ("serve", 5),
     ("report", 6),
     ("cli", 7),
 ];
@@ -40,6 +41,7 @@ const CRATES: &[&str] = &[
     "ttp-ledger",
     "ttp-window",
     "ttp-protocol",
+    "ttp-serve",
     "ttp-user",
 ];
 

@@ -1,6 +1,6 @@
 //! Who a process belongs to, as /proc says now: its control group, the
 //! systemd unit that group stands for, and its user. `serve` groups the
-//! ledger's accounts by these (window/fleet.rs).
+//! ledger's accounts by these (ttp-serve, serve/fleet.rs).
 //!
 //! Like every reader here it takes the root of the tree it reads, so tests
 //! run on constructed trees.

@@ -12,7 +12,7 @@ use clap::Args;
 use crate::{
     accounts::{DEFAULT_KEEP_EXITED, Image, RunningWindow, Window},
     collect::taskstats::TaskstatsClient,
-    error::usage,
+    error::{parse_duration, usage},
     probe::{
         cost::{CostSnapshot, CostUnavailable},
         probe_error_ctx,
@@ -23,7 +23,6 @@ use crate::{
         exit_stats::ExitRecords,
         render::attach::TextOptions,
         trace,
-        units::parse_duration,
     },
     sys::signals::StopFlag,
     window::{

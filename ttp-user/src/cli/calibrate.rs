@@ -10,7 +10,7 @@ use clap::Args as ClapArgs;
 
 use super::emp_live::{self, LivePlan};
 use crate::{
-    error::{UsageError, usage},
+    error::{UsageError, parse_duration, usage},
     protocol::emp::{
         EmpRun, Profile,
         calibrate::{
@@ -18,7 +18,7 @@ use crate::{
             procedure::{PAPER_LONG, PAPER_SHORT, Phase, Procedure, QUICK_SCALE},
         },
     },
-    report::{atomic, emp as emp_report, units::parse_duration},
+    report::{atomic, emp as emp_report},
     sys::{invoker::Invoker, signals::StopFlag, spawn::RunAs},
 };
 

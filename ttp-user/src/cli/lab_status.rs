@@ -38,7 +38,7 @@ pub struct StatusArgs {
     #[arg(long)]
     pub watch: bool,
     /// How often --watch asks the lab.
-    #[arg(long, default_value = "2s", value_parser = crate::report::units::parse_duration)]
+    #[arg(long, default_value = "2s", value_parser = crate::error::parse_duration)]
     pub interval: Duration,
     #[arg(long)]
     pub json: bool,

@@ -51,15 +51,15 @@ pub struct WorkerArgs {
     /// tenth of it while the task runs. A task whose worker died is taken
     /// over by another worker of its label this long after the last
     /// heartbeat.
-    #[arg(long, default_value = "5min", value_parser = crate::report::units::parse_duration)]
+    #[arg(long, default_value = "5min", value_parser = crate::error::parse_duration)]
     pub lease: Duration,
     /// How often a waiting worker asks for new tasks (jittered: each wait
     /// is between half and all of it).
-    #[arg(long, default_value = "10s", value_parser = crate::report::units::parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = crate::error::parse_duration)]
     pub poll: Duration,
     /// The longest wait between two attempts to reach a lab that cannot
     /// be reached (the waits double from 1 s up to this, jittered).
-    #[arg(long, default_value = "60s", value_parser = crate::report::units::parse_duration)]
+    #[arg(long, default_value = "60s", value_parser = crate::error::parse_duration)]
     pub retry_cap: Duration,
     /// This host's DBMS under test, for query specs (key=value pairs or
     /// a postgresql:// URL, password included if it needs one); default:

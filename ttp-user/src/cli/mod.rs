@@ -3,6 +3,7 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use ttp_serve::serve;
 
 pub mod analyze;
 mod analyze_emp;
@@ -30,11 +31,6 @@ pub mod run_pg;
 mod run_plan;
 mod run_qe;
 mod run_several;
-pub mod serve;
-pub mod serve_drop;
-pub mod serve_http;
-pub mod serve_otlp;
-pub mod serve_web;
 pub mod statements;
 pub mod vprofile;
 

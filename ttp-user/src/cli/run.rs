@@ -12,7 +12,7 @@ use clap::Args;
 
 use super::{run_plan, run_qe::Step};
 use crate::{
-    error::{UsageError, usage},
+    error::{UsageError, parse_duration, usage},
     probe::probe_error_ctx,
     protocol::ttpv2::{
         self,
@@ -23,7 +23,6 @@ use crate::{
     report::{
         atomic,
         render::{self, Rendered},
-        units::parse_duration,
     },
     sys::{affinity::CpuList, invoker::Invoker, signals::StopFlag, spawn::RunAs},
     window::{

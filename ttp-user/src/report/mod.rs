@@ -9,8 +9,6 @@ pub mod emp;
 pub mod exit_stats;
 pub mod load;
 pub mod losses;
-pub mod openmetrics;
-pub mod otlp;
 pub mod probe_cost;
 pub mod progress;
 pub mod render;

@@ -5,7 +5,6 @@ pub mod blame_record;
 pub mod bracket;
 pub mod cold_cache;
 pub mod crosscheck;
-pub mod fleet;
 pub mod procs;
 pub mod qe;
 pub mod record;

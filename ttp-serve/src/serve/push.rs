@@ -1,6 +1,6 @@
 //! `serve --otlp URL`: after every read of the ledger, the same metrics as
 //! `/metrics` pushed to an OpenTelemetry collector over OTLP/HTTP with
-//! protobuf encoding (report/otlp.rs builds the request). A push that
+//! protobuf encoding (otlp.rs builds the request). A push that
 //! fails is counted (`ttp_otlp_pushes_total{result="failed"}`), said on
 //! stderr, and retried after a growing pause; it never stops serve.
 //! docs/serve.md, "OpenTelemetry".
@@ -12,13 +12,11 @@ use std::{
 
 use prost::Message;
 
-use crate::{
-    error::usage,
-    report::{
-        openmetrics::{PushCounts, Shared},
-        otlp::{self, Stamps},
-    },
+use super::{
+    openmetrics::{PushCounts, Shared},
+    otlp::{self, Stamps},
 };
+use crate::error::usage;
 
 /// The path of the metrics signal under a collector's base URL (OTLP/HTTP
 /// spec, "OTLP/HTTP Request").

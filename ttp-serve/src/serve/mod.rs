@@ -1,6 +1,12 @@
 //! `ttp-ebpf serve`: the ledger kept loaded for as long as the command
-//! runs, summed per group of processes (window/fleet.rs) and served over
-//! HTTP for Prometheus to scrape (report/openmetrics.rs). docs/serve.md.
+//! runs, summed per group of processes (fleet.rs), rendered as OpenMetrics
+//! (openmetrics.rs) or OTLP (otlp.rs), and served over HTTP for Prometheus
+//! to scrape (http.rs, web.rs) or pushed to a collector (push.rs).
+//! docs/serve.md.
+//!
+//! serve is a wing of its own beside the protocols: it reads windows of the
+//! ledger (`window::session`) and nothing above them, and the binary only
+//! wires its command in (docs/architecture.md, "Crates").
 use std::{
     net::{SocketAddr, TcpListener},
     sync::{Arc, RwLock},
@@ -9,25 +15,25 @@ use std::{
 
 use clap::Args;
 
-use super::{
-    serve_drop,
-    serve_http::{self, Reply},
-    serve_otlp,
-    serve_web::WebConfig,
-};
+mod drop;
+mod fleet;
+mod http;
+mod openmetrics;
+mod otlp;
+mod push;
+mod web;
+
+use http::Reply;
+use web::WebConfig;
+
+use fleet::{Fleet, GroupBy, ProcGroups};
+use openmetrics::{Exposition, Format, Shared};
 
 use crate::{
     accounts::Image,
-    error::usage,
+    error::{parse_duration, usage},
     probe::probe_error_ctx,
-    report::{
-        openmetrics::{self, Exposition, Format, Shared},
-        units::parse_duration,
-    },
-    window::{
-        fleet::{Fleet, GroupBy, ProcGroups},
-        session::{MeasurementSession, SessionOptions},
-    },
+    window::session::{MeasurementSession, SessionOptions},
 };
 
 /// The default `--top`: enough for the services of a database host, few
@@ -77,7 +83,7 @@ pub struct ServeArgs {
     /// capabilities left (when started as root); `root` keeps every
     /// privilege. The ledger is read through the descriptors opened
     /// before (docs/serve.md, Security).
-    #[arg(long, value_name = "NAME", default_value = serve_drop::DEFAULT_USER)]
+    #[arg(long, value_name = "NAME", default_value = drop::DEFAULT_USER)]
     pub user: String,
     /// Also push the metrics, after every read of the ledger, to this
     /// OpenTelemetry collector (OTLP/HTTP, protobuf), such as
@@ -120,14 +126,14 @@ fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let addr = listen_addr(&args)?;
-    let otlp_url = args.otlp.as_deref().map(serve_otlp::endpoint).transpose()?;
+    let otlp_url = args.otlp.as_deref().map(push::endpoint).transpose()?;
     // Read while privileged: the key is usually readable by root only.
     let web = match &args.web_config {
         Some(path) => WebConfig::load(path)?,
         None => WebConfig::default(),
     };
     crate::sys::privileges::require_bpf()?;
-    let user = serve_drop::lookup(&args.user)?;
+    let user = drop::lookup(&args.user)?;
     let listener = bind(addr)?;
     if !addr.ip().is_loopback() {
         eprintln!(
@@ -170,21 +176,21 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     // Everything that needs privilege is done: the programs are attached,
     // the maps and the port are open.
-    match serve_drop::drop_privileges(&user)? {
-        serve_drop::Dropped::ToUser(name) => {
+    match drop::drop_privileges(&user)? {
+        drop::Dropped::ToUser(name) => {
             eprintln!("ttp: running as {name}, without capabilities")
         }
-        serve_drop::Dropped::NotRoot => eprintln!(
+        drop::Dropped::NotRoot => eprintln!(
             "ttp: started by a user other than root: its capabilities are kept (docs/serve.md, Security)"
         ),
-        serve_drop::Dropped::Kept => {
+        drop::Dropped::Kept => {
             eprintln!("ttp: warning: --user root keeps every privilege for serve's whole life")
         }
     }
     // Threads started from here on inherit no_new_privs.
     let pusher = otlp_url
         .clone()
-        .map(|url| serve_otlp::Pusher::start(url, args.interval, Arc::clone(&shared)))
+        .map(|url| push::Pusher::start(url, args.interval, Arc::clone(&shared)))
         .transpose()?;
     let scheme = if web.tls.is_some() { "https" } else { "http" };
     let auth = if web.users.is_some() {
@@ -197,7 +203,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         let shared = Arc::clone(&shared);
         let health = Arc::clone(&health);
         let stale_after = args.interval * 3;
-        serve_http::Server::start(
+        http::Server::start(
             listener,
             web,
             Arc::new(move |path: &str, accept: Option<&str>| {
@@ -262,11 +268,11 @@ fn refresh(
     let mut x = shared.write().unwrap_or_else(|p| p.into_inner());
     x.fleet = fleet.view();
     x.programs = programs;
-    x.read_unix_ns = serve_otlp::unix_ns(std::time::SystemTime::now());
+    x.read_unix_ns = push::unix_ns(std::time::SystemTime::now());
     Ok(())
 }
 
-/// serve's answer to `GET path` (serve_http.rs has checked the method
+/// serve's answer to `GET path` (http.rs has checked the method
 /// and the credentials).
 fn answer(
     path: &str,
@@ -329,7 +335,7 @@ mod tests {
             group_by: GroupBy::Unit,
             top: DEFAULT_TOP,
             interval: Duration::from_secs(10),
-            user: serve_drop::DEFAULT_USER.into(),
+            user: drop::DEFAULT_USER.into(),
             otlp: None,
             web_config: None,
         }

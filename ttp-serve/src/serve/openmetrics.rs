@@ -1,4 +1,4 @@
-//! The fleet ledger (window/fleet.rs) as OpenMetrics text, or Prometheus
+//! The fleet ledger (fleet.rs) as OpenMetrics text, or Prometheus
 //! text 0.0.4 for scrapers that do not ask for OpenMetrics, through the
 //! `prometheus-client` crate. Metric names and meanings: docs/serve.md.
 use std::sync::{Arc, RwLock};
@@ -13,7 +13,7 @@ use prometheus_client::{
 use crate::{
     accounts::LedgerMeasures,
     probe::{KernelStats, cost::ProgramCounters},
-    window::fleet::FleetView,
+    serve::fleet::FleetView,
 };
 
 /// Everything one scrape shows: the fleet's view and the probes' cost.
@@ -38,7 +38,7 @@ pub struct Exposition {
 }
 
 /// What `serve --otlp` pushed: requests the collector accepted, and
-/// attempts that failed (cli/serve_otlp.rs).
+/// attempts that failed (push.rs).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PushCounts {
     pub pushed: u64,

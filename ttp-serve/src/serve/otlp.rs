@@ -1,7 +1,7 @@
 //! The fleet ledger as an OTLP metrics export request (protobuf, the
 //! messages of the `opentelemetry-proto` crate), for `serve --otlp`: the
 //! same families, sample names, labels and values as `/metrics`
-//! (report/openmetrics.rs), counters as cumulative monotonic sums.
+//! (openmetrics.rs), counters as cumulative monotonic sums.
 //! docs/serve.md, "OpenTelemetry".
 use opentelemetry_proto::tonic::{
     collector::metrics::v1::ExportMetricsServiceRequest,

@@ -11,7 +11,7 @@ use hyper::{Request, Response, StatusCode, body::Incoming, header, service::serv
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::{io::AsyncWriteExt, sync::Notify};
 
-use super::serve_web::WebConfig;
+use super::web::WebConfig;
 
 /// One answer: status, content type, body.
 pub struct Reply {
@@ -145,7 +145,7 @@ async fn connection(tcp: tokio::net::TcpStream, web: WebConfig, answer: Arc<Answ
 
 fn respond(
     req: &Request<Incoming>,
-    users: Option<&super::serve_web::Users>,
+    users: Option<&super::web::Users>,
     answer: &Answer,
 ) -> Response<Full<Bytes>> {
     if let Some(users) = users {

@@ -6,7 +6,7 @@ use std::{
 use prost::Message;
 
 use super::*;
-use crate::report::openmetrics::{Format, encode, registry, tests::exposition};
+use crate::serve::openmetrics::{Format, encode, registry, tests::exposition};
 
 const AT: Stamps = Stamps {
     start_unix_ns: 1_000,

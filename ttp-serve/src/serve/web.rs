@@ -211,5 +211,5 @@ fn basic_credentials(header: &[u8]) -> Option<(String, Vec<u8>)> {
 }
 
 #[cfg(test)]
-#[path = "serve_web_tests.rs"]
+#[path = "web_tests.rs"]
 mod tests;
