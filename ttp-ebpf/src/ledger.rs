@@ -182,24 +182,31 @@ impl WaitClocks for KernelClocks {
 #[inline(always)]
 pub fn retire(tid: u32, a: &mut ThreadAccount, now: u64) {
     a.state = state::DEAD;
-    match EXITS.reserve::<ExitRecord>(0) {
-        Some(mut slot) => {
-            let r: *mut ExitRecord = slot.as_mut_ptr();
-            // SAFETY: the reserved record, 8-aligned in the ring; the
-            // account is a map value, not in the ring.
-            unsafe {
-                (*r).exit_ns = now;
-                crate::words::copy(&raw mut (*r).account, a);
-            }
-            slot.submit(0);
-            crate::count(stat::EXIT_RECORDS);
+    // Filled, then the account freed, then sent: a reader that has the
+    // record can no longer find the account, so an image taken after the
+    // record arrived never holds the thread twice (cli/attach.rs,
+    // `await_target_exit`).
+    let mut slot = EXITS.reserve::<ExitRecord>(0);
+    if let Some(slot) = slot.as_mut() {
+        let r: *mut ExitRecord = slot.as_mut_ptr();
+        // SAFETY: the reserved record, 8-aligned in the ring; the account
+        // is a map value, not in the ring.
+        unsafe {
+            (*r).exit_ns = now;
+            crate::words::copy(&raw mut (*r).account, a);
         }
-        None => crate::count(stat::EXIT_RECORD_LOST),
     }
     if tid_indexed() {
         // The slot is free again (userspace skips it).
         a.tid = 0;
     } else {
         let _ = THREADS.remove(tid);
+    }
+    match slot {
+        Some(slot) => {
+            slot.submit(0);
+            crate::count(stat::EXIT_RECORDS);
+        }
+        None => crate::count(stat::EXIT_RECORD_LOST),
     }
 }

@@ -371,14 +371,13 @@ fn await_target_exit(
     while Instant::now() < give_up {
         let from = early.len();
         session.ledger.drain_exits(early);
-        let found = early[from..].iter().any(&is_target_exit);
-        // Also after the record came: the program sends it before it
-        // removes the thread's account (ttp-ebpf/src/ledger.rs, `retire`),
-        // and the image that follows must not read the account still there.
-        std::thread::sleep(Duration::from_millis(2));
-        if found {
+        // The program frees the thread's account before it sends the
+        // record (ttp-ebpf/src/ledger.rs, `retire`): once the record is
+        // here, the image that follows cannot read the account still there.
+        if early[from..].iter().any(&is_target_exit) {
             return true;
         }
+        std::thread::sleep(Duration::from_millis(2));
     }
     false
 }
