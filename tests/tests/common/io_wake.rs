@@ -89,13 +89,7 @@ pub fn io_wake_run(ledgers: &[&Ledger], taskstats: Option<&TaskstatsClient>) -> 
 
 /// /proc/PID/status `voluntary_ctxt_switches` of a one-thread process.
 fn voluntary_switches(pid: u32) -> u64 {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
-    s.lines()
-        .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
-        .expect("voluntary_ctxt_switches")
-        .trim()
-        .parse()
-        .expect("a count")
+    super::proc_field(pid, "status", "voluntary_ctxt_switches")
 }
 
 /// Holds the ledger's wake-ups of the window to the kernel's voluntary

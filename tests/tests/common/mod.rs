@@ -171,15 +171,21 @@ pub fn schedstat(pid: u32) -> (u64, u64) {
     (v[0], v[1])
 }
 
-/// /proc/PID/io read_bytes.
-pub fn proc_read_bytes(pid: u32) -> u64 {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/io")).expect("io");
+/// A count from one of /proc/PID's `key: value` files (`io`, `status`).
+pub fn proc_field(pid: u32, file: &str, key: &str) -> u64 {
+    let path = format!("/proc/{pid}/{file}");
+    let s = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
     s.lines()
-        .find_map(|l| l.strip_prefix("read_bytes: "))
-        .expect("read_bytes")
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
+        .unwrap_or_else(|| panic!("{path} has no {key}"))
         .trim()
         .parse()
-        .unwrap()
+        .unwrap_or_else(|e| panic!("{path} {key}: {e}"))
+}
+
+/// /proc/PID/io read_bytes.
+pub fn proc_read_bytes(pid: u32) -> u64 {
+    proc_field(pid, "io", "read_bytes")
 }
 
 /// Machine-wide iowait ticks from /proc/stat's "cpu" line.
