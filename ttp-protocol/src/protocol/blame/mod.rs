@@ -30,7 +30,7 @@ pub use attribute::{DiskMeasure, Resource};
 pub use cause::{CauseKind, GroupBy};
 pub use input::{Recording, VictimSpec};
 pub use report::BlameReport;
-pub use summary::{BlameSummary, summary_text};
+pub use summary::BlameSummary;
 
 /// Errors of the blame analysis.
 #[derive(Debug, thiserror::Error)]

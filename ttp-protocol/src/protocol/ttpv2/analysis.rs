@@ -383,7 +383,8 @@ impl RunDocument {
 }
 
 impl RunDocument {
-    /// The analysis this document holds, for [`super::report::render`].
+    /// The analysis this document holds, for the terminal report
+    /// (ttp-user, `report::ttpv2::text`).
     pub fn to_analysis(&self) -> Analysis {
         Analysis {
             qcs: vec![self.qc.clone()],

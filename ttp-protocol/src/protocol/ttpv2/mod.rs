@@ -5,9 +5,10 @@
 //! Data flows: [`model`] (what was measured per QE) → [`calc`] (Step 4 per
 //! QE: eq. 1–3 and the exact ledger time) → [`checks`] (Step 1) →
 //! [`drops`] (Steps 2–3) → [`post`] (Step 5) → [`analysis`] (the result and
-//! the JSON documents) → [`paragraph`] (Sec. 9) and [`report`] (terminal).
-//! [`import`] reads saved runs and external CSV data; [`correlations`]
-//! tests the causal model of Sec. 5. `report::ttpv2` charts the QEs.
+//! the JSON documents) → [`paragraph`] (Sec. 9). [`import`] reads saved
+//! runs and external CSV data; [`correlations`] tests the causal model of
+//! Sec. 5. The terminal report and the charts are drawn in ttp-user's
+//! `report::ttpv2`.
 //!
 //! The `run` command fills a [`model::QcInput`] (one [`model::QeRecord`] per
 //! QE) and [`paragraph::MachineFacts`] (with
@@ -26,7 +27,6 @@ pub mod paragraph;
 pub mod paragraph_deviations;
 pub mod post;
 pub mod recovery;
-pub mod report;
 pub mod stats;
 pub mod study;
 #[cfg(any(test, feature = "test-support"))]

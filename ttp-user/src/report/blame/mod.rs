@@ -1,9 +1,9 @@
-//! Contention blame (`ttp.blame/1`) for people: the terminal report and
-//! the blame graph as Graphviz DOT.
+//! Contention blame (`ttp.blame/1`) for people: the terminal report, the
+//! per-QE summary of `run --blame`, and the blame graph as Graphviz DOT.
 pub mod dot;
 mod text;
 
-pub use text::blame_text;
+pub use text::{blame_text, summary_text};
 
 #[cfg(test)]
 mod tests;

@@ -2,7 +2,7 @@
 //! (docs/examples/blame-recording.json), analysed as `blame --replay` does.
 use std::path::PathBuf;
 
-use super::{blame_text, dot};
+use super::{blame_text, dot, summary_text};
 use crate::protocol::blame::{self, BlameReport, Recording};
 
 fn example() -> Recording {
@@ -89,4 +89,40 @@ fn dot_lists_every_node_and_edge_escaped() {
         "{text}"
     );
     assert!(!text.contains("read\"er"));
+}
+
+/// The per-QE summary of `run --blame` heads its lines with the QE and the
+/// blocked total, names every measured resource with its blocked time, and
+/// lists no more explanations than asked. Catches a resource or an
+/// explanation lost on the way from the blame report to the run's report.
+#[test]
+fn the_per_qe_summary_names_resources_and_top_explanations() {
+    let report = analysed(&example());
+    let summary = report.summary(5);
+    let text = summary_text(&summary, 3, 1);
+    let first = text.lines().next().unwrap();
+    assert!(
+        first.starts_with(&format!(
+            "  QE 3: blocked {}",
+            blame::fmt_ns(summary.blocked_ns() as f64)
+        )),
+        "{text}"
+    );
+    let blocked: Vec<_> = summary
+        .resources
+        .iter()
+        .filter(|r| r.blocked_measured && r.blocked_ns > 0)
+        .collect();
+    assert!(!blocked.is_empty(), "the example blocks on something");
+    for r in blocked {
+        let named = format!(
+            "{} {}",
+            r.resource.name(),
+            blame::fmt_ns(r.blocked_ns as f64)
+        );
+        assert!(first.contains(&named), "{named} missing: {text}");
+    }
+    let e = summary.explanations.first().expect("the example explains");
+    assert_eq!(text.lines().count(), 2, "one explanation asked: {text}");
+    assert!(text.contains(&format!("    1. {}", e.text)), "{text}");
 }

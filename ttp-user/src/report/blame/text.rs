@@ -1,10 +1,11 @@
-//! The terminal report.
+//! The terminal report, and the compact one kept per QE of `run --blame`.
 use std::fmt::Write;
 
 use crate::protocol::blame::{
     cause::CauseKind,
     fmt_ns,
     report::{BlameReport, CulpritSummary, ResourceSummary},
+    summary::BlameSummary,
 };
 
 /// The report for people; `top` limits the explanations and culprits.
@@ -235,4 +236,30 @@ fn clip(s: &str, n: usize) -> String {
         t.push('…');
         t
     }
+}
+
+/// Lines for the run report: blocked time per resource, then the
+/// explanations, each indented under a `QE n` heading.
+pub fn summary_text(b: &BlameSummary, qe: u32, top: usize) -> String {
+    let mut s = String::new();
+    let per_resource: Vec<String> = b
+        .resources
+        .iter()
+        .filter(|r| r.blocked_measured && r.blocked_ns > 0)
+        .map(|r| format!("{} {}", r.resource.name(), fmt_ns(r.blocked_ns as f64)))
+        .collect();
+    let _ = writeln!(
+        s,
+        "  QE {qe}: blocked {}{}",
+        fmt_ns(b.blocked_ns() as f64),
+        if per_resource.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", per_resource.join(", "))
+        }
+    );
+    for e in b.explanations.iter().take(top) {
+        let _ = writeln!(s, "    {}. {}", e.rank, e.text);
+    }
+    s
 }

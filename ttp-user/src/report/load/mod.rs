@@ -1,2 +1,5 @@
 //! Renderings of a `load` run (`ttp.load/1`) beyond its terminal report.
+mod ledger_text;
 pub mod svg;
+
+pub use ledger_text::ledger_per_second;

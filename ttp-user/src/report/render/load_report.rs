@@ -242,7 +242,7 @@ impl Rendered for LoadDocument {
                 continue;
             };
             let pid = rows[0]["pid"].as_u64().unwrap_or(0) as u32;
-            out.push_str(&crate::protocol::load::ledger::render(
+            out.push_str(&crate::report::load::ledger_per_second(
                 p.model,
                 pid,
                 rows,

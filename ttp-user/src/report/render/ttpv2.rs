@@ -1,14 +1,13 @@
 //! `ttp.run/1` and `ttp.analyze/1` (TTPv2), read back: the protocol's own
-//! terminal report (protocol/ttpv2) and chart (report/ttpv2), and a per-QE table.
+//! terminal report and chart (report/ttpv2), and a per-QE table.
 use std::path::{Path, PathBuf};
 
 use super::{RenderError, Rendered, Table, table::num, write_plot};
 use crate::protocol::ttpv2::{
     analysis::{Analysis, AnalyzeDocument, QcDocument, RunDocument},
     model::QeRecord,
-    report::render,
 };
-use crate::report::ttpv2::{scan_svg::render_scan_svg, svg::render_svg};
+use crate::report::ttpv2::{scan_svg::render_scan_svg, svg::render_svg, text::render};
 
 pub struct Run(pub RunDocument);
 pub struct Analyze(pub AnalyzeDocument);
@@ -87,7 +86,7 @@ fn blame_section(qes: &[&QeRecord]) -> String {
     );
     for q in qes {
         match (&q.blame, &q.blame_error) {
-            (Some(b), _) => s.push_str(&crate::protocol::blame::summary_text(b, q.qe, 3)),
+            (Some(b), _) => s.push_str(&crate::report::blame::summary_text(b, q.qe, 3)),
             (None, Some(e)) => s.push_str(&format!("  QE {}: no blame: {e}\n", q.qe)),
             (None, None) => {}
         }

@@ -1,4 +1,5 @@
-//! Charts of TTPv2 results (`ttp.run/1`, `ttp.analyze/1`): per Q@C, and
-//! time against a scanned parameter.
+//! TTPv2 results (`ttp.run/1`, `ttp.analyze/1`) rendered: the terminal
+//! report, and charts per Q@C and of time against a scanned parameter.
 pub mod scan_svg;
 pub mod svg;
+pub mod text;

@@ -1,11 +1,14 @@
-//! The terminal report: per-QE table, dropped QEs, the result with its
-//! spread, the checks and the Sec. 9 paragraph.
+//! TTPv2's terminal report: per-QE table, dropped QEs, the result with its
+//! spread, the checks, the causal model's correlations (Table IV) and the
+//! Sec. 9 paragraph, all as the protocol computed them.
 use std::fmt::Write as _;
 
-use super::analysis::{Analysis, QcDocument};
-use super::checks::{CheckResult, SPECS};
-use super::correlations::CorrelationRow;
-use super::stats::Summary;
+use crate::protocol::ttpv2::{
+    analysis::{Analysis, QcDocument},
+    checks::{CheckResult, SPECS},
+    correlations::CorrelationRow,
+    stats::Summary,
+};
 
 fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
     v.map_or_else(|| "—".to_string(), |v| v.to_string())
@@ -173,7 +176,7 @@ fn cpus_line(d: &QcDocument) -> Option<String> {
             (meas > 0.0).then(|| cpu / meas)
         })
         .collect();
-    let busy = super::stats::Summary::of(&busy)
+    let busy = Summary::of(&busy)
         .map(|s| format!(", {:.2} CPUs busy on average (median over QEs)", s.median))
         .unwrap_or_default();
     Some(format!(
