@@ -31,7 +31,7 @@ pub struct Row {
 
 impl Row {
     /// The command name as text.
-    pub fn comm_str(&self) -> String {
+    pub(crate) fn comm_str(&self) -> String {
         let end = self.comm.iter().position(|&b| b == 0).unwrap_or(16);
         String::from_utf8_lossy(&self.comm[..end]).into_owned()
     }
@@ -85,7 +85,7 @@ impl Rows {
 
     /// The newest instance of `tgid` whose leader started at or before
     /// `bound`.
-    pub fn latest_at_or_before(&self, tgid: u32, bound: u64) -> Option<ProcKey> {
+    pub(crate) fn latest_at_or_before(&self, tgid: u32, bound: u64) -> Option<ProcKey> {
         self.chain(tgid)
             .map(|s| self.slab[s as usize].key)
             .find(|k| k.start_ns <= bound)
@@ -164,7 +164,7 @@ impl Rows {
     }
 
     /// Every row, named, in key order.
-    pub fn into_sorted(self) -> Vec<(ProcKey, ProcessDelta)> {
+    pub(crate) fn into_sorted(self) -> Vec<(ProcKey, ProcessDelta)> {
         let mut out: Vec<(ProcKey, ProcessDelta)> = self
             .slab
             .into_iter()

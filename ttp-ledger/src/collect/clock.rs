@@ -108,7 +108,7 @@ pub struct JiffiesSample {
 /// Picks `now at <ns> nsecs` and the first `jiffies: <n>` out of the text
 /// of /proc/timer_list. The procfs crate has no parser for this file; only
 /// these two numbers are read.
-pub fn timer_list_sample(text: &str) -> Option<JiffiesSample> {
+pub(crate) fn timer_list_sample(text: &str) -> Option<JiffiesSample> {
     let now_ns = text.lines().find_map(|l| {
         l.strip_prefix("now at ")?
             .strip_suffix(" nsecs")?
@@ -124,7 +124,7 @@ pub fn timer_list_sample(text: &str) -> Option<JiffiesSample> {
 
 /// HZ from two readings: jiffies advanced per second of elapsed time,
 /// snapped to the nearest value in [`KNOWN_HZ`] if within 10% of it.
-pub fn hz_from_samples(a: JiffiesSample, b: JiffiesSample) -> Option<u64> {
+pub(crate) fn hz_from_samples(a: JiffiesSample, b: JiffiesSample) -> Option<u64> {
     let jiffies = b.jiffies.checked_sub(a.jiffies)?;
     let ns = b.now_ns.checked_sub(a.now_ns).filter(|&ns| ns > 0)?;
     let rate = jiffies as f64 * 1e9 / ns as f64;

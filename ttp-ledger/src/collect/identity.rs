@@ -20,7 +20,7 @@ pub fn cgroup_path(proc_root: &Path, tgid: u32) -> Option<String> {
 
 /// [`cgroup_path`] on the text of /proc/PID/cgroup (`id:controllers:path`
 /// lines, cgroups(7)).
-pub fn cgroup_path_of(text: &str) -> Option<String> {
+pub(crate) fn cgroup_path_of(text: &str) -> Option<String> {
     let lines: Vec<(&str, &str, &str)> = text
         .lines()
         .filter_map(|l| {

@@ -100,7 +100,7 @@ pub fn online_cpus(root: &Path) -> Option<u32> {
 }
 
 /// The online CPUs listed in `sys/devices/system/cpu/online` under `root`.
-pub fn online_cpu_list(root: &Path) -> Option<Vec<u32>> {
+pub(crate) fn online_cpu_list(root: &Path) -> Option<Vec<u32>> {
     std::fs::read_to_string(root.join("sys/devices/system/cpu/online"))
         .ok()
         .and_then(|s| parse_cpu_list(&s))
@@ -109,7 +109,7 @@ pub fn online_cpu_list(root: &Path) -> Option<Vec<u32>> {
 /// The online CPUs that `Cpus_allowed_list` of a /proc/PID/status text
 /// allows, when they are fewer than the online CPUs; `None` when the mask
 /// covers every online CPU (a mask may also name CPUs that are offline).
-pub fn restricted_affinity(status: &str, online: &[u32]) -> Option<Vec<u32>> {
+pub(crate) fn restricted_affinity(status: &str, online: &[u32]) -> Option<Vec<u32>> {
     let allowed = status
         .lines()
         .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))

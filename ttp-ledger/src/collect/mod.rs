@@ -56,7 +56,7 @@ pub enum ProcReadError {
 /// comparable (a reused pid, a wrapped 32-bit counter, or /proc/stat iowait,
 /// which the kernel documents as able to decrease); subtracting anyway would
 /// wrap to a huge number.
-pub fn forward(before: Option<u64>, after: Option<u64>) -> Option<u64> {
+pub(crate) fn forward(before: Option<u64>, after: Option<u64>) -> Option<u64> {
     after?.checked_sub(before?)
 }
 

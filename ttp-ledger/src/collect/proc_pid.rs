@@ -240,13 +240,6 @@ impl ProcImage {
         files.read(Scope::Process)
     }
 
-    /// Reads `/proc/<tgid>/task/<tid>` under `root`.
-    pub fn read_thread(root: &Path, tgid: i32, tid: i32) -> Result<ProcImage, ProcReadError> {
-        let process = open_process(root, tgid)?;
-        let task = process.task_from_tid(tid).map_err(|e| classify(e, tid))?;
-        read_task(&task)
-    }
-
     /// Reads every thread of process `pid`. Threads that exit while the
     /// list is read are left out.
     pub fn read_threads(root: &Path, pid: i32) -> Result<Vec<ProcImage>, ProcReadError> {
@@ -297,23 +290,6 @@ pub fn list_pids(root: &Path) -> Result<Vec<i32>, ProcReadError> {
     let mut pids: Vec<i32> = iter.filter_map(|p| p.ok().map(|p| p.pid())).collect();
     pids.sort_unstable();
     Ok(pids)
-}
-
-/// Every thread under `root` as `(tgid, tid)`, ascending. Processes and
-/// threads that exit while the directories are listed are left out.
-pub fn list_threads(root: &Path) -> Result<Vec<(i32, i32)>, ProcReadError> {
-    let iter =
-        procfs::process::all_processes_with_root(root).map_err(|source| ProcReadError::Read {
-            path: root.to_path_buf(),
-            source,
-        })?;
-    let mut threads = Vec::new();
-    for process in iter.flatten() {
-        let Ok(tasks) = process.tasks() else { continue };
-        threads.extend(tasks.flatten().map(|t| (t.pid, t.tid)));
-    }
-    threads.sort_unstable();
-    Ok(threads)
 }
 
 fn open_process(root: &Path, pid: i32) -> Result<Process, ProcReadError> {

@@ -40,7 +40,9 @@ const ENOTSUPP: i32 = 524;
 const CHUNK: usize = 1024;
 
 /// Every (key, value) of `map`. Entries deleted meanwhile are left out.
-pub fn hash_entries<K: Pod, V: Pod>(map: &HashMap<MapData, K, V>) -> Result<Vec<(K, V)>, MapError> {
+pub(crate) fn hash_entries<K: Pod, V: Pod>(
+    map: &HashMap<MapData, K, V>,
+) -> Result<Vec<(K, V)>, MapError> {
     match lookup_batch(map.map()) {
         Ok(v) => Ok(v),
         Err(e)
@@ -60,7 +62,7 @@ pub fn hash_entries<K: Pod, V: Pod>(map: &HashMap<MapData, K, V>) -> Result<Vec<
 
 /// Every (index, value) of `array`, in batches as for a hash (arrays have
 /// had batch operations since they had any); index by index otherwise.
-pub fn array_entries<V: Pod>(array: &Array<MapData, V>) -> Result<Vec<(u32, V)>, MapError> {
+pub(crate) fn array_entries<V: Pod>(array: &Array<MapData, V>) -> Result<Vec<(u32, V)>, MapError> {
     match lookup_batch(array.map()) {
         Ok(v) => Ok(v),
         Err(e)

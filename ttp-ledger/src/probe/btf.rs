@@ -120,7 +120,7 @@ impl KernelBtf {
     }
 
     /// The offsets the ledger programs read (ttp-ebpf/src/kernel.rs).
-    pub fn ledger_offsets(&self) -> Result<Offsets, ProbeError> {
+    pub(crate) fn ledger_offsets(&self) -> Result<Offsets, ProbeError> {
         let task = |f: &str| self.field("task_struct", &[f]);
         let in_iowait = task("in_iowait")?;
         if in_iowait.bitfield_bits != Some(1) {
@@ -206,7 +206,7 @@ impl KernelBtf {
     /// The offsets only the `--trace` programs read (ttp-ebpf/src/trace.rs):
     /// a request's bytes, sector and disk, a task's run queue and whether
     /// it was the last thread of its process.
-    pub fn trace_offsets(&self) -> Result<Offsets, ProbeError> {
+    pub(crate) fn trace_offsets(&self) -> Result<Offsets, ProbeError> {
         let se_cfs_rq = {
             let se = self.field("task_struct", &["se"])?;
             let cfs = self.field("sched_entity", &["cfs_rq"])?;
@@ -258,7 +258,7 @@ pub struct DetailOffsets {
 }
 
 impl KernelBtf {
-    pub fn detail_offsets(&self) -> DetailOffsets {
+    pub(crate) fn detail_offsets(&self) -> DetailOffsets {
         let disk = (|| {
             Ok(vec![
                 ("OFF_RQ_Q", self.field("request", &["q"])?.byte),

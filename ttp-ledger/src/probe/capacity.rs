@@ -22,7 +22,7 @@ pub const TID_INDEX_LIMIT: u64 = 1 << 16;
 /// or None for the hash: the flag `--max-threads` sizes the hash, so it
 /// asks for the hash; so does blame, whose reader samples every 50 ms and
 /// would copy every slot each time.
-pub fn tid_slots(pid_max: Option<u64>, requested: Option<u32>, blame: bool) -> Option<u32> {
+pub(crate) fn tid_slots(pid_max: Option<u64>, requested: Option<u32>, blame: bool) -> Option<u32> {
     if requested.is_some() || blame {
         return None;
     }
@@ -49,7 +49,7 @@ pub const CEILING: u32 = 1 << 22;
 
 /// Entries for a machine whose limit is `threads_max` with `live` threads
 /// now; `requested` (the flag) wins when given.
-pub fn thread_map_entries(
+pub(crate) fn thread_map_entries(
     threads_max: Option<u64>,
     live: Option<u64>,
     requested: Option<u32>,
@@ -63,7 +63,7 @@ pub fn thread_map_entries(
 }
 
 /// `/proc/sys/kernel/threads-max`.
-pub fn threads_max() -> Option<u64> {
+pub(crate) fn threads_max() -> Option<u64> {
     std::fs::read_to_string("/proc/sys/kernel/threads-max")
         .ok()?
         .trim()
@@ -72,7 +72,7 @@ pub fn threads_max() -> Option<u64> {
 }
 
 /// Threads alive now: the fourth field of /proc/loadavg ("running/total").
-pub fn live_threads() -> Option<u64> {
+pub(crate) fn live_threads() -> Option<u64> {
     let text = std::fs::read_to_string("/proc/loadavg").ok()?;
     text.split_ascii_whitespace()
         .nth(3)?

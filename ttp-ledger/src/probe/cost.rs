@@ -73,7 +73,7 @@ pub struct ProgramCounters {
 /// `ProgramInfo` has no accessor for `recursion_misses`). The kernel fills
 /// in as much of `bpf_prog_info` as both sides know; a kernel older than
 /// 5.12 leaves `recursion_misses` zero.
-pub fn program_counters(fd: BorrowedFd<'_>) -> std::io::Result<ProgramCounters> {
+pub(crate) fn program_counters(fd: BorrowedFd<'_>) -> std::io::Result<ProgramCounters> {
     use aya_obj::generated::{bpf_attr, bpf_cmd, bpf_prog_info};
     // SAFETY: both are plain C structs for which all-zero is valid.
     let mut info: bpf_prog_info = unsafe { std::mem::zeroed() };

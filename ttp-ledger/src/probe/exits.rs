@@ -52,7 +52,7 @@ pub fn ring_bytes(rate: u64, stall_ms: u64) -> u32 {
 /// queue is allocated and written once, when the drain starts, and never
 /// grows: a fork storm does not leave its burst's size behind in the
 /// process (`attach`; docs/attach.md, "Memory of a long run").
-pub fn queue_records(ring_bytes: u32) -> usize {
+pub(crate) fn queue_records(ring_bytes: u32) -> usize {
     (u64::from(ring_bytes) / RECORD_BYTES / 4).max(1) as usize
 }
 

@@ -506,7 +506,7 @@ pub struct SocketStatements {
 
 impl AttachOptions {
     /// Whether these options load `sched_wakeup`.
-    pub fn wake_hook(&self) -> bool {
+    pub(crate) fn wake_hook(&self) -> bool {
         self.wake_latency || self.trace
     }
 }

@@ -109,15 +109,6 @@ impl Ledger {
             })
     }
 
-    /// The processes traced now (forked children included; a process
-    /// leaves the set when its last thread exits).
-    pub fn traced_processes(&self) -> Vec<u32> {
-        self.trace
-            .as_ref()
-            .map(|t| t.traced.keys().filter_map(Result::ok).collect())
-            .unwrap_or_default()
-    }
-
     /// The reader of the trace ring buffer, to be drained on its own
     /// thread. Only one reader exists per ledger.
     pub fn trace_reader(&mut self) -> Result<TraceReader, ProbeError> {

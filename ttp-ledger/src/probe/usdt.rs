@@ -97,7 +97,7 @@ pub fn read_probes(path: &Path) -> Result<Vec<UsdtProbe>, UsdtError> {
 }
 
 /// [`read_probes`] on the file's bytes.
-pub fn parse_probes(path: &str, data: &[u8]) -> Result<Vec<UsdtProbe>, UsdtError> {
+pub(crate) fn parse_probes(path: &str, data: &[u8]) -> Result<Vec<UsdtProbe>, UsdtError> {
     let file = object::File::parse(data).map_err(|e| UsdtError::NotElf {
         path: path.into(),
         reason: e.to_string(),
@@ -218,7 +218,7 @@ pub fn parse_probes(path: &str, data: &[u8]) -> Result<Vec<UsdtProbe>, UsdtError
 }
 
 /// The arguments of a note's argument string (space-separated).
-pub fn parse_args(spec: &str) -> Vec<UsdtArg> {
+pub(crate) fn parse_args(spec: &str) -> Vec<UsdtArg> {
     spec.split_whitespace().filter_map(parse_arg).collect()
 }
 
@@ -257,7 +257,7 @@ fn parse_arg(text: &str) -> Option<UsdtArg> {
 
 /// Index of an x86-64 register in the kernel's `struct pt_regs` (as an
 /// array of u64), for any of its names (`rdi`, `edi`, `di`, `dil`, `r8d`).
-pub fn pt_regs_slot(reg: &str) -> Option<u32> {
+pub(crate) fn pt_regs_slot(reg: &str) -> Option<u32> {
     let canon = match reg {
         "rax" | "eax" | "ax" | "al" => "rax",
         "rbx" | "ebx" | "bx" | "bl" => "rbx",

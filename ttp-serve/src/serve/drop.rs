@@ -86,7 +86,7 @@ fn os_err(what: &str) -> anyhow::Error {
 /// Gives up every privilege: becomes `target` when running as root (or
 /// keeps root when `target` is root), sets no_new_privs, and checks in /proc/self/status that
 /// no effective or permitted capability is left.
-pub fn drop_privileges(target: &Target) -> anyhow::Result<Dropped> {
+pub(crate) fn drop_privileges(target: &Target) -> anyhow::Result<Dropped> {
     // SAFETY: geteuid has no preconditions.
     let euid = unsafe { libc::geteuid() };
     if target.uid == 0 {
@@ -127,7 +127,7 @@ pub fn drop_privileges(target: &Target) -> anyhow::Result<Dropped> {
 }
 
 /// (CapEff, CapPrm) of this thread, from /proc/thread-self/status.
-pub fn capability_sets() -> anyhow::Result<(u64, u64)> {
+pub(crate) fn capability_sets() -> anyhow::Result<(u64, u64)> {
     let text = std::fs::read_to_string("/proc/thread-self/status")?;
     let field = |name: &str| {
         text.lines()

@@ -56,14 +56,14 @@ impl Format {
     /// The format an HTTP `Accept` header asks for: OpenMetrics when it
     /// names `application/openmetrics-text` (Prometheus ≥ 2.5 does, first),
     /// else Prometheus text 0.0.4 (curl, older scrapers).
-    pub fn from_accept(accept: Option<&str>) -> Self {
+    pub(crate) fn from_accept(accept: Option<&str>) -> Self {
         match accept {
             Some(a) if a.contains("application/openmetrics-text") => Format::OpenMetrics,
             _ => Format::PrometheusText,
         }
     }
 
-    pub fn content_type(self) -> &'static str {
+    pub(crate) fn content_type(self) -> &'static str {
         match self {
             Format::OpenMetrics => "application/openmetrics-text; version=1.0.0; charset=utf-8",
             Format::PrometheusText => prometheus_client::encoding::prometheus_text::CONTENT_TYPE,
@@ -75,7 +75,7 @@ impl Format {
 pub type Shared = Arc<RwLock<Exposition>>;
 
 /// A registry holding the exposition's collector and `ttp_build_info`.
-pub fn registry(shared: Shared) -> Registry {
+pub(crate) fn registry(shared: Shared) -> Registry {
     let mut r = Registry::default();
     r.register(
         "ttp_build",
@@ -87,7 +87,7 @@ pub fn registry(shared: Shared) -> Registry {
 }
 
 /// The exposition in `format`.
-pub fn encode(registry: &Registry, format: Format) -> String {
+pub(crate) fn encode(registry: &Registry, format: Format) -> String {
     let mut out = String::new();
     // Writing into a String cannot fail.
     let _ = match format {

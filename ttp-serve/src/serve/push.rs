@@ -30,7 +30,7 @@ const MAX_BACKOFF: Duration = Duration::from_secs(300);
 /// OpenTelemetry SDKs do with `OTEL_EXPORTER_OTLP_ENDPOINT`). Only
 /// `http` and `https` with a host are accepted: anything else is a usage
 /// error (exit 2) before anything is loaded.
-pub fn endpoint(url: &str) -> anyhow::Result<String> {
+pub(crate) fn endpoint(url: &str) -> anyhow::Result<String> {
     let bad = |why: &str| {
         usage(format!(
             "bad --otlp {url:?}: {why}; give the collector's OTLP/HTTP URL, such as http://127.0.0.1:4318"
@@ -141,7 +141,7 @@ impl Pusher {
 
     /// Asks for a push of the ledger just read (skipped while one is in
     /// flight or while backing off).
-    pub fn after_read(&self) {
+    pub(crate) fn after_read(&self) {
         if let Some(w) = &self.wake {
             let _ = w.try_send(());
         }
@@ -157,7 +157,7 @@ impl Drop for Pusher {
     }
 }
 
-pub fn unix_ns(t: SystemTime) -> u64 {
+pub(crate) fn unix_ns(t: SystemTime) -> u64 {
     t.duration_since(SystemTime::UNIX_EPOCH)
         .map(|d| d.as_nanos() as u64)
         .unwrap_or(0)

@@ -20,7 +20,11 @@ use std::{
 /// files are already created as the right user (not root, no sudo, or sudo
 /// from root) or the variables are not ids (then files stay root's, and
 /// the measured program refuses to start over the same variables).
-pub fn owner_from(euid: u32, sudo_uid: Option<&str>, sudo_gid: Option<&str>) -> Option<(u32, u32)> {
+pub(crate) fn owner_from(
+    euid: u32,
+    sudo_uid: Option<&str>,
+    sudo_gid: Option<&str>,
+) -> Option<(u32, u32)> {
     if euid != 0 {
         return None;
     }
@@ -30,7 +34,7 @@ pub fn owner_from(euid: u32, sudo_uid: Option<&str>, sudo_gid: Option<&str>) -> 
 }
 
 /// [`owner_from`] for this process (read once).
-pub fn result_owner() -> Option<(u32, u32)> {
+pub(crate) fn result_owner() -> Option<(u32, u32)> {
     static OWNER: OnceLock<Option<(u32, u32)>> = OnceLock::new();
     *OWNER.get_or_init(|| {
         let var = |n| std::env::var(n).ok();
@@ -91,7 +95,7 @@ pub fn write(path: &Path, bytes: &[u8]) -> io::Result<()> {
 
 /// Writes `bytes` to `path` atomically, owned by whoever ttp runs as (the
 /// machine's own state files under /run/ttp).
-pub fn write_as_is(path: &Path, bytes: &[u8]) -> io::Result<()> {
+pub(crate) fn write_as_is(path: &Path, bytes: &[u8]) -> io::Result<()> {
     write_with(path, bytes, false)
 }
 

@@ -48,7 +48,7 @@ impl DelayAcct {
     }
 
     /// As [`enable`](Self::enable), for the setting and run directory given.
-    pub fn enable_at(tracked: Tracked) -> Option<Self> {
+    pub(crate) fn enable_at(tracked: Tracked) -> Option<Self> {
         let warn = |what: &str, e: std::io::Error| {
             log::warn!(
                 "{what}: {e}; {} is left as it is and its delay-accounting references are missing",

@@ -142,11 +142,11 @@ impl Drop for DirLock {
 }
 
 impl Tracked {
-    pub fn lock_path(&self) -> PathBuf {
+    pub(crate) fn lock_path(&self) -> PathBuf {
         self.dir.join(format!("{}.lock", self.id))
     }
 
-    pub fn state_path(&self) -> PathBuf {
+    pub(crate) fn state_path(&self) -> PathBuf {
         self.dir.join(format!("{}.json", self.id))
     }
 
@@ -292,7 +292,7 @@ impl Tracked {
 
     /// Restores what a dead instance left of this setting, unless a live
     /// instance holds it. Never creates anything.
-    pub fn restore_leftover(&self) -> Option<Leftover> {
+    pub(crate) fn restore_leftover(&self) -> Option<Leftover> {
         let state = self.state_path();
         if !state.exists() {
             return None;
@@ -355,6 +355,6 @@ pub fn restore_leftovers_and_say() {
 }
 
 /// The run directory's path.
-pub fn run_dir() -> &'static Path {
+pub(crate) fn run_dir() -> &'static Path {
     Path::new(RUN_DIR)
 }

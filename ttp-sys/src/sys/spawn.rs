@@ -17,7 +17,7 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command, ExitStatus};
+use std::process::{Child, ChildStdout, Command, ExitStatus};
 use std::thread::JoinHandle;
 
 use super::invoker::Invoker;
@@ -321,17 +321,8 @@ impl RunningChild {
         self.pid
     }
 
-    /// The child's stdin, if it was set to `Stdio::piped()`.
-    pub fn take_stdin(&mut self) -> Option<ChildStdin> {
-        self.child.stdin.take()
-    }
-
     pub fn take_stdout(&mut self) -> Option<ChildStdout> {
         self.child.stdout.take()
-    }
-
-    pub fn take_stderr(&mut self) -> Option<ChildStderr> {
-        self.child.stderr.take()
     }
 
     /// Waits for the child to end; returns its status and rusage.
@@ -426,7 +417,7 @@ fn wait4(pid: u32, options: libc::c_int) -> io::Result<Option<ChildExit>> {
 /// Where `cmd`'s program would be found, as execvp would search: a name
 /// with a slash is taken as a path; otherwise PATH is searched (the
 /// command's own PATH if it sets one).
-pub fn find_program(cmd: &Command) -> Option<PathBuf> {
+pub(crate) fn find_program(cmd: &Command) -> Option<PathBuf> {
     let program = Path::new(cmd.get_program());
     if program.as_os_str().is_empty() {
         return None;

@@ -72,7 +72,7 @@ pub fn measure(
 /// runs of one command are numbered 0, 1, … as when it runs alone. A
 /// failure or Ctrl-C ends every command's runs; the failure is kept with
 /// the command that failed.
-pub fn measure_interleaved(
+pub(crate) fn measure_interleaved(
     plan: &LivePlan<'_>,
     commands: &[&[String]],
     stop: &StopFlag,
@@ -215,7 +215,7 @@ pub fn measure_interleaved(
 /// The default program of `calibrate`: INC (`ttp-ebpf inc --loops C`,
 /// EMP Fig. 7, Sec. 4.5.1 Step 1), `loops` derived on this machine for the
 /// task length (`protocol::emp::inc::Calibration::loops_for`).
-pub fn inc_argv(loops: u64) -> anyhow::Result<Vec<String>> {
+pub(crate) fn inc_argv(loops: u64) -> anyhow::Result<Vec<String>> {
     let exe: PathBuf = std::env::current_exe().context("locating the ttp-ebpf binary for INC")?;
     Ok(vec![
         exe.to_string_lossy().into_owned(),
@@ -227,7 +227,7 @@ pub fn inc_argv(loops: u64) -> anyhow::Result<Vec<String>> {
 
 /// Writes the runs as a recorded run set (`ttp.emp-runs/1`, the layout of
 /// [`EmpRuns`](crate::protocol::emp::EmpRuns)) atomically, without copying them.
-pub fn write_record(
+pub(crate) fn write_record(
     path: &std::path::Path,
     command: &[String],
     runs: &[EmpRun],
@@ -250,7 +250,7 @@ pub fn write_record(
 }
 
 /// Reads a recorded run set (`ttp.emp-runs/1`).
-pub fn read_record(path: &std::path::Path) -> anyhow::Result<crate::protocol::emp::EmpRuns> {
+pub(crate) fn read_record(path: &std::path::Path) -> anyhow::Result<crate::protocol::emp::EmpRuns> {
     let bytes = std::fs::read(path)
         .map_err(|e| UsageError::new(format!("cannot read {}: {e}", path.display())))?;
     let runs: crate::protocol::emp::EmpRuns = serde_json::from_slice(&bytes).map_err(|e| {

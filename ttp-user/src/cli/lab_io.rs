@@ -128,7 +128,7 @@ pub fn export(a: ExportArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub fn import_study(a: ImportArgs) -> anyhow::Result<()> {
+pub(crate) fn import_study(a: ImportArgs) -> anyhow::Result<()> {
     let (header, qcs) =
         read_lines(&a.study).map_err(|e| crate::error::UsageError::new(e.to_string()))?;
     let source = a.study.display().to_string();

@@ -128,7 +128,7 @@ fn prepare_query(q: &QueryTask, conn: &str) -> anyhow::Result<()> {
 }
 
 /// The QEs of a run JSON as (QE number, the run JSON's record).
-pub fn qes_of(doc: &serde_json::Value) -> Vec<(i32, String)> {
+pub(crate) fn qes_of(doc: &serde_json::Value) -> Vec<(i32, String)> {
     doc.get("qes")
         .and_then(|q| q.as_array())
         .map(|qes| {
@@ -142,7 +142,7 @@ pub fn qes_of(doc: &serde_json::Value) -> Vec<(i32, String)> {
         .unwrap_or_default()
 }
 
-pub fn read_doc(path: &Path) -> Option<serde_json::Value> {
+pub(crate) fn read_doc(path: &Path) -> Option<serde_json::Value> {
     serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()
 }
 

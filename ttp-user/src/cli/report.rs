@@ -80,7 +80,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 /// Why `bytes` are not JSON, in one line: a file that ends inside its JSON
 /// is said to be truncated (a copy cut short, a disk that filled up; ttp's
 /// own writes are atomic and never leave one).
-pub fn not_json(file: &std::path::Path, bytes: &[u8], e: &serde_json::Error) -> String {
+pub(crate) fn not_json(file: &std::path::Path, bytes: &[u8], e: &serde_json::Error) -> String {
     if e.is_eof() && !bytes.iter().all(u8::is_ascii_whitespace) {
         format!(
             "{} is truncated: its JSON ends at byte {} before the document does; give the complete file",

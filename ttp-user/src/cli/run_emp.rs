@@ -63,7 +63,7 @@ pub struct EmpArgs {
 
 impl EmpArgs {
     /// Refuses EMP options under `--protocol ttpv2`.
-    pub fn reject_outside_emp(&self) -> anyhow::Result<()> {
+    pub(crate) fn reject_outside_emp(&self) -> anyhow::Result<()> {
         let given = [
             ("--cutoffs", self.cutoffs.is_some()),
             ("--plot", self.plot.is_some()),

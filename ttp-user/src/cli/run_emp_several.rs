@@ -26,7 +26,7 @@ use crate::{
 /// Where program `i`'s result goes with `--json FILE`: FILE's stem with
 /// the program's letter (`out.json` → `out-A.json`, `out-B.json`), so each
 /// file is an ordinary `ttp.emp/1` result that `report` and `compare` read.
-pub fn json_path(file: &Path, i: usize) -> PathBuf {
+pub(crate) fn json_path(file: &Path, i: usize) -> PathBuf {
     let stem = file
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())

@@ -26,7 +26,7 @@ pub struct NamedCommand {
 /// separator may be introduced by `--command-name NAME` (or `--name NAME`)
 /// and `--`; `names` (the `--command-name` options before the first `--`)
 /// name the commands in order.
-pub fn split_commands(
+pub(crate) fn split_commands(
     trailing: &[String],
     names: &[String],
 ) -> Result<Vec<NamedCommand>, UsageError> {
@@ -122,7 +122,7 @@ fn decimals(s: &str) -> u32 {
 /// computed in exact decimal arithmetic (0.1 + 0.2 is 0.3) and written with
 /// as many decimals as the inputs have. Without a step, MIN and MAX are
 /// integers and the step is 1 (hyperfine's rule).
-pub fn scan_values(scan: &[String], step: Option<&str>) -> Result<Parameter, UsageError> {
+pub(crate) fn scan_values(scan: &[String], step: Option<&str>) -> Result<Parameter, UsageError> {
     let [name, min, max] = scan else {
         return Err(UsageError::new(
             "--parameter-scan takes three values: NAME MIN MAX (e.g. --parameter-scan rows 1000 4000 -D 1000)",
@@ -189,7 +189,7 @@ pub fn scan_values(scan: &[String], step: Option<&str>) -> Result<Parameter, Usa
 }
 
 /// `-L NAME=v1,v2,…` or hyperfine's `-L NAME v1,v2,…`.
-pub fn list_values(list: &[String]) -> Result<Parameter, UsageError> {
+pub(crate) fn list_values(list: &[String]) -> Result<Parameter, UsageError> {
     if list.len() > 2 || (list.len() == 2 && list.iter().all(|a| a.contains('='))) {
         return Err(UsageError::new(
             "one parameter per run: give -L once (run once per further parameter)",
@@ -241,7 +241,7 @@ fn check_name(name: &str) -> Result<(), UsageError> {
 }
 
 /// `{NAME}` replaced by `value` in `s`.
-pub fn substitute(s: &str, p: Option<(&str, &str)>) -> String {
+pub(crate) fn substitute(s: &str, p: Option<(&str, &str)>) -> String {
     match p {
         Some((name, value)) => s.replace(&format!("{{{name}}}"), value),
         None => s.to_string(),
@@ -261,7 +261,7 @@ pub struct QcSpec {
 /// outer. Each carries the `--label`s, `name=NAME` when the run has several
 /// commands or a name was given, and `PARAMETER=VALUE` in a scan; `{NAME}`
 /// is substituted in the command, `--prepare` and `--plan-cmd`.
-pub fn qc_specs(
+pub(crate) fn qc_specs(
     commands: &[NamedCommand],
     parameter: Option<&Parameter>,
     labels: &Labels,
@@ -353,7 +353,7 @@ pub fn qc_specs(
 /// starting one further each round, so that no Q@C always runs first
 /// (after a cache-cold start, or right after the same neighbour) and a
 /// drift of the machine during the run is spread over all of them.
-pub fn round_order(round: u32, qcs: usize) -> impl Iterator<Item = usize> {
+pub(crate) fn round_order(round: u32, qcs: usize) -> impl Iterator<Item = usize> {
     let start = if qcs == 0 {
         0
     } else {

@@ -287,7 +287,7 @@ fn elf_usage(e: ElfError) -> anyhow::Error {
 
 /// Runs the rounds with `source` measuring, prints the text report and
 /// writes the requested files.
-pub fn run_with(
+pub(crate) fn run_with(
     args: &Args,
     prepared: Prepared,
     source: &mut dyn InvocationSource,

@@ -43,7 +43,7 @@ pub fn spec_hash(spec: &serde_json::Value) -> String {
 /// A Q@C's task key: the name of the lab command it measured (as `lab
 /// submit` keys its tasks), else its labels other than the host label
 /// (`cardinality=1000 query=q1`).
-pub fn task_key(spec: Option<&LabSpec>, qc: &StudyQc) -> String {
+pub(crate) fn task_key(spec: Option<&LabSpec>, qc: &StudyQc) -> String {
     if let Some(c) = spec.and_then(|s| s.command_of(&qc.qc.labels, &qc.qc.command)) {
         return c.name.clone();
     }

@@ -48,7 +48,7 @@ pub struct Unreachable(pub String);
 
 /// Whether `e` is the lab being unreachable for now (worth a retry),
 /// rather than a refusal or a bug.
-pub fn is_transient(e: &anyhow::Error) -> bool {
+pub(crate) fn is_transient(e: &anyhow::Error) -> bool {
     e.chain().any(|c| {
         c.downcast_ref::<Unreachable>().is_some()
             || c.downcast_ref::<LabError>().is_some_and(|l| l.transient)
@@ -66,7 +66,7 @@ impl Lab {
 
     /// [`Lab::connect`] with this `application_name` (pg_stat_activity
     /// tells a worker's connections apart by it).
-    pub fn connect_as(url: &str, application: &str) -> anyhow::Result<Lab> {
+    pub(crate) fn connect_as(url: &str, application: &str) -> anyhow::Result<Lab> {
         Lab::try_connect(url, application).map_err(|e| match e.downcast::<Unreachable>() {
             Ok(u) => UsageError::new(u.0).into(),
             Err(e) => e,
@@ -75,7 +75,7 @@ impl Lab {
 
     /// [`Lab::connect_as`], but a server that cannot be reached now is an
     /// [`Unreachable`] error (a caller may wait for it), not a usage error.
-    pub fn try_connect(url: &str, application: &str) -> anyhow::Result<Lab> {
+    pub(crate) fn try_connect(url: &str, application: &str) -> anyhow::Result<Lab> {
         let (url, tls) = tls::split(url).map_err(UsageError::new)?;
         let mut config = session::parse_config(&url).map_err(|e| UsageError::new(e.to_string()))?;
         config.ssl_mode(tls.client_mode());

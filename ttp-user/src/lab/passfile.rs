@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 /// Where libpq looks: `PGPASSFILE`, else `$HOME/.pgpass`.
-pub fn default_path() -> Option<PathBuf> {
+pub(crate) fn default_path() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("PGPASSFILE") {
         return Some(PathBuf::from(p));
     }

@@ -99,7 +99,7 @@ pub struct Takeover {
 
 /// Records this worker (one row per worker name) with its host label and
 /// machine facts; `last_seen` moves on every call.
-pub fn register_host(
+pub(crate) fn register_host(
     lab: &mut Lab,
     worker: &str,
     label: &str,
@@ -114,7 +114,7 @@ pub fn register_host(
 }
 
 /// Marks this worker as seen now.
-pub fn touch_host(lab: &mut Lab, worker: &str) -> anyhow::Result<()> {
+pub(crate) fn touch_host(lab: &mut Lab, worker: &str) -> anyhow::Result<()> {
     let q = "UPDATE ttp_lab_hosts SET last_seen = now() WHERE worker = $1";
     lab.block_on(lab.client.execute(q, &[&worker]))
         .map_err(|e| lab.err(q, e))?;
@@ -177,7 +177,12 @@ pub fn claim(
 /// The heartbeat: moves the lease of a task this worker holds to `lease_s`
 /// from now. Returns false when the task is no longer this attempt's (it
 /// was taken over after the lease expired).
-pub fn renew(lab: &mut Lab, task: &Claimed, worker: &str, lease_s: f64) -> anyhow::Result<bool> {
+pub(crate) fn renew(
+    lab: &mut Lab,
+    task: &Claimed,
+    worker: &str,
+    lease_s: f64,
+) -> anyhow::Result<bool> {
     let q = "UPDATE ttp_lab_tasks SET lease_until = now() + make_interval(secs => $4) \
              WHERE id = $1 AND claimed_by = $2 AND attempts = $3 AND state = 'running'";
     let n = lab
@@ -192,7 +197,11 @@ pub fn renew(lab: &mut Lab, task: &Claimed, worker: &str, lease_s: f64) -> anyho
 /// Inserts the QEs of the task's attempt that are not there yet (each
 /// `(qe number, record JSON)`), in one transaction; returns how many were
 /// new.
-pub fn record_qes(lab: &mut Lab, task: &Claimed, qes: &[(i32, String)]) -> anyhow::Result<u64> {
+pub(crate) fn record_qes(
+    lab: &mut Lab,
+    task: &Claimed,
+    qes: &[(i32, String)],
+) -> anyhow::Result<u64> {
     let target = lab.target.clone();
     let rt = &lab.rt;
     let tx = rt
@@ -345,7 +354,7 @@ pub fn status(lab: &mut Lab, experiment: Option<&str>) -> anyhow::Result<Vec<Sta
 }
 
 /// Whether the lab has an experiment of this name.
-pub fn has_experiment(lab: &mut Lab, name: &str) -> anyhow::Result<bool> {
+pub(crate) fn has_experiment(lab: &mut Lab, name: &str) -> anyhow::Result<bool> {
     let q = "SELECT EXISTS (SELECT 1 FROM ttp_lab_experiments WHERE name = $1)";
     Ok(lab
         .block_on(lab.client.query_one(q, &[&name]))

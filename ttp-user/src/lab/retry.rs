@@ -36,7 +36,7 @@ impl Backoff {
 
     /// The next wait: uniform in [step/2, step]; then the step doubles,
     /// up to the cap.
-    pub fn next_wait(&mut self) -> Duration {
+    pub(crate) fn next_wait(&mut self) -> Duration {
         let step = self.step;
         self.step = (self.step * 2).min(self.cap);
         let half = step / 2;

@@ -149,7 +149,7 @@ fn refuse_newer(have: i32) -> anyhow::Result<()> {
 
 /// Refuses, with one line, a lab whose schema this binary cannot use:
 /// never initialised, older (run `lab init`), or newer (upgrade ttp-ebpf).
-pub fn require_current(lab: &mut Lab) -> anyhow::Result<()> {
+pub(crate) fn require_current(lab: &mut Lab) -> anyhow::Result<()> {
     let q = "SELECT to_regclass('ttp_lab_migrations') IS NOT NULL";
     let exists: bool = lab
         .block_on(lab.client.query_one(q, &[]))

@@ -116,7 +116,7 @@ pub struct TaskSpec {
 
 /// The task key of a query at a cardinality: its labels as a Q@C name
 /// (`cardinality=1000 query=q1`), the key `lab import` gives such a Q@C.
-pub fn query_key(q: &QueryTask) -> String {
+pub(crate) fn query_key(q: &QueryTask) -> String {
     crate::protocol::ttpv2::model::qc_name(&q.labels(), None)
 }
 
@@ -239,7 +239,7 @@ impl LabSpec {
 
     /// The spec as canonical JSON (fields in declaration order, labels
     /// sorted), the text that is stored and hashed.
-    pub fn canonical_json(&self) -> String {
+    pub(crate) fn canonical_json(&self) -> String {
         serde_json::to_string(self).expect("a spec serialises")
     }
 
@@ -254,7 +254,7 @@ impl LabSpec {
     /// The command whose Q@C this is: its name is the `command` label,
     /// else its argv and labels are the Q@C's (labels other than the host
     /// label).
-    pub fn command_of(
+    pub(crate) fn command_of(
         &self,
         labels: &BTreeMap<String, String>,
         argv: &[String],

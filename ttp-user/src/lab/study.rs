@@ -30,7 +30,7 @@ pub struct LabStudy {
 
 impl LabStudy {
     /// The study file's text: the header line, then one line per Q@C.
-    pub fn to_jsonl(&self) -> anyhow::Result<String> {
+    pub(crate) fn to_jsonl(&self) -> anyhow::Result<String> {
         let mut text = serde_json::to_string(&self.header)?;
         text.push('\n');
         for qc in &self.qcs {
@@ -42,7 +42,7 @@ impl LabStudy {
 
     /// The Q@Cs and machine as `analyze` reads a study file
     /// (`read_study`): each Q@C named after where it came from.
-    pub fn for_analysis(&self, source: &str) -> (Vec<QcInput>, Option<MachineFacts>) {
+    pub(crate) fn for_analysis(&self, source: &str) -> (Vec<QcInput>, Option<MachineFacts>) {
         let qcs = self
             .qcs
             .iter()
@@ -74,7 +74,7 @@ struct ResultDoc {
 /// The experiment `name` as one study per host label (ordered by label,
 /// Q@Cs by task), from its done tasks. An unknown experiment is a usage
 /// error that names the experiments there are.
-pub fn read_experiment(lab: &mut Lab, name: &str) -> anyhow::Result<Vec<LabStudy>> {
+pub(crate) fn read_experiment(lab: &mut Lab, name: &str) -> anyhow::Result<Vec<LabStudy>> {
     let q = "SELECT spec::text, ((extract(epoch FROM submitted_at) * 1000000)::bigint * 1000)::bigint \
              FROM ttp_lab_experiments WHERE name = $1";
     let rows = lab

@@ -244,7 +244,7 @@ fn percent_decode(s: &str) -> String {
 impl TlsSettings {
     /// The client library's mode: verify-* are `require` there, the
     /// checking is the verifier's.
-    pub fn client_mode(&self) -> ClientSslMode {
+    pub(crate) fn client_mode(&self) -> ClientSslMode {
         match self.mode {
             SslMode::Disable => ClientSslMode::Disable,
             SslMode::Prefer => ClientSslMode::Prefer,
@@ -255,7 +255,7 @@ impl TlsSettings {
     /// The rustls configuration for these settings; `None` for disable.
     /// An unreadable or empty root certificate file, or a client
     /// certificate or key that cannot be used, is a one-line error.
-    pub fn client_config(&self) -> Result<Option<ClientConfig>, String> {
+    pub(crate) fn client_config(&self) -> Result<Option<ClientConfig>, String> {
         self.client_config_in(home().as_deref())
     }
 

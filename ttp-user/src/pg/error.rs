@@ -68,7 +68,7 @@ pub enum PgError {
 
 impl PgError {
     /// Whether a retry after a back-off may succeed (Sec. 3.2.3).
-    pub fn is_transient(&self) -> bool {
+    pub(crate) fn is_transient(&self) -> bool {
         match self {
             PgError::Connect { transient, .. } => *transient,
             PgError::Sql { code, .. } => transient_sqlstate(code),
@@ -78,7 +78,7 @@ impl PgError {
     }
 
     /// The SQLSTATE, for errors the server reported.
-    pub fn sqlstate(&self) -> Option<&str> {
+    pub(crate) fn sqlstate(&self) -> Option<&str> {
         match self {
             PgError::Sql { code, .. } => Some(code),
             _ => None,
@@ -86,7 +86,7 @@ impl PgError {
     }
 
     /// A statement error from the client library.
-    pub fn from_client(statement: &str, e: tokio_postgres::Error) -> PgError {
+    pub(crate) fn from_client(statement: &str, e: tokio_postgres::Error) -> PgError {
         let statement = short(statement);
         if let Some(db) = e.as_db_error() {
             let mut detail = String::new();
@@ -113,7 +113,7 @@ impl PgError {
     }
 
     /// A failed connection attempt to `target`.
-    pub fn from_connect(target: &str, e: tokio_postgres::Error) -> PgError {
+    pub(crate) fn from_connect(target: &str, e: tokio_postgres::Error) -> PgError {
         let transient = match e.as_db_error() {
             Some(db) => transient_sqlstate(db.code().code()),
             // No answer from a server: refused, no socket file yet, reset,

@@ -116,7 +116,7 @@ impl Spec {
 
     /// Reads and checks a specification already parsed as TOML (`lab
     /// submit` takes the lab's own keys out first).
-    pub fn from_table(table: toml::Table) -> Result<Spec, SpecError> {
+    pub(crate) fn from_table(table: toml::Table) -> Result<Spec, SpecError> {
         let spec: Spec = toml::Value::Table(table)
             .try_into()
             .map_err(|e: toml::de::Error| SpecError::Toml(e.to_string()))?;
@@ -202,7 +202,7 @@ impl Spec {
 
 /// The value given to PostgreSQL's `setseed` (which takes −1 … 1) for a
 /// recorded integer seed: seed / 2³¹.
-pub fn setseed_arg(seed: u64) -> f64 {
+pub(crate) fn setseed_arg(seed: u64) -> f64 {
     (seed % (1 << 31)) as f64 / (1u64 << 31) as f64
 }
 
@@ -212,7 +212,7 @@ fn count(s: &Session, table: &str) -> Result<u64, PgError> {
 }
 
 /// Whether the maximal table exists with at least the rows it needs.
-pub fn max_table_ready(s: &Session, spec: &Spec) -> Result<bool, PgError> {
+pub(crate) fn max_table_ready(s: &Session, spec: &Spec) -> Result<bool, PgError> {
     let exists = s
         .scalar(&format!(
             "SELECT to_regclass('{}') IS NOT NULL",
@@ -224,7 +224,7 @@ pub fn max_table_ready(s: &Session, spec: &Spec) -> Result<bool, PgError> {
 
 /// Generates the maximal table once, with the seed (Sec. 3.2.1: "retaining
 /// the random number seeds in the collected data").
-pub fn build_max_table(s: &Session, spec: &Spec, seed: u64) -> Result<u64, PgError> {
+pub(crate) fn build_max_table(s: &Session, spec: &Spec, seed: u64) -> Result<u64, PgError> {
     let d = &spec.data;
     let select = d
         .generate
@@ -240,7 +240,7 @@ pub fn build_max_table(s: &Session, spec: &Spec, seed: u64) -> Result<u64, PgErr
 /// INTO` from the maximal table), then VACUUM ANALYZE (statistics for the
 /// planner, hint bits set so no QE writes them) and a checkpoint (no dirty
 /// page left for the checkpointer to write during a QE). Returns its rows.
-pub fn populate_table(s: &Session, spec: &Spec, cardinality: u64) -> Result<u64, PgError> {
+pub(crate) fn populate_table(s: &Session, spec: &Spec, cardinality: u64) -> Result<u64, PgError> {
     let d = &spec.data;
     s.batch(&format!("DROP TABLE IF EXISTS {}", d.table))?;
     // A synchronized scan could start the copy mid-table.
@@ -261,7 +261,7 @@ pub fn populate_table(s: &Session, spec: &Spec, cardinality: u64) -> Result<u64,
 /// What the maximal table was made from (generate, rows, seed), kept as
 /// its comment so that a host which measures the Q@Cs of a spec one at a
 /// time (a lab worker) rebuilds it only when another spec made it.
-pub fn max_table_mark(spec: &Spec, seed: u64) -> String {
+pub(crate) fn max_table_mark(spec: &Spec, seed: u64) -> String {
     use sha2::{Digest, Sha256};
     let made = format!("{}\n{}\n{seed}", spec.data.generate, spec.max_cardinality());
     let h: String = Sha256::digest(made.as_bytes())
@@ -277,7 +277,11 @@ pub fn max_table_mark(spec: &Spec, seed: u64) -> String {
 /// maximal table (generated from the recorded seed, Sec. 3.2.1) when it
 /// is missing or was made from anything else, then the variable table.
 /// Errors are one line: what failed and what to fix.
-pub fn prepare_cardinality(s: &Session, spec: &Spec, cardinality: u64) -> Result<(), String> {
+pub(crate) fn prepare_cardinality(
+    s: &Session,
+    spec: &Spec,
+    cardinality: u64,
+) -> Result<(), String> {
     let seed = spec.data.seed.unwrap_or(0);
     let mark = max_table_mark(spec, seed);
     let d = &spec.data;

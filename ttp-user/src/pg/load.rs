@@ -89,7 +89,7 @@ pub struct PgFactory {
 impl PgFactory {
     /// `params` are `$1`, `$2`, … of `--sql` in order; their values come
     /// from a SplitMix64 seeded with `param_seed`, drawn in send order.
-    pub fn with_params(mut self, params: Vec<ParamSpec>, param_seed: u64) -> Self {
+    pub(crate) fn with_params(mut self, params: Vec<ParamSpec>, param_seed: u64) -> Self {
         let sql = self.script.statements[0].sql.clone();
         self.script = Script::single(&sql, params);
         self.param_seed = param_seed;
@@ -98,7 +98,7 @@ impl PgFactory {
 
     /// `-f FILE`: each request runs `script` (its `\set` variables drawn
     /// from a SplitMix64 seeded with `param_seed`, in send order).
-    pub fn with_script(mut self, script: Script, file: &str, param_seed: u64) -> Self {
+    pub(crate) fn with_script(mut self, script: Script, file: &str, param_seed: u64) -> Self {
         self.script = script;
         self.file = Some(file.to_string());
         self.param_seed = param_seed;

@@ -23,7 +23,7 @@ use crate::{
 /// Opens the measurement session of a PostgreSQL run or experiment, with
 /// the machine facts of its report: the session's own and how measuring
 /// PostgreSQL deviates from the protocol (Sec. 9 (6)).
-pub fn open_session(cold_cache: bool) -> anyhow::Result<(MeasurementSession, MachineFacts)> {
+pub(crate) fn open_session(cold_cache: bool) -> anyhow::Result<(MeasurementSession, MachineFacts)> {
     let session = MeasurementSession::open(SessionOptions {
         trace: false,
         delay_accounting: true,

@@ -170,7 +170,7 @@ impl<'a> Runner<'a> {
 
     /// Prepares `sql` without measuring: a syntax error or a missing table
     /// is reported before the first QE.
-    pub fn check_sql(&mut self, sql: &str) -> Result<String, PgError> {
+    pub(crate) fn check_sql(&mut self, sql: &str) -> Result<String, PgError> {
         self.prepared = None;
         let (s, st) = self.ensure(sql)?;
         s.explain(&st)
@@ -210,7 +210,7 @@ impl<'a> Runner<'a> {
 
     /// The session (reconnected if it was lost), for statements that are
     /// not measured (data generation).
-    pub fn session_mut(&mut self) -> Result<&mut Session, PgError> {
+    pub(crate) fn session_mut(&mut self) -> Result<&mut Session, PgError> {
         if self.session.as_ref().is_none_or(Session::is_closed) {
             self.prepared = None;
             self.session = None;
@@ -232,7 +232,7 @@ impl<'a> Runner<'a> {
     /// Measures the Q@C `sql` at `labels` with `n` QEs. `on_qe` sees the
     /// Q@C after every QE (to write it, so an interrupted run keeps it);
     /// `notify` gets messages for the user (retries, plan restarts).
-    pub fn run_qc(
+    pub(crate) fn run_qc(
         &mut self,
         ctx: &mut QeContext<'_>,
         sql: &str,

@@ -32,7 +32,7 @@ impl Restart {
     /// Finds how to restart the server whose postmaster is `postmaster`:
     /// its working directory is the data directory (the postmaster changes
     /// into it at start), its pg_ctl lies beside its executable.
-    pub fn discover(postmaster: u32) -> Result<Restart, PgError> {
+    pub(crate) fn discover(postmaster: u32) -> Result<Restart, PgError> {
         use std::os::unix::fs::MetadataExt;
         let no = |reason: String| PgError::NoRestart { reason };
         let data_dir = std::fs::read_link(format!("/proc/{postmaster}/cwd"))

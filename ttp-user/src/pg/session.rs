@@ -76,7 +76,7 @@ impl Pg {
 
 /// A connection string as the client's configuration, with a connect
 /// timeout (10 s unless given) and ttp's application name.
-pub fn parse_config(conninfo: &str) -> Result<Config, PgError> {
+pub(crate) fn parse_config(conninfo: &str) -> Result<Config, PgError> {
     let mut config = Config::from_str(conninfo).map_err(|e| PgError::BadConnString {
         conninfo: conninfo.to_string(),
         reason: e.to_string(),
@@ -161,7 +161,7 @@ impl Session {
     }
 
     /// The first column of the first row `sql` returns, as text.
-    pub fn scalar(&self, sql: &str) -> Result<Option<String>, PgError> {
+    pub(crate) fn scalar(&self, sql: &str) -> Result<Option<String>, PgError> {
         let msgs = self
             .rt
             .block_on(self.client.simple_query(sql))
@@ -254,7 +254,7 @@ impl Session {
         })
     }
 
-    pub fn is_closed(&self) -> bool {
+    pub(crate) fn is_closed(&self) -> bool {
         self.client.is_closed()
     }
 }

@@ -19,12 +19,12 @@ pub struct WriteError {
 }
 
 /// Says on stderr that `path` was written.
-pub fn announce(path: &Path) {
+pub(crate) fn announce(path: &Path) {
     eprintln!("wrote {}", path.display());
 }
 
 /// Writes `bytes` to `path` atomically and announces it.
-pub fn write_result(path: &Path, bytes: &[u8]) -> Result<(), WriteError> {
+pub(crate) fn write_result(path: &Path, bytes: &[u8]) -> Result<(), WriteError> {
     write(path, bytes).map_err(|source| WriteError {
         path: path.to_path_buf(),
         source,
@@ -34,7 +34,10 @@ pub fn write_result(path: &Path, bytes: &[u8]) -> Result<(), WriteError> {
 }
 
 /// Writes `value` as pretty JSON to `path` atomically and announces it.
-pub fn write_json_result<T: serde::Serialize>(path: &Path, value: &T) -> Result<(), WriteError> {
+pub(crate) fn write_json_result<T: serde::Serialize>(
+    path: &Path,
+    value: &T,
+) -> Result<(), WriteError> {
     write_json(path, value).map_err(|source| WriteError {
         path: path.to_path_buf(),
         source,

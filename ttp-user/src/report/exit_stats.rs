@@ -140,7 +140,7 @@ impl ExitRecords {
 /// the window's start: `Some(None)` when the process existed then but
 /// taskstats did not answer (nothing to subtract: no counters), `None` when
 /// the process started inside the window (its whole life is in it).
-pub fn window_counters(
+pub(crate) fn window_counters(
     before: Option<Option<&Taskstats>>,
     exit: &ExitCounters,
 ) -> Option<TaskstatsCounters> {

@@ -77,7 +77,7 @@ impl SchedReads {
     }
 
     #[cfg(test)]
-    pub fn from_threads(rows: &[(u32, u32, u64, u64, u64)]) -> Self {
+    pub(crate) fn from_threads(rows: &[(u32, u32, u64, u64, u64)]) -> Self {
         let mut out: BTreeMap<u32, BTreeMap<u32, (u64, u64, u64)>> = BTreeMap::new();
         for &(tgid, tid, run, wait, pcount) in rows {
             out.entry(tgid)

@@ -87,7 +87,7 @@ impl Agreement {
     /// The kernel's counter grew by `lo..=hi` between the ledger's own
     /// reads (read right before and right after each image): the ledger is
     /// compared with that range.
-    pub fn in_range(mut self, lo: u64, hi: u64) -> Self {
+    pub(crate) fn in_range(mut self, lo: u64, hi: u64) -> Self {
         self.kernel_low = Some(lo);
         self.kernel_high = Some(hi.max(lo));
         self.recheck();

@@ -93,7 +93,7 @@ impl ExitListener {
 
     /// Like [`start`](Self::start), on the CPUs of `cpulist` (the kernel's
     /// list format, e.g. `0-3,6`).
-    pub fn start_on(
+    pub(crate) fn start_on(
         cpulist: &str,
     ) -> Result<(ExitListener, Receiver<TaskstatsRecord>), TaskstatsError> {
         let family = family_id()?;

@@ -187,7 +187,7 @@ fn resolve_family(router: &NlRouter) -> Result<u16, TaskstatsError> {
 }
 
 /// Resolves the TASKSTATS family id (on a short-lived socket).
-pub fn family_id() -> Result<u16, TaskstatsError> {
+pub(crate) fn family_id() -> Result<u16, TaskstatsError> {
     let (router, _) = NlRouter::connect(NlFamily::Generic, None, Groups::empty())
         .map_err(|e| TaskstatsError::Netlink(e.to_string()))?;
     resolve_family(&router)

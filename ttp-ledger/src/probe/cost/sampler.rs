@@ -103,7 +103,7 @@ impl CostSampler {
 
     /// The programs to sample from now on (wakes the thread for its first
     /// window).
-    pub fn set_programs(&self, programs: Vec<(String, Arc<OwnedFd>)>) {
+    pub(crate) fn set_programs(&self, programs: Vec<(String, Arc<OwnedFd>)>) {
         let mut s = self.lock();
         let first = s.programs.is_empty();
         s.programs = programs;
@@ -133,7 +133,7 @@ impl CostSampler {
 
     /// Takes one window now and waits for it (serve, before it drops the
     /// privilege BPF_ENABLE_STATS needs).
-    pub fn sample_now(&self) -> Result<(), CostUnavailable> {
+    pub(crate) fn sample_now(&self) -> Result<(), CostUnavailable> {
         let programs = self.lock().programs.clone();
         let (sampled, on_ns) = one_window(&programs, || std::thread::sleep(SAMPLE))?;
         let mut s = self.lock();

@@ -24,7 +24,7 @@ use std::{
 };
 
 /// The servers of `DEBUGINFOD_URLS`.
-pub fn urls_from_env() -> Vec<String> {
+pub(crate) fn urls_from_env() -> Vec<String> {
     std::env::var("DEBUGINFOD_URLS")
         .map(|v| split_urls(&v))
         .unwrap_or_default()
@@ -38,7 +38,7 @@ fn split_urls(v: &str) -> Vec<String> {
 }
 
 /// The cache directory, as elfutils' client chooses it.
-pub fn cache_dir() -> Option<PathBuf> {
+pub(crate) fn cache_dir() -> Option<PathBuf> {
     let var = |n: &str| std::env::var_os(n).filter(|v| !v.is_empty());
     var("DEBUGINFOD_CACHE_PATH")
         .map(PathBuf::from)
@@ -74,7 +74,7 @@ impl Limits {
 
 /// The debug file of build-id `hex` from the cache, else from `url` (then
 /// cached). Err says why not.
-pub fn fetch(url: &str, hex: &str, cache: Option<&Path>) -> Result<PathBuf, String> {
+pub(crate) fn fetch(url: &str, hex: &str, cache: Option<&Path>) -> Result<PathBuf, String> {
     fetch_into(url, hex, cache, Limits::from_env())
 }
 

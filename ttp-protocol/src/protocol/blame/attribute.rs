@@ -350,7 +350,7 @@ fn distribute(
 /// proportion to δr_c, as eq. 10 shares BT; with no such cause it is left
 /// unattributed (nobody else used the device in the window). The eq. 10
 /// figures (`blame_ns`) are left as they are.
-pub fn split_disk_wait(row: &mut Row, own_ns: u64) {
+pub(crate) fn split_disk_wait(row: &mut Row, own_ns: u64) {
     let own = own_ns.min(row.blocked_ns);
     let behind = row.blocked_ns - own;
     row.own_service_ns = Some(own);

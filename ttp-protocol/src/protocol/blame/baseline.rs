@@ -32,7 +32,7 @@ pub struct Baseline {
 }
 
 /// Deep-Overlap over `rec`, sharing out `blocked_total_ns`.
-pub fn deep_overlap(rec: &Recording, cls: &Classifier, blocked_total_ns: f64) -> Baseline {
+pub(crate) fn deep_overlap(rec: &Recording, cls: &Classifier, blocked_total_ns: f64) -> Baseline {
     let (Some(first), Some(last)) = (rec.windows.first(), rec.windows.last()) else {
         return Baseline {
             method: "deep_overlap".into(),

@@ -59,7 +59,7 @@ impl Classifier {
         self.tasks.get(&id)
     }
 
-    pub fn is_victim(&self, id: u32) -> bool {
+    pub(crate) fn is_victim(&self, id: u32) -> bool {
         self.victim.contains(&id)
     }
 
@@ -72,7 +72,7 @@ impl Classifier {
     }
 
     /// The main thread of process `pid` (tid = pid), else any of its threads.
-    pub fn process_task(&self, pid: u32) -> Option<&TaskInfo> {
+    pub(crate) fn process_task(&self, pid: u32) -> Option<&TaskInfo> {
         let mut threads = self.tasks.values().filter(|t| t.pid == pid);
         let first = threads.next()?;
         Some(

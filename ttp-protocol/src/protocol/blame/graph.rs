@@ -69,19 +69,19 @@ pub struct Graph {
 
 pub const VICTIM_ID: &str = "victim";
 
-pub fn resource_id(r: Resource) -> String {
+pub(crate) fn resource_id(r: Resource) -> String {
     format!("resource:{}", r.name())
 }
 
-pub fn unit_id(u: &UnitKey) -> String {
+pub(crate) fn unit_id(u: &UnitKey) -> String {
     format!("unit:{}:{}", u.resource.name(), u.unit)
 }
 
-pub fn process_id(pid: u32) -> String {
+pub(crate) fn process_id(pid: u32) -> String {
     format!("process:{pid}")
 }
 
-pub fn group_id(name: &str) -> String {
+pub(crate) fn group_id(name: &str) -> String {
     format!("group:{name}")
 }
 

@@ -158,7 +158,7 @@ pub struct Window {
 
 impl Window {
     /// δt of this window (Sec. 3.1, eq. 1), the actual length.
-    pub fn len_ns(&self) -> u64 {
+    pub(crate) fn len_ns(&self) -> u64 {
         self.end_ns.saturating_sub(self.start_ns)
     }
 }
@@ -268,7 +268,7 @@ impl Recording {
 
     /// Ids of the victim's threads: the process `spec.pid` and, with
     /// `children`, every process whose parent chain reaches it.
-    pub fn victim_tasks(&self, spec: &VictimSpec) -> Result<BTreeSet<u32>, BlameError> {
+    pub(crate) fn victim_tasks(&self, spec: &VictimSpec) -> Result<BTreeSet<u32>, BlameError> {
         let pids = spec.processes(&self.tasks);
         let ids: BTreeSet<u32> = self
             .tasks

@@ -60,7 +60,7 @@ struct Second {
 
 const PERCENTILES: [(&str, &str); 3] = [("50", "p50"), ("99", "p99"), ("99.9", "p99.9")];
 
-pub fn load_side(f: LoadFile) -> Result<Side, InputError> {
+pub(crate) fn load_side(f: LoadFile) -> Result<Side, InputError> {
     let mut measures = Vec::new();
     let mut whole_run = Vec::new();
     let mut seconds = 0;

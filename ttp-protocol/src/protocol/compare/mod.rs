@@ -474,7 +474,7 @@ fn measure(spec: &Measure, b: &[f64], cfg: &Config) -> MeasureComparison {
 }
 
 /// p as people read it: "p = 0.002", "p < 0.001".
-pub fn p_text(p: f64) -> String {
+pub(crate) fn p_text(p: f64) -> String {
     if p < 0.001 {
         "p < 0.001".into()
     } else if p < 0.01 {

@@ -57,7 +57,7 @@ pub fn median(xs: &[f64]) -> f64 {
 
 /// Quantile of sorted values with linear interpolation between order
 /// statistics (Hyndman & Fan type 7, numpy's and scipy's default).
-pub fn quantile_sorted(v: &[f64], q: f64) -> f64 {
+pub(crate) fn quantile_sorted(v: &[f64], q: f64) -> f64 {
     let h = (v.len() - 1) as f64 * q;
     let lo = h.floor() as usize;
     let hi = (lo + 1).min(v.len() - 1);
@@ -79,7 +79,7 @@ pub struct BootstrapCi {
 /// two independent samples, `resamples` times from a Xoshiro256++ stream
 /// seeded with `seed`. `None` when a resampled centre of `a` is 0 (the
 /// ratio is then undefined).
-pub fn bootstrap_ratio(
+pub(crate) fn bootstrap_ratio(
     a: &[f64],
     b: &[f64],
     centre: Centre,
@@ -267,13 +267,13 @@ pub fn cliffs_delta(a: &[f64], b: &[f64]) -> f64 {
 }
 
 /// Pooled standard deviation of two samples.
-pub fn pooled_sd(a: &[f64], b: &[f64]) -> f64 {
+pub(crate) fn pooled_sd(a: &[f64], b: &[f64]) -> f64 {
     let (na, nb) = (a.len() as f64, b.len() as f64);
     (((na - 1.0) * sd(a).powi(2) + (nb - 1.0) * sd(b).powi(2)) / (na + nb - 2.0)).sqrt()
 }
 
 /// Cohen's d: (mean(b) − mean(a)) / pooled sd; `None` without spread.
-pub fn cohens_d(a: &[f64], b: &[f64]) -> Option<f64> {
+pub(crate) fn cohens_d(a: &[f64], b: &[f64]) -> Option<f64> {
     let s = pooled_sd(a, b);
     (s > 0.0).then(|| (mean(b) - mean(a)) / s)
 }
@@ -282,7 +282,7 @@ pub fn cohens_d(a: &[f64], b: &[f64]) -> Option<f64> {
 /// i-th smallest is multiplied by (k − i), made monotone, capped at 1.
 /// Controls the family-wise error rate at α without assumptions about the
 /// dependence between the tests.
-pub fn holm(ps: &[f64]) -> Vec<f64> {
+pub(crate) fn holm(ps: &[f64]) -> Vec<f64> {
     let k = ps.len();
     let mut order: Vec<usize> = (0..k).collect();
     order.sort_by(|&i, &j| ps[i].total_cmp(&ps[j]));
@@ -353,7 +353,7 @@ pub struct WelchSummary {
 /// ν = (v_a/n_a + v_b/n_b)² / ((v_a/n_a)²/(n_a − 1) + (v_b/n_b)²/(n_b − 1)).
 /// The interval of the difference is (m_b − m_a) ± t₁₋α/₂,ν × se. `None`
 /// when both sides have no spread or a side has fewer than 2 values.
-pub fn welch_from_stats(
+pub(crate) fn welch_from_stats(
     a: (f64, f64, f64),
     b: (f64, f64, f64),
     level: f64,
@@ -388,7 +388,7 @@ pub fn welch_from_stats(
 /// θ² (m_a² − q² se2_a) − 2 θ m_a m_b + (m_b² − q² se2_b) = 0.
 /// `None` when m_a is not significantly different from 0
 /// (g = q² se2_a / m_a² ≥ 1): the set is then unbounded.
-pub fn fieller_ratio(ma: f64, se2_a: f64, mb: f64, se2_b: f64, q: f64) -> Option<[f64; 2]> {
+pub(crate) fn fieller_ratio(ma: f64, se2_a: f64, mb: f64, se2_b: f64, q: f64) -> Option<[f64; 2]> {
     let q2 = q * q;
     let a = ma * ma - q2 * se2_a;
     if a <= 0.0 {

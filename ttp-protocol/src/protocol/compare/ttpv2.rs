@@ -72,7 +72,7 @@ fn setup_of(
     setup
 }
 
-pub fn run_side(d: RunDocument) -> Result<Side, InputError> {
+pub(crate) fn run_side(d: RunDocument) -> Result<Side, InputError> {
     let (measures, retained) = qc_measures(&d.qc, "");
     if retained < 2 {
         return Err(too_few(&d.qc, retained));
@@ -92,7 +92,7 @@ pub fn run_side(d: RunDocument) -> Result<Side, InputError> {
 /// (`cardinality=1000: time_calc_ms`), so the Q@Cs of two analyses are
 /// matched by their labels; a Q@C without labels is named after its
 /// source file, which matches only when there is one Q@C.
-pub fn analyze_side(d: AnalyzeDocument) -> Result<Side, InputError> {
+pub(crate) fn analyze_side(d: AnalyzeDocument) -> Result<Side, InputError> {
     let mut measures = Vec::new();
     let mut retained = 0;
     let single = d.qcs.len() == 1;

@@ -40,7 +40,7 @@ pub struct Summary {
     pub lost_records: Option<u64>,
 }
 
-pub fn vprofile_side(r: VprofileReport) -> Result<Side, InputError> {
+pub(crate) fn vprofile_side(r: VprofileReport) -> Result<Side, InputError> {
     if r.invocations < 2 {
         return Err(InputError::TooFew {
             retained: r.invocations,
@@ -143,7 +143,7 @@ pub struct VprofileComparison {
 
 /// The summary statistics of B against A, before the correction and the
 /// verdicts.
-pub fn compare_summaries(a: &Summary, b: &Summary, level: f64) -> VprofileComparison {
+pub(crate) fn compare_summaries(a: &Summary, b: &Summary, level: f64) -> VprofileComparison {
     let (na, nb) = (a.invocations as f64, b.invocations as f64);
     let welch = stats::welch_from_stats(
         (a.mean_ns, a.variance_ns2, na),

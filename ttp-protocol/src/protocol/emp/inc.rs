@@ -21,7 +21,7 @@ const CALIBRATION_CPU_NS: u64 = 100_000_000;
 /// increment goes through `black_box`, so the compiler can neither fold the
 /// loop into a multiplication nor drop it.
 #[inline(never)]
-pub fn nested_loop(outer: u64, inner: u64) -> u64 {
+pub(crate) fn nested_loop(outer: u64, inner: u64) -> u64 {
     let mut k: u64 = 0;
     for _ in 0..outer {
         for _ in 0..inner {

@@ -129,7 +129,7 @@ impl ProgramTime {
 }
 
 /// Resolves `Auto` over a set of runs (see [`PtSource::Auto`]).
-pub fn resolve_pt_source<'a>(
+pub(crate) fn resolve_pt_source<'a>(
     runs: impl IntoIterator<Item = &'a EmpRun>,
     wanted: PtSource,
 ) -> PtSource {
@@ -159,7 +159,7 @@ pub fn resolve_pt_source<'a>(
 /// first '-' is dropped so one worker is one daemon. Every other name is kept
 /// as the kernel reports it (already truncated to 15 bytes, as the paper's
 /// `rhsmcertd-worke` shows).
-pub fn daemon_key(name: &str) -> &str {
+pub(crate) fn daemon_key(name: &str) -> &str {
     if name.starts_with("kworker/") {
         name.split_once('-').map_or(name, |(k, _)| k)
     } else {

@@ -68,7 +68,7 @@ fn task_of(r: &TaskstatsRecord, pid: u32) -> bool {
 /// its thread group's record when it was multi-threaded (sent with the last
 /// thread's), else its main thread's. A process still running when the run
 /// ended will never complete, so the answer is then `false` at once.
-pub fn taskstats_complete(o: &QeOutcome, records: &[TaskstatsRecord]) -> bool {
+pub(crate) fn taskstats_complete(o: &QeOutcome, records: &[TaskstatsRecord]) -> bool {
     let procs = program_processes(o);
     !procs.is_empty()
         && procs.iter().all(|p| {
@@ -124,7 +124,7 @@ pub fn await_program_exits(
 /// Under tick-based CPU accounting these are counts of sampled ticks
 /// (4 ms at HZ = 250), not rescaled to the exact runtime (see
 /// docs/collect.md), which is why the ledger's on-CPU time is kept beside.
-pub fn program_taskstats_us(o: &QeOutcome) -> Option<u64> {
+pub(crate) fn program_taskstats_us(o: &QeOutcome) -> Option<u64> {
     if !taskstats_complete(o, &o.taskstats_exits) {
         return None;
     }
@@ -144,7 +144,7 @@ pub fn program_taskstats_us(o: &QeOutcome) -> Option<u64> {
 /// (taskstats `cpu_run_virtual_total`) summed over the exit records of its
 /// threads, ns. Exact, and without stolen time where the kernel accounts
 /// steal. `None` unless every program process's records are complete.
-pub fn program_runtime_ns(o: &QeOutcome) -> Option<u64> {
+pub(crate) fn program_runtime_ns(o: &QeOutcome) -> Option<u64> {
     if !taskstats_complete(o, &o.taskstats_exits) {
         return None;
     }
@@ -159,7 +159,7 @@ pub fn program_runtime_ns(o: &QeOutcome) -> Option<u64> {
 
 /// The program's PT from the ledger: on-CPU time of its processes in the
 /// window, ns. `None` when the ledger saw none of them.
-pub fn program_on_cpu_ns(o: &QeOutcome) -> Option<u64> {
+pub(crate) fn program_on_cpu_ns(o: &QeOutcome) -> Option<u64> {
     o.record
         .processes
         .iter()
@@ -172,7 +172,7 @@ pub fn program_on_cpu_ns(o: &QeOutcome) -> Option<u64> {
 /// as its PT (Sec. 4.5.1 Step 4; the measuring tool itself is one of them,
 /// as the paper's `proc_monitor` is). Processes that did not run are left
 /// out: an execution with no process time is not an execution.
-pub fn daemon_executions(o: &QeOutcome) -> Vec<DaemonExec> {
+pub(crate) fn daemon_executions(o: &QeOutcome) -> Vec<DaemonExec> {
     o.record
         .processes
         .iter()
@@ -189,7 +189,7 @@ pub fn daemon_executions(o: &QeOutcome) -> Vec<DaemonExec> {
 }
 
 /// Why a run must not be used, as far as the execution itself tells.
-pub fn run_flags(o: &QeOutcome, warm_up: bool) -> RunFlags {
+pub(crate) fn run_flags(o: &QeOutcome, warm_up: bool) -> RunFlags {
     let r = &o.record;
     let failed = if r.timed_out == Some(true) {
         Some("timed out (killed)".to_string())

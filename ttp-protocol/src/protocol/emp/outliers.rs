@@ -352,7 +352,7 @@ pub fn apply(
 }
 
 /// The daemon executions of one run over their cut-offs.
-pub fn daemon_hits(run: &EmpRun, cutoffs_ns: &BTreeMap<String, u64>) -> Vec<DaemonHit> {
+pub(crate) fn daemon_hits(run: &EmpRun, cutoffs_ns: &BTreeMap<String, u64>) -> Vec<DaemonHit> {
     run.daemons
         .iter()
         .filter_map(|d| {
@@ -384,7 +384,7 @@ impl SigmaBand {
 }
 
 /// mean ± k·σ over `values` (Sec. 4.5.2); `None` for fewer than 2 values.
-pub fn sigma_band(values: &[f64], k: f64) -> Option<SigmaBand> {
+pub(crate) fn sigma_band(values: &[f64], k: f64) -> Option<SigmaBand> {
     let sd = sample_sd(values.iter().copied())?;
     let mean = super::stats::mean(values.iter().copied());
     Some(SigmaBand {

@@ -137,7 +137,7 @@ impl Profile {
         Self::from_json(path, &bytes)
     }
 
-    pub fn from_json(path: &Path, bytes: &[u8]) -> Result<Self, EmpError> {
+    pub(crate) fn from_json(path: &Path, bytes: &[u8]) -> Result<Self, EmpError> {
         #[derive(Deserialize)]
         struct Head {
             schema: String,
@@ -161,7 +161,7 @@ impl Profile {
     }
 
     /// Cut-offs that apply to a program of the given length, by daemon name.
-    pub fn cutoffs_for(&self, program_ns: u64) -> BTreeMap<String, u64> {
+    pub(crate) fn cutoffs_for(&self, program_ns: u64) -> BTreeMap<String, u64> {
         self.daemons
             .iter()
             .filter_map(|d| d.cutoff_for(program_ns).map(|c| (d.name.clone(), c)))

@@ -190,7 +190,7 @@ pub fn sample_size(
 
 /// The recommendation for the smallest similar subset: never below
 /// [`MIN_RUNS`] (Sec. 4.6.2).
-pub fn recommend(similar: usize) -> usize {
+pub(crate) fn recommend(similar: usize) -> usize {
     similar.max(MIN_RUNS)
 }
 

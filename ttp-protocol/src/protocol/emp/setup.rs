@@ -112,7 +112,7 @@ impl EmpSetup {
     }
 
     /// The versions that do not hold, e.g. ["EMPv1", "EMPv3"].
-    pub fn unmet_versions(&self) -> Vec<&str> {
+    pub(crate) fn unmet_versions(&self) -> Vec<&str> {
         self.versions
             .iter()
             .filter(|v| !v.met())

@@ -47,7 +47,7 @@ pub fn mean(values: impl Iterator<Item = f64> + Clone) -> f64 {
 
 /// Sample standard deviation with n − 1 (two-pass, so large offsets such as
 /// 10¹¹ ns do not cancel); `None` for fewer than two values.
-pub fn sample_sd(values: impl Iterator<Item = f64> + Clone) -> Option<f64> {
+pub(crate) fn sample_sd(values: impl Iterator<Item = f64> + Clone) -> Option<f64> {
     let n = values.clone().count();
     if n < 2 {
         return None;
@@ -58,7 +58,7 @@ pub fn sample_sd(values: impl Iterator<Item = f64> + Clone) -> Option<f64> {
 }
 
 /// Linear-interpolation quantile (Hyndman & Fan type 7) of sorted values.
-pub fn quantile_sorted(sorted: &[f64], q: f64) -> Option<f64> {
+pub(crate) fn quantile_sorted(sorted: &[f64], q: f64) -> Option<f64> {
     if sorted.is_empty() {
         return None;
     }

@@ -26,7 +26,7 @@ use super::{
 };
 
 /// T_i + l for requests 0..n of a uniform schedule at `rate_per_s`, in ns.
-pub fn uniform_latencies_ns(params: &SimParams, rate_per_s: f64, n: u64) -> Vec<u64> {
+pub(crate) fn uniform_latencies_ns(params: &SimParams, rate_per_s: f64, n: u64) -> Vec<u64> {
     let delta_s = 1.0 / params.capacity_per_s - 1.0 / rate_per_s;
     let (h, hiccup_s) = match params.hiccup {
         // h = the first i with i/R ≥ t_h, using the same rounding of i/R to
@@ -78,7 +78,7 @@ pub fn expected_open_latencies_ns(params: &SimParams, plan: &PhasePlan) -> Optio
 /// The value at quantile `q` of sorted values, with HdrHistogram's rank rule
 /// (`value_at_quantile`: the smallest value with at least ⌈q·n⌉ values at or
 /// below it), so that exact and histogram percentiles are comparable.
-pub fn quantile_of_sorted(sorted: &[u64], q: f64) -> u64 {
+pub(crate) fn quantile_of_sorted(sorted: &[u64], q: f64) -> u64 {
     if sorted.is_empty() {
         return 0;
     }

@@ -118,7 +118,7 @@ impl Recorder {
     }
 
     /// A request was sent at `sent_ns` for its intended time `intended_ns`.
-    pub fn on_send(&mut self, intended_ns: u64, sent_ns: u64) {
+    pub(crate) fn on_send(&mut self, intended_ns: u64, sent_ns: u64) {
         if self.closed {
             return;
         }
@@ -134,7 +134,12 @@ impl Recorder {
 
     /// [`Recorder::on_send`] with the sender's CPU wait and CPU time since it
     /// was last on schedule (`run_delay_ns`), when known.
-    pub fn on_send_waited(&mut self, intended_ns: u64, sent_ns: u64, run_delay_ns: Option<u64>) {
+    pub(crate) fn on_send_waited(
+        &mut self,
+        intended_ns: u64,
+        sent_ns: u64,
+        run_delay_ns: Option<u64>,
+    ) {
         if self.closed {
             return;
         }
@@ -150,7 +155,7 @@ impl Recorder {
 
     /// Adds the sends `other` recorded (a sender thread's own recorder, kept
     /// apart so that sending never waits on a lock the completions hold).
-    pub fn merge_sends(&mut self, other: &Recorder) {
+    pub(crate) fn merge_sends(&mut self, other: &Recorder) {
         self.sent += other.sent;
         // Both histograms have the same bounds: adding cannot fail.
         let _ = self.send_lag.add(&other.send_lag);
@@ -161,7 +166,7 @@ impl Recorder {
     }
 
     /// A request completed at `done_ns`.
-    pub fn on_complete(
+    pub(crate) fn on_complete(
         &mut self,
         intended_ns: u64,
         sent_ns: u64,
@@ -213,11 +218,11 @@ impl Recorder {
     /// The measured span: from the end of the warm-up to the end of the
     /// duration, or to the last measured completion if that came later (a
     /// generator or closed loop catching up during the grace period).
-    pub fn measured_span_ns(&self) -> u64 {
+    pub(crate) fn measured_span_ns(&self) -> u64 {
         self.end_ns.max(self.last_done_ns) - self.warmup_ns
     }
 
-    pub fn count_error(&mut self, kind: String, n: u64) {
+    pub(crate) fn count_error(&mut self, kind: String, n: u64) {
         if n > 0 {
             *self.errors.entry(kind).or_insert(0) += n;
         }
@@ -271,7 +276,7 @@ impl Stats {
 
     /// Exact statistics of sorted values (the queue model's known answer),
     /// with the same percentile rank rule as the histograms.
-    pub fn of_sorted(sorted: &[u64]) -> Self {
+    pub(crate) fn of_sorted(sorted: &[u64]) -> Self {
         let n = sorted.len() as f64;
         let mean = if sorted.is_empty() {
             0.0
@@ -313,7 +318,7 @@ impl Stats {
     }
 }
 
-pub fn percentile_key(p: f64) -> String {
+pub(crate) fn percentile_key(p: f64) -> String {
     format!("{p}")
 }
 
@@ -321,7 +326,7 @@ pub fn percentile_key(p: f64) -> String {
 /// plotter and wrk2 produce): values in milliseconds, 5 ticks per half
 /// distance, columns Value, Percentile, TotalCount, 1/(1-Percentile), and the
 /// Mean/StdDeviation/Max/Total count/Buckets footer.
-pub fn hgrm_text(h: &Histogram<u64>) -> String {
+pub(crate) fn hgrm_text(h: &Histogram<u64>) -> String {
     const NS_PER_MS: f64 = 1e6;
     let mut out = String::new();
     out.push_str(&format!(

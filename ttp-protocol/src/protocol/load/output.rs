@@ -116,7 +116,7 @@ pub struct OutputFiles {
 }
 
 impl LoadReport {
-    pub fn expected_stats(&self) -> Option<Stats> {
+    pub(crate) fn expected_stats(&self) -> Option<Stats> {
         self.expected_ns.as_deref().map(Stats::of_sorted)
     }
 

@@ -40,7 +40,7 @@ impl SplitMix64 {
     }
 
     /// Uniform in [0, 1) with 53 random bits.
-    pub fn next_f64(&mut self) -> f64 {
+    pub(crate) fn next_f64(&mut self) -> f64 {
         (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
     }
 }
@@ -73,7 +73,7 @@ impl Schedule {
     }
 
     /// Requests `offset`, `offset + stride`, … of the schedule `new` gives.
-    pub fn strided(
+    pub(crate) fn strided(
         rate_per_s: f64,
         arrivals: Arrivals,
         seed: u64,
@@ -113,7 +113,7 @@ impl Schedule {
     /// How many of the remaining requests start before `end_ns`, consuming
     /// them (the first one at or after `end_ns` stays next). Uniform
     /// schedules count without iterating.
-    pub fn count_before(&mut self, end_ns: u64) -> u64 {
+    pub(crate) fn count_before(&mut self, end_ns: u64) -> u64 {
         if self.arrivals == Arrivals::Uniform && self.stride == 1 {
             // Request i starts before end iff round(i·1e9/R) < end; start
             // from the estimate and settle the rounding exactly.

@@ -104,7 +104,7 @@ impl PreciseSleeper {
     /// enough to run ahead of every ordinary task); the sleeper must be used
     /// on that thread. A refused policy is logged and recorded as not
     /// real-time.
-    pub fn for_this_thread(realtime: bool) -> Self {
+    pub(crate) fn for_this_thread(realtime: bool) -> Self {
         // SAFETY: PR_SET_TIMERSLACK takes an integer and changes only the
         // calling thread's timer slack.
         unsafe {
@@ -202,7 +202,7 @@ impl ThreadSchedstat {
 }
 
 /// The first two fields of a schedstat line: "run_ns run_delay_ns slices".
-pub fn parse_schedstat(line: &str) -> Option<(u64, u64)> {
+pub(crate) fn parse_schedstat(line: &str) -> Option<(u64, u64)> {
     let mut f = line.split_whitespace();
     Some((f.next()?.parse().ok()?, f.next()?.parse().ok()?))
 }

@@ -44,7 +44,7 @@ pub fn worker_site(binary: &Path) -> Option<WorkerSite> {
 }
 
 /// The leader's pid in a parallel worker's name.
-pub fn leader_of(name: &str) -> Option<u32> {
+pub(crate) fn leader_of(name: &str) -> Option<u32> {
     name.strip_prefix("parallel worker for PID ")?
         .trim()
         .parse()

@@ -16,7 +16,7 @@ pub fn io_calc_ticks(blkio_query_ticks: u64, iowait_ticks: u64) -> f64 {
 /// Eq. 1 with the 0.5 replaced by `others_fraction`, the fraction of the
 /// IOWait ticks during which the disk served other processes (Sec. 8.5,
 /// "the fraction 1/2 in equation 1 is replaced by an expression").
-pub fn io_calc_with_others_fraction(
+pub(crate) fn io_calc_with_others_fraction(
     blkio_query_ticks: u64,
     iowait_ticks: u64,
     others_fraction: f64,
@@ -36,7 +36,7 @@ pub fn time_calc_ms(su_query_ticks: u64, io_calc_ticks: f64, tick_ms: f64) -> f6
 /// `(BlockIO_utility + BlockIO_daemon) / (BlockIO_query + BlockIO_utility +
 /// BlockIO_daemon)`. With one other process doing as much I/O as the query
 /// this is eq. 1's 0.5. Zero when nobody was blocked on I/O.
-pub fn others_fraction_eq3(blkio_query: u64, blkio_utility: u64, blkio_daemon: u64) -> f64 {
+pub(crate) fn others_fraction_eq3(blkio_query: u64, blkio_utility: u64, blkio_daemon: u64) -> f64 {
     // In f64: counts read from a file may be anything up to u64::MAX.
     let others = blkio_utility as f64 + blkio_daemon as f64;
     let total = blkio_query as f64 + others;
@@ -101,7 +101,7 @@ pub struct QeCalc {
 }
 
 /// Step 4 for one QE.
-pub fn calc_qe(qe: &QeRecord, setup: &Setup) -> QeCalc {
+pub(crate) fn calc_qe(qe: &QeRecord, setup: &Setup) -> QeCalc {
     let tick_ms = setup.tick_ms();
     let query = qe.query();
     let iowait = qe.overall.iowait_ticks;

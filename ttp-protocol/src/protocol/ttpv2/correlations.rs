@@ -85,7 +85,7 @@ impl Measure {
 
 /// The 25 measures of the model (Sec. 5.1): seven per type for query,
 /// utility and daemon processes, four overall.
-pub fn model_measures() -> Vec<Measure> {
+pub(crate) fn model_measures() -> Vec<Measure> {
     let kinds = [
         UTicks,
         STicks,

@@ -13,7 +13,10 @@ pub const MIN_RETAINED_QES: usize = 6;
 pub const MIN_TIME_MEAS_TICKS: f64 = 2.0;
 
 /// Step 2: per QE, the ids of the Table XI checks it violated (empty: kept).
-pub fn step2(qe_verdicts: &[(&'static str, Vec<Verdict>)], n_qes: usize) -> Vec<Vec<String>> {
+pub(crate) fn step2(
+    qe_verdicts: &[(&'static str, Vec<Verdict>)],
+    n_qes: usize,
+) -> Vec<Vec<String>> {
     (0..n_qes)
         .map(|i| {
             qe_verdicts
@@ -36,7 +39,7 @@ pub struct Step3Drop {
 /// Step 3 for one Q@C: the rules that drop it, in the paper's order.
 /// `qc_flags` are the ids of the Table XII rows 1–2 checks it violated,
 /// `dropped_by` the Step 2 outcome per QE.
-pub fn step3(qc: &QcInput, qc_flags: &[&str], dropped_by: &[Vec<String>]) -> Vec<Step3Drop> {
+pub(crate) fn step3(qc: &QcInput, qc_flags: &[&str], dropped_by: &[Vec<String>]) -> Vec<Step3Drop> {
     let mut drops = Vec::new();
     let mut drop = |rule: &str, reason: String| {
         drops.push(Step3Drop {

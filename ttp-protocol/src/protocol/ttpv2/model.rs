@@ -110,7 +110,7 @@ impl QcInput {
 
 /// How a report or chart titles a Q@C: the measured command (shortened to
 /// [`TITLE_COMMAND_CHARS`]) and its labels, else its source, else "Q@C".
-pub fn qc_title(labels: &Labels, source: Option<&str>, command: &[String]) -> String {
+pub(crate) fn qc_title(labels: &Labels, source: Option<&str>, command: &[String]) -> String {
     let mut parts = Vec::new();
     if !command.is_empty() {
         let full = command.join(" ");

@@ -3,7 +3,7 @@
 
 use super::checks::{CheckResult, Scope};
 use super::model::QcInput;
-pub use super::paragraph_deviations::cold_cache_shortfalls;
+use super::paragraph_deviations::cold_cache_shortfalls;
 use super::paragraph_deviations::{query_tree, setup_check_warnings, steal_measured};
 
 pub use crate::collect::machine::MachineFacts;
@@ -131,7 +131,7 @@ pub fn deviations(machine: Option<&MachineFacts>, qcs: &[QcInput]) -> Vec<String
 /// CPUs), by its affinity mask or a cgroup's CPU quota, say so: those
 /// counters (eq. 1's overall IOWait, QE6, QE9) still cover every online CPU
 /// (docs/ttpv2.md, "Which CPU count").
-pub fn cpu_restrictions(m: &MachineFacts) -> Vec<String> {
+pub(crate) fn cpu_restrictions(m: &MachineFacts) -> Vec<String> {
     let mut d = Vec::new();
     let online = m
         .cores

@@ -10,7 +10,7 @@ use crate::sys::setup_check::Status;
 /// filled with 64 MB of unrelated data, then the page cache dropped) was
 /// not done or not shown to work, over every QE; empty when all of it
 /// was, so that "with a cold cache" is said only then.
-pub fn cold_cache_shortfalls(qcs: &[QcInput]) -> Vec<String> {
+pub(crate) fn cold_cache_shortfalls(qcs: &[QcInput]) -> Vec<String> {
     let qes: Vec<_> = qcs.iter().flat_map(|q| &q.qes).collect();
     let steps: Vec<_> = qes.iter().filter_map(|q| q.cold_cache.as_ref()).collect();
     let mut out = Vec::new();
@@ -51,7 +51,7 @@ pub fn cold_cache_shortfalls(qcs: &[QcInput]) -> Vec<String> {
 
 /// (QEs with steal time, QEs with it measured, steal ticks summed), over
 /// the QEs whose overall steal ticks were read (App. E (5), X5).
-pub fn steal_measured(qcs: &[QcInput]) -> Option<(usize, usize, u64)> {
+pub(crate) fn steal_measured(qcs: &[QcInput]) -> Option<(usize, usize, u64)> {
     let steal: Vec<u64> = qcs
         .iter()
         .flat_map(|q| &q.qes)
@@ -71,7 +71,7 @@ const DETAIL_CHARS: usize = 90;
 
 /// Step 0 (Sec. 8.1) as `ttp-ebpf check` found it before the first QE: each
 /// item that warned or failed, with what was found.
-pub fn setup_check_warnings(m: &MachineFacts) -> Option<String> {
+pub(crate) fn setup_check_warnings(m: &MachineFacts) -> Option<String> {
     let report = m.setup_check.as_ref()?;
     let items: Vec<String> = report
         .items
@@ -102,7 +102,7 @@ pub fn setup_check_warnings(m: &MachineFacts) -> Option<String> {
 
 /// A command's whole process tree measured as the query: its processes'
 /// measures summed, where the paper times one DBMS query process (Sec. 7.2).
-pub fn query_tree(qcs: &[QcInput]) -> Option<String> {
+pub(crate) fn query_tree(qcs: &[QcInput]) -> Option<String> {
     let qes: Vec<_> = qcs
         .iter()
         .flat_map(|q| &q.qes)

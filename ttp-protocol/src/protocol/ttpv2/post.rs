@@ -19,7 +19,7 @@ pub struct Refined<'a> {
 
 impl Refined<'_> {
     /// (Time_calc, Time_meas) of the QEs of Q@C `i` kept by Step 2.
-    pub fn kept_times(&self, i: usize) -> (Vec<f64>, Vec<f64>) {
+    pub(crate) fn kept_times(&self, i: usize) -> (Vec<f64>, Vec<f64>) {
         let (mut calc, mut meas) = (Vec::new(), Vec::new());
         for ((qe, c), d) in self.qcs[i]
             .qes
@@ -65,7 +65,7 @@ fn relative_difference(
     )
 }
 
-pub fn post_checks(r: &Refined) -> Vec<CheckResult> {
+pub(crate) fn post_checks(r: &Refined) -> Vec<CheckResult> {
     let names: Vec<String> = r.qcs.iter().map(QcInput::name).collect();
     // Sec. 8.6: excessive variation re-examined on the refined data.
     let post1: Vec<_> = r

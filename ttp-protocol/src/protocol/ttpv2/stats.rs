@@ -24,7 +24,7 @@ pub fn mean(xs: &[f64]) -> Option<f64> {
 
 /// Sample standard deviation (n − 1): Table XV's 46.2 ms for the eight
 /// Time_calc values is this one (the population form gives 43.3).
-pub fn sample_sd(xs: &[f64]) -> Option<f64> {
+pub(crate) fn sample_sd(xs: &[f64]) -> Option<f64> {
     if xs.len() < 2 {
         return None;
     }
@@ -34,7 +34,7 @@ pub fn sample_sd(xs: &[f64]) -> Option<f64> {
 }
 
 /// Pearson's correlation coefficient; `None` when a variable is constant.
-pub fn pearson(xs: &[f64], ys: &[f64]) -> Option<f64> {
+pub(crate) fn pearson(xs: &[f64], ys: &[f64]) -> Option<f64> {
     if xs.len() != ys.len() || xs.len() < 2 {
         return None;
     }

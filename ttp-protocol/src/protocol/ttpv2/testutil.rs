@@ -5,7 +5,13 @@ use super::model::{
 };
 
 /// A process of `class` with U, S and BlockIO ticks and everything else known.
-pub fn proc_of(class: ProcessClass, pid: u32, u: u64, s: u64, blkio: u64) -> ProcessMeasures {
+pub(crate) fn proc_of(
+    class: ProcessClass,
+    pid: u32,
+    u: u64,
+    s: u64,
+    blkio: u64,
+) -> ProcessMeasures {
     ProcessMeasures {
         pid: Some(pid),
         start_time_ns: Some(1_000 + u64::from(pid)),
@@ -29,13 +35,13 @@ pub fn proc_of(class: ProcessClass, pid: u32, u: u64, s: u64, blkio: u64) -> Pro
     }
 }
 
-pub fn query_proc(pid: u32, u: u64, s: u64, blkio: u64) -> ProcessMeasures {
+pub(crate) fn query_proc(pid: u32, u: u64, s: u64, blkio: u64) -> ProcessMeasures {
     proc_of(ProcessClass::Query, pid, u, s, blkio)
 }
 
 /// A QE with the given processes and IOWait ticks, overall measures that
 /// pass every check, no ephemeral process, exit code 0.
-pub fn qe_with(
+pub(crate) fn qe_with(
     qe: u32,
     time_meas_ms: f64,
     processes: Vec<ProcessMeasures>,
@@ -74,7 +80,7 @@ pub fn qe_with(
 
 /// A clean QE: query U 150, S 10, BlockIO 40 (+`dq` ticks of U), IOWait
 /// 20, a daemon with 5 ticks, Time_meas 2500 ms.
-pub fn clean_qe(qe: u32, dq: u64) -> QeRecord {
+pub(crate) fn clean_qe(qe: u32, dq: u64) -> QeRecord {
     qe_with(
         qe,
         2500.0,

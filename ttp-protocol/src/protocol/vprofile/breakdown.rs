@@ -268,7 +268,7 @@ impl Breakdown {
 
     /// Lines 12–32 on one round's invocations (measured with the table
     /// [`Self::next_table`] returned).
-    pub fn observe(
+    pub(crate) fn observe(
         &mut self,
         invocations: &[Invocation],
         graph: &dyn CallGraphView,
@@ -398,7 +398,7 @@ impl Breakdown {
         })
     }
 
-    pub fn is_done(&self) -> bool {
+    pub(crate) fn is_done(&self) -> bool {
         self.pending.is_empty() && self.reopen.is_empty() && self.last.is_some()
     }
     pub fn config(&self) -> &BreakdownConfig {
@@ -427,7 +427,7 @@ impl Breakdown {
     pub fn literal_selected(&self) -> &[usize] {
         &self.literal
     }
-    pub fn adjustments(&self) -> &Adjustments {
+    pub(crate) fn adjustments(&self) -> &Adjustments {
         &self.adjustments
     }
 }

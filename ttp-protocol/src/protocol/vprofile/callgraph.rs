@@ -78,7 +78,7 @@ pub struct Child {
 }
 
 /// Decodes one function and resolves its call targets.
-pub fn function_calls(elf: &ElfImage, function: usize) -> FunctionCalls {
+pub(crate) fn function_calls(elf: &ElfImage, function: usize) -> FunctionCalls {
     let f = &elf.functions()[function];
     let mut out = FunctionCalls::default();
     let Some(code) = elf.code(f.address, f.size_bytes) else {
@@ -313,7 +313,7 @@ impl<'a> CallGraph<'a> {
     }
 
     /// height(call_graph) of eq. 2: the height of the root.
-    pub fn root_height(&self) -> u32 {
+    pub(crate) fn root_height(&self) -> u32 {
         self.height(&ChildKey::Local(self.root))
     }
 
@@ -388,7 +388,7 @@ impl<'a> CallGraph<'a> {
     /// Where code without a symbol lies, as well as the symbols can say:
     /// the nearest function symbol before it and the offset from its start
     /// (`PortalRun+0x5a0`), as perf prints an address it cannot name.
-    pub fn near_symbol(&self, name: &str) -> Option<String> {
+    pub(crate) fn near_symbol(&self, name: &str) -> Option<String> {
         let ChildKey::Unnamed(address) = self.key(name)? else {
             return None;
         };
@@ -414,7 +414,7 @@ fn to_id(k: &ChildKey) -> FnId {
 
 /// `name`; `name@VERSION` when a plain name would bind to another version;
 /// `name[0xaddr]` when static functions of several files share the name.
-pub fn unique_name(elf: &ElfImage, i: usize) -> String {
+pub(crate) fn unique_name(elf: &ElfImage, i: usize) -> String {
     let f = &elf.functions()[i];
     if matches!(elf.lookup(&f.name), Ok(j) if j == i) {
         return f.name.clone();

@@ -378,7 +378,7 @@ impl ElfImage {
     pub fn kind(&self) -> ElfKind {
         self.kind
     }
-    pub fn symbol_source(&self) -> SymbolSource {
+    pub(crate) fn symbol_source(&self) -> SymbolSource {
         self.source
     }
     /// The separate debug file that named the functions, if one did.
@@ -391,25 +391,25 @@ impl ElfImage {
     }
 
     /// The function starting exactly at `address`.
-    pub fn function_at(&self, address: u64) -> Option<usize> {
+    pub(crate) fn function_at(&self, address: u64) -> Option<usize> {
         self.functions
             .binary_search_by_key(&address, |f| f.address)
             .ok()
     }
 
     /// The function whose body contains `address`.
-    pub fn function_containing(&self, address: u64) -> Option<usize> {
+    pub(crate) fn function_containing(&self, address: u64) -> Option<usize> {
         let i = self.functions.partition_point(|f| f.address <= address);
         (i > 0 && self.functions[i - 1].contains(address)).then(|| i - 1)
     }
 
     /// What the GOT slot at `address` is bound to.
-    pub fn got_slot(&self, address: u64) -> Option<&Import> {
+    pub(crate) fn got_slot(&self, address: u64) -> Option<&Import> {
         self.got.get(&address)
     }
 
     /// True if `address` lies in a `.plt`, `.plt.sec` or `.plt.got` section.
-    pub fn in_plt(&self, address: u64) -> bool {
+    pub(crate) fn in_plt(&self, address: u64) -> bool {
         self.plt
             .iter()
             .any(|&(a, s)| address >= a && address - a < s)
@@ -428,7 +428,7 @@ impl ElfImage {
 
     /// The file offset of the byte at virtual address `address` (what a
     /// uprobe is attached at).
-    pub fn file_offset(&self, address: u64) -> Option<u64> {
+    pub(crate) fn file_offset(&self, address: u64) -> Option<u64> {
         self.segments
             .iter()
             .find(|s| address >= s.vaddr && address - s.vaddr < s.filesz)
@@ -494,7 +494,7 @@ impl ElfImage {
 
     /// Up to `n` known function names closest to `wanted` (substring
     /// matches first, then by edit distance).
-    pub fn close_names(&self, wanted: &str, n: usize) -> Vec<String> {
+    pub(crate) fn close_names(&self, wanted: &str, n: usize) -> Vec<String> {
         let lower = wanted.to_lowercase();
         let mut scored: Vec<(usize, &str)> = self
             .by_name

@@ -22,7 +22,7 @@ const MAX_SPAN: u64 = 1 << 20;
 const MAX_INSTRUCTIONS: usize = 200_000;
 
 /// The calls of the unnamed function starting at `entry`.
-pub fn unnamed_function_calls(elf: &ElfImage, entry: u64) -> FunctionCalls {
+pub(crate) fn unnamed_function_calls(elf: &ElfImage, entry: u64) -> FunctionCalls {
     let mut out = FunctionCalls::default();
     let mut seen: HashSet<u64> = HashSet::new();
     let mut work = vec![entry];

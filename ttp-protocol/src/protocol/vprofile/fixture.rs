@@ -72,7 +72,8 @@ pub struct Split {
 }
 
 /// Builds [`Split`] into `dir`.
-pub fn build_split(dir: &Path) -> Split {
+#[cfg(test)]
+pub(crate) fn build_split(dir: &Path) -> Split {
     let script = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../tests/fixtures/vprof-target/build-split.sh"

@@ -120,7 +120,11 @@ impl ProbePlan {
 
     /// The invocation with the probes' own cost taken out of every
     /// interval (see [`ProbeCost`]), and the ns taken out of the root.
-    pub fn corrected_invocation(&self, record: &Record, cost: &ProbeCost) -> (Invocation, f64) {
+    pub(crate) fn corrected_invocation(
+        &self,
+        record: &Record,
+        cost: &ProbeCost,
+    ) -> (Invocation, f64) {
         let n = self.slots.min(MAX_SLOTS);
         let root_cut = cost.root_overhead_ns(record.root_hits);
         let children_ns = record.children_ns[..n]
@@ -175,7 +179,7 @@ impl ProbeCost {
     }
     /// Overhead in a slot's calls; `units` = Σ over its calls of (hits
     /// inside + 1) (`Record::children_hits`).
-    pub fn child_overhead_ns(&self, units: u32) -> f64 {
+    pub(crate) fn child_overhead_ns(&self, units: u32) -> f64 {
         self.call_boundary_ns * f64::from(units)
     }
     /// Uncertainty of the overhead removed from an interval of `units`.

@@ -104,7 +104,7 @@ pub fn factors(
 
 /// Line 14: descending responsibility, with pinned (contri = ∞) factors
 /// ahead of every other; ties by contribution, then name.
-pub fn rank_order(a: &Factor, b: &Factor) -> std::cmp::Ordering {
+pub(crate) fn rank_order(a: &Factor, b: &Factor) -> std::cmp::Ordering {
     b.pinned
         .cmp(&a.pinned)
         .then(b.responsibility.total_cmp(&a.responsibility))
@@ -143,7 +143,7 @@ pub fn select(ranked: &[Factor], k: usize, threshold_share: f64) -> Vec<usize> {
 /// responsibility, those whose contribution is at least `threshold_share`
 /// of Var(root), stopping at the first that is not (line 21). Reported
 /// beside [`select`]'s answer, not used to drive the breakdown.
-pub fn select_literal(ranked: &[Factor], k: usize, threshold_share: f64) -> Vec<usize> {
+pub(crate) fn select_literal(ranked: &[Factor], k: usize, threshold_share: f64) -> Vec<usize> {
     let mut s = Vec::new();
     for (i, f) in ranked.iter().take(k).enumerate() {
         if f.pinned || f.share >= threshold_share {

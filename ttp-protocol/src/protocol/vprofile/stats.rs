@@ -3,7 +3,7 @@
 /// Mean of each series and their sample covariance matrix (denominator
 /// n − 1). All series have the same length n ≥ 2. Two passes (means first)
 /// keep the products small: durations in ns squared reach 1e18.
-pub fn covariance_matrix(series: &[Vec<f64>]) -> (Vec<f64>, Vec<Vec<f64>>) {
+pub(crate) fn covariance_matrix(series: &[Vec<f64>]) -> (Vec<f64>, Vec<Vec<f64>>) {
     let k = series.len();
     let n = series.first().map_or(0, Vec::len);
     let means: Vec<f64> = series

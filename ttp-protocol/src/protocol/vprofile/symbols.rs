@@ -14,7 +14,7 @@ pub(super) struct RawSymbol {
 }
 
 /// Splits `memcpy@@GLIBC_2.14` into (`memcpy`, `GLIBC_2.14`, default=true).
-pub fn split_version(name: &str) -> (&str, Option<&str>, bool) {
+pub(crate) fn split_version(name: &str) -> (&str, Option<&str>, bool) {
     match name.find('@') {
         Some(i) => {
             let rest = &name[i + 1..];

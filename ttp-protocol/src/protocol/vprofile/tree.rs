@@ -107,7 +107,7 @@ pub enum Term {
 }
 
 impl Term {
-    pub fn cov(a: FnName, b: FnName) -> Self {
+    pub(crate) fn cov(a: FnName, b: FnName) -> Self {
         if a <= b {
             Term::Cov(a, b)
         } else {
@@ -326,7 +326,7 @@ impl VarianceTree {
 
     /// The function a variance node measures (with its context), as the
     /// chain from the root; `None` for covariance and imaginary nodes.
-    pub fn instance_path(&self, node: usize) -> Option<Vec<String>> {
+    pub(crate) fn instance_path(&self, node: usize) -> Option<Vec<String>> {
         let n = &self.nodes[node];
         match &n.term {
             Term::Var(f) if !f.imaginary => {

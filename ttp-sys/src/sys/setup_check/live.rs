@@ -67,7 +67,7 @@ const fn align4(n: usize) -> usize {
 
 /// Asks the generic netlink controller for a family's id (what taskstats
 /// clients do first). Needs no privilege.
-pub fn genl_family_id(name: &str) -> Result<u16, String> {
+pub(crate) fn genl_family_id(name: &str) -> Result<u16, String> {
     // SAFETY: plain socket creation; the fd is owned right after.
     let fd = unsafe {
         libc::socket(
@@ -144,7 +144,7 @@ pub fn genl_family_id(name: &str) -> Result<u16, String> {
 }
 
 /// Parses the controller's answer: an NLMSG_ERROR or a family description.
-pub fn parse_family_reply(b: &[u8]) -> Result<u16, String> {
+pub(crate) fn parse_family_reply(b: &[u8]) -> Result<u16, String> {
     let u16_at = |o: usize| b.get(o..o + 2).map(|s| u16::from_ne_bytes([s[0], s[1]]));
     let ty = u16_at(4).ok_or("short netlink reply")?;
     if ty == libc::NLMSG_ERROR as u16 {

@@ -26,7 +26,7 @@ impl Root {
 
     /// The kernel configuration: /proc/config.gz, else
     /// /boot/config-<release>. `None` when neither can be read.
-    pub fn kernel_config(
+    pub(crate) fn kernel_config(
         &self,
         release: Option<&str>,
     ) -> Option<(String, BTreeMap<String, String>)> {
@@ -62,7 +62,7 @@ impl Root {
 }
 
 /// `CONFIG_X=value` lines; `# CONFIG_X is not set` is left out.
-pub fn parse_kconfig(text: &str) -> BTreeMap<String, String> {
+pub(crate) fn parse_kconfig(text: &str) -> BTreeMap<String, String> {
     text.lines()
         .filter_map(|l| {
             let (k, v) = l.split_once('=')?;
@@ -73,7 +73,7 @@ pub fn parse_kconfig(text: &str) -> BTreeMap<String, String> {
 }
 
 /// (major, minor) of a release string such as `6.18.44-fc-v769`.
-pub fn kernel_version(release: &str) -> Option<(u32, u32)> {
+pub(crate) fn kernel_version(release: &str) -> Option<(u32, u32)> {
     let mut it = release.split(|c: char| !c.is_ascii_digit());
     Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
 }
@@ -97,7 +97,7 @@ pub struct CpuTicks {
     pub steal: u64,
 }
 
-pub fn parse_proc_stat(text: &str) -> Option<CpuTicks> {
+pub(crate) fn parse_proc_stat(text: &str) -> Option<CpuTicks> {
     let line = text.lines().find(|l| l.starts_with("cpu "))?;
     let v: Vec<u64> = line
         .split_whitespace()
@@ -125,7 +125,7 @@ pub struct ProcSample {
 
 /// Parses /proc/<pid>/stat (the name may hold spaces and parentheses: it
 /// ends at the last ')').
-pub fn parse_pid_stat(pid: u32, text: &str) -> Option<ProcSample> {
+pub(crate) fn parse_pid_stat(pid: u32, text: &str) -> Option<ProcSample> {
     let open = text.find('(')?;
     let close = text.rfind(')')?;
     let comm = text.get(open + 1..close)?.to_string();
@@ -149,7 +149,7 @@ pub fn processes(root: &Root) -> Vec<ProcSample> {
 }
 
 /// Mount points of a file-system type from /proc/mounts.
-pub fn mounts_of(root: &Root, fstype: &str) -> Vec<String> {
+pub(crate) fn mounts_of(root: &Root, fstype: &str) -> Vec<String> {
     root.read("proc/mounts")
         .unwrap_or_default()
         .lines()

@@ -3,7 +3,7 @@
 pub mod dot;
 mod text;
 
-pub use text::{blame_text, summary_text};
+pub(crate) use text::{blame_text, summary_text};
 
 #[cfg(test)]
 mod tests;

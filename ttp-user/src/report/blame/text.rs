@@ -9,7 +9,7 @@ use crate::protocol::blame::{
 };
 
 /// The report for people; `top` limits the explanations and culprits.
-pub fn blame_text(report: &BlameReport, top: usize) -> String {
+pub(crate) fn blame_text(report: &BlameReport, top: usize) -> String {
     let mut s = String::new();
     let v = &report.victim;
     let _ = writeln!(
@@ -240,7 +240,7 @@ fn clip(s: &str, n: usize) -> String {
 
 /// Lines for the run report: blocked time per resource, then the
 /// explanations, each indented under a `QE n` heading.
-pub fn summary_text(b: &BlameSummary, qe: u32, top: usize) -> String {
+pub(crate) fn summary_text(b: &BlameSummary, qe: u32, top: usize) -> String {
     let mut s = String::new();
     let per_resource: Vec<String> = b
         .resources

@@ -49,7 +49,7 @@ fn mwu_text(m: &MeasureComparison) -> String {
 
 /// The loud note of a comparison whose set-ups differ; empty when they
 /// agree.
-pub fn setup_note(c: &Comparison) -> String {
+pub(crate) fn setup_note(c: &Comparison) -> String {
     if c.setup_differences.is_empty() {
         return String::new();
     }

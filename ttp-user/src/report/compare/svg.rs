@@ -177,7 +177,7 @@ fn draw(doc: &CompareDocument, measure: &str, rows: &[Row]) -> Result<String, St
 }
 
 /// Writes `compare-MEASURE.svg` for every measure compared into `dir`.
-pub fn write_svgs(doc: &CompareDocument, dir: &Path) -> Result<Vec<PathBuf>, RenderError> {
+pub(crate) fn write_svgs(doc: &CompareDocument, dir: &Path) -> Result<Vec<PathBuf>, RenderError> {
     let mut names: Vec<&str> = Vec::new();
     for c in &doc.comparisons {
         for m in &c.measures {

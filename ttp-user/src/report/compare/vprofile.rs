@@ -21,7 +21,7 @@ fn pair(x: Option<[f64; 2]>, digits: usize) -> String {
 }
 
 /// The root's mean and variance, one row each.
-pub fn root_table(c: &Comparison, v: &VprofileComparison) -> Table {
+pub(crate) fn root_table(c: &Comparison, v: &VprofileComparison) -> Table {
     let (a, x) = (&c.baseline, &c.candidate);
     let cols = [
         "root".to_string(),
@@ -76,7 +76,11 @@ pub fn root_table(c: &Comparison, v: &VprofileComparison) -> Table {
 }
 
 /// The difference of the means with its interval, in words.
-pub fn difference_line(c: &Comparison, v: &VprofileComparison, level: f64) -> Option<String> {
+pub(crate) fn difference_line(
+    c: &Comparison,
+    v: &VprofileComparison,
+    level: f64,
+) -> Option<String> {
     let w = v.welch.as_ref()?;
     Some(format!(
         "mean({}) − mean({}) = {:.1} ns ({} % CI {:.1} to {:.1} ns, Welch–Satterthwaite df {:.1})",
@@ -99,7 +103,7 @@ fn ns2(x: Option<f64>) -> String {
 }
 
 /// Every factor of either file, largest change of contribution first.
-pub fn factor_table(c: &Comparison, v: &VprofileComparison) -> Table {
+pub(crate) fn factor_table(c: &Comparison, v: &VprofileComparison) -> Table {
     let (a, x) = (&c.baseline, &c.candidate);
     let cols = [
         "factor".to_string(),

@@ -23,7 +23,10 @@ fn write_svg(dir: &Path, name: &str, svg: &str) -> Result<std::path::PathBuf, Em
 }
 
 /// `--plot DIR` of `run --protocol emp`: `emp_series.svg`.
-pub fn write_run_plots(dir: &Path, o: &EmpOutcome) -> Result<Vec<std::path::PathBuf>, EmpError> {
+pub(crate) fn write_run_plots(
+    dir: &Path,
+    o: &EmpOutcome,
+) -> Result<Vec<std::path::PathBuf>, EmpError> {
     Ok(vec![write_svg(
         dir,
         "emp_series.svg",
@@ -34,7 +37,7 @@ pub fn write_run_plots(dir: &Path, o: &EmpOutcome) -> Result<Vec<std::path::Path
 /// `--plot DIR` of `calibrate`: for each calibration in the profile,
 /// `dual_execution[_long].svg` (every pair) and
 /// `dual_execution[_long]_central.svg` (the central cluster zoomed).
-pub fn write_calibration_plots(
+pub(crate) fn write_calibration_plots(
     dir: &Path,
     p: &Profile,
 ) -> Result<Vec<std::path::PathBuf>, EmpError> {

@@ -52,7 +52,7 @@ fn kind_style(kind: PairKind) -> (RGBColor, &'static str) {
 }
 
 /// The dual-execution scatter plot as an SVG document.
-pub fn dual_execution_svg(a: &CalibrationAnalysis, zoom: Zoom) -> Result<String, EmpError> {
+pub(crate) fn dual_execution_svg(a: &CalibrationAnalysis, zoom: Zoom) -> Result<String, EmpError> {
     let e = err("dual-execution");
     let pairs: Vec<_> = a
         .pairs
@@ -151,7 +151,7 @@ fn mark(v: &Verdict) -> Mark {
 }
 
 /// The PT and ET series per run, dropped runs marked, as an SVG document.
-pub fn series_svg(o: &EmpOutcome) -> Result<String, EmpError> {
+pub(crate) fn series_svg(o: &EmpOutcome) -> Result<String, EmpError> {
     let e = err("PT/ET series");
     let mut svg = String::new();
     {

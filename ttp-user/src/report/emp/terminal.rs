@@ -67,7 +67,7 @@ fn verdict_text(v: &Verdict) -> String {
 }
 
 /// The report of `run --protocol emp`.
-pub fn render_outcome(o: &EmpOutcome) -> String {
+pub(crate) fn render_outcome(o: &EmpOutcome) -> String {
     let mut s = String::new();
     let src = match o.pt_source {
         PtSource::Taskstats => "taskstats ac_utime + ac_stime (µs)",
@@ -230,7 +230,7 @@ pub fn render_outcome(o: &EmpOutcome) -> String {
 }
 
 /// The report of `calibrate`: Steps 2–6 of each calibration, then Step 8.
-pub fn render_calibration(p: &Profile) -> String {
+pub(crate) fn render_calibration(p: &Profile) -> String {
     let mut s = p
         .procedure
         .as_ref()
@@ -374,7 +374,7 @@ fn render_analysis(s: &mut String, a: &CalibrationAnalysis) {
 }
 
 /// The report of `analyze --sample-size` (cf. Tables XX–XXI).
-pub fn render_sample_size(r: &SampleSizeReport) -> String {
+pub(crate) fn render_sample_size(r: &SampleSizeReport) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,

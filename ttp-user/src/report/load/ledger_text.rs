@@ -4,7 +4,7 @@ use crate::protocol::load::{Model, histograms::SecondRow};
 
 /// The ledger rows of a phase beside its latency timeline, for the
 /// terminal. Ledger row `s` covers [s − 1, s) seconds, timeline row `s − 1`.
-pub fn ledger_per_second(
+pub(crate) fn ledger_per_second(
     model: Model,
     pid: u32,
     rows: &[serde_json::Value],

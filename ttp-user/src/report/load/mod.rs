@@ -2,4 +2,4 @@
 mod ledger_text;
 pub mod svg;
 
-pub use ledger_text::ledger_per_second;
+pub(crate) use ledger_text::ledger_per_second;

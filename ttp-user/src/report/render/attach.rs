@@ -195,7 +195,7 @@ impl From<&Agreement> for AgreementView {
 
 impl AttachDoc {
     /// The document as JSON: a measure not taken is null, not 0.
-    pub fn to_json(&self) -> serde_json::Value {
+    pub(crate) fn to_json(&self) -> serde_json::Value {
         let mut v = serde_json::to_value(self).unwrap_or_default();
         if self.wake_latency_measured == Some(false) {
             for list in ["processes", "exited_groups"] {
@@ -242,7 +242,7 @@ impl AttachDoc {
 
     /// The terminal summary (attach_text.rs), then the exit records, the
     /// probes' cost, the losses in words and the notes.
-    pub fn text_with(&self, o: &TextOptions) -> String {
+    pub(crate) fn text_with(&self, o: &TextOptions) -> String {
         let losses = self.losses();
         let mut out = super::attach_text::text(self, o, &losses);
         if let Some(n) = self.taskstats_exit_records {

@@ -131,7 +131,7 @@ fn sum<'a>(ps: impl IntoIterator<Item = &'a ProcessView>) -> (usize, LedgerMeasu
 }
 
 /// The processes busiest first: on-CPU time, then iowait, then pid.
-pub fn by_on_cpu(d: &AttachDoc) -> Vec<&ProcessView> {
+pub(crate) fn by_on_cpu(d: &AttachDoc) -> Vec<&ProcessView> {
     let mut rows: Vec<&ProcessView> = d.processes.iter().collect();
     rows.sort_by_key(|p| {
         (
@@ -155,7 +155,7 @@ pub fn total(d: &AttachDoc) -> LedgerMeasures {
 }
 
 /// Processes the summary covers: rows and folded ones.
-pub fn process_count(d: &AttachDoc) -> u64 {
+pub(crate) fn process_count(d: &AttachDoc) -> u64 {
     d.processes.len() as u64 + d.exited_groups.iter().map(|g| g.processes).sum::<u64>()
 }
 

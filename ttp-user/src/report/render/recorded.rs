@@ -15,7 +15,7 @@ pub struct Check(pub CheckReport);
 pub struct Inc(pub IncReport);
 
 /// The line `inc` prints.
-pub fn inc_line(r: &IncReport) -> String {
+pub(crate) fn inc_line(r: &IncReport) -> String {
     format!(
         "INC: {} iterations × {} increments (k = {}): CPU {:.3} s, elapsed {:.3} s; repeat with `ttp-ebpf inc --loops {}`\n",
         r.outer,
@@ -28,7 +28,7 @@ pub fn inc_line(r: &IncReport) -> String {
 }
 
 /// The report `check` prints; `fixed` when `--fix` ran.
-pub fn check_text(r: &CheckReport, fixed: bool) -> String {
+pub(crate) fn check_text(r: &CheckReport, fixed: bool) -> String {
     use std::fmt::Write;
     let mut s = String::new();
     let _ = writeln!(s, "ttp set-up check (EMPv1–v4, TTPv2 Step 0)");

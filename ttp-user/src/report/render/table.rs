@@ -77,7 +77,7 @@ impl Table {
 }
 
 /// ns as ms with three decimals (µs resolution), "" when absent.
-pub fn ms3(ns: Option<f64>) -> String {
+pub(crate) fn ms3(ns: Option<f64>) -> String {
     ns.map(|v| format!("{:.3}", v / 1e6)).unwrap_or_default()
 }
 

@@ -38,7 +38,7 @@ fn parts(g: &Group) -> [u64; 7] {
 }
 
 /// The chart of the top `top` groups.
-pub fn stacked(r: &StatementsReport, top: usize) -> Result<String, String> {
+pub(crate) fn stacked(r: &StatementsReport, top: usize) -> Result<String, String> {
     let groups: Vec<&Group> = r.groups.iter().take(top).collect();
     let height = 60 + ROW * groups.len().max(1) as u32 + 30;
     let max = groups

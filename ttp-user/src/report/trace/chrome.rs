@@ -96,7 +96,7 @@ impl<'a> Event<'a> {
 }
 
 /// Name shown for a state slice.
-pub fn state_name(s: ThreadState) -> &'static str {
+pub(crate) fn state_name(s: ThreadState) -> &'static str {
     match s {
         ThreadState::Running => "Running",
         ThreadState::Runnable => "Runnable",
@@ -109,7 +109,7 @@ pub fn state_name(s: ThreadState) -> &'static str {
 }
 
 /// REQ_OP_* names (include/linux/blk_types.h).
-pub fn op_name(op: u32) -> &'static str {
+pub(crate) fn op_name(op: u32) -> &'static str {
     match op {
         0 => "read",
         1 => "write",
@@ -137,7 +137,7 @@ pub struct Document<'a> {
 
 impl Document<'_> {
     /// The JSON text.
-    pub fn to_bytes(&self) -> Vec<u8> {
+    pub(crate) fn to_bytes(&self) -> Vec<u8> {
         let mut events: Vec<Vec<u8>> = Vec::new();
         let mut push = |e: Event| events.push(serde_json::to_vec(&e).expect("serialisable"));
         let tl = self.timeline;

@@ -35,7 +35,7 @@ mod timeline;
 
 use std::{collections::HashMap, path::Path};
 
-pub use chrome::{CPUS_PID, IO_TID_BASE, PROTOCOL_PID, SYNTHETIC_ID_BASE, op_name, state_name, us};
+pub use chrome::{CPUS_PID, IO_TID_BASE, PROTOCOL_PID, SYNTHETIC_ID_BASE, us};
 pub use record::{Recorder, Recording};
 pub use timeline::{
     CpuCounter, Flow, IoRequest, Mark, MarkKind, Seed, StateSlice, Timeline, TimelineStats, Waker,
@@ -115,7 +115,7 @@ impl Trace {
     }
 
     /// Adds one QE slice to the protocol track.
-    pub fn add_qe(&mut self, qe: QeSlice) -> Result<(), TraceError> {
+    pub(crate) fn add_qe(&mut self, qe: QeSlice) -> Result<(), TraceError> {
         if qe.end_ns < qe.start_ns {
             return Err(TraceError::BackwardsSlice {
                 name: qe.name,
@@ -180,7 +180,7 @@ impl Trace {
     }
 
     /// The Chrome Trace Event Format JSON text.
-    pub fn to_bytes(&self) -> Vec<u8> {
+    pub(crate) fn to_bytes(&self) -> Vec<u8> {
         let devices = DeviceNames::default();
         let lookup = |ma, mi| devices.name(ma, mi);
         chrome::Document {

@@ -497,8 +497,10 @@ impl Timeline {
         self.threads.keys().map(|(tgid, _)| *tgid).collect()
     }
 
-    /// Time thread `tid` spent in `state` within [from_ns, to_ns].
-    pub fn time_in(&self, tid: u32, state: ThreadState, from_ns: u64, to_ns: u64) -> u64 {
+    /// Time thread `tid` spent in `state` within [from_ns, to_ns] (the
+    /// tests' truth for the slices).
+    #[cfg(test)]
+    pub(crate) fn time_in(&self, tid: u32, state: ThreadState, from_ns: u64, to_ns: u64) -> u64 {
         self.slices
             .iter()
             .filter(|s| s.tid == tid && s.state == state)

@@ -102,7 +102,7 @@ fn err<E: std::fmt::Display>(e: E) -> SvgError {
 
 /// The chart, or `None` when no Q@C has a numeric scanned parameter
 /// (a run without a scan, or a scan of names such as compilers).
-pub fn render_scan_svg(a: &Analysis) -> Result<Option<String>, SvgError> {
+pub(crate) fn render_scan_svg(a: &Analysis) -> Result<Option<String>, SvgError> {
     let (parameter, by) = series(a);
     if by.is_empty() {
         return Ok(None);

@@ -162,7 +162,7 @@ fn panel(area: &Area<'_>, d: &QcDocument) -> Result<(), SvgError> {
 }
 
 /// Renders one panel per Q@C into an SVG document.
-pub fn render_svg(a: &Analysis) -> Result<String, SvgError> {
+pub(crate) fn render_svg(a: &Analysis) -> Result<String, SvgError> {
     let mut svg = String::new();
     {
         let height = PANEL_HEIGHT * a.qcs.len().max(1) as u32;

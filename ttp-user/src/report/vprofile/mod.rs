@@ -4,8 +4,9 @@
 mod svg;
 mod text;
 
-pub use svg::{SvgError, icicle};
-pub use text::vprofile_text;
+pub use svg::SvgError;
+pub(crate) use svg::icicle;
+pub(crate) use text::vprofile_text;
 
 #[cfg(test)]
 mod tests;

@@ -206,7 +206,7 @@ impl Edge {
     /// Makes every cumulative counter at least its value at `prev`.
     /// Counters only grow; a value read mid-update could otherwise be
     /// counted twice.
-    pub fn hold_max(&mut self, prev: &Edge) {
+    pub(crate) fn hold_max(&mut self, prev: &Edge) {
         fn max_map<V: Copy>(cur: &mut BTreeMap<u32, V>, prev: &BTreeMap<u32, V>, f: fn(V, V) -> V) {
             for (k, p) in prev {
                 if let Some(c) = cur.get_mut(k) {
@@ -249,7 +249,7 @@ pub struct ThreadDelta {
 /// since is in the closed counts in full, so what was charged of it then is
 /// owed and taken out of them (first on the CPU it was charged to); one
 /// open now adds its length so far.
-pub fn per_cpu_delta(prev: Option<&PerCpu>, cur: &mut PerCpu) -> BTreeMap<u32, u64> {
+pub(crate) fn per_cpu_delta(prev: Option<&PerCpu>, cur: &mut PerCpu) -> BTreeMap<u32, u64> {
     let mut d: BTreeMap<u32, u64> = cur
         .closed
         .iter()
@@ -296,7 +296,7 @@ fn io_delta(cur: &DeviceIo, prev: Option<&DeviceIo>) -> DeviceIo {
 
 /// `cur − prev`; a thread new since the last edge counts from zero (its
 /// counters began with it). Updates the debts `cur` carries.
-pub fn thread_delta(prev: Option<&ThreadEdge>, cur: &mut ThreadEdge) -> ThreadDelta {
+pub(crate) fn thread_delta(prev: Option<&ThreadEdge>, cur: &mut ThreadEdge) -> ThreadDelta {
     ThreadDelta {
         on_cpu: per_cpu_delta(prev.map(|p| &p.on_cpu), &mut cur.on_cpu),
         runq: per_cpu_delta(prev.map(|p| &p.runq), &mut cur.runq),
@@ -339,7 +339,7 @@ pub struct Naming<'a> {
 /// requests were on"); without any, to the device the process last used,
 /// else to the device that completed the most bytes in the window, else
 /// to [`UNKNOWN_DEVICE`].
-pub fn to_window(prev: &Edge, cur: &mut Edge, naming: Naming<'_>) -> Window {
+pub(crate) fn to_window(prev: &Edge, cur: &mut Edge, naming: Naming<'_>) -> Window {
     let deltas: Vec<(ThreadKey, u32, ThreadDelta)> = cur
         .threads
         .iter_mut()

@@ -73,7 +73,7 @@ impl Procs {
     /// The CPU the kernel has thread `tid` of process `tgid` on — the one it
     /// runs on, or whose run queue holds it (/proc/PID/task/TID/stat field
     /// 39, task_cpu()).
-    pub fn task_cpu(&self, tgid: u32, tid: u32) -> Option<u32> {
+    pub(crate) fn task_cpu(&self, tgid: u32, tid: u32) -> Option<u32> {
         let path = self
             .proc_root
             .join(tgid.to_string())
@@ -131,7 +131,7 @@ fn stat_fields(text: &str) -> Option<Vec<&str>> {
 }
 
 /// The unified-hierarchy path in /proc/PID/cgroup (`0::/path`).
-pub fn cgroup_v2_path(text: &str) -> Option<String> {
+pub(crate) fn cgroup_v2_path(text: &str) -> Option<String> {
     text.lines()
         .find_map(|l| l.strip_prefix("0::"))
         .map(str::to_string)
@@ -141,7 +141,7 @@ pub fn cgroup_v2_path(text: &str) -> Option<String> {
 /// The systemd unit a cgroup path belongs to: its innermost `.service` or
 /// `.scope` component (`/user.slice/user-1000.slice/session-3.scope` →
 /// `session-3.scope`).
-pub fn systemd_unit(path: &str) -> Option<String> {
+pub(crate) fn systemd_unit(path: &str) -> Option<String> {
     path.rsplit('/')
         .find(|c| c.ends_with(".service") || c.ends_with(".scope"))
         .map(str::to_string)

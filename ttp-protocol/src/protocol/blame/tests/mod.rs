@@ -14,7 +14,7 @@ mod source;
 pub const MS: u64 = 1_000_000;
 pub const MIB: u64 = 1 << 20;
 
-pub fn all_sources() -> Sources {
+pub(crate) fn all_sources() -> Sources {
     Sources {
         cpu_time: true,
         runq_wait: true,
@@ -27,7 +27,7 @@ pub fn all_sources() -> Sources {
 }
 
 /// A single-threaded process (tid = pid = id).
-pub fn proc_task(pid: u32, comm: &str) -> TaskInfo {
+pub(crate) fn proc_task(pid: u32, comm: &str) -> TaskInfo {
     TaskInfo {
         id: pid,
         tid: pid,
@@ -45,7 +45,7 @@ pub fn proc_task(pid: u32, comm: &str) -> TaskInfo {
     }
 }
 
-pub fn kthread(pid: u32, comm: &str) -> TaskInfo {
+pub(crate) fn kthread(pid: u32, comm: &str) -> TaskInfo {
     TaskInfo {
         kernel_thread: true,
         ppid: Some(2),
@@ -125,7 +125,7 @@ impl Tw {
         self.0.iowait_ns.insert(dev.into(), ns);
         self
     }
-    pub fn iowait_own(mut self, dev: &str, ns: u64) -> Self {
+    pub(crate) fn iowait_own(mut self, dev: &str, ns: u64) -> Self {
         self.0.iowait_own_ns.insert(dev.into(), ns);
         self
     }
@@ -150,7 +150,9 @@ pub fn close(a: f64, b: f64) -> bool {
 }
 
 /// Blame per (pid or None for unknown, resource) over all rows.
-pub fn blame_by_pid(report: &super::BlameReport) -> BTreeMap<(Option<u32>, super::Resource), f64> {
+pub(crate) fn blame_by_pid(
+    report: &super::BlameReport,
+) -> BTreeMap<(Option<u32>, super::Resource), f64> {
     let mut m = BTreeMap::new();
     for c in &report.culprits {
         for (r, ns) in &c.by_resource {

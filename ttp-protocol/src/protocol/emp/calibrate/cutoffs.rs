@@ -78,14 +78,6 @@ pub fn build_profile(
     }
 }
 
-/// Recomputes a profile from the calibrations stored in two profiles: the
-/// first one's short calibration and the second one's (Step 7 run separately).
-pub fn merge_profiles(short: &Profile, long: &Profile, sigma_k: f64) -> Option<Profile> {
-    let s = short.calibrations.first()?.clone();
-    let l = long.calibrations.first()?.clone();
-    Some(build_profile(s, Some(l), sigma_k))
-}
-
 fn basis(a: &CalibrationAnalysis, name: &str, sigma_k: f64) -> Option<CutoffBasis> {
     if let Some(d) = a.infrequent.get(name) {
         let central_max = d.central.map(|c| c.max_pt_ns);

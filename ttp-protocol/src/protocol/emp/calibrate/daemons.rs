@@ -26,7 +26,7 @@ pub struct CentralDaemon {
 
 impl CentralDaemon {
     /// Step 5's threshold: "over two standard deviations above the maximum".
-    pub fn long_threshold_ns(&self, k: f64) -> f64 {
+    pub(crate) fn long_threshold_ns(&self, k: f64) -> f64 {
         self.max_pt_ns as f64 + k * self.sd_pt_ns
     }
 }
@@ -145,7 +145,7 @@ pub fn long_executions(
 }
 
 /// Step 6: groups the identified executions by daemon, with periodicity.
-pub fn infrequent_daemons(
+pub(crate) fn infrequent_daemons(
     long: &[LongExecution],
     central: &BTreeMap<String, CentralDaemon>,
     runs: &BTreeMap<u32, &EmpRun>,

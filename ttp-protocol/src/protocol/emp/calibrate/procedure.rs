@@ -64,7 +64,7 @@ pub struct Procedure {
 }
 
 /// `INC128`, `INC0.125`.
-pub fn inc_name(seconds: f64) -> String {
+pub(crate) fn inc_name(seconds: f64) -> String {
     if seconds.fract() == 0.0 {
         format!("INC{}", seconds as u64)
     } else {
@@ -73,7 +73,7 @@ pub fn inc_name(seconds: f64) -> String {
 }
 
 /// Hours (or minutes, days) in words.
-pub fn duration_words(s: f64) -> String {
+pub(crate) fn duration_words(s: f64) -> String {
     if s >= 2.0 * 86_400.0 {
         format!("{:.1} h ({:.1} days)", s / 3600.0, s / 86_400.0)
     } else if s >= 3600.0 {
@@ -176,12 +176,6 @@ impl Procedure {
         }
     }
 
-    /// Whether this is the paper's procedure: 800 × INC128, then 40 ×
-    /// INC16384.
-    pub fn as_paper(&self) -> bool {
-        self.scale == Some(1.0)
-    }
-
     /// The lines the output carries: what runs, how it relates to the
     /// paper's procedure, and how long it takes.
     pub fn statement(&self) -> String {
@@ -256,7 +250,7 @@ mod tests {
             ],
             Some((8_533_000, 1 << 20)),
         );
-        assert!(paper.as_paper());
+        assert_eq!(paper.scale, Some(1.0));
         // 801 × 128 + 41 × 16384 s.
         assert_eq!(paper.estimated_cpu_s, 801.0 * 128.0 + 41.0 * 16_384.0);
         let s = paper.statement();
@@ -272,7 +266,6 @@ mod tests {
             None,
         );
         assert_eq!(quick.scale, Some(QUICK_SCALE));
-        assert!(!quick.as_paper());
         let s = quick.statement();
         assert!(s.contains("at 1/1024 of its task lengths"), "{s}");
         assert!(s.contains("INC0.125"), "{s}");

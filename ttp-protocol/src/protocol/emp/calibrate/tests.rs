@@ -234,7 +234,13 @@ fn merged_long_calibration_adds_the_long_case() {
         None,
         2.0,
     );
-    let merged = merge_profiles(&short, &long, 2.0).unwrap();
+    // As `calibrate --pair` merges them: the stored short calibration and
+    // the new long one, cut-offs recomputed from both.
+    let merged = build_profile(
+        short.calibrations[0].clone(),
+        Some(long.calibrations[0].clone()),
+        2.0,
+    );
     assert_eq!(merged.calibrations.len(), 2);
     let rhn = merged
         .daemons

@@ -45,7 +45,7 @@ fn matches(pattern: &str, comm: &str) -> bool {
 }
 
 /// Every experiment-wide check over all Q@Cs.
-pub fn experiment_checks(qcs: &[QcInput], calcs: &[Vec<QeCalc>]) -> Vec<CheckResult> {
+pub(crate) fn experiment_checks(qcs: &[QcInput], calcs: &[Vec<QeCalc>]) -> Vec<CheckResult> {
     vec![
         x1_missing(qcs),
         x2_unique_plan(qcs),

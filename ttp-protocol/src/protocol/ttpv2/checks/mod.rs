@@ -281,7 +281,7 @@ pub const SPECS: &[CheckSpec] = &[
 
 /// The spec of a check id. Panics only on an id not in [`SPECS`], which is
 /// a programming error caught by the tests, never user input.
-pub fn spec_of(id: &str) -> &'static CheckSpec {
+pub(crate) fn spec_of(id: &str) -> &'static CheckSpec {
     SPECS
         .iter()
         .find(|s| s.id == id)
@@ -396,7 +396,7 @@ impl CheckResult {
     }
 
     /// A check reporting a value (POST4/POST5).
-    pub fn valued(id: &str, value: f64, evaluated: u64) -> CheckResult {
+    pub(crate) fn valued(id: &str, value: f64, evaluated: u64) -> CheckResult {
         CheckResult {
             value: Some(value),
             evaluated: Some(evaluated),
@@ -404,7 +404,7 @@ impl CheckResult {
         }
     }
 
-    pub fn with_note(mut self, note: Option<String>) -> CheckResult {
+    pub(crate) fn with_note(mut self, note: Option<String>) -> CheckResult {
         self.note = note;
         self
     }
@@ -427,7 +427,7 @@ pub enum Verdict {
 }
 
 impl Verdict {
-    pub fn from_bool(violated: bool) -> Verdict {
+    pub(crate) fn from_bool(violated: bool) -> Verdict {
         if violated {
             Verdict::Violation
         } else {

@@ -12,7 +12,7 @@ use crate::protocol::ttpv2::stats::{mean, median, sample_sd};
 
 /// Time_calc of the QEs the Step 1 Q@C checks look at: all that did not
 /// time out (App. E, QC (1)) and have a query process.
-pub fn step1_times(qc: &QcInput, calcs: &[QeCalc]) -> Vec<(u32, f64)> {
+pub(crate) fn step1_times(qc: &QcInput, calcs: &[QeCalc]) -> Vec<(u32, f64)> {
     qc.qes
         .iter()
         .zip(calcs)
@@ -23,7 +23,7 @@ pub fn step1_times(qc: &QcInput, calcs: &[QeCalc]) -> Vec<(u32, f64)> {
 
 /// App. E QC (1) and POST1: sd of the computation time above 20% of its
 /// average.
-pub fn excessive_variation(times: &[f64]) -> Verdict {
+pub(crate) fn excessive_variation(times: &[f64]) -> Verdict {
     match (sample_sd(times), mean(times)) {
         (Some(sd), Some(m)) => Verdict::from_bool(sd > 0.2 * m),
         _ => Verdict::na("fewer than 2 QEs with a calculated time"),
@@ -32,7 +32,7 @@ pub fn excessive_variation(times: &[f64]) -> Verdict {
 
 /// The Step 1 Q@C checks. Returns the results and, per Q@C, the ids of the
 /// checks that flag it for Step 3 (i) (QC1, QC2).
-pub fn qc_checks(
+pub(crate) fn qc_checks(
     qcs: &[QcInput],
     calcs: &[Vec<QeCalc>],
 ) -> (Vec<CheckResult>, Vec<Vec<&'static str>>) {

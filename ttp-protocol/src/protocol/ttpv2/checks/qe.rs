@@ -41,7 +41,7 @@ pub const QE_IDS: [&str; 14] = [
 const NO_QUERY: &str = "no query process in this QE (see QE12)";
 
 /// Per check id, the verdict for each QE of the Q@C (in `qc.qes` order).
-pub fn qe_checks(qc: &QcInput, calcs: &[QeCalc]) -> Vec<(&'static str, Vec<Verdict>)> {
+pub(crate) fn qe_checks(qc: &QcInput, calcs: &[QeCalc]) -> Vec<(&'static str, Vec<Verdict>)> {
     let cs = context_switch_verdicts(qc);
     QE_IDS
         .iter()
@@ -242,7 +242,7 @@ fn qe4_literal(
 /// How many CPUs the query could use at once: its most threads alive and
 /// running together (the ledger's), at most the machine's CPUs; 1 when not
 /// measured (the paper's single query process on one CPU).
-pub fn query_cpus(qe: &QeRecord, setup: &crate::protocol::ttpv2::model::Setup) -> u32 {
+pub(crate) fn query_cpus(qe: &QeRecord, setup: &crate::protocol::ttpv2::model::Setup) -> u32 {
     qe.query_threads_max
         .unwrap_or(1)
         .clamp(1, setup.cpus.max(1))
@@ -250,7 +250,7 @@ pub fn query_cpus(qe: &QeRecord, setup: &crate::protocol::ttpv2::model::Setup) -
 
 /// The checks ttp evaluates differently from the paper's text, each with
 /// its literal rule's verdict per QE, reported beside ttp's (docs/ttpv2.md).
-pub fn literal_checks(
+pub(crate) fn literal_checks(
     qc: &QcInput,
     calcs: &[QeCalc],
 ) -> Vec<(&'static str, &'static str, Vec<Verdict>)> {
