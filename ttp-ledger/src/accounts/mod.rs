@@ -13,9 +13,7 @@ mod running;
 
 pub use image::{CpuTimes, Image, ProcessDelta, Window};
 pub use measures::{IoMeasures, LedgerColumns, LedgerMeasures};
-pub use running::{
-    ClosedWindow, DEFAULT_KEEP_EXITED, ExitedGroup, MAX_GROUPS, OTHER_COMMS, ProcKey, RunningWindow,
-};
+pub use running::{ClosedWindow, DEFAULT_KEEP_EXITED, ExitedGroup, ProcKey, RunningWindow};
 
 use ttp_common::{
     CpuAccount, ThreadAccount,

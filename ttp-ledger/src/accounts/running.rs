@@ -51,9 +51,9 @@ pub struct ExitedGroup {
 
 /// Command names given their own [`ExitedGroup`]; the rest share one
 /// (`OTHER_COMMS`), so the groups too are bounded.
-pub const MAX_GROUPS: usize = 1024;
+pub(crate) const MAX_GROUPS: usize = 1024;
 /// The group of command names beyond [`MAX_GROUPS`].
-pub const OTHER_COMMS: &str = "(other commands)";
+pub(crate) const OTHER_COMMS: &str = "(other commands)";
 /// Default room for rows of ended processes: a 20 000-process fork storm
 /// within one window keeps every process, at about 0.5 KiB a row.
 pub const DEFAULT_KEEP_EXITED: usize = 32_768;

@@ -43,7 +43,7 @@ const KNOWN_HZ: [u64; 4] = [100, 250, 300, 1000];
 
 /// How long [`kernel_hz`] watches jiffies when no kernel config is readable:
 /// long enough that one jiffy of reading jitter stays under 4% at HZ=250.
-pub const TIMER_LIST_GAP: Duration = Duration::from_millis(100);
+pub(crate) const TIMER_LIST_GAP: Duration = Duration::from_millis(100);
 
 /// The kernel's HZ, which Linux does not export directly. Tried in order:
 ///

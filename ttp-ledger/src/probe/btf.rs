@@ -7,7 +7,7 @@ use btf_rs::{Btf, BtfType, Type};
 
 use super::ProbeError;
 
-pub const VMLINUX_BTF: &str = "/sys/kernel/btf/vmlinux";
+pub(crate) const VMLINUX_BTF: &str = "/sys/kernel/btf/vmlinux";
 
 /// A member's position: byte offset, and for a bitfield the bit within it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

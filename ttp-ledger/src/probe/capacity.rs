@@ -16,7 +16,7 @@
 /// preallocated account per possible tid, ledger.rs in ttp-ebpf) when
 /// `kernel.pid_max` is at most this: 65 536 × 248 B = 16 MiB. Beyond it
 /// (systemd's default pid_max is 4 194 304) the hash is used.
-pub const TID_INDEX_LIMIT: u64 = 1 << 16;
+pub(crate) const TID_INDEX_LIMIT: u64 = 1 << 16;
 
 /// Slots of the tid-indexed array for a machine whose `pid_max` is given,
 /// or None for the hash: the flag `--max-threads` sizes the hash, so it
@@ -41,11 +41,11 @@ pub fn pid_max() -> Option<u64> {
 }
 
 /// The map's size when nothing can be read: the compiled-in default.
-pub const FALLBACK: u32 = ttp_common::MAX_THREADS;
+pub(crate) const FALLBACK: u32 = ttp_common::MAX_THREADS;
 
 /// Never more than this many entries (a 64 MiB bucket array), whatever
 /// threads-max says.
-pub const CEILING: u32 = 1 << 22;
+pub(crate) const CEILING: u32 = 1 << 22;
 
 /// Entries for a machine whose limit is `threads_max` with `live` threads
 /// now; `requested` (the flag) wins when given.

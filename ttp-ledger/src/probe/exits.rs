@@ -23,14 +23,14 @@ use ttp_common::ExitRecord;
 
 /// Thread exits per second the ring is sized for: twice the 20 000/s that
 /// `attach --all` must keep up with on a 2-CPU machine.
-pub const DESIGN_EXIT_RATE: u64 = 40_000;
+pub(crate) const DESIGN_EXIT_RATE: u64 = 40_000;
 
 /// How long the draining thread may be kept off the CPUs at that rate
 /// before records are lost.
-pub const DESIGN_STALL_MS: u64 = 1_000;
+pub(crate) const DESIGN_STALL_MS: u64 = 1_000;
 
 /// One record in the ring: the record and the ring's 8-byte header.
-pub const RECORD_BYTES: u64 = size_of::<ExitRecord>() as u64 + 8;
+pub(crate) const RECORD_BYTES: u64 = size_of::<ExitRecord>() as u64 + 8;
 
 /// Ring size for `rate` exits/s and a stall of `stall_ms`: the next power
 /// of two (a ring buffer's size must be one) at or above rate × stall ×
@@ -59,7 +59,7 @@ pub(crate) fn queue_records(ring_bytes: u32) -> usize {
 /// Records a growing queue holds at most (256 MiB), for commands that read
 /// seldom from a small ring (serve reads every `--interval`); beyond it,
 /// back-pressure as for a fixed queue.
-pub const QUEUE_LIMIT: usize = 1 << 20;
+pub(crate) const QUEUE_LIMIT: usize = 1 << 20;
 
 /// The records taken from the ring and not yet read.
 struct Queue {

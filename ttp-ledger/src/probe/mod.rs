@@ -17,7 +17,7 @@ pub mod statements;
 pub mod symbols;
 pub mod trace;
 pub mod usdt;
-pub mod usdt_attach;
+pub(crate) mod usdt_attach;
 
 use aya::{
     Ebpf, EbpfLoader,
@@ -37,7 +37,7 @@ pub(crate) static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_
 /// The wake-up hook: loaded only where a measure needs the wake-up instant
 /// itself (`wake_latency_ns`, the trace's wake-ups); otherwise a sleep ends
 /// at its switch-in, back-dated by the kernel's counters (docs/ledger.md).
-pub const WAKEUP_PROGRAM: &str = "sched_wakeup";
+pub(crate) const WAKEUP_PROGRAM: &str = "sched_wakeup";
 
 /// Programs of the time ledger, with the tp_btf tracepoint each attaches to.
 const LEDGER_PROGRAMS: &[(&str, &str)] = &[

@@ -64,7 +64,7 @@ pub struct DebugSearch {
 }
 
 /// The distributions' debug directory.
-pub const SYSTEM_DEBUG_DIR: &str = "/usr/lib/debug";
+pub(crate) const SYSTEM_DEBUG_DIR: &str = "/usr/lib/debug";
 
 impl DebugSearch {
     /// No separate debug files: the binary's own tables only.

@@ -21,7 +21,7 @@ use std::ffi::CString;
 use crate::error::usage;
 
 /// The user serve runs as when started as root and `--user` is not given.
-pub const DEFAULT_USER: &str = "nobody";
+pub(crate) const DEFAULT_USER: &str = "nobody";
 
 /// The user (and its primary group) to become.
 #[derive(Debug, Clone, PartialEq, Eq)]

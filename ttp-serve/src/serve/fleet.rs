@@ -31,7 +31,7 @@ use crate::accounts::{CpuTimes, Image, LedgerMeasures, ThreadKey, comm};
 use crate::probe::KernelStats;
 
 /// The label value of the groups folded together by `--top`.
-pub const OTHER: &str = "other";
+pub(crate) const OTHER: &str = "other";
 
 /// The group of a process whose group could not be found (it exited
 /// before it was seen and its parent is unknown).
@@ -41,7 +41,7 @@ pub const UNKNOWN: &str = "unknown";
 /// time: at the default 10 s interval a group that stopped working leaves
 /// the top N within about a minute, while one busy burst does not push out
 /// a steadily busy group at once.
-pub const RANK_HALF_LIFE_REFRESHES: f64 = 6.0;
+pub(crate) const RANK_HALF_LIFE_REFRESHES: f64 = 6.0;
 
 /// Refreshes a thread may be missing from the ledger's map without an exit
 /// record before it is counted as vanished (its record was lost). Records

@@ -18,7 +18,7 @@ use super::openmetrics::{Exposition, families};
 
 /// The OTLP content type of a protobuf-encoded request (OTLP/HTTP spec,
 /// "Binary Protobuf Encoding").
-pub const CONTENT_TYPE: &str = "application/x-protobuf";
+pub(crate) const CONTENT_TYPE: &str = "application/x-protobuf";
 
 fn kv(key: &str, value: &str) -> KeyValue {
     KeyValue {

@@ -31,7 +31,7 @@ use std::{
 use serde::{Deserialize, Serialize};
 
 /// Where the state files live (a tmpfs, cleared at boot like the settings).
-pub const RUN_DIR: &str = "/run/ttp";
+pub(crate) const RUN_DIR: &str = "/run/ttp";
 
 /// Schema of a state file.
 pub const SCHEMA: &str = "ttp.changed/1";

@@ -7,7 +7,7 @@ use crate::{error::UsageError, protocol::ttpv2::model::Labels};
 
 /// Separates the commands of one run: `-- CMD1 ARGS ::: CMD2 ARGS`
 /// (GNU parallel's separator, which no shell gives a meaning).
-pub const SEPARATOR: &str = ":::";
+pub(crate) const SEPARATOR: &str = ":::";
 
 /// The label that names a command's Q@Cs (`--command-name`).
 pub use crate::protocol::ttpv2::model::NAME_LABEL;

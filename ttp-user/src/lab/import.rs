@@ -16,7 +16,7 @@ use crate::protocol::ttpv2::model::{QeRecord, qc_name};
 use crate::protocol::ttpv2::study::{StudyHeader, StudyQc};
 
 /// The worker name imported Q@Cs are recorded under.
-pub const IMPORT_WORKER: &str = "import";
+pub(crate) const IMPORT_WORKER: &str = "import";
 
 /// What `import` did.
 #[derive(Debug, PartialEq, Eq)]

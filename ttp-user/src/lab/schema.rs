@@ -8,7 +8,7 @@ use crate::error::UsageError;
 
 /// The migrations, in order; a migration is never edited once released,
 /// a change is a new entry.
-pub const MIGRATIONS: &[(i32, &str, &str)] = &[
+pub(crate) const MIGRATIONS: &[(i32, &str, &str)] = &[
     (
         1,
         "experiments, tasks, hosts, QEs and Q@C results",

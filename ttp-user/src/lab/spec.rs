@@ -41,7 +41,7 @@ fn is_false(b: &bool) -> bool {
 }
 
 /// The key of [`LabSpec::no_run`] in a spec and in its stored JSON.
-pub const NO_RUN_KEY: &str = "no_run";
+pub(crate) const NO_RUN_KEY: &str = "no_run";
 
 /// One `[[command]]`: a Q@C of `ttp-ebpf run -n N [--cold-cache] -- ARGV`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -63,7 +63,7 @@ pub struct CommandSpec {
 /// by their labels alone (not `command=NAME`), so that one query's
 /// commands at several cardinalities are grouped for the monotonicity
 /// checks.
-pub const QUERY_LABEL: &str = "query";
+pub(crate) const QUERY_LABEL: &str = "query";
 
 fn default_n() -> u32 {
     10

@@ -18,7 +18,7 @@ use crate::protocol::ttpv2::paragraph::MachineFacts;
 use crate::protocol::ttpv2::study::{STUDY_SCHEMA, StudyHeader, StudyQc};
 
 /// The label a lab Q@C carries its host label in.
-pub const HOST_LABEL: &str = "host_label";
+pub(crate) const HOST_LABEL: &str = "host_label";
 
 /// The Q@Cs of one host label of an experiment.
 #[derive(Clone, Debug, PartialEq)]

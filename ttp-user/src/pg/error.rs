@@ -20,7 +20,7 @@ fn transient_sqlstate(code: &str) -> bool {
 }
 
 /// SQLSTATE of a statement cancelled by `statement_timeout` (QE13).
-pub const QUERY_CANCELED: &str = "57014";
+pub(crate) const QUERY_CANCELED: &str = "57014";
 
 #[derive(Debug, thiserror::Error)]
 pub enum PgError {

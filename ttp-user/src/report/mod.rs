@@ -6,7 +6,7 @@ pub mod blame;
 pub mod chart;
 pub mod compare;
 pub mod emp;
-pub mod exit_stats;
+pub(crate) mod exit_stats;
 pub mod load;
 pub mod losses;
 pub mod probe_cost;

@@ -66,7 +66,7 @@ impl ColdCacheStep {
 }
 
 /// Size of the fill (Sec. 3.1: 64 MB).
-pub const FILL_BYTES: u64 = 64 << 20;
+pub(crate) const FILL_BYTES: u64 = 64 << 20;
 /// Size of the check file.
 const CHECK_BYTES: u64 = 1 << 20;
 /// Read size of the fill: 1 MiB, aligned for O_DIRECT.

@@ -30,23 +30,23 @@ use neli::types::GenlBuffer;
 use neli::utils::Groups;
 
 pub use listener::{ExitListener, ListenerStats};
-pub use record::{MIN_LEN, MIN_VERSION, Origin, Scope, Taskstats};
+pub use record::{Origin, Scope, Taskstats};
 
 /// Constants of include/uapi/linux/taskstats.h.
 pub(crate) mod uapi {
-    pub const FAMILY_NAME: &str = "TASKSTATS";
-    pub const GENL_VERSION: u8 = 1;
-    pub const CMD_GET: u8 = 1;
-    pub const CMD_NEW: u8 = 2;
-    pub const TYPE_PID: u16 = 1;
-    pub const TYPE_TGID: u16 = 2;
-    pub const TYPE_STATS: u16 = 3;
-    pub const TYPE_AGGR_PID: u16 = 4;
-    pub const TYPE_AGGR_TGID: u16 = 5;
-    pub const CMD_ATTR_PID: u16 = 1;
-    pub const CMD_ATTR_TGID: u16 = 2;
-    pub const CMD_ATTR_REGISTER_CPUMASK: u16 = 3;
-    pub const CMD_ATTR_DEREGISTER_CPUMASK: u16 = 4;
+    pub(crate) const FAMILY_NAME: &str = "TASKSTATS";
+    pub(crate) const GENL_VERSION: u8 = 1;
+    pub(crate) const CMD_GET: u8 = 1;
+    pub(crate) const CMD_NEW: u8 = 2;
+    pub(crate) const TYPE_PID: u16 = 1;
+    pub(crate) const TYPE_TGID: u16 = 2;
+    pub(crate) const TYPE_STATS: u16 = 3;
+    pub(crate) const TYPE_AGGR_PID: u16 = 4;
+    pub(crate) const TYPE_AGGR_TGID: u16 = 5;
+    pub(crate) const CMD_ATTR_PID: u16 = 1;
+    pub(crate) const CMD_ATTR_TGID: u16 = 2;
+    pub(crate) const CMD_ATTR_REGISTER_CPUMASK: u16 = 3;
+    pub(crate) const CMD_ATTR_DEREGISTER_CPUMASK: u16 = 4;
 }
 
 /// The generic netlink message type used both ways: command `u8`,

@@ -14,50 +14,50 @@ use super::TaskstatsError;
 /// Byte offsets of the fields read, from the UAPI header.
 mod off {
     pub const VERSION: usize = 0; // __u16
-    pub const AC_EXITCODE: usize = 4; // __u32
-    pub const AC_FLAG: usize = 8; // __u8
-    pub const AC_NICE: usize = 9; // __u8
-    pub const CPU_COUNT: usize = 16;
-    pub const CPU_DELAY_TOTAL: usize = 24;
-    pub const BLKIO_COUNT: usize = 32;
-    pub const BLKIO_DELAY_TOTAL: usize = 40;
-    pub const SWAPIN_COUNT: usize = 48;
-    pub const SWAPIN_DELAY_TOTAL: usize = 56;
-    pub const CPU_RUN_REAL_TOTAL: usize = 64;
-    pub const CPU_RUN_VIRTUAL_TOTAL: usize = 72;
-    pub const AC_COMM: usize = 80; // char[32]
-    pub const COMM_LEN: usize = 32;
-    pub const AC_UID: usize = 120; // __u32
-    pub const AC_GID: usize = 124;
-    pub const AC_PID: usize = 128;
-    pub const AC_PPID: usize = 132;
-    pub const AC_BTIME: usize = 136; // __u32
-    pub const AC_ETIME: usize = 144;
-    pub const AC_UTIME: usize = 152;
-    pub const AC_STIME: usize = 160;
-    pub const AC_MINFLT: usize = 168;
-    pub const AC_MAJFLT: usize = 176;
-    pub const READ_CHAR: usize = 216;
-    pub const WRITE_CHAR: usize = 224;
-    pub const READ_SYSCALLS: usize = 232;
-    pub const WRITE_SYSCALLS: usize = 240;
-    pub const READ_BYTES: usize = 248;
-    pub const WRITE_BYTES: usize = 256;
-    pub const CANCELLED_WRITE_BYTES: usize = 264;
-    pub const NVCSW: usize = 272;
-    pub const NIVCSW: usize = 280;
+    pub(crate) const AC_EXITCODE: usize = 4; // __u32
+    pub(crate) const AC_FLAG: usize = 8; // __u8
+    pub(crate) const AC_NICE: usize = 9; // __u8
+    pub(crate) const CPU_COUNT: usize = 16;
+    pub(crate) const CPU_DELAY_TOTAL: usize = 24;
+    pub(crate) const BLKIO_COUNT: usize = 32;
+    pub(crate) const BLKIO_DELAY_TOTAL: usize = 40;
+    pub(crate) const SWAPIN_COUNT: usize = 48;
+    pub(crate) const SWAPIN_DELAY_TOTAL: usize = 56;
+    pub(crate) const CPU_RUN_REAL_TOTAL: usize = 64;
+    pub(crate) const CPU_RUN_VIRTUAL_TOTAL: usize = 72;
+    pub(crate) const AC_COMM: usize = 80; // char[32]
+    pub(crate) const COMM_LEN: usize = 32;
+    pub(crate) const AC_UID: usize = 120; // __u32
+    pub(crate) const AC_GID: usize = 124;
+    pub(crate) const AC_PID: usize = 128;
+    pub(crate) const AC_PPID: usize = 132;
+    pub(crate) const AC_BTIME: usize = 136; // __u32
+    pub(crate) const AC_ETIME: usize = 144;
+    pub(crate) const AC_UTIME: usize = 152;
+    pub(crate) const AC_STIME: usize = 160;
+    pub(crate) const AC_MINFLT: usize = 168;
+    pub(crate) const AC_MAJFLT: usize = 176;
+    pub(crate) const READ_CHAR: usize = 216;
+    pub(crate) const WRITE_CHAR: usize = 224;
+    pub(crate) const READ_SYSCALLS: usize = 232;
+    pub(crate) const WRITE_SYSCALLS: usize = 240;
+    pub(crate) const READ_BYTES: usize = 248;
+    pub(crate) const WRITE_BYTES: usize = 256;
+    pub(crate) const CANCELLED_WRITE_BYTES: usize = 264;
+    pub(crate) const NVCSW: usize = 272;
+    pub(crate) const NIVCSW: usize = 280;
     /// End of `nivcsw`, the last field every decoded record must have.
-    pub const V5_END: usize = 288;
-    pub const AC_BTIME64: usize = 344; // version 10
-    pub const AC_TGID: usize = 368; // version 12, __u32
-    pub const AC_TGETIME: usize = 376; // version 12
+    pub(crate) const V5_END: usize = 288;
+    pub(crate) const AC_BTIME64: usize = 344; // version 10
+    pub(crate) const AC_TGID: usize = 368; // version 12, __u32
+    pub(crate) const AC_TGETIME: usize = 376; // version 12
 }
 
 /// Oldest version decoded: version 5 added `nvcsw`/`nivcsw` (Linux 2.6.23);
 /// everything the cross-checks need is present from there on.
-pub const MIN_VERSION: u16 = 5;
+pub(crate) const MIN_VERSION: u16 = 5;
 /// Bytes a version-5 record occupies.
-pub const MIN_LEN: usize = off::V5_END;
+pub(crate) const MIN_LEN: usize = off::V5_END;
 
 /// Whom a record describes: one task (thread), or a whole thread group.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -23,9 +23,9 @@ pub enum GroupBy {
 }
 
 /// Group label of the victim's own threads.
-pub const GROUP_VICTIM: &str = "[victim]";
+pub(crate) const GROUP_VICTIM: &str = "[victim]";
 /// Group label of kernel threads.
-pub const GROUP_KERNEL: &str = "[kernel threads]";
+pub(crate) const GROUP_KERNEL: &str = "[kernel threads]";
 /// Label of the unknown cause.
 pub const UNKNOWN: &str = "[unknown]";
 

@@ -67,7 +67,7 @@ pub struct Graph {
     pub edges: Vec<Edge>,
 }
 
-pub const VICTIM_ID: &str = "victim";
+pub(crate) const VICTIM_ID: &str = "victim";
 
 pub(crate) fn resource_id(r: Resource) -> String {
     format!("resource:{}", r.name())

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use super::BlameError;
 
 /// Value of [`Recording::schema`].
-pub const RECORDING_SCHEMA: &str = "ttp.blame-input/1";
+pub(crate) const RECORDING_SCHEMA: &str = "ttp.blame-input/1";
 
 /// Everything the analysis needs, for one victim over consecutive windows.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

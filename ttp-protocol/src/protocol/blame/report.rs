@@ -19,7 +19,7 @@ pub use crate::window::blame_record::{
 };
 
 /// Value of [`BlameReport::schema`].
-pub const REPORT_SCHEMA: &str = "ttp.blame/1";
+pub(crate) const REPORT_SCHEMA: &str = "ttp.blame/1";
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BlameReport {

@@ -19,7 +19,7 @@ pub struct MeasureSpec {
 }
 
 /// TTPv2 (Sec. 8.5, Step 4): medians over the QEs Steps 2–3 retained.
-pub const TTPV2_MEASURES: &[MeasureSpec] = &[
+pub(crate) const TTPV2_MEASURES: &[MeasureSpec] = &[
     MeasureSpec {
         name: "time_calc_ms",
         what: "Time_calc, (U + S + IO_calc) × tick (TTPv2 eq. 2)",
@@ -43,7 +43,7 @@ pub const TTPV2_MEASURES: &[MeasureSpec] = &[
 ];
 
 /// EMP (paper 001, Sec. 4.5): means over the runs EMPv5 retained.
-pub const EMP_MEASURES: &[MeasureSpec] = &[
+pub(crate) const EMP_MEASURES: &[MeasureSpec] = &[
     MeasureSpec {
         name: "pt_ms",
         what: "PT, process time of the retained runs (EMP Sec. 4.5)",
@@ -57,7 +57,7 @@ pub const EMP_MEASURES: &[MeasureSpec] = &[
 ];
 
 /// Kinds of result `compare` reads.
-pub const COMPARABLE: &[&str] = &[
+pub(crate) const COMPARABLE: &[&str] = &[
     "ttp.run/1",
     "ttp.analyze/1",
     "ttp.emp/1",

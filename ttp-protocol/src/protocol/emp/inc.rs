@@ -12,7 +12,7 @@ pub const SCHEMA: &str = "ttp.inc/1";
 
 /// Increments per outer iteration (the paper's inner loop runs to
 /// UINT_MAX − 1; a smaller inner count gives ~1 ms of granularity).
-pub const INNER: u64 = 1 << 20;
+pub(crate) const INNER: u64 = 1 << 20;
 
 /// CPU time the calibration spends at least, in ns.
 const CALIBRATION_CPU_NS: u64 = 100_000_000;

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{calibrate::CalibrationAnalysis, error::EmpError};
 
-pub const PROFILE_SCHEMA: &str = "ttp.emp-profile/1";
+pub(crate) const PROFILE_SCHEMA: &str = "ttp.emp-profile/1";
 
 /// When a cut-off applies, by the length of the program under test.
 ///

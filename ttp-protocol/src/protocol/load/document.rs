@@ -17,7 +17,7 @@ use super::{
 };
 
 /// Value of [`LoadDocument::schema`].
-pub const LOAD_SCHEMA: &str = "ttp.load/1";
+pub(crate) const LOAD_SCHEMA: &str = "ttp.load/1";
 
 /// A whole load run: what was asked, and one phase per model (fields
 /// serialise in declaration order, "schema" first).

@@ -13,7 +13,7 @@ const HIST_MAX_NS: u64 = 3_600_000_000_000;
 const HIST_SIGFIG: u8 = 3;
 
 /// The percentiles every report shows.
-pub const REPORTED_PERCENTILES: [f64; 5] = [50.0, 90.0, 99.0, 99.9, 99.99];
+pub(crate) const REPORTED_PERCENTILES: [f64; 5] = [50.0, 90.0, 99.0, 99.9, 99.99];
 
 pub fn new_histogram() -> Histogram<u64> {
     // The bounds are constants that hdrhistogram accepts (low ≥ 1,

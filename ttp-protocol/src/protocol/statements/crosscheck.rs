@@ -33,7 +33,7 @@ pub fn parse_pgss(value: &str) -> BTreeMap<String, (u64, f64)> {
 }
 
 /// Allowance a call for the portal's own work (see [`rows`]).
-pub const PORTAL_NS_PER_CALL: f64 = 10_000.0;
+pub(crate) const PORTAL_NS_PER_CALL: f64 = 10_000.0;
 
 /// One row per ttp group that pg_stat_statements also saw (or that it
 /// missed). A statement under way at either edge of the window can be

@@ -27,7 +27,7 @@ use object::SymbolKind;
 use super::symbol_address;
 
 /// The global that points at the text of the statement being run.
-pub const QUERY_TEXT_GLOBAL: &str = "debug_query_string";
+pub(crate) const QUERY_TEXT_GLOBAL: &str = "debug_query_string";
 
 /// The address of [`QUERY_TEXT_GLOBAL`] in `binary` (exported: extensions
 /// read it), `None` when it lacks the symbol (the statements are then

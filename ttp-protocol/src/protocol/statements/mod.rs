@@ -51,7 +51,7 @@ pub const WAIT_PROBES: [(&str, &str, &str); WAITS] = [
 /// on; the executor pair fires once per statement and is what sees the
 /// extended query protocol's statements ([`extended`]), so it stays on
 /// unless `--simple-only`. (label in [`WAIT_PROBES`], `--detail` name.)
-pub const DETAIL_WAITS: [(&str, &str); 3] = [
+pub(crate) const DETAIL_WAITS: [(&str, &str); 3] = [
     ("buffer_read", "buffers"),
     ("lwlock_wait", "lwlock"),
     ("smgr_read", "smgr"),
@@ -349,7 +349,7 @@ pub struct Group {
 /// or semaphore), so they come out of the ledger's sleep + blocked; the
 /// rest of it is `other_sleep`. Buffer, storage, WAL and sort probes
 /// overlap on-CPU and iowait, so they are reported but not in this split.
-pub const VARIANCE_PARTS: [&str; 6] = [
+pub(crate) const VARIANCE_PARTS: [&str; 6] = [
     "on_cpu",
     "runq_wait",
     "iowait",

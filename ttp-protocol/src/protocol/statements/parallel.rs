@@ -22,7 +22,7 @@ use super::{Statement, symbol_address};
 use crate::probe::statements::{WORKER_FUNCTION, WorkerSite};
 
 /// The global pointing at a background worker's registration.
-pub const WORKER_REGISTRATION: &str = "MyBgworkerEntry";
+pub(crate) const WORKER_REGISTRATION: &str = "MyBgworkerEntry";
 
 /// Where `binary` lets parallel workers be seen: `None` when it lacks
 /// either symbol (then workers are reported as not measured).

@@ -150,7 +150,7 @@ const M: Level = Level::Med;
 const L: Level = Level::Low;
 
 /// Table IV, all 73 relationships as printed.
-pub const TABLE_IV: &[Relationship] = &[
+pub(crate) const TABLE_IV: &[Relationship] = &[
     rel("Ia", Of(Q, UTicks), Of(Q, STicks), H),
     rel("Ib", Of(Q, UTicks), Of(Q, ReadSysCalls), H),
     rel("Ic", Of(Q, UTicks), Of(Q, WriteSysCalls), H),
@@ -282,7 +282,7 @@ fn scale(xs: &mut [f64]) {
 
 /// The significance level of Sec. 6 ("All the relationships were
 /// significant (having p < 0.05)").
-pub const SIGNIFICANCE: f64 = 0.05;
+pub(crate) const SIGNIFICANCE: f64 = 0.05;
 
 /// Two-sided p-value of the null hypothesis ρ = 0 for a Pearson r over `n`
 /// pairs: t = r √((n − 2)/(1 − r²)) has Student's t distribution with n − 2

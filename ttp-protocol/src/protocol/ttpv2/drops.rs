@@ -7,10 +7,10 @@ use super::model::QcInput;
 
 /// Minimum QEs a Q@C must keep (Step 3 (iv): "less than six valid query
 /// executions" are dropped).
-pub const MIN_RETAINED_QES: usize = 6;
+pub(crate) const MIN_RETAINED_QES: usize = 6;
 
 /// Step 3 (iii): Time_meas of 2 ticks or less.
-pub const MIN_TIME_MEAS_TICKS: f64 = 2.0;
+pub(crate) const MIN_TIME_MEAS_TICKS: f64 = 2.0;
 
 /// Step 2: per QE, the ids of the Table XI checks it violated (empty: kept).
 pub(crate) fn step2(

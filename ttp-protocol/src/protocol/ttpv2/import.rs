@@ -31,7 +31,7 @@ use crate::accounts::LedgerColumns;
 
 /// Measure columns besides U, S and BlockIO ticks and the ledger's
 /// ([`LedgerColumns::NAMES`]).
-pub const MEASURE_COLUMNS: &[&str] = &[
+pub(crate) const MEASURE_COLUMNS: &[&str] = &[
     "guest_ticks",
     "cguest_ticks",
     "minflt",
@@ -46,7 +46,7 @@ pub const MEASURE_COLUMNS: &[&str] = &[
 ];
 
 /// Overall columns, after the `overall_` prefix.
-pub const OVERALL_COLUMNS: &[&str] = &[
+pub(crate) const OVERALL_COLUMNS: &[&str] = &[
     "user_ticks",
     "nice_ticks",
     "system_ticks",

@@ -24,7 +24,7 @@ pub mod ephemeral;
 pub mod import;
 pub mod model;
 pub mod paragraph;
-pub mod paragraph_deviations;
+pub(crate) mod paragraph_deviations;
 pub mod post;
 pub mod recovery;
 pub mod stats;

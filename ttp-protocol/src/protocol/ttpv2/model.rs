@@ -129,7 +129,7 @@ pub(crate) fn qc_title(labels: &Labels, source: Option<&str>, command: &[String]
 }
 
 /// Longest command shown in a title.
-pub const TITLE_COMMAND_CHARS: usize = 60;
+pub(crate) const TITLE_COMMAND_CHARS: usize = 60;
 
 /// How a Q@C is named: its labels (`cardinality=1000 query=q1`), else its
 /// source file, else "Q@C".

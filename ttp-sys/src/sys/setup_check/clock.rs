@@ -8,7 +8,7 @@ const STA_UNSYNC: i32 = 0x0040;
 const TIME_ERROR: i32 = 5;
 
 /// Process names (comm, ≤ 15 bytes) of time-synchronisation daemons.
-pub const SYNC_DAEMONS: &[&str] = &[
+pub(crate) const SYNC_DAEMONS: &[&str] = &[
     "ntpd",
     "chronyd",
     "systemd-timesyn",

@@ -26,7 +26,7 @@ const LATER: &str = "current equivalent";
 /// their processes run under today, plus current distributions' equivalents
 /// of the same jobs (marked). iptables/ip6tables are listed by both papers
 /// but load rules and exit: there is no process to find.
-pub const NON_CRITICAL: &[KnownDaemon] = &[
+pub(crate) const NON_CRITICAL: &[KnownDaemon] = &[
     KnownDaemon {
         comm: "abrtd",
         unit: "abrtd",
@@ -180,7 +180,7 @@ pub const NON_CRITICAL: &[KnownDaemon] = &[
 ];
 
 /// A process is busy when it used more than this share of one CPU.
-pub const BUSY_CPU_PERCENT: f64 = 2.0;
+pub(crate) const BUSY_CPU_PERCENT: f64 = 2.0;
 
 /// One sampling window: /proc/stat and every process, before and after.
 pub struct Window {

@@ -4,7 +4,7 @@ use crate::protocol::compare::{Comparison, vprofile::VprofileComparison};
 use crate::report::render::Table;
 
 /// What the factor table is, and is not.
-pub const FACTORS_NOTE: &str = "factor shares of Var(root) and contributions (share × Var(root), ns²; VProfiler Sec. 3), largest change first: descriptive only — the files hold no per-invocation samples, so no test or interval of a share";
+pub(crate) const FACTORS_NOTE: &str = "factor shares of Var(root) and contributions (share × Var(root), ns²; VProfiler Sec. 3), largest change first: descriptive only — the files hold no per-invocation samples, so no test or interval of a share";
 
 fn p_cell(p: f64) -> String {
     if p < 1e-4 {

@@ -13,7 +13,7 @@ use crate::protocol::emp::{
 };
 
 /// Up to this many runs the report lists every run.
-pub const FULL_TABLE_RUNS: usize = 40;
+pub(crate) const FULL_TABLE_RUNS: usize = 40;
 
 /// ns as ms with three decimals (µs resolution, that of taskstats).
 pub fn ms(ns: f64) -> String {

@@ -27,7 +27,7 @@ use crate::{
 };
 
 /// Schema of the attach summary.
-pub const ATTACH_SCHEMA: &str = "ttp.attach/1";
+pub(crate) const ATTACH_SCHEMA: &str = "ttp.attach/1";
 
 /// The attach summary (`attach --json`), written and read by this one type.
 /// Fields added after the first files were written are `#[serde(default)]`.

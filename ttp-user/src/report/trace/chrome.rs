@@ -19,13 +19,13 @@ use crate::probe::ThreadState;
 
 /// Track ids ttp makes up start here: above PID_MAX_LIMIT (2^22), so they
 /// never collide with a real pid or tid.
-pub const SYNTHETIC_ID_BASE: u32 = 1 << 30;
+pub(crate) const SYNTHETIC_ID_BASE: u32 = 1 << 30;
 /// The "CPUs" process that holds the per-CPU counters.
-pub const CPUS_PID: u32 = SYNTHETIC_ID_BASE;
+pub(crate) const CPUS_PID: u32 = SYNTHETIC_ID_BASE;
 /// The protocol process that holds the QE slices of `run`.
-pub const PROTOCOL_PID: u32 = SYNTHETIC_ID_BASE + 1;
+pub(crate) const PROTOCOL_PID: u32 = SYNTHETIC_ID_BASE + 1;
 /// I/O rows: tid = IO_TID_BASE + a row number unique in the trace.
-pub const IO_TID_BASE: u32 = SYNTHETIC_ID_BASE + 0x1000;
+pub(crate) const IO_TID_BASE: u32 = SYNTHETIC_ID_BASE + 0x1000;
 
 /// CLOCK_MONOTONIC ns as the format's µs. The division is correctly
 /// rounded and serde_json prints the shortest decimal that reads back as

@@ -35,7 +35,8 @@ mod timeline;
 
 use std::{collections::HashMap, path::Path};
 
-pub use chrome::{CPUS_PID, IO_TID_BASE, PROTOCOL_PID, SYNTHETIC_ID_BASE, us};
+pub use chrome::us;
+pub(crate) use chrome::{IO_TID_BASE, PROTOCOL_PID, SYNTHETIC_ID_BASE};
 pub use record::{Recorder, Recording};
 pub use timeline::{
     CpuCounter, Flow, IoRequest, Mark, MarkKind, Seed, StateSlice, Timeline, TimelineStats, Waker,
@@ -232,7 +233,7 @@ impl DeviceNames {
 mod tests;
 
 /// Schema of a `--trace` file.
-pub const TRACE_SCHEMA: &str = "ttp.trace/1";
+pub(crate) const TRACE_SCHEMA: &str = "ttp.trace/1";
 
 /// The "metadata" object of a `--trace` file, written by [`Trace`] and read
 /// back by `report` (report/render/trace.rs). Every field is

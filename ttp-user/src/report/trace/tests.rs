@@ -279,7 +279,7 @@ fn metadata_names_counters_and_losses() {
         })
         .collect();
     assert_eq!(points, [(1_000_000.0, 3), (1_000_000.01, 4)]);
-    assert_eq!(rq[0]["pid"], CPUS_PID);
+    assert_eq!(rq[0]["pid"], super::chrome::CPUS_PID);
     let io = find(&doc, |e| e["ph"] == "C" && e["name"] == "cpu1 iowait");
     assert_eq!(io[0]["args"]["tasks"], 1);
     let warn = find(&doc, |e| e["ph"] == "i" && e["s"] == "g");

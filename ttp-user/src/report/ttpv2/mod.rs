@@ -1,5 +1,5 @@
 //! TTPv2 results (`ttp.run/1`, `ttp.analyze/1`) rendered: the terminal
 //! report, and charts per Q@C and of time against a scanned parameter.
-pub mod scan_svg;
+pub(crate) mod scan_svg;
 pub mod svg;
 pub mod text;

@@ -320,7 +320,7 @@ pub(crate) fn thread_delta(prev: Option<&ThreadEdge>, cur: &mut ThreadEdge) -> T
 
 /// Label of iowait that no device can be named for (nothing completed
 /// anywhere, and the process never did I/O).
-pub const UNKNOWN_DEVICE: &str = "unknown-device";
+pub(crate) const UNKNOWN_DEVICE: &str = "unknown-device";
 
 /// Context [`to_window`] needs beyond the two edges.
 pub struct Naming<'a> {

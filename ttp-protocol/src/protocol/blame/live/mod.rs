@@ -36,7 +36,7 @@ use crate::{
 };
 
 /// How often exit records are polled between edges.
-pub const EXIT_POLL: Duration = Duration::from_millis(5);
+pub(crate) const EXIT_POLL: Duration = Duration::from_millis(5);
 
 /// Polls to wait for the victim's exit records once it is gone (200 ms).
 const EXIT_WAIT_POLLS: u32 = 40;

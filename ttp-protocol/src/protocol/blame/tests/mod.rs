@@ -12,7 +12,7 @@ mod scenario;
 mod source;
 
 pub const MS: u64 = 1_000_000;
-pub const MIB: u64 = 1 << 20;
+pub(crate) const MIB: u64 = 1 << 20;
 
 pub(crate) fn all_sources() -> Sources {
     Sources {

@@ -8,13 +8,13 @@ use crate::protocol::blame::{
     cause::{GROUP_KERNEL, UNKNOWN},
 };
 
-pub const VICTIM: u32 = 100;
-pub const READER_A: u32 = 200;
-pub const READER_B: u32 = 300;
-pub const BURNER: u32 = 400;
+pub(crate) const VICTIM: u32 = 100;
+pub(crate) const READER_A: u32 = 200;
+pub(crate) const READER_B: u32 = 300;
+pub(crate) const BURNER: u32 = 400;
 pub const SLEEPER: u32 = 500;
-pub const KWORKER: u32 = 50;
-pub const WINDOWS: u64 = 20;
+pub(crate) const KWORKER: u32 = 50;
+pub(crate) const WINDOWS: u64 = 20;
 
 /// Per 50 ms window: the victim runs 20 ms on cpu0, waits 10 ms in cpu0's
 /// run queue and 20 ms in iowait on vda for its 1 MiB; reader A reads

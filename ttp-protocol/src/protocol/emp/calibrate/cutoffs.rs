@@ -30,16 +30,16 @@ use crate::protocol::emp::profile::{
 };
 
 /// Share of a daemon's period that defines its task time (Step 8 (3)).
-pub const TASK_TIME_SHARE: f64 = 0.05;
+pub(crate) const TASK_TIME_SHARE: f64 = 0.05;
 
 /// Resolution of a cut-off: the paper's PT resolution, 1 ms (taskstats
 /// ticks, Sec. 3.2; "PT is measured in msec", Sec. 4.5.2 before Table XVIII).
-pub const CUTOFF_RESOLUTION_NS: u64 = 1_000_000;
+pub(crate) const CUTOFF_RESOLUTION_NS: u64 = 1_000_000;
 
 /// The smallest cut-off: one tick of PT resolution. No daemon execution at
 /// or below it drops a run (Table XVII keeps sample 451, bash 1 ms, under
 /// bash's cut-off of 1 ms).
-pub const CUTOFF_FLOOR_NS: u64 = CUTOFF_RESOLUTION_NS;
+pub(crate) const CUTOFF_FLOOR_NS: u64 = CUTOFF_RESOLUTION_NS;
 
 /// `num / den` ns at the cut-off resolution, rounded half up, and at least
 /// the floor.

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 pub use self::{
-    cutoffs::{TASK_TIME_SHARE, build_profile},
+    cutoffs::build_profile,
     daemons::{
         CentralDaemon, InfrequentDaemon, LongExecution, PeriodKind, Periodicity, periodicity,
     },

@@ -33,7 +33,7 @@ use crate::protocol::ttpv2::stats::{mean, sample_sd};
 /// full). Which threads' records were lost is not known, so the query's
 /// own final account may be among them and its measures short: the QE is
 /// not called valid (docs/ttpv2.md).
-pub const QE_IDS: [&str; 14] = [
+pub(crate) const QE_IDS: [&str; 14] = [
     "QE1", "QE2", "QE3", "QE4", "QE5", "QE6", "QE7", "QE8", "QE9", "QE10", "QE11", "QE12", "QE13",
     "XQE1",
 ];
