@@ -100,7 +100,7 @@ fn config_hz(r: impl Read) -> Option<u64> {
 
 /// One reading of /proc/timer_list: (`jiffies`, `now at` in ns).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct JiffiesSample {
+pub(crate) struct JiffiesSample {
     pub jiffies: u64,
     pub now_ns: u64,
 }

@@ -11,7 +11,7 @@ pub(crate) const VMLINUX_BTF: &str = "/sys/kernel/btf/vmlinux";
 
 /// A member's position: byte offset, and for a bitfield the bit within it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FieldPos {
+pub(crate) struct FieldPos {
     pub byte: u32,
     pub bit: u32,
     pub bitfield_bits: Option<u32>,
@@ -19,11 +19,11 @@ pub struct FieldPos {
 
 /// Every offset the programs need, by the global names they read.
 #[derive(Debug, Clone)]
-pub struct Offsets {
+pub(crate) struct Offsets {
     pub globals: Vec<(&'static str, u32)>,
 }
 
-pub struct KernelBtf {
+pub(crate) struct KernelBtf {
     btf: Btf,
 }
 
@@ -248,7 +248,7 @@ impl KernelBtf {
 /// The disk ones are globals the trace programs read too (kernel.rs
 /// `Request`), under the same names.
 #[derive(Debug)]
-pub struct DetailOffsets {
+pub(crate) struct DetailOffsets {
     /// rq->q->disk->{major, first_minor} and rq->__data_len, for disk I/O
     /// per device (block_rq_complete).
     pub disk: Result<Vec<(&'static str, u32)>, ProbeError>,

@@ -101,7 +101,7 @@ struct Shared {
 }
 
 /// The ring buffer and the thread that empties it.
-pub struct ExitDrain {
+pub(crate) struct ExitDrain {
     shared: Arc<Shared>,
     thread: Option<JoinHandle<()>>,
 }

@@ -12,7 +12,7 @@ use aya::maps::{Array, IterableMap, MapData};
 use ttp_common::ThreadAccount;
 
 /// A read-only view of the array's values.
-pub struct SlotView {
+pub(crate) struct SlotView {
     base: *mut libc::c_void,
     len: usize,
     slots: usize,

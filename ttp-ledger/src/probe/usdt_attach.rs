@@ -31,14 +31,14 @@ const BPF_PERF_EVENT: u32 = 41;
 /// One attached probe site: closing both fds detaches it and gives the
 /// semaphore count back.
 #[derive(Debug)]
-pub struct UsdtLink {
+pub(crate) struct UsdtLink {
     _link: OwnedFd,
     _perf: OwnedFd,
 }
 
 /// How the uprobe PMU takes its parameters on this kernel.
 #[derive(Debug, Clone, Copy)]
-pub struct UprobePmu {
+pub(crate) struct UprobePmu {
     pub pmu_type: u32,
     /// Bit of `config` where `ref_ctr_offset` starts; `None` when the
     /// kernel has no reference counters (then probes with semaphores fire
@@ -77,7 +77,7 @@ fn parse_format_shift(s: &str) -> Option<u32> {
 
 /// Where and how a uprobe is attached.
 #[derive(Debug, Clone, Copy)]
-pub struct Site {
+pub(crate) struct Site {
     /// File offset of the probed instruction.
     pub offset: u64,
     /// File offset of the semaphore the kernel counts (0: none).

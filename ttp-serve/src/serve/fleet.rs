@@ -81,7 +81,7 @@ impl GroupBy {
 }
 
 /// Finds the group of a thread's process.
-pub trait Grouping {
+pub(crate) trait Grouping {
     /// A refresh begins: what was read from /proc for the last one is stale.
     fn begin(&mut self);
     /// Every account of the refresh is noted before any is grouped (a
@@ -105,7 +105,7 @@ struct Rank {
 /// The counters of every group since `serve` started; see the module
 /// documentation.
 #[derive(Debug, Default)]
-pub struct Fleet {
+pub(crate) struct Fleet {
     top: Option<usize>,
     threads: HashMap<ThreadKey, Tracked>,
     retired: HashMap<ThreadKey, u64>,
@@ -122,7 +122,7 @@ pub struct Fleet {
 
 /// What one refresh leaves to export.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
-pub struct FleetView {
+pub(crate) struct FleetView {
     /// (group, counters): the named groups, then `other` when `--top` folds.
     pub groups: Vec<(String, LedgerMeasures)>,
     pub cpus: BTreeMap<u32, CpuTimes>,
@@ -265,7 +265,7 @@ impl Fleet {
 /// and one never seen takes its parent's (a child starts in its parent's
 /// control group and with its user).
 #[derive(Debug)]
-pub struct ProcGroups {
+pub(crate) struct ProcGroups {
     by: GroupBy,
     proc_root: std::path::PathBuf,
     users: crate::collect::identity::UserNames,

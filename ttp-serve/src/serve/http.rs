@@ -14,14 +14,14 @@ use tokio::{io::AsyncWriteExt, sync::Notify};
 use super::web::WebConfig;
 
 /// One answer: status, content type, body.
-pub struct Reply {
+pub(crate) struct Reply {
     pub status: u16,
     pub content_type: &'static str,
     pub body: String,
 }
 
 /// What serve answers to a GET of `path` with this `Accept` header.
-pub type Answer = dyn Fn(&str, Option<&str>) -> Reply + Send + Sync;
+pub(crate) type Answer = dyn Fn(&str, Option<&str>) -> Reply + Send + Sync;
 
 /// Connections served at once; more wait in the kernel's backlog.
 const MAX_CONNECTIONS: usize = 64;

@@ -18,7 +18,7 @@ use crate::{
 
 /// Everything one scrape shows: the fleet's view and the probes' cost.
 #[derive(Debug, Clone, Default)]
-pub struct Exposition {
+pub(crate) struct Exposition {
     /// The label the groups carry (`unit`, `cgroup`, `comm`, `user`).
     pub group_label: &'static str,
     pub fleet: FleetView,
@@ -40,7 +40,7 @@ pub struct Exposition {
 /// What `serve --otlp` pushed: requests the collector accepted, and
 /// attempts that failed (push.rs).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct PushCounts {
+pub(crate) struct PushCounts {
     pub pushed: u64,
     pub failed: u64,
 }

@@ -46,7 +46,7 @@ fn ucum(unit: Option<&Unit>) -> String {
 /// series counts from then, docs/serve.md, "Metrics") and when the
 /// ledger was read, both in ns since the Unix epoch.
 #[derive(Debug, Clone, Copy)]
-pub struct Stamps {
+pub(crate) struct Stamps {
     pub start_unix_ns: u64,
     pub read_unix_ns: u64,
 }

@@ -64,7 +64,7 @@ pub fn backoff(interval: Duration, failures: u32) -> Duration {
 
 /// The pushing thread; [`Pusher::after_read`] wakes it after each read of
 /// the ledger, dropping the pusher ends it.
-pub struct Pusher {
+pub(crate) struct Pusher {
     wake: Option<mpsc::SyncSender<()>>,
     thread: Option<JoinHandle<()>>,
 }

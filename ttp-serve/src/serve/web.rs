@@ -44,7 +44,7 @@ struct TlsFiles {
 
 /// What a web-config file asks for, loaded.
 #[derive(Clone, Default)]
-pub struct WebConfig {
+pub(crate) struct WebConfig {
     /// TLS for every connection (plain HTTP is refused).
     pub tls: Option<Arc<rustls::ServerConfig>>,
     /// Basic authentication for every request.
@@ -127,7 +127,7 @@ fn tls_config(cert: &Path, key: &Path) -> Result<rustls::ServerConfig, String> {
 }
 
 /// The users of `basic_auth_users` and their bcrypt hashes.
-pub struct Users {
+pub(crate) struct Users {
     hashes: BTreeMap<String, String>,
     /// Checked against when the user is unknown, so that an unknown user
     /// costs the same bcrypt run as a wrong password (which users exist

@@ -16,7 +16,7 @@ use crate::error::UsageError;
 /// Capabilities ttp cares about, with their bit numbers
 /// (include/uapi/linux/capability.h).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Capability {
+pub(crate) enum Capability {
     NetAdmin = 12,
     SysAdmin = 21,
     SysNice = 23,
@@ -42,7 +42,7 @@ impl Capability {
 
 /// The effective user id and capability set of a process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Privileges {
+pub(crate) struct Privileges {
     pub euid: u32,
     /// `CapEff` as a bit set.
     pub cap_eff: u64,

@@ -23,7 +23,7 @@ use crate::{
 const TASKSTATS_GRACE: Duration = Duration::from_millis(500);
 
 /// What to measure.
-pub struct LivePlan<'a> {
+pub(crate) struct LivePlan<'a> {
     pub command: &'a [String],
     /// Measured runs after the warm-up.
     pub runs: u32,
@@ -40,7 +40,7 @@ pub struct LivePlan<'a> {
 }
 
 /// The runs measured, and why the loop ended early if it did.
-pub struct LiveRuns {
+pub(crate) struct LiveRuns {
     /// Run 0 is the warm-up (flagged), runs 1.. the measured ones.
     pub runs: Vec<EmpRun>,
     pub interrupted: bool,

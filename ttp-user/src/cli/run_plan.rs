@@ -17,7 +17,7 @@ const MAX_VALUES: usize = 1000;
 
 /// One command as given, with its name when one was given.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NamedCommand {
+pub(crate) struct NamedCommand {
     pub name: Option<String>,
     pub argv: Vec<String>,
 }
@@ -87,7 +87,7 @@ pub(crate) fn split_commands(
 
 /// The scanned parameter and its values, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Parameter {
+pub(crate) struct Parameter {
     pub name: String,
     pub values: Vec<String>,
 }
@@ -250,7 +250,7 @@ pub(crate) fn substitute(s: &str, p: Option<(&str, &str)>) -> String {
 
 /// One Q@C of the run.
 #[derive(Debug, Clone, PartialEq)]
-pub struct QcSpec {
+pub(crate) struct QcSpec {
     pub labels: Labels,
     pub argv: Vec<String>,
     pub prepare: Option<String>,

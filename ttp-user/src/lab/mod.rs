@@ -31,7 +31,7 @@ pub struct Lab {
 /// What went wrong talking to the lab database, in one line.
 #[derive(Debug, thiserror::Error)]
 #[error("lab database ({target}): `{statement}` failed: {reason}")]
-pub struct LabError {
+pub(crate) struct LabError {
     pub target: String,
     pub statement: String,
     pub reason: String,
@@ -44,7 +44,7 @@ pub struct LabError {
 /// shutting down); unlike a wrong password or URL, this can pass.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
-pub struct Unreachable(pub String);
+pub(crate) struct Unreachable(pub String);
 
 /// Whether `e` is the lab being unreachable for now (worth a retry),
 /// rather than a refusal or a bug.

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use rand::{RngExt, SeedableRng, rngs::Xoshiro256PlusPlus};
 
-pub struct Backoff {
+pub(crate) struct Backoff {
     first: Duration,
     cap: Duration,
     step: Duration,

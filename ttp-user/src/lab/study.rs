@@ -22,7 +22,7 @@ pub(crate) const HOST_LABEL: &str = "host_label";
 
 /// The Q@Cs of one host label of an experiment.
 #[derive(Clone, Debug, PartialEq)]
-pub struct LabStudy {
+pub(crate) struct LabStudy {
     pub host_label: String,
     pub header: StudyHeader,
     pub qcs: Vec<StudyQc>,

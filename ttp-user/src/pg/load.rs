@@ -30,7 +30,7 @@ pub const DEFAULT_POOL: usize = 16;
 /// `--param NAME=uniform:LO:HI`: the value of one `$n` of the statement,
 /// drawn per request (pgbench's `\set NAME random(LO, HI)`).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct ParamSpec {
+pub(crate) struct ParamSpec {
     pub name: String,
     pub distribution: &'static str,
     pub lo: i64,
@@ -77,7 +77,7 @@ impl ParamSpec {
 
 /// `--postgres CONNSTR (--sql SQL [--param …] | -f SCRIPT) [--pool-size N]`.
 #[derive(Debug, Clone)]
-pub struct PgFactory {
+pub(crate) struct PgFactory {
     config: Config,
     script: Script,
     /// `-f`: the script's file, for reports.

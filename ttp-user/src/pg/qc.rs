@@ -109,7 +109,7 @@ pub struct QcRun {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum QcError {
+pub(crate) enum QcError {
     #[error(transparent)]
     Pg(#[from] PgError),
     #[error(transparent)]

@@ -19,7 +19,7 @@ use super::load::ParamSpec;
 
 /// One statement of the script, with its variables replaced by `$1…`.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct ScriptStatement {
+pub(crate) struct ScriptStatement {
     /// The SQL sent to the server (`:aid` → `$1`).
     pub sql: String,
     /// Per `$n` of `sql`, in order, the index of its variable in
@@ -29,7 +29,7 @@ pub struct ScriptStatement {
 
 /// A parsed transaction script.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct Script {
+pub(crate) struct Script {
     /// The `\set` variables, in the order they are drawn.
     pub vars: Vec<ParamSpec>,
     pub statements: Vec<ScriptStatement>,

@@ -12,7 +12,7 @@ pub use crate::sys::atomic::{write, write_json};
 /// A result file that could not be written; shown as "writing PATH: cause".
 #[derive(Debug, thiserror::Error)]
 #[error("writing {}", path.display())]
-pub struct WriteError {
+pub(crate) struct WriteError {
     pub path: PathBuf,
     #[source]
     pub source: io::Error,

@@ -116,7 +116,7 @@ fn descendants(root: u32, links: &HashMap<u32, u32>) -> BTreeSet<u32> {
 /// screen), as `top` does; into a pipe or file every interval is printed
 /// whole, header included, so each block stands alone in a log.
 #[derive(Debug, Default)]
-pub struct LiveTable {
+pub(crate) struct LiveTable {
     tty: bool,
     /// Terminal rows the previous block took.
     last_lines: usize,

@@ -11,7 +11,7 @@ use plotters::{
 };
 
 /// The SVG drawing area of a chart.
-pub type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
+pub(crate) type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
 
 /// The glyph of a legend row.
 #[derive(Debug, Clone, Copy)]

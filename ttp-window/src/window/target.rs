@@ -132,7 +132,7 @@ pub fn measure_target<T: Target>(
 /// reaping it, so the query process stays in /proc as a zombie and the
 /// after-image reads its final counters (Fig. 5); it is reaped after the
 /// per-process after-image, by the caller.
-pub struct HeldCommand {
+pub(crate) struct HeldCommand {
     pub held: HeldChild,
     pub timeout: Option<Duration>,
 }

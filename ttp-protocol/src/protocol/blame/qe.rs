@@ -53,7 +53,7 @@ impl RunningBeside for QeBlame {
 }
 
 /// The blame measurement of one QE, running beside it.
-pub struct QeBlame {
+pub(crate) struct QeBlame {
     stop: Arc<AtomicBool>,
     /// Taken by `finish`; a QeBlame dropped without it (the QE failed)
     /// stops its thread.

@@ -10,7 +10,7 @@ use crate::protocol::emp::EmpOutcome;
 
 /// A measure of one kind of result.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct MeasureSpec {
+pub(crate) struct MeasureSpec {
     /// Name in reports and JSON, with its unit.
     pub name: &'static str,
     /// What it is, in one line.

@@ -17,7 +17,7 @@ use super::input::{InputError, Measure, Side};
 use super::stats::Centre;
 
 #[derive(Debug, Deserialize)]
-pub struct LoadFile {
+pub(crate) struct LoadFile {
     schema: String,
     #[serde(default)]
     target: serde_json::Value,

@@ -22,7 +22,7 @@ use crate::{
 
 /// One second of the process tree's ledger.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct LedgerRow {
+pub(crate) struct LedgerRow {
     pub second: u64,
     pub pid: u32,
     /// Processes of the tree that ran in this second.

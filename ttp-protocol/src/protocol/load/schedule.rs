@@ -53,7 +53,7 @@ impl SplitMix64 {
 /// connection's deadlines are YCSB's `overallStartTime + opsdone × tick`
 /// (Listing 1, lines 11–12, tick = N/R) staggered by 1/R between connections.
 #[derive(Debug, Clone)]
-pub struct Schedule {
+pub(crate) struct Schedule {
     rate_per_s: f64,
     arrivals: Arrivals,
     rng: SplitMix64,

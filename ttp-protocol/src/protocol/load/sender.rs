@@ -91,7 +91,7 @@ impl SenderStats {
 }
 
 /// Sleeps to an instant with sub-microsecond precision (sleep, then spin).
-pub struct PreciseSleeper {
+pub(crate) struct PreciseSleeper {
     margin_ns: u64,
     recent_max_ns: u64,
     wakes: u64,
@@ -174,7 +174,7 @@ fn nanos(d: Duration) -> u64 {
 }
 
 /// The calling thread's schedstat (run time, run-queue wait, timeslices).
-pub struct ThreadSchedstat {
+pub(crate) struct ThreadSchedstat {
     file: File,
     buf: [u8; 96],
 }

@@ -126,7 +126,7 @@ impl Level {
 
 /// One predicted correlation of Table IV.
 #[derive(Clone, Copy, Debug)]
-pub struct Relationship {
+pub(crate) struct Relationship {
     pub id: &'static str,
     pub x: Measure,
     pub y: Measure,

@@ -8,7 +8,7 @@ use super::model::QcInput;
 use super::stats::{median, sample_sd};
 
 /// What Steps 2–4 decided, per Q@C.
-pub struct Refined<'a> {
+pub(crate) struct Refined<'a> {
     pub qcs: &'a [QcInput],
     pub calcs: &'a [Vec<QeCalc>],
     /// Per Q@C, per QE: the Step 2 drops (empty: kept).

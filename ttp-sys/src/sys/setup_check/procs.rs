@@ -9,7 +9,7 @@ use super::{
 };
 
 /// A daemon the papers stopped, with the name it runs under and its unit.
-pub struct KnownDaemon {
+pub(crate) struct KnownDaemon {
     /// Process name (comm, ≤ 15 bytes).
     pub comm: &'static str,
     /// systemd unit to stop.

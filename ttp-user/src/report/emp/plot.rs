@@ -34,7 +34,7 @@ fn padded(values: impl Iterator<Item = f64>) -> (f64, f64) {
 
 /// Which part of the scatter plot to draw.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Zoom {
+pub(crate) enum Zoom {
     /// Every pair (Fig. 14(a)).
     All,
     /// Only pairs inside the central cluster's fence (Fig. 14(d)).

@@ -27,7 +27,7 @@ struct QeRow {
     args: Value,
 }
 
-pub struct TraceSummary {
+pub(crate) struct TraceSummary {
     metadata: TraceMetadata,
     /// (pid, tid) → row.
     threads: BTreeMap<(u64, u64), ThreadRow>,

@@ -68,7 +68,7 @@ pub enum TraceError {
 
 /// One query execution on the protocol track (the `run` command).
 #[derive(Debug, Clone, PartialEq)]
-pub struct QeSlice {
+pub(crate) struct QeSlice {
     /// Shown on the slice (e.g. "QE 3").
     pub name: String,
     /// CLOCK_MONOTONIC ns: the slice's extent (its duration should be the
@@ -240,7 +240,7 @@ pub(crate) const TRACE_SCHEMA: &str = "ttp.trace/1";
 /// `#[serde(default)]`, so files written before a field existed still load.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(default)]
-pub struct TraceMetadata {
+pub(crate) struct TraceMetadata {
     pub schema: String,
     /// What recorded the trace (e.g. "ttp run (TTPv2)").
     pub command: String,

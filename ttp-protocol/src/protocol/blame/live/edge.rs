@@ -26,7 +26,7 @@ pub struct Open {
 
 /// One per-CPU time of a thread (on-CPU or run-queue wait) at an edge.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PerCpu {
+pub(crate) struct PerCpu {
     /// Closed intervals per CPU (the detail's counters, cumulative).
     pub closed: BTreeMap<u32, u64>,
     /// The interval open at the edge.
@@ -39,7 +39,7 @@ pub struct PerCpu {
 
 /// One thread's cumulative counters at an edge.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ThreadEdge {
+pub(crate) struct ThreadEdge {
     pub tgid: u32,
     pub on_cpu: PerCpu,
     /// Run-queue wait per CPU it was switched in on (or, while it still
@@ -234,7 +234,7 @@ impl Edge {
 
 /// What one thread did between two edges.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ThreadDelta {
+pub(crate) struct ThreadDelta {
     pub on_cpu: BTreeMap<u32, u64>,
     pub runq: BTreeMap<u32, u64>,
     pub iowait_ns: u64,
@@ -323,7 +323,7 @@ pub(crate) fn thread_delta(prev: Option<&ThreadEdge>, cur: &mut ThreadEdge) -> T
 pub(crate) const UNKNOWN_DEVICE: &str = "unknown-device";
 
 /// Context [`to_window`] needs beyond the two edges.
-pub struct Naming<'a> {
+pub(crate) struct Naming<'a> {
     /// Recording task id of a thread.
     pub task_id: &'a mut dyn FnMut(&ThreadKey) -> u32,
     /// Name of a block device.

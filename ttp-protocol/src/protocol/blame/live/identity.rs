@@ -16,7 +16,7 @@ const KTHREADD_PID: u32 = 2;
 
 /// What /proc says about one process.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ProcInfo {
+pub(crate) struct ProcInfo {
     pub ppid: Option<u32>,
     pub kernel_thread: bool,
     pub cgroup: Option<String>,
@@ -27,7 +27,7 @@ pub struct ProcInfo {
 
 /// Process identities, read once per process from `proc_root`.
 #[derive(Debug)]
-pub struct Procs {
+pub(crate) struct Procs {
     proc_root: PathBuf,
     users: HashMap<u32, String>,
     cache: HashMap<u32, ProcInfo>,

@@ -42,7 +42,7 @@ pub(crate) const EXIT_POLL: Duration = Duration::from_millis(5);
 const EXIT_WAIT_POLLS: u32 = 40;
 
 /// Windows of the live ledger for one victim.
-pub struct LiveSource {
+pub(crate) struct LiveSource {
     session: MeasurementSession,
     window_ns: u64,
     victim: VictimSpec,

@@ -104,7 +104,7 @@ pub fn device(name: &str, bytes: Option<u64>, requests: Option<u64>) -> DeviceWi
 }
 
 /// Builder for one thread's window.
-pub struct Tw(pub TaskWindow);
+pub(crate) struct Tw(pub TaskWindow);
 
 impl Tw {
     pub fn new(task: u32) -> Self {
