@@ -68,7 +68,7 @@ pub enum TraceError {
 
 /// One query execution on the protocol track (the `run` command).
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct QeSlice {
+pub struct QeSlice {
     /// Shown on the slice (e.g. "QE 3").
     pub name: String,
     /// CLOCK_MONOTONIC ns: the slice's extent (its duration should be the
@@ -116,7 +116,7 @@ impl Trace {
     }
 
     /// Adds one QE slice to the protocol track.
-    pub(crate) fn add_qe(&mut self, qe: QeSlice) -> Result<(), TraceError> {
+    pub fn add_qe(&mut self, qe: QeSlice) -> Result<(), TraceError> {
         if qe.end_ns < qe.start_ns {
             return Err(TraceError::BackwardsSlice {
                 name: qe.name,
