@@ -135,3 +135,42 @@ fn json_keeps_the_ledger_units() {
     assert_eq!(v["lost"]["exit_records_lost"], 7);
     assert_eq!(v["programs"][0]["run_time_ns"], 5_000);
 }
+
+/// Every counter of the ledger's one list (`ttp_common::
+/// for_each_ledger_counter`) reaches a scrape: each, set alone in one
+/// group, shows in exactly one family's samples of that group, in seconds
+/// for a time. Catches a counter added to the list and not exported here
+/// (add its family in `group_families` and docs/serve.md).
+#[test]
+fn every_ledger_counter_is_exported() {
+    use crate::accounts::LedgerColumns;
+    for name in LedgerColumns::NAMES {
+        let mut json = serde_json::to_value(LedgerMeasures::default()).unwrap();
+        let slot = match json.get_mut(*name) {
+            Some(v) => v,
+            None => json["io"]
+                .get_mut(*name)
+                .unwrap_or_else(|| panic!("{name} is neither a thread nor an I/O counter")),
+        };
+        *slot = 123_000_000_000u64.into();
+        let m: LedgerMeasures = serde_json::from_value(json).unwrap();
+        let mut x = exposition();
+        x.wake_latency = true;
+        x.fleet.groups = vec![("probe".into(), m)];
+        let want = if name.ends_with("_ns") { 123.0 } else { 123e9 };
+        let carrying: Vec<&str> = families(&x)
+            .iter()
+            .filter(|f| {
+                f.samples.iter().any(|(labels, v)| {
+                    labels.iter().any(|(k, g)| *k == "unit" && g == "probe") && *v == want
+                })
+            })
+            .map(|f| f.name)
+            .collect();
+        assert_eq!(
+            carrying.len(),
+            1,
+            "ledger counter {name}: families carrying it {carrying:?}"
+        );
+    }
+}
