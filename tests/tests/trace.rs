@@ -10,7 +10,8 @@ use serde_json::Value;
 use ttp_user::{
     accounts::{Image, ThreadKey},
     probe::{AttachOptions, Ledger, seed},
-    report::trace::{Recorder, Trace},
+    report::trace::Trace,
+    window::trace_record::Recorder,
 };
 
 /// The account of thread `tid` in `img`.

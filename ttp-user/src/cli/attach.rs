@@ -29,6 +29,7 @@ use crate::{
         bracket::{EndReads, SchedReads, WindowReads},
         procs::ProcSet,
         session::{MeasurementSession, SessionOptions},
+        trace_record::Recorder,
     },
 };
 
@@ -156,7 +157,7 @@ struct Start {
     stop: StopFlag,
     parents: HashMap<u32, u32>,
     targets: Targets,
-    recorder: Option<trace::Recorder>,
+    recorder: Option<Recorder>,
     taskstats: Option<TaskstatsClient>,
     /// The processes whose kernel counters bracket the ledger's reads
     /// (`None`: every process, with --all); followed as the tree grows.
@@ -185,7 +186,7 @@ fn start(args: &AttachArgs, session: &mut MeasurementSession) -> anyhow::Result<
     let recorder = match &args.trace {
         Some(_) => {
             let traced = Vec::from_iter(targets.of(&Window::default(), &parents));
-            Some(trace::Recorder::start(&mut session.ledger, &traced)?)
+            Some(Recorder::start(&mut session.ledger, &traced)?)
         }
         None => None,
     };

@@ -356,7 +356,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     })?;
     let mut recorder = match &args.trace {
         Some(_) => Some(
-            crate::report::trace::Recorder::start(&mut session.ledger, &[])
+            crate::window::trace_record::Recorder::start(&mut session.ledger, &[])
                 .context("starting the trace")?,
         ),
         None => None,
@@ -543,7 +543,7 @@ fn finish_one(
     args: &RunArgs,
     qc: &QcInput,
     machine: &MachineFacts,
-    recording: Option<crate::report::trace::Recording>,
+    recording: Option<crate::window::trace_record::Recording>,
     spans: &[(u32, u64, u64)],
 ) -> anyhow::Result<()> {
     let doc = RunDocument::new(qc, Some(machine));

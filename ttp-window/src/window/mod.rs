@@ -10,3 +10,4 @@ pub mod qe;
 pub mod record;
 pub mod session;
 pub mod target;
+pub mod trace_record;

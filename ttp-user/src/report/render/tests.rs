@@ -176,7 +176,8 @@ fn attach_summary_renders_every_format() {
 #[test]
 fn trace_file_summarises_threads() {
     use crate::probe::{BlockPhase, ThreadState, TraceBody, TraceEvent};
-    use crate::report::trace::{Recording, Seed, Trace};
+    use crate::report::trace::Trace;
+    use crate::window::trace_record::{Recording, Seed};
     let t0 = 5_000_000_000;
     let ev = |ts, body| TraceEvent {
         ts_ns: t0 + ts,

@@ -1,8 +1,8 @@
 //! `--trace FILE`: a timeline of the measured processes that Perfetto
 //! (ui.perfetto.dev) and chrome://tracing open as it is.
 //!
-//! The data flows probe → [`Recorder`] (ring buffer drained on a thread)
-//! → [`Recording`] → [`Timeline`] (states, I/O, wakeups, counters) →
+//! The data flows probe → `window::trace_record::Recorder` (ring buffer
+//! drained on a thread) → [`Recording`] → [`Timeline`] (states, I/O, wakeups, counters) →
 //! [`Trace`] (plus the protocol's QE slices) → Chrome Trace Event Format
 //! JSON, written atomically.
 //!
@@ -10,7 +10,7 @@
 //!
 //! ```no_run
 //! # fn demo() -> anyhow::Result<()> {
-//! use ttp_user::{probe::{AttachOptions, Ledger}, report::trace::{QeSlice, Recorder, Trace}};
+//! use ttp_user::{probe::{AttachOptions, Ledger}, report::trace::{QeSlice, Trace}, window::trace_record::Recorder};
 //! let mut ledger = Ledger::attach_with(&AttachOptions { trace: true, ..Default::default() })?;
 //! let mut rec = Recorder::start(&mut ledger, &[])?;
 //! // for each QE: start its process held before exec, then
@@ -30,28 +30,20 @@
 //! # Ok(()) }
 //! ```
 mod chrome;
-mod record;
 mod timeline;
 
 use std::{collections::HashMap, path::Path};
 
 pub use chrome::us;
 pub(crate) use chrome::{IO_TID_BASE, PROTOCOL_PID, SYNTHETIC_ID_BASE};
-pub use record::{Recorder, Recording};
 pub use timeline::{
-    CpuCounter, Flow, IoRequest, Mark, MarkKind, Seed, StateSlice, Timeline, TimelineStats, Waker,
+    CpuCounter, Flow, IoRequest, Mark, MarkKind, StateSlice, Timeline, TimelineStats, Waker,
 };
 
-use crate::probe::{ProbeError, trace::SAMPLE_HZ};
+use crate::{probe::trace::SAMPLE_HZ, window::trace_record::Recording};
 
 #[derive(Debug, thiserror::Error)]
 pub enum TraceError {
-    #[error(transparent)]
-    Probe(#[from] ProbeError),
-    #[error("cannot start the trace reader thread")]
-    Thread(#[source] std::io::Error),
-    #[error("the trace reader thread panicked; the trace is lost")]
-    ReaderPanicked,
     #[error("QE slice {name:?} ends at {end_ns} ns, before its start at {start_ns} ns")]
     BackwardsSlice {
         name: String,

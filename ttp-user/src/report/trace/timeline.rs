@@ -11,17 +11,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::probe::{BlockPhase, ThreadState, TraceBody, TraceEvent};
-
-/// A traced thread's state when tracing started, from its ledger account.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Seed {
-    pub tid: u32,
-    pub tgid: u32,
-    pub state: ThreadState,
-    /// When the ledger saw it enter `state` (CLOCK_MONOTONIC ns).
-    pub since_ns: u64,
-    pub comm: String,
-}
+use crate::window::trace_record::Seed;
 
 /// The task that woke a thread (sched_waking, in its context).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

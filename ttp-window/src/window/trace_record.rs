@@ -1,6 +1,7 @@
-//! Recording: the trace ring buffer drained on its own thread while a
-//! command measures, from the moment the first process is traced to
-//! [`Recorder::finish`].
+//! Recording `--trace`: the trace ring buffer drained on its own thread
+//! while a command measures, from the moment the first process is traced
+//! to [`Recorder::finish`]. The [`Recording`] is data; `report::trace`
+//! turns it into a timeline and a Chrome-format file.
 use std::{
     collections::BTreeMap,
     sync::{
@@ -11,10 +12,9 @@ use std::{
     time::Duration,
 };
 
-use super::{TraceError, timeline::Seed};
 use crate::{
     accounts::comm,
-    probe::{KernelStats, Ledger, ThreadState, TraceEvent, trace::TraceReader},
+    probe::{KernelStats, Ledger, ProbeError, ThreadState, TraceEvent, trace::TraceReader},
     sys::clock::monotonic_ns,
 };
 
@@ -23,7 +23,29 @@ use crate::{
 /// at this period an 8 MiB buffer holds ~170 000 records per drain.
 const DRAIN_PERIOD: Duration = Duration::from_millis(10);
 
-/// Everything recorded, ready to become a [`super::Trace`].
+/// Why a trace could not be recorded.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    #[error(transparent)]
+    Probe(#[from] ProbeError),
+    #[error("cannot start the trace reader thread")]
+    Thread(#[source] std::io::Error),
+    #[error("the trace reader thread panicked; the trace is lost")]
+    ReaderPanicked,
+}
+
+/// A traced thread's state when tracing started, from its ledger account.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Seed {
+    pub tid: u32,
+    pub tgid: u32,
+    pub state: ThreadState,
+    /// When the ledger saw it enter `state` (CLOCK_MONOTONIC ns).
+    pub since_ns: u64,
+    pub comm: String,
+}
+
+/// Everything recorded, ready to become a trace (`report::trace::Trace`).
 #[derive(Debug, Clone, Default)]
 pub struct Recording {
     /// CLOCK_MONOTONIC ns when tracing started and ended.
@@ -56,7 +78,7 @@ pub struct Recorder {
 impl Recorder {
     /// Starts tracing `tgids` (may be empty; see [`Recorder::add_process`])
     /// and draining on a thread.
-    pub fn start(ledger: &mut Ledger, tgids: &[u32]) -> Result<Self, TraceError> {
+    pub fn start(ledger: &mut Ledger, tgids: &[u32]) -> Result<Self, RecordError> {
         // Counters from before the first traced event, so that the trace's
         // `kernel.trace_events` counts every record it received.
         let start_stats = ledger.snapshot()?.stats;
@@ -83,7 +105,7 @@ impl Recorder {
                     std::thread::sleep(DRAIN_PERIOD);
                 }
             })
-            .map_err(TraceError::Thread)?;
+            .map_err(RecordError::Thread)?;
         Ok(Self {
             stop,
             handle: Some(handle),
@@ -96,7 +118,7 @@ impl Recorder {
 
     /// Traces one more process from now on (e.g. a QE's process that `run`
     /// started, before it executes the workload).
-    pub fn add_process(&mut self, ledger: &mut Ledger, tgid: u32) -> Result<(), TraceError> {
+    pub fn add_process(&mut self, ledger: &mut Ledger, tgid: u32) -> Result<(), RecordError> {
         ledger.trace_process(tgid)?;
         let snap = ledger.snapshot()?;
         self.seeds.extend(seeds_of(&snap.threads, &[tgid]));
@@ -106,7 +128,7 @@ impl Recorder {
 
     /// Ends the trace now: stops the reader after a last drain and reads
     /// the names and counters from the ledger.
-    pub fn finish(mut self, ledger: &Ledger) -> Result<Recording, TraceError> {
+    pub fn finish(mut self, ledger: &Ledger) -> Result<Recording, RecordError> {
         let end_ns = monotonic_ns();
         self.stop.store(true, Ordering::SeqCst);
         let (events, reader) = self
@@ -114,7 +136,7 @@ impl Recorder {
             .take()
             .expect("joined once")
             .join()
-            .map_err(|_| TraceError::ReaderPanicked)?;
+            .map_err(|_| RecordError::ReaderPanicked)?;
         let snap = ledger.snapshot()?;
         let names = snap
             .threads
