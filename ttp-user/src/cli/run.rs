@@ -315,36 +315,62 @@ impl Plan {
 }
 
 pub fn run(args: RunArgs) -> anyhow::Result<()> {
+    match route(&args)? {
+        Route::Emp => super::run_emp::run(args),
+        Route::Postgres(conninfo) => super::run_pg::run(args, &conninfo),
+        Route::Commands => run_commands(args),
+    }
+}
+
+/// Which procedure measures a `run`.
+enum Route {
+    /// EMP over commands (cli/run_emp.rs).
+    Emp,
+    /// TTPv2 over one statement of a PostgreSQL server (cli/run_pg.rs).
+    Postgres(String),
+    /// TTPv2 over one or more commands, interleaved (here).
+    Commands,
+}
+
+/// Checks the arguments that decide the procedure, and picks it.
+fn route(args: &RunArgs) -> anyhow::Result<Route> {
+    let emp = args.protocol == super::run_emp::Protocol::Emp;
     let scan = !args.parameter_scan.is_empty() || !args.parameter_list.is_empty();
-    if scan && args.protocol == super::run_emp::Protocol::Emp {
+    if scan && emp {
         return usage(
             "parameter scans are measured with TTPv2 (its monotonicity checks order the values); with --protocol emp give the commands separated by :::",
         );
     }
-    if args.postgres.is_some() && args.protocol == super::run_emp::Protocol::Emp {
+    if args.postgres.is_some() && emp {
         return usage("--postgres measures with TTPv2; --protocol emp applies to commands");
     }
-    if args.protocol == super::run_emp::Protocol::Emp {
+    if emp {
         if args.export_markdown.is_some() && !args.command.iter().any(|a| a == run_plan::SEPARATOR)
         {
             return usage(
                 "--export-markdown writes TTPv2 reports; with --protocol emp use `ttp-ebpf report FILE --format markdown` on its --json",
             );
         }
-        return super::run_emp::run(args);
+        return Ok(Route::Emp);
     }
     args.emp.reject_outside_emp()?;
     if args.n == 0 {
         return usage("-n must be at least 1");
     }
     if let Some(conninfo) = args.postgres.clone() {
-        if Plan::asks_for_several(&args) || args.export_markdown.is_some() {
+        if Plan::asks_for_several(args) || args.export_markdown.is_some() {
             return usage(
                 "--postgres measures one statement: --command-name, :::, --parameter-scan, -L and --export-markdown apply to commands",
             );
         }
-        return super::run_pg::run(args, &conninfo);
+        return Ok(Route::Postgres(conninfo));
     }
+    Ok(Route::Commands)
+}
+
+/// TTPv2 over the plan's commands: one session, the Q@Cs' QEs interleaved,
+/// then the report of one Q@C or of several.
+fn run_commands(args: RunArgs) -> anyhow::Result<()> {
     let plan = Plan::from_args(&args)?;
     let stop = StopFlag::install().context("installing signal handlers")?;
     let mut session = MeasurementSession::open(SessionOptions {
@@ -361,32 +387,11 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         ),
         None => None,
     };
-    let mut spans: Vec<(u32, u64, u64)> = Vec::new();
-    let user_hz = session.user_hz;
     let mut machine = session.machine_facts(args.cold_cache);
     if let Some(pin) = &plan.pin {
         machine.deviations.push(pinned_statement(pin));
     }
-    let mut qcs: Vec<QcInput> = plan
-        .qcs
-        .iter()
-        .map(|spec| QcInput {
-            labels: spec.labels.clone(),
-            source: None,
-            command: spec.argv.clone(),
-            setup: Setup {
-                qes_requested: Some(args.n),
-                user_hz: user_hz as u32,
-                cpus: machine.cores.unwrap_or(1),
-                timeout_ms: Some(args.timeout.as_millis() as u64),
-                query_process: args.query_process.clone(),
-                utilities: args.utilities.clone(),
-                parameter: plan.parameter.clone(),
-                recovery: Default::default(),
-            },
-            qes: Vec::new(),
-        })
-        .collect();
+    let mut qcs = qc_inputs(&args, &plan, session.user_hz as u32, &machine);
     let blame = args
         .blame
         .then(|| crate::protocol::blame::qe::QeBlameStarter {
@@ -402,99 +407,15 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     ctx.beside = blame
         .as_ref()
         .map(|b| b as &dyn crate::window::target::BesideQe);
-    let several = qcs.len() > 1;
-    let bar = crate::report::progress::bar(u64::from(args.n) * qcs.len() as u64, "QE");
-    let mut failure: Option<anyhow::Error> = None;
-    // Interleaved: QE i of every Q@C before QE i + 1 of any, the first Q@C
-    // of each round rotating (docs/run.md); a Q@C restarted for a changed
-    // plan (Sec. 3.2.3) starts again at QE 1 while the others go on.
-    // Restarts and retries are said whether or not the bar is drawn.
-    let notify = |m: String| {
-        if bar.is_hidden() {
-            eprintln!("{m}");
-        } else {
-            bar.println(m);
-        }
+    let mut rounds = Rounds {
+        args: &args,
+        plan: &plan,
+        machine: &machine,
+        stop: &stop,
+        spans: Vec::new(),
     };
-    let mut round = 0;
-    'rounds: while qcs.iter().any(|q| (q.qes.len() as u32) < args.n) {
-        round += 1;
-        for j in run_plan::round_order(round, qcs.len()) {
-            if stop.raised() {
-                break 'rounds;
-            }
-            let spec = &plan.qcs[j];
-            let qc = &mut qcs[j];
-            if qc.qes.len() as u32 >= args.n {
-                continue;
-            }
-            let i = qc.qes.len() as u32 + 1;
-            let who = if several {
-                format!("{} QE {i}", qc.name())
-            } else {
-                format!("QE {i}")
-            };
-            let step = super::run_qe::next(&mut ctx, &args, &plan, spec, qc, &stop, &notify)
-                .with_context(|| format!("before {who}"))?;
-            match step {
-                Step::Measured(out) if stop.raised() => {
-                    bar.println(format!(
-                        "{who} interrupted: not kept (the QEs before it are kept)"
-                    ));
-                    drop(out);
-                    break 'rounds;
-                }
-                Step::Measured(out) => {
-                    spans.push((i, out.t0_ns, out.t1_ns));
-                    qc.qes.push(out.record);
-                }
-                Step::Restarted => {
-                    if !several {
-                        spans.clear();
-                    }
-                }
-                Step::Interrupted => break 'rounds,
-                Step::Paused { kept, why } => {
-                    if let Some(out) = kept {
-                        spans.push((i, out.t0_ns, out.t1_ns));
-                        qc.qes.push(out.record);
-                    }
-                    failure = Some(anyhow::anyhow!("paused: {why}"));
-                }
-                Step::Failed(QeError::Spawn(e)) => {
-                    let mut rec = QeRecord::new(i, 0.0);
-                    rec.spawn_error = Some(e.to_string());
-                    qc.qes.push(rec);
-                    let usage_err = e.is_usage();
-                    failure = Some(if usage_err {
-                        UsageError::new(e.to_string()).into()
-                    } else {
-                        e.into()
-                    });
-                }
-                Step::Failed(QeError::Probe(e)) => {
-                    failure = Some(probe_error_ctx(e));
-                }
-                Step::Failed(e @ (QeError::Trace(_) | QeError::Blame(_))) => {
-                    failure = Some(e.into());
-                }
-            }
-            if let Some(name) = &args.query_process {
-                ttpv2::classify::identify_query_process(&mut qc.qes, name);
-            }
-            if let Some(r) = qc.qes.last() {
-                bar.set_message(format!("{who}: {:.1} ms", r.time_meas_ms));
-            }
-            if let Some(path) = &args.json {
-                save(path, &qcs, &machine)?;
-            }
-            bar.set_position(qcs.iter().map(|q| q.qes.len() as u64).sum());
-            if failure.is_some() {
-                break 'rounds;
-            }
-        }
-    }
-    bar.finish_and_clear();
+    let failure = rounds.measure(&mut ctx, &mut qcs)?;
+    let spans = rounds.spans;
     drop(ctx);
     let recording = match recorder {
         Some(r) => Some(r.finish(&session.ledger).context("finishing the trace")?),
@@ -513,7 +434,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             None => usage("interrupted before the first execution: nothing measured"),
         };
     }
-    if several {
+    if qcs.len() > 1 {
         super::run_several::finish(&args, &plan, &qcs, &machine)?;
     } else {
         finish_one(&args, &qcs[0], &machine, recording, &spans)?;
@@ -523,6 +444,167 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             Err(e.context("the command could not be run; the executions measured before are kept"))
         }
         None => Ok(()),
+    }
+}
+
+/// One empty Q@C per command of the plan, with the setup every QE shares.
+fn qc_inputs(args: &RunArgs, plan: &Plan, user_hz: u32, machine: &MachineFacts) -> Vec<QcInput> {
+    plan.qcs
+        .iter()
+        .map(|spec| QcInput {
+            labels: spec.labels.clone(),
+            source: None,
+            command: spec.argv.clone(),
+            setup: Setup {
+                qes_requested: Some(args.n),
+                user_hz,
+                cpus: machine.cores.unwrap_or(1),
+                timeout_ms: Some(args.timeout.as_millis() as u64),
+                query_process: args.query_process.clone(),
+                utilities: args.utilities.clone(),
+                parameter: plan.parameter.clone(),
+                recovery: Default::default(),
+            },
+            qes: Vec::new(),
+        })
+        .collect()
+}
+
+/// The interleaved QEs of a run's Q@Cs, and the time span of each QE kept
+/// (for the trace's QE slices).
+struct Rounds<'a> {
+    args: &'a RunArgs,
+    plan: &'a Plan,
+    machine: &'a MachineFacts,
+    stop: &'a StopFlag,
+    spans: Vec<(u32, u64, u64)>,
+}
+
+impl Rounds<'_> {
+    /// Measures until every Q@C has its N QEs, Ctrl-C, or a failure that
+    /// ends the run (returned; the QEs before it are kept). Interleaved: QE
+    /// i of every Q@C before QE i + 1 of any, the first Q@C of each round
+    /// rotating (docs/run.md); a Q@C restarted for a changed plan (Sec.
+    /// 3.2.3) starts again at QE 1 while the others go on. Restarts and
+    /// retries are said whether or not the bar is drawn. The JSON is
+    /// rewritten after every QE, so an interrupted run keeps its QEs.
+    fn measure(
+        &mut self,
+        ctx: &mut crate::window::qe::QeContext<'_>,
+        qcs: &mut [QcInput],
+    ) -> anyhow::Result<Option<anyhow::Error>> {
+        let n = self.args.n;
+        let bar = crate::report::progress::bar(u64::from(n) * qcs.len() as u64, "QE");
+        let notify = |m: String| {
+            if bar.is_hidden() {
+                eprintln!("{m}");
+            } else {
+                bar.println(m);
+            }
+        };
+        let end = self.rounds(ctx, qcs, &bar, &notify);
+        bar.finish_and_clear();
+        end
+    }
+
+    fn rounds(
+        &mut self,
+        ctx: &mut crate::window::qe::QeContext<'_>,
+        qcs: &mut [QcInput],
+        bar: &indicatif::ProgressBar,
+        notify: &dyn Fn(String),
+    ) -> anyhow::Result<Option<anyhow::Error>> {
+        let n = self.args.n;
+        let mut round = 0;
+        while qcs.iter().any(|q| (q.qes.len() as u32) < n) {
+            round += 1;
+            for j in run_plan::round_order(round, qcs.len()) {
+                if self.stop.raised() {
+                    return Ok(None);
+                }
+                if qcs[j].qes.len() as u32 >= n {
+                    continue;
+                }
+                let end = self.one(ctx, qcs, j, bar, notify)?;
+                bar.set_position(qcs.iter().map(|q| q.qes.len() as u64).sum());
+                if let Some(failure) = end {
+                    return Ok(failure);
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// The next QE of Q@C `j`. `Some` ends the run, with the failure that
+    /// ended it (`None`: Ctrl-C).
+    fn one(
+        &mut self,
+        ctx: &mut crate::window::qe::QeContext<'_>,
+        qcs: &mut [QcInput],
+        j: usize,
+        bar: &indicatif::ProgressBar,
+        notify: &dyn Fn(String),
+    ) -> anyhow::Result<Option<Option<anyhow::Error>>> {
+        let several = qcs.len() > 1;
+        let (args, spec) = (self.args, &self.plan.qcs[j]);
+        let qc = &mut qcs[j];
+        let i = qc.qes.len() as u32 + 1;
+        let who = if several {
+            format!("{} QE {i}", qc.name())
+        } else {
+            format!("QE {i}")
+        };
+        let step = super::run_qe::next(ctx, args, self.plan, spec, qc, self.stop, notify)
+            .with_context(|| format!("before {who}"))?;
+        let mut failure = None;
+        match step {
+            Step::Measured(out) if self.stop.raised() => {
+                bar.println(format!(
+                    "{who} interrupted: not kept (the QEs before it are kept)"
+                ));
+                drop(out);
+                return Ok(Some(None));
+            }
+            Step::Measured(out) => {
+                self.spans.push((i, out.t0_ns, out.t1_ns));
+                qc.qes.push(out.record);
+            }
+            Step::Restarted => {
+                if !several {
+                    self.spans.clear();
+                }
+            }
+            Step::Interrupted => return Ok(Some(None)),
+            Step::Paused { kept, why } => {
+                if let Some(out) = kept {
+                    self.spans.push((i, out.t0_ns, out.t1_ns));
+                    qc.qes.push(out.record);
+                }
+                failure = Some(anyhow::anyhow!("paused: {why}"));
+            }
+            Step::Failed(QeError::Spawn(e)) => {
+                let mut rec = QeRecord::new(i, 0.0);
+                rec.spawn_error = Some(e.to_string());
+                qc.qes.push(rec);
+                failure = Some(if e.is_usage() {
+                    UsageError::new(e.to_string()).into()
+                } else {
+                    e.into()
+                });
+            }
+            Step::Failed(QeError::Probe(e)) => failure = Some(probe_error_ctx(e)),
+            Step::Failed(e @ (QeError::Trace(_) | QeError::Blame(_))) => failure = Some(e.into()),
+        }
+        if let Some(name) = &args.query_process {
+            ttpv2::classify::identify_query_process(&mut qc.qes, name);
+        }
+        if let Some(r) = qc.qes.last() {
+            bar.set_message(format!("{who}: {:.1} ms", r.time_meas_ms));
+        }
+        if let Some(path) = &args.json {
+            save(path, qcs, self.machine)?;
+        }
+        Ok(failure.map(Some))
     }
 }
 
