@@ -177,6 +177,33 @@ impl Cluster {
         );
     }
 
+    /// `pg_ctl restart` (fast shutdown, then a new postmaster with the
+    /// same options).
+    pub fn restart_server(&self) {
+        let log = self.dir.join("log");
+        let out = self.as_server(
+            &self.bin.join("pg_ctl"),
+            &[
+                "restart",
+                "-D",
+                self.data.to_str().unwrap(),
+                "-m",
+                "fast",
+                "-w",
+                "-t",
+                "60",
+                "-l",
+                log.to_str().unwrap(),
+            ],
+        );
+        assert!(
+            out.status.success(),
+            "pg_ctl restart: {} {}",
+            String::from_utf8_lossy(&out.stderr),
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+    }
+
     pub fn stop_server(&self) {
         let _ = self.as_server(
             &self.bin.join("pg_ctl"),

@@ -20,7 +20,11 @@ mod fleet;
 mod http;
 mod openmetrics;
 mod otlp;
+mod pg_metrics;
+mod pg_names;
+mod postgres;
 mod push;
+mod statement_series;
 mod web;
 
 use http::Reply;
@@ -39,6 +43,17 @@ use crate::{
 /// The default `--top`: enough for the services of a database host, few
 /// enough for a fleet's time-series database (docs/serve.md).
 pub const DEFAULT_TOP: usize = 30;
+
+/// The default `--postgres-top`: statement series per server under their
+/// own labels. 50 series and `other` make 51 × 23 samples (6 counters and
+/// a 17-bucket histogram) ≈ 1 200 time series a server (docs/serve.md,
+/// "Cardinality").
+pub const DEFAULT_PG_TOP: usize = 50;
+
+/// How often `--postgres` drains each server's statement records, whatever
+/// the `--interval`: the kernel's ring holds about 8 900 records (4 MiB),
+/// 0.1 s of 89 000 statements a second.
+const POSTGRES_TICK: Duration = Duration::from_millis(100);
 
 /// The exit-record ring serve loads: 1 MiB, 4 096 records, room for 200 ms
 /// of 20 000 exits/s while the draining thread is off the CPUs
@@ -83,8 +98,19 @@ pub struct ServeArgs {
     /// capabilities left (when started as root); `root` keeps every
     /// privilege. The ledger is read through the descriptors opened
     /// before (docs/serve.md, Security).
-    #[arg(long, value_name = "NAME", default_value = drop::DEFAULT_USER)]
+    #[arg(long, value_name = "NAME", default_value = drop::DEFAULT_USER, conflicts_with = "postgres")]
     pub user: String,
+    /// Also every statement of the PostgreSQL server of this data
+    /// directory, per database, user and fingerprint, followed through
+    /// restarts (docs/serve.md, "PostgreSQL statements"). Repeatable; with
+    /// no value, every server running now or later. serve then keeps its
+    /// privileges: a restarted server's programs are loaded again.
+    #[arg(long, value_name = "PGDATA", num_args = 0..=1, default_missing_value = "", action = clap::ArgAction::Append)]
+    pub postgres: Vec<std::path::PathBuf>,
+    /// Statement series per server under their own labels, by recent
+    /// elapsed time; the rest are summed into `fingerprint="other"`.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_PG_TOP, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub postgres_top: usize,
     /// Also push the metrics, after every read of the ledger, to this
     /// OpenTelemetry collector (OTLP/HTTP, protobuf), such as
     /// http://127.0.0.1:4318 (`/v1/metrics` is appended to a URL without
@@ -134,6 +160,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     };
     crate::sys::privileges::require_bpf()?;
     let user = drop::lookup(&args.user)?;
+    let mut servers = (!args.postgres.is_empty())
+        .then(|| postgres::Servers::new(&args.postgres, args.postgres_top))
+        .transpose()?;
     let listener = bind(addr)?;
     if !addr.ip().is_loopback() {
         eprintln!(
@@ -151,6 +180,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     unsafe { libc::mallopt(libc::M_ARENA_MAX, 1) };
     let mut session = MeasurementSession::open(SessionOptions {
         exit_ring_bytes: Some(serve_exit_ring_bytes()),
+        // The statements' iowait is delay accounting's blkio delay.
+        delay_accounting: servers.is_some(),
         ..Default::default()
     })?;
     let stop = session.stop_flag()?;
@@ -162,7 +193,16 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         ..Default::default()
     }));
     let health = Arc::new(RwLock::new(Instant::now()));
-    refresh(&mut session, &mut fleet, &mut groups, &shared)?;
+    if let Some(s) = &mut servers {
+        s.tick();
+    }
+    refresh(
+        &mut session,
+        &mut fleet,
+        &mut groups,
+        servers.as_mut(),
+        &shared,
+    )?;
     // Loading parsed the kernel's BTF (tens of MiB, all freed by now):
     // hand the freed pages back instead of keeping them resident.
     // SAFETY: malloc_trim has no preconditions.
@@ -176,12 +216,20 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     // Everything that needs privilege is done: the programs are attached,
     // the maps and the port are open.
-    match drop::drop_privileges(&user)? {
+    let dropped = if servers.is_some() {
+        drop::Dropped::Kept
+    } else {
+        drop::drop_privileges(&user)?
+    };
+    match dropped {
         drop::Dropped::ToUser(name) => {
             eprintln!("ttp: running as {name}, without capabilities")
         }
         drop::Dropped::NotRoot => eprintln!(
             "ttp: started by a user other than root: its capabilities are kept (docs/serve.md, Security)"
+        ),
+        drop::Dropped::Kept if servers.is_some() => eprintln!(
+            "ttp: --postgres keeps serve's privileges: a restarted server's programs are loaded again (docs/serve.md, Security)"
         ),
         drop::Dropped::Kept => {
             eprintln!("ttp: warning: --user root keeps every privilege for serve's whole life")
@@ -215,17 +263,41 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         eprintln!("ttp: pushing the metrics to {url} after every read");
         p.after_read();
     }
+    if let Some(s) = &servers {
+        eprintln!(
+            "ttp: following the statements of PostgreSQL: {}",
+            s.describe()
+        );
+    }
     eprintln!(
         "ttp: serving the ledger on {scheme}://{addr}/metrics{auth} (grouped by {}, read every {}); Ctrl-C stops",
         args.group_by.label(),
         humantime::format_duration(args.interval)
     );
+    let tick = match servers {
+        Some(_) => POSTGRES_TICK.min(args.interval),
+        None => args.interval,
+    };
+    let mut next_read = Instant::now() + args.interval;
     while !stop.raised() {
-        stop.sleep(args.interval);
+        stop.sleep(tick.min(next_read.saturating_duration_since(Instant::now())));
         if stop.raised() {
             break;
         }
-        match refresh(&mut session, &mut fleet, &mut groups, &shared) {
+        if let Some(s) = &mut servers {
+            s.tick();
+        }
+        if Instant::now() < next_read {
+            continue;
+        }
+        next_read = Instant::now() + args.interval;
+        match refresh(
+            &mut session,
+            &mut fleet,
+            &mut groups,
+            servers.as_mut(),
+            &shared,
+        ) {
             Ok(()) => {
                 *health.write().unwrap_or_else(|p| p.into_inner()) = Instant::now();
                 if let Some(p) = &pusher {
@@ -239,6 +311,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     server.stop();
     drop(pusher);
+    drop(servers);
     drop(session);
     eprintln!("ttp: serve stopped; programs detached and {addr} released");
     Ok(())
@@ -248,6 +321,7 @@ fn refresh(
     session: &mut MeasurementSession,
     fleet: &mut Fleet,
     groups: &mut ProcGroups,
+    servers: Option<&mut postgres::Servers>,
     shared: &Shared,
 ) -> anyhow::Result<()> {
     let image = Image::from_snapshot(&session.ledger.snapshot().map_err(probe_error_ctx)?);
@@ -268,6 +342,9 @@ fn refresh(
     let mut x = shared.write().unwrap_or_else(|p| p.into_inner());
     x.fleet = fleet.view();
     x.programs = programs;
+    if let Some(s) = servers {
+        x.postgres = s.refresh();
+    }
     x.read_unix_ns = push::unix_ns(std::time::SystemTime::now());
     Ok(())
 }
@@ -338,6 +415,8 @@ mod tests {
             user: drop::DEFAULT_USER.into(),
             otlp: None,
             web_config: None,
+            postgres: Vec::new(),
+            postgres_top: DEFAULT_PG_TOP,
         }
     }
 

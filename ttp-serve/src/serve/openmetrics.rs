@@ -13,7 +13,7 @@ use prometheus_client::{
 use crate::{
     accounts::LedgerMeasures,
     probe::{KernelStats, cost::ProgramCounters},
-    serve::fleet::FleetView,
+    serve::{fleet::FleetView, pg_metrics, postgres::ServerView},
 };
 
 /// Everything one scrape shows: the fleet's view and the probes' cost.
@@ -35,6 +35,8 @@ pub(crate) struct Exposition {
     pub read_unix_ns: u64,
     /// The OTLP pushes so far, when serve pushes (`--otlp`).
     pub otlp: Option<PushCounts>,
+    /// The PostgreSQL servers of `--postgres` (postgres.rs).
+    pub postgres: Vec<ServerView>,
 }
 
 /// What `serve --otlp` pushed: requests the collector accepted, and
@@ -113,6 +115,7 @@ pub fn json(x: &Exposition) -> serde_json::Value {
         "threads": x.fleet.threads,
         "thread_capacity": x.thread_capacity,
         "refreshes": x.fleet.refreshes,
+        "postgres": x.postgres,
         "programs": x.programs.iter().map(|(p, c)| serde_json::json!({
             "program": p,
             "run_count": c.run_count,
@@ -125,7 +128,7 @@ pub fn json(x: &Exposition) -> serde_json::Value {
 #[derive(Debug)]
 struct LedgerCollector(Shared);
 
-type Labels = Vec<(&'static str, String)>;
+pub(crate) type Labels = Vec<(&'static str, String)>;
 
 /// One metric: its name (without unit and `_total`), help, unit, type and
 /// samples.
@@ -138,7 +141,7 @@ pub(crate) struct Family {
 }
 
 impl Family {
-    fn counter(name: &'static str, help: &'static str, unit: Option<Unit>) -> Self {
+    pub(crate) fn counter(name: &'static str, help: &'static str, unit: Option<Unit>) -> Self {
         Self {
             name,
             help,
@@ -148,7 +151,7 @@ impl Family {
         }
     }
 
-    fn gauge(name: &'static str, help: &'static str) -> Self {
+    pub(crate) fn gauge(name: &'static str, help: &'static str) -> Self {
         Self {
             gauge: true,
             ..Self::counter(name, help, None)
@@ -169,7 +172,7 @@ impl Family {
         n
     }
 
-    fn push(&mut self, labels: Labels, value: f64) {
+    pub(crate) fn push(&mut self, labels: Labels, value: f64) {
         self.samples.push((labels, value));
     }
 
@@ -193,7 +196,7 @@ impl Family {
     }
 }
 
-fn secs(ns: u64) -> f64 {
+pub(crate) fn secs(ns: u64) -> f64 {
     ns as f64 / 1e9
 }
 
@@ -432,6 +435,7 @@ fn machine_families(x: &Exposition) -> Vec<Family> {
 pub(crate) fn families(x: &Exposition) -> Vec<Family> {
     let mut f = group_families(x);
     f.extend(machine_families(x));
+    f.extend(pg_metrics::families(&x.postgres));
     f
 }
 
@@ -440,6 +444,9 @@ impl Collector for LedgerCollector {
         let x = self.0.read().unwrap_or_else(|p| p.into_inner()).clone();
         for f in &families(&x) {
             f.encode(&mut encoder)?;
+        }
+        for h in &pg_metrics::histograms(&x.postgres) {
+            h.encode(&mut encoder)?;
         }
         Ok(())
     }

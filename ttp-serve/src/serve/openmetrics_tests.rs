@@ -43,7 +43,122 @@ pub(crate) fn exposition() -> Exposition {
             pushed: 2,
             failed: 1,
         }),
+        postgres: vec![pg_server()],
     }
+}
+
+/// One server with one named series (3 statements: 40 µs, 80 µs, 2 ms)
+/// and `other` (one of 20 s).
+fn pg_server() -> crate::serve::postgres::ServerView {
+    use crate::serve::{postgres::*, statement_series::*};
+    let mut named = StatementTotals {
+        calls: 3,
+        elapsed_ns: 2_120_000,
+        on_cpu_ns: 1_500_000,
+        runq_wait_ns: 250_000,
+        lock_wait_ns: 0,
+        iowait_ns: 7,
+        ..Default::default()
+    };
+    named.buckets[0] = 1;
+    named.buckets[1] = 1;
+    named.buckets[5] = 1;
+    let mut other = StatementTotals {
+        calls: 1,
+        elapsed_ns: 20_000_000_000,
+        lock_wait_ns: 19_000_000_000,
+        ..Default::default()
+    };
+    other.buckets[BUCKETS - 1] = 1;
+    ServerView {
+        data_directory: "/srv/pg \"a\"".into(),
+        up: true,
+        restarts: 2,
+        crash_restarts: 1,
+        unobserved_ns: 500_000_000,
+        interrupted: 1,
+        lost_records: 0,
+        statements: vec![
+            SeriesView {
+                database: "shop".into(),
+                user: "alice".into(),
+                fingerprint: fingerprint_id("select $1"),
+                query: "select $1".into(),
+                totals: named,
+            },
+            SeriesView {
+                fingerprint: "other".into(),
+                query: "other".into(),
+                totals: other,
+                ..Default::default()
+            },
+        ],
+    }
+}
+
+/// Catches a histogram whose buckets are not cumulative, whose +Inf is not
+/// its count, or whose statements' counters are not in seconds; and a
+/// server's restarts without their kind.
+#[test]
+fn postgres_statements_as_counters_and_a_histogram() {
+    let x = exposition();
+    let text = encode(&registry(Arc::new(RwLock::new(x))), Format::OpenMetrics);
+    let sel = r#"data_directory="/srv/pg \"a\"",database="shop",user="alice",fingerprint="#;
+    let line = |name: &str, extra: &str| {
+        text.lines()
+            .find(|l| l.starts_with(&format!("{name}{{")) && l.contains(sel) && l.contains(extra))
+            .unwrap_or_else(|| panic!("no {name} {extra} in\n{text}"))
+            .rsplit_once(' ')
+            .unwrap()
+            .1
+            .parse::<f64>()
+            .unwrap()
+    };
+    assert_eq!(line("ttp_pg_statement_calls_total", ""), 3.0);
+    assert_eq!(line("ttp_pg_statement_elapsed_seconds_total", ""), 0.00212);
+    assert_eq!(line("ttp_pg_statement_on_cpu_seconds_total", ""), 0.0015);
+    assert_eq!(line("ttp_pg_statement_latency_seconds_count", ""), 3.0);
+    assert_eq!(line("ttp_pg_statement_latency_seconds_sum", ""), 0.00212);
+    assert_eq!(
+        line("ttp_pg_statement_latency_seconds_bucket", "le=\"0.00005\""),
+        1.0
+    );
+    assert_eq!(
+        line("ttp_pg_statement_latency_seconds_bucket", "le=\"0.0001\""),
+        2.0
+    );
+    assert_eq!(
+        line("ttp_pg_statement_latency_seconds_bucket", "le=\"0.001\""),
+        2.0
+    );
+    assert_eq!(
+        line("ttp_pg_statement_latency_seconds_bucket", "le=\"0.0025\""),
+        3.0
+    );
+    assert_eq!(
+        line("ttp_pg_statement_latency_seconds_bucket", "le=\"+Inf\""),
+        3.0
+    );
+    assert!(
+        text.contains(r#"ttp_pg_statement_latency_seconds_bucket{le="+Inf",data_directory="/srv/pg \"a\"",database="",user="",fingerprint="other",query="other"} 1"#),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            r#"ttp_pg_server_restarts_total{data_directory="/srv/pg \"a\"",kind="crash"} 1"#
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            r#"ttp_pg_server_unobserved_seconds_total{data_directory="/srv/pg \"a\""} 0.5"#
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("# TYPE ttp_pg_statement_latency_seconds histogram"),
+        "{text}"
+    );
 }
 
 /// Catches metric names that drift from the documented ones, values not

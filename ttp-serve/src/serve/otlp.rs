@@ -7,14 +7,17 @@ use opentelemetry_proto::tonic::{
     collector::metrics::v1::ExportMetricsServiceRequest,
     common::v1::{AnyValue, InstrumentationScope, KeyValue, any_value},
     metrics::v1::{
-        AggregationTemporality, Gauge, Metric, NumberDataPoint, ResourceMetrics, ScopeMetrics, Sum,
-        metric::Data, number_data_point,
+        AggregationTemporality, Gauge, Histogram, HistogramDataPoint, Metric, NumberDataPoint,
+        ResourceMetrics, ScopeMetrics, Sum, metric::Data, number_data_point,
     },
     resource::v1::Resource,
 };
 use prometheus_client::registry::Unit;
 
-use super::openmetrics::{Exposition, families};
+use super::{
+    openmetrics::{Exposition, families},
+    pg_metrics::histograms,
+};
 
 /// The OTLP content type of a protobuf-encoded request (OTLP/HTTP spec,
 /// "Binary Protobuf Encoding").
@@ -39,6 +42,16 @@ fn ucum(unit: Option<&Unit>) -> String {
         Some(Unit::Bytes) => "By".into(),
         Some(u) => u.as_str().into(),
         None => String::new(),
+    }
+}
+
+/// The unit's word in a Prometheus name (`seconds`): a histogram's OTLP
+/// name is its family's name with it, as `/metrics` shows it before the
+/// `_bucket`, `_sum` and `_count` suffixes.
+fn histogram_name(name: &str, unit: Option<&Unit>) -> String {
+    match unit {
+        Some(u) => format!("{name}_{}", u.as_str()),
+        None => name.to_string(),
     }
 }
 
@@ -84,6 +97,38 @@ pub fn request(x: &Exposition, host: &str, at: Stamps) -> ExportMetricsServiceRe
             }
         })
         .collect();
+    // Histograms as cumulative explicit-bucket histograms: the bounds
+    // without +Inf, a count per bucket (not cumulative) with +Inf's last.
+    metrics.extend(histograms(&x.postgres).iter().map(|h| {
+        let data_points = h
+            .samples
+            .iter()
+            .map(|(labels, sum, count, buckets)| HistogramDataPoint {
+                attributes: labels.iter().map(|(k, v)| kv(k, v)).collect(),
+                start_time_unix_nano: at.start_unix_ns,
+                time_unix_nano: at.read_unix_ns,
+                count: *count,
+                sum: Some(*sum),
+                bucket_counts: buckets.iter().map(|(_, n)| *n).collect(),
+                explicit_bounds: buckets
+                    .iter()
+                    .map(|(b, _)| *b)
+                    .filter(|b| b.is_finite())
+                    .collect(),
+                ..Default::default()
+            })
+            .collect();
+        Metric {
+            name: histogram_name(h.name, h.unit.as_ref()),
+            description: h.help.to_string(),
+            unit: ucum(h.unit.as_ref()),
+            data: Some(Data::Histogram(Histogram {
+                data_points,
+                aggregation_temporality: AggregationTemporality::Cumulative as i32,
+            })),
+            ..Default::default()
+        }
+    }));
     // `ttp_build_info` as an info metric becomes in OTLP: a gauge of 1
     // with the version as its label (the Prometheus compatibility spec,
     // "Info").

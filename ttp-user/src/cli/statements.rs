@@ -146,13 +146,6 @@ impl Boundaries {
     }
 }
 
-/// Whether a record is a statement of the groups: not a connection's
-/// start-up, not one its backend left open when it exited, not a request
-/// that executed nothing (a bare Parse or Describe).
-fn is_statement(s: &Statement) -> bool {
-    s.flags & (flag::STARTUP | flag::EXITED | flag::PREPARE) == 0
-}
-
 /// pg_stat_statements at one instant, or why it could not be read.
 fn read_pgss(
     session: &Option<crate::pg::Session>,
@@ -253,11 +246,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let window_end_ns = crate::sys::clock::monotonic_ns();
     let after = read_pgss(&pgss_session);
     sp.drain(|r| statements.push(Statement::from(r)));
-    let killed_open = statements
-        .iter()
-        .filter(|s| s.flags & flag::EXITED != 0 && s.exit_code & 0x7f != 0)
-        .count() as u64;
-    statements.retain(is_statement);
+    let killed_open = statements.iter().filter(|s| s.killed_open()).count() as u64;
+    statements.retain(Statement::is_statement);
     let (statements, unjoined) = parallel::join(statements);
     let unjoined = unjoined.len() as u64;
     // The cross-check compares the statements done between the two reads.
@@ -348,7 +338,7 @@ fn collect(
             && shown.0.elapsed() >= Duration::from_secs(1)
         {
             let mut last = std::mem::take(&mut waiting);
-            last.extend(out[shown.1..].iter().filter(|s| is_statement(s)).cloned());
+            last.extend(out[shown.1..].iter().filter(|s| s.is_statement()).cloned());
             let (last, unjoined) = parallel::join(last);
             // A share waits at most a minute for its leader's statement.
             let now = crate::sys::clock::monotonic_ns();

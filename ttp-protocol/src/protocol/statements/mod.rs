@@ -221,6 +221,19 @@ fn socket_parts(r: &Record) -> [u64; PARTS] {
 }
 
 impl Statement {
+    /// Whether the record is a statement of the groups: not a connection's
+    /// start-up, not one its backend left open when it exited, not a
+    /// request that executed nothing (a bare Parse or Describe).
+    pub fn is_statement(&self) -> bool {
+        self.flags & (flag::STARTUP | flag::EXITED | flag::PREPARE) == 0
+    }
+
+    /// Whether its backend exited with it open because a signal killed it
+    /// (SIGKILL, a crash): the statement never ended.
+    pub fn killed_open(&self) -> bool {
+        self.flags & flag::EXITED != 0 && self.exit_code & 0x7f != 0
+    }
+
     /// End of the statement, CLOCK_MONOTONIC ns.
     pub fn done_ns(&self) -> u64 {
         self.start_ns + self.elapsed_ns

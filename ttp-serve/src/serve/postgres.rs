@@ -1,0 +1,579 @@
+//! `serve --postgres`: every statement of each PostgreSQL server, followed
+//! through restarts by its data directory, summed per (database, user,
+//! fingerprint) (statement_series.rs). docs/serve.md, "PostgreSQL
+//! statements".
+//!
+//! Each server gets the statements' socket programs of its own (the
+//! boundaries of `statements`, docs/statements.md), loaded for its
+//! postmaster: the programs know the server by its postmaster's pid, so a
+//! new postmaster (a restart) means draining the old programs and loading
+//! new ones. Every tick:
+//! - the data directory's `postmaster.pid` names the postmaster; a live
+//!   process of that pid whose working directory is the data directory is
+//!   the server (a stale file after a crash names none, or another
+//!   process);
+//! - a new postmaster: the old programs are drained and dropped, new ones
+//!   attached, the restart counted, and the time the new server ran before
+//!   the attach is counted as unobserved (one line in the log);
+//! - the same postmaster with a new checkpointer: the postmaster
+//!   reinitialised after a backend crashed (a crash-restart); counted, the
+//!   programs stay (the new backends are the same postmaster's children);
+//! - the records are drained into the series; a backend killed with a
+//!   statement open is counted as interrupted.
+use std::{
+    collections::HashMap,
+    path::{Path, PathBuf},
+    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
+};
+
+use crate::{
+    probe::{
+        AttachOptions, Ledger, SocketStatements, pg_status, probe_error_ctx,
+        statements::StatementProbes,
+        usdt::{self, UsdtError},
+    },
+    protocol::statements::{
+        Statement, WAIT_PROBES, extended, fingerprint::fingerprint, requested_waits,
+    },
+    serve::{
+        pg_names,
+        statement_series::{SeriesKey, StatementSeries, StatementTotals},
+    },
+};
+
+/// The longest normalised text a `query` label carries, in characters:
+/// enough to recognise a statement, short enough for a label (the
+/// fingerprint id tells two long texts with the same start apart).
+pub(crate) const QUERY_LABEL_CHARS: usize = 120;
+
+/// One server's programs, loaded for its postmaster. Fields drop in
+/// declaration order: the probes' links before the object they live in.
+struct Attached {
+    probes: StatementProbes,
+    _object: Ledger,
+    postmaster: u32,
+    checkpointer: Option<u32>,
+    /// Records the ring could not take, as its counter stood when last read.
+    lost_records: u64,
+}
+
+/// What one server's exposition shows.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub(crate) struct ServerView {
+    pub data_directory: String,
+    pub up: bool,
+    pub restarts: u64,
+    pub crash_restarts: u64,
+    pub unobserved_ns: u64,
+    pub interrupted: u64,
+    pub lost_records: u64,
+    pub statements: Vec<SeriesView>,
+}
+
+/// One series with its labels resolved.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub(crate) struct SeriesView {
+    pub database: String,
+    pub user: String,
+    /// The fingerprint's id (16 hex digits of its SHA-256), `other` for
+    /// the folded series.
+    pub fingerprint: String,
+    /// The normalised text, at most [`QUERY_LABEL_CHARS`] characters.
+    pub query: String,
+    pub totals: StatementTotals,
+}
+
+/// One server followed by its data directory; see the module documentation.
+pub(crate) struct Server {
+    data: PathBuf,
+    attached: Option<Attached>,
+    series: StatementSeries,
+    restarts: u64,
+    crash_restarts: u64,
+    unobserved_ns: u64,
+    interrupted: u64,
+    /// Lost records of programs already dropped.
+    lost_before: u64,
+    /// Since when the server has been seen down (Unix ns); serve's start
+    /// before it was first seen.
+    unwatched_since_ns: u64,
+    /// Whether a postmaster was ever attached (a later one is a restart).
+    seen: bool,
+    /// Database and user names by oid, from the backends' process titles.
+    databases: HashMap<u32, String>,
+    users: HashMap<u32, String>,
+    /// Why the last attach failed, said once until it changes.
+    last_error: Option<String>,
+    /// When the postmaster was last looked at.
+    followed_at: Option<Instant>,
+}
+
+/// How often each server's postmaster is looked at: a restart is seen
+/// within it.
+const FOLLOW_EVERY: Duration = Duration::from_secs(1);
+
+fn unix_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+impl Server {
+    /// `data`: the data directory (made absolute); `top`: series kept
+    /// under their own labels.
+    pub fn new(data: PathBuf, top: usize) -> Self {
+        Self {
+            data,
+            attached: None,
+            series: StatementSeries::new(top),
+            restarts: 0,
+            crash_restarts: 0,
+            unobserved_ns: 0,
+            interrupted: 0,
+            lost_before: 0,
+            unwatched_since_ns: unix_ns(),
+            seen: false,
+            databases: HashMap::new(),
+            users: HashMap::new(),
+            last_error: None,
+            followed_at: None,
+        }
+    }
+
+    fn data_directory(&self) -> &Path {
+        &self.data
+    }
+
+    /// Follows the server one tick: see the module documentation. The
+    /// postmaster is looked at once every [`FOLLOW_EVERY`]; the records are
+    /// drained every tick.
+    pub fn tick(&mut self) {
+        if self.followed_at.is_none_or(|t| t.elapsed() >= FOLLOW_EVERY) {
+            self.followed_at = Some(Instant::now());
+            self.follow();
+        }
+        self.drain();
+    }
+
+    fn follow(&mut self) {
+        let now = postmaster_of(&self.data);
+        if let Some(a) = &self.attached
+            && now.map(|(pid, _)| pid) != Some(a.postmaster)
+        {
+            self.detach();
+        }
+        match (&mut self.attached, now) {
+            (Some(a), _) => {
+                let cp = checkpointer_of(a.postmaster);
+                if let (Some(old), Some(new)) = (a.checkpointer, cp)
+                    && old != new
+                {
+                    self.crash_restarts += 1;
+                    eprintln!(
+                        "ttp: postgres {}: the postmaster {} reinitialised after a backend crash (crash-restart {}); its statements are still followed",
+                        self.data.display(),
+                        a.postmaster,
+                        self.crash_restarts
+                    );
+                }
+                if cp.is_some() {
+                    a.checkpointer = cp;
+                }
+            }
+            (None, Some((pid, started_unix_ns))) => self.attach(pid, started_unix_ns),
+            (None, None) => {}
+        }
+    }
+
+    fn attach(&mut self, pid: u32, started_unix_ns: u64) {
+        match attach(pid) {
+            Ok(a) => {
+                let at = unix_ns();
+                let gap = at.saturating_sub(started_unix_ns.max(self.unwatched_since_ns));
+                self.unobserved_ns += gap;
+                let what = if self.seen {
+                    self.restarts += 1;
+                    format!("restart {}", self.restarts)
+                } else {
+                    "first seen".to_string()
+                };
+                eprintln!(
+                    "ttp: postgres {}: following postmaster {pid} ({what}); {:.3} s of it ran before its statements were followed",
+                    self.data.display(),
+                    gap as f64 / 1e9
+                );
+                self.seen = true;
+                self.last_error = None;
+                self.attached = Some(a);
+            }
+            Err(e) => {
+                let e = format!("{e:#}");
+                if self.last_error.as_ref() != Some(&e) {
+                    eprintln!(
+                        "ttp: postgres {}: cannot follow postmaster {pid}: {e}; trying again every tick",
+                        self.data.display()
+                    );
+                    self.last_error = Some(e);
+                }
+            }
+        }
+    }
+
+    /// Drains and drops the programs of a postmaster that is gone.
+    fn detach(&mut self) {
+        self.drain();
+        if let Some(a) = self.attached.take() {
+            self.lost_before += a.lost_records;
+            eprintln!(
+                "ttp: postgres {}: postmaster {} is gone; its statements are counted up to here",
+                self.data.display(),
+                a.postmaster
+            );
+        }
+        self.unwatched_since_ns = unix_ns();
+    }
+
+    /// Takes the finished statements out of the ring into the series.
+    fn drain(&mut self) {
+        let Some(a) = &mut self.attached else { return };
+        let mut batch = Vec::new();
+        a.probes.drain(|r| batch.push(Statement::from(r)));
+        let mut catalog_read = false;
+        if let Ok(st) = a.probes.stats() {
+            a.lost_records = st.lost_records;
+        }
+        for s in batch {
+            if s.killed_open() {
+                self.interrupted += 1;
+            }
+            if !s.is_statement() {
+                continue;
+            }
+            self.learn_names(&s, &mut catalog_read);
+            let key = SeriesKey {
+                database: s.database,
+                user: s.user,
+                fingerprint: fingerprint(&s.text),
+            };
+            self.series.add(key, StatementTotals::of(&s));
+        }
+    }
+
+    /// Names the oids of `s` when they are new: from its backend's title
+    /// while it runs, else from the shared catalogs (read at most once a
+    /// drain). An oid no source names is shown as `oid N`.
+    fn learn_names(&mut self, s: &Statement, catalog_read: &mut bool) {
+        let known = |m: &HashMap<u32, String>, oid: u32| oid == 0 || m.contains_key(&oid);
+        if known(&self.databases, s.database) && known(&self.users, s.user) {
+            return;
+        }
+        if let Some((user, database)) = title_names(s.tgid) {
+            self.databases.insert(s.database, database);
+            self.users.insert(s.user, user);
+            return;
+        }
+        if !*catalog_read {
+            *catalog_read = true;
+            let (dbs, users) = pg_names::catalog_names(&self.data);
+            self.databases.extend(dbs);
+            self.users.extend(users);
+        }
+    }
+
+    /// Counts what was drained since the last refresh (serve's interval).
+    pub fn refresh(&mut self) {
+        self.series.refresh();
+    }
+
+    pub fn view(&self) -> ServerView {
+        let name = |names: &HashMap<u32, String>, oid: u32| match (oid, names.get(&oid)) {
+            (_, Some(n)) => n.clone(),
+            (0, None) => String::new(),
+            (oid, None) => format!("oid {oid}"),
+        };
+        ServerView {
+            data_directory: self.data.display().to_string(),
+            up: self.attached.is_some(),
+            restarts: self.restarts,
+            crash_restarts: self.crash_restarts,
+            unobserved_ns: self.unobserved_ns,
+            interrupted: self.interrupted,
+            lost_records: self.lost_before + self.attached.as_ref().map_or(0, |a| a.lost_records),
+            statements: self
+                .series
+                .view()
+                .into_iter()
+                .map(|(key, totals)| match key {
+                    Some(k) => SeriesView {
+                        database: name(&self.databases, k.database),
+                        user: name(&self.users, k.user),
+                        fingerprint: fingerprint_id(&k.fingerprint),
+                        query: query_label(&k.fingerprint),
+                        totals,
+                    },
+                    None => SeriesView {
+                        fingerprint: "other".into(),
+                        query: "other".into(),
+                        totals,
+                        ..Default::default()
+                    },
+                })
+                .collect(),
+        }
+    }
+}
+
+/// The statements' programs of the server whose postmaster is `pid`.
+fn attach(pid: u32) -> anyhow::Result<Attached> {
+    let binary = std::fs::read_link(format!("/proc/{pid}/exe"))?;
+    if let Some(why) = pg_status::not_a_server(&binary) {
+        anyhow::bail!(why);
+    }
+    // Without its status entries a statement has no text: it is still
+    // counted, under the empty fingerprint.
+    let status = pg_status::find(pid, &binary)
+        .map_err(|e| log::warn!("postgres {pid}: no statement texts: {e}"))
+        .ok();
+    let probes = match usdt::read_probes(&binary) {
+        Ok(p) => p,
+        Err(UsdtError::NoNotes { .. }) => Vec::new(),
+        Err(e) => return Err(e.into()),
+    };
+    let mut object = Ledger::attach_with(&AttachOptions {
+        statements_of: Some(pid),
+        statements_socket: Some(SocketStatements { status }),
+        no_ledger_programs: true,
+        no_bpf_stats: true,
+        exit_ring_bytes: Some(crate::probe::exits::ring_bytes(1, 1)),
+        ..Default::default()
+    })
+    .map_err(probe_error_ctx)?;
+    let probes = StatementProbes::attach(
+        &mut object,
+        &binary,
+        &probes,
+        &WAIT_PROBES,
+        &requested_waits(&[], true),
+        None,
+        extended::query_text_global(&binary),
+        true,
+    )?;
+    Ok(Attached {
+        probes,
+        _object: object,
+        postmaster: pid,
+        checkpointer: checkpointer_of(pid),
+        lost_records: 0,
+    })
+}
+
+/// The postmaster of `data` and when it started (Unix ns), when it runs:
+/// the pid of `postmaster.pid`'s first line, alive, with `data` as its
+/// working directory (the postmaster changes into it at start).
+fn postmaster_of(data: &Path) -> Option<(u32, u64)> {
+    let text = std::fs::read_to_string(data.join("postmaster.pid")).ok()?;
+    let mut lines = text.lines();
+    let pid: u32 = lines.next()?.trim().parse().ok()?;
+    let started: u64 = lines.nth(1)?.trim().parse().ok()?;
+    let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).ok()?;
+    (cwd == data).then_some((pid, started.saturating_mul(1_000_000_000)))
+}
+
+/// The pid of the postmaster's checkpointer, when it has one.
+fn checkpointer_of(postmaster: u32) -> Option<u32> {
+    let children =
+        std::fs::read_to_string(format!("/proc/{postmaster}/task/{postmaster}/children")).ok()?;
+    children
+        .split_whitespace()
+        .filter_map(|c| c.parse::<u32>().ok())
+        .find(|c| {
+            std::fs::read(format!("/proc/{c}/cmdline"))
+                .is_ok_and(|t| String::from_utf8_lossy(&t).contains("checkpointer"))
+        })
+}
+
+/// (user, database) from a live backend's process title.
+fn title_names(tgid: u32) -> Option<(String, String)> {
+    let raw = std::fs::read(format!("/proc/{tgid}/cmdline")).ok()?;
+    pg_names::parse_title(&String::from_utf8_lossy(&raw))
+}
+
+/// The id a fingerprint is exported under: 16 hex digits of its SHA-256,
+/// the same on every machine and across restarts of serve.
+pub(crate) fn fingerprint_id(fingerprint: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let d = Sha256::digest(fingerprint.as_bytes());
+    d[..8].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The normalised text, cut at [`QUERY_LABEL_CHARS`] characters (`…` marks
+/// a cut).
+pub(crate) fn query_label(fingerprint: &str) -> String {
+    match fingerprint.char_indices().nth(QUERY_LABEL_CHARS) {
+        Some((at, _)) => format!("{}…", &fingerprint[..at]),
+        None => fingerprint.to_string(),
+    }
+}
+
+/// The data directories of the PostgreSQL servers running now: each
+/// postmaster's working directory (a process running a server binary whose
+/// parent does not run the same binary).
+pub(crate) fn running_servers() -> Vec<PathBuf> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for e in dir.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(exe) = std::fs::read_link(format!("/proc/{pid}/exe")) else {
+            continue;
+        };
+        if !matches!(
+            exe.file_name().and_then(|n| n.to_str()),
+            Some("postgres" | "postmaster")
+        ) {
+            continue;
+        }
+        let ppid = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| {
+                s.rsplit_once(')')
+                    .and_then(|(_, r)| r.split_whitespace().nth(1)?.parse::<u32>().ok())
+            });
+        if ppid.is_some_and(|pp| {
+            std::fs::read_link(format!("/proc/{pp}/exe")).ok() == Some(exe.clone())
+        }) {
+            continue;
+        }
+        if let Ok(cwd) = std::fs::read_link(format!("/proc/{pid}/cwd"))
+            && postmaster_of(&cwd).is_some_and(|(p, _)| p == pid)
+        {
+            found.push(cwd);
+        }
+    }
+    found.sort();
+    found.dedup();
+    found
+}
+
+/// The servers `serve --postgres` follows: the data directories given, or
+/// (`--postgres` without a value) every server found running, now and at
+/// every later tick.
+pub(crate) struct Servers {
+    servers: Vec<Server>,
+    find_running: bool,
+    top: usize,
+}
+
+impl Servers {
+    /// `dirs`: the data directories given (an empty path: every server
+    /// found). A directory that is not a data directory is a usage error.
+    pub fn new(dirs: &[PathBuf], top: usize) -> anyhow::Result<Self> {
+        let mut servers: Vec<Server> = Vec::new();
+        let mut find_running = false;
+        for d in dirs {
+            if d.as_os_str().is_empty() {
+                find_running = true;
+                continue;
+            }
+            let abs = match std::fs::canonicalize(d) {
+                Ok(p) if p.join("PG_VERSION").is_file() => p,
+                _ => {
+                    return crate::error::usage(format!(
+                        "--postgres {}: not a PostgreSQL data directory (no PG_VERSION in it): give the server's data directory, or --postgres alone for every server running",
+                        d.display()
+                    ));
+                }
+            };
+            if !servers.iter().any(|s| s.data == abs) {
+                servers.push(Server::new(abs, top));
+            }
+        }
+        Ok(Self {
+            servers,
+            find_running,
+            top,
+        })
+    }
+
+    /// Follows every server one tick (and, with `--postgres` alone, takes
+    /// in the servers started since the last).
+    pub fn tick(&mut self) {
+        if self.find_running {
+            for d in running_servers() {
+                if !self.servers.iter().any(|s| s.data == d) {
+                    self.servers.push(Server::new(d, self.top));
+                }
+            }
+        }
+        for s in &mut self.servers {
+            s.tick();
+        }
+    }
+
+    /// Counts what was drained since the last refresh; the servers' views.
+    pub fn refresh(&mut self) -> Vec<ServerView> {
+        self.servers
+            .iter_mut()
+            .map(|s| {
+                s.refresh();
+                s.view()
+            })
+            .collect()
+    }
+
+    /// The data directories followed, for the start line.
+    pub fn describe(&self) -> String {
+        let mut v: Vec<String> = self
+            .servers
+            .iter()
+            .map(|s| s.data_directory().display().to_string())
+            .collect();
+        if self.find_running {
+            v.push("every server found running".into());
+        }
+        v.join(", ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Catches a label longer than its bound, and two fingerprints under
+    /// one id.
+    #[test]
+    fn labels() {
+        let long = "select ".repeat(40);
+        let l = query_label(&long);
+        assert_eq!(l.chars().count(), QUERY_LABEL_CHARS + 1);
+        assert!(l.ends_with('…'));
+        assert_eq!(query_label("select $1"), "select $1");
+        assert_eq!(fingerprint_id("select $1").len(), 16);
+        assert_ne!(fingerprint_id("select $1"), fingerprint_id("select $2"));
+    }
+
+    /// Catches a stale postmaster.pid (its pid now another process, or
+    /// gone) taken for a running server.
+    #[test]
+    fn a_stale_pid_file_names_no_server() {
+        let dir = tempfile::tempdir().unwrap();
+        // Our own pid: alive, but its working directory is not `dir`.
+        let me = std::process::id();
+        std::fs::write(
+            dir.path().join("postmaster.pid"),
+            format!("{me}\n{}\n1700000000\n5432\n", dir.path().display()),
+        )
+        .unwrap();
+        assert_eq!(postmaster_of(dir.path()), None);
+        // A pid that is not running.
+        std::fs::write(
+            dir.path().join("postmaster.pid"),
+            format!("{}\nx\n1700000000\n", u32::MAX - 1),
+        )
+        .unwrap();
+        assert_eq!(postmaster_of(dir.path()), None);
+    }
+}
