@@ -111,9 +111,18 @@ pub enum Which {
     /// `serve --group-by unit --interval 10s`, scraped every 10 s for a
     /// while: its userspace CPU share, peak RSS and scrape size.
     Serve {
-        /// How long to run (e.g. 10m).
+        /// How long to run (e.g. 10m); with --postgres, each variant of
+        /// each round.
         #[arg(long, default_value = "10m", value_parser = parse_duration)]
         duration: Duration,
+        /// Under `pgbench -n -S -c 4` on a throw-away server, in
+        /// interleaved rounds: no serve, `serve`, `serve --postgres
+        /// PGDATA`; serve's CPU and memory and the server's TPS.
+        #[arg(long)]
+        postgres: bool,
+        /// Rounds with --postgres.
+        #[arg(long, default_value_t = 2)]
+        rounds: u32,
     },
     /// The lab's queue: N `lab worker` processes with a trivial executor
     /// (`--no-run`: claim and finish, no `run`) against one local
@@ -192,7 +201,16 @@ pub fn run(which: Which) -> anyhow::Result<()> {
             keep_exited,
             storm_every,
         } => soak::bench(duration, every, churn, keep_exited, storm_every),
-        Which::Serve { duration } => serve::bench(duration),
+        Which::Serve {
+            duration,
+            postgres: false,
+            ..
+        } => serve::bench(duration),
+        Which::Serve {
+            duration,
+            postgres: true,
+            rounds,
+        } => serve::bench_postgres(duration, rounds),
         Which::Statements {
             rounds,
             seconds,

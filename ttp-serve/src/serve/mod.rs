@@ -1,5 +1,7 @@
 //! `ttp-ebpf serve`: the ledger kept loaded for as long as the command
-//! runs, summed per group of processes (fleet.rs), rendered as OpenMetrics
+//! runs, summed per group of processes (fleet.rs), with `--postgres` each
+//! PostgreSQL server's statements per fingerprint (postgres.rs,
+//! statement_series.rs, pg_metrics.rs), rendered as OpenMetrics
 //! (openmetrics.rs) or OTLP (otlp.rs), and served over HTTP for Prometheus
 //! to scrape (http.rs, web.rs) or pushed to a collector (push.rs).
 //! docs/serve.md.
@@ -27,11 +29,10 @@ mod push;
 mod statement_series;
 mod web;
 
-use http::Reply;
-use web::WebConfig;
-
 use fleet::{Fleet, GroupBy, ProcGroups};
+use http::Reply;
 use openmetrics::{Exposition, Format, Shared};
+use web::WebConfig;
 
 use crate::{
     accounts::Image,
@@ -70,7 +71,10 @@ fn serve_exit_ring_bytes() -> u32 {
 /// scraper does not ask for OpenMetrics) with counters per systemd unit,
 /// control group, command or user: on-CPU, run-queue wait, sleep, blocked,
 /// iowait and its own-I/O part and share, block I/O; per CPU busy, idle
-/// and iowait; the ledger's losses and the probes' own cost. `GET /healthz`
+/// and iowait; the ledger's losses and the probes' own cost; with
+/// `--postgres`, every statement of the server per database, user and
+/// fingerprint (calls, elapsed, on-CPU, run-queue, lock and I/O wait, a
+/// latency histogram), followed through restarts. `GET /healthz`
 /// says whether the ledger is being read; `GET /metrics.json` gives the
 /// same counters as JSON (schema ttp.serve/1). Ctrl-C or SIGTERM detaches the
 /// programs and exits 0. See docs/serve.md.
@@ -106,7 +110,7 @@ pub struct ServeArgs {
     /// no value, every server running now or later. serve then keeps its
     /// privileges: a restarted server's programs are loaded again.
     #[arg(long, value_name = "PGDATA", num_args = 0..=1, default_missing_value = "", action = clap::ArgAction::Append)]
-    pub postgres: Vec<std::path::PathBuf>,
+    pub postgres: Vec<String>,
     /// Statement series per server under their own labels, by recent
     /// elapsed time; the rest are summed into `fingerprint="other"`.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_PG_TOP, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]

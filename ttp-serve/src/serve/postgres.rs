@@ -210,7 +210,7 @@ impl Server {
                 let e = format!("{e:#}");
                 if self.last_error.as_ref() != Some(&e) {
                     eprintln!(
-                        "ttp: postgres {}: cannot follow postmaster {pid}: {e}; trying again every tick",
+                        "ttp: postgres {}: cannot follow postmaster {pid}: {e}; trying again every second",
                         self.data.display()
                     );
                     self.last_error = Some(e);
@@ -468,16 +468,17 @@ pub(crate) struct Servers {
 }
 
 impl Servers {
-    /// `dirs`: the data directories given (an empty path: every server
+    /// `dirs`: the data directories given (an empty one: every server
     /// found). A directory that is not a data directory is a usage error.
-    pub fn new(dirs: &[PathBuf], top: usize) -> anyhow::Result<Self> {
+    pub fn new(dirs: &[String], top: usize) -> anyhow::Result<Self> {
         let mut servers: Vec<Server> = Vec::new();
         let mut find_running = false;
         for d in dirs {
-            if d.as_os_str().is_empty() {
+            if d.is_empty() {
                 find_running = true;
                 continue;
             }
+            let d = Path::new(d);
             let abs = match std::fs::canonicalize(d) {
                 Ok(p) if p.join("PG_VERSION").is_file() => p,
                 _ => {

@@ -13,7 +13,7 @@ use std::{
 
 use anyhow::Context;
 
-use super::{Tracer, cpu_ticks, start_tracer};
+use super::{Tracer, cpu_ticks, pg, start_tracer};
 use crate::util;
 
 /// One `GET /metrics` as Prometheus sends it; returns the body's size and
@@ -90,4 +90,142 @@ pub fn bench(duration: Duration) -> anyhow::Result<()> {
     );
     println!("last scrape: {} bytes, {} samples", last.0, last.1);
     Ok(())
+}
+
+/// One variant of `bench serve --postgres`: serve's arguments beside the
+/// listen address, `None` for no serve.
+const PG_VARIANTS: [(&str, Option<&[&str]>); 3] = [
+    ("no serve", None),
+    ("serve", Some(&["--group-by", "unit", "--interval", "10s"])),
+    (
+        "serve --postgres",
+        Some(&["--group-by", "unit", "--interval", "10s", "--postgres"]),
+    ),
+];
+
+/// What one variant of one round measured.
+struct PgRound {
+    tps: f64,
+    /// serve's userspace CPU from ready to the end, % of one core.
+    cpu_pct: Option<f64>,
+    hwm_mib: Option<f64>,
+    samples: Option<usize>,
+}
+
+/// `bench serve --postgres`: see the variant's help. pgbench runs for
+/// `duration` in every variant; serve is scraped every 10 s meanwhile.
+pub fn bench_postgres(duration: Duration, rounds: u32) -> anyhow::Result<()> {
+    util::cargo(&["build", "--release", "-p", "ttp-user"])?;
+    let ttp = util::target_dir().join("release/ttp-ebpf");
+    let server = pg::Server::start("serve", "-c shared_buffers=16MB -c autovacuum=off")?;
+    let data = server.data.display().to_string();
+    let mut init = Command::new(server.bin.join("pgbench"));
+    init.args(["-i", "-q", "-s", "2", "-d", &server.url("postgres")]);
+    util::status(&mut init)?;
+    let mut table: Vec<Vec<PgRound>> = (0..PG_VARIANTS.len()).map(|_| Vec::new()).collect();
+    for round in 0..rounds {
+        // Rotated: each variant runs first in some round.
+        for k in 0..PG_VARIANTS.len() {
+            let i = (k + round as usize) % PG_VARIANTS.len();
+            let (name, args) = PG_VARIANTS[i];
+            eprintln!("round {}/{rounds}: {name}", round + 1);
+            table[i].push(pg_round(&ttp, &server, &data, args, duration)?);
+        }
+    }
+    println!(
+        "bench serve --postgres: pgbench -n -S -c 4 -T {} on a throw-away server (scale 2), serve scraped every 10 s; {rounds} rounds, variants rotated",
+        duration.as_secs()
+    );
+    println!(
+        "| variant | TPS per round | serve CPU, % of one core | serve peak RSS, MiB | samples a scrape |"
+    );
+    println!("|---|---|---|---|---|");
+    for (i, (name, _)) in PG_VARIANTS.iter().enumerate() {
+        let col =
+            |f: &dyn Fn(&PgRound) -> String| table[i].iter().map(f).collect::<Vec<_>>().join(" / ");
+        let opt = |v: Option<f64>, d: usize| v.map_or("—".into(), |v| format!("{v:.d$}"));
+        println!(
+            "| {name} | {} | {} | {} | {} |",
+            col(&|r| format!("{:.0}", r.tps)),
+            col(&|r| opt(r.cpu_pct, 3)),
+            col(&|r| opt(r.hwm_mib, 1)),
+            col(&|r| r.samples.map_or("—".into(), |n| n.to_string())),
+        );
+    }
+    Ok(())
+}
+
+fn pg_round(
+    ttp: &std::path::Path,
+    server: &pg::Server,
+    data: &str,
+    args: Option<&[&str]>,
+    duration: Duration,
+) -> anyhow::Result<PgRound> {
+    let port = free_port()?;
+    let tracer = match args {
+        Some(a) => {
+            let listen = format!("127.0.0.1:{port}");
+            let mut cmd = Command::new(ttp);
+            cmd.arg("serve").args(a);
+            if a.contains(&"--postgres") {
+                cmd.arg(data);
+            }
+            cmd.args(["--listen", &listen]);
+            Some(start_tracer(cmd, "serving the ledger")?)
+        }
+        None => None,
+    };
+    let t0 = Instant::now();
+    let mut bench = Command::new(server.bin.join("pgbench"))
+        .args([
+            "-n",
+            "-S",
+            "-c",
+            "4",
+            "-T",
+            &duration.as_secs().to_string(),
+            "-d",
+        ])
+        .arg(server.url("postgres"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .context("pgbench")?;
+    let mut samples = None;
+    while bench.try_wait()?.is_none() {
+        std::thread::sleep(Duration::from_secs(10));
+        if tracer.is_some() && bench.try_wait()?.is_none() {
+            samples = Some(scrape(port)?.1);
+        }
+    }
+    let wall = t0.elapsed().as_secs_f64();
+    let mut out = String::new();
+    bench
+        .stdout
+        .take()
+        .context("pgbench stdout")?
+        .read_to_string(&mut out)?;
+    let tps = out
+        .lines()
+        .find(|l| l.starts_with("tps = "))
+        .and_then(|l| l.split_whitespace().nth(2))
+        .and_then(|v| v.parse().ok())
+        .with_context(|| format!("no tps in pgbench's output: {out}"))?;
+    let (cpu_pct, hwm_mib) = match tracer {
+        Some(t) => {
+            let (hwm_kib, ticks) = t.stop()?;
+            (
+                Some(100.0 * ticks as f64 / 100.0 / wall),
+                Some(hwm_kib as f64 / 1024.0),
+            )
+        }
+        None => (None, None),
+    };
+    Ok(PgRound {
+        tps,
+        cpu_pct,
+        hwm_mib,
+        samples,
+    })
 }
