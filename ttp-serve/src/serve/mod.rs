@@ -24,6 +24,7 @@ mod openmetrics;
 mod otlp;
 mod pg_metrics;
 mod pg_names;
+mod pg_procs;
 mod postgres;
 mod push;
 mod statement_series;
@@ -278,30 +279,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         args.group_by.label(),
         humantime::format_duration(args.interval)
     );
-    let tick = match servers {
-        Some(_) => POSTGRES_TICK.min(args.interval),
-        None => args.interval,
-    };
-    let mut next_read = Instant::now() + args.interval;
-    while !stop.raised() {
-        stop.sleep(tick.min(next_read.saturating_duration_since(Instant::now())));
-        if stop.raised() {
-            break;
-        }
-        if let Some(s) = &mut servers {
-            s.tick();
-        }
-        if Instant::now() < next_read {
-            continue;
-        }
-        next_read = Instant::now() + args.interval;
-        match refresh(
-            &mut session,
-            &mut fleet,
-            &mut groups,
-            servers.as_mut(),
-            &shared,
-        ) {
+    read_until_stopped(&stop, args.interval, &mut servers, |servers| {
+        match refresh(&mut session, &mut fleet, &mut groups, servers, &shared) {
             Ok(()) => {
                 *health.write().unwrap_or_else(|p| p.into_inner()) = Instant::now();
                 if let Some(p) = &pusher {
@@ -312,13 +291,43 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             // health endpoint turns unhealthy when reads keep failing.
             Err(e) => eprintln!("ttp: reading the ledger failed: {e:#}"),
         }
-    }
+    });
     server.stop();
     drop(pusher);
     drop(servers);
     drop(session);
     eprintln!("ttp: serve stopped; programs detached and {addr} released");
     Ok(())
+}
+
+/// Calls `read` every `interval` until Ctrl-C or SIGTERM; with
+/// `--postgres`, drains the servers' statements every [`POSTGRES_TICK`]
+/// between the reads.
+fn read_until_stopped(
+    stop: &crate::sys::signals::StopFlag,
+    interval: Duration,
+    servers: &mut Option<postgres::Servers>,
+    mut read: impl FnMut(Option<&mut postgres::Servers>),
+) {
+    let tick = match servers {
+        Some(_) => POSTGRES_TICK.min(interval),
+        None => interval,
+    };
+    let mut next_read = Instant::now() + interval;
+    while !stop.raised() {
+        stop.sleep(tick.min(next_read.saturating_duration_since(Instant::now())));
+        if stop.raised() {
+            break;
+        }
+        if let Some(s) = servers {
+            s.tick();
+        }
+        if Instant::now() < next_read {
+            continue;
+        }
+        next_read = Instant::now() + interval;
+        read(servers.as_mut());
+    }
 }
 
 fn refresh(

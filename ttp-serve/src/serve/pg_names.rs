@@ -74,6 +74,12 @@ pub(crate) fn catalog_names(data: &Path) -> (HashMap<u32, String>, HashMap<u32, 
     (read("global/1262"), read("global/1260"))
 }
 
+/// (user, database) from a live backend's process title.
+pub(crate) fn title_names(tgid: u32) -> Option<(String, String)> {
+    let raw = std::fs::read(format!("/proc/{tgid}/cmdline")).ok()?;
+    parse_title(&String::from_utf8_lossy(&raw))
+}
+
 /// (user, database) from a backend's process title, such as
 /// `postgres: 15/main: alice shop [local] idle` (with `cluster_name`) or
 /// `postgres: alice shop 10.0.0.7(51234) SELECT`; `None` for an auxiliary

@@ -37,6 +37,7 @@ use crate::{
     },
     serve::{
         pg_names,
+        pg_procs::{checkpointer_of, postmaster_of, running_servers},
         statement_series::{SeriesKey, StatementSeries, StatementTotals},
     },
 };
@@ -267,7 +268,7 @@ impl Server {
         if known(&self.databases, s.database) && known(&self.users, s.user) {
             return;
         }
-        if let Some((user, database)) = title_names(s.tgid) {
+        if let Some((user, database)) = pg_names::title_names(s.tgid) {
             self.databases.insert(s.database, database);
             self.users.insert(s.user, user);
             return;
@@ -367,37 +368,6 @@ fn attach(pid: u32) -> anyhow::Result<Attached> {
     })
 }
 
-/// The postmaster of `data` and when it started (Unix ns), when it runs:
-/// the pid of `postmaster.pid`'s first line, alive, with `data` as its
-/// working directory (the postmaster changes into it at start).
-fn postmaster_of(data: &Path) -> Option<(u32, u64)> {
-    let text = std::fs::read_to_string(data.join("postmaster.pid")).ok()?;
-    let mut lines = text.lines();
-    let pid: u32 = lines.next()?.trim().parse().ok()?;
-    let started: u64 = lines.nth(1)?.trim().parse().ok()?;
-    let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).ok()?;
-    (cwd == data).then_some((pid, started.saturating_mul(1_000_000_000)))
-}
-
-/// The pid of the postmaster's checkpointer, when it has one.
-fn checkpointer_of(postmaster: u32) -> Option<u32> {
-    let children =
-        std::fs::read_to_string(format!("/proc/{postmaster}/task/{postmaster}/children")).ok()?;
-    children
-        .split_whitespace()
-        .filter_map(|c| c.parse::<u32>().ok())
-        .find(|c| {
-            std::fs::read(format!("/proc/{c}/cmdline"))
-                .is_ok_and(|t| String::from_utf8_lossy(&t).contains("checkpointer"))
-        })
-}
-
-/// (user, database) from a live backend's process title.
-fn title_names(tgid: u32) -> Option<(String, String)> {
-    let raw = std::fs::read(format!("/proc/{tgid}/cmdline")).ok()?;
-    pg_names::parse_title(&String::from_utf8_lossy(&raw))
-}
-
 /// The id a fingerprint is exported under: 16 hex digits of its SHA-256,
 /// the same on every machine and across restarts of serve.
 pub(crate) fn fingerprint_id(fingerprint: &str) -> String {
@@ -413,49 +383,6 @@ pub(crate) fn query_label(fingerprint: &str) -> String {
         Some((at, _)) => format!("{}…", &fingerprint[..at]),
         None => fingerprint.to_string(),
     }
-}
-
-/// The data directories of the PostgreSQL servers running now: each
-/// postmaster's working directory (a process running a server binary whose
-/// parent does not run the same binary).
-pub(crate) fn running_servers() -> Vec<PathBuf> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    let mut found = Vec::new();
-    for e in dir.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-            continue;
-        };
-        let Ok(exe) = std::fs::read_link(format!("/proc/{pid}/exe")) else {
-            continue;
-        };
-        if !matches!(
-            exe.file_name().and_then(|n| n.to_str()),
-            Some("postgres" | "postmaster")
-        ) {
-            continue;
-        }
-        let ppid = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .ok()
-            .and_then(|s| {
-                s.rsplit_once(')')
-                    .and_then(|(_, r)| r.split_whitespace().nth(1)?.parse::<u32>().ok())
-            });
-        if ppid.is_some_and(|pp| {
-            std::fs::read_link(format!("/proc/{pp}/exe")).ok() == Some(exe.clone())
-        }) {
-            continue;
-        }
-        if let Ok(cwd) = std::fs::read_link(format!("/proc/{pid}/cwd"))
-            && postmaster_of(&cwd).is_some_and(|(p, _)| p == pid)
-        {
-            found.push(cwd);
-        }
-    }
-    found.sort();
-    found.dedup();
-    found
 }
 
 /// The servers `serve --postgres` follows: the data directories given, or
@@ -554,27 +481,5 @@ mod tests {
         assert_eq!(query_label("select $1"), "select $1");
         assert_eq!(fingerprint_id("select $1").len(), 16);
         assert_ne!(fingerprint_id("select $1"), fingerprint_id("select $2"));
-    }
-
-    /// Catches a stale postmaster.pid (its pid now another process, or
-    /// gone) taken for a running server.
-    #[test]
-    fn a_stale_pid_file_names_no_server() {
-        let dir = tempfile::tempdir().unwrap();
-        // Our own pid: alive, but its working directory is not `dir`.
-        let me = std::process::id();
-        std::fs::write(
-            dir.path().join("postmaster.pid"),
-            format!("{me}\n{}\n1700000000\n5432\n", dir.path().display()),
-        )
-        .unwrap();
-        assert_eq!(postmaster_of(dir.path()), None);
-        // A pid that is not running.
-        std::fs::write(
-            dir.path().join("postmaster.pid"),
-            format!("{}\nx\n1700000000\n", u32::MAX - 1),
-        )
-        .unwrap();
-        assert_eq!(postmaster_of(dir.path()), None);
     }
 }
