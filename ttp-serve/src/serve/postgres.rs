@@ -391,6 +391,8 @@ pub(crate) fn query_label(fingerprint: &str) -> String {
 pub(crate) struct Servers {
     servers: Vec<Server>,
     find_running: bool,
+    /// When /proc was last searched for servers (every [`FOLLOW_EVERY`]).
+    searched_at: Option<Instant>,
     top: usize,
 }
 
@@ -422,14 +424,16 @@ impl Servers {
         Ok(Self {
             servers,
             find_running,
+            searched_at: None,
             top,
         })
     }
 
     /// Follows every server one tick (and, with `--postgres` alone, takes
-    /// in the servers started since the last).
+    /// in the servers started since the last search, once a second).
     pub fn tick(&mut self) {
-        if self.find_running {
+        if self.find_running && self.searched_at.is_none_or(|t| t.elapsed() >= FOLLOW_EVERY) {
+            self.searched_at = Some(Instant::now());
             for d in running_servers() {
                 if !self.servers.iter().any(|s| s.data == d) {
                     self.servers.push(Server::new(d, self.top));
