@@ -268,7 +268,11 @@ impl Server {
         if known(&self.databases, s.database) && known(&self.users, s.user) {
             return;
         }
-        if let Some((user, database)) = pg_names::title_names(s.tgid) {
+        // Without a status entry the oids are 0: a title names nothing then.
+        if s.database != 0
+            && s.user != 0
+            && let Some((user, database)) = pg_names::title_names(s.tgid)
+        {
             self.databases.insert(s.database, database);
             self.users.insert(s.user, user);
             return;
