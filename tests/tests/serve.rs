@@ -330,14 +330,8 @@ fn bad_input_is_one_line_and_exit_2() {
 /// switch left one run in six 1.8 % off.
 #[test]
 fn prometheus_sees_the_fixture_group_as_the_kernel_does() {
-    if !root_or_skip("prometheus_sees_the_fixture_group_as_the_kernel_does") {
-        return;
-    }
-    if !std::path::Path::new("/usr/bin/prometheus").exists() {
-        if std::env::var("CI").is_ok_and(|v| v == "true") {
-            panic!("/usr/bin/prometheus missing: `cargo xtask setup` installs it");
-        }
-        eprintln!("SKIPPED: /usr/bin/prometheus missing (cargo xtask setup installs it)");
+    let test = "prometheus_sees_the_fixture_group_as_the_kernel_does";
+    if !root_or_skip(test) || !prometheus_or_skip(test) {
         return;
     }
     let _serial = serial();

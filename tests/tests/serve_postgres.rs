@@ -83,17 +83,6 @@ fn pgbench(c: &Cluster, args: &[&str]) {
     );
 }
 
-fn prometheus_or_skip(test: &str) -> bool {
-    if std::path::Path::new("/usr/bin/prometheus").exists() {
-        return true;
-    }
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("{test}: /usr/bin/prometheus missing: `cargo xtask setup` installs it");
-    }
-    eprintln!("SKIPPED {test}: /usr/bin/prometheus missing (cargo xtask setup installs it)");
-    false
-}
-
 /// A backend of `c` serving user ttp (its process title names it).
 fn a_backend(c: &Cluster) -> Option<u32> {
     let pm = c.postmaster_pid();

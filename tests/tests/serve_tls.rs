@@ -146,13 +146,7 @@ fn tls_and_basic_auth_from_a_web_config() {
     assert!(!text.contains("ttp_on_cpu"), "{text}");
 
     // A real Prometheus, configured as the documentation says.
-    if !Path::new("/usr/bin/prometheus").exists() {
-        assert!(
-            !ci,
-            "/usr/bin/prometheus missing: `cargo xtask setup` installs it"
-        );
-        eprintln!("SKIPPED the Prometheus part: /usr/bin/prometheus missing");
-    } else {
+    if prometheus_or_skip("tls_and_basic_auth_from_a_web_config, its Prometheus part") {
         let prom = Prometheus::start_with(
             serve.port,
             &format!(

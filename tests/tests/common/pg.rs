@@ -153,52 +153,38 @@ impl Cluster {
             self.port,
             self.extra_opts
         );
-        let log = self.dir.join("log");
-        let out = self.as_server(
-            &self.bin.join("pg_ctl"),
-            &[
-                "start",
-                "-D",
-                self.data.to_str().unwrap(),
-                "-w",
-                "-t",
-                "60",
-                "-l",
-                log.to_str().unwrap(),
-                "-o",
-                &opts,
-            ],
-        );
-        assert!(
-            out.status.success(),
-            "pg_ctl start: {} {}",
-            String::from_utf8_lossy(&out.stderr),
-            std::fs::read_to_string(&log).unwrap_or_default()
-        );
+        self.pg_ctl_waiting(&["start", "-o", &opts]);
     }
 
     /// `pg_ctl restart` (fast shutdown, then a new postmaster with the
     /// same options).
     pub fn restart_server(&self) {
+        self.pg_ctl_waiting(&["restart", "-m", "fast"]);
+    }
+
+    /// `pg_ctl ARGS` on this cluster, waiting up to 60 s, its log in the
+    /// cluster's directory (shown when it fails).
+    fn pg_ctl_waiting(&self, args: &[&str]) {
         let log = self.dir.join("log");
         let out = self.as_server(
             &self.bin.join("pg_ctl"),
             &[
-                "restart",
-                "-D",
-                self.data.to_str().unwrap(),
-                "-m",
-                "fast",
-                "-w",
-                "-t",
-                "60",
-                "-l",
-                log.to_str().unwrap(),
-            ],
+                args,
+                &[
+                    "-D",
+                    self.data.to_str().unwrap(),
+                    "-w",
+                    "-t",
+                    "60",
+                    "-l",
+                    log.to_str().unwrap(),
+                ],
+            ]
+            .concat(),
         );
         assert!(
             out.status.success(),
-            "pg_ctl restart: {} {}",
+            "pg_ctl {args:?}: {} {}",
             String::from_utf8_lossy(&out.stderr),
             std::fs::read_to_string(&log).unwrap_or_default()
         );

@@ -279,6 +279,19 @@ pub fn query(port: u16, promql: &str) -> Option<f64> {
     v["data"]["result"][0]["value"][1].as_str()?.parse().ok()
 }
 
+/// Whether /usr/bin/prometheus is there; outside CI a missing one skips
+/// `test` (said on stderr), under CI=true it fails it.
+pub fn prometheus_or_skip(test: &str) -> bool {
+    if std::path::Path::new("/usr/bin/prometheus").exists() {
+        return true;
+    }
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("{test}: /usr/bin/prometheus missing: `cargo xtask setup` installs it");
+    }
+    eprintln!("SKIPPED {test}: /usr/bin/prometheus missing (cargo xtask setup installs it)");
+    false
+}
+
 /// A real Prometheus server (Debian's package), on loopback, scraping
 /// every second, killed on drop.
 pub struct Prometheus {
