@@ -380,7 +380,13 @@ fn scan_threads(pid: u32) -> (BTreeSet<String>, usize) {
     let mut threads = 0;
     for task in std::fs::read_dir(format!("/proc/{pid}/task")).expect("tasks") {
         let task = task.expect("task").path();
-        let status = std::fs::read_to_string(task.join("status")).expect("task status");
+        // A thread listed may end before its status is read (the OTLP
+        // client resolves each push's address on a short-lived thread):
+        // nothing of it is left to check.
+        let Ok(status) = std::fs::read_to_string(task.join("status")) else {
+            assert!(!task.exists(), "unreadable status of a live {task:?}");
+            continue;
+        };
         let field = |name: &str| {
             status
                 .lines()
