@@ -185,3 +185,69 @@ impl Drop for Server {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+
+// ---- the server's CPU, and delay accounting for a round ----
+
+pub(super) fn ticks_per_second() -> f64 {
+    util::output("getconf", &["CLK_TCK"])
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(100.0)
+}
+
+/// /proc/PID/stat fields after the command name (field 3 is index 0).
+pub(super) fn stat_fields(pid: u32) -> Vec<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    stat.rsplit(')')
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .map(|v| v.parse().unwrap_or(0))
+        .collect()
+}
+
+pub(super) fn children(pm: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        // Field 4 (index 1) is the parent.
+        if stat_fields(pid).get(1) == Some(&u64::from(pm)) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// utime + stime of the postmaster and its live children, plus cutime +
+/// cstime of the postmaster (its reaped children), in ticks.
+pub(super) fn server_ticks(pm: u32) -> u64 {
+    let f = stat_fields(pm);
+    let own: u64 = (11..15).map(|i| f.get(i).copied().unwrap_or(0)).sum();
+    own + children(pm).into_iter().map(super::cpu_ticks).sum::<u64>()
+}
+
+/// `kernel.task_delayacct` switched on for a round, put back as it was
+/// when dropped (on error too).
+pub(super) struct Delayacct {
+    before: String,
+}
+
+const TASK_DELAYACCT: &str = "/proc/sys/kernel/task_delayacct";
+
+impl Delayacct {
+    pub(super) fn on() -> anyhow::Result<Delayacct> {
+        let before = std::fs::read_to_string(TASK_DELAYACCT)
+            .with_context(|| format!("reading {TASK_DELAYACCT}"))?;
+        std::fs::write(TASK_DELAYACCT, "1").with_context(|| format!("writing {TASK_DELAYACCT}"))?;
+        Ok(Delayacct {
+            before: before.trim().to_owned(),
+        })
+    }
+}
+
+impl Drop for Delayacct {
+    fn drop(&mut self) {
+        let _ = std::fs::write(TASK_DELAYACCT, &self.before);
+    }
+}
