@@ -6,13 +6,15 @@ mod common;
 
 use std::{
     collections::BTreeMap,
-    io::Write,
     process::{Command, Stdio},
     time::{Duration, Instant},
 };
 
 use common::{
-    pg::{Cluster, pgss_by_fingerprint, statements_attached, with_pgss_and_pgbench},
+    pg::{
+        Cluster, Session, idle_session, pgss_by_fingerprint, poll, statements_attached,
+        with_pgss_and_pgbench,
+    },
     *,
 };
 use ttp_common::statements::{flag, wait};
@@ -388,72 +390,6 @@ fn against_pgss(name: &str, runs: &[&[&str]], edge_after: u64) -> Vec<Statement>
     );
     assert!(stmt_cpu as f64 <= sched as f64 * 1.02);
     inside
-}
-
-/// psql reading commands from a pipe (one session).
-struct Session {
-    child: std::process::Child,
-}
-
-impl Session {
-    fn open(c: &Cluster) -> Self {
-        Self::open_as(c, "psql")
-    }
-    /// A session whose backend shows `application_name = app`.
-    fn open_as(c: &Cluster, app: &str) -> Self {
-        let child = Command::new(c.bin.join("psql"))
-            .args(["-X", "-q", "-A", "-t", "-d"])
-            .arg(format!("{} application_name={app}", c.conninfo()))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("psql");
-        Session { child }
-    }
-    fn send(&mut self, sql: &str) {
-        let stdin = self.child.stdin.as_mut().unwrap();
-        writeln!(stdin, "{sql}").unwrap();
-        stdin.flush().unwrap();
-    }
-    fn close(mut self) {
-        drop(self.child.stdin.take());
-        let _ = self.child.wait();
-    }
-}
-
-fn poll(c: &Cluster, sql: &str) -> String {
-    let t = Instant::now();
-    loop {
-        let v = c.psql(sql);
-        if !v.is_empty() {
-            return v;
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(20),
-            "timed out waiting for: {sql}"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
-/// A psql session named `app` that has run `setup` and `SELECT 1;` and is
-/// idle, with its backend's pid.
-fn idle_session(c: &Cluster, app: &str, setup: &[&str]) -> (Session, u32) {
-    let mut s = Session::open_as(c, app);
-    for sql in setup {
-        s.send(sql);
-    }
-    s.send("SELECT 1;");
-    let backend = poll(
-        c,
-        &format!(
-            "SELECT pid FROM pg_stat_activity WHERE application_name = '{app}' AND state = 'idle'"
-        ),
-    )
-    .parse()
-    .unwrap();
-    (s, backend)
 }
 
 /// A session holds `LOCK TABLE pgbench_branches IN ACCESS EXCLUSIVE MODE`

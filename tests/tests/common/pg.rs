@@ -4,9 +4,11 @@
 //! socket in that directory, on a free port; stopped and removed on drop.
 #![allow(dead_code)]
 use std::{
+    io::Write,
     os::unix::{fs::chown, process::CommandExt},
     path::{Path, PathBuf},
     process::{Command, Output, Stdio},
+    time::{Duration, Instant},
 };
 
 /// The newest installed PostgreSQL's bin directory, installing the
@@ -366,4 +368,71 @@ pub fn pgbench_tables(c: &Cluster) {
 pub fn with_pgss_and_pgbench(c: &Cluster) {
     c.psql("CREATE EXTENSION pg_stat_statements");
     pgbench_tables(c);
+}
+
+/// psql reading commands from a pipe (one session).
+pub struct Session {
+    child: std::process::Child,
+}
+
+impl Session {
+    pub fn open(c: &Cluster) -> Self {
+        Self::open_as(c, "psql")
+    }
+    /// A session whose backend shows `application_name = app`.
+    pub fn open_as(c: &Cluster, app: &str) -> Self {
+        let child = Command::new(c.bin.join("psql"))
+            .args(["-X", "-q", "-A", "-t", "-d"])
+            .arg(format!("{} application_name={app}", c.conninfo()))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("psql");
+        Session { child }
+    }
+    pub fn send(&mut self, sql: &str) {
+        let stdin = self.child.stdin.as_mut().unwrap();
+        writeln!(stdin, "{sql}").unwrap();
+        stdin.flush().unwrap();
+    }
+    pub fn close(mut self) {
+        drop(self.child.stdin.take());
+        let _ = self.child.wait();
+    }
+}
+
+/// The first non-empty answer to `sql`, asked every 5 ms for up to 20 s.
+pub fn poll(c: &Cluster, sql: &str) -> String {
+    let t = Instant::now();
+    loop {
+        let v = c.psql(sql);
+        if !v.is_empty() {
+            return v;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "timed out waiting for: {sql}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// A psql session named `app` that has run `setup` and `SELECT 1;` and is
+/// idle, with its backend's pid.
+pub fn idle_session(c: &Cluster, app: &str, setup: &[&str]) -> (Session, u32) {
+    let mut s = Session::open_as(c, app);
+    for sql in setup {
+        s.send(sql);
+    }
+    s.send("SELECT 1;");
+    let backend = poll(
+        c,
+        &format!(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = '{app}' AND state = 'idle'"
+        ),
+    )
+    .parse()
+    .unwrap();
+    (s, backend)
 }
