@@ -114,36 +114,14 @@ pub(crate) fn measure_interleaved(
                 ended = true;
                 break 'rounds;
             }
-            let mut cmd = Command::new(&command[0]);
-            cmd.args(&command[1..]);
-            if plan.quiet {
-                cmd.stdout(std::process::Stdio::null());
-            }
-            if let Some(pin) = plan.pin.clone() {
-                use std::os::unix::process::CommandExt;
-                // SAFETY: pin_self only calls sched_setaffinity on a set on
-                // the stack: no allocation or lock between fork and exec.
-                unsafe { cmd.pre_exec(move || pin.pin_self()) };
-            }
-            let mut outcome = match qe::measure(&mut ctx, index + 1, cmd, None) {
-                Ok(o) => o,
-                Err(QeError::Spawn(e)) => {
-                    out.failure = Some(if e.is_usage() {
-                        UsageError::new(e.to_string()).into()
-                    } else {
-                        e.into()
-                    });
-                    break 'rounds;
-                }
-                Err(QeError::Probe(e)) => {
-                    out.failure = Some(crate::probe::probe_error_ctx(e));
-                    break 'rounds;
-                }
-                Err(e @ (QeError::Trace(_) | QeError::Blame(_))) => {
-                    out.failure = Some(e.into());
-                    break 'rounds;
-                }
-            };
+            let mut outcome =
+                match qe::measure(&mut ctx, index + 1, command_of(plan, command), None) {
+                    Ok(o) => o,
+                    Err(e) => {
+                        out.failure = Some(failure_of(e));
+                        break 'rounds;
+                    }
+                };
             if stop.raised() {
                 bar.println(format!(
                     "run {index} interrupted: not kept (runs 0–{} kept)",
@@ -157,33 +135,10 @@ pub(crate) fn measure_interleaved(
             {
                 taskstats_missing[j] += 1;
             }
-            let lost = &outcome.window.lost;
-            if lost.losses() > 0 || outcome.window.vanished_threads > 0 {
-                out.notes.push(format!(
-                    "run {index}: ledger records incomplete (exit records lost {}, thread map full {}, task reads failed {}, request map full {}, per-process disk map full {}, CPU out of range {}, threads vanished {})",
-                    lost.exit_records_lost,
-                    lost.thread_map_full,
-                    lost.read_failed,
-                    lost.request_map_full,
-                    lost.proc_disk_map_full,
-                    lost.cpu_out_of_range,
-                    outcome.window.vanished_threads
-                ));
-            }
+            out.notes.extend(losses_note(index, &outcome.window));
             let first = *first_start_ns[j].get_or_insert(outcome.window.start_ns);
             let run = emp_runs::emp_run(index, &outcome, first, index == 0);
-            let pt = run.pt.ledger_on_cpu_ns.map(|n| n as f64 / 1e6);
-            bar.set_message(format!(
-                "{}run {index}{}: ET {:.1} ms, PT {}",
-                if k > 1 {
-                    format!("{} ", crate::protocol::compare::label(j))
-                } else {
-                    String::new()
-                },
-                if index == 0 { " (warm-up)" } else { "" },
-                run.et_ns as f64 / 1e6,
-                pt.map_or("—".to_string(), |p| format!("{p:.1} ms"))
-            ));
+            bar.set_message(progress_message(&run, (k > 1).then_some(j)));
             out.runs.push(run);
             after_run(j, &out.runs, &bar)?;
             bar.inc(1);
@@ -210,6 +165,66 @@ pub(crate) fn measure_interleaved(
         }
     }
     Ok(outs)
+}
+
+/// The command of a run: quiet and pinned as the plan says.
+fn command_of(plan: &LivePlan<'_>, command: &[String]) -> Command {
+    let mut cmd = Command::new(&command[0]);
+    cmd.args(&command[1..]);
+    if plan.quiet {
+        cmd.stdout(std::process::Stdio::null());
+    }
+    if let Some(pin) = plan.pin.clone() {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: pin_self only calls sched_setaffinity on a set on the
+        // stack: no allocation or lock between fork and exec.
+        unsafe { cmd.pre_exec(move || pin.pin_self()) };
+    }
+    cmd
+}
+
+/// A run that could not be measured, as the command's failure: a spawn
+/// the user can fix is a usage error.
+fn failure_of(e: QeError) -> anyhow::Error {
+    match e {
+        QeError::Spawn(e) if e.is_usage() => UsageError::new(e.to_string()).into(),
+        QeError::Spawn(e) => e.into(),
+        QeError::Probe(e) => crate::probe::probe_error_ctx(e),
+        e @ (QeError::Trace(_) | QeError::Blame(_)) => e.into(),
+    }
+}
+
+/// The note of a run whose ledger records are incomplete, in words.
+fn losses_note(index: u32, window: &crate::accounts::Window) -> Option<String> {
+    let lost = &window.lost;
+    (lost.losses() > 0 || window.vanished_threads > 0).then(|| {
+        format!(
+            "run {index}: ledger records incomplete (exit records lost {}, thread map full {}, task reads failed {}, request map full {}, per-process disk map full {}, CPU out of range {}, threads vanished {})",
+            lost.exit_records_lost,
+            lost.thread_map_full,
+            lost.read_failed,
+            lost.request_map_full,
+            lost.proc_disk_map_full,
+            lost.cpu_out_of_range,
+            window.vanished_threads
+        )
+    })
+}
+
+/// The progress line after a run: the command's label when several run.
+fn progress_message(run: &EmpRun, label: Option<usize>) -> String {
+    let pt = run.pt.ledger_on_cpu_ns.map(|n| n as f64 / 1e6);
+    format!(
+        "{}run {}{}: ET {:.1} ms, PT {}",
+        label.map_or(String::new(), |j| format!(
+            "{} ",
+            crate::protocol::compare::label(j)
+        )),
+        run.index,
+        if run.index == 0 { " (warm-up)" } else { "" },
+        run.et_ns as f64 / 1e6,
+        pt.map_or("—".to_string(), |p| format!("{p:.1} ms"))
+    )
 }
 
 /// The default program of `calibrate`: INC (`ttp-ebpf inc --loops C`,

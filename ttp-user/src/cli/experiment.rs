@@ -132,16 +132,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     crate::sys::privileges::require_bpf()?;
     let pg = Pg::new(&spec.connection).map_err(pg_error)?;
     let stop = StopFlag::install().context("installing signal handlers")?;
-    let dur = |v: &Option<String>, d: &str| {
-        humantime::parse_duration(v.as_deref().unwrap_or(d)).unwrap_or_default()
-    };
-    let opts = RunnerOptions {
-        cpu: None,
-        cold_cache: spec.cold_cache,
-        restart: spec.restart_cmd.clone().map(Restart::Command),
-        backoff: dur(&spec.backoff, "100ms"),
-        statement_timeout: Some(dur(&spec.timeout, "20m")),
-    };
+    let opts = runner_options(&spec);
     // Connect before touching the study: a server that is down or a wrong
     // connection string change nothing.
     let mut runner = Runner::start(&pg, opts, stop.clone()).map_err(pg_error)?;
@@ -153,17 +144,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     bar.set_position(done.len() as u64 * u64::from(n));
     bar.reset_eta();
     if done.len() < total_qcs {
-        let s = runner.session_mut().map_err(pg_error)?;
-        if done.is_empty() || !max_table_ready(s, &spec).map_err(pg_error)? {
-            bar.set_message(format!("generating {} (seed {seed})", spec.data.max_table));
-            let rows = build_max_table(s, &spec, seed).map_err(pg_error)?;
-            if rows < spec.max_cardinality() {
-                return usage(format!(
-                    "data.generate made {rows} rows, fewer than the {} needed; use {{max_cardinality}} in it",
-                    spec.max_cardinality()
-                ));
-            }
-        }
+        // A study started before holds the table unless it was lost.
+        ensure_max_table(&mut runner, &spec, seed, done.is_empty(), &bar)?;
     }
     let notify = |m: String| bar.println(m);
     let mut paused = None;
@@ -255,4 +237,44 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         analysis,
         None,
     )
+}
+
+/// The runner's options from the spec (TTPv2 Fig. 2: restart, cold cache,
+/// back-off and statement timeout).
+fn runner_options(spec: &Spec) -> RunnerOptions {
+    let dur = |v: &Option<String>, d: &str| {
+        humantime::parse_duration(v.as_deref().unwrap_or(d)).unwrap_or_default()
+    };
+    RunnerOptions {
+        cpu: None,
+        cold_cache: spec.cold_cache,
+        restart: spec.restart_cmd.clone().map(Restart::Command),
+        backoff: dur(&spec.backoff, "100ms"),
+        statement_timeout: Some(dur(&spec.timeout, "20m")),
+    }
+}
+
+/// Generates the largest table (`data.generate`) when the study is new or
+/// the table is not there; a generator that makes too few rows is a
+/// usage error.
+fn ensure_max_table(
+    runner: &mut Runner,
+    spec: &Spec,
+    seed: u64,
+    new_study: bool,
+    bar: &indicatif::ProgressBar,
+) -> anyhow::Result<()> {
+    let s = runner.session_mut().map_err(pg_error)?;
+    if !new_study && max_table_ready(s, spec).map_err(pg_error)? {
+        return Ok(());
+    }
+    bar.set_message(format!("generating {} (seed {seed})", spec.data.max_table));
+    let rows = build_max_table(s, spec, seed).map_err(pg_error)?;
+    if rows < spec.max_cardinality() {
+        return usage(format!(
+            "data.generate made {rows} rows, fewer than the {} needed; use {{max_cardinality}} in it",
+            spec.max_cardinality()
+        ));
+    }
+    Ok(())
 }

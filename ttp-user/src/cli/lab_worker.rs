@@ -270,15 +270,8 @@ struct Summary {
     claim_s: Vec<f64>,
 }
 
-/// Measures one claimed task and records it; false when the worker was
-/// stopped (the task was released).
-fn run_one(
-    a: &WorkerArgs,
-    s: &mut Session,
-    name: &str,
-    task: Claimed,
-    sum: &mut Summary,
-) -> anyhow::Result<bool> {
+/// The task a run begins, and whose lease it took over.
+fn announce(a: &WorkerArgs, name: &str, task: &Claimed) {
     eprintln!(
         "lab worker {name}: task {} ({} / {} on {}), attempt {}",
         task.id, task.experiment, task.key, a.host_label, task.attempt
@@ -289,6 +282,18 @@ fn run_one(
             task.id, t.from_worker, t.after_s, t.expired_s
         );
     }
+}
+
+/// Measures one claimed task and records it; false when the worker was
+/// stopped (the task was released).
+fn run_one(
+    a: &WorkerArgs,
+    s: &mut Session,
+    name: &str,
+    task: Claimed,
+    sum: &mut Summary,
+) -> anyhow::Result<bool> {
+    announce(a, name, &task);
     let json = std::env::temp_dir().join(format!(
         "ttp-lab-{}-task{}-{}.json",
         std::process::id(),

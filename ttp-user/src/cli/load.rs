@@ -243,149 +243,16 @@ const MAX_RATE_PER_S: f64 = 1e8;
 
 impl LoadArgs {
     pub fn validate(&self) -> anyhow::Result<LoadConfig> {
-        if !(self.rate.is_finite() && self.rate > 0.0 && self.rate <= MAX_RATE_PER_S) {
-            return usage(format!(
-                "--rate must be a number of requests per second in (0, {MAX_RATE_PER_S:e}], got {}",
-                self.rate
-            ));
-        }
-        if self.duration.is_zero() {
-            return usage("--duration must be positive, e.g. --duration 30s");
-        }
-        if self.max_in_flight == 0 || self.connections == 0 {
-            return usage("--max-in-flight and --connections must be at least 1");
-        }
-        if self.realtime_sender && !crate::sys::privileges::may_use_realtime() {
-            return usage(
-                "--realtime-sender needs CAP_SYS_NICE (root) to make the sender thread SCHED_FIFO: run under sudo, or leave it out",
-            );
-        }
-        if self.timeout.is_some_and(|t| t.is_zero()) {
-            return usage("--timeout must be positive (leave it out for no timeout)");
-        }
-        let sim_only =
-            self.capacity.is_some() || self.hiccup_at.is_some() || self.service_latency.is_some();
-        if self.latency_limit.is_some_and(|l| l.is_zero()) {
-            return usage("--latency-limit must be positive, e.g. --latency-limit 5ms");
-        }
-        // A uniform schedule without --param uses no randomness; its seed is
-        // 0 unless given. Otherwise the seed comes from the clock and is
-        // recorded, so the run can be repeated.
-        let seed = match self.seed {
-            Some(s) => s,
-            None if self.arrivals == Arrivals::Uniform
-                && self.param.is_empty()
-                && self.file.is_none() =>
-            {
-                0
-            }
-            None => SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map(|d| d.as_nanos() as u64)
-                .unwrap_or(0),
-        };
-        if self.pool_size.is_some() && self.postgres.is_none() && self.tcp.is_none() {
-            return usage("--pool-size applies only to --postgres and --tcp");
-        }
-        let (factory, sim, clock): (Arc<dyn TargetFactory>, _, _) = if self.simulate {
-            if !self.command.is_empty() {
-                return usage("a command after `--` needs --exec, not --simulate");
-            }
-            let capacity = self.capacity.unwrap_or(0.0);
-            if !(capacity.is_finite() && capacity > 0.0) {
-                return usage("--capacity must be a positive number of requests per second");
-            }
-            let params = SimParams {
-                capacity_per_s: capacity,
-                hiccup: match (self.hiccup_at, self.hiccup_for) {
-                    (Some(at), Some(f)) => Some(Hiccup {
-                        at_ns: nanos(at),
-                        for_ns: nanos(f),
-                    }),
-                    _ => None,
-                },
-                // Sec. 2: the paper's SickStore requests took < 50 µs.
-                service_latency_ns: nanos(
-                    self.service_latency.unwrap_or(Duration::from_micros(50)),
-                ),
-            };
-            let clock = self.clock.unwrap_or(ClockKind::Virtual);
-            (Arc::new(SimulateFactory { params }), Some(params), clock)
+        self.check_limits()?;
+        let seed = self.seed_or_clock();
+        let (factory, sim, clock) = if self.simulate {
+            self.simulate_target()?
         } else if let Some(addr) = &self.tcp {
-            if sim_only || !self.command.is_empty() {
-                return usage(
-                    "--tcp sends --send lines; drop the --simulate options and the command after `--`",
-                );
-            }
-            if self.clock == Some(ClockKind::Virtual) {
-                return usage("--tcp needs the real clock; drop --clock virtual");
-            }
-            let f = crate::protocol::load::tcp::TcpFactory::new(
-                addr,
-                self.send.as_deref(),
-                self.pool_size,
-            )
-            .or_else(usage)?;
-            (Arc::new(f), None, ClockKind::Real)
+            self.tcp_target(addr)?
         } else if let Some(conninfo) = &self.postgres {
-            if sim_only || !self.command.is_empty() {
-                return usage(
-                    "--postgres runs --sql; drop the --simulate options and the command after `--`",
-                );
-            }
-            if self.clock == Some(ClockKind::Virtual) {
-                return usage("--postgres needs the real clock; drop --clock virtual");
-            }
-            let f = match &self.file {
-                Some(path) => {
-                    let text = std::fs::read_to_string(path).or_else(|e| {
-                        usage(format!(
-                            "-f {}: {e}; give a readable pgbench-style script",
-                            path.display()
-                        ))
-                    })?;
-                    let name = path.display().to_string();
-                    let script = crate::pg::script::Script::parse(&name, &text).or_else(usage)?;
-                    crate::pg::load::PgFactory::new(conninfo, &script.text(), self.pool_size)
-                        .or_else(usage)?
-                        .with_script(script, &name, seed)
-                }
-                None => {
-                    let params = self
-                        .param
-                        .iter()
-                        .map(|p| crate::pg::load::ParamSpec::parse(p))
-                        .collect::<Result<Vec<_>, _>>()
-                        .or_else(usage)?;
-                    crate::pg::load::PgFactory::new(
-                        conninfo,
-                        self.sql.as_deref().unwrap_or(""),
-                        self.pool_size,
-                    )
-                    .or_else(usage)?
-                    .with_params(params, seed)
-                }
-            };
-            (Arc::new(f), None, ClockKind::Real)
+            self.postgres_target(conninfo, seed)?
         } else {
-            if sim_only {
-                return usage(
-                    "--capacity, --hiccup-at/--hiccup-for and --service-latency apply only to --simulate",
-                );
-            }
-            if self.clock == Some(ClockKind::Virtual) {
-                return usage(
-                    "--exec runs real processes and needs the real clock; drop --clock virtual",
-                );
-            }
-            let mut f = ExecFactory::new(self.command.clone()).or_else(usage)?;
-            // Under sudo (for --attach-pid), requests run as the invoking
-            // user unless --as-root.
-            let invoker = Invoker::detect().map_err(|e| UsageError::new(e.to_string()))?;
-            if !self.as_root && !invoker.is_effective_user() {
-                f = f.run_as(invoker.uid, invoker.gid);
-            }
-            (Arc::new(f), None, ClockKind::Real)
+            self.exec_target()?
         };
         Ok(LoadConfig {
             plan: PhasePlan {
@@ -422,7 +289,171 @@ impl LoadArgs {
             },
         })
     }
+
+    /// The bounds of the numbers and the options that go together.
+    fn check_limits(&self) -> anyhow::Result<()> {
+        if !(self.rate.is_finite() && self.rate > 0.0 && self.rate <= MAX_RATE_PER_S) {
+            return usage(format!(
+                "--rate must be a number of requests per second in (0, {MAX_RATE_PER_S:e}], got {}",
+                self.rate
+            ));
+        }
+        if self.duration.is_zero() {
+            return usage("--duration must be positive, e.g. --duration 30s");
+        }
+        if self.max_in_flight == 0 || self.connections == 0 {
+            return usage("--max-in-flight and --connections must be at least 1");
+        }
+        if self.realtime_sender && !crate::sys::privileges::may_use_realtime() {
+            return usage(
+                "--realtime-sender needs CAP_SYS_NICE (root) to make the sender thread SCHED_FIFO: run under sudo, or leave it out",
+            );
+        }
+        if self.timeout.is_some_and(|t| t.is_zero()) {
+            return usage("--timeout must be positive (leave it out for no timeout)");
+        }
+        if self.latency_limit.is_some_and(|l| l.is_zero()) {
+            return usage("--latency-limit must be positive, e.g. --latency-limit 5ms");
+        }
+        if self.pool_size.is_some() && self.postgres.is_none() && self.tcp.is_none() {
+            return usage("--pool-size applies only to --postgres and --tcp");
+        }
+        Ok(())
+    }
+
+    /// Whether an option of `--simulate` alone is given.
+    fn sim_only(&self) -> bool {
+        self.capacity.is_some() || self.hiccup_at.is_some() || self.service_latency.is_some()
+    }
+
+    /// The schedule's seed: given, 0 where nothing is random, else the
+    /// clock's (recorded, so that the run can be repeated).
+    fn seed_or_clock(&self) -> u64 {
+        match self.seed {
+            Some(s) => s,
+            None if self.arrivals == Arrivals::Uniform
+                && self.param.is_empty()
+                && self.file.is_none() =>
+            {
+                0
+            }
+            None => SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(0),
+        }
+    }
+
+    /// `--simulate`: the simulated server of Sec. 2.
+    fn simulate_target(&self) -> anyhow::Result<Destination> {
+        if !self.command.is_empty() {
+            return usage("a command after `--` needs --exec, not --simulate");
+        }
+        let capacity = self.capacity.unwrap_or(0.0);
+        if !(capacity.is_finite() && capacity > 0.0) {
+            return usage("--capacity must be a positive number of requests per second");
+        }
+        let params = SimParams {
+            capacity_per_s: capacity,
+            hiccup: match (self.hiccup_at, self.hiccup_for) {
+                (Some(at), Some(f)) => Some(Hiccup {
+                    at_ns: nanos(at),
+                    for_ns: nanos(f),
+                }),
+                _ => None,
+            },
+            // Sec. 2: the paper's SickStore requests took < 50 µs.
+            service_latency_ns: nanos(self.service_latency.unwrap_or(Duration::from_micros(50))),
+        };
+        let clock = self.clock.unwrap_or(ClockKind::Virtual);
+        Ok((Arc::new(SimulateFactory { params }), Some(params), clock))
+    }
+
+    /// `--tcp ADDR`: lines sent over TCP.
+    fn tcp_target(&self, addr: &str) -> anyhow::Result<Destination> {
+        if self.sim_only() || !self.command.is_empty() {
+            return usage(
+                "--tcp sends --send lines; drop the --simulate options and the command after `--`",
+            );
+        }
+        if self.clock == Some(ClockKind::Virtual) {
+            return usage("--tcp needs the real clock; drop --clock virtual");
+        }
+        let f =
+            crate::protocol::load::tcp::TcpFactory::new(addr, self.send.as_deref(), self.pool_size)
+                .or_else(usage)?;
+        Ok((Arc::new(f), None, ClockKind::Real))
+    }
+
+    /// `--postgres CONNINFO`: `--sql` or a pgbench-style script.
+    fn postgres_target(&self, conninfo: &str, seed: u64) -> anyhow::Result<Destination> {
+        if self.sim_only() || !self.command.is_empty() {
+            return usage(
+                "--postgres runs --sql; drop the --simulate options and the command after `--`",
+            );
+        }
+        if self.clock == Some(ClockKind::Virtual) {
+            return usage("--postgres needs the real clock; drop --clock virtual");
+        }
+        let f = match &self.file {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).or_else(|e| {
+                    usage(format!(
+                        "-f {}: {e}; give a readable pgbench-style script",
+                        path.display()
+                    ))
+                })?;
+                let name = path.display().to_string();
+                let script = crate::pg::script::Script::parse(&name, &text).or_else(usage)?;
+                crate::pg::load::PgFactory::new(conninfo, &script.text(), self.pool_size)
+                    .or_else(usage)?
+                    .with_script(script, &name, seed)
+            }
+            None => {
+                let params = self
+                    .param
+                    .iter()
+                    .map(|p| crate::pg::load::ParamSpec::parse(p))
+                    .collect::<Result<Vec<_>, _>>()
+                    .or_else(usage)?;
+                crate::pg::load::PgFactory::new(
+                    conninfo,
+                    self.sql.as_deref().unwrap_or(""),
+                    self.pool_size,
+                )
+                .or_else(usage)?
+                .with_params(params, seed)
+            }
+        };
+        Ok((Arc::new(f), None, ClockKind::Real))
+    }
+
+    /// `--exec -- CMD`: a process per request, as the invoking user.
+    fn exec_target(&self) -> anyhow::Result<Destination> {
+        if self.sim_only() {
+            return usage(
+                "--capacity, --hiccup-at/--hiccup-for and --service-latency apply only to --simulate",
+            );
+        }
+        if self.clock == Some(ClockKind::Virtual) {
+            return usage(
+                "--exec runs real processes and needs the real clock; drop --clock virtual",
+            );
+        }
+        let mut f = ExecFactory::new(self.command.clone()).or_else(usage)?;
+        // Under sudo (for --attach-pid), requests run as the invoking
+        // user unless --as-root.
+        let invoker = Invoker::detect().map_err(|e| UsageError::new(e.to_string()))?;
+        if !self.as_root && !invoker.is_effective_user() {
+            f = f.run_as(invoker.uid, invoker.gid);
+        }
+        Ok((Arc::new(f), None, ClockKind::Real))
+    }
 }
+
+/// What a request goes to: its factory, the simulated server's
+/// parameters (`--simulate` only) and the clock the run keeps.
+type Destination = (Arc<dyn TargetFactory>, Option<SimParams>, ClockKind);
 
 fn progress_bar(plan: &PhasePlan, model: Model) -> Option<indicatif::ProgressBar> {
     if !std::io::stderr().is_terminal() {

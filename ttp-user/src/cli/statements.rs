@@ -163,18 +163,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         None => server_binary(args.pid)?,
     };
     let boundaries = Boundaries::of(&args, &binary)?;
-    let probes = match usdt::read_probes(&binary) {
-        Ok(p) => p,
-        // At the socket, a server without USDT notes is measured without
-        // the wait columns.
-        Err(UsdtError::NoNotes { .. }) if boundaries.socket => Vec::new(),
-        Err(
-            e @ (UsdtError::NoNotes { .. } | UsdtError::NotElf { .. } | UsdtError::Read { .. }),
-        ) => {
-            return usage(e.to_string());
-        }
-        Err(e) => return Err(e.into()),
-    };
+    let probes = usdt_probes(&binary, boundaries.socket)?;
     // The session checks privileges, restores what a killed instance left
     // and (with the ledger) seeds it with the threads already running. At
     // the socket it switches delay accounting on for the statements'
@@ -210,33 +199,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(e) = &sp.worker_error {
         eprintln!("statements: parallel workers not measured: {e}");
     }
-    // A failing cross-check never costs the measurement: it becomes a note.
-    let (pgss_session, mut note) = match &args.pgss {
-        None => (None, Some("not read (give --pgss CONNINFO)".to_string())),
-        Some(conninfo) => match crate::pg::Pg::new(conninfo).and_then(|pg| pg.connect()) {
-            Ok(s) => (Some(s), None),
-            Err(e) => (None, Some(format!("cannot connect: {e}"))),
-        },
-    };
+    let (pgss_session, mut note) = pgss_connect(args.pgss.as_deref());
     let before = read_pgss(&pgss_session);
     let pgss_from_ns = crate::sys::clock::monotonic_ns();
     let window_start_ns = crate::sys::clock::monotonic_ns();
-    eprintln!(
-        "statements: {}, {} probe sites in {}; measuring{}",
-        if !boundaries.socket {
-            "ledger attached, boundaries at the USDT probes"
-        } else if args.ledger {
-            "boundaries at the client socket, ledger attached"
-        } else {
-            "boundaries at the client socket"
-        },
-        sp.links(),
-        binary.display(),
-        match args.duration {
-            Some(d) => format!(" for {}", humantime::format_duration(d)),
-            None => " until Ctrl-C".into(),
-        }
-    );
+    announce(&args, &boundaries, sp.links(), &binary);
     let mut statements = collect(
         &mut sp,
         args.live.then_some((args.by, args.top)),
@@ -285,7 +252,57 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     report.cross_check_note = note;
     drop(sp);
     drop(session);
-    let doc = Statements(report, args.top);
+    write_outputs(&args, Statements(report, args.top))
+}
+
+/// The server binary's USDT probes; at the socket, a binary without notes
+/// is measured without the wait columns (no probes).
+fn usdt_probes(binary: &Path, socket: bool) -> anyhow::Result<Vec<usdt::UsdtProbe>> {
+    match usdt::read_probes(binary) {
+        Ok(p) => Ok(p),
+        Err(UsdtError::NoNotes { .. }) if socket => Ok(Vec::new()),
+        Err(
+            e @ (UsdtError::NoNotes { .. } | UsdtError::NotElf { .. } | UsdtError::Read { .. }),
+        ) => usage(e.to_string()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The connection for the pg_stat_statements cross-check, or the note that
+/// says why there is none: a failing cross-check never costs the
+/// measurement.
+fn pgss_connect(conninfo: Option<&str>) -> (Option<crate::pg::Session>, Option<String>) {
+    match conninfo {
+        None => (None, Some("not read (give --pgss CONNINFO)".to_string())),
+        Some(conninfo) => match crate::pg::Pg::new(conninfo).and_then(|pg| pg.connect()) {
+            Ok(s) => (Some(s), None),
+            Err(e) => (None, Some(format!("cannot connect: {e}"))),
+        },
+    }
+}
+
+/// The line that says what is measured, where, and for how long.
+fn announce(args: &Args, boundaries: &Boundaries, links: usize, binary: &Path) {
+    eprintln!(
+        "statements: {}, {} probe sites in {}; measuring{}",
+        if !boundaries.socket {
+            "ledger attached, boundaries at the USDT probes"
+        } else if args.ledger {
+            "boundaries at the client socket, ledger attached"
+        } else {
+            "boundaries at the client socket"
+        },
+        links,
+        binary.display(),
+        match args.duration {
+            Some(d) => format!(" for {}", humantime::format_duration(d)),
+            None => " until Ctrl-C".into(),
+        }
+    );
+}
+
+/// The text report, then the JSON and SVG where asked, written atomically.
+fn write_outputs(args: &Args, doc: Statements) -> anyhow::Result<()> {
     render::print(&doc);
     if let Some(path) = &args.json {
         atomic::write_json_result(path, &doc.0)?;
