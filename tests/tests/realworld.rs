@@ -332,10 +332,11 @@ fn mistyped_command_fails_in_one_line() {
 }
 
 /// `run --protocol emp --cpu N`: every run of a program with
-/// two threads is allowed CPU N only (the kernel's Cpus_allowed_list of the
-/// process and of each of its threads, read by the program's shell from
-/// /proc while it runs), and the result says so. Catches --cpu refused or
-/// ignored under EMP.
+/// two threads, started by a shell, is allowed CPU N only (the kernel's
+/// Cpus_allowed_list, which each of the program's three threads reads from
+/// /proc/thread-self while it runs), and the result says so. Catches --cpu
+/// refused or ignored under EMP. Each thread writes its own line, so the
+/// count does not depend on when anything is scheduled.
 #[test]
 fn emp_run_pins_the_program() {
     if !root_or_skip("emp_run_pins_the_program") {
@@ -353,11 +354,8 @@ fn emp_run_pins_the_program() {
     let spin = fixture("fixture-spin");
     let seen = temp_path("emp-cpu.txt");
     let _ = std::fs::remove_file(&seen);
-    // The spinner's threads, listed once all three exist (it burns 2 × 200
-    // ms on one CPU, so they live at least 0.4 s; polled every 10 ms, for
-    // at most 5 s).
     let script = format!(
-        "{} --threads 2 --cpu-ms 200 & p=$!; i=0; while [ $(ls /proc/$p/task 2>/dev/null | wc -l) -lt 3 ] && [ $i -lt 500 ]; do sleep 0.01; i=$((i+1)); done; cat /proc/$p/task/*/status | grep Cpus_allowed_list >> {}; wait $p",
+        "{} --threads 2 --cpu-ms 200 --affinity-to {}",
         spin.display(),
         seen.display()
     );

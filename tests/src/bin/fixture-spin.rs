@@ -13,6 +13,9 @@
 //!   of fixture-noisyd (a byte on `DIR/go`) and, after its own work, waits
 //!   for the daemon's byte on `DIR/done`, so the daemon's burst lies inside
 //!   this execution.
+//! * `--affinity-to FILE`: every thread (the main one and each worker)
+//!   appends its own `Cpus_allowed_list` line of /proc/thread-self/status
+//!   to FILE while it runs: the CPUs the kernel allows it, as it sees them.
 use std::{
     fs::{File, OpenOptions},
     io::{Read, Seek, Write},
@@ -47,6 +50,22 @@ fn next_index(count_file: &Path) -> std::io::Result<u64> {
     Ok(index)
 }
 
+/// Appends the calling thread's `Cpus_allowed_list` line to `file`, in one
+/// write (O_APPEND: the threads' lines do not interleave).
+fn record_affinity(file: Option<&Path>) -> std::io::Result<()> {
+    let Some(file) = file else { return Ok(()) };
+    let status = std::fs::read_to_string("/proc/thread-self/status")?;
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("Cpus_allowed_list:"))
+        .unwrap_or("Cpus_allowed_list: (missing)");
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(file)?
+        .write_all(format!("{line}\n").as_bytes())
+}
+
 fn main() -> std::io::Result<()> {
     let cpu_ms: u64 = ttp_tests::arg("--cpu-ms", 100);
     let pin: i64 = ttp_tests::arg("--pin", -1);
@@ -68,16 +87,26 @@ fn main() -> std::io::Result<()> {
             .open(trigger.join("go"))?
             .write_all(b"g")?;
     }
+    let affinity = PathBuf::from(ttp_tests::arg("--affinity-to", String::new()));
+    let affinity = (!affinity.as_os_str().is_empty()).then_some(affinity);
+    record_affinity(affinity.as_deref())?;
     // `--threads N`: N threads each burn `--cpu-ms` (the main thread waits).
     let threads: usize = ttp_tests::arg("--threads", 0);
     if threads == 0 {
         ttp_tests::burn(Duration::from_millis(cpu_ms));
     } else {
         let workers: Vec<_> = (0..threads)
-            .map(|_| std::thread::spawn(move || ttp_tests::burn(Duration::from_millis(cpu_ms))))
+            .map(|_| {
+                let affinity = affinity.clone();
+                std::thread::spawn(move || {
+                    record_affinity(affinity.as_deref())?;
+                    ttp_tests::burn(Duration::from_millis(cpu_ms));
+                    std::io::Result::Ok(())
+                })
+            })
             .collect();
         for w in workers {
-            let _ = w.join();
+            w.join().expect("worker thread")?;
         }
     }
     if triggered {
