@@ -1,6 +1,6 @@
 //! `ttp-ebpf attach` end to end (root): its JSON against the kernel's own
 //! counters, children, and clean errors for bad input.
-mod common;
+use crate::common;
 
 use common::*;
 

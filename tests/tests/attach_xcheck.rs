@@ -1,7 +1,7 @@
 //! `attach`'s cross-check of live busy processes against schedstat and
 //! taskstats (root): the kernel's counters are compared at the ledger's own
 //! reads, however late ttp's thread gets to read them.
-mod common;
+use crate::common;
 
 use common::*;
 

@@ -1,7 +1,7 @@
 //! Live contention blame (`ttp-ebpf blame --pid`) against contenders whose
 //! answer is known, and the kernel's own counters (root; see
 //! common::root_or_skip).
-mod common;
+use crate::common;
 
 use std::{
     io::{BufRead, BufReader, Write},
@@ -55,6 +55,7 @@ fn missing_victim_exits_2() {
     if !root_or_skip("missing_victim_exits_2") {
         return;
     }
+    let _serial = serial();
     let out = Command::new(ttp_bin())
         .args(["blame", "--pid", "4194303", "--duration", "1s"])
         .output()

@@ -1,7 +1,7 @@
 //! The Debian package (`cargo xtask dist`), installed on this machine
 //! (root): `ttp-ebpf --help`, the man page of a subcommand and the bash
 //! completion work from it, and it removes cleanly.
-mod common;
+use crate::common;
 
 use std::{path::PathBuf, process::Command};
 

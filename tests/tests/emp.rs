@@ -5,7 +5,7 @@
 //! Truth comes from the fixtures themselves: fixture-spin logs its own CPU
 //! time (CLOCK_PROCESS_CPUTIME_ID) per execution and which executions woke
 //! the daemon; fixture-noisyd logs the CPU time of each of its bursts.
-mod common;
+use crate::common;
 
 use std::{
     collections::BTreeSet,

@@ -1,7 +1,7 @@
 //! A fork storm beyond `attach --keep-exited`: the processes that keep their
 //! row keep their exact on-CPU time, and the ones summed by command are all
 //! counted, with their time, against the kernel's own account of each.
-mod common;
+use crate::common;
 
 use std::{
     collections::HashMap,

@@ -6,7 +6,7 @@
 //! own log of its executions (fixture-spin --state appends one line per
 //! execution with the kernel's CPU time of its process), the spec the
 //! test wrote, and the lab's tables read with psql.
-mod common;
+use crate::common;
 
 use std::{
     path::Path,

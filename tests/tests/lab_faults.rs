@@ -6,7 +6,7 @@
 //! lab picks its task up once the lab is up (docs/lab.md, "Queue",
 //! "Leases", "Waiting"). Truths: the lab's tables read with psql, the n of
 //! the spec the test wrote, and the workers' own reports.
-mod common;
+use crate::common;
 
 use common::{
     lab::{LabServer, signal, spin_command, wait_or_kill},

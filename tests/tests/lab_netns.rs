@@ -8,7 +8,7 @@
 //! where each connection came from (log_connections), the lab's rows read
 //! with psql, the rows the DBMS under test returned (its command tag)
 //! against the cardinality, and `analyze` of the exported studies.
-mod common;
+use crate::common;
 
 use std::process::{Command, Stdio};
 

@@ -6,7 +6,7 @@
 //! code over the same Q@Cs), its JSON must hold exactly the QEs the lab's
 //! rows hold (read with psql), and a study imported and exported again
 //! must come back byte for byte.
-mod common;
+use crate::common;
 
 use std::{
     path::{Path, PathBuf},

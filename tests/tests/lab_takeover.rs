@@ -5,7 +5,7 @@
 //! after the QE in progress instead of measuring every QE left. Truths:
 //! the lab's rows read with psql (A's attempt keeps fewer QEs than n, B's
 //! result is the only one) and A's own report.
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

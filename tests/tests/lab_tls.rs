@@ -6,7 +6,7 @@
 //! own rule: a connection it accepts over TCP was encrypted, and one
 //! without TLS is refused; with `hostssl … cert`, one it accepts came with
 //! a client certificate its CA signed for the user it logs in as.
-mod common;
+use crate::common;
 
 use std::{
     path::Path,

@@ -1,6 +1,6 @@
 //! The in-kernel ledger against the kernel's own counters, read by the test
 //! itself around the same window (root; see common::root_or_skip).
-mod common;
+use crate::common;
 
 use common::*;
 use ttp_user::{

@@ -1,7 +1,7 @@
 //! The ledger without its wake-up program (the default): a sleep ends at
 //! the thread's switch-in, back-dated to the wake-up by the kernel's own
 //! counters (docs/ledger.md). Root; see common::root_or_skip.
-mod common;
+use crate::common;
 
 use common::io_wake::*;
 use common::*;

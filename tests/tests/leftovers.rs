@@ -1,6 +1,6 @@
 //! Nothing left behind whatever kills ttp, and result files that belong to
 //! the user who asked for them (root).
-mod common;
+use crate::common;
 
 use std::{
     os::unix::fs::MetadataExt,
@@ -358,6 +358,7 @@ fn files_belong_to_the_sudo_user() {
     if !root_or_skip("files_belong_to_the_sudo_user") {
         return;
     }
+    let _serial = serial();
     let dir = temp_path("owned");
     std::fs::create_dir_all(&dir).unwrap();
     let check = dir.join("check.json");

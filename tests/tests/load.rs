@@ -1,7 +1,7 @@
 //! `ttp-ebpf load` against a local target whose service time is known: a
 //! line echo server in this process that holds every request for
 //! `SERVICE` before answering. Needs no privileges.
-mod common;
+use crate::common;
 
 use std::{
     io::{BufRead, BufReader, Write},

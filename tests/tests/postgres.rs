@@ -2,7 +2,7 @@
 //! common::root_or_skip and common::pg). Truths come from the server
 //! itself (pg_backend_pid's process, postmaster.pid, pg_relation_size) and
 //! from what the test did to it (stopping it, killing ttp).
-mod common;
+use crate::common;
 
 use std::{
     path::{Path, PathBuf},

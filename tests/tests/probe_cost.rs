@@ -1,7 +1,7 @@
 //! The probes' own cost (probe/cost.rs) against the ledger's own event
 //! counters over the same window, and the machine left as it was (root;
 //! see common::root_or_skip).
-mod common;
+use crate::common;
 
 use common::*;
 use ttp_user::probe::{

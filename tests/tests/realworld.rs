@@ -4,7 +4,7 @@
 //! (`/usr/bin/time`, the children's rusage from wait4) wraps every
 //! execution and appends its user + system time to a file, one line per
 //! QE. Root.
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::Value;
@@ -324,6 +324,7 @@ fn mistyped_command_fails_in_one_line() {
     if !root_or_skip("mistyped_command_fails_in_one_line") {
         return;
     }
+    let _serial = serial();
     let (code, out, err) = ttp(&["run", "-n", "2", "--as-root", "--", "no-such-command-xyz"]);
     assert_eq!(code, 2, "{err}");
     assert!(out.is_empty(), "no report: {out}");

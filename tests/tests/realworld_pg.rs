@@ -13,7 +13,7 @@
 //! the machine being idle: two CPU burners and a disk writer beside these
 //! tests change how many QEs are kept and what is blamed, not whether
 //! these hold.
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

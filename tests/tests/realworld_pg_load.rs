@@ -8,7 +8,7 @@
 //! the server's execution of it; its latency contains its service time),
 //! so it holds for every order statistic whatever the machine's load: a
 //! busy machine makes every figure larger, never reorders them.
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

@@ -1,5 +1,5 @@
 //! `ttp-ebpf run` (TTPv2) end to end (root).
-mod common;
+use crate::common;
 
 use common::*;
 

@@ -1,6 +1,6 @@
 //! `ttp-ebpf run` of several commands, interleaved, and of a parameter
 //! scan, end to end (root).
-mod common;
+use crate::common;
 
 use common::*;
 

@@ -1,6 +1,6 @@
 //! `ttp-ebpf run` on a busy machine: every QE's query process has its
 //! ledger account (root).
-mod common;
+use crate::common;
 
 use common::*;
 

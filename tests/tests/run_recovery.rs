@@ -1,7 +1,7 @@
 //! `ttp-ebpf run -- CMD` self-recovery (TTPv2 Sec. 3.2.3), end to end
 //! (root): a plan that changes restarts the Q@C; a transient failure is
 //! retried with exponential back-off and, after ten retries, pauses the run.
-mod common;
+use crate::common;
 
 use std::time::Instant;
 

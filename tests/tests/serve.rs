@@ -2,7 +2,7 @@
 //! while processes come and go, an exposition a strict parser accepts with
 //! bounded labels, a real Prometheus server scraping it against the
 //! kernel's own counters, and clean stops and errors.
-mod common;
+use crate::common;
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -278,6 +278,7 @@ fn privileges_are_dropped_after_attach_and_the_ledger_is_still_read() {
 /// anything loads), a port in use, and a user without the privileges to load eBPF.
 #[test]
 fn bad_input_is_one_line_and_exit_2() {
+    let _serial = serial();
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let in_use = taken.local_addr().unwrap().to_string();
     let mut cases = vec![

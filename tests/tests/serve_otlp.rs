@@ -2,7 +2,7 @@
 //! test (an HTTP server decoding the OTLP protobuf with the
 //! opentelemetry-proto messages) receives the fixture group's counters as
 //! the kernel counts them, and pushes it refuses are counted and retried.
-mod common;
+use crate::common;
 
 use std::{
     collections::{BTreeMap, BTreeSet},

@@ -3,7 +3,7 @@
 //! reference) through `pg_ctl restart` and a crash-restart, as a real
 //! Prometheus stores them; on-CPU per statement against `statements` over
 //! the same statements; 10 000 distinct statements within N + 1 series.
-mod common;
+use crate::common;
 
 use std::{
     process::{Command, Stdio},

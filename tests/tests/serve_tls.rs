@@ -1,7 +1,7 @@
 //! `ttp-ebpf serve --web-config` end to end (root): TLS with a certificate
 //! the openssl CLI makes, basic auth with a bcrypt hash libxcrypt made,
 //! checked with curl and with a real Prometheus scraping over TLS.
-mod common;
+use crate::common;
 
 use std::{path::Path, process::Command};
 

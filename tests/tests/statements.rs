@@ -2,7 +2,7 @@
 //! pg_stat_statements (root; common::pg). Truths: pg_stat_statements' own
 //! calls and total_exec_time, the backends' /proc/PID/schedstat, and what
 //! the test did to the server (a lock held for a known time).
-mod common;
+use crate::common;
 
 use std::{
     collections::BTreeMap,
@@ -494,6 +494,7 @@ fn binary_without_notes_is_a_usage_error() {
     if !root_or_skip("binary_without_notes_is_a_usage_error") {
         return;
     }
+    let _serial = serial();
     let me = std::process::id().to_string();
     for (usdt, says) in [
         (false, "not a PostgreSQL server binary"),

@@ -2,7 +2,7 @@
 //! server (root; common::pg). Truths: the server's own count of workers
 //! launched, and the CPU time the kernel gives the postmaster for the
 //! children it reaped.
-mod common;
+use crate::common;
 
 use std::{
     io::Write,

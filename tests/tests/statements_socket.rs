@@ -4,7 +4,7 @@
 //! per-transaction latency log, pg_stat_statements' calls and
 //! total_exec_time, and what the test did to the server (a failing
 //! statement, a backend killed with SIGKILL).
-mod common;
+use crate::common;
 
 use std::{
     path::{Path, PathBuf},

@@ -1,7 +1,7 @@
 //! Under stress nothing is lost: a fork storm under `attach --all` keeps
 //! every exit record, and a thread table too small for the machine counts
 //! what did not fit while the processes that fit stay exact.
-mod common;
+use crate::common;
 
 use std::{collections::HashMap, process::Command, time::Duration};
 

@@ -1,7 +1,7 @@
 //! `--trace` against the ledger it is built from and the kernel's own
 //! counters, on a process that sleeps, computes and reads with O_DIRECT
 //! (root; see common::root_or_skip).
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 

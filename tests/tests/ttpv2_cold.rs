@@ -2,7 +2,7 @@
 //! (root): the plan, the preparation, the 64 MB O_DIRECT fill of the disk
 //! caches, the page cache drop, then the QE, whose first read of its data
 //! must reach the device.
-mod common;
+use crate::common;
 
 use common::*;
 

@@ -3,7 +3,7 @@
 //! measured program read from its own /proc files; then the causal model's
 //! 73 correlations of Table IV with their significance, and POST6 over the
 //! 25 model measures (Table XIV (6)).
-mod common;
+use crate::common;
 
 use common::*;
 

@@ -2,7 +2,7 @@
 //! tests/fixtures/vprof-target records, per root invocation, its start and
 //! how long each of its functions took; the probes must see the same
 //! invocations with the same durations (root; see common::root_or_skip).
-mod common;
+use crate::common;
 
 use std::{
     path::PathBuf,

@@ -1,7 +1,7 @@
 //! Live checks of the collectors against the kernel's own counters. Most
 //! need root (taskstats needs CAP_NET_ADMIN, the sysctl needs root): they
 //! skip when not root, and fail in CI (CI=true).
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -233,7 +233,7 @@ fn exit_listener_sees_thread_group_exit() {
         .args([
             "--ignored",
             "--exact",
-            "helper_two_more_threads",
+            "collect_live::helper_two_more_threads",
             "--test-threads=1",
             "-q",
         ])

@@ -1,7 +1,7 @@
 //! Live checks of the held child: nothing of the program runs before
 //! release, it runs as the invoking user, and failures are errors rather
 //! than hangs or leftovers.
-mod common;
+use crate::common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
