@@ -2,15 +2,13 @@
 //! pg_stat_statements (root; common::pg). Truths: pg_stat_statements' own
 //! calls and total_exec_time, the backends' /proc/PID/schedstat, and what
 //! the test did to the server (a lock held for a known time).
-use crate::common;
-
 use std::{
     collections::BTreeMap,
     process::{Command, Stdio},
     time::{Duration, Instant},
 };
 
-use common::{
+use crate::common::{
     pg::{
         Cluster, Session, idle_session, pgss_by_fingerprint, poll, statements_attached,
         with_pgss_and_pgbench,
