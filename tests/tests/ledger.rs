@@ -561,7 +561,13 @@ fn procs_blocked() -> u64 {
 /// rounding of the two reads is below 2 ticks); where the per-halt
 /// residual below adds up to more (many short halts: pgbench on an
 /// otherwise quiet machine), /proc/stat gets that allowance plus the two
-/// ticks instead, and the test prints which bound held.
+/// ticks instead, and the test prints which bound held. The ledger may
+/// be above /proc/stat by the CPU's interrupt time too, as /proc/stat
+/// samples it (irq + softirq ticks): the interrupts that end halts (see
+/// below) are that CPU's, and a host that makes them long took CPU 1,
+/// which takes the disk's completions, to +8.5 to +13.7 % of /proc/stat
+/// (+683 to +911 µs an idle entry) with 180–250 ms of softirq in the
+/// window (docs/ledger.md).
 ///
 /// Against the ns sums: the ledger's idle state runs from the cpu_idle
 /// entry to its exit (the halt); the kernel's clock from the idle loop's
@@ -599,6 +605,15 @@ fn per_cpu_idle_matches_the_kernel(
         let stat_idle = (b.stat_idle_ticks - a.stat_idle_ticks) as f64 * tick;
         let stat_iowait = (b.stat_iowait_ticks - a.stat_iowait_ticks) as f64 * tick;
         let entries = (b.kernel.idle_calls - a.kernel.idle_calls) as f64;
+        let ticks = |f: fn(&IdleRead) -> u64| (f(b) - f(a)) as f64 * tick;
+        // The CPU's interrupt time by /proc/stat's sampling: where an
+        // interrupt ends a halt, the ledger's idle state runs on to the
+        // exit event, /proc/stat's idle stops at the interrupt's entry.
+        let interrupts = ticks(|r| r.stat_irq_ticks) + ticks(|r| r.stat_softirq_ticks);
+        eprintln!(
+            "cpu{cpu}: /proc/stat irq + softirq {interrupts} ns, steal {} ns",
+            ticks(|r| r.stat_steal_ticks)
+        );
         let residual = (ledger_idle + ledger_iowait) - (kernel_idle + kernel_iowait);
         eprintln!(
             "cpu{cpu}: ledger idle {ledger_idle} iowait {ledger_iowait} | kernel idle {kernel_idle} iowait {kernel_iowait} | /proc/stat idle {stat_idle} iowait {stat_iowait} | {entries} idle entries, residual {:.0} ns an entry",
@@ -636,8 +651,12 @@ fn per_cpu_idle_matches_the_kernel(
         show("idle + iowait", ledger_sum, kernel_sum, stat_sum);
         not_short("idle + iowait", ledger_sum, kernel_sum);
         assert!(
-            (ledger_sum - stat_sum).abs() <= issue(stat_sum),
-            "cpu{cpu}: ledger idle + iowait {ledger_sum} ns vs /proc/stat's {stat_sum} ns: more than 10 % + 2 ticks and more than {allowed} ns + 2 ticks apart"
+            stat_sum - ledger_sum <= issue(stat_sum),
+            "cpu{cpu}: ledger idle + iowait {ledger_sum} ns short of /proc/stat's {stat_sum} ns by more than 10 % + 2 ticks and more than {allowed} ns + 2 ticks"
+        );
+        assert!(
+            ledger_sum - stat_sum <= issue(stat_sum) + interrupts,
+            "cpu{cpu}: ledger idle + iowait {ledger_sum} ns above /proc/stat's {stat_sum} ns by more than 10 % + 2 ticks and the CPU's {interrupts} ns of interrupts"
         );
         if split {
             show("iowait", ledger_iowait, kernel_iowait, stat_iowait);

@@ -378,6 +378,10 @@ pub struct IdleRead {
     /// /proc/stat's `cpuN` idle and iowait, in ticks.
     pub stat_idle_ticks: u64,
     pub stat_iowait_ticks: u64,
+    /// /proc/stat's `cpuN` irq, softirq and steal, in ticks.
+    pub stat_irq_ticks: u64,
+    pub stat_softirq_ticks: u64,
+    pub stat_steal_ticks: u64,
     /// The ledger's idle and iowait ns of the CPU at the read.
     pub ledger_idle_ns: u64,
     pub ledger_iowait_ns: u64,
@@ -430,9 +434,12 @@ pub fn idle_reads(ledger: &ttp_user::probe::Ledger) -> std::collections::BTreeMa
             .split_whitespace()
             .map(|f| f.parse().expect("/proc/stat number"))
             .collect();
-        // user nice system idle iowait …
+        // user nice system idle iowait irq softirq steal …
         r.stat_idle_ticks = fields[3];
         r.stat_iowait_ticks = fields[4];
+        r.stat_irq_ticks = fields[5];
+        r.stat_softirq_ticks = fields[6];
+        r.stat_steal_ticks = fields[7];
         if let Some((_, c)) = cpus.iter().find(|(id, _)| *id == cpu) {
             let t = ttp_user::accounts::close_cpu(c, now);
             r.ledger_idle_ns = t.idle_ns;
