@@ -14,7 +14,10 @@ pub const PACKAGE: &str = "ttp-ebpf";
 pub fn build(debug: bool) -> anyhow::Result<std::path::PathBuf> {
     let profile = if debug { "debug" } else { "release" };
     if debug {
-        util::cargo(&["build", "-p", "ttp-user"])?;
+        // The workspace's `build --bins`, as `cargo xtask test` runs it:
+        // `-p ttp-user` alone resolves features differently and so built
+        // ttp-user and its crates a third time (~0.5 GB) inside the test.
+        util::cargo(&["build", "--bins"])?;
     } else {
         util::cargo(&["build", "--release", "-p", "ttp-user"])?;
     }
