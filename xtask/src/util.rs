@@ -29,12 +29,30 @@ pub fn status(cmd: &mut Command) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Runs cargo in the workspace, without the package variables `cargo run`
+/// gave this process (CARGO_PKG_NAME=xtask, CARGO_MANIFEST_DIR, …): a
+/// build script that watches them (ring's) would take every build started
+/// here for a changed one and rebuild it and all that depends on it
+/// (rustls, ttp-window and up), once for `cargo xtask …` and again for a
+/// plain `cargo build`.
 pub fn cargo(args: &[&str]) -> anyhow::Result<()> {
-    status(
-        Command::new(env!("CARGO"))
-            .args(args)
-            .current_dir(root_dir()),
-    )
+    let mut cmd = Command::new(env!("CARGO"));
+    cmd.args(args).current_dir(root_dir());
+    for (name, _) in std::env::vars_os() {
+        let n = name.to_string_lossy();
+        if n.starts_with("CARGO_PKG_")
+            || n.starts_with("CARGO_MANIFEST_")
+            || [
+                "CARGO_CRATE_NAME",
+                "CARGO_BIN_NAME",
+                "CARGO_PRIMARY_PACKAGE",
+            ]
+            .contains(&&*n)
+        {
+            cmd.env_remove(&name);
+        }
+    }
+    status(&mut cmd)
 }
 
 /// Runs cargo with the nightly toolchain in the eBPF crate, for its target.
