@@ -33,7 +33,7 @@ fn main() -> anyhow::Result<()> {
 /// aya-build gives every OUT_DIR a cargo target directory of its own
 /// (`OUT_DIR/aya-build/target/ttp-ebpf`), so each profile and feature set
 /// that runs this script (clippy, `build --bins`, the test build, a release
-/// build) compiled the same object again: ~40 s and ~190 MB each. It is
+/// build) compiled the same object again: 40–80 s and ~190 MB each. It is
 /// built the same way every time (`--release` for the BPF target, the same
 /// flags), so that directory is made a link to one beside the profiles'
 /// (`target/ttp-ebpf-object`): the first build compiles it, the others find
