@@ -60,9 +60,18 @@ fn run_rounds(graph: &CallGraph, records: &Records, config: BreakdownConfig) -> 
     b
 }
 
+/// The path by which the last round reached usleep's variance. It need
+/// not be the largest factor: under other load the preemptions of the
+/// root's own constant work make its img as large (a CI run beside
+/// stress-ng selected Var(img_vt_root_deep), then Var(usleep)). What is
+/// held is that the breakdown reaches usleep, by this path.
 fn usleep_path(b: &Breakdown) -> String {
-    let f = &b.factors()[b.selected()[0]];
-    assert_eq!(f.term.to_string(), "Var(usleep)", "{:#?}", b.rounds());
+    let f = b
+        .selected()
+        .iter()
+        .map(|&i| &b.factors()[i])
+        .find(|f| f.term.to_string() == "Var(usleep)")
+        .unwrap_or_else(|| panic!("usleep not selected: {:#?}", b.rounds()));
     b.tree()
         .unwrap()
         .instance_path(f.instances[0])
