@@ -602,10 +602,10 @@ fn per_cpu_idle_matches_the_kernel(
         let ledger_iowait = (b.ledger_iowait_ns - a.ledger_iowait_ns) as f64;
         let kernel_idle = (b.kernel.idle_ns - a.kernel.idle_ns) as f64;
         let kernel_iowait = (b.kernel.iowait_ns - a.kernel.iowait_ns) as f64;
-        let stat_idle = (b.stat_idle_ticks - a.stat_idle_ticks) as f64 * tick;
-        let stat_iowait = (b.stat_iowait_ticks - a.stat_iowait_ticks) as f64 * tick;
-        let entries = (b.kernel.idle_calls - a.kernel.idle_calls) as f64;
         let ticks = |f: fn(&IdleRead) -> u64| (f(b) - f(a)) as f64 * tick;
+        let stat_idle = ticks(|r| r.stat_idle_ticks);
+        let stat_iowait = ticks(|r| r.stat_iowait_ticks);
+        let entries = (b.kernel.idle_calls - a.kernel.idle_calls) as f64;
         // The CPU's interrupt time by /proc/stat's sampling: where an
         // interrupt ends a halt, the ledger's idle state runs on to the
         // exit event, /proc/stat's idle stops at the interrupt's entry.
