@@ -76,6 +76,7 @@ fn run_cold_cache_join_on_the_backend() {
         last_postmaster, first_postmaster,
         "the server was not restarted"
     );
+    let mut waited_ns = 0;
     for (qe, &backend) in qes.iter().zip(&backends) {
         let q = query_process(qe);
         assert_eq!(q.len(), 1, "QE {}: one query process", qe["qe"]);
@@ -92,11 +93,7 @@ fn run_cold_cache_join_on_the_backend() {
             "QE {}: read {read} bytes, table {table_bytes}",
             qe["qe"]
         );
-        assert!(
-            q[0]["iowait_ns"].as_u64().unwrap() > 0,
-            "QE {}: no BlockIO",
-            qe["qe"]
-        );
+        waited_ns += q[0]["iowait_ns"].as_u64().unwrap();
         assert_eq!(qe["exit_code"], 0);
         // Sec. 3.1's procedure, shared with `run -- CMD`: after the restart
         // and the plan, the 64 MB O_DIRECT fill, the drop (shown to work by
@@ -115,6 +112,12 @@ fn run_cold_cache_join_on_the_backend() {
             "{cold}"
         );
     }
+    // The backend waited for the disk, but readahead decides how often: it
+    // reads ahead of the scan, so a cold QE's backend blocked 1–6 times,
+    // 0.19–1.7 ms in all (40 QEs measured), and once in a fresh-clone run
+    // not at all while reading the whole table. Ten QEs without one wait
+    // would be the ledger missing them.
+    assert!(waited_ns > 0, "no BlockIO in 10 cold QEs");
     assert!(text.contains("with a cold cache"), "{text}");
     // The last QE's server: its postmaster is a utility, not a daemon.
     let last = qes.last().unwrap();

@@ -26,13 +26,18 @@ use serde_json::Value;
 /// The join, bracketed by two reads of the backend's own
 /// /proc/self/schedstat (sum_exec_runtime first); both values go to the
 /// server log as `ttp-mark BEFORE AFTER` (RAISE LOG: no table written, so
-/// no WAL flush inside the QE).
+/// no WAL flush inside the QE). The file shows sum_exec_runtime as the
+/// scheduler last updated it, which for a running task is at its last
+/// tick: up to 1/CONFIG_HZ (4 ms here) behind. A 1 ms sleep before each
+/// read switches the backend out, which brings it up to date.
 const MARKED_JOIN: &str = r#"
 CREATE FUNCTION marked_join() RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE a text; b text; n bigint;
 BEGIN
+  PERFORM pg_sleep(0.001);
   a := pg_read_file('/proc/self/schedstat');
   SELECT count(*) INTO n FROM t x JOIN t y ON x.k = y.id;
+  PERFORM pg_sleep(0.001);
   b := pg_read_file('/proc/self/schedstat');
   RAISE LOG 'ttp-mark % %', split_part(a, ' ', 1), split_part(b, ' ', 1);
   RETURN n;
@@ -59,9 +64,10 @@ fn dropped_by(qe: &Value) -> Vec<String> {
 ///   sum_exec_runtime that the backend itself read before and after the
 ///   join: at least the bracketed part (less 50 µs: the clocks are read
 ///   a moment apart), at most 5 ms more (the function call, the two
-///   file reads, the log line and the protocol messages inside the QE,
-///   measured at 0.1–0.4 ms; CPU time, so a busy machine delays but does
-///   not lengthen it);
+///   sleeps and file reads, the log line and the protocol messages inside
+///   the QE, measured at 0.5–1.0 ms, and 1.6–1.8 ms in QE 1, whose call
+///   also compiles the function: 20 QEs; CPU time, so a busy machine
+///   delays but does not lengthen it);
 /// - the join is warm (cache) and in memory (hash) and one thread, so QE9
 ///   never fires on it, whatever the disk writer beside it makes others
 ///   wait, and QE4 only within the clocks' edges (5 ms).

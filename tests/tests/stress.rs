@@ -41,6 +41,15 @@ fn processes(v: &serde_json::Value) -> HashMap<u64, Vec<(u64, String, u64)>> {
 /// 5 threads, 12 556 processes). Allowed: 100 µs a thread, which leaves room
 /// for an interrupt in those steps; 2 µs below for rusage's truncation to
 /// µs (two fields).
+///
+/// The kernel here charges interrupts to the task they interrupt
+/// (CONFIG_IRQ_TIME_ACCOUNTING is off), and softirqs run on interrupt exit
+/// for up to MAX_SOFTIRQ_TIME (2 ms) before ksoftirqd takes the rest. One
+/// of them inside a thread's last steps adds its length to the ledger and
+/// nothing to rusage: seen once in a fresh-clone run, 985 µs over rusage
+/// for one process of 1 500. So 1 % of the processes may go above the
+/// 100 µs a thread by one such softirq a thread (2 ms each); below, no
+/// process may go (a lost exit record takes a thread's 50 µs of work).
 #[test]
 fn fork_storm_loses_no_exit_record() {
     if !root_or_skip("fork_storm_loses_no_exit_record") {
@@ -92,6 +101,7 @@ fn fork_storm_loses_no_exit_record() {
     // fixture reaped under that pid, and their sum equal the sum of those
     // processes' rusage (each within the bounds above).
     let mut compared = 0;
+    let mut past_the_exit_steps = Vec::new();
     for (pid, uses) in &truth_by_pid {
         let rows: Vec<u64> = procs
             .get(pid)
@@ -110,14 +120,25 @@ fn fork_storm_loses_no_exit_record() {
         let n = uses.len() as f64;
         let on_cpu_us = rows.iter().sum::<u64>() as f64 / 1e3;
         let us = uses.iter().sum::<u64>() as f64;
-        assert!(
-            on_cpu_us >= us - 2.0 * n && on_cpu_us <= us + n * 5.0 * 100.0,
+        let seen = format!(
             "pid {pid} ({} processes): ledger on-CPU {on_cpu_us:.1} µs, rusage {us} µs",
             uses.len()
         );
+        assert!(on_cpu_us >= us - 2.0 * n, "{seen}");
+        assert!(on_cpu_us <= us + n * 5.0 * (100.0 + 2_000.0), "{seen}");
+        if on_cpu_us > us + n * 5.0 * 100.0 {
+            past_the_exit_steps.push(seen);
+        }
         compared += uses.len();
     }
     assert_eq!(compared, 1_500);
+    assert!(
+        past_the_exit_steps.len() <= 15,
+        "more than 1 % of the processes above rusage by more than 100 µs a thread: {past_the_exit_steps:#?}"
+    );
+    if !past_the_exit_steps.is_empty() {
+        eprintln!("above rusage by a softirq's length: {past_the_exit_steps:#?}");
+    }
     let _ = std::fs::remove_file(json);
     let _ = std::fs::remove_file(truth_path);
 }
