@@ -124,13 +124,23 @@ fn ticks_on(
         libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set);
         libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
     }
+    // Time on a CPU by the thread's CPU clock (schedstat's first field lags
+    // a running thread by up to a tick), plus schedstat's run-queue wait:
+    // the sender's own reads (docs/load.md).
     let schedstat = || {
         let s = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap_or_default();
-        let f: Vec<u64> = s
+        let wait: u64 = s
             .split_whitespace()
-            .filter_map(|x| x.parse().ok())
-            .collect();
-        f.first().zip(f.get(1)).map(|(a, b)| a + b).unwrap_or(0)
+            .nth(1)
+            .and_then(|x| x.parse().ok())
+            .unwrap_or(0);
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: clock_gettime writes only the timespec it is given.
+        unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64 + wait
     };
     let mut on_time = schedstat();
     let mut late = Vec::new();
