@@ -134,13 +134,7 @@ fn ticks_on(
             .nth(1)
             .and_then(|x| x.parse().ok())
             .unwrap_or(0);
-        let mut ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: clock_gettime writes only the timespec it is given.
-        unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64 + wait
+        ttp_tests::thread_cpu().as_nanos() as u64 + wait
     };
     let mut on_time = schedstat();
     let mut late = Vec::new();

@@ -17,6 +17,14 @@ pub fn realtime_ns() -> u64 {
     read(libc::CLOCK_REALTIME)
 }
 
+/// The calling thread's CPU clock (CLOCK_THREAD_CPUTIME_ID) in ns: its
+/// runtime up to this instant. The kernel brings a running thread's
+/// runtime up to date for it (`task_sched_runtime`), where
+/// /proc/thread-self/schedstat shows it as of the last scheduler tick.
+pub fn thread_cpu_ns() -> u64 {
+    read(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
 fn read(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,

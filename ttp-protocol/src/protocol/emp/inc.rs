@@ -8,6 +8,8 @@ use std::{hint::black_box, time::Instant};
 
 use serde::{Deserialize, Serialize};
 
+use crate::sys::clock::thread_cpu_ns;
+
 pub const SCHEMA: &str = "ttp.inc/1";
 
 /// Increments per outer iteration (the paper's inner loop runs to
@@ -29,20 +31,6 @@ pub(crate) fn nested_loop(outer: u64, inner: u64) -> u64 {
         }
     }
     black_box(k)
-}
-
-/// CPU time consumed by the calling thread, in ns.
-pub fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec into the valid pointer.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    if rc != 0 {
-        return 0;
-    }
-    (ts.tv_sec as u64).saturating_mul(1_000_000_000) + ts.tv_nsec as u64
 }
 
 /// The measured cost of one outer iteration on this machine.

@@ -203,25 +203,11 @@ impl ThreadSchedstat {
 
     /// (time on a CPU, time waiting for one) so far, ns.
     pub fn read(&mut self) -> Option<(u64, u64)> {
-        let on_cpu = thread_cpu_ns()?;
+        let on_cpu = crate::sys::clock::thread_cpu_ns();
         let n = self.file.read_at(&mut self.buf, 0).ok()?;
         let (_, wait) = parse_schedstat(std::str::from_utf8(&self.buf[..n]).ok()?)?;
         Some((on_cpu, wait))
     }
-}
-
-/// The calling thread's CPU clock (`CLOCK_THREAD_CPUTIME_ID`), ns: its
-/// runtime up to this instant, the running stretch included.
-pub(crate) fn thread_cpu_ns() -> Option<u64> {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes only the timespec it is given.
-    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
-        return None;
-    }
-    Some(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
 }
 
 /// The first two fields of a schedstat line: "run_ns run_delay_ns slices".
