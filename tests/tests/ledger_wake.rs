@@ -41,7 +41,8 @@ use ttp_user::{
 /// 68.78 ms.)
 /// Wake-ups: the kernel's voluntary switches of the window ± 2 (how many
 /// reads sleep is the kernel's choice: common::io_wake), and the hooked
-/// ledger's count ± 2 (a wake-up near either end of the window). On-CPU
+/// ledger's count ± 2 (a wake-up near either end of the window), less the
+/// wake-ups its program did not run for, which it counts. On-CPU
 /// and run-queue wait are the kernel's counters (1 %, 5 % + 1 ms as in
 /// ledger.rs).
 #[test]
@@ -123,10 +124,17 @@ fn io_wakeups_without_the_hook_match_delay_accounting() {
     common::io_wake::assert_wakeups_match_the_kernel(k.wakeups, &run);
     // The hooked ledger counts a wake-up when it happens, this one at the
     // switch-in after it, and the two images are read one after the other:
-    // a wake-up near either end may fall in one window only.
+    // a wake-up near either end may fall in one window only. The hooked
+    // ledger also misses the wake-ups its program did not run for (a
+    // wake-up from an interrupt while another BPF program ran on that CPU:
+    // the kernel skips a nested program) and says how many in its window's
+    // `wakeups_unseen`, machine-wide, so at most that many of this
+    // process's. Seen beside two CPU burners and a disk writer: 1 963
+    // against 1 958 with 11 unseen.
+    let unseen = run.windows[1].lost.wakeups_unseen;
     assert!(
-        k.wakeups.abs_diff(h.wakeups) <= 2,
-        "{} wake-ups against the hooked ledger's {}",
+        k.wakeups <= h.wakeups + 2 + unseen && h.wakeups <= k.wakeups + 2,
+        "{} wake-ups against the hooked ledger's {} ({unseen} it did not see)",
         k.wakeups,
         h.wakeups
     );
