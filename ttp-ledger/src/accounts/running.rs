@@ -78,7 +78,24 @@ pub struct RunningWindow {
     /// Set when rows were folded into groups since the last
     /// [`RunningWindow::take_compacted`].
     compacted: bool,
+    /// Rows whose leader's record the current fold brought: kept until the
+    /// next fold (see [`RunningWindow::compact`]).
+    just_ended: HashSet<ProcKey>,
+    /// The threads of the latest image folded against, with their tgids.
+    previous: HashMap<ThreadKey, u32>,
+    /// Threads gone from an image whose record has not come yet, with
+    /// their tgid and how many images have passed since: their process
+    /// keeps its row meanwhile (see [`RunningWindow::compact`]).
+    awaited: HashMap<ThreadKey, (u32, u32)>,
 }
+
+/// Images a thread gone without a record holds its process's row for. The
+/// probe frees a thread's account a moment before it sends the record (so
+/// that no image holds a thread twice, ledger.rs `retire`), and an image
+/// read in between, with the drain right after it, has neither; the record
+/// comes with the next drain. One image would do; a record that has not
+/// come after four was lost (the kernel counts those).
+const AWAIT_IMAGES: u32 = 4;
 
 /// The window at its end.
 #[derive(Debug, Clone, Default)]
@@ -125,7 +142,11 @@ impl RunningWindow {
         let room = keep_exited + keep_exited / 8 + 2 * live;
         let mut ended_scratch = vec![(0, ProcKey::default()); room];
         ended_scratch.clear();
+        let previous = first.threads.iter().map(|(k, a)| (*k, a.tgid)).collect();
         Self {
+            previous,
+            awaited: HashMap::new(),
+            just_ended: HashSet::new(),
             first,
             first_ended: HashSet::new(),
             pending: Vec::new(),
@@ -154,6 +175,8 @@ impl RunningWindow {
         batch.extend(records.into_iter().map(|e| (e, false)));
         // Leaders first: a thread's row is found from its leader's.
         batch.sort_by_key(|(e, _)| e.account.tid != e.account.tgid);
+        self.await_records(img, &batch);
+        self.just_ended.clear();
         for (e, held) in batch {
             let key = ThreadKey::of(&e.account);
             if e.exit_ns > img.at_ns || img.threads.contains_key(&key) {
@@ -187,6 +210,29 @@ impl RunningWindow {
         if self.ended_rows > self.keep_exited {
             self.compact(img, &live);
         }
+    }
+
+    /// Notes the threads of the previous image that `img` lacks and whose
+    /// record is not in `batch` (every record read so far, pending ones
+    /// included), and forgets those whose record came or that waited
+    /// [`AWAIT_IMAGES`] images.
+    fn await_records(&mut self, img: &Image, batch: &[(ExitRecord, bool)]) {
+        let came: HashSet<ThreadKey> = batch
+            .iter()
+            .map(|(e, _)| ThreadKey::of(&e.account))
+            .collect();
+        self.awaited.retain(|k, (_, waited)| {
+            *waited += 1;
+            !came.contains(k) && *waited <= AWAIT_IMAGES
+        });
+        for (k, &tgid) in &self.previous {
+            if !img.threads.contains_key(k) && !came.contains(k) {
+                self.awaited.insert(*k, (tgid, 0));
+            }
+        }
+        self.previous.clear();
+        self.previous
+            .extend(img.threads.iter().map(|(k, a)| (*k, a.tgid)));
     }
 
     /// Records read but not yet folded (see [`RunningWindow::fold`]).
@@ -252,6 +298,7 @@ impl RunningWindow {
         if is_leader && exit_ns.is_some() && !p.exited {
             p.exited = true;
             self.ended_rows += 1;
+            self.just_ended.insert(key);
         }
         if delta != LedgerMeasures::default() {
             p.threads += 1;
@@ -274,8 +321,17 @@ impl RunningWindow {
         // main): its process has not ended, and those threads' accounts
         // belong to its row. (A tgid's threads without a leader in the
         // image are of the process whose leader ended: the pid is not
-        // handed out again while any thread of it is alive.)
+        // handed out again while any thread of it is alive.) So does one
+        // with a thread gone from the image whose record has not come.
+        // And so does one whose leader's record came with this fold: an
+        // image is read slot by slot over milliseconds, so a thread
+        // created meanwhile by a leader that then ended may be in neither
+        // the image nor the records; the next image has it, or its record.
+        // (Seen: a leader that started two threads and ended within 0.7
+        // ms, its row folded at an image without them, the threads' time
+        // 2.5 s later in a second row of the pid.)
         let mut waiting: HashSet<u32> = self.pending.iter().map(|(e, _)| e.account.tgid).collect();
+        waiting.extend(self.awaited.values().map(|&(tgid, _)| tgid));
         waiting.extend(
             img.threads
                 .values()
@@ -287,7 +343,11 @@ impl RunningWindow {
         ended.extend(
             self.rows
                 .iter()
-                .filter(|r| r.delta.exited && !waiting.contains(&r.key.tgid))
+                .filter(|r| {
+                    r.delta.exited
+                        && !waiting.contains(&r.key.tgid)
+                        && !self.just_ended.contains(&r.key)
+                })
                 .map(|r| {
                     let p = &r.delta;
                     (p.kernel.on_cpu_ns.saturating_add(p.kernel.iowait_ns), r.key)

@@ -31,6 +31,16 @@ fn image(at: u64, threads: Vec<ThreadAccount>) -> Image {
     })
 }
 
+/// The rows of `tgid`: key, threads, on-CPU time.
+fn rows_of(closed: &ClosedWindow, tgid: u32) -> Vec<(ProcKey, u32, u64)> {
+    closed
+        .processes
+        .iter()
+        .filter(|(k, _)| k.tgid == tgid)
+        .map(|(k, p)| (*k, p.threads, p.kernel.on_cpu_ns))
+        .collect()
+}
+
 fn exit(exit_ns: u64, a: ThreadAccount) -> ExitRecord {
     let mut account = a;
     account.state = state::DEAD;
@@ -241,12 +251,7 @@ fn a_thread_that_outlives_its_leader_joins_its_process_row() {
         );
     }
     let closed = rw.close(&image(6_000, vec![]));
-    let rows: Vec<(ProcKey, u32, u64)> = closed
-        .processes
-        .iter()
-        .filter(|(k, _)| k.tgid == 70)
-        .map(|(k, p)| (*k, p.threads, p.kernel.on_cpu_ns))
-        .collect();
+    let rows = rows_of(&closed, 70);
     let folded: u64 = closed.exited_groups.iter().map(|g| g.processes).sum();
     let ended_rows = closed.processes.iter().filter(|(_, p)| p.exited).count() as u64;
     assert_eq!(folded + ended_rows, 13, "13 processes, each counted once");
@@ -278,5 +283,83 @@ fn a_thread_that_outlives_its_leader_joins_its_process_row() {
         closed.processes.len() as u64,
         ended_rows,
         "no live-looking row left"
+    );
+}
+
+/// As above, but the worker is gone from an image before its record can be
+/// read: the probe frees a thread's account just before it sends the
+/// record, and an image read in between lacks both. Rows are folded at
+/// that very image (6 busier processes end with it, `keep_exited` 2).
+/// Pid 70's row must wait for the record, which comes with the next drain,
+/// and take the worker's time: one row or one folded process of pid 70,
+/// never a second row holding the worker alone.
+#[test]
+fn a_thread_gone_before_its_record_came_keeps_its_process_row() {
+    let first = image(1_000, vec![]);
+    let mut rw = RunningWindow::new(first, 2);
+    let lead = thread(70, 70, 1_050, 1);
+    let worker = thread(71, 70, 1_060, 5);
+    rw.fold(&image(2_000, vec![worker]), vec![exit(1_500, lead)]);
+    // Image 2: the worker has ended, its record not sent yet; six busier
+    // processes' records make the window fold rows.
+    let busier: Vec<ExitRecord> = (0..6u32)
+        .map(|i| exit(2_500 + u64::from(i), thread(100 + i, 100 + i, 2_100, 5)))
+        .collect();
+    rw.fold(&image(3_000, vec![]), busier);
+    assert!(rw.take_compacted(), "rows were folded at image 2");
+    let mut end = worker;
+    end.on_cpu_ns = 100;
+    rw.fold(&image(4_000, vec![]), vec![exit(2_900, end)]);
+    let closed = rw.close(&image(5_000, vec![]));
+    let rows = rows_of(&closed, 70);
+    assert_eq!(
+        rows,
+        [(
+            ProcKey {
+                tgid: 70,
+                start_ns: 1_050
+            },
+            2,
+            101
+        )],
+        "rows of pid 70"
+    );
+    let folded: u64 = closed.exited_groups.iter().map(|g| g.processes).sum();
+    assert_eq!(folded + closed.processes.len() as u64, 7);
+}
+
+/// An image is read slot by slot: a leader that starts thread 71 after the
+/// read passed 71's slot and then ends leaves an image with neither the
+/// thread nor its record, and its own record in the drain after it. Rows
+/// are folded at that image (6 busier processes end, `keep_exited` 2).
+/// Pid 70's row must stay until the next image shows 71, and take 71's
+/// time when it ends: one row of pid 70, never a second row holding 71
+/// alone.
+#[test]
+fn a_thread_the_image_read_missed_keeps_its_process_row() {
+    let first = image(1_000, vec![]);
+    let mut rw = RunningWindow::new(first, 2);
+    let lead = thread(70, 70, 1_050, 1);
+    let worker = thread(71, 70, 1_060, 5);
+    let mut records = vec![exit(1_500, lead)];
+    records.extend((0..6u32).map(|i| exit(1_600, thread(100 + i, 100 + i, 1_100, 5))));
+    rw.fold(&image(2_000, vec![]), records);
+    assert!(rw.take_compacted(), "rows were folded at image 1");
+    rw.fold(&image(3_000, vec![worker]), vec![]);
+    let mut end = worker;
+    end.on_cpu_ns = 100;
+    rw.fold(&image(4_000, vec![]), vec![exit(3_500, end)]);
+    let closed = rw.close(&image(5_000, vec![]));
+    assert_eq!(
+        rows_of(&closed, 70),
+        [(
+            ProcKey {
+                tgid: 70,
+                start_ns: 1_050
+            },
+            2,
+            101
+        )],
+        "rows of pid 70"
     );
 }
