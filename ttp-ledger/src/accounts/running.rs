@@ -78,9 +78,9 @@ pub struct RunningWindow {
     /// Set when rows were folded into groups since the last
     /// [`RunningWindow::take_compacted`].
     compacted: bool,
-    /// Rows whose leader's record the current fold brought: kept until the
-    /// next fold (see [`RunningWindow::compact`]).
-    just_ended: HashSet<ProcKey>,
+    /// Rows an exit record was folded into by the current fold: kept until
+    /// the next fold (see [`RunningWindow::compact`]).
+    recent: HashSet<ProcKey>,
     /// The threads of the latest image folded against, with their tgids.
     previous: HashMap<ThreadKey, u32>,
     /// Threads gone from an image whose record has not come yet, with
@@ -146,7 +146,7 @@ impl RunningWindow {
         Self {
             previous,
             awaited: HashMap::new(),
-            just_ended: HashSet::new(),
+            recent: HashSet::new(),
             first,
             first_ended: HashSet::new(),
             pending: Vec::new(),
@@ -176,7 +176,7 @@ impl RunningWindow {
         // Leaders first: a thread's row is found from its leader's.
         batch.sort_by_key(|(e, _)| e.account.tid != e.account.tgid);
         self.await_records(img, &batch);
-        self.just_ended.clear();
+        self.recent.clear();
         for (e, held) in batch {
             let key = ThreadKey::of(&e.account);
             if e.exit_ns > img.at_ns || img.threads.contains_key(&key) {
@@ -298,7 +298,9 @@ impl RunningWindow {
         if is_leader && exit_ns.is_some() && !p.exited {
             p.exited = true;
             self.ended_rows += 1;
-            self.just_ended.insert(key);
+        }
+        if exit_ns.is_some() {
+            self.recent.insert(key);
         }
         if delta != LedgerMeasures::default() {
             p.threads += 1;
@@ -323,10 +325,10 @@ impl RunningWindow {
         // image are of the process whose leader ended: the pid is not
         // handed out again while any thread of it is alive.) So does one
         // with a thread gone from the image whose record has not come.
-        // And so does one whose leader's record came with this fold: an
+        // And so does one that an exit record came to with this fold: an
         // image is read slot by slot over milliseconds, so a thread
-        // created meanwhile by a leader that then ended may be in neither
-        // the image nor the records; the next image has it, or its record.
+        // created meanwhile by one that then ended may be in neither the
+        // image nor the records; the next image has it, or its record.
         // (Seen: a leader that started two threads and ended within 0.7
         // ms, its row folded at an image without them, the threads' time
         // 2.5 s later in a second row of the pid.)
@@ -346,7 +348,7 @@ impl RunningWindow {
                 .filter(|r| {
                     r.delta.exited
                         && !waiting.contains(&r.key.tgid)
-                        && !self.just_ended.contains(&r.key)
+                        && !self.recent.contains(&r.key)
                 })
                 .map(|r| {
                     let p = &r.delta;
@@ -354,7 +356,9 @@ impl RunningWindow {
                 }),
         );
         ended.sort_unstable();
-        let excess = ended.len().saturating_sub(target);
+        // Down to `target` rows of ended processes in all, of those that
+        // may go now (the others count, and go at a later fold).
+        let excess = self.ended_rows.saturating_sub(target).min(ended.len());
         for &(_, k) in ended.iter().take(excess) {
             let Some(row) = self.rows.remove(k) else {
                 continue;
@@ -379,7 +383,7 @@ impl RunningWindow {
             self.ended_rows -= 1;
         }
         self.ended_scratch = ended;
-        self.compacted = true;
+        self.compacted |= excess > 0;
     }
 
     /// The window from the first image to `last` (the image the latest

@@ -286,80 +286,98 @@ fn a_thread_that_outlives_its_leader_joins_its_process_row() {
     );
 }
 
-/// As above, but the worker is gone from an image before its record can be
-/// read: the probe frees a thread's account just before it sends the
-/// record, and an image read in between lacks both. Rows are folded at
-/// that very image (6 busier processes end with it, `keep_exited` 2).
-/// Pid 70's row must wait for the record, which comes with the next drain,
-/// and take the worker's time: one row or one folded process of pid 70,
-/// never a second row holding the worker alone.
-#[test]
-fn a_thread_gone_before_its_record_came_keeps_its_process_row() {
-    let first = image(1_000, vec![]);
-    let mut rw = RunningWindow::new(first, 2);
-    let lead = thread(70, 70, 1_050, 1);
-    let worker = thread(71, 70, 1_060, 5);
-    rw.fold(&image(2_000, vec![worker]), vec![exit(1_500, lead)]);
-    // Image 2: the worker has ended, its record not sent yet; six busier
-    // processes' records make the window fold rows.
-    let busier: Vec<ExitRecord> = (0..6u32)
-        .map(|i| exit(2_500 + u64::from(i), thread(100 + i, 100 + i, 2_100, 5)))
-        .collect();
-    rw.fold(&image(3_000, vec![]), busier);
-    assert!(rw.take_compacted(), "rows were folded at image 2");
-    let mut end = worker;
-    end.on_cpu_ns = 100;
-    rw.fold(&image(4_000, vec![]), vec![exit(2_900, end)]);
-    let closed = rw.close(&image(5_000, vec![]));
-    let rows = rows_of(&closed, 70);
+/// Pid 70 at the close: one row keyed by its leader, with `threads`
+/// threads and `on_cpu` ns, never a second row; and each of `processes`
+/// counted once (a row, or a process of a group), rows having been folded.
+fn assert_one_row_of_70(
+    mut rw: RunningWindow,
+    last: Image,
+    threads: u32,
+    on_cpu: u64,
+    processes: u64,
+) {
+    let folded_any = rw.take_compacted();
+    let closed = rw.close(&last);
+    let key = ProcKey {
+        tgid: 70,
+        start_ns: 1_050,
+    };
     assert_eq!(
-        rows,
-        [(
-            ProcKey {
-                tgid: 70,
-                start_ns: 1_050
-            },
-            2,
-            101
-        )],
+        rows_of(&closed, 70),
+        [(key, threads, on_cpu)],
         "rows of pid 70"
     );
     let folded: u64 = closed.exited_groups.iter().map(|g| g.processes).sum();
-    assert_eq!(folded + closed.processes.len() as u64, 7);
+    assert!(
+        folded_any && folded > 0,
+        "no row was folded: nothing tested"
+    );
+    assert_eq!(folded + closed.processes.len() as u64, processes);
+}
+
+/// Six processes busier than pid 70 end at `exit_ns`: with `keep_exited`
+/// 2, pid 70's row (the least busy) is the first to fold once it may.
+fn busier(exit_ns: u64) -> Vec<ExitRecord> {
+    (0..6u32)
+        .map(|i| exit(exit_ns, thread(100 + i, 100 + i, 1_100, 50)))
+        .collect()
+}
+
+/// As above, but the worker is gone from an image before its record can be
+/// read: the probe frees a thread's account just before it sends the
+/// record, and an image read in between lacks both; six busier processes
+/// end with that image. Pid 70's row must wait for the record, which comes
+/// with the next drain, and take the worker's time.
+#[test]
+fn a_thread_gone_before_its_record_came_keeps_its_process_row() {
+    let mut rw = RunningWindow::new(image(1_000, vec![]), 2);
+    let lead = thread(70, 70, 1_050, 1);
+    let worker = thread(71, 70, 1_060, 5);
+    rw.fold(&image(2_000, vec![worker]), vec![exit(1_500, lead)]);
+    rw.fold(&image(3_000, vec![]), busier(2_500));
+    let mut end = worker;
+    end.on_cpu_ns = 100;
+    rw.fold(&image(4_000, vec![]), vec![exit(2_900, end)]);
+    assert_one_row_of_70(rw, image(5_000, vec![]), 2, 101, 7);
 }
 
 /// An image is read slot by slot: a leader that starts thread 71 after the
 /// read passed 71's slot and then ends leaves an image with neither the
-/// thread nor its record, and its own record in the drain after it. Rows
-/// are folded at that image (6 busier processes end, `keep_exited` 2).
-/// Pid 70's row must stay until the next image shows 71, and take 71's
-/// time when it ends: one row of pid 70, never a second row holding 71
-/// alone.
+/// thread nor its record, and its own record in the drain after it, with
+/// six busier processes' records. Pid 70's row must stay until the next
+/// image shows 71, and take 71's time when it ends.
 #[test]
 fn a_thread_the_image_read_missed_keeps_its_process_row() {
-    let first = image(1_000, vec![]);
-    let mut rw = RunningWindow::new(first, 2);
+    let mut rw = RunningWindow::new(image(1_000, vec![]), 2);
     let lead = thread(70, 70, 1_050, 1);
     let worker = thread(71, 70, 1_060, 5);
     let mut records = vec![exit(1_500, lead)];
-    records.extend((0..6u32).map(|i| exit(1_600, thread(100 + i, 100 + i, 1_100, 5))));
+    records.extend(busier(1_600));
     rw.fold(&image(2_000, vec![]), records);
-    assert!(rw.take_compacted(), "rows were folded at image 1");
     rw.fold(&image(3_000, vec![worker]), vec![]);
     let mut end = worker;
     end.on_cpu_ns = 100;
     rw.fold(&image(4_000, vec![]), vec![exit(3_500, end)]);
-    let closed = rw.close(&image(5_000, vec![]));
-    assert_eq!(
-        rows_of(&closed, 70),
-        [(
-            ProcKey {
-                tgid: 70,
-                start_ns: 1_050
-            },
-            2,
-            101
-        )],
-        "rows of pid 70"
-    );
+    assert_one_row_of_70(rw, image(5_000, vec![]), 2, 101, 7);
+}
+
+/// As above, with the creator a thread: pid 70's leader has long ended,
+/// its thread 71 starts 72 during an image's read (after 72's slot) and
+/// ends, so that image has neither and the drain after it has 71's record
+/// and six busier processes'. 72's time must join pid 70's row. (71's
+/// record, of a process without a leader in the image, is held for the
+/// next image, which has 72.)
+#[test]
+fn a_thread_started_by_an_ending_thread_during_the_read_keeps_its_row() {
+    let mut rw = RunningWindow::new(image(1_000, vec![]), 2);
+    let lead = thread(70, 70, 1_050, 1);
+    let t71 = thread(71, 70, 1_060, 5);
+    let t72 = thread(72, 70, 2_900, 7);
+    rw.fold(&image(2_000, vec![t71]), vec![exit(1_500, lead)]);
+    let mut records = vec![exit(2_950, t71)];
+    records.extend(busier(2_800));
+    rw.fold(&image(3_000, vec![]), records);
+    rw.fold(&image(4_000, vec![t72]), vec![]);
+    rw.fold(&image(5_000, vec![]), vec![exit(4_500, t72)]);
+    assert_one_row_of_70(rw, image(6_000, vec![]), 3, 13, 7);
 }
