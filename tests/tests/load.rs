@@ -177,11 +177,11 @@ fn stat(v: &serde_json::Value, key: &str) -> u64 {
 ///   the rest 0.36 ms at p99. So the rest is held to 100 µs at p50 (a coarse
 ///   timer, a missing spin or 50 µs of timer slack show there on any
 ///   machine) and, at p99, to 100 µs beyond the machine's own lateness at
-///   the same rank: 1 % of the sends may be later than the p99, so the
-///   bound is the lateness that many ticks of the per-CPU reference
+///   half that rank: 1 % of the sends may be later than the p99, so the
+///   bound is the lateness half as many ticks of the per-CPU reference
 ///   schedules reached (`reference_sleeper`, which runs over the whole
 ///   command and so over at least the sends' window: its tail can only be
-///   longer).
+///   longer; why half, where the rank is taken).
 #[test]
 fn open_model_sends_on_schedule_against_a_known_echo_server() {
     let _serial = serial();
@@ -238,9 +238,14 @@ fn open_model_sends_on_schedule_against_a_known_echo_server() {
         beyond["percentiles_ns"]["50"].as_u64().unwrap(),
         beyond["percentiles_ns"]["99"].as_u64().unwrap(),
     );
-    // The reference's tick at the rank of the sends' p99: as many ticks
-    // were at least this late as sends may be beyond the p99.
-    let rank = (stat(ph, "sent") / 100).max(1) as usize;
+    // The reference's tick at half the rank of the sends' p99: the sends
+    // may hold twice the reference's share of lags that long. Both tails
+    // come from a few stalls (a stall of D ms makes the next D ticks or
+    // sends late, by D, D − 1, … ms), so at one rank they differ by the
+    // size of one stall: beside two CPU burners and a disk writer the
+    // sends' p99 was 13.9 ms where 30 of 3 845 ticks were ≥ 13.3 ms and
+    // the latest 25.3 ms.
+    let rank = (stat(ph, "sent") / 200).max(1) as usize;
     assert!(!machine.is_empty(), "the reference recorded no tick");
     let machine_tail = machine[(rank - 1).min(machine.len() - 1)];
     assert!(

@@ -351,7 +351,11 @@ fn against_pgss(name: &str, runs: &[&[&str]], edge_after: u64) -> Vec<Statement>
         .sum();
     // ttp's pair spans PortalRun; pg_stat_statements' time spans
     // ExecutorRun + ExecutorFinish, which PortalRun contains: never more
-    // than ttp's (5 % for the statements at the window's edges). What lies
+    // than ttp's over the statements pg_stat_statements may have counted
+    // (done from the first read's start to the second's end, as `upper`
+    // above), less 5 %. Those done while a read ran are not in `inside`,
+    // and beside a disk writer a few of them held seconds of lock wait
+    // each (ttp 7.27 s over `inside` against pgss 7.72 s). What lies
     // between is the portal's own work (for DML also ExecutorStart and
     // ExecutorEnd): the 10 µs a call that `--pgss` allows
     // (docs/statements.md), plus, on a busy machine, the waits for a CPU
@@ -365,9 +369,19 @@ fn against_pgss(name: &str, runs: &[&[&str]], edge_after: u64) -> Vec<Statement>
         (ttp_exec - pg_exec) / calls.max(1.0) / 1e3,
         runq / 1e6
     );
+    let around: Vec<Statement> = all
+        .iter()
+        .filter(|s| s.done_ns() >= a0.saturating_sub(edge_after) && s.done_ns() <= b1 + EDGE)
+        .cloned()
+        .collect();
+    let ttp_exec_around: f64 = group(&around, GroupBy::Fingerprint, &available)
+        .iter()
+        .filter(|a| groups.iter().any(|g| g.key == a.key))
+        .map(|a| a.waits["execute"].wait_ns as f64)
+        .sum();
     assert!(
-        ttp_exec >= 0.95 * pg_exec,
-        "summed executor time {ttp_exec} below total_exec_time {pg_exec}"
+        ttp_exec_around >= 0.95 * pg_exec,
+        "summed executor time {ttp_exec_around} (with the statements done during the reads) below total_exec_time {pg_exec}"
     );
     assert!(
         ttp_exec - pg_exec <= 0.05 * pg_exec + 10e3 * calls + runq,
