@@ -3,14 +3,13 @@
 //! calls and total_exec_time, the backends' /proc/PID/schedstat, and what
 //! the test did to the server (a lock held for a known time).
 use std::{
-    collections::BTreeMap,
     process::{Command, Stdio},
     time::{Duration, Instant},
 };
 
 use crate::common::{
     pg::{
-        Cluster, Session, idle_session, pgss_by_fingerprint, poll, statements_attached,
+        Cluster, Session, backends_runtime, idle_session, pgss, poll, statements_attached,
         with_pgss_and_pgbench,
     },
     *,
@@ -42,34 +41,6 @@ fn pgbench(c: &Cluster, args: &[&str]) -> std::process::Child {
         .stderr(Stdio::null())
         .spawn()
         .expect("pgbench")
-}
-
-/// pg_stat_statements per fingerprint: (calls, total_exec_time ns), with
-/// the monotonic instants before and after the read.
-fn pgss(c: &Cluster) -> (u64, BTreeMap<String, (u64, f64)>, u64) {
-    let t0 = monotonic_ns();
-    let m = pgss_by_fingerprint(c);
-    (t0, m, monotonic_ns())
-}
-
-/// Children of the postmaster that serve the test's user (backends), with
-/// their schedstat runtime.
-fn backends_runtime(postmaster: u32) -> BTreeMap<u32, u64> {
-    let mut m = BTreeMap::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        let after = &stat[stat.rfind(')').unwrap() + 2..];
-        let ppid: u32 = after.split(' ').nth(1).unwrap().parse().unwrap();
-        if ppid == postmaster {
-            m.insert(pid, schedstat(pid).0);
-        }
-    }
-    m
 }
 
 /// pgbench -c 4 TPC-B-like while the probes run ~10 s. Per fingerprint,

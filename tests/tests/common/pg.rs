@@ -4,6 +4,7 @@
 //! socket in that directory, on a free port; stopped and removed on drop.
 #![allow(dead_code)]
 use std::{
+    collections::BTreeMap,
     io::Write,
     os::unix::{fs::chown, process::CommandExt},
     path::{Path, PathBuf},
@@ -332,8 +333,8 @@ pub fn statements_attached(
 
 /// pg_stat_statements of cluster `c` per fingerprint of its normalised
 /// text: (calls, total_exec_time ns); its own reads left out.
-pub fn pgss_by_fingerprint(c: &Cluster) -> std::collections::BTreeMap<String, (u64, f64)> {
-    let mut m: std::collections::BTreeMap<String, (u64, f64)> = Default::default();
+pub fn pgss_by_fingerprint(c: &Cluster) -> BTreeMap<String, (u64, f64)> {
+    let mut m: BTreeMap<String, (u64, f64)> = Default::default();
     let rows = c.psql(
         "SELECT calls, total_exec_time, query FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat_statements%'",
     );
@@ -435,4 +436,32 @@ pub fn idle_session(c: &Cluster, app: &str, setup: &[&str]) -> (Session, u32) {
     .parse()
     .unwrap();
     (s, backend)
+}
+
+/// pg_stat_statements per fingerprint: (calls, total_exec_time ns), with
+/// the monotonic instants before and after the read.
+pub fn pgss(c: &Cluster) -> (u64, BTreeMap<String, (u64, f64)>, u64) {
+    let t0 = super::monotonic_ns();
+    let m = pgss_by_fingerprint(c);
+    (t0, m, super::monotonic_ns())
+}
+
+/// Children of the postmaster that serve the test's user (backends), with
+/// their schedstat runtime.
+pub fn backends_runtime(postmaster: u32) -> BTreeMap<u32, u64> {
+    let mut m = BTreeMap::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let after = &stat[stat.rfind(')').unwrap() + 2..];
+        let ppid: u32 = after.split(' ').nth(1).unwrap().parse().unwrap();
+        if ppid == postmaster {
+            m.insert(pid, super::schedstat(pid).0);
+        }
+    }
+    m
 }
