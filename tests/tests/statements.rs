@@ -605,7 +605,9 @@ fn on_cpu_of_cpu_bound_statements_matches_schedstat() {
 /// table's pages (pg_relation_size / 8192), each read once from its file
 /// through the storage manager, and the backend's /proc/PID/io read_bytes.
 /// Catches the storage-manager and buffer probes not counted inside their
-/// statement, iowait not measured, or own iowait above iowait.
+/// statement, own iowait above iowait, or a wait not taken as the
+/// backend's own. (Readahead may keep ahead of the scan, so iowait itself
+/// may be 0 here; postgres.rs's cold join checks it over 10 QEs.)
 #[test]
 fn cold_count_reads_every_page_with_iowait() {
     if !root_or_skip("cold_count_reads_every_page_with_iowait") {
@@ -677,7 +679,10 @@ fn cold_count_reads_every_page_with_iowait() {
         read >= pages * 8192 * 9 / 10,
         "the kernel read {read} bytes"
     );
-    assert!(n("iowait_ns") > 0 && n("iowait_own_ns") > 0);
+    // Readahead may keep ahead of the scan: once 41 MB came in 123 ms
+    // without the backend blocking at all. When it blocked, it was for its
+    // own reads (nothing else reads here).
+    assert!(n("iowait_ns") == 0 || n("iowait_own_ns") > 0);
     assert!(n("iowait_own_ns") <= n("iowait_ns"));
     assert!(n("iowait_ns") <= n("elapsed_ns"));
     assert!(g["waits"]["smgr_read"]["wait_ns"].as_u64().unwrap() >= n("iowait_own_ns") / 2);
