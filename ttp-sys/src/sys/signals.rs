@@ -10,7 +10,8 @@ use std::sync::{
 /// every part of a command that asks for it polls the same flag.
 static INSTALLED: OnceLock<StopFlag> = OnceLock::new();
 
-#[derive(Clone)]
+/// `Default` is a flag no signal raises (no handler installed).
+#[derive(Clone, Default)]
 pub struct StopFlag(Arc<AtomicBool>);
 
 impl StopFlag {

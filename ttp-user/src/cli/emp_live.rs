@@ -3,14 +3,17 @@
 //! is thrown out due to code and input read"), then N executions, each
 //! measured once by [`qe::measure`] under the kernel ledger and turned into
 //! an [`EmpRun`] (protocol/emp/live.rs).
-use std::{path::PathBuf, process::Command, time::Duration};
+use std::{ops::ControlFlow, path::PathBuf, process::Command, time::Duration};
 
 use anyhow::Context;
 use indicatif::ProgressBar;
 
 use crate::{
     error::UsageError,
-    protocol::emp::{EmpRun, live as emp_runs},
+    protocol::{
+        emp::{EmpRun, live as emp_runs},
+        ttpv2::procedure::{self, Interleaved},
+    },
     sys::{signals::StopFlag, spawn::RunAs},
     window::{
         qe::{self, QeError},
@@ -105,21 +108,21 @@ pub(crate) fn measure_interleaved(
         .collect();
     let mut first_start_ns: Vec<Option<u64>> = vec![None; k];
     let mut taskstats_missing = vec![0u32; k];
-    let mut ended = false;
-    'rounds: for index in 0..=plan.runs {
-        for j in super::run_plan::round_order(index + 1, k) {
-            let command = commands[j];
+    // Round r runs every command's run r − 1 (round 1: the warm-ups).
+    let end = procedure::interleave(
+        &mut outs,
+        k,
+        stop,
+        |outs, j| outs[j].runs.len() as u32 <= plan.runs,
+        |outs, j| {
             let out = &mut outs[j];
-            if stop.raised() {
-                ended = true;
-                break 'rounds;
-            }
+            let index = out.runs.len() as u32;
             let mut outcome =
-                match qe::measure(&mut ctx, index + 1, command_of(plan, command), None) {
+                match qe::measure(&mut ctx, index + 1, command_of(plan, commands[j]), None) {
                     Ok(o) => o,
                     Err(e) => {
                         out.failure = Some(failure_of(e));
-                        break 'rounds;
+                        return Ok(ControlFlow::Break(false));
                     }
                 };
             if stop.raised() {
@@ -127,8 +130,7 @@ pub(crate) fn measure_interleaved(
                     "run {index} interrupted: not kept (runs 0–{} kept)",
                     index.saturating_sub(1)
                 ));
-                ended = true;
-                break 'rounds;
+                return Ok(ControlFlow::Break(true));
             }
             if let Some(rx) = ctx.taskstats_exits
                 && !emp_runs::await_program_exits(&mut outcome, rx, TASKSTATS_GRACE)
@@ -142,8 +144,11 @@ pub(crate) fn measure_interleaved(
             out.runs.push(run);
             after_run(j, &out.runs, &bar)?;
             bar.inc(1);
-        }
-    }
+            anyhow::Ok(ControlFlow::Continue(()))
+        },
+    )?;
+    // Ctrl-C between or during runs; a failure is kept with its command.
+    let ended = matches!(end, Interleaved::Stopped | Interleaved::Ended(true));
     bar.finish_and_clear();
     for (out, missing) in outs.iter_mut().zip(taskstats_missing) {
         out.interrupted = ended;

@@ -3,6 +3,7 @@
 //! the order of Fig. 5, the N QEs form one Q@C, and Steps 1–5 turn them into
 //! one number with its sanity checks.
 use std::{
+    ops::ControlFlow,
     path::{Path, PathBuf},
     time::Duration,
 };
@@ -19,6 +20,7 @@ use crate::{
         analysis::RunDocument,
         model::{QcInput, QeRecord, Setup},
         paragraph::MachineFacts,
+        procedure::{self, Interleaved},
     },
     report::{
         atomic,
@@ -515,24 +517,25 @@ impl Rounds<'_> {
         notify: &dyn Fn(String),
     ) -> anyhow::Result<Option<anyhow::Error>> {
         let n = self.args.n;
-        let mut round = 0;
-        while qcs.iter().any(|q| (q.qes.len() as u32) < n) {
-            round += 1;
-            for j in run_plan::round_order(round, qcs.len()) {
-                if self.stop.raised() {
-                    return Ok(None);
-                }
-                if qcs[j].qes.len() as u32 >= n {
-                    continue;
-                }
+        let stop = self.stop;
+        let end = procedure::interleave(
+            qcs,
+            self.plan.qcs.len(),
+            stop,
+            |qcs, j| (qcs[j].qes.len() as u32) < n,
+            |qcs, j| {
                 let end = self.one(ctx, qcs, j, bar, notify)?;
                 bar.set_position(qcs.iter().map(|q| q.qes.len() as u64).sum());
-                if let Some(failure) = end {
-                    return Ok(failure);
-                }
-            }
-        }
-        Ok(None)
+                anyhow::Ok(match end {
+                    Some(failure) => ControlFlow::Break(failure),
+                    None => ControlFlow::Continue(()),
+                })
+            },
+        )?;
+        Ok(match end {
+            Interleaved::Done | Interleaved::Stopped => None,
+            Interleaved::Ended(failure) => failure,
+        })
     }
 
     /// The next QE of Q@C `j`. `Some` ends the run, with the failure that

@@ -1,8 +1,9 @@
 //! What one `run` measures, validated once from the command line: the
 //! commands (several, separated by `:::`), the values of a parameter scan,
 //! and from them the Q@Cs, each with its command, labels and set-up; and
-//! the order in which their QEs run (interleaved, rotated every round).
-//! docs/run.md gives the syntax and why it was chosen.
+//! the order in which their QEs run (interleaved, rotated every round;
+//! `protocol::ttpv2::procedure`). docs/run.md gives the syntax and why it
+//! was chosen.
 use crate::{error::UsageError, protocol::ttpv2::model::Labels};
 
 /// Separates the commands of one run: `-- CMD1 ARGS ::: CMD2 ARGS`
@@ -349,19 +350,6 @@ pub(crate) fn qc_specs(
     Ok(out)
 }
 
-/// The Q@Cs in the order of round `round` (1-based): every Q@C once,
-/// starting one further each round, so that no Q@C always runs first
-/// (after a cache-cold start, or right after the same neighbour) and a
-/// drift of the machine during the run is spread over all of them.
-pub(crate) fn round_order(round: u32, qcs: usize) -> impl Iterator<Item = usize> {
-    let start = if qcs == 0 {
-        0
-    } else {
-        (round.saturating_sub(1) as usize) % qcs
-    };
-    (0..qcs).map(move |k| (start + k) % qcs)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -467,15 +455,6 @@ mod tests {
         assert!(qc_specs(&one, Some(&p), &clash, None, None).is_err());
         let same = split_commands(&s(&["a", ":::", "b"]), &s(&["x", "x"])).unwrap();
         assert!(qc_specs(&same, None, &Labels::new(), None, None).is_err());
-    }
-
-    /// Catches an order that does not interleave (QE i of every Q@C before
-    /// QE i + 1 of any) or does not rotate the first Q@C every round.
-    #[test]
-    fn rounds_rotate() {
-        let order: Vec<Vec<usize>> = (1..=4).map(|r| round_order(r, 3).collect()).collect();
-        assert_eq!(order, [[0, 1, 2], [1, 2, 0], [2, 0, 1], [0, 1, 2]]);
-        assert_eq!(round_order(5, 1).collect::<Vec<_>>(), [0]);
     }
 
     /// The refusals of the command line, before anything is measured: one

@@ -14,7 +14,7 @@ use super::run::{Plan, RunArgs};
 use crate::{
     protocol::ttpv2::{
         model::QcInput,
-        recovery::{MAX_PLAN_RESTARTS, MAX_RETRIES, PlanVerdict},
+        procedure::{self, Attempt},
     },
     sys::{
         signals::StopFlag,
@@ -41,15 +41,8 @@ pub(super) enum Step {
     Failed(QeError),
 }
 
-/// One attempt at QE `i`.
-enum Attempt {
-    Ran(Result<qe::QeOutcome, QeError>),
-    PlanChanged(String),
-    Transient {
-        what: String,
-        ran: Option<Result<qe::QeOutcome, QeError>>,
-    },
-}
+/// One attempt's QE: measured, or a failure of the ledger or of the start.
+type Ran = Result<qe::QeOutcome, QeError>;
 
 /// A `--plan-cmd` or `--prepare` that did not succeed.
 #[derive(Debug, thiserror::Error)]
@@ -116,9 +109,9 @@ fn transient_shell(e: &ShellError, codes: &[i32]) -> bool {
 }
 
 /// The next QE of `qc` (QE `qc.qes.len() + 1`), retried and restarted as
-/// Sec. 3.2.3 says; every restart and retry is recorded in
-/// `qc.setup.recovery`. The error is a step before the QE that failed for
-/// good.
+/// Sec. 3.2.3 says, through the one Q@C procedure
+/// ([`crate::protocol::ttpv2::procedure::next_qe`]). The error is a step
+/// before the QE that failed for good.
 pub(super) fn next(
     ctx: &mut qe::QeContext<'_>,
     args: &RunArgs,
@@ -128,60 +121,43 @@ pub(super) fn next(
     stop: &StopFlag,
     notify: &dyn Fn(String),
 ) -> anyhow::Result<Step> {
-    let i = qc.qes.len() as u32 + 1;
-    let first = qc.qes.first().and_then(|q| q.plan.clone());
-    let who = qc.name();
-    let mut attempt = 0u32;
-    loop {
-        match one_qe(ctx, args, plan, spec, i, first.as_deref())? {
-            Attempt::Ran(Ok(out)) => return Ok(Step::Measured(Box::new(out))),
-            Attempt::Ran(Err(e)) => return Ok(Step::Failed(e)),
-            Attempt::PlanChanged(p) => {
-                let measured = qc.qes.len() as u32;
-                let r = &mut qc.setup.recovery;
-                if let PlanVerdict::Pause(why) =
-                    r.check_plan(first.as_deref(), Some(&p), i, measured)
-                {
-                    return Ok(Step::Paused { kept: None, why });
-                }
-                notify(format!(
-                    "{who} QE {i}: the plan differs from QE 1's (X2); restarting the Q@C ({}/{MAX_PLAN_RESTARTS}), {measured} QE(s) discarded",
-                    r.plan_restarts
-                ));
-                qc.qes.clear();
-                return Ok(Step::Restarted);
-            }
-            Attempt::Transient { what, ran } => {
-                let Some(wait) =
-                    qc.setup
-                        .recovery
-                        .retry(format!("QE {i}: {what}"), attempt, args.backoff)
-                else {
-                    let why = format!(
-                        "QE {i}: {what} (still failing after {MAX_RETRIES} retries with exponential back-off)"
-                    );
-                    return Ok(match ran {
-                        Some(Ok(o)) => Step::Paused {
-                            kept: Some(Box::new(o)),
-                            why,
-                        },
-                        Some(Err(e)) => Step::Failed(e),
-                        None => Step::Paused { kept: None, why },
-                    });
-                };
-                notify(format!(
-                    "{who} QE {i}: {what}; retry {}/{MAX_RETRIES} in {}",
-                    attempt + 1,
-                    humantime::format_duration(wait)
-                ));
-                drop(ran);
-                stop.sleep(wait);
-                if stop.raised() {
-                    return Ok(Step::Interrupted);
-                }
-                attempt += 1;
-            }
-        }
+    let mut attempts = CommandAttempts {
+        ctx,
+        args,
+        plan,
+        spec,
+    };
+    Ok(
+        match procedure::next_qe(&mut attempts, qc, args.backoff, stop, notify)? {
+            procedure::Step::Measured(Ok(out)) => Step::Measured(Box::new(out)),
+            procedure::Step::Measured(Err(e)) => Step::Failed(e),
+            procedure::Step::Restarted => Step::Restarted,
+            procedure::Step::Paused {
+                kept: Some(Err(e)), ..
+            } => Step::Failed(e),
+            procedure::Step::Paused { kept, why } => Step::Paused {
+                kept: kept.and_then(Result::ok).map(Box::new),
+                why,
+            },
+            procedure::Step::Interrupted => Step::Interrupted,
+        },
+    )
+}
+
+/// The QEs of a command's Q@C.
+struct CommandAttempts<'c, 'x> {
+    ctx: &'c mut qe::QeContext<'x>,
+    args: &'c RunArgs,
+    plan: &'c Plan,
+    spec: &'c super::run_plan::QcSpec,
+}
+
+impl procedure::Attempts for CommandAttempts<'_, '_> {
+    type Out = Ran;
+    type Error = anyhow::Error;
+
+    fn attempt(&mut self, i: u32, first_plan: Option<&str>) -> anyhow::Result<Attempt<Ran>> {
+        one_qe(self.ctx, self.args, self.plan, self.spec, i, first_plan)
     }
 }
 
@@ -194,7 +170,7 @@ fn one_qe(
     spec: &super::run_plan::QcSpec,
     i: u32,
     first_plan: Option<&str>,
-) -> anyhow::Result<Attempt> {
+) -> anyhow::Result<Attempt<Ran>> {
     let codes = &args.transient_exit;
     let plan_text = match &spec.plan_cmd {
         Some(p) => match shell(p, &plan.run_as) {

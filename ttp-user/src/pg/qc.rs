@@ -4,7 +4,7 @@
 //! changes (Sec. 3.2.3), a cold QE preceded by a server restart and a dropped
 //! page cache (Sec. 3.1), transient errors retried with exponential
 //! back-off up to ten times and then the run paused (Sec. 3.2.3).
-use std::time::Duration;
+use std::{ops::ControlFlow, time::Duration};
 
 use serde::{Deserialize, Serialize};
 
@@ -23,7 +23,7 @@ use crate::{
     },
 };
 
-use crate::protocol::ttpv2::recovery::PlanVerdict;
+use crate::protocol::ttpv2::procedure::{self, Attempt, Interleaved};
 pub use crate::protocol::ttpv2::recovery::{MAX_PLAN_RESTARTS, MAX_RETRIES};
 
 /// A prepared statement executed by its session's backend: the backend
@@ -118,11 +118,34 @@ pub(crate) enum QcError {
     Cache(#[source] std::io::Error),
 }
 
-enum Step {
-    Measured(Box<QeRecord>, Option<u64>),
-    /// The plan captured before the QE, which differs from QE 1's.
-    PlanChanged(String),
-    Interrupted,
+/// A QE's record and the rows the statement returned.
+type Measured = (Box<QeRecord>, Option<u64>);
+
+/// The QEs of the Q@C of one statement: a connection lost is a failure of
+/// the moment (Sec. 3.2.3's "network disconnection"), retried on a new
+/// connection.
+struct Attempts<'r, 'a, 'c, 'x> {
+    runner: &'r mut Runner<'a>,
+    ctx: &'r mut QeContext<'x>,
+    sql: &'c str,
+}
+
+impl procedure::Attempts for Attempts<'_, '_, '_, '_> {
+    type Out = Measured;
+    type Error = QcError;
+
+    fn attempt(&mut self, i: u32, first_plan: Option<&str>) -> Result<Attempt<Measured>, QcError> {
+        match self.runner.one_qe(self.ctx, i, self.sql, first_plan) {
+            Err(QcError::Pg(e)) if e.is_transient() => {
+                self.runner.disconnect();
+                Ok(Attempt::Transient {
+                    what: e.to_string(),
+                    ran: None,
+                })
+            }
+            other => other,
+        }
+    }
 }
 
 /// Runs Q@Cs over one connection string, reconnecting as needed.
@@ -272,102 +295,49 @@ impl<'a> Runner<'a> {
         };
         // Prepared once per Q@C (Sec. 3.2.2).
         self.prepared = None;
-        let mut plan0: Option<String> = None;
-        let mut i = 1;
-        while i <= n {
-            let mut attempt = 0u32;
-            let step = loop {
-                if self.stop.raised() {
-                    return Ok(QcRun {
-                        qc,
-                        facts,
-                        end: QcEnd::Interrupted,
-                    });
-                }
-                match self.one_qe(ctx, i, sql, plan0.as_deref()) {
-                    Ok(step) => break step,
-                    Err(QcError::Pg(e)) if e.is_transient() => {
-                        self.disconnect();
-                        let Some(wait) = qc.setup.recovery.retry(
-                            format!("QE {i}: {e}"),
-                            attempt,
-                            self.opts.backoff,
-                        ) else {
-                            return Ok(QcRun {
-                                qc,
-                                facts,
-                                end: QcEnd::Paused(format!(
-                                    "QE {i}: {e} (still failing after {MAX_RETRIES} retries with exponential back-off)"
-                                )),
-                            });
-                        };
-                        notify(format!(
-                            "QE {i}: {e}; retry {}/{MAX_RETRIES} in {}",
-                            attempt + 1,
-                            humantime::format_duration(wait)
-                        ));
-                        self.stop.sleep(wait);
-                        attempt += 1;
-                    }
-                    Err(e) => return Err(e),
-                }
-            };
-            match step {
-                Step::Measured(rec, rows) => {
-                    facts.rows = rows.or(facts.rows);
-                    if plan0.is_none() {
-                        plan0 = rec.plan.clone();
-                    }
-                    if let Some(s) = &self.session {
-                        facts.server_version = s.server_version.clone();
-                        facts.backend_pids.push(s.backend_pid);
-                    }
-                    qc.qes.push(*rec);
-                    on_qe(&qc, &facts);
-                    i += 1;
-                }
-                Step::Interrupted => {
-                    return Ok(QcRun {
-                        qc,
-                        facts,
-                        end: QcEnd::Interrupted,
-                    });
-                }
-                Step::PlanChanged(plan) => {
-                    // Sec. 3.2.3: "When a DBMS reveals a different plan for a
-                    // QE within the same Q@C, we restart the Q@C."
-                    let measured = qc.qes.len() as u32;
-                    match qc
-                        .setup
-                        .recovery
-                        .check_plan(plan0.as_deref(), Some(&plan), i, measured)
-                    {
-                        PlanVerdict::Pause(why) => {
-                            return Ok(QcRun {
-                                qc,
-                                facts,
-                                end: QcEnd::Paused(why),
-                            });
+        let (backoff, stop) = (self.opts.backoff, self.stop.clone());
+        let end = procedure::interleave(
+            &mut qc,
+            1,
+            &stop,
+            |qc, _| (qc.qes.len() as u32) < n,
+            |qc, _| {
+                let mut attempts = Attempts {
+                    runner: &mut *self,
+                    ctx: &mut *ctx,
+                    sql,
+                };
+                Ok::<_, QcError>(
+                    match procedure::next_qe(&mut attempts, qc, backoff, &stop, notify)? {
+                        procedure::Step::Measured((rec, rows)) => {
+                            facts.rows = rows.or(facts.rows);
+                            if let Some(s) = &self.session {
+                                facts.server_version = s.server_version.clone();
+                                facts.backend_pids.push(s.backend_pid);
+                            }
+                            qc.qes.push(*rec);
+                            on_qe(qc, &facts);
+                            ControlFlow::Continue(())
                         }
-                        PlanVerdict::Restart | PlanVerdict::Same => {}
-                    }
-                    notify(format!(
-                        "QE {i}: the plan differs from QE 1's (X2); restarting the Q@C ({}/{MAX_PLAN_RESTARTS})",
-                        qc.setup.recovery.plan_restarts
-                    ));
-                    qc.qes.clear();
-                    facts.backend_pids.clear();
-                    plan0 = None;
-                    self.prepared = None;
-                    i = 1;
-                }
-            }
-        }
-        Ok(QcRun {
-            qc,
-            facts,
-            end: QcEnd::Complete,
-        })
+                        procedure::Step::Restarted => {
+                            facts.backend_pids.clear();
+                            self.prepared = None;
+                            ControlFlow::Continue(())
+                        }
+                        procedure::Step::Paused { why, .. } => {
+                            ControlFlow::Break(QcEnd::Paused(why))
+                        }
+                        procedure::Step::Interrupted => ControlFlow::Break(QcEnd::Interrupted),
+                    },
+                )
+            },
+        )?;
+        let end = match end {
+            Interleaved::Done => QcEnd::Complete,
+            Interleaved::Stopped => QcEnd::Interrupted,
+            Interleaved::Ended(end) => end,
+        };
+        Ok(QcRun { qc, facts, end })
     }
 
     /// One QE: (cold: restart, reconnect, re-prepare), the plan, (cold: drop
@@ -378,7 +348,7 @@ impl<'a> Runner<'a> {
         i: u32,
         sql: &str,
         plan0: Option<&str>,
-    ) -> Result<Step, QcError> {
+    ) -> Result<Attempt<Measured>, QcError> {
         let cold = self.opts.cold_cache;
         let stop = self.stop.clone();
         let pin = self.opts.cpu.clone();
@@ -390,7 +360,7 @@ impl<'a> Runner<'a> {
         let (s, st) = self.ensure(sql)?;
         let plan = s.explain(&st)?;
         if plan0.is_some_and(|p| p != plan) {
-            return Ok(Step::PlanChanged(plan));
+            return Ok(Attempt::PlanChanged(plan));
         }
         // After the restart and the plan: only the query's own pages are
         // left to read (Sec. 3.1: "All the pages needed to evaluate the
@@ -423,12 +393,12 @@ impl<'a> Runner<'a> {
                 rows = Some(n);
             }
             // Ctrl-C: the QE in progress is not kept.
-            Err(PgError::Cancelled) => return Ok(Step::Interrupted),
+            Err(PgError::Cancelled) => return Ok(Attempt::Interrupted),
             Err(e) if e.sqlstate() == Some(QUERY_CANCELED) => {
                 rec.timed_out = Some(true);
             }
             Err(e) => return Err(e.into()),
         }
-        Ok(Step::Measured(Box::new(rec), rows))
+        Ok(Attempt::Ran((Box::new(rec), rows)))
     }
 }

@@ -26,6 +26,7 @@ pub mod model;
 pub mod paragraph;
 pub(crate) mod paragraph_deviations;
 pub mod post;
+pub mod procedure;
 pub mod recovery;
 pub mod stats;
 pub mod study;
