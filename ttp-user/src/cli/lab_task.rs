@@ -15,8 +15,8 @@ use std::{
 };
 
 use anyhow::Context;
-use clap::Parser;
 
+use super::run::RunArgs;
 use crate::{
     lab::{
         Lab, is_transient,
@@ -33,75 +33,57 @@ fn heartbeat_period(lease: Duration) -> Duration {
     lease / 10
 }
 
-/// `run`'s command line, parsed by `run`'s own argument struct.
-#[derive(Debug, Parser)]
-struct RunLine {
-    #[command(flatten)]
-    run: super::run::RunArgs,
-}
-
-/// The `run` arguments of a task: `-n N [--cold-cache] --label K=V …
-/// --json FILE -- ARGV`.
-fn run_args(key: &str, c: &CommandSpec, json: &Path) -> anyhow::Result<super::run::RunArgs> {
-    let mut line: Vec<String> = vec!["run".into(), "-n".into(), c.n.to_string()];
-    if c.cold_cache {
-        line.push("--cold-cache".into());
-    }
+/// The `run` of a command task: `-n N [--cold-cache] --label K=V …
+/// --json FILE -- ARGV`, built as `run`'s own arguments.
+fn run_args(key: &str, c: &CommandSpec, json: &Path) -> RunArgs {
     // The command's name labels its Q@C, unless its labels name the
     // query: then they are the Q@C's name, and commands of one query at
     // several cardinalities are one query for the monotonicity checks
     // (TTPv2 App. E QC3/QC4), as `experiment`'s Q@Cs are.
+    let mut labels = Vec::new();
     if !c.labels.contains_key(QUERY_LABEL) {
-        line.push("--label".into());
-        line.push(format!("command={key}"));
+        labels.push(format!("command={key}"));
     }
-    for (k, v) in &c.labels {
-        line.push("--label".into());
-        line.push(format!("{k}={v}"));
+    labels.extend(c.labels.iter().map(|(k, v)| format!("{k}={v}")));
+    RunArgs {
+        n: c.n,
+        cold_cache: c.cold_cache,
+        labels,
+        json: Some(json.to_path_buf()),
+        command: c.argv.clone(),
+        ..RunArgs::default()
     }
-    line.push("--json".into());
-    line.push(json.display().to_string());
-    line.push("--".into());
-    line.extend(c.argv.iter().cloned());
-    Ok(RunLine::try_parse_from(line)
-        .map_err(|e| anyhow::anyhow!("{}", e.to_string().trim()))?
-        .run)
 }
 
-/// The `run --postgres` arguments of a query task, as `experiment` runs
-/// its Q@C: `-n N [--cold-cache [--restart-cmd CMD]] --backoff B --timeout
-/// T --label query=Q --label cardinality=C --json FILE --postgres CONN
-/// --sql SQL`.
-fn query_run_args(q: &QueryTask, conn: &str, json: &Path) -> anyhow::Result<super::run::RunArgs> {
+/// The `run --postgres` of a query task, as `experiment` runs its Q@C:
+/// `-n N [--cold-cache [--restart-cmd CMD]] --backoff B --timeout T
+/// --label query=Q --label cardinality=C --json FILE --postgres CONN --sql
+/// SQL`, with `experiment`'s defaults (cli/experiment.rs), which are
+/// `run`'s too.
+fn query_run_args(q: &QueryTask, conn: &str, json: &Path) -> anyhow::Result<RunArgs> {
     let e = &q.experiment;
-    let mut line: Vec<String> = vec!["run".into(), "-n".into(), e.n.to_string()];
-    if e.cold_cache {
-        line.push("--cold-cache".into());
-        if let Some(r) = &e.restart_cmd {
-            line.extend(["--restart-cmd".into(), r.clone()]);
-        }
-    }
-    // experiment's defaults (cli/experiment.rs), which are run's too.
-    line.extend([
-        "--backoff".into(),
-        e.backoff.clone().unwrap_or_else(|| "100ms".into()),
-        "--timeout".into(),
-        e.timeout.clone().unwrap_or_else(|| "20m".into()),
-    ]);
-    for (k, v) in q.labels() {
-        line.extend(["--label".into(), format!("{k}={v}")]);
-    }
-    line.extend([
-        "--json".into(),
-        json.display().to_string(),
-        "--postgres".into(),
-        conn.to_string(),
-        "--sql".into(),
-        q.query.sql.clone(),
-    ]);
-    Ok(RunLine::try_parse_from(line)
-        .map_err(|e| anyhow::anyhow!("{}", e.to_string().trim()))?
-        .run)
+    let duration = |option: &str, given: &Option<String>, default: Duration| match given {
+        Some(s) => crate::error::parse_duration(s)
+            .map_err(|why| anyhow::anyhow!("the spec's {option} {s:?}: {why}")),
+        None => Ok(default),
+    };
+    let defaults = RunArgs::default();
+    Ok(RunArgs {
+        n: e.n,
+        cold_cache: e.cold_cache,
+        restart_cmd: e.restart_cmd.clone().filter(|_| e.cold_cache),
+        backoff: duration("backoff", &e.backoff, defaults.backoff)?,
+        timeout: duration("timeout", &e.timeout, defaults.timeout)?,
+        labels: q
+            .labels()
+            .into_iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect(),
+        json: Some(json.to_path_buf()),
+        postgres: Some(conn.to_string()),
+        sql: Some(q.query.sql.clone()),
+        ..defaults
+    })
 }
 
 /// Makes the task's cardinality on the DBMS under test (the maximal table
@@ -261,7 +243,7 @@ impl Executor<'_> {
         let follower = std::thread::spawn(move || follower.run());
         let r = (|| {
             let args = match &payload {
-                Payload::Command(c) => run_args(&task.key, c, json)?,
+                Payload::Command(c) => run_args(&task.key, c, json),
                 Payload::Query(q) => {
                     let conn = self.postgres.unwrap_or(&q.experiment.connection);
                     prepare_query(q, conn)?;
@@ -328,7 +310,7 @@ mod tests {
             cold_cache: true,
             labels: [("size".to_string(), "3".to_string())].into(),
         };
-        let a = run_args("spin", &c, Path::new("/tmp/x.json")).unwrap();
+        let a = run_args("spin", &c, Path::new("/tmp/x.json"));
         assert_eq!(a.n, 4);
         assert!(a.cold_cache);
         assert_eq!(a.command, ["/bin/sleep", "0.1"]);
@@ -351,7 +333,7 @@ mod tests {
             ]
             .into(),
         };
-        let a = run_args("s20", &c, Path::new("/tmp/x.json")).unwrap();
+        let a = run_args("s20", &c, Path::new("/tmp/x.json"));
         assert_eq!(a.labels, ["cardinality=20", "query=spin"]);
     }
 

@@ -38,7 +38,7 @@ pub enum Protocol {
 }
 
 /// Options of `--protocol emp`.
-#[derive(Debug, Clone, Args)]
+#[derive(Debug, Clone, Default, Args)]
 #[command(next_help_heading = "EMP (--protocol emp)")]
 pub struct EmpArgs {
     /// Daemon cut-off profile from `ttp-ebpf calibrate` (EMPv5's first

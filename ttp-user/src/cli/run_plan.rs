@@ -2,9 +2,53 @@
 //! commands (several, separated by `:::`), the values of a parameter scan,
 //! and from them the Q@Cs, each with its command, labels and set-up; and
 //! the order in which their QEs run (interleaved, rotated every round;
-//! `protocol::ttpv2::procedure`). docs/run.md gives the syntax and why it
-//! was chosen.
+//! `protocol::ttpv2::procedure`); and `run`'s defaults, for runs built
+//! in code (the lab worker's tasks). docs/run.md gives the syntax and why
+//! it was chosen.
+use std::time::Duration;
+
+use super::run::RunArgs;
 use crate::{error::UsageError, protocol::ttpv2::model::Labels};
+
+/// What `run` takes when an option is not given, as its command line has
+/// it (a test holds the two equal): a run built in code starts from these
+/// and sets its own fields.
+impl Default for RunArgs {
+    fn default() -> Self {
+        RunArgs {
+            protocol: Default::default(),
+            n: 10,
+            cold_cache: false,
+            prepare: None,
+            plan_cmd: None,
+            query_process: None,
+            utilities: Vec::new(),
+            timeout: Duration::from_secs(20 * 60),
+            labels: Vec::new(),
+            json: None,
+            svg: None,
+            trace: None,
+            wake_latency: false,
+            as_root: false,
+            blame: false,
+            blame_window: Duration::from_millis(50),
+            postgres: None,
+            sql: None,
+            restart_cmd: None,
+            backoff: Duration::from_millis(100),
+            transient_exit: Vec::new(),
+            cpu: None,
+            show_output: false,
+            command_names: Vec::new(),
+            parameter_scan: Vec::new(),
+            parameter_step_size: None,
+            parameter_list: Vec::new(),
+            export_markdown: None,
+            emp: Default::default(),
+            command: Vec::new(),
+        }
+    }
+}
 
 /// Separates the commands of one run: `-- CMD1 ARGS ::: CMD2 ARGS`
 /// (GNU parallel's separator, which no shell gives a meaning).
@@ -455,6 +499,24 @@ mod tests {
         assert!(qc_specs(&one, Some(&p), &clash, None, None).is_err());
         let same = split_commands(&s(&["a", ":::", "b"]), &s(&["x", "x"])).unwrap();
         assert!(qc_specs(&same, None, &Labels::new(), None, None).is_err());
+    }
+
+    /// Catches a default of `run`'s command line changed without the
+    /// runs built in code (the lab worker's tasks) following it.
+    #[test]
+    fn defaults_are_the_command_lines() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Line {
+            #[command(flatten)]
+            run: RunArgs,
+        }
+        let parsed = Line::try_parse_from(["run", "--", "x"]).unwrap().run;
+        let built = RunArgs {
+            command: s(&["x"]),
+            ..RunArgs::default()
+        };
+        assert_eq!(format!("{parsed:?}"), format!("{built:?}"));
     }
 
     /// The refusals of the command line, before anything is measured: one
