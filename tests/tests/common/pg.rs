@@ -465,3 +465,28 @@ pub fn backends_runtime(postmaster: u32) -> BTreeMap<u32, u64> {
     }
     m
 }
+
+/// Waits, up to `limit`, until no client backend of `c` is still running
+/// a statement it began before `since` (pg_stat_activity's `query_start`,
+/// set when the backend reports the statement running, before its
+/// executor starts), and fails the test if one still is. A probe attached
+/// at `since` saw every statement begun after it; one under way at `since`
+/// (a lock wait of seconds on a loaded machine) would be in
+/// pg_stat_statements' count and time but not in the probe's.
+pub fn await_statements_begun_before(c: &Cluster, since: std::time::SystemTime, limit: Duration) {
+    let epoch = since
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let sql = format!(
+        "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' AND state = 'active' AND pid <> pg_backend_pid() AND query_start < to_timestamp({epoch:.6})"
+    );
+    let t = Instant::now();
+    while c.psql(&sql) != "0" {
+        assert!(
+            t.elapsed() < limit,
+            "statements begun before {since:?} still running after {limit:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
