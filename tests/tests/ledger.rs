@@ -345,7 +345,7 @@ fn io_wakeups_keep_on_cpu_and_run_delay_exact() {
     let (w, k) = (&run.windows[0], &run.process(0).kernel);
     let (cpu, wait, done) = (run.cpu_ns, run.run_delay_ns, &run.said);
     eprintln!("fixture said {done}ledger {k:?}\nschedstat Δcpu {cpu} Δrun_delay {wait}");
-    common::io_wake::assert_wakeups_match_the_kernel(k.wakeups, &run);
+    common::io_wake::assert_wakeups_match_the_kernel(k.wakeups, w.lost.wakeups_unseen, &run);
     assert!(
         within(k.on_cpu_ns as f64, cpu, 0.01, 0.0),
         "on_cpu_ns {} vs schedstat {cpu}",

@@ -121,7 +121,7 @@ fn io_wakeups_without_the_hook_match_delay_accounting() {
             h.iowait_ns
         );
     }
-    common::io_wake::assert_wakeups_match_the_kernel(k.wakeups, &run);
+    common::io_wake::assert_wakeups_match_the_kernel(k.wakeups, 0, &run);
     // The hooked ledger counts a wake-up when it happens, this one at the
     // switch-in after it, and the two images are read one after the other:
     // a wake-up near either end may fall in one window only. The hooked

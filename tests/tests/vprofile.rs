@@ -437,10 +437,12 @@ fn a_short_roots_duration_is_the_bare_one() {
         "bare {bare_ns:.0} ns per invocation; probed {raw:.0} ns raw, {median:.0} ns with {:.0} ns subtracted ({units} hit units, uncertainty {unc:.0} ns); {used:?}",
         used.root_overhead_ns(units)
     );
+    // The subtracted cost is known to ± its uncertainty, both ways (seen:
+    // 2.0 µs over-subtracted with 12.6 µs of uncertainty).
     let drift = (used.root_overhead_ns(units) - after.root_overhead_ns(units)).abs();
     let slack = 1_000.0 + 0.05 * bare_ns;
     assert!(
-        median >= bare_ns - slack - drift && median <= bare_ns + unc + slack,
+        median >= bare_ns - unc - slack - drift && median <= bare_ns + unc + slack,
         "probed {median:.0} ns vs bare {bare_ns:.0} ns (uncertainty {unc:.0} ns, calibration moved {drift:.0} ns)"
     );
 }

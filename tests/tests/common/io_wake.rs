@@ -100,11 +100,14 @@ fn voluntary_switches(pid: u32) -> u64 {
 /// falls between the ledger's image and the read of /proc. Says when the
 /// kernel let fewer reads sleep than a quiet machine does, which makes
 /// the run a weaker check of on-CPU time across wake-ups, never a failure.
-pub fn assert_wakeups_match_the_kernel(ledger_wakeups: u64, run: &IoWakeRun) {
+pub fn assert_wakeups_match_the_kernel(ledger_wakeups: u64, unseen: u64, run: &IoWakeRun) {
     let kernel = run.voluntary;
+    // `unseen`: wake-ups a hooked ledger's program did not run for (a
+    // nested BPF program is skipped), machine-wide, so at most that many
+    // of this process's (seen: 2 046 against 2 049).
     assert!(
-        ledger_wakeups.abs_diff(kernel) <= 2,
-        "{ledger_wakeups} wake-ups against the kernel's {kernel} voluntary switches ({READS} reads)"
+        kernel <= ledger_wakeups + 2 + unseen && ledger_wakeups <= kernel + 2,
+        "{ledger_wakeups} wake-ups against the kernel's {kernel} voluntary switches ({READS} reads, {unseen} unseen)"
     );
     if kernel < READS * 9 / 10 {
         eprintln!(

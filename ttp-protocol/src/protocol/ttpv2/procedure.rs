@@ -12,7 +12,7 @@
 //! What executes a QE is an [`Attempts`]: a command (`run -- CMD`, and the
 //! lab worker's tasks through it), a prepared statement of PostgreSQL
 //! (`run --postgres`, `experiment`). EMP's runs are interleaved here too;
-//! EMP captures no plan and retries nothing (EMP Sec. 4.5), so its runs do
+//! EMP captures no plan and retries nothing, so its runs do
 //! not go through [`next_qe`].
 use std::{ops::ControlFlow, time::Duration};
 
