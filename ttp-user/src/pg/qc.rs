@@ -24,7 +24,6 @@ use crate::{
 };
 
 use crate::protocol::ttpv2::procedure::{self, Attempt, Interleaved};
-pub use crate::protocol::ttpv2::recovery::{MAX_PLAN_RESTARTS, MAX_RETRIES};
 
 /// A prepared statement executed by its session's backend: the backend
 /// is the query process, the postmaster and its other children utilities
@@ -95,7 +94,8 @@ pub enum QcEnd {
     Complete,
     /// Ctrl-C: the QEs measured before are kept.
     Interrupted,
-    /// A transient error persisted past [`MAX_RETRIES`] back-offs, or the
+    /// A transient error persisted past
+    /// [`MAX_RETRIES`](crate::protocol::ttpv2::recovery::MAX_RETRIES) back-offs, or the
     /// plan kept changing: the run pauses with what it measured.
     Paused(String),
 }
