@@ -11,6 +11,7 @@ pub use ttp_sys::{error, sys};
 pub use ttp_window::window;
 
 pub mod cli;
+pub mod commands;
 pub mod lab;
 pub mod pg;
 pub mod report;

@@ -21,6 +21,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("window", 3),
     ("protocol", 4),
     ("pg", 5),
+    ("commands", 5),
     ("lab", 5),
     ("serve", 5),
     ("report", 6),

@@ -29,7 +29,6 @@ pub(crate) mod run_emp;
 mod run_emp_several;
 pub(crate) mod run_pg;
 mod run_plan;
-mod run_qe;
 mod run_several;
 pub mod statements;
 pub mod vprofile;

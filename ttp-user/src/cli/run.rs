@@ -3,7 +3,6 @@
 //! the order of Fig. 5, the N QEs form one Q@C, and Steps 1–5 turn them into
 //! one number with its sanity checks.
 use std::{
-    ops::ControlFlow,
     path::{Path, PathBuf},
     time::Duration,
 };
@@ -11,26 +10,17 @@ use std::{
 use anyhow::Context;
 use clap::Args;
 
-use super::{run_plan, run_qe::Step};
+use super::run_plan;
 use crate::{
+    commands::{self, Plan},
     error::{UsageError, parse_duration, usage},
-    probe::probe_error_ctx,
-    protocol::ttpv2::{
-        self,
-        analysis::RunDocument,
-        model::{QcInput, QeRecord, Setup},
-        paragraph::MachineFacts,
-        procedure::{self, Interleaved},
-    },
+    protocol::ttpv2::{self, analysis::RunDocument, model::QcInput, paragraph::MachineFacts},
     report::{
         atomic,
         render::{self, Rendered},
     },
     sys::{affinity::CpuList, invoker::Invoker, signals::StopFlag, spawn::RunAs},
-    window::{
-        qe::QeError,
-        session::{MeasurementSession, SessionOptions},
-    },
+    window::session::{MeasurementSession, SessionOptions},
 };
 
 /// Run a command repeatedly and time it with the Tucson Timing Protocol v2:
@@ -237,83 +227,76 @@ pub(crate) fn pinned_statement(pin: &CpuList) -> String {
     )
 }
 
-/// What a TTPv2 `run` of commands measures, validated once from the
-/// command line (as hyperfine's `Options::from_cli_arguments`): the Q@Cs
-/// (every command at every parameter value) and how they are run.
-pub(crate) struct Plan {
-    pub qcs: Vec<run_plan::QcSpec>,
-    /// The scanned parameter's name.
-    pub parameter: Option<String>,
-    /// More than one command: the report compares them.
-    pub several_commands: bool,
-    pub pin: Option<CpuList>,
-    pub run_as: RunAs,
-    /// `--cold-cache`: what empties the caches before each QE (Sec. 3.1).
-    pub cold_cache: Option<crate::window::cold_cache::ColdCache>,
+/// Whether the command line asks for several commands or a scan (which
+/// `--postgres` does not measure; `--protocol emp` measures several
+/// commands, not scans).
+fn asks_for_several(args: &RunArgs) -> bool {
+    args.command.iter().any(|a| a == run_plan::SEPARATOR)
+        || !args.parameter_scan.is_empty()
+        || !args.parameter_list.is_empty()
+        || args.command_names.len() > 1
 }
 
-impl Plan {
-    /// Whether the command line asks for several commands or a scan
-    /// (which `--postgres` does not measure; `--protocol emp` measures
-    /// several commands, not scans).
-    fn asks_for_several(args: &RunArgs) -> bool {
-        args.command.iter().any(|a| a == run_plan::SEPARATOR)
-            || !args.parameter_scan.is_empty()
-            || !args.parameter_list.is_empty()
-            || args.command_names.len() > 1
+/// The command line of a TTPv2 `run` of commands, validated once into the
+/// plan that `commands::measure` runs (as hyperfine's
+/// `Options::from_cli_arguments`).
+fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
+    let labels = parse_labels(&args.labels)?;
+    let commands = run_plan::split_commands(&args.command, &args.command_names)?;
+    for c in &commands {
+        check_command(&c.argv)?;
     }
-
-    fn from_args(args: &RunArgs) -> anyhow::Result<Plan> {
-        let labels = parse_labels(&args.labels)?;
-        let commands = run_plan::split_commands(&args.command, &args.command_names)?;
-        for c in &commands {
-            check_command(&c.argv)?;
-        }
-        let parameter = if !args.parameter_scan.is_empty() {
-            Some(run_plan::scan_values(
-                &args.parameter_scan,
-                args.parameter_step_size.as_deref(),
-            )?)
-        } else if !args.parameter_list.is_empty() {
-            Some(run_plan::list_values(&args.parameter_list)?)
-        } else {
-            None
-        };
-        let qcs = run_plan::qc_specs(
-            &commands,
-            parameter.as_ref(),
-            &labels,
-            args.prepare.as_deref(),
-            args.plan_cmd.as_deref(),
-        )?;
-        if qcs.len() > 1 && args.trace.is_some() {
-            return usage(
-                "--trace follows one Q@C: leave it out with several commands or a parameter scan",
-            );
-        }
-        let pin = match &args.cpu {
-            Some(list) => Some(cpu_list(list)?),
-            None => None,
-        };
-        if args.blame && args.blame_window.is_zero() {
-            return usage("--blame-window must be longer than 0, e.g. --blame-window 50ms");
-        }
-        let run_as = if args.as_root {
-            RunAs::Current
-        } else {
-            RunAs::User(Invoker::detect().map_err(|e| UsageError::new(e.to_string()))?)
-        };
-        Ok(Plan {
-            qcs,
-            parameter: parameter.map(|p| p.name),
-            several_commands: commands.len() > 1,
-            pin,
-            run_as,
-            cold_cache: args
-                .cold_cache
-                .then(crate::window::cold_cache::ColdCache::new),
-        })
+    let parameter = if !args.parameter_scan.is_empty() {
+        Some(run_plan::scan_values(
+            &args.parameter_scan,
+            args.parameter_step_size.as_deref(),
+        )?)
+    } else if !args.parameter_list.is_empty() {
+        Some(run_plan::list_values(&args.parameter_list)?)
+    } else {
+        None
+    };
+    let qcs = run_plan::qc_specs(
+        &commands,
+        parameter.as_ref(),
+        &labels,
+        args.prepare.as_deref(),
+        args.plan_cmd.as_deref(),
+    )?;
+    if qcs.len() > 1 && args.trace.is_some() {
+        return usage(
+            "--trace follows one Q@C: leave it out with several commands or a parameter scan",
+        );
     }
+    let pin = match &args.cpu {
+        Some(list) => Some(cpu_list(list)?),
+        None => None,
+    };
+    if args.blame && args.blame_window.is_zero() {
+        return usage("--blame-window must be longer than 0, e.g. --blame-window 50ms");
+    }
+    let run_as = if args.as_root {
+        RunAs::Current
+    } else {
+        RunAs::User(Invoker::detect().map_err(|e| UsageError::new(e.to_string()))?)
+    };
+    Ok(Plan {
+        qcs,
+        n: args.n,
+        parameter: parameter.map(|p| p.name),
+        several_commands: commands.len() > 1,
+        timeout: args.timeout,
+        backoff: args.backoff,
+        transient_exit: args.transient_exit.clone(),
+        show_output: args.show_output,
+        query_process: args.query_process.clone(),
+        utilities: args.utilities.clone(),
+        pin,
+        run_as,
+        cold_cache: args
+            .cold_cache
+            .then(crate::window::cold_cache::ColdCache::new),
+    })
 }
 
 pub fn run(args: RunArgs) -> anyhow::Result<()> {
@@ -360,7 +343,7 @@ fn route(args: &RunArgs) -> anyhow::Result<Route> {
         return usage("-n must be at least 1");
     }
     if let Some(conninfo) = args.postgres.clone() {
-        if Plan::asks_for_several(args) || args.export_markdown.is_some() {
+        if asks_for_several(args) || args.export_markdown.is_some() {
             return usage(
                 "--postgres measures one statement: --command-name, :::, --parameter-scan, -L and --export-markdown apply to commands",
             );
@@ -373,7 +356,7 @@ fn route(args: &RunArgs) -> anyhow::Result<Route> {
 /// TTPv2 over the plan's commands: one session, the Q@Cs' QEs interleaved,
 /// then the report of one Q@C or of several.
 fn run_commands(args: RunArgs) -> anyhow::Result<()> {
-    let plan = Plan::from_args(&args)?;
+    let plan = plan(&args)?;
     let stop = StopFlag::install().context("installing signal handlers")?;
     let mut session = MeasurementSession::open(SessionOptions {
         trace: args.trace.is_some(),
@@ -393,7 +376,7 @@ fn run_commands(args: RunArgs) -> anyhow::Result<()> {
     if let Some(pin) = &plan.pin {
         machine.deviations.push(pinned_statement(pin));
     }
-    let mut qcs = qc_inputs(&args, &plan, session.user_hz as u32, &machine);
+    let mut qcs = plan.qc_inputs(session.user_hz as u32, &machine);
     let blame = args
         .blame
         .then(|| crate::protocol::blame::qe::QeBlameStarter {
@@ -403,21 +386,12 @@ fn run_commands(args: RunArgs) -> anyhow::Result<()> {
     ctx.recorder = recorder
         .as_mut()
         .map(|r| r as &mut dyn crate::window::qe::FollowProcess);
-    ctx.utilities = &args.utilities;
-    ctx.query_by_name = args.query_process.is_some();
-    ctx.timeout = Some(args.timeout);
+    plan.configure(&mut ctx);
     ctx.beside = blame
         .as_ref()
         .map(|b| b as &dyn crate::window::target::BesideQe);
-    let mut rounds = Rounds {
-        args: &args,
-        plan: &plan,
-        machine: &machine,
-        stop: &stop,
-        spans: Vec::new(),
-    };
-    let failure = rounds.measure(&mut ctx, &mut qcs)?;
-    let spans = rounds.spans;
+    let measured = measure(&mut ctx, &args, &plan, &mut qcs, &machine, &stop)?;
+    let (failure, spans) = (measured.failure, measured.spans);
     drop(ctx);
     let recording = match recorder {
         Some(r) => Some(r.finish(&session.ledger).context("finishing the trace")?),
@@ -449,166 +423,38 @@ fn run_commands(args: RunArgs) -> anyhow::Result<()> {
     }
 }
 
-/// One empty Q@C per command of the plan, with the setup every QE shares.
-fn qc_inputs(args: &RunArgs, plan: &Plan, user_hz: u32, machine: &MachineFacts) -> Vec<QcInput> {
-    plan.qcs
-        .iter()
-        .map(|spec| QcInput {
-            labels: spec.labels.clone(),
-            source: None,
-            command: spec.argv.clone(),
-            setup: Setup {
-                qes_requested: Some(args.n),
-                user_hz,
-                cpus: machine.cores.unwrap_or(1),
-                timeout_ms: Some(args.timeout.as_millis() as u64),
-                query_process: args.query_process.clone(),
-                utilities: args.utilities.clone(),
-                parameter: plan.parameter.clone(),
-                recovery: Default::default(),
-            },
-            qes: Vec::new(),
-        })
-        .collect()
-}
-
-/// The interleaved QEs of a run's Q@Cs, and the time span of each QE kept
-/// (for the trace's QE slices).
-struct Rounds<'a> {
-    args: &'a RunArgs,
-    plan: &'a Plan,
-    machine: &'a MachineFacts,
-    stop: &'a StopFlag,
-    spans: Vec<(u32, u64, u64)>,
-}
-
-impl Rounds<'_> {
-    /// Measures until every Q@C has its N QEs, Ctrl-C, or a failure that
-    /// ends the run (returned; the QEs before it are kept). Interleaved: QE
-    /// i of every Q@C before QE i + 1 of any, the first Q@C of each round
-    /// rotating (docs/run.md); a Q@C restarted for a changed plan (Sec.
-    /// 3.2.3) starts again at QE 1 while the others go on. Restarts and
-    /// retries are said whether or not the bar is drawn. The JSON is
-    /// rewritten after every QE, so an interrupted run keeps its QEs.
-    fn measure(
-        &mut self,
-        ctx: &mut crate::window::qe::QeContext<'_>,
-        qcs: &mut [QcInput],
-    ) -> anyhow::Result<Option<anyhow::Error>> {
-        let n = self.args.n;
-        let bar = crate::report::progress::bar(u64::from(n) * qcs.len() as u64, "QE");
-        let notify = |m: String| {
-            if bar.is_hidden() {
-                eprintln!("{m}");
-            } else {
-                bar.println(m);
-            }
-        };
-        let end = self.rounds(ctx, qcs, &bar, &notify);
-        bar.finish_and_clear();
-        end
-    }
-
-    fn rounds(
-        &mut self,
-        ctx: &mut crate::window::qe::QeContext<'_>,
-        qcs: &mut [QcInput],
-        bar: &indicatif::ProgressBar,
-        notify: &dyn Fn(String),
-    ) -> anyhow::Result<Option<anyhow::Error>> {
-        let n = self.args.n;
-        let stop = self.stop;
-        let end = procedure::interleave(
-            qcs,
-            self.plan.qcs.len(),
-            stop,
-            |qcs, j| (qcs[j].qes.len() as u32) < n,
-            |qcs, j| {
-                let end = self.one(ctx, qcs, j, bar, notify)?;
-                bar.set_position(qcs.iter().map(|q| q.qes.len() as u64).sum());
-                anyhow::Ok(match end {
-                    Some(failure) => ControlFlow::Break(failure),
-                    None => ControlFlow::Continue(()),
-                })
-            },
-        )?;
-        Ok(match end {
-            Interleaved::Done | Interleaved::Stopped => None,
-            Interleaved::Ended(failure) => failure,
-        })
-    }
-
-    /// The next QE of Q@C `j`. `Some` ends the run, with the failure that
-    /// ended it (`None`: Ctrl-C).
-    fn one(
-        &mut self,
-        ctx: &mut crate::window::qe::QeContext<'_>,
-        qcs: &mut [QcInput],
-        j: usize,
-        bar: &indicatif::ProgressBar,
-        notify: &dyn Fn(String),
-    ) -> anyhow::Result<Option<Option<anyhow::Error>>> {
-        let several = qcs.len() > 1;
-        let (args, spec) = (self.args, &self.plan.qcs[j]);
-        let qc = &mut qcs[j];
-        let i = qc.qes.len() as u32 + 1;
-        let who = if several {
-            format!("{} QE {i}", qc.name())
+/// The plan's rounds (`commands::measure`) with a progress bar, the JSON
+/// rewritten after every QE so that an interrupted run keeps its QEs, and
+/// restarts and retries said whether or not the bar is drawn.
+fn measure(
+    ctx: &mut crate::window::qe::QeContext<'_>,
+    args: &RunArgs,
+    plan: &Plan,
+    qcs: &mut [QcInput],
+    machine: &MachineFacts,
+    stop: &StopFlag,
+) -> anyhow::Result<commands::Measured> {
+    let bar = crate::report::progress::bar(u64::from(plan.n) * qcs.len() as u64, "QE");
+    let notify = |m: String| {
+        if bar.is_hidden() {
+            eprintln!("{m}");
         } else {
-            format!("QE {i}")
-        };
-        let step = super::run_qe::next(ctx, args, self.plan, spec, qc, self.stop, notify)
-            .with_context(|| format!("before {who}"))?;
-        let mut failure = None;
-        match step {
-            Step::Measured(out) if self.stop.raised() => {
-                bar.println(format!(
-                    "{who} interrupted: not kept (the QEs before it are kept)"
-                ));
-                drop(out);
-                return Ok(Some(None));
-            }
-            Step::Measured(out) => {
-                self.spans.push((i, out.t0_ns, out.t1_ns));
-                qc.qes.push(out.record);
-            }
-            Step::Restarted => {
-                if !several {
-                    self.spans.clear();
-                }
-            }
-            Step::Interrupted => return Ok(Some(None)),
-            Step::Paused { kept, why } => {
-                if let Some(out) = kept {
-                    self.spans.push((i, out.t0_ns, out.t1_ns));
-                    qc.qes.push(out.record);
-                }
-                failure = Some(anyhow::anyhow!("paused: {why}"));
-            }
-            Step::Failed(QeError::Spawn(e)) => {
-                let mut rec = QeRecord::new(i, 0.0);
-                rec.spawn_error = Some(e.to_string());
-                qc.qes.push(rec);
-                failure = Some(if e.is_usage() {
-                    UsageError::new(e.to_string()).into()
-                } else {
-                    e.into()
-                });
-            }
-            Step::Failed(QeError::Probe(e)) => failure = Some(probe_error_ctx(e)),
-            Step::Failed(e @ (QeError::Trace(_) | QeError::Blame(_))) => failure = Some(e.into()),
+            bar.println(m);
         }
-        if let Some(name) = &args.query_process {
-            ttpv2::classify::identify_query_process(&mut qc.qes, name);
-        }
-        if let Some(r) = qc.qes.last() {
+    };
+    let mut on_qe = |qcs: &[QcInput], j: usize, who: &str| {
+        bar.set_position(qcs.iter().map(|q| q.qes.len() as u64).sum());
+        if let Some(r) = qcs[j].qes.last() {
             bar.set_message(format!("{who}: {:.1} ms", r.time_meas_ms));
         }
-        if let Some(path) = &args.json {
-            save(path, qcs, self.machine)?;
+        match &args.json {
+            Some(path) => save(path, qcs, machine),
+            None => Ok(()),
         }
-        Ok(failure.map(Some))
-    }
+    };
+    let end = commands::measure(ctx, plan, qcs, stop, &mut on_qe, &notify);
+    bar.finish_and_clear();
+    end
 }
 
 /// Writes the run's JSON: one Q@C as `ttp.run/1`, several as

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use super::run::RunArgs;
-use crate::{error::UsageError, protocol::ttpv2::model::Labels};
+use crate::{commands::QcSpec, error::UsageError, protocol::ttpv2::model::Labels};
 
 /// What `run` takes when an option is not given, as its command line has
 /// it (a test holds the two equal): a run built in code starts from these
@@ -291,15 +291,6 @@ pub(crate) fn substitute(s: &str, p: Option<(&str, &str)>) -> String {
         Some((name, value)) => s.replace(&format!("{{{name}}}"), value),
         None => s.to_string(),
     }
-}
-
-/// One Q@C of the run.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct QcSpec {
-    pub labels: Labels,
-    pub argv: Vec<String>,
-    pub prepare: Option<String>,
-    pub plan_cmd: Option<String>,
 }
 
 /// The Q@Cs: every command at every value of the parameter, commands

@@ -5,8 +5,9 @@
 //! with several commands, each compared with the first (protocol/compare).
 use anyhow::Context;
 
-use super::run::{Plan, RunArgs};
+use super::run::RunArgs;
 use crate::{
+    commands::Plan,
     protocol::{
         compare::{self, CompareDocument, Config},
         ttpv2::{

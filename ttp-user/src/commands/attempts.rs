@@ -1,48 +1,23 @@
-//! One QE of `ttp-ebpf run -- CMD` in the order of Fig. 5 and Sec. 3.1 (the
-//! plan, then `--prepare`, the cache clearing last, right before the QE),
-//! with TTPv2's self-recovery (Sec. 3.2.3,
-//! [`crate::protocol::ttpv2::recovery`]): a plan
-//! that differs from QE 1's restarts the Q@C, a transient failure is
-//! retried after an exponential back-off and, ten retries later, pauses the
-//! run. What counts as transient for a command is in docs/run.md
-//! ("Transient failures").
+//! One attempt at a QE of a command (`ttp-ebpf run -- CMD`) in the order of
+//! Fig. 5 and Sec. 3.1: the plan, then `--prepare`, the cache clearing
+//! last, right before the QE. The attempt says whether its plan differs
+//! from QE 1's or it failed for a reason of the moment; the one Q@C
+//! procedure (`protocol::ttpv2::procedure::next_qe`, Sec. 3.2.3) restarts,
+//! retries and pauses. What counts as transient for a command is in
+//! docs/run.md ("Transient failures").
 use std::{io, process::Command};
 
 use anyhow::Context;
 
-use super::run::{Plan, RunArgs};
+use super::plan::{Plan, QcSpec};
 use crate::{
-    protocol::ttpv2::{
-        model::QcInput,
-        procedure::{self, Attempt},
-    },
-    sys::{
-        signals::StopFlag,
-        spawn::{HeldChild, RunAs, SpawnError},
-    },
+    protocol::ttpv2::procedure::{self, Attempt},
+    sys::spawn::{HeldChild, RunAs, SpawnError},
     window::qe::{self, QeError},
 };
 
-/// How the next QE of a Q@C ended.
-pub(super) enum Step {
-    Measured(Box<qe::QeOutcome>),
-    /// The plan changed: the Q@C's QEs were discarded and it starts again
-    /// at QE 1.
-    Restarted,
-    /// Transient failures persisted (or the plan kept changing): the run
-    /// pauses. `kept` is the last attempt's QE when it ran (X1 counts its
-    /// exit status).
-    Paused {
-        kept: Option<Box<qe::QeOutcome>>,
-        why: String,
-    },
-    /// Ctrl-C during a back-off.
-    Interrupted,
-    Failed(QeError),
-}
-
 /// One attempt's QE: measured, or a failure of the ledger or of the start.
-type Ran = Result<qe::QeOutcome, QeError>;
+pub(super) type Ran = Result<qe::QeOutcome, QeError>;
 
 /// A `--plan-cmd` or `--prepare` that did not succeed.
 #[derive(Debug, thiserror::Error)]
@@ -108,48 +83,12 @@ fn transient_shell(e: &ShellError, codes: &[i32]) -> bool {
     }
 }
 
-/// The next QE of `qc` (QE `qc.qes.len() + 1`), retried and restarted as
-/// Sec. 3.2.3 says, through the one Q@C procedure
-/// ([`crate::protocol::ttpv2::procedure::next_qe`]). The error is a step
-/// before the QE that failed for good.
-pub(super) fn next(
-    ctx: &mut qe::QeContext<'_>,
-    args: &RunArgs,
-    plan: &Plan,
-    spec: &super::run_plan::QcSpec,
-    qc: &mut QcInput,
-    stop: &StopFlag,
-    notify: &dyn Fn(String),
-) -> anyhow::Result<Step> {
-    let mut attempts = CommandAttempts {
-        ctx,
-        args,
-        plan,
-        spec,
-    };
-    Ok(
-        match procedure::next_qe(&mut attempts, qc, args.backoff, stop, notify)? {
-            procedure::Step::Measured(Ok(out)) => Step::Measured(Box::new(out)),
-            procedure::Step::Measured(Err(e)) => Step::Failed(e),
-            procedure::Step::Restarted => Step::Restarted,
-            procedure::Step::Paused {
-                kept: Some(Err(e)), ..
-            } => Step::Failed(e),
-            procedure::Step::Paused { kept, why } => Step::Paused {
-                kept: kept.and_then(Result::ok).map(Box::new),
-                why,
-            },
-            procedure::Step::Interrupted => Step::Interrupted,
-        },
-    )
-}
-
-/// The QEs of a command's Q@C.
-struct CommandAttempts<'c, 'x> {
-    ctx: &'c mut qe::QeContext<'x>,
-    args: &'c RunArgs,
-    plan: &'c Plan,
-    spec: &'c super::run_plan::QcSpec,
+/// The QEs of a command's Q@C, for
+/// [`crate::protocol::ttpv2::procedure::next_qe`].
+pub(super) struct CommandAttempts<'c, 'x> {
+    pub ctx: &'c mut qe::QeContext<'x>,
+    pub plan: &'c Plan,
+    pub spec: &'c QcSpec,
 }
 
 impl procedure::Attempts for CommandAttempts<'_, '_> {
@@ -157,7 +96,7 @@ impl procedure::Attempts for CommandAttempts<'_, '_> {
     type Error = anyhow::Error;
 
     fn attempt(&mut self, i: u32, first_plan: Option<&str>) -> anyhow::Result<Attempt<Ran>> {
-        one_qe(self.ctx, self.args, self.plan, self.spec, i, first_plan)
+        one_qe(self.ctx, self.plan, self.spec, i, first_plan)
     }
 }
 
@@ -165,13 +104,12 @@ impl procedure::Attempts for CommandAttempts<'_, '_> {
 /// the preparation, and the cache clearing last, right before the QE).
 fn one_qe(
     ctx: &mut qe::QeContext<'_>,
-    args: &RunArgs,
     plan: &Plan,
-    spec: &super::run_plan::QcSpec,
+    spec: &QcSpec,
     i: u32,
     first_plan: Option<&str>,
 ) -> anyhow::Result<Attempt<Ran>> {
-    let codes = &args.transient_exit;
+    let codes = &plan.transient_exit;
     let plan_text = match &spec.plan_cmd {
         Some(p) => match shell(p, &plan.run_as) {
             Ok(t) => Some(t),
@@ -211,7 +149,7 @@ fn one_qe(
     };
     let mut cmd = Command::new(&spec.argv[0]);
     cmd.args(&spec.argv[1..]);
-    if !args.show_output {
+    if !plan.show_output {
         cmd.stdout(std::process::Stdio::null());
     }
     if let Some(pin) = plan.pin.clone() {

@@ -1,0 +1,230 @@
+//! The rounds of a run of commands: the Q@Cs' QEs interleaved through the
+//! one Q@C procedure (`protocol::ttpv2::procedure`: QE i of every Q@C
+//! before QE i + 1 of any, the first Q@C rotating; a Q@C restarted for a
+//! changed plan, Sec. 3.2.3, starts again at QE 1 while the others go on),
+//! each QE kept in its Q@C with the time span it ran in.
+use std::ops::ControlFlow;
+
+use anyhow::Context;
+
+use super::{
+    attempts::{CommandAttempts, Ran},
+    plan::Plan,
+};
+use crate::{
+    error::UsageError,
+    probe::probe_error_ctx,
+    protocol::ttpv2::{
+        classify,
+        model::{QcInput, QeRecord},
+        procedure::{self, Interleaved, Step},
+    },
+    sys::signals::StopFlag,
+    window::qe::{QeContext, QeError, QeOutcome},
+};
+
+/// When QE `qe` of the run ran, on the ledger's clock (for the trace's QE
+/// slices): (QE number, start ns, end ns).
+pub type QeSpan = (u32, u64, u64);
+
+/// What sees the Q@Cs after every QE: the Q@Cs, the index of the one just
+/// measured, the QE's name.
+pub type OnQe<'a> = dyn FnMut(&[QcInput], usize, &str) -> anyhow::Result<()> + 'a;
+
+/// How the rounds ended.
+pub struct Measured {
+    /// The failure that ended the run before every Q@C had its N QEs (the
+    /// QEs before it are kept); `None`: done, or Ctrl-C.
+    pub failure: Option<anyhow::Error>,
+    /// The time span of every QE kept.
+    pub spans: Vec<QeSpan>,
+}
+
+/// Measures `qcs` (built by [`Plan::qc_inputs`]) until every Q@C has its
+/// N QEs, Ctrl-C, or a failure that ends the run. After every QE, `on_qe`
+/// sees the Q@Cs, the index of the one just measured and the QE's name
+/// (to save them, so an interrupted run
+/// keeps its QEs, and to show progress); `notify` gets what the user must
+/// read (restarts, retries, a QE interrupted). An error is a step before a
+/// QE that failed for good, or `on_qe`'s.
+pub fn measure(
+    ctx: &mut QeContext<'_>,
+    plan: &Plan,
+    qcs: &mut [QcInput],
+    stop: &StopFlag,
+    on_qe: &mut OnQe<'_>,
+    notify: &dyn Fn(String),
+) -> anyhow::Result<Measured> {
+    let mut rounds = Rounds {
+        ctx,
+        plan,
+        stop,
+        on_qe,
+        notify,
+        spans: Vec::new(),
+    };
+    let end = procedure::interleave(
+        qcs,
+        plan.qcs.len(),
+        stop,
+        |qcs, j| (qcs[j].qes.len() as u32) < plan.n,
+        |qcs, j| {
+            Ok::<_, anyhow::Error>(match rounds.one(qcs, j)? {
+                Some(failure) => ControlFlow::Break(failure),
+                None => ControlFlow::Continue(()),
+            })
+        },
+    )?;
+    let failure = match end {
+        Interleaved::Done | Interleaved::Stopped => None,
+        Interleaved::Ended(failure) => failure,
+    };
+    Ok(Measured {
+        failure,
+        spans: rounds.spans,
+    })
+}
+
+struct Rounds<'r, 'x> {
+    ctx: &'r mut QeContext<'x>,
+    plan: &'r Plan,
+    stop: &'r StopFlag,
+    on_qe: &'r mut OnQe<'r>,
+    notify: &'r dyn Fn(String),
+    spans: Vec<QeSpan>,
+}
+
+impl Rounds<'_, '_> {
+    /// The next QE of Q@C `j`. `Some` ends the run, with the failure that
+    /// ended it (`None`: Ctrl-C).
+    fn one(
+        &mut self,
+        qcs: &mut [QcInput],
+        j: usize,
+    ) -> anyhow::Result<Option<Option<anyhow::Error>>> {
+        let several = qcs.len() > 1;
+        let (plan, spec) = (self.plan, &self.plan.qcs[j]);
+        let qc = &mut qcs[j];
+        let i = qc.qes.len() as u32 + 1;
+        let who = if several {
+            format!("{} QE {i}", qc.name())
+        } else {
+            format!("QE {i}")
+        };
+        let mut attempts = CommandAttempts {
+            ctx: &mut *self.ctx,
+            plan,
+            spec,
+        };
+        let step: Step<Ran> =
+            procedure::next_qe(&mut attempts, qc, plan.backoff, self.stop, self.notify)
+                .with_context(|| format!("before {who}"))?;
+        let mut failure = None;
+        match step {
+            Step::Measured(Ok(_)) if self.stop.raised() => {
+                (self.notify)(format!(
+                    "{who} interrupted: not kept (the QEs before it are kept)"
+                ));
+                return Ok(Some(None));
+            }
+            Step::Measured(Ok(out)) => self.keep(qc, i, out),
+            Step::Restarted => {
+                if !several {
+                    self.spans.clear();
+                }
+            }
+            Step::Interrupted => return Ok(Some(None)),
+            Step::Paused {
+                kept: Some(Ok(out)),
+                why,
+            } => {
+                self.keep(qc, i, out);
+                failure = Some(anyhow::anyhow!("paused: {why}"));
+            }
+            Step::Paused { kept: None, why } => failure = Some(anyhow::anyhow!("paused: {why}")),
+            Step::Measured(Err(e))
+            | Step::Paused {
+                kept: Some(Err(e)), ..
+            } => {
+                failure = Some(failed(qc, i, e));
+            }
+        }
+        if let Some(name) = &plan.query_process {
+            classify::identify_query_process(&mut qc.qes, name);
+        }
+        (self.on_qe)(qcs, j, &who)?;
+        Ok(failure.map(Some))
+    }
+
+    fn keep(&mut self, qc: &mut QcInput, i: u32, out: QeOutcome) {
+        self.spans.push((i, out.t0_ns, out.t1_ns));
+        qc.qes.push(out.record);
+    }
+}
+
+/// The error that ends the run when QE `i` could not be measured; a
+/// command that could not start is kept as a QE that says why.
+fn failed(qc: &mut QcInput, i: u32, e: QeError) -> anyhow::Error {
+    match e {
+        QeError::Spawn(e) => {
+            let mut rec = QeRecord::new(i, 0.0);
+            rec.spawn_error = Some(e.to_string());
+            qc.qes.push(rec);
+            if e.is_usage() {
+                UsageError::new(e.to_string()).into()
+            } else {
+                e.into()
+            }
+        }
+        QeError::Probe(e) => probe_error_ctx(e),
+        e @ (QeError::Trace(_) | QeError::Blame(_)) => e.into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sys::spawn::SpawnError;
+
+    fn qc() -> QcInput {
+        QcInput {
+            labels: Default::default(),
+            source: None,
+            command: vec!["q".into()],
+            setup: Default::default(),
+            qes: Vec::new(),
+        }
+    }
+
+    /// Catches a command that could not start leaving no trace in its Q@C
+    /// (the report then says nothing of why), and a user's mistake (not
+    /// found) ending with the exit status of a machine failure.
+    #[test]
+    fn a_command_that_cannot_start_is_kept_and_says_whose_fault() {
+        let mut q = qc();
+        let e = failed(
+            &mut q,
+            3,
+            QeError::Spawn(SpawnError::NotFound {
+                program: "q".into(),
+            }),
+        );
+        assert_eq!(q.qes.len(), 1);
+        assert_eq!(q.qes[0].qe, 3);
+        assert!(q.qes[0].spawn_error.as_deref().unwrap().contains('q'));
+        assert!(e.downcast_ref::<UsageError>().is_some());
+        let e = failed(
+            &mut q,
+            4,
+            QeError::Spawn(SpawnError::Exec {
+                program: "q".into(),
+                source: std::io::Error::from_raw_os_error(libc::EAGAIN),
+            }),
+        );
+        assert_eq!(q.qes.len(), 2);
+        assert!(e.downcast_ref::<UsageError>().is_none());
+        let e = failed(&mut q, 5, QeError::Blame("no pid".into()));
+        assert_eq!(q.qes.len(), 2, "only a start failure is kept as a QE");
+        assert!(e.to_string().contains("no pid"));
+    }
+}
