@@ -102,12 +102,15 @@ fn run(args: Vec<String>) -> anyhow::Result<()> {
 fn test(args: Vec<String>) -> anyhow::Result<()> {
     setup::all()?;
     util::cargo(&["fmt", "--all", "--check"])?;
-    // Host-side commands use the default members: the eBPF crate builds only
-    // for its own target (checked by the nightly clippy below).
-    util::cargo(&["clippy", "--all-targets", "--", "-D", "warnings"])?;
     util::cargo_nightly_ebpf(&["clippy", "--", "-D", "warnings"])?;
-    util::cargo(&["build", "--bins"])?;
+    // Host-side commands use the default members: the eBPF crate builds only
+    // for its own target (checked by the nightly clippy above). Clippy lints
+    // every host crate's lib, bins and tests while they build (as `clippy
+    // --all-targets` would; the workspace has no examples or benches), and
+    // the tests inherit the same compiler, so a `cargo` they start reuses
+    // this build.
+    util::cargo_with(&["build", "--bins"], util::LINTING_BUILD)?;
     let mut test_args = vec!["test"];
     test_args.extend(args.iter().map(String::as_str));
-    util::cargo(&test_args)
+    util::cargo_with(&test_args, util::LINTING_BUILD)
 }

@@ -36,7 +36,29 @@ pub fn status(cmd: &mut Command) -> anyhow::Result<()> {
 /// (rustls, ttp-window and up), once for `cargo xtask …` and again for a
 /// plain `cargo build`.
 pub fn cargo(args: &[&str]) -> anyhow::Result<()> {
+    cargo_with(args, &[])
+}
+
+/// Clippy's lints, denied, inside the build itself: `clippy-driver` as the
+/// compiler of the workspace's own crates (what `cargo clippy` runs, under
+/// `cargo check`), with `-D warnings` passed as `cargo clippy -- -D
+/// warnings` passes it. A build that lints costs one compilation of the
+/// workspace where `cargo clippy` then `cargo build` cost two (a check of
+/// every dependency and crate, then the build); the dependencies are
+/// compiled by rustc as before, and the eBPF build drops the wrapper
+/// (aya-build removes `RUSTC_WORKSPACE_WRAPPER`).
+pub const LINTING_BUILD: &[(&str, &str)] = &[
+    ("RUSTC_WORKSPACE_WRAPPER", "clippy-driver"),
+    (
+        "CLIPPY_ARGS",
+        "-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__",
+    ),
+];
+
+/// [`cargo`] with these variables set for it and all it starts.
+pub fn cargo_with(args: &[&str], vars: &[(&str, &str)]) -> anyhow::Result<()> {
     let mut cmd = Command::new(env!("CARGO"));
+    cmd.envs(vars.iter().copied());
     cmd.args(args).current_dir(root_dir());
     for (name, _) in std::env::vars_os() {
         let n = name.to_string_lossy();
