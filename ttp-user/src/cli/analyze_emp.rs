@@ -35,7 +35,7 @@ pub struct SampleSizeArgs {
 }
 
 pub fn run(path: &Path, args: &SampleSizeArgs, json: Option<&Path>) -> anyhow::Result<()> {
-    let recorded = super::emp_live::read_record(path)?;
+    let recorded = super::emp_record::read_record(path)?;
     let profile = match &args.cutoffs {
         Some(p) => Some(Profile::load(p).map_err(|e| UsageError::new(e.to_string()))?),
         None => None,
@@ -90,7 +90,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let rec = dir.join("runs.json");
         let out = dir.join("ss.json");
-        super::super::emp_live::write_record(&rec, &["prog".into()], &runs()).unwrap();
+        super::super::emp_record::write_record(&rec, &["prog".into()], &runs()).unwrap();
         let a = SampleSizeArgs {
             sample_size: Some(rec.clone()),
             cutoffs: None,

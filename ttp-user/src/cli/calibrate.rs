@@ -8,8 +8,9 @@ use std::{
 use anyhow::Context;
 use clap::Args as ClapArgs;
 
-use super::emp_live::{self, LivePlan};
+use super::emp_record;
 use crate::{
+    commands::emp::{self as emp_runs, LivePlan},
     error::{UsageError, parse_duration, usage},
     protocol::emp::{
         EmpRun, Profile,
@@ -200,7 +201,7 @@ fn measure(
     stop: &StopFlag,
 ) -> anyhow::Result<Measured> {
     let command = match phase.loops {
-        Some(loops) => emp_live::inc_argv(loops)?,
+        Some(loops) => inc_argv(loops)?,
         None => args.command.clone(),
     };
     let run_as = if args.as_root {
@@ -219,14 +220,14 @@ fn measure(
         timeout: Some(timeout),
         run_as,
         quiet: true,
-        unit: "runs",
     };
     let mut last_write: Option<Instant> = None;
-    let live = emp_live::measure(&plan, stop, |runs, _bar| {
+    let bar = crate::report::progress::bar(plan.runs_of(1), "runs");
+    let live = emp_runs::measure(&plan, stop, &bar, |runs| {
         if let Some(path) = record {
             let last = runs.len() as u32 == phase.runs + 1;
             if last || last_write.is_none_or(|t| t.elapsed() >= RECORD_EVERY) {
-                emp_live::write_record(path, &command, runs)?;
+                emp_record::write_record(path, &command, runs)?;
                 last_write = Some(Instant::now());
             }
         }
@@ -235,7 +236,7 @@ fn measure(
     if let Some(path) = record
         && !live.runs.is_empty()
     {
-        emp_live::write_record(path, &command, &live.runs)?;
+        emp_record::write_record(path, &command, &live.runs)?;
         crate::report::atomic::announce(path);
     }
     if let Some(e) = live.failure {
@@ -306,7 +307,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         if args.runs.is_some_and(|n| (n as usize) < MIN_RUNS) {
             return usage(format!("--runs must be at least {MIN_RUNS}"));
         }
-        let r = emp_live::read_record(path)?;
+        let r = emp_record::read_record(path)?;
         let analysis = analysed(&r.command, r.runs)?;
         let profile = match short {
             Some(short) => build_profile(short, Some(analysis), sigma_k),
@@ -376,6 +377,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     finish(&args, profile, &notes)
 }
 
+/// The default program of `calibrate`: INC (`ttp-ebpf inc --loops C`,
+/// EMP Fig. 7, Sec. 4.5.1 Step 1), `loops` derived on this machine for the
+/// task length (`protocol::emp::inc::Calibration::loops_for`).
+fn inc_argv(loops: u64) -> anyhow::Result<Vec<String>> {
+    let exe: PathBuf = std::env::current_exe().context("locating the ttp-ebpf binary for INC")?;
+    Ok(vec![
+        exe.to_string_lossy().into_owned(),
+        "inc".into(),
+        "--loops".into(),
+        loops.to_string(),
+    ])
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::Path;
@@ -411,7 +425,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let rec = dir.join("runs.json");
         let out = dir.join("profile.json");
-        emp_live::write_record(&rec, &["prog".into()], &synthetic_runs()).unwrap();
+        emp_record::write_record(&rec, &["prog".into()], &synthetic_runs()).unwrap();
         run(args(&rec, &out, false)).unwrap();
         let p = Profile::load(&out).unwrap();
         assert_eq!(p.calibrations.len(), 1);

@@ -14,7 +14,7 @@ pub mod calibrate;
 pub mod check;
 pub mod compare;
 mod dist_assets;
-mod emp_live;
+mod emp_record;
 pub mod experiment;
 pub mod inc;
 pub mod lab;

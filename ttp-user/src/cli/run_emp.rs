@@ -10,11 +10,9 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 
-use super::{
-    emp_live::{self, LivePlan},
-    run::RunArgs,
-};
+use super::{emp_record, run::RunArgs};
 use crate::{
+    commands::emp::{self as emp_runs, LivePlan},
     error::{UsageError, usage},
     protocol::emp::{EmpConfig, EmpOutcome, EmpRun, EmpSetup, Profile, PtSource, apply},
     report::{atomic, emp as emp_report},
@@ -209,11 +207,11 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         timeout: Some(args.timeout),
         run_as,
         quiet: false,
-        unit: "runs",
     };
-    let live = emp_live::measure(&plan, &stop, |runs, _bar| {
+    let bar = crate::report::progress::bar(plan.runs_of(1), "runs");
+    let live = emp_runs::measure(&plan, &stop, &bar, |runs| {
         if let Some(path) = &args.emp.record {
-            emp_live::write_record(path, &args.command, runs)?;
+            emp_record::write_record(path, &args.command, runs)?;
         }
         // The result so far, once a run beyond the warm-up exists.
         if let Some(path) = &args.json

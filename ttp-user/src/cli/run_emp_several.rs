@@ -9,12 +9,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
-use super::{
-    emp_live::{self, LivePlan},
-    run::RunArgs,
-    run_plan::NamedCommand,
-};
+use super::{run::RunArgs, run_plan::NamedCommand};
 use crate::{
+    commands::emp::{self as emp_runs, LivePlan},
     error::usage,
     protocol::{
         compare::{self, Config},
@@ -70,7 +67,6 @@ pub fn run(args: &RunArgs, commands: &[NamedCommand]) -> anyhow::Result<()> {
         timeout: Some(args.timeout),
         run_as,
         quiet: !args.show_output,
-        unit: "runs",
     };
     let outcome_of = |i: usize, runs: &[crate::protocol::emp::EmpRun]| {
         super::run_emp::outcome(runs, profile.as_ref(), &cfg, args, &setup).map(|mut o| {
@@ -82,7 +78,8 @@ pub fn run(args: &RunArgs, commands: &[NamedCommand]) -> anyhow::Result<()> {
         })
     };
     let argvs: Vec<&[String]> = commands.iter().map(|c| &c.argv[..]).collect();
-    let lives = emp_live::measure_interleaved(&plan, &argvs, &stop, |i, runs, _bar| {
+    let bar = crate::report::progress::bar(plan.runs_of(argvs.len()), "runs");
+    let lives = emp_runs::measure_interleaved(&plan, &argvs, &stop, &bar, |i, runs| {
         if let Some(path) = &args.json
             && let Ok(o) = outcome_of(i, runs)
         {

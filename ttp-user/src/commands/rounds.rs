@@ -12,8 +12,6 @@ use super::{
     plan::Plan,
 };
 use crate::{
-    error::UsageError,
-    probe::probe_error_ctx,
     protocol::ttpv2::{
         classify,
         model::{QcInput, QeRecord},
@@ -165,26 +163,18 @@ impl Rounds<'_, '_> {
 /// The error that ends the run when QE `i` could not be measured; a
 /// command that could not start is kept as a QE that says why.
 fn failed(qc: &mut QcInput, i: u32, e: QeError) -> anyhow::Error {
-    match e {
-        QeError::Spawn(e) => {
-            let mut rec = QeRecord::new(i, 0.0);
-            rec.spawn_error = Some(e.to_string());
-            qc.qes.push(rec);
-            if e.is_usage() {
-                UsageError::new(e.to_string()).into()
-            } else {
-                e.into()
-            }
-        }
-        QeError::Probe(e) => probe_error_ctx(e),
-        e @ (QeError::Trace(_) | QeError::Blame(_)) => e.into(),
+    if let QeError::Spawn(e) = &e {
+        let mut rec = QeRecord::new(i, 0.0);
+        rec.spawn_error = Some(e.to_string());
+        qc.qes.push(rec);
     }
+    super::qe_failure(e)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sys::spawn::SpawnError;
+    use crate::{error::UsageError, sys::spawn::SpawnError};
 
     fn qc() -> QcInput {
         QcInput {

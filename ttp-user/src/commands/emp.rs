@@ -1,22 +1,21 @@
-//! The EMP measurement loop shared by `run --protocol emp` and `calibrate`:
+//! EMP's runs of commands, shared by `run --protocol emp` and `calibrate`:
 //! one discarded warm-up execution (EMP Sec. 4: "the very first measurement
 //! is thrown out due to code and input read"), then N executions, each
 //! measured once by [`qe::measure`] under the kernel ledger and turned into
-//! an [`EmpRun`] (protocol/emp/live.rs).
-use std::{ops::ControlFlow, path::PathBuf, process::Command, time::Duration};
+//! an [`EmpRun`] (protocol/emp/live.rs), several commands interleaved
+//! through the one Q@C procedure's `interleave`.
+use std::{ops::ControlFlow, process::Command, time::Duration};
 
-use anyhow::Context;
 use indicatif::ProgressBar;
 
 use crate::{
-    error::UsageError,
     protocol::{
         emp::{EmpRun, live as emp_runs},
         ttpv2::procedure::{self, Interleaved},
     },
     sys::{signals::StopFlag, spawn::RunAs},
     window::{
-        qe::{self, QeError},
+        qe,
         session::{MeasurementSession, SessionOptions},
     },
 };
@@ -26,7 +25,7 @@ use crate::{
 const TASKSTATS_GRACE: Duration = Duration::from_millis(500);
 
 /// What to measure.
-pub(crate) struct LivePlan<'a> {
+pub struct LivePlan<'a> {
     pub command: &'a [String],
     /// Measured runs after the warm-up.
     pub runs: u32,
@@ -35,15 +34,13 @@ pub(crate) struct LivePlan<'a> {
     /// Send the program's standard output to /dev/null (calibrations run
     /// the program hundreds of times).
     pub quiet: bool,
-    /// Progress-bar unit.
-    pub unit: &'static str,
     /// `run --cpu LIST`: every run (the warm-up too) pinned to these CPUs
     /// before exec.
     pub pin: Option<crate::sys::affinity::CpuList>,
 }
 
 /// The runs measured, and why the loop ended early if it did.
-pub(crate) struct LiveRuns {
+pub struct LiveRuns {
     /// Run 0 is the warm-up (flagged), runs 1.. the measured ones.
     pub runs: Vec<EmpRun>,
     pub interrupted: bool,
@@ -54,17 +51,25 @@ pub(crate) struct LiveRuns {
     pub notes: Vec<String>,
 }
 
+impl LivePlan<'_> {
+    /// The runs of `commands` commands, warm-ups included: the progress
+    /// bar's length.
+    pub fn runs_of(&self, commands: usize) -> u64 {
+        (u64::from(self.runs) + 1) * commands as u64
+    }
+}
+
 /// Runs `plan.command` 1 + `plan.runs` times. After every completed run,
-/// `after_run` gets all runs so far (to write results) and the progress bar.
-/// A run interrupted by Ctrl-C is not kept.
+/// `after_run` gets all runs so far (to write results); `bar` (of
+/// [`LivePlan::runs_of`] runs) shows the progress. A run interrupted by
+/// Ctrl-C is not kept.
 pub fn measure(
     plan: &LivePlan<'_>,
     stop: &StopFlag,
-    mut after_run: impl FnMut(&[EmpRun], &ProgressBar) -> anyhow::Result<()>,
+    bar: &ProgressBar,
+    mut after_run: impl FnMut(&[EmpRun]) -> anyhow::Result<()>,
 ) -> anyhow::Result<LiveRuns> {
-    let mut all = measure_interleaved(plan, &[plan.command], stop, |_, runs, bar| {
-        after_run(runs, bar)
-    })?;
+    let mut all = measure_interleaved(plan, &[plan.command], stop, bar, |_, runs| after_run(runs))?;
     Ok(all.remove(0))
 }
 
@@ -75,11 +80,12 @@ pub fn measure(
 /// runs of one command are numbered 0, 1, … as when it runs alone. A
 /// failure or Ctrl-C ends every command's runs; the failure is kept with
 /// the command that failed.
-pub(crate) fn measure_interleaved(
+pub fn measure_interleaved(
     plan: &LivePlan<'_>,
     commands: &[&[String]],
     stop: &StopFlag,
-    mut after_run: impl FnMut(usize, &[EmpRun], &ProgressBar) -> anyhow::Result<()>,
+    bar: &ProgressBar,
+    mut after_run: impl FnMut(usize, &[EmpRun]) -> anyhow::Result<()>,
 ) -> anyhow::Result<Vec<LiveRuns>> {
     let mut session = MeasurementSession::open(SessionOptions {
         trace: false,
@@ -97,7 +103,6 @@ pub(crate) fn measure_interleaved(
     let mut ctx = session.qe_context(plan.run_as.clone());
     ctx.timeout = plan.timeout;
     let k = commands.len();
-    let bar = crate::report::progress::bar((u64::from(plan.runs) + 1) * k as u64, plan.unit);
     let mut outs: Vec<LiveRuns> = (0..k)
         .map(|_| LiveRuns {
             runs: Vec::with_capacity(plan.runs as usize + 1),
@@ -121,7 +126,7 @@ pub(crate) fn measure_interleaved(
                 match qe::measure(&mut ctx, index + 1, command_of(plan, commands[j]), None) {
                     Ok(o) => o,
                     Err(e) => {
-                        out.failure = Some(failure_of(e));
+                        out.failure = Some(super::qe_failure(e));
                         return Ok(ControlFlow::Break(false));
                     }
                 };
@@ -142,7 +147,7 @@ pub(crate) fn measure_interleaved(
             let run = emp_runs::emp_run(index, &outcome, first, index == 0);
             bar.set_message(progress_message(&run, (k > 1).then_some(j)));
             out.runs.push(run);
-            after_run(j, &out.runs, &bar)?;
+            after_run(j, &out.runs)?;
             bar.inc(1);
             anyhow::Ok(ControlFlow::Continue(()))
         },
@@ -188,17 +193,6 @@ fn command_of(plan: &LivePlan<'_>, command: &[String]) -> Command {
     cmd
 }
 
-/// A run that could not be measured, as the command's failure: a spawn
-/// the user can fix is a usage error.
-fn failure_of(e: QeError) -> anyhow::Error {
-    match e {
-        QeError::Spawn(e) if e.is_usage() => UsageError::new(e.to_string()).into(),
-        QeError::Spawn(e) => e.into(),
-        QeError::Probe(e) => crate::probe::probe_error_ctx(e),
-        e @ (QeError::Trace(_) | QeError::Blame(_)) => e.into(),
-    }
-}
-
 /// The note of a run whose ledger records are incomplete, in words.
 fn losses_note(index: u32, window: &crate::accounts::Window) -> Option<String> {
     let lost = &window.lost;
@@ -230,63 +224,4 @@ fn progress_message(run: &EmpRun, label: Option<usize>) -> String {
         run.et_ns as f64 / 1e6,
         pt.map_or("—".to_string(), |p| format!("{p:.1} ms"))
     )
-}
-
-/// The default program of `calibrate`: INC (`ttp-ebpf inc --loops C`,
-/// EMP Fig. 7, Sec. 4.5.1 Step 1), `loops` derived on this machine for the
-/// task length (`protocol::emp::inc::Calibration::loops_for`).
-pub(crate) fn inc_argv(loops: u64) -> anyhow::Result<Vec<String>> {
-    let exe: PathBuf = std::env::current_exe().context("locating the ttp-ebpf binary for INC")?;
-    Ok(vec![
-        exe.to_string_lossy().into_owned(),
-        "inc".into(),
-        "--loops".into(),
-        loops.to_string(),
-    ])
-}
-
-/// Writes the runs as a recorded run set (`ttp.emp-runs/1`, the layout of
-/// [`EmpRuns`](crate::protocol::emp::EmpRuns)) atomically, without copying them.
-pub(crate) fn write_record(
-    path: &std::path::Path,
-    command: &[String],
-    runs: &[EmpRun],
-) -> anyhow::Result<()> {
-    #[derive(serde::Serialize)]
-    struct Record<'a> {
-        schema: &'static str,
-        command: &'a [String],
-        runs: &'a [EmpRun],
-    }
-    crate::report::atomic::write_json(
-        path,
-        &Record {
-            schema: crate::protocol::emp::input::RUNS_SCHEMA,
-            command,
-            runs,
-        },
-    )
-    .with_context(|| format!("writing {}", path.display()))
-}
-
-/// Reads a recorded run set (`ttp.emp-runs/1`).
-pub(crate) fn read_record(path: &std::path::Path) -> anyhow::Result<crate::protocol::emp::EmpRuns> {
-    let bytes = std::fs::read(path)
-        .map_err(|e| UsageError::new(format!("cannot read {}: {e}", path.display())))?;
-    let runs: crate::protocol::emp::EmpRuns = serde_json::from_slice(&bytes).map_err(|e| {
-        UsageError::new(format!(
-            "{} is not a recorded run set ({e}); record one with `ttp-ebpf run --protocol emp --record FILE` or `ttp-ebpf calibrate --record FILE`",
-            path.display()
-        ))
-    })?;
-    if runs.schema != crate::protocol::emp::input::RUNS_SCHEMA {
-        return Err(UsageError::new(format!(
-            "{} has schema {:?}, expected {:?} (written by --record)",
-            path.display(),
-            runs.schema,
-            crate::protocol::emp::input::RUNS_SCHEMA
-        ))
-        .into());
-    }
-    Ok(runs)
 }

@@ -1,0 +1,52 @@
+//! EMP's recorded run sets (`ttp.emp-runs/1`): what `run --protocol emp
+//! --record` and `calibrate --record` write, and `analyze` and `calibrate
+//! --from` read.
+use anyhow::Context;
+
+use crate::{error::UsageError, protocol::emp::EmpRun};
+
+/// Writes the runs as a recorded run set (`ttp.emp-runs/1`, the layout of
+/// [`EmpRuns`](crate::protocol::emp::EmpRuns)) atomically, without copying them.
+pub(crate) fn write_record(
+    path: &std::path::Path,
+    command: &[String],
+    runs: &[EmpRun],
+) -> anyhow::Result<()> {
+    #[derive(serde::Serialize)]
+    struct Record<'a> {
+        schema: &'static str,
+        command: &'a [String],
+        runs: &'a [EmpRun],
+    }
+    crate::report::atomic::write_json(
+        path,
+        &Record {
+            schema: crate::protocol::emp::input::RUNS_SCHEMA,
+            command,
+            runs,
+        },
+    )
+    .with_context(|| format!("writing {}", path.display()))
+}
+
+/// Reads a recorded run set (`ttp.emp-runs/1`).
+pub(crate) fn read_record(path: &std::path::Path) -> anyhow::Result<crate::protocol::emp::EmpRuns> {
+    let bytes = std::fs::read(path)
+        .map_err(|e| UsageError::new(format!("cannot read {}: {e}", path.display())))?;
+    let runs: crate::protocol::emp::EmpRuns = serde_json::from_slice(&bytes).map_err(|e| {
+        UsageError::new(format!(
+            "{} is not a recorded run set ({e}); record one with `ttp-ebpf run --protocol emp --record FILE` or `ttp-ebpf calibrate --record FILE`",
+            path.display()
+        ))
+    })?;
+    if runs.schema != crate::protocol::emp::input::RUNS_SCHEMA {
+        return Err(UsageError::new(format!(
+            "{} has schema {:?}, expected {:?} (written by --record)",
+            path.display(),
+            runs.schema,
+            crate::protocol::emp::input::RUNS_SCHEMA
+        ))
+        .into());
+    }
+    Ok(runs)
+}
