@@ -200,13 +200,15 @@ fn ycsb_correction_over_reports_when_catch_up_is_slow() {
     assert!((many.mean_ns - open.mean_ns).abs() <= 0.05 * open.mean_ns);
 }
 
-/// A shell command that takes 5 ms, or 1 s while `flag` exists.
-fn stall_command(flag: &std::path::Path) -> Vec<String> {
+/// A shell command that leaves `began` behind and takes 5 ms, or 1 s
+/// while `flag` exists.
+fn stall_command(began: &std::path::Path, flag: &std::path::Path) -> Vec<String> {
     vec![
         "sh".into(),
         "-c".into(),
         format!(
-            "if [ -e '{}' ]; then sleep 1; else sleep 0.005; fi",
+            ": > '{}'; if [ -e '{}' ]; then sleep 1; else sleep 0.005; fi",
+            began.display(),
             flag.display()
         ),
     ]
@@ -218,34 +220,55 @@ fn temp_dir(name: &str) -> PathBuf {
     d
 }
 
+/// One 3 s phase at 40 req/s against [`stall_command`], stalled from 1 s
+/// to 2 s after its first request began. The stall is timed from the
+/// phase's own first request, not from when the test started it: on a
+/// loaded machine a phase can begin late, and a stall timed from outside
+/// would then miss it. Returns the phase and how long it took.
+fn stalled_phase(model: Model, dir: &std::path::Path) -> (PhaseResult, Duration) {
+    let name = format!("{model:?}");
+    let (began, flag) = (
+        dir.join(format!("{name}.began")),
+        dir.join(format!("{name}.stall")),
+    );
+    let factory: Arc<dyn TargetFactory> =
+        Arc::new(ExecFactory::new(stall_command(&began, &flag)).unwrap());
+    let mut p = plan(40.0, 3 * S, 1);
+    p.grace_ns = 1500 * MS;
+    let toggler = std::thread::spawn(move || {
+        let waited = Instant::now();
+        while !began.exists() {
+            if waited.elapsed() > Duration::from_secs(60) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        std::thread::sleep(Duration::from_millis(1000));
+        std::fs::write(&flag, b"").unwrap();
+        std::thread::sleep(Duration::from_millis(1000));
+        std::fs::remove_file(&flag).unwrap();
+    });
+    let started = Instant::now();
+    let result = phase(model, p, ClockKind::Real, factory);
+    let took = started.elapsed();
+    toggler.join().unwrap();
+    (result, took)
+}
+
 /// The process check: a command taking 5 ms except during a 1 s
 /// window where it takes 1 s, 3 s at 40 req/s, open and closed (1
 /// connection) side by side. Catches coordinated omission in the open
 /// model (its p99 must show the stall) and shows it in the closed model
 /// (its service time p99 does not, although the stalled request is there).
+/// Each phase must also end by its duration and grace (4.5 s), with 0.4 s
+/// for the driver to wake up after its deadline.
 #[test]
 fn exec_stall_shows_in_open_p99_but_not_in_closed_service_time() {
     let dir = temp_dir("stall");
-    let flag = dir.join("stall");
-    let factory: Arc<dyn TargetFactory> = Arc::new(ExecFactory::new(stall_command(&flag)).unwrap());
-    let mut p = plan(40.0, 3 * S, 1);
-    p.grace_ns = 1500 * MS;
-    let started = Instant::now();
-    let toggler = {
-        let flag = flag.clone();
-        std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(1000));
-            std::fs::write(&flag, b"").unwrap();
-            std::thread::sleep(Duration::from_millis(1000));
-            std::fs::remove_file(&flag).unwrap();
-        })
-    };
-    let (f1, f2) = (factory.clone(), factory);
-    let open = std::thread::spawn(move || phase(Model::Open, p, ClockKind::Real, f1));
-    let closed = std::thread::spawn(move || phase(Model::Closed, p, ClockKind::Real, f2));
-    let (open, closed) = (open.join().unwrap(), closed.join().unwrap());
-    toggler.join().unwrap();
-    let took = started.elapsed();
+    let (d1, d2) = (dir.clone(), dir.clone());
+    let open = std::thread::spawn(move || stalled_phase(Model::Open, &d1));
+    let closed = std::thread::spawn(move || stalled_phase(Model::Closed, &d2));
+    let ((open, open_took), (closed, closed_took)) = (open.join().unwrap(), closed.join().unwrap());
     std::fs::remove_dir_all(&dir).ok();
 
     let open_latency = Stats::of(&open.recorder.from_intended);
@@ -265,7 +288,9 @@ fn exec_stall_shows_in_open_p99_but_not_in_closed_service_time() {
         closed_service.percentile(99.0) < 200 * MS,
         "{closed_service:?}"
     );
-    assert!(took < Duration::from_millis(4900), "took {took:?}");
+    for took in [open_took, closed_took] {
+        assert!(took < Duration::from_millis(4900), "took {took:?}");
+    }
 }
 
 /// Catches a run that hides failures or stops early: a target that fails
