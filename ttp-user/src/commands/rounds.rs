@@ -21,7 +21,7 @@ use crate::{
     window::qe::{QeContext, QeError, QeOutcome},
 };
 
-/// When QE `qe` of the run ran, on the ledger's clock (for the trace's QE
+/// When a kept QE ran, on the ledger's clock (for the trace's QE
 /// slices): (QE number, start ns, end ns).
 pub type QeSpan = (u32, u64, u64);
 
