@@ -3,6 +3,10 @@
 //! field, submitted.
 use aya_ebpf::maps::RingBuf;
 
+/// `bpf_ringbuf_submit`'s flag: no notification of a reader waiting on
+/// the ring's fd (include/uapi/linux/bpf.h).
+const BPF_RB_NO_WAKEUP: u64 = 1;
+
 /// Reserves a `T` in `ring`, lets `fill` write it through the raw pointer
 /// and submits it. The memory is uninitialised: `fill` must write every
 /// field, padding included, or old ring contents reach userspace. False
@@ -12,7 +16,10 @@ pub(crate) fn emit<T: 'static>(ring: &RingBuf, fill: impl FnOnce(*mut T)) -> boo
     match ring.reserve::<T>(0) {
         Some(mut entry) => {
             fill(entry.as_mut_ptr());
-            entry.submit(0);
+            // Its readers drain the ring on a timer (statements every
+            // 100 ms, serve every tick, vprofile's loop) and never wait on
+            // its fd: no wake-up is needed, and none is paid for.
+            entry.submit(BPF_RB_NO_WAKEUP);
             true
         }
         None => false,

@@ -439,12 +439,18 @@ pub fn stmt_sock_send(ctx: BtfTracePointContext) -> i32 {
     }
     let entry = status(st);
     // The write's bytes are read only where the entry does not decide.
-    let end = match entry {
-        Some(e) if e.state != status::STATE_DISABLED => idle(e.state),
-        _ => syscall_buffer(task).is_some_and(|b| ends_with_ready_for_query(b, ret as u64)),
+    let (end, buf) = match entry {
+        Some(e) if e.state != status::STATE_DISABLED => (idle(e.state), None),
+        _ => {
+            let buf = syscall_buffer(task);
+            (
+                buf.is_some_and(|b| ends_with_ready_for_query(b, ret as u64)),
+                buf,
+            )
+        }
     };
     if !end {
-        if syscall_buffer(task).and_then(user_byte) == Some(b'E') {
+        if buf.or_else(|| syscall_buffer(task)).and_then(user_byte) == Some(b'E') {
             st.flags |= flag::ERROR;
         }
         return 0;

@@ -175,7 +175,13 @@ impl From<&Record> for Statement {
             waits_ns: r.waits_ns,
             waits: r.waits,
             flags,
-            text: String::from_utf8_lossy(&r.text[..len]).into_owned(),
+            // Valid UTF-8 (the server's encoding, almost always) is
+            // checked and copied in one pass; the lossy scan only for the
+            // rest (a text cut inside a character, another encoding).
+            text: match std::str::from_utf8(&r.text[..len]) {
+                Ok(t) => t.to_owned(),
+                Err(_) => String::from_utf8_lossy(&r.text[..len]).into_owned(),
+            },
             switches: r.switches,
             query_id: r.query_id,
             database: r.database,
