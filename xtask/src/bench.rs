@@ -15,6 +15,7 @@ mod cost;
 mod floor;
 mod lab;
 mod overhead;
+mod paired;
 mod pg;
 mod serve;
 mod soak;
@@ -106,6 +107,13 @@ pub enum Which {
         /// in the same time for the figures that decide.
         #[arg(long, value_delimiter = ',')]
         only: Vec<statements::Variant>,
+        /// Instead of variants taking turns: pairs of clusters loaded at
+        /// the same time, one with the variant and one without (two plain
+        /// clusters; pg_stat_statements against a plain one; the default
+        /// `statements` on one of two plain ones), so the machine's noise
+        /// falls on both sides of each round's ratio (bench/paired.rs).
+        #[arg(long, conflicts_with_all = ["only", "detail_all"])]
+        paired: bool,
     },
     /// `serve --group-by unit --interval 10s`, scraped every 10 s for a
     /// while: its userspace CPU share, peak RSS and scrape size.
@@ -215,8 +223,24 @@ pub fn run(which: Which) -> anyhow::Result<()> {
             seconds,
             clients,
             tpcb,
+            paired: true,
+            ..
+        } => paired::bench(
+            rounds,
+            statements::Load {
+                tpcb,
+                seconds,
+                clients,
+            },
+        ),
+        Which::Statements {
+            rounds,
+            seconds,
+            clients,
+            tpcb,
             detail_all,
             only,
+            paired: false,
         } => statements::bench(
             rounds,
             statements::Load {

@@ -183,7 +183,7 @@ pub struct Load {
 
 impl Load {
     /// pgbench's arguments, without the connection's.
-    fn args(self) -> Vec<String> {
+    pub(super) fn args(self) -> Vec<String> {
         let mut a = vec!["-n".to_string()];
         if !self.tpcb {
             a.push("-S".into());
@@ -199,7 +199,7 @@ impl Load {
 
     /// Statements a transaction: `-S` is one SELECT; the TPC-B-like
     /// script is BEGIN, three UPDATEs, a SELECT, an INSERT and END.
-    fn statements_per_tx(self) -> f64 {
+    pub(super) fn statements_per_tx(self) -> f64 {
         if self.tpcb { 7.0 } else { 1.0 }
     }
 }
@@ -602,7 +602,7 @@ fn or_dash(x: f64, decimals: usize) -> String {
     }
 }
 
-fn field(text: &str, key: &str) -> anyhow::Result<f64> {
+pub(super) fn field(text: &str, key: &str) -> anyhow::Result<f64> {
     text.lines()
         .find_map(|l| l.split(key).nth(1))
         .and_then(|r| r.split_whitespace().next())
@@ -613,7 +613,7 @@ fn field(text: &str, key: &str) -> anyhow::Result<f64> {
 /// One of the bench's clusters: a small shared_buffers (the pgbench table
 /// at scale 2 outgrows it) and no autovacuum, plus `settings`, with
 /// pgbench's tables.
-fn start_server(name: &str, settings: &str) -> anyhow::Result<Server> {
+pub(super) fn start_server(name: &str, settings: &str) -> anyhow::Result<Server> {
     let s = Server::start(
         name,
         &format!("-c shared_buffers=16MB -c autovacuum=off {settings}"),
@@ -625,7 +625,7 @@ fn start_server(name: &str, settings: &str) -> anyhow::Result<Server> {
 }
 
 impl Server {
-    fn connect_args(&self) -> Vec<String> {
+    pub(super) fn connect_args(&self) -> Vec<String> {
         vec![
             "-h".into(),
             self.dir.display().to_string(),
