@@ -8,7 +8,7 @@
 //! (statements.rs). Here each round runs pgbench against two clusters with
 //! the same data at once, one with the variant and one without, and the
 //! figure is the ratio of their CPU per transaction within that round.
-//! Three plain clusters and one with pg_stat_statements preloaded serve
+//! Two plain clusters and one with pg_stat_statements preloaded serve
 //! the pairs:
 //!
 //! - `a/a`: two plain clusters, nothing traced: what the method itself
