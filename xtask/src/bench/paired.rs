@@ -35,7 +35,7 @@ use super::{
     cpu_ticks, interrupt, median,
     pg::{Server, children, server_ticks, ticks_per_second},
     start_tracer,
-    statements::{Load, start_server},
+    statements::{Load, Round, start_server, tpcb_reset},
 };
 use crate::util;
 
@@ -67,23 +67,6 @@ impl Pair {
 }
 
 const PAIRS: [Pair; 3] = [Pair::AA, Pair::Pgss, Pair::Socket];
-
-/// One side of a round: CPU (server + its pgbench), transactions.
-#[derive(Clone, Copy, Default)]
-struct Side {
-    cpu_s: f64,
-    ttp_cpu_s: f64,
-    transactions: f64,
-}
-
-impl Side {
-    fn us_per_tx(&self) -> f64 {
-        self.cpu_s * 1e6 / self.transactions
-    }
-    fn us_per_tx_all(&self) -> f64 {
-        (self.cpu_s + self.ttp_cpu_s) * 1e6 / self.transactions
-    }
-}
 
 pub fn bench(rounds: u32, load: Load) -> anyhow::Result<()> {
     if !util::is_root() {
@@ -166,17 +149,10 @@ fn round(
     ttp: Option<&Path>,
     load: Load,
     json: &Path,
-) -> anyhow::Result<(Side, Side)> {
-    for s in [with, without] {
-        if load.tpcb {
-            for sql in [
-                "VACUUM pgbench_branches",
-                "VACUUM pgbench_tellers",
-                "TRUNCATE pgbench_history",
-            ] {
-                s.psql("postgres", sql)?;
-            }
-        }
+) -> anyhow::Result<(Round, Round)> {
+    if load.tpcb {
+        tpcb_reset(with)?;
+        tpcb_reset(without)?;
     }
     let (pm_w, pm_wo) = (with.postmaster()?, without.postmaster()?);
     let tracer = match ttp {
@@ -209,7 +185,7 @@ fn round(
     let s1 = (server_ticks(pm_w), server_ticks(pm_wo));
     let t1 = tracer.as_ref().map_or(0, |t| cpu_ticks(t.child.id()));
     let tick = ticks_per_second();
-    let side = |out: &std::process::Output, time: &Path, ds: u64| -> anyhow::Result<Side> {
+    let side = |out: &std::process::Output, time: &Path, ds: u64| -> anyhow::Result<Round> {
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
         if !out.status.success() {
             bail!(
@@ -223,14 +199,11 @@ fn round(
             .filter_map(|v| v.parse::<f64>().ok())
             .sum();
         let _ = std::fs::remove_file(time);
-        Ok(Side {
-            cpu_s: ds as f64 / tick + pgbench_cpu,
-            ttp_cpu_s: 0.0,
-            transactions: super::statements::field(
-                &text,
-                "number of transactions actually processed: ",
-            )?,
-        })
+        let mut r = Round::default();
+        r.cpu_s = ds as f64 / tick + pgbench_cpu;
+        r.transactions =
+            super::statements::field(&text, "number of transactions actually processed: ")?;
+        Ok(r)
     };
     let mut w = side(&out_w, &time_w, s1.0 - s0.0)?;
     let wo = side(&out_wo, &time_wo, s1.1 - s0.1)?;

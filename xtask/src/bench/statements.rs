@@ -206,13 +206,13 @@ impl Load {
 
 /// One pgbench round's figures.
 #[derive(Default, Clone, Copy)]
-struct Round {
+pub(super) struct Round {
     tps: f64,
-    transactions: f64,
+    pub(super) transactions: f64,
     /// Server + pgbench CPU, seconds.
-    cpu_s: f64,
+    pub(super) cpu_s: f64,
     /// ttp's own userspace + kernel CPU over the round, seconds.
-    ttp_cpu_s: f64,
+    pub(super) ttp_cpu_s: f64,
     /// Statements traced: ttp's count, or the transactions' for the floor;
     /// 0 where nothing traces.
     statements: f64,
@@ -224,10 +224,10 @@ struct Round {
 }
 
 impl Round {
-    fn us_per_tx(&self) -> f64 {
+    pub(super) fn us_per_tx(&self) -> f64 {
         self.cpu_s * 1e6 / self.transactions
     }
-    fn us_per_tx_all(&self) -> f64 {
+    pub(super) fn us_per_tx_all(&self) -> f64 {
         (self.cpu_s + self.ttp_cpu_s) * 1e6 / self.transactions
     }
     fn hits_per_stmt(&self) -> f64 {
@@ -402,15 +402,7 @@ fn one_round(
     json: &Path,
 ) -> anyhow::Result<Round> {
     if load.tpcb {
-        // What pgbench does before a run without -n, kept out of the
-        // measurement.
-        for sql in [
-            "VACUUM pgbench_branches",
-            "VACUUM pgbench_tellers",
-            "TRUNCATE pgbench_history",
-        ] {
-            server.psql("postgres", sql)?;
-        }
+        tpcb_reset(server)?;
     }
     let pm = server.postmaster()?;
     let floor = if v == Variant::Floor {
@@ -608,6 +600,19 @@ pub(super) fn field(text: &str, key: &str) -> anyhow::Result<f64> {
         .and_then(|r| r.split_whitespace().next())
         .and_then(|v| v.parse().ok())
         .with_context(|| format!("no '{key}' in pgbench's output: {text}"))
+}
+
+/// What pgbench does before a TPC-B-like run without -n, kept out of the
+/// measurement.
+pub(super) fn tpcb_reset(server: &Server) -> anyhow::Result<()> {
+    for sql in [
+        "VACUUM pgbench_branches",
+        "VACUUM pgbench_tellers",
+        "TRUNCATE pgbench_history",
+    ] {
+        server.psql("postgres", sql)?;
+    }
+    Ok(())
 }
 
 /// One of the bench's clusters: a small shared_buffers (the pgbench table
