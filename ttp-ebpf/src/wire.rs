@@ -66,6 +66,11 @@ static STMT_OFF_STATE: u32 = 0;
 static STMT_OFF_ACTIVITY: u32 = 0;
 #[unsafe(no_mangle)]
 static STMT_OFF_QUERY_ID: u32 = 0;
+/// How far the version's `BackendState` values lie above 14's (18: 1,
+/// its `STATE_STARTING` moved the others up); subtracted from the state
+/// read, so the `status::STATE_*` values hold for every version.
+#[unsafe(no_mangle)]
+static STMT_STATE_SHIFT: u32 = 0;
 /// `st_activity_start_timestamp`, followed by `st_state_start_timestamp`,
 /// `st_databaseid` and `st_userid`.
 #[unsafe(no_mangle)]
@@ -387,7 +392,8 @@ fn status(st: &mut StmtState) -> Option<Status> {
     }
     let start = global(&STMT_OFF_ACTIVITY_START);
     Some(Status {
-        state: field(copy, global(&STMT_OFF_STATE)),
+        state: field::<u32>(copy, global(&STMT_OFF_STATE))
+            .saturating_sub(global(&STMT_STATE_SHIFT)),
         activity_start: field(copy, start),
         database: field(copy, start + 16),
         user: field(copy, start + 20),

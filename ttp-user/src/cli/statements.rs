@@ -119,19 +119,16 @@ impl Boundaries {
             return usage(why);
         }
         Ok(match pg_status::find(args.pid, binary) {
-            Ok(s) => Self {
-                socket: true,
-                status_note: Some(format!(
-                    "PgBackendStatus of PostgreSQL {} through {} ({})",
-                    s.major,
-                    pg_status::ENTRY_GLOBAL,
-                    match s.checked_on {
-                        Some(pid) => format!("checked on backend {pid}"),
-                        None => "no backend to check it on yet".into(),
-                    }
-                )),
-                status: Some(s),
-            },
+            Ok(s) => {
+                if s.assumed_from.is_some() {
+                    eprintln!("statements: {}", s.describe());
+                }
+                Self {
+                    socket: true,
+                    status_note: Some(s.describe()),
+                    status: Some(s),
+                }
+            }
             Err(e) => {
                 eprintln!(
                     "statements: the backends' status entries cannot be read: {e}; statements end at their reply's ReadyForQuery bytes and have no text"
