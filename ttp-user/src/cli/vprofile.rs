@@ -38,15 +38,17 @@ use crate::{
 /// children (and of its own code, img_ROOT), and the most responsible
 /// functions are broken down further, round by round.
 ///
-/// Example: `sudo ttp-ebpf vprofile --pid 4242 --binary /usr/lib/postgresql/17/bin/postgres --root PortalRun --duration 20s`
+/// Example: `sudo ttp-ebpf vprofile --pid 4242 --root PortalRun --duration 20s`
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The process to measure (else give a command after `--`).
     #[arg(long, conflicts_with = "command")]
     pub pid: Option<u32>,
-    /// The executable or shared library the root function is in.
+    /// The executable or shared library the root function is in
+    /// (default: the executable of the process of `--pid`, or the
+    /// command's, found on PATH).
     #[arg(long, value_name = "PATH")]
-    pub binary: PathBuf,
+    pub binary: Option<PathBuf>,
     /// The root function: a name (`PortalRun`), a versioned name
     /// (`memcpy@GLIBC_2.2.5`) or an address (`0x4011d6`).
     #[arg(long, value_name = "FUNC")]
@@ -237,7 +239,12 @@ pub fn prepare(args: &Args) -> anyhow::Result<Prepared> {
         (None, Some(n)) => Stop::Invocations(n),
         (None, None) => Stop::Duration(Duration::from_secs(10)),
     };
-    let elf = ElfImage::load_with(&args.binary, &DebugSearch::from_env(&args.debug_dirs))
+    let binary = match (&args.binary, args.pid) {
+        (Some(b), _) => b.clone(),
+        (None, Some(pid)) => process_executable(pid)?,
+        (None, None) => command_executable(&args.command[0])?,
+    };
+    let elf = ElfImage::load_with(&binary, &DebugSearch::from_env(&args.debug_dirs))
         .map_err(elf_usage)?;
     let root = elf.lookup(&args.root).map_err(elf_usage)?;
     let only_root_children = if args.children == "auto" {
@@ -278,6 +285,44 @@ pub fn prepare(args: &Args) -> anyhow::Result<Prepared> {
         only_root_children,
         unnamed_children: args.unnamed_children,
     })
+}
+
+/// The executable process `pid` runs (`/proc/PID/exe`), or a usage error
+/// saying what to do. A function in a shared library needs `--binary`.
+fn process_executable(pid: u32) -> anyhow::Result<PathBuf> {
+    match std::fs::read_link(format!("/proc/{pid}/exe")) {
+        Ok(p) => match p.to_string_lossy().strip_suffix(" (deleted)") {
+            Some(_) => usage(format!(
+                "the executable of process {pid} was replaced since it started ({}): give --binary",
+                p.display()
+            )),
+            None => Ok(p),
+        },
+        Err(e) => usage(format!(
+            "cannot read the executable of process {pid} ({e}): run with sudo, or give --binary"
+        )),
+    }
+}
+
+/// The executable a command names: itself when it holds a `/`, else the
+/// first match on PATH, as `execvp` finds it.
+fn command_executable(command: &str) -> anyhow::Result<PathBuf> {
+    if command.contains('/') {
+        return Ok(PathBuf::from(command));
+    }
+    std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .map(|dir| dir.join(command))
+        .find(|p| p.is_file())
+        .map_or_else(
+            || {
+                usage(format!(
+                    "`{command}` is not on PATH: give its path, or --binary"
+                ))
+            },
+            Ok,
+        )
 }
 
 /// Problems with the binary or the function name are the user's to fix.
@@ -391,6 +436,30 @@ mod tests {
 
         let err = prepare(&args(&["--binary", libc, "--root", "perror"])).unwrap_err();
         assert!(err.to_string().contains("--pid"), "{err}");
+    }
+
+    /// Without `--binary`, `--pid` measures the process's own executable
+    /// and a command the file PATH finds for it. Catches a default that
+    /// refuses, or that loads another file.
+    #[test]
+    fn the_binary_defaults_to_the_process_executable() {
+        let me = std::process::id().to_string();
+        let exe = std::fs::read_link("/proc/self/exe").unwrap();
+        let p = prepare(&args(&["--pid", &me, "--root", "main"])).expect("own executable");
+        assert_eq!(p.elf.path(), exe);
+        let true_cmd = prepare(&args(&["--root", "main", "--", "true"]));
+        let on_path = std::env::split_paths(&std::env::var_os("PATH").unwrap())
+            .map(|d| d.join("true"))
+            .find(|p| p.is_file())
+            .unwrap();
+        match true_cmd {
+            Ok(p) => assert_eq!(p.elf.path(), on_path),
+            // A stripped `true`: the error names the file it looked in.
+            Err(e) => assert!(e.to_string().contains(on_path.to_str().unwrap()), "{e}"),
+        }
+        let err = prepare(&args(&["--root", "main", "--", "ttp-no-such-command"])).unwrap_err();
+        assert_eq!(exit_code(&err), 2);
+        assert!(err.to_string().contains("not on PATH"), "{err}");
     }
 
     /// `--children` must name real children of the root. Catches a typo
