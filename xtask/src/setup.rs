@@ -19,6 +19,7 @@ pub fn all() -> anyhow::Result<()> {
     rust_src()?;
     bpf_linker()?;
     postgresql()?;
+    crate::pg_versions::fetch_all()?;
     real_software()?;
     prometheus()?;
     Ok(())
