@@ -5,6 +5,7 @@ pub mod io_wake;
 pub mod lab;
 pub mod perf_own;
 pub mod pg;
+pub mod pgver;
 pub mod realpg;
 pub mod serve;
 use std::{
