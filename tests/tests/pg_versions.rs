@@ -162,8 +162,9 @@ fn pgbench(c: &Cluster, args: &[&str]) -> String {
 /// of the script is counted exactly 1000 times (pgbench's count, and
 /// pg_stat_statements' calls, reset just before) under its own text; the
 /// report names the version's status entry. Catches a version whose
-/// statements fall into one nameless group, or are counted wrongly
-/// because its states are numbered otherwise (18).
+/// statements fall into one nameless group, or are lost because its
+/// states are numbered otherwise (18 without its state shift: no
+/// statement at all).
 fn statements(c: &Cluster, major: u32) {
     c.psql("SELECT pg_stat_statements_reset()");
     let json = c.dir.join("statements.json");

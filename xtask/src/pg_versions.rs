@@ -139,7 +139,12 @@ fn debian_clients() -> anyhow::Result<PathBuf> {
 /// into place: an interrupted fetch leaves no half release behind.
 fn fetch(cache: &Path, r: &Release, clients: &Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(cache)?;
-    for dir in cache.ancestors().filter(|d| d.starts_with("/var/cache")) {
+    // Traversable by the servers' user: the cache and the directories
+    // made for it (umask may have left them closed).
+    let made = cache
+        .ancestors()
+        .filter(|d| *d == cache || d.starts_with("/var/cache/ttp"));
+    for dir in made {
         use std::os::unix::fs::PermissionsExt;
         let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755));
     }
@@ -252,4 +257,40 @@ fn library_links(tree: &Path) -> anyhow::Result<()> {
         std::os::unix::fs::symlink(name, &target)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Catches links made under the wrong name, pointing at a path the
+    /// loader cannot follow, made twice (an error on the second setup), or
+    /// a list entry that would link outside the release.
+    #[test]
+    fn library_links_follow_the_package_list() {
+        let tree = std::env::temp_dir().join(format!("xtask-links-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&tree);
+        std::fs::create_dir_all(tree.join("lib")).unwrap();
+        std::fs::write(tree.join("lib/libpq.so.5.16"), "x").unwrap();
+        std::fs::write(
+            tree.join("pg-symlinks.json"),
+            r#"[{"source":"native/lib/libpq.so.5.16","target":"native/lib/libpq.so.5"}]"#,
+        )
+        .unwrap();
+        library_links(&tree).unwrap();
+        library_links(&tree).unwrap();
+        let link = tree.join("lib/libpq.so.5");
+        assert_eq!(
+            std::fs::read_link(&link).unwrap(),
+            Path::new("libpq.so.5.16")
+        );
+        assert_eq!(std::fs::read_to_string(&link).unwrap(), "x");
+        std::fs::write(
+            tree.join("pg-symlinks.json"),
+            r#"[{"source":"native/lib/libpq.so.5.16","target":"native/bin/libpq.so.5"}]"#,
+        )
+        .unwrap();
+        assert!(library_links(&tree).is_err());
+        std::fs::remove_dir_all(&tree).unwrap();
+    }
 }
