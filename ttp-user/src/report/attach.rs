@@ -383,7 +383,15 @@ impl Summary {
             .collect();
         let machine_agreement = stat
             .as_ref()
-            .map(|s| crosscheck::machine(&window.cpu_total(), window.cpus.len(), s, tick_ns))
+            .map(|s| {
+                crosscheck::machine(
+                    &window.cpu_total(),
+                    window.cpus.len(),
+                    s,
+                    tick_ns,
+                    window.lost.lock_contended,
+                )
+            })
             .unwrap_or_default();
         let w = window;
         let st = stat.as_ref();
