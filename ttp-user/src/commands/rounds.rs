@@ -88,10 +88,9 @@ pub fn measure(
 /// after the same steps as a QE (its plan, `--prepare`, the cold cache) and
 /// measured in the same Fig. 5 window, then kept only as a summary in the
 /// Q@C's set-up (`setup.warmup`): no check or statistic reads it. A
-/// one-time cost of the first execution on this machine (memory the
-/// hypervisor took back since it was freed: docs/ttpv2.md) falls on the
-/// warm-up, and QE 1 follows an execution as every later QE does. A
-/// warm-up that fails ends the run as a QE would: the command cannot run.
+/// one-time cost of the first execution on this machine falls on the
+/// warm-up (docs/ttpv2.md, "Warm-up executions"), and QE 1 follows an
+/// execution as every later QE does. A command that cannot run ends the warm-ups: QE 1 records why.
 fn warm_up(
     ctx: &mut QeContext<'_>,
     plan: &Plan,
@@ -121,10 +120,12 @@ fn warm_up(
                 | procedure::Attempt::Transient {
                     ran: Some(Ok(out)), ..
                 } => out,
-                procedure::Attempt::Ran(Err(e))
+                // The command could not run: QE 1 will fail the same way
+                // and be recorded (X1), as without a warm-up.
+                procedure::Attempt::Ran(Err(_))
                 | procedure::Attempt::Transient {
-                    ran: Some(Err(e)), ..
-                } => return Err(super::qe_failure(e)).with_context(|| who.clone()),
+                    ran: Some(Err(_)), ..
+                } => break,
                 procedure::Attempt::Transient { what, ran: None } => {
                     notify(format!(
                         "{who}: {what}; not retried (a warm-up is not kept)"
