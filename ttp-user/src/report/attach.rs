@@ -358,6 +358,11 @@ impl Summary {
                     covers,
                     steal,
                 );
+                let agreement = crosscheck::impossible_delays(
+                    agreement,
+                    window.end_ns.saturating_sub(window.start_ns),
+                    p.threads,
+                );
                 let mut agreement = crosscheck::at_the_ledgers_reads(
                     agreement,
                     &refs.sched_reads.bracket(p.tgid, b.is_some(), a.is_some()),
