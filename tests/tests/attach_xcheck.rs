@@ -140,3 +140,97 @@ fn busy_processes_read_late_are_not_flagged() {
     }
     drop(fx);
 }
+
+/// A shell that reaps a child which read 16 MiB with O_DIRECT (so from the
+/// disk whatever the page cache holds), under `attach --pid SHELL` and
+/// `attach --pid SHELL --children`. The kernel adds the reaped child's I/O
+/// to the shell's /proc/PID/io (wait_task_zombie): read independently
+/// here, the shell's file grows by at least the child's 16 MiB while its
+/// thread read nothing. Catches that comparison flagged on a healthy
+/// shell, server or make (it is informational, with the reason), a
+/// per-thread reference that misses the shell's own reads (its row must
+/// hold and agree), and the child's own bytes lost (its row in --children
+/// holds them and agrees with its threads' /proc).
+#[test]
+fn a_parent_that_reaps_children_is_not_flagged_for_their_io() {
+    if !root_or_skip("a_parent_that_reaps_children_is_not_flagged_for_their_io") {
+        return;
+    }
+    let _serial = serial();
+    let data = temp_path("reaped-io.dat");
+    let go = temp_path("reaped-io.go");
+    let mib: u64 = 16;
+    std::fs::write(&data, vec![0x5au8; (mib << 20) as usize]).expect("data file");
+    for children in [false, true] {
+        let _ = std::fs::remove_file(&go);
+        let script = format!(
+            "while [ ! -e {go} ]; do sleep 0.05; done; \
+             dd if={data} of=/dev/null bs=1M iflag=direct 2>/dev/null; sleep 30; true",
+            go = go.display(),
+            data = data.display()
+        );
+        let sh = std::process::Command::new("sh")
+            .args(["-c", &script])
+            .spawn()
+            .expect("start the shell");
+        let sh = Killed(sh);
+        let pid = sh.0.id();
+        let io_before = proc_read_bytes(pid);
+        let json = temp_path(&format!("reaped-io-{children}.json"));
+        let pid_s = pid.to_string();
+        let mut args = vec![
+            "attach",
+            "--pid",
+            &pid_s,
+            "--duration",
+            "3s",
+            "-q",
+            "--json",
+        ];
+        args.push(json.to_str().unwrap());
+        if children {
+            args.push("--children");
+        }
+        let mut ttp = ttp_attached(&args);
+        std::fs::write(&go, b"").expect("start the child");
+        let status = ttp.wait().expect("wait ttp");
+        let io_after = proc_read_bytes(pid);
+        assert!(status.success(), "attach failed: {status}");
+        let v = json_file(&json);
+        let _ = std::fs::remove_file(&json);
+        assert!(
+            io_after - io_before >= mib << 20,
+            "the shell's /proc/PID/io grew by {} only: the child did not run in the window",
+            io_after - io_before
+        );
+        let procs = v["processes"].as_array().unwrap();
+        let shell = procs.iter().find(|p| p["pid"] == pid).expect("shell row");
+        let own = row(shell, "/proc/PID/task/*/io read_bytes");
+        assert!(
+            own["within"] == true && own.get("informational").is_none(),
+            "shell's own reads: {own}"
+        );
+        let whole = row(shell, "/proc/PID/io read_bytes");
+        assert!(
+            whole["kernel"].as_u64().unwrap() >= mib << 20,
+            "whole-process reference {whole}"
+        );
+        assert!(whole.get("informational").is_some(), "{whole}");
+        for p in procs {
+            for a in p["agreement"].as_array().unwrap() {
+                assert!(
+                    a["within"] == true || a.get("informational").is_some(),
+                    "flagged on a healthy tree: {} {a}",
+                    p["comm"]
+                );
+            }
+        }
+        if children {
+            let dd = procs.iter().find(|p| p["comm"] == "dd").expect("dd row");
+            let read = dd["kernel"]["io"]["read_bytes"].as_u64().unwrap();
+            assert!(read >= mib << 20, "dd read {read} bytes");
+        }
+    }
+    let _ = std::fs::remove_file(&data);
+    let _ = std::fs::remove_file(&go);
+}

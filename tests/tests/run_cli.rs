@@ -481,7 +481,8 @@ fn run_cpu_pins_the_command_and_says_so() {
         .lines()
         .filter(|l| l.starts_with("Cpus_allowed_list"))
         .collect();
-    assert_eq!(seen, vec![format!("Cpus_allowed_list:\t{cpu}"); 2], "{out}");
+    // The warm-up execution (--warmup, 1 by default) and the 2 QEs.
+    assert_eq!(seen, vec![format!("Cpus_allowed_list:\t{cpu}"); 3], "{out}");
     let v = json_file(&json);
     let pinned = format!("pinned to CPU {cpu} with sched_setaffinity");
     assert!(

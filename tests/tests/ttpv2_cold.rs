@@ -20,8 +20,10 @@ fn stamps(path: &std::path::Path) -> Vec<u64> {
 /// reads the query's data file into the page cache, so a drop done before
 /// it (the order this catches) leaves the QE nothing to read from the
 /// device; done after, the QE's read (the ledger's read_bytes of the query)
-/// covers the file. Also catches a skipped fill and a drop that did not
-/// take effect (the re-read of the check file after the drop).
+/// covers the file. Also catches a skipped fill, a drop that did not
+/// take effect (the re-read of the check file after the drop), and a
+/// warm-up execution (`--warmup`, 1 by default) that skipped the steps
+/// before it or was kept as a QE.
 #[test]
 fn cold_cache_order_is_plan_prepare_fill_drop_qe() {
     if !root_or_skip("cold_cache_order_is_plan_prepare_fill_drop_qe") {
@@ -67,7 +69,12 @@ fn cold_cache_order_is_plan_prepare_fill_drop_qe() {
     let qes = v["qes"].as_array().unwrap();
     assert_eq!(qes.len(), 3);
     let (plans, preps) = (stamps(&plan_log), stamps(&prep_log));
-    assert_eq!((plans.len(), preps.len()), (3, 3), "{plans:?} {preps:?}");
+    // The default warm-up execution went through the same steps first
+    // (its plan and preparation, then QE 1's), and is not a QE.
+    assert_eq!((plans.len(), preps.len()), (4, 4), "{plans:?} {preps:?}");
+    assert_eq!(v["setup"]["warmup"].as_array().map(Vec::len), Some(1));
+    assert!(plans[0] < preps[0] && preps[0] < plans[1], "warm-up first");
+    let (plans, preps) = (&plans[1..], &preps[1..]);
     for (i, qe) in qes.iter().enumerate() {
         let c = &qe["cold_cache"];
         let ctx = format!("qe {}: {c}", i + 1);

@@ -40,6 +40,14 @@ pub struct RunArgs {
     /// the page cache (Sec. 3.1).
     #[arg(long)]
     pub cold_cache: bool,
+    /// Warm-up executions of each command before its QE 1, with the same
+    /// steps before each (--plan-cmd, --prepare, --cold-cache): measured
+    /// and shown, not kept. They take the one-time costs of a first
+    /// execution (memory the hypervisor took back, first touches) so QE 1
+    /// starts under the conditions of the others (docs/ttpv2.md). Commands
+    /// only (`run -- CMD`); EMP has its own warm-up run.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub warmup: u32,
     /// Shell command run before each execution (e.g. a DBMS cache flush or
     /// restart), as the same user as the command.
     #[arg(long, value_name = "CMD")]
@@ -296,6 +304,7 @@ fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
         cold_cache: args
             .cold_cache
             .then(crate::window::cold_cache::ColdCache::new),
+        warmup: args.warmup,
     })
 }
 

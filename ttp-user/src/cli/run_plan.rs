@@ -19,6 +19,7 @@ impl Default for RunArgs {
             protocol: Default::default(),
             n: 10,
             cold_cache: false,
+            warmup: 1,
             prepare: None,
             plan_cmd: None,
             query_process: None,

@@ -50,6 +50,9 @@ pub struct Plan {
     pub run_as: RunAs,
     /// `--cold-cache`: what empties the caches before each QE (Sec. 3.1).
     pub cold_cache: Option<ColdCache>,
+    /// `--warmup N`: executions of each Q@C's command before its QE 1,
+    /// measured, shown and not kept.
+    pub warmup: u32,
 }
 
 impl Plan {
@@ -70,6 +73,7 @@ impl Plan {
                     utilities: self.utilities.clone(),
                     parameter: self.parameter.clone(),
                     recovery: Default::default(),
+                    warmup: Vec::new(),
                 },
                 qes: Vec::new(),
             })

@@ -14,7 +14,7 @@ use super::{
 use crate::{
     protocol::ttpv2::{
         classify,
-        model::{QcInput, QeRecord},
+        model::{QcInput, QeRecord, WarmUp},
         procedure::{self, Interleaved, Step},
     },
     sys::signals::StopFlag,
@@ -53,6 +53,7 @@ pub fn measure(
     on_qe: &mut OnQe<'_>,
     notify: &dyn Fn(String),
 ) -> anyhow::Result<Measured> {
+    warm_up(ctx, plan, qcs, stop, notify)?;
     let mut rounds = Rounds {
         ctx,
         plan,
@@ -81,6 +82,71 @@ pub fn measure(
         failure,
         spans: rounds.spans,
     })
+}
+
+/// `--warmup N`: each Q@C's command run N times before its QE 1, each
+/// after the same steps as a QE (its plan, `--prepare`, the cold cache) and
+/// measured in the same Fig. 5 window, then kept only as a summary in the
+/// Q@C's set-up (`setup.warmup`): no check or statistic reads it. A
+/// one-time cost of the first execution on this machine falls on the
+/// warm-up (docs/ttpv2.md, "Warm-up executions"), and QE 1 follows an
+/// execution as every later QE does. A command that cannot run ends the warm-ups: QE 1 records why.
+fn warm_up(
+    ctx: &mut QeContext<'_>,
+    plan: &Plan,
+    qcs: &mut [QcInput],
+    stop: &StopFlag,
+    notify: &dyn Fn(String),
+) -> anyhow::Result<()> {
+    for (j, spec) in plan.qcs.iter().enumerate() {
+        for w in 1..=plan.warmup {
+            if stop.raised() {
+                return Ok(());
+            }
+            let mut attempts = CommandAttempts {
+                ctx: &mut *ctx,
+                plan,
+                spec,
+            };
+            let who = if plan.qcs.len() > 1 {
+                format!("{} warm-up {w}", qcs[j].name())
+            } else {
+                format!("warm-up {w}")
+            };
+            let out = match procedure::Attempts::attempt(&mut attempts, 0, None)
+                .with_context(|| format!("before {who}"))?
+            {
+                procedure::Attempt::Ran(Ok(out))
+                | procedure::Attempt::Transient {
+                    ran: Some(Ok(out)), ..
+                } => out,
+                // The command could not run: QE 1 will fail the same way
+                // and be recorded (X1), as without a warm-up.
+                procedure::Attempt::Ran(Err(_))
+                | procedure::Attempt::Transient {
+                    ran: Some(Err(_)), ..
+                } => break,
+                procedure::Attempt::Transient { what, ran: None } => {
+                    notify(format!(
+                        "{who}: {what}; not retried (a warm-up is not kept)"
+                    ));
+                    continue;
+                }
+                procedure::Attempt::PlanChanged(_) | procedure::Attempt::Interrupted => continue,
+            };
+            let w = WarmUp::of(&out.record);
+            notify(format!(
+                "{who}: Time_meas {:.1} ms, U {} S {} ticks, exact {} (measured, not kept)",
+                w.time_meas_ms,
+                w.u_ticks.map_or("?".into(), |v| v.to_string()),
+                w.s_ticks.map_or("?".into(), |v| v.to_string()),
+                w.time_exact_ms
+                    .map_or("unknown".into(), |v| format!("{v:.1} ms")),
+            ));
+            qcs[j].setup.warmup.push(w);
+        }
+    }
+    Ok(())
 }
 
 struct Rounds<'r, 'x> {

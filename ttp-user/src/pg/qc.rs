@@ -290,6 +290,7 @@ impl<'a> Runner<'a> {
                 utilities: Vec::new(),
                 parameter: None,
                 recovery: Default::default(),
+                warmup: Vec::new(),
             },
             qes: Vec::new(),
         };

@@ -358,6 +358,11 @@ impl Summary {
                     covers,
                     steal,
                 );
+                let agreement = crosscheck::impossible_delays(
+                    agreement,
+                    window.end_ns.saturating_sub(window.start_ns),
+                    p.threads,
+                );
                 let mut agreement = crosscheck::at_the_ledgers_reads(
                     agreement,
                     &refs.sched_reads.bracket(p.tgid, b.is_some(), a.is_some()),
@@ -383,7 +388,15 @@ impl Summary {
             .collect();
         let machine_agreement = stat
             .as_ref()
-            .map(|s| crosscheck::machine(&window.cpu_total(), window.cpus.len(), s, tick_ns))
+            .map(|s| {
+                crosscheck::machine(
+                    &window.cpu_total(),
+                    window.cpus.len(),
+                    s,
+                    tick_ns,
+                    window.lost.lock_contended,
+                )
+            })
             .unwrap_or_default();
         let w = window;
         let st = stat.as_ref();

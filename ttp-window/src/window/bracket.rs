@@ -13,9 +13,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Per process (tgid), per thread (tid): /proc/TID/schedstat's
-/// (sum_exec_runtime ns, run_delay ns, pcount).
+/// (sum_exec_runtime ns, run_delay ns, pcount), and the thread's own
+/// /proc/TID/io `read_bytes` (0 when unreadable).
 #[derive(Debug, Clone, Default)]
-pub struct SchedReads(BTreeMap<u32, BTreeMap<u32, (u64, u64, u64)>>);
+pub struct SchedReads(BTreeMap<u32, BTreeMap<u32, ThreadRead>>);
+
+/// One thread's (sum_exec_runtime ns, run_delay ns, pcount, read_bytes).
+type ThreadRead = (u64, u64, u64, u64);
 
 /// How much a process's runtime and run_delay grew between two reads, and
 /// how many switches it can have made meanwhile.
@@ -28,13 +32,26 @@ pub struct Slack {
     /// switched out without being switched in again (its runtime grows at
     /// that switch-out, update_curr).
     pub switches: u64,
+    /// The threads' own read bytes (/proc/TID/io) grew by this much: a
+    /// busy reader's I/O between the image and the /proc read.
+    pub read_bytes: u64,
 }
 
-/// /proc/TID/schedstat: sum_exec_runtime, run_delay, pcount.
-fn schedstat3(tid: u32) -> Option<(u64, u64, u64)> {
+/// /proc/TID/schedstat: sum_exec_runtime, run_delay, pcount; and
+/// /proc/TID/io's read_bytes (0 when it cannot be read).
+fn schedstat3(tid: u32) -> Option<ThreadRead> {
     let text = std::fs::read_to_string(format!("/proc/{tid}/schedstat")).ok()?;
     let mut f = text.split_ascii_whitespace().map(|v| v.parse::<u64>().ok());
-    Some((f.next()??, f.next()??, f.next()??))
+    let (run, wait, pcount) = (f.next()??, f.next()??, f.next()??);
+    let read_bytes = std::fs::read_to_string(format!("/proc/{tid}/io"))
+        .ok()
+        .and_then(|io| {
+            io.lines()
+                .find_map(|l| l.strip_prefix("read_bytes:"))
+                .and_then(|v| v.trim().parse().ok())
+        })
+        .unwrap_or(0);
+    Some((run, wait, pcount, read_bytes))
 }
 
 /// The slack at both ends of a window: the ledger's figure lies in
@@ -67,7 +84,7 @@ impl SchedReads {
             let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
                 continue;
             };
-            let threads: BTreeMap<u32, (u64, u64, u64)> = dir
+            let threads: BTreeMap<u32, ThreadRead> = dir
                 .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
                 .filter_map(|tid| Some((tid, schedstat3(tid)?)))
                 .collect();
@@ -78,11 +95,11 @@ impl SchedReads {
 
     #[cfg(test)]
     pub(crate) fn from_threads(rows: &[(u32, u32, u64, u64, u64)]) -> Self {
-        let mut out: BTreeMap<u32, BTreeMap<u32, (u64, u64, u64)>> = BTreeMap::new();
+        let mut out: BTreeMap<u32, BTreeMap<u32, ThreadRead>> = BTreeMap::new();
         for &(tgid, tid, run, wait, pcount) in rows {
             out.entry(tgid)
                 .or_default()
-                .insert(tid, (run, wait, pcount));
+                .insert(tid, (run, wait, pcount, 0));
         }
         Self(out)
     }
@@ -93,7 +110,7 @@ impl SchedReads {
         let t = self.0.get(&tgid)?;
         Some(
             t.values()
-                .fold((0, 0), |(r, w), &(run, wait, _)| (r + run, w + wait)),
+                .fold((0, 0), |(r, w), &(run, wait, ..)| (r + run, w + wait)),
         )
     }
 
@@ -115,11 +132,15 @@ impl SchedReads {
         let post = after.0.get(&tgid)?;
         let pre = self.0.get(&tgid);
         let mut s = Slack::default();
-        for (tid, &(run, wait, pcount)) in post {
-            let (r0, w0, p0) = pre.and_then(|p| p.get(tid)).copied().unwrap_or((0, 0, 0));
+        for (tid, &(run, wait, pcount, read)) in post {
+            let (r0, w0, p0, b0) = pre
+                .and_then(|p| p.get(tid))
+                .copied()
+                .unwrap_or((0, 0, 0, 0));
             s.run_ns += run.saturating_sub(r0);
             s.wait_ns += wait.saturating_sub(w0);
             s.switches += pcount.saturating_sub(p0) + u64::from(run > r0);
+            s.read_bytes += read.saturating_sub(b0);
         }
         Some(s)
     }
@@ -211,7 +232,8 @@ mod tests {
             Some(Slack {
                 run_ns: 340,
                 wait_ns: 14,
-                switches: 2 + 1 + 3 + 1
+                switches: 2 + 1 + 3 + 1,
+                read_bytes: 0,
             })
         );
         assert_eq!(pre.slack(&post, 99), None);

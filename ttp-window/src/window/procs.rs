@@ -4,8 +4,13 @@
 //! schedstat, status switches and delayacct_blkio_ticks are per thread in
 //! /proc (a process file shows its main thread only), so those are summed
 //! over per-thread deltas; utime/stime and io are per process (they include
-//! reaped threads). Threads that exit inside the window leave the per-thread
-//! sums incomplete: the view says so instead of guessing.
+//! reaped threads). /proc/PID/io also counts the I/O of the children the
+//! process reaped (the kernel adds a reaped child's `ioac` to its parent's
+//! signal struct in `wait_task_zombie`), which /proc/PID/task/TID/io does
+//! not (it is that thread's own `ioac`): the live threads' read bytes are
+//! summed too, for a comparison of like with like. Threads that exit inside
+//! the window leave the per-thread sums incomplete: the view says so
+//! instead of guessing.
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
@@ -78,8 +83,14 @@ pub struct ProcCounters {
     pub blkio_ticks: Option<u64>,
     pub schedstat_run_ns: Option<u64>,
     pub schedstat_wait_ns: Option<u64>,
+    /// /proc/PID/io: the whole process, with its exited threads and the
+    /// children it reaped.
     pub read_bytes: Option<u64>,
     pub write_bytes: Option<u64>,
+    /// The live threads' own read bytes summed (/proc/PID/task/TID/io):
+    /// neither exited threads nor reaped children.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub threads_read_bytes: Option<u64>,
     pub voluntary_switches: Option<u64>,
     pub involuntary_switches: Option<u64>,
     /// TTPv2 Sec. 3.5 (e), (f), the faults, (j) and (k): per process
@@ -142,7 +153,8 @@ pub fn proc_delta(before: Option<&ProcEntry>, after: &ProcEntry) -> ProcCounters
         .keys()
         .filter(|k| !after_keys.contains(k))
         .count() as u32;
-    let mut sums = [Some(0u64); 5];
+    // No thread read: no per-thread sum (not a sum of zero).
+    let mut sums = [(!after.threads.is_empty()).then_some(0u64); 6];
     for t in &after.threads {
         let t0 = before_threads.get(&key(t)).map(|b| &b.counters);
         let fields = [
@@ -163,6 +175,7 @@ pub fn proc_delta(before: Option<&ProcEntry>, after: &ProcEntry) -> ProcCounters
                 t.counters.involuntary_switches,
                 t0.and_then(|x| x.involuntary_switches),
             ),
+            (t.counters.read_bytes, t0.and_then(|x| x.read_bytes)),
         ];
         for (sum, (a, b)) in sums.iter_mut().zip(fields) {
             *sum = sum.and_then(|s| Some(s + sub(a, b)?));
@@ -174,6 +187,7 @@ pub fn proc_delta(before: Option<&ProcEntry>, after: &ProcEntry) -> ProcCounters
         c.blkio_ticks,
         c.voluntary_switches,
         c.involuntary_switches,
+        c.threads_read_bytes,
     ] = sums;
     c
 }

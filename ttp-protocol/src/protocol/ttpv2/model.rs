@@ -54,6 +54,48 @@ pub struct Setup {
     /// (Sec. 3.2.3; [`super::recovery`]).
     #[serde(default, skip_serializing_if = "super::recovery::Recovery::is_empty")]
     pub recovery: super::recovery::Recovery,
+    /// `run --warmup N`: executions run before QE 1 under the same
+    /// conditions (the same steps before each), measured and shown, and
+    /// not part of the Q@C: no check or statistic reads them
+    /// (docs/ttpv2.md, "Warm-up executions").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warmup: Vec<WarmUp>,
+}
+
+/// One warm-up execution as measured: what it cost, shown beside the QEs
+/// so the one-time cost it absorbed can be seen.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct WarmUp {
+    /// Time_meas, ms.
+    pub time_meas_ms: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// The query process's user and system ticks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub u_ticks: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub s_ticks: Option<u64>,
+    /// The exact time: the query's on-CPU time plus its own-I/O wait
+    /// (the ledger's), ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_exact_ms: Option<f64>,
+}
+
+impl WarmUp {
+    /// The summary of a measured execution.
+    pub fn of(r: &QeRecord) -> Self {
+        let q = r.query();
+        let exact = q
+            .as_ref()
+            .and_then(|q| Some((q.ledger.on_cpu_ns? + q.ledger.iowait_own_ns?) as f64 / 1e6));
+        WarmUp {
+            time_meas_ms: r.time_meas_ms,
+            exit_code: r.exit_code,
+            u_ticks: q.as_ref().and_then(|q| q.u_ticks),
+            s_ticks: q.as_ref().and_then(|q| q.s_ticks),
+            time_exact_ms: exact,
+        }
+    }
 }
 
 impl Default for Setup {
@@ -68,6 +110,7 @@ impl Default for Setup {
             utilities: Vec::new(),
             parameter: None,
             recovery: Default::default(),
+            warmup: Vec::new(),
         }
     }
 }

@@ -112,6 +112,16 @@ pub fn deviations(machine: Option<&MachineFacts>, qcs: &[QcInput]) -> Vec<String
         d.extend(m.deviations.iter().cloned());
     }
     d.extend(query_tree(qcs));
+    if let Some(n) = qcs
+        .iter()
+        .map(|q| q.setup.warmup.len())
+        .max()
+        .filter(|&n| n > 0)
+    {
+        d.push(format!(
+            "{n} warm-up execution(s) of each query ran before its first QE, after the same steps as a QE, and were measured and not kept"
+        ));
+    }
     d.extend(qcs.iter().filter_map(|q| {
         let name = (qcs.len() > 1).then(|| q.name());
         q.setup.recovery.statement(name.as_deref())

@@ -71,6 +71,17 @@ fn qc_section(out: &mut String, d: &QcDocument) {
             e.dropped_by.join(",")
         );
     }
+    for (i, w) in d.setup.warmup.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "  warm-up {}: Time_meas {:.1} ms, U {} S {}, exact {} ms — measured before QE 1, not kept",
+            i + 1,
+            w.time_meas_ms,
+            opt(w.u_ticks),
+            opt(w.s_ticks),
+            w.time_exact_ms.map_or("—".into(), |v| format!("{v:.1}")),
+        );
+    }
     let dropped: Vec<_> = d.qes.iter().filter(|e| !e.dropped_by.is_empty()).collect();
     if !dropped.is_empty() {
         let _ = writeln!(out, "Dropped in Step 2:");
