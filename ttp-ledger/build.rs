@@ -49,10 +49,18 @@ fn share_ebpf_target(out: &Path) {
         return;
     }
     let link = out.join("aya-build/target/ttp-ebpf");
-    if link.symlink_metadata().is_ok() {
-        return;
-    }
     let shared = target.join("ttp-ebpf-object");
+    // A link made in another target directory (one copied, or a checkout
+    // moved) would build this tree's object into that directory, beside
+    // another tree's: it is made again to point at this one's.
+    match fs::read_link(&link) {
+        Ok(to) if to == shared => return,
+        Ok(_) => {
+            let _ = fs::remove_file(&link);
+        }
+        Err(_) if link.symlink_metadata().is_ok() => return,
+        Err(_) => {}
+    }
     if let Some(parent) = link.parent()
         && fs::create_dir_all(&shared).is_ok()
         && fs::create_dir_all(parent).is_ok()
