@@ -202,12 +202,22 @@ pub fn process_gone(tgid: u32) {
     }
 }
 
+/// The current thread's id (0: an interrupt on an idle CPU).
 #[inline(always)]
-fn current() -> (u32, Task) {
+fn current_tid() -> u32 {
+    aya_ebpf::helpers::bpf_get_current_pid_tgid() as u32
+}
+
+/// The current thread's account, created if the ledger has not seen it:
+/// the task pointer and the clock are read only then.
+#[inline(always)]
+fn current_account(tid: u32, now: Option<u64>) -> Option<ledger::Acct> {
+    if let Some(a) = ledger::lookup(tid) {
+        return Some(a);
+    }
     // SAFETY: helper without arguments.
     let task = Task(unsafe { bpf_get_current_task() } as *const u8);
-    let tid = aya_ebpf::helpers::bpf_get_current_pid_tgid() as u32;
-    (tid, task)
+    ledger::create(tid, &task, now.unwrap_or_else(now_ns), 0)
 }
 
 /// block_bio_queue(struct bio *bio): bytes submitted, per bio.
@@ -215,7 +225,7 @@ fn current() -> (u32, Task) {
 pub fn block_bio_queue(ctx: BtfTracePointContext) -> i32 {
     crate::count(stat::RUNS_BIO_QUEUE);
     let bio = Bio(ctx.arg::<*const u8>(0));
-    let (tid, task) = current();
+    let tid = current_tid();
     if tid == 0 {
         return 0;
     }
@@ -223,11 +233,14 @@ pub fn block_bio_queue(ctx: BtfTracePointContext) -> i32 {
         crate::count(stat::READ_FAILED);
         return 0;
     };
-    if let Some(a) = ledger::get_or_create(tid, &task, now_ns(), 0) {
-        match op {
-            REQ_OP_READ => a.io.read_bytes += size as u64,
-            REQ_OP_WRITE => a.io.write_bytes += size as u64,
-            _ => {}
+    if op != REQ_OP_READ && op != REQ_OP_WRITE {
+        return 0;
+    }
+    if let Some(a) = current_account(tid, None) {
+        if op == REQ_OP_READ {
+            a.io.read_bytes += size as u64;
+        } else {
+            a.io.write_bytes += size as u64;
         }
     }
     0
@@ -239,12 +252,12 @@ pub fn block_bio_queue(ctx: BtfTracePointContext) -> i32 {
 pub fn block_io_start(ctx: BtfTracePointContext) -> i32 {
     crate::count(stat::RUNS_IO_START);
     let rq_ptr = ctx.arg::<*const u8>(0);
-    let (tid, task) = current();
+    let tid = current_tid();
     let now = now_ns();
-    let Some(a) = ledger::get_or_create(tid, &task, now, 0) else {
+    let Some(a) = current_account(tid, Some(now)) else {
         return 0;
     };
-    match Request(rq_ptr).op() {
+    match Request(rq_ptr).op_btf() {
         Ok(REQ_OP_READ) => a.io.read_requests += 1,
         Ok(REQ_OP_WRITE) => a.io.write_requests += 1,
         Ok(_) => {}
