@@ -39,59 +39,6 @@ static PROC_DISK: HashMap<u32, ProcDisk> = HashMap::with_max_entries(MAX_IO_PROC
 #[map]
 pub(crate) static REQUESTS: HashMap<u64, RequestInfo> = HashMap::with_max_entries(MAX_REQUESTS, 0);
 
-/// A request's state in the direct-mapped table in front of `REQUESTS`.
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct RequestSlot {
-    /// The `struct request` this slot holds (0: none yet).
-    rq: u64,
-    info: RequestInfo,
-}
-
-/// Slots of [`RQ_SLOTS`], a power of two: 16 384 × 40 B = 640 KiB, for
-/// the few hundred request structs a disk's queue preallocates (256 here
-/// with mq-deadline), so that two of them rarely share a slot.
-const RQ_SLOT_BITS: u32 = 14;
-
-/// Each request's state, in the slot its `struct request`'s address maps
-/// to: an array lookup the verifier inlines, where a lookup in the
-/// `REQUESTS` hash cost 100–250 ns a run under `dd iflag=direct`
-/// (docs/ledger-cost.md). The kernel reuses request structs from a fixed
-/// pool per queue, so a struct keeps its slot. A request whose slot holds
-/// another struct's request still in flight goes to `REQUESTS`.
-#[map]
-static RQ_SLOTS: Array<RequestSlot> = Array::with_max_entries(1 << RQ_SLOT_BITS, 0);
-
-/// A `struct request`'s address as a number, the key of its state: its
-/// distance from the `RQ_SLOTS` map. The verifier allows no arithmetic but
-/// adds on a pointer (the slot's hash multiplies), while a privileged
-/// program may subtract two pointers, which gives a number.
-#[inline(always)]
-pub(crate) fn rq_key(rq_ptr: *const u8) -> u64 {
-    (rq_ptr as u64).wrapping_sub(&raw const RQ_SLOTS as u64)
-}
-
-/// The slot of request `rq` (Fibonacci hashing of its address).
-#[inline(always)]
-fn slot_of(rq: u64) -> u32 {
-    (rq.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - RQ_SLOT_BITS)) as u32
-}
-
-/// The state of request `rq`: its slot when the slot holds it, else its
-/// entry in `REQUESTS`, if any.
-#[inline(always)]
-pub(crate) fn request(rq: u64) -> Option<*mut RequestInfo> {
-    if let Some(s) = RQ_SLOTS.get_ptr_mut(slot_of(rq)) {
-        // SAFETY: map value pointer.
-        unsafe {
-            if (*s).rq == rq {
-                return Some(&raw mut (*s).info);
-            }
-        }
-    }
-    REQUESTS.get_ptr_mut(rq)
-}
-
 /// Entries in `REQUESTS` (added at each insert, taken at each removal).
 #[map]
 static REQUEST_ENTRIES: Array<u64> = Array::with_max_entries(1, 0);
@@ -328,70 +275,22 @@ pub fn block_io_start(ctx: BtfTracePointContext) -> i32 {
         start_ns: now,
         issue_ns: 0,
     };
-    let rq = rq_key(rq_ptr);
-    let slot = RQ_SLOTS.get_ptr_mut(slot_of(rq));
-    if let Some(s) = slot {
-        // SAFETY: map value pointer. Nothing else touches the state of a
-        // request that has not started yet; a slot is taken only here.
-        let (held, old) = unsafe { ((*s).rq, (*s).info) };
-        if held == rq || held == 0 || old.issue_ns == ENDED {
-            if held == rq {
-                end_at_reuse(&old, now);
-            } else {
-                // The struct takes a slot (its first request, or a slot an
-                // ended request of another struct held): an earlier request
-                // of it that went to `REQUESTS` ends here if it never did.
-                take_from_table(rq, now);
-            }
-            // SAFETY: as above; both 8-aligned.
-            unsafe {
-                (*s).rq = rq;
-                crate::words::copy(&raw mut (*s).info, &info);
-            }
-            trace::block(Kind::BlockSubmit, rq_ptr, tid, info.tgid, now);
-            return 0;
-        }
-    }
-    // The slot holds another struct's request still in flight.
-    if let Some(entry) = REQUESTS.get_ptr_mut(rq) {
+    if let Some(slot) = REQUESTS.get_ptr_mut(rq_ptr as u64) {
         // SAFETY: map value pointer, copied. Nothing else touches the entry
         // of a request that has not started yet.
-        let old = unsafe { *entry };
-        end_at_reuse(&old, now);
+        let old = unsafe { *slot };
+        if old.issue_ns != 0 && old.issue_ns != ENDED && in_service(old.tgid, now, false) {
+            crate::count(stat::REQUEST_END_AT_REUSE);
+        }
         // SAFETY: as above; both 8-aligned RequestInfo.
-        unsafe { crate::words::copy(entry, &info) };
-    } else if REQUESTS.insert(rq, info, 0).is_err() {
+        unsafe { crate::words::copy(slot, &info) };
+    } else if REQUESTS.insert(rq_ptr as u64, info, 0).is_err() {
         crate::count(stat::REQUEST_MAP_FULL);
     } else {
         count_entries(1);
     }
     trace::block(Kind::BlockSubmit, rq_ptr, tid, info.tgid, now);
     0
-}
-
-/// A request whose struct is reused while it was still in service ended
-/// without `block_io_done` (the kernel does not emit it for every request
-/// it issued): it ends now (docs/ledger.md).
-#[inline(always)]
-fn end_at_reuse(old: &RequestInfo, now: u64) {
-    if old.issue_ns != 0 && old.issue_ns != ENDED && in_service(old.tgid, now, false) {
-        crate::count(stat::REQUEST_END_AT_REUSE);
-    }
-}
-
-/// Ends and removes the `REQUESTS` entry of a struct that now takes its
-/// slot: its later requests are kept there.
-#[inline(always)]
-fn take_from_table(rq: u64, now: u64) {
-    let Some(entry) = REQUESTS.get_ptr(rq) else {
-        return;
-    };
-    // SAFETY: map value pointer, copied.
-    let old = unsafe { *entry };
-    end_at_reuse(&old, now);
-    if REQUESTS.remove(rq).is_ok() {
-        count_entries(u64::MAX);
-    }
 }
 
 /// The account of a request's owner, if that thread still exists.
@@ -404,9 +303,8 @@ fn owner(info: &RequestInfo) -> Option<ledger::Acct> {
 #[btf_tracepoint(function = "block_rq_issue")]
 pub fn block_rq_issue(ctx: BtfTracePointContext) -> i32 {
     crate::count(stat::RUNS_RQ_ISSUE);
-    let rq_ptr = ctx.arg::<*const u8>(0);
-    let rq = rq_key(rq_ptr);
-    let Some(info) = request(rq) else {
+    let rq = ctx.arg::<*const u8>(0) as u64;
+    let Some(info) = REQUESTS.get_ptr_mut(rq) else {
         return 0;
     };
     // SAFETY: map value pointer.
@@ -426,7 +324,7 @@ pub fn block_rq_issue(ctx: BtfTracePointContext) -> i32 {
         info.issue_ns = 0;
         info.start_ns = now;
     }
-    trace::block(Kind::BlockIssue, rq_ptr, info.tid, info.tgid, now);
+    trace::block(Kind::BlockIssue, rq as *const u8, info.tid, info.tgid, now);
     0
 }
 
@@ -434,9 +332,8 @@ pub fn block_rq_issue(ctx: BtfTracePointContext) -> i32 {
 #[btf_tracepoint(function = "block_io_done")]
 pub fn block_io_done(ctx: BtfTracePointContext) -> i32 {
     crate::count(stat::RUNS_IO_DONE);
-    let rq_ptr = ctx.arg::<*const u8>(0);
-    let rq = rq_key(rq_ptr);
-    let Some(entry) = request(rq) else {
+    let rq = ctx.arg::<*const u8>(0) as u64;
+    let Some(entry) = REQUESTS.get_ptr_mut(rq) else {
         return 0;
     };
     // SAFETY: map value pointer; copied before the entry is changed.
@@ -451,15 +348,16 @@ pub fn block_io_done(ctx: BtfTracePointContext) -> i32 {
         }
         in_service(info.tgid, now, false);
     }
-    trace::block(Kind::BlockComplete, rq_ptr, info.tid, info.tgid, now);
-    // SAFETY: map value pointer (a slot's state or a table entry).
-    let in_slot = RQ_SLOTS
-        .get_ptr(slot_of(rq))
-        .is_some_and(|s| unsafe { (*s).rq } == rq);
-    let kept = in_slot
-        || REQUEST_ENTRIES
-            .get(0)
-            .is_some_and(|n| *n <= KEEP_ENDED_UP_TO);
+    trace::block(
+        Kind::BlockComplete,
+        rq as *const u8,
+        info.tid,
+        info.tgid,
+        now,
+    );
+    let kept = REQUEST_ENTRIES
+        .get(0)
+        .is_some_and(|n| *n <= KEEP_ENDED_UP_TO);
     if kept {
         // SAFETY: map value pointer.
         unsafe { (*entry).issue_ns = ENDED };

@@ -265,7 +265,7 @@ pub fn detail_block_rq_complete(ctx: BtfTracePointContext) -> i32 {
     };
     let requests = (nr_bytes >= remaining) as u64;
     let bytes = nr_bytes as u64;
-    if let Some(info) = block::request(block::rq_key(rq_ptr)) {
+    if let Some(info) = block::REQUESTS.get_ptr(rq_ptr as u64) {
         // SAFETY: map value pointer, copied at once.
         let info = unsafe { *info };
         // An ended entry is kept for the struct's next accounted request
