@@ -253,11 +253,17 @@ pub fn block_io_start(ctx: BtfTracePointContext) -> i32 {
     crate::count(stat::RUNS_IO_START);
     let rq_ptr = ctx.arg::<*const u8>(0);
     let tid = current_tid();
+    // The task and the clock as before, read at every run: the lazy form
+    // of `block_bio_queue` here (with the request's operation by a plain
+    // load) made the trace test's Running slices of a forked child overlap
+    // its parent's on one CPU, 4 runs of 4, cause not established.
+    // SAFETY: helper without arguments.
+    let task = Task(unsafe { bpf_get_current_task() } as *const u8);
     let now = now_ns();
-    let Some(a) = current_account(tid, Some(now)) else {
+    let Some(a) = ledger::get_or_create(tid, &task, now, 0) else {
         return 0;
     };
-    match Request(rq_ptr).op_btf() {
+    match Request(rq_ptr).op() {
         Ok(REQ_OP_READ) => a.io.read_requests += 1,
         Ok(REQ_OP_WRITE) => a.io.write_requests += 1,
         Ok(_) => {}

@@ -264,13 +264,6 @@ impl Task {
 pub struct Request(pub *const u8);
 
 impl Request {
-    /// The request's operation by a plain load: only for the `struct
-    /// request *` argument of a tp_btf program, whose type the verifier
-    /// knows (see [`BtfTask`]); one helper call less than [`Request::op`].
-    #[inline(always)]
-    pub fn op_btf(&self) -> Result<u32, i32> {
-        unsafe { Ok(load::<u32>(self.0, global(&OFF_RQ_CMD_FLAGS))? & REQ_OP_MASK) }
-    }
     #[inline(always)]
     pub fn op(&self) -> Result<u32, i32> {
         unsafe { Ok(read::<u32>(self.0, global(&OFF_RQ_CMD_FLAGS))? & REQ_OP_MASK) }
