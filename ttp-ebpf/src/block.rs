@@ -9,8 +9,9 @@
 //! service, the disk's time is split evenly among them: the process-level
 //! own-I/O clock (`ProcDisk`) advances at 1/n.
 use aya_ebpf::{
+    btf_maps::Array as BtfArray,
     helpers::bpf_get_current_task,
-    macros::{btf_tracepoint, map},
+    macros::{btf_map, btf_tracepoint, map},
     maps::{Array, HashMap},
     programs::BtfTracePointContext,
 };
@@ -18,19 +19,20 @@ use ttp_common::{
     DiskAccount, MAX_IO_PROCS, MAX_REQUESTS, ProcDisk, RequestInfo, stat, trace::Kind,
 };
 
-use core::intrinsics::{
-    AtomicOrdering::SeqCst,
-    {atomic_xadd, atomic_xchg},
-};
+use core::intrinsics::{AtomicOrdering::SeqCst, atomic_xadd};
 
 use crate::{
     kernel::{Bio, REQ_OP_READ, REQ_OP_WRITE, Request, Task},
     ledger, lock, now_ns, trace,
 };
 
-#[map]
-static DISK: Array<DiskAccount> = Array::with_max_entries(1, 0);
+/// Declared with BTF: the verifier finds the value's `bpf_spin_lock` there.
+#[btf_map]
+static DISK: BtfArray<DiskAccount, 1> = BtfArray::new();
 
+/// A process's own-I/O clock, by tgid. Looked up before the disk lock is
+/// taken (no call may run under it); each entry names its process, so an
+/// entry removed and reused between the lookup and the lock is told apart.
 #[map]
 static PROC_DISK: HashMap<u32, ProcDisk> = HashMap::with_max_entries(MAX_IO_PROCS, 0);
 
@@ -52,99 +54,104 @@ static REQUEST_ENTRIES: Array<u64> = Array::with_max_entries(1, 0);
 const KEEP_ENDED_UP_TO: u64 = MAX_REQUESTS as u64 / 2;
 
 /// Process `tgid`'s own-I/O clock at `now`: the disk time spent on its
-/// requests so far. None when the disk lock stayed contended.
+/// requests so far (0 for a process without an entry). None only when
+/// the disk's account is missing.
 #[inline(always)]
 pub fn own_clock(tgid: u32, now: u64) -> Option<u64> {
     let d = DISK.get_ptr_mut(0)?;
-    let _g = lock::try_lock(unsafe { &raw mut (*d).lock })?;
-    // SAFETY: map value, under the lock.
+    let p = PROC_DISK.get_ptr(tgid);
+    // SAFETY: map value pointers; the disk's under its lock. An entry of
+    // the hash stays readable while the program runs (RCU) even if another
+    // CPU removes it; its `tgid` says whether it is still this process's.
+    let _g = lock::lock(unsafe { &raw mut (*d).lock });
     let d = unsafe { &mut *d };
     d.advance(now);
-    let p = match PROC_DISK.get_ptr(tgid) {
-        Some(p) => unsafe { &*p },
-        None => return Some(0),
+    Some(match p {
+        Some(p) if unsafe { (*p).tgid } == tgid => unsafe { (*p).own_at(d.g_cum_ns) },
+        _ => 0,
+    })
+}
+
+/// The entry of `tgid` in `PROC_DISK`, created when `create` (an issue).
+#[inline(always)]
+fn proc_entry(tgid: u32, create: bool) -> Option<*mut ProcDisk> {
+    if let Some(p) = PROC_DISK.get_ptr_mut(tgid) {
+        return Some(p);
+    }
+    if !create {
+        return None;
+    }
+    let fresh = ProcDisk {
+        tgid,
+        ..ProcDisk::default()
     };
-    Some(p.own_at(d.g_cum_ns))
+    // BPF_NOEXIST: an entry another CPU made meanwhile, and perhaps already
+    // counted a request in, is kept; the lookup below finds it.
+    const BPF_NOEXIST: u64 = 1;
+    if PROC_DISK.insert(tgid, fresh, BPF_NOEXIST).is_err() && PROC_DISK.get_ptr(tgid).is_none() {
+        crate::count(stat::PROC_DISK_MAP_FULL);
+        return None;
+    }
+    PROC_DISK.get_ptr_mut(tgid)
 }
 
 /// Marks one more (`start`) or one fewer request of `tgid` in service at
-/// `now`. False when the disk lock stayed contended and nothing changed.
+/// `now`, under the disk lock, which is waited for. False when nothing
+/// changed: no entry for the process (its table full, or an end of a
+/// process that has none), or, for a start, the process is being
+/// forgotten (its main thread exited and nothing of it is in service:
+/// its entry is about to be removed, `process_gone`); such a request is
+/// not counted in service, and its completion ends nothing.
 #[inline(always)]
 fn in_service(tgid: u32, now: u64, start: bool) -> bool {
     let Some(d) = DISK.get_ptr_mut(0) else {
         return false;
     };
-    let Some(_g) = lock::try_lock(unsafe { &raw mut (*d).lock }) else {
+    let Some(p) = proc_entry(tgid, start) else {
         return false;
     };
-    let d = unsafe { &mut *d };
-    d.advance(now);
-    let p = match PROC_DISK.get_ptr_mut(tgid) {
-        Some(p) => p,
-        None if start => {
-            if PROC_DISK.insert(tgid, ProcDisk::default(), 0).is_err() {
-                crate::count(stat::PROC_DISK_MAP_FULL);
-                return true;
+    let (changed, forget) = {
+        // SAFETY: map value pointers, written under the disk lock.
+        let _g = lock::lock(unsafe { &raw mut (*d).lock });
+        let d = unsafe { &mut *d };
+        let p = unsafe { &mut *p };
+        d.advance(now);
+        if p.tgid != tgid {
+            // Removed and taken by another process since the lookup.
+            (false, false)
+        } else if start {
+            if p.gone != 0 && p.inflight == 0 {
+                (false, false)
+            } else {
+                if p.inflight == 0 {
+                    p.g_snap_ns = d.g_cum_ns;
+                    d.busy_procs += 1;
+                }
+                p.inflight += 1;
+                (true, false)
             }
-            match PROC_DISK.get_ptr_mut(tgid) {
-                Some(p) => p,
-                None => return true,
-            }
-        }
-        None => return true,
-    };
-    let p = unsafe { &mut *p };
-    let owed = settle(d, p);
-    if start {
-        if p.inflight == 0 {
-            p.g_snap_ns = d.g_cum_ns;
-            d.busy_procs += 1;
-        }
-        p.inflight += 1;
-    } else if p.inflight > 0 {
-        p.inflight -= 1;
-        if p.inflight == 0 {
-            p.own_cum_ns += d.g_cum_ns.saturating_sub(p.g_snap_ns);
-            d.busy_procs = d.busy_procs.saturating_sub(1);
-            if p.gone != 0 {
+        } else if p.inflight > 0 {
+            p.inflight -= 1;
+            let mut forget = false;
+            if p.inflight == 0 {
+                p.own_cum_ns += d.g_cum_ns.saturating_sub(p.g_snap_ns);
+                d.busy_procs = d.busy_procs.saturating_sub(1);
                 // Its main thread exited while this was in service
-                // (`process_gone`); nothing of it is left to read the clock.
-                let _ = PROC_DISK.remove(tgid);
+                // (`process_gone`): nothing of it is left to read the clock.
+                forget = p.gone != 0;
             }
+            (true, forget)
+        } else {
+            (false, false)
         }
-    } else if owed && p.gone != 0 {
-        // The owed ends were its last.
+    };
+    if forget {
+        // Gone with nothing in service is final: no start counts in it
+        // (above), so nothing counted is removed with it.
         let _ = PROC_DISK.remove(tgid);
     }
-    true
+    changed
 }
-
-/// Takes the ends owed to `p` (completions that found the lock contended,
-/// [`defer_end`]) off its requests in service, as of the clock now (caller
-/// holds the lock; the clock is advanced).
-/// True when that left nothing of it in service.
-#[inline(always)]
-fn settle(d: &mut DiskAccount, p: &mut ProcDisk) -> bool {
-    // SAFETY: a u64 in a map value; the exchange pairs with the add in
-    // `defer_end`, which runs without the lock.
-    let owed = unsafe { atomic_xchg::<u64, { SeqCst }>(&raw mut p.pending_ends, 0) };
-    if owed == 0 || p.inflight == 0 {
-        return false;
-    }
-    p.inflight = p
-        .inflight
-        .saturating_sub(owed.min(u64::from(u32::MAX)) as u32);
-    if p.inflight == 0 {
-        p.own_cum_ns += d.g_cum_ns.saturating_sub(p.g_snap_ns);
-        d.busy_procs = d.busy_procs.saturating_sub(1);
-        return true;
-    }
-    false
-}
-
-/// `issue_ns` of a request whose end is owed ([`defer_end`]): complete,
-/// kept only so that its reuse settles its process if nothing else did.
-const END_OWED: u64 = u64::MAX;
 
 /// `issue_ns` of a request that ended: its entry is kept for the next
 /// request in the same `struct request` (see [`KEEP_ENDED_UP_TO`]).
@@ -159,47 +166,6 @@ fn count_entries(delta: u64) {
     }
 }
 
-/// Settles process `tgid` at the reuse of a request whose end it owes: a
-/// process that does no more I/O (or has exited) is not left in service.
-#[inline(always)]
-fn settle_at_reuse(tgid: u32, now: u64) {
-    let Some(d) = DISK.get_ptr_mut(0) else {
-        return;
-    };
-    let Some(_g) = lock::try_lock(unsafe { &raw mut (*d).lock }) else {
-        return;
-    };
-    // SAFETY: map values, under the disk lock.
-    let d = unsafe { &mut *d };
-    d.advance(now);
-    let Some(p) = PROC_DISK.get_ptr_mut(tgid) else {
-        return;
-    };
-    let p = unsafe { &mut *p };
-    if settle(d, p) && p.gone != 0 {
-        let _ = PROC_DISK.remove(tgid);
-    }
-}
-
-/// A completion of `tgid`'s request that found the disk lock contended:
-/// its end is owed to the process's account, taken by the next holder of
-/// the lock that touches it ([`settle`]). Left in service, the request
-/// would keep the process counted until its `struct request` was reused,
-/// and every other process's own-I/O clock would run at 1/n too slow
-/// meanwhile. False when the process has no account.
-#[inline(always)]
-fn defer_end(tgid: u32) -> bool {
-    let Some(p) = PROC_DISK.get_ptr_mut(tgid) else {
-        return false;
-    };
-    // SAFETY: map value pointer; the entry stays while this request is
-    // counted in it (only `in_service` and `process_gone` remove it, and
-    // only with nothing in service). An atomic add, since a holder of the
-    // lock may be settling it.
-    unsafe { atomic_xadd::<u64, u64, { SeqCst }>(&raw mut (*p).pending_ends, 1) };
-    true
-}
-
 /// Forgets the own-I/O account of process `tgid` when its main thread
 /// exits, so that `PROC_DISK` holds the processes doing I/O now, not every
 /// process that ever did (it filled up within hours under `serve`). With
@@ -208,36 +174,50 @@ fn defer_end(tgid: u32) -> bool {
 /// process's own-I/O clock stands still; what a removal can lose is one
 /// case only: a thread that outlives its main thread and waits, at the
 /// removal, on a request not yet issued loses the own time of that wait
-/// (its clock restarts from 0 below its snapshot; docs/ledger.md). Kept
-/// when the lock stays contended.
+/// (its clock restarts from 0 below its snapshot; docs/ledger.md).
 #[inline(always)]
 pub fn process_gone(tgid: u32) {
     let Some(d) = DISK.get_ptr_mut(0) else {
         return;
     };
-    let Some(_g) = lock::try_lock(unsafe { &raw mut (*d).lock }) else {
-        return;
-    };
     let Some(p) = PROC_DISK.get_ptr_mut(tgid) else {
         return;
     };
-    // SAFETY: map value pointer, under the disk lock.
-    let d = unsafe { &mut *d };
-    d.advance(now_ns());
-    let _ = settle(d, unsafe { &mut *p });
-    if unsafe { (*p).inflight } == 0 {
+    let now = now_ns();
+    let forget = {
+        // SAFETY: map value pointers, written under the disk lock.
+        let _g = lock::lock(unsafe { &raw mut (*d).lock });
+        let d = unsafe { &mut *d };
+        let p = unsafe { &mut *p };
+        d.advance(now);
+        if p.tgid == tgid {
+            p.gone = 1;
+            p.inflight == 0
+        } else {
+            false
+        }
+    };
+    if forget {
         let _ = PROC_DISK.remove(tgid);
-    } else {
-        unsafe { (*p).gone = 1 };
     }
 }
 
+/// The current thread's id (0: an interrupt on an idle CPU).
 #[inline(always)]
-fn current() -> (u32, Task) {
+fn current_tid() -> u32 {
+    aya_ebpf::helpers::bpf_get_current_pid_tgid() as u32
+}
+
+/// The current thread's account, created if the ledger has not seen it:
+/// the task pointer and the clock are read only then.
+#[inline(always)]
+fn current_account(tid: u32, now: Option<u64>) -> Option<ledger::Acct> {
+    if let Some(a) = ledger::lookup(tid) {
+        return Some(a);
+    }
     // SAFETY: helper without arguments.
     let task = Task(unsafe { bpf_get_current_task() } as *const u8);
-    let tid = aya_ebpf::helpers::bpf_get_current_pid_tgid() as u32;
-    (tid, task)
+    ledger::create(tid, &task, now.unwrap_or_else(now_ns), 0)
 }
 
 /// block_bio_queue(struct bio *bio): bytes submitted, per bio.
@@ -245,7 +225,7 @@ fn current() -> (u32, Task) {
 pub fn block_bio_queue(ctx: BtfTracePointContext) -> i32 {
     crate::count(stat::RUNS_BIO_QUEUE);
     let bio = Bio(ctx.arg::<*const u8>(0));
-    let (tid, task) = current();
+    let tid = current_tid();
     if tid == 0 {
         return 0;
     }
@@ -253,11 +233,14 @@ pub fn block_bio_queue(ctx: BtfTracePointContext) -> i32 {
         crate::count(stat::READ_FAILED);
         return 0;
     };
-    if let Some(a) = ledger::get_or_create(tid, &task, now_ns(), 0) {
-        match op {
-            REQ_OP_READ => a.io.read_bytes += size as u64,
-            REQ_OP_WRITE => a.io.write_bytes += size as u64,
-            _ => {}
+    if op != REQ_OP_READ && op != REQ_OP_WRITE {
+        return 0;
+    }
+    if let Some(a) = current_account(tid, None) {
+        if op == REQ_OP_READ {
+            a.io.read_bytes += size as u64;
+        } else {
+            a.io.write_bytes += size as u64;
         }
     }
     0
@@ -269,7 +252,13 @@ pub fn block_bio_queue(ctx: BtfTracePointContext) -> i32 {
 pub fn block_io_start(ctx: BtfTracePointContext) -> i32 {
     crate::count(stat::RUNS_IO_START);
     let rq_ptr = ctx.arg::<*const u8>(0);
-    let (tid, task) = current();
+    let tid = current_tid();
+    // The task and the clock as before, read at every run: the lazy form
+    // of `block_bio_queue` here (with the request's operation by a plain
+    // load) made the trace test's Running slices of a forked child overlap
+    // its parent's on one CPU, 4 runs of 4, cause not established.
+    // SAFETY: helper without arguments.
+    let task = Task(unsafe { bpf_get_current_task() } as *const u8);
     let now = now_ns();
     let Some(a) = ledger::get_or_create(tid, &task, now, 0) else {
         return 0;
@@ -296,12 +285,7 @@ pub fn block_io_start(ctx: BtfTracePointContext) -> i32 {
         // SAFETY: map value pointer, copied. Nothing else touches the entry
         // of a request that has not started yet.
         let old = unsafe { *slot };
-        // Counted only when it did end: a contended lock leaves it in
-        // service (counted in `lock_contended`). One that did end but whose
-        // end is still owed settles its process now.
-        if old.issue_ns == END_OWED {
-            settle_at_reuse(old.tgid, now);
-        } else if old.issue_ns != 0 && old.issue_ns != ENDED && in_service(old.tgid, now, false) {
+        if old.issue_ns != 0 && old.issue_ns != ENDED && in_service(old.tgid, now, false) {
             crate::count(stat::REQUEST_END_AT_REUSE);
         }
         // SAFETY: as above; both 8-aligned RequestInfo.
@@ -340,7 +324,7 @@ pub fn block_rq_issue(ctx: BtfTracePointContext) -> i32 {
         a.io.queue_ns += now.saturating_sub(info.start_ns);
     }
     if !in_service(info.tgid, now, true) {
-        // Not counted in service (lock_contended): its completion must not
+        // Not counted in service (`in_service`): its completion must not
         // take another request's place. Its queue time so far is booked: if
         // it is issued again, only the time since counts.
         info.issue_ns = 0;
@@ -360,7 +344,7 @@ pub fn block_io_done(ctx: BtfTracePointContext) -> i32 {
     };
     // SAFETY: map value pointer; copied before the entry is changed.
     let info = unsafe { *entry };
-    if info.issue_ns == END_OWED || info.issue_ns == ENDED {
+    if info.issue_ns == ENDED {
         return 0; // complete already
     }
     let now = now_ns();
@@ -368,24 +352,7 @@ pub fn block_io_done(ctx: BtfTracePointContext) -> i32 {
         if let Some(a) = owner(&info) {
             a.io.device_ns += now.saturating_sub(info.issue_ns);
         }
-        if !in_service(info.tgid, now, false) {
-            // Lock contended. With an account to owe the end to, the next
-            // holder of the lock that touches the process settles it, or at
-            // the latest this request's reuse; without, the request ends at
-            // its reuse (`block_io_start`), not never. The entry stays.
-            if defer_end(info.tgid) {
-                // SAFETY: map value pointer.
-                unsafe { (*entry).issue_ns = END_OWED };
-            }
-            trace::block(
-                Kind::BlockComplete,
-                rq as *const u8,
-                info.tid,
-                info.tgid,
-                now,
-            );
-            return 0;
-        }
+        in_service(info.tgid, now, false);
     }
     trace::block(
         Kind::BlockComplete,

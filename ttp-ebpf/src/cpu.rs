@@ -12,16 +12,17 @@ use core::intrinsics::{
 };
 
 use aya_ebpf::{
-    macros::{btf_tracepoint, map},
-    maps::Array,
+    btf_maps::Array,
+    macros::{btf_map, btf_tracepoint, map},
     programs::BtfTracePointContext,
 };
 use ttp_common::{CpuAccount, MAX_CPUS, stat};
 
 use crate::lock::{self, Guard};
 
-#[map]
-static CPUS: Array<CpuAccount> = Array::with_max_entries(MAX_CPUS, 0);
+/// Declared with BTF: the verifier finds the value's `bpf_spin_lock` there.
+#[btf_map]
+static CPUS: Array<CpuAccount, { MAX_CPUS as usize }> = Array::new();
 
 pub struct LockedCpu {
     pub acct: *mut CpuAccount,
@@ -51,17 +52,16 @@ pub fn cpu_idle(ctx: BtfTracePointContext) -> i32 {
     let state: u64 = ctx.arg(0);
     let cpu_id: u64 = ctx.arg(1);
     let now = crate::now_ns();
-    if let Some(c) = lock(cpu_id as u32) {
+    let Some(acct) = find(cpu_id as u32) else {
+        return 0;
+    };
+    {
+        let c = lock_found(acct);
         c.settle(now);
         c.get().idle = (state as u32 != PWR_EVENT_EXIT) as u32;
     }
+    publish(cpu_id as u32, acct);
     0
-}
-
-/// Locks CPU `cpu`'s account. Nothing is booked: see [`LockedCpu::settle`].
-#[inline(always)]
-pub fn lock(cpu: u32) -> Option<LockedCpu> {
-    lock_found(find(cpu)?)
 }
 
 /// CPU `cpu`'s account, not locked. Only CPU `cpu` writes its
@@ -78,15 +78,16 @@ pub fn find(cpu: u32) -> Option<*mut CpuAccount> {
     acct
 }
 
-/// Locks an account found by [`find`].
+/// Locks an account found by [`find`], waiting for it. Nothing is
+/// booked: see [`LockedCpu::settle`].
 #[inline(always)]
-pub fn lock_found(acct: *mut CpuAccount) -> Option<LockedCpu> {
+pub fn lock_found(acct: *mut CpuAccount) -> LockedCpu {
     // SAFETY: map value pointer, valid for the program's run.
-    let guard = lock::try_lock(unsafe { &raw mut (*acct).lock })?;
-    Some(LockedCpu {
+    let guard = lock::lock(unsafe { &raw mut (*acct).lock });
+    LockedCpu {
         acct,
         _guard: guard,
-    })
+    }
 }
 
 impl LockedCpu {
@@ -115,8 +116,9 @@ impl LockedCpu {
     }
 }
 
-/// One more task in iowait on the CPU (caller holds its lock). Atomic:
-/// [`iowait_dec_unlocked`] may change the count without the lock.
+/// One more task in iowait on the CPU, by the switch-out on that busy CPU
+/// without its lock (the count is only read while the CPU is idle), so
+/// atomic: the end of a wait may lower it from another CPU meanwhile.
 #[inline(always)]
 pub fn iowait_inc(c: &mut CpuAccount) {
     // SAFETY: map value pointer, valid for the program's run.
@@ -127,16 +129,6 @@ pub fn iowait_inc(c: &mut CpuAccount) {
 #[inline(always)]
 pub fn iowait_dec(c: &mut CpuAccount) {
     dec(&raw mut c.nr_iowait);
-}
-
-/// One task fewer in iowait on CPU `cpu`, without its lock (the lock stayed
-/// contended): the count never leaks, whatever else is skipped.
-#[inline(always)]
-pub fn iowait_dec_unlocked(cpu: u32) {
-    if let Some(c) = CPUS.get_ptr_mut(cpu) {
-        // SAFETY: map value pointer, valid for the program's run.
-        dec(unsafe { &raw mut (*c).nr_iowait });
-    }
 }
 
 #[inline(always)]
@@ -151,11 +143,44 @@ fn dec(n: *mut u64) {
     }
 }
 
-/// (tasks in iowait, idle) of CPU `cpu`, read without the lock: a sample
-/// for the trace's counters, where a value one update old is fine.
+/// (tasks in iowait) << 1 | idle of each CPU, as last published, for the
+/// trace's sampler: a perf-event program may not use a map whose values
+/// hold a `bpf_spin_lock` (the verifier: "tracing progs cannot use
+/// bpf_spin_lock yet"), so it reads this copy.
+#[map]
+static CPU_PEEK: aya_ebpf::maps::Array<u64> = aya_ebpf::maps::Array::with_max_entries(MAX_CPUS, 0);
+
+/// Copies CPU `cpu`'s count of tasks in iowait and its idle flag where the
+/// sampler reads them ([`peek`]), after a change and outside the lock (no
+/// call may run under it). Only while tracing: the verifier drops it
+/// otherwise. Two CPUs publishing at once may leave the older value until
+/// the next change: the sample is a counter for the trace's view, where a
+/// value one update old is fine.
+#[inline(always)]
+pub fn publish(cpu: u32, acct: *const CpuAccount) {
+    if !crate::trace::on() {
+        return;
+    }
+    if let Some(slot) = CPU_PEEK.get_ptr_mut(cpu) {
+        // SAFETY: map value pointers; plain reads and a store of aligned
+        // words. A count above 2^63 is a decrement being undone (`dec`).
+        unsafe {
+            let n = core::ptr::read_volatile(&raw const (*acct).nr_iowait);
+            let n = if n >= 1 << 63 {
+                0
+            } else {
+                n.min(u32::MAX as u64)
+            };
+            let idle = core::ptr::read_volatile(&raw const (*acct).idle) as u64 & 1;
+            *slot = (n << 1) | idle;
+        }
+    }
+}
+
+/// (tasks in iowait, idle) of CPU `cpu` as last published: a sample for
+/// the trace's counters.
 #[inline(always)]
 pub fn peek(cpu: u32) -> Option<(u32, u32)> {
-    let c = CPUS.get_ptr(cpu)?;
-    // SAFETY: map value pointer; plain reads of two u32s.
-    unsafe { Some(((*c).nr_iowait as u32, (*c).idle)) }
+    let v = *CPU_PEEK.get(cpu)?;
+    Some(((v >> 1) as u32, (v & 1) as u32))
 }

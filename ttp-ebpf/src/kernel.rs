@@ -294,16 +294,19 @@ impl Request {
     }
 }
 
+/// The `struct bio *` argument of a tp_btf program: its fields are plain
+/// loads the verifier checks against the BTF (see [`BtfTask`]), not
+/// helper calls.
 pub struct Bio(pub *const u8);
 
 impl Bio {
     #[inline(always)]
     pub fn size(&self) -> Result<u32, i32> {
-        unsafe { read::<u32>(self.0, global(&OFF_BIO_SIZE)) }
+        unsafe { load::<u32>(self.0, global(&OFF_BIO_SIZE)) }
     }
     #[inline(always)]
     pub fn op(&self) -> Result<u32, i32> {
-        unsafe { Ok(read::<u32>(self.0, global(&OFF_BIO_OPF))? & REQ_OP_MASK) }
+        unsafe { Ok(load::<u32>(self.0, global(&OFF_BIO_OPF))? & REQ_OP_MASK) }
     }
 }
 

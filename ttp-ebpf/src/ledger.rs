@@ -133,8 +133,8 @@ pub fn create(tid: u32, task: &Task, now: u64, parent_tgid: u32) -> Option<Acct>
 /// interval adds nothing: on-CPU time is the kernel's runtime, taken at the
 /// switches (sched.rs). Ending an iowait interval reads its share of the
 /// CPU's iowait under the lock of the CPU the wait was counted on, and
-/// drops that CPU's count (no caller holds a CPU lock: the try-lock is not
-/// re-entrant).
+/// drops that CPU's count (no caller holds a lock: a program holds one at
+/// a time, lock.rs).
 #[inline(always)]
 pub fn close_interval(a: &mut ThreadAccount, now: u64) {
     let how = Closing {
@@ -152,24 +152,18 @@ struct KernelClocks;
 impl WaitClocks for KernelClocks {
     #[inline(always)]
     fn end_iowait_share(&mut self, cpu: u32, now: u64) -> Option<u64> {
-        match cpu::lock(cpu) {
-            Some(c) => {
-                // The CPU's time up to now is booked with the count that
-                // held until now (cpu.rs `settle`), then the count drops.
-                c.settle(now);
-                let c = c.get();
-                let share = c.share_cum_ns;
-                cpu::iowait_dec(c);
-                Some(share)
-            }
-            // The count must still drop, or the CPU's idle time would be
-            // iowait for good; the share of this wait's last stretch is
-            // what is lost (counted in lock_contended).
-            None => {
-                cpu::iowait_dec_unlocked(cpu);
-                None
-            }
-        }
+        // The CPU's time up to now is booked with the count that held
+        // until now (cpu.rs `settle`), then the count drops.
+        let acct = cpu::find(cpu)?;
+        let share = {
+            let c = cpu::lock_found(acct);
+            c.settle(now);
+            let c = c.get();
+            cpu::iowait_dec(c);
+            c.share_cum_ns
+        };
+        cpu::publish(cpu, acct);
+        Some(share)
     }
 
     #[inline(always)]

@@ -52,20 +52,20 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
     // where the account's shared state must change here: the CPU is still
     // marked idle (an idle exit the tracepoint missed: a switch is never
     // inside the idle state), or the account is new.
-    let acct = cpu::find(cpu_id);
-    // Whether the CPU's state is busy, so that a task going to sleep in
+    // After this the CPU's state is busy, so that a task going to sleep in
     // iowait can be counted and its share clock read without the lock
     // (the share clock only moves while the CPU is idle).
-    let mut busy = false;
+    let acct = cpu::find(cpu_id);
     if let Some(p) = acct {
         // SAFETY: map value pointer, valid for the program's run; `idle` is
         // written only by this CPU (cpu_idle, this switch), under the lock.
-        if unsafe { (*p).idle == 0 && (*p).valid != 0 } {
-            busy = true;
-        } else if let Some(locked) = cpu::lock_found(p) {
-            locked.settle(now);
-            locked.get().idle = 0;
-            busy = true;
+        if unsafe { (*p).idle != 0 || (*p).valid == 0 } {
+            {
+                let locked = cpu::lock_found(p);
+                locked.settle(now);
+                locked.get().idle = 0;
+            }
+            cpu::publish(cpu_id, p);
         }
         // SAFETY: as above; the lock, if taken, is released.
         let c = unsafe { &*p };
@@ -117,10 +117,11 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
                         a.blkio_snap_lo = d as u32;
                         a.flags |= flag::BLKIO_SNAP;
                     }
-                    if busy && let Some(p) = acct {
-                        // SAFETY: map value pointer; see `busy` above.
+                    if let Some(p) = acct {
+                        // SAFETY: map value pointer; busy, see `acct` above.
                         let c = unsafe { &mut *p };
                         cpu::iowait_inc(c);
+                        cpu::publish(cpu_id, p);
                         a.iowait_cpu = cpu_id;
                         // SAFETY: an aligned 64-bit load; written only by
                         // settle while the CPU is idle, which it is not.

@@ -53,7 +53,7 @@ static LAST_SAMPLE: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
 const BPF_RB_NO_WAKEUP: u64 = 1;
 
 #[inline(always)]
-fn on() -> bool {
+pub(crate) fn on() -> bool {
     // SAFETY: read of a global the loader wrote before load; volatile so the
     // compiler does not fold the 0 it was declared with (the verifier does,
     // from the frozen read-only map, when tracing is off).

@@ -19,8 +19,9 @@ impl CpuAccount {
             if self.idle == 0 {
                 self.busy_ns += dt;
             } else {
-                // Read once: in the kernel a wake-up whose lock stayed
-                // contended changes it without the lock (an atomic add).
+                // Read once: in the kernel the count changes by atomic
+                // adds, not all of them under the lock (a switch-out adds
+                // on its own busy CPU without it).
                 // SAFETY: a plain read of a field of `self`.
                 let n = unsafe { core::ptr::read_volatile(&raw const self.nr_iowait) };
                 // A count above 2^63 is a decrement that raced below zero

@@ -235,19 +235,32 @@ pub struct ExitRecord {
     pub account: ThreadAccount,
 }
 
+/// The kernel's spin lock of a map value (`struct bpf_spin_lock`, uapi
+/// bpf.h). The verifier finds it in the value's BTF by this name, as a
+/// field of the value itself; programs take it with the `bpf_spin_lock`
+/// helper, which spins until it holds it (interrupts off meanwhile), so an
+/// update is never skipped. Userspace reads of the value see it zeroed.
+#[allow(non_camel_case_types)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct bpf_spin_lock {
+    pub val: u32,
+}
+
 /// One CPU's busy / idle / iowait time, computed as /proc/stat does: idle
 /// time while tasks that went to sleep on this CPU are in iowait is iowait.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CpuAccount {
-    /// Try-lock word (0 free, 1 held): the account is also updated from other
-    /// CPUs (wakeups end iowait intervals counted here). 64-bit because the
-    /// BPF target's compare-and-exchange is 64-bit without ALU32.
-    pub lock: u64,
+    /// The kernel's `bpf_spin_lock`: the account is also updated from other
+    /// CPUs (the end of an iowait wait books the CPU it was counted on).
+    /// Taken, never given up (ttp-ebpf/src/lock.rs).
+    pub lock: bpf_spin_lock,
+    pub _lock_pad: u32,
     /// Tasks in iowait that went to sleep on this CPU (the kernel's
     /// rq->nr_iowait, for tasks the ledger saw go to sleep). Changed only
-    /// by atomic adds (a wakeup whose lock stayed contended still ends its
-    /// count); 64-bit because the BPF target's fetching atomics are.
+    /// by atomic adds (a switch-out on the busy CPU adds without the
+    /// lock); 64-bit because the BPF target's fetching atomics are.
     pub nr_iowait: u64,
     /// 1 while the CPU is in its idle state: from a `power:cpu_idle` entry
     /// to its exit (PWR_EVENT_EXIT), the stretch the kernel's idle clock
@@ -278,7 +291,9 @@ pub struct CpuAccount {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DiskAccount {
-    pub lock: u64,
+    /// The kernel's `bpf_spin_lock` (see [`CpuAccount::lock`]).
+    pub lock: bpf_spin_lock,
+    pub _lock_pad: u32,
     /// Processes with at least one request in service.
     pub busy_procs: u32,
     pub _pad: u32,
@@ -301,10 +316,11 @@ pub struct ProcDisk {
     pub g_snap_ns: u64,
     /// Own-I/O time accrued over closed in-service periods.
     pub own_cum_ns: u64,
-    /// Requests that completed while the disk lock stayed contended: each
-    /// is taken off `inflight` by the next holder of the lock that touches
-    /// this process (added atomically, without the lock).
-    pub pending_ends: u64,
+    /// The process this entry belongs to: a hash entry removed and taken
+    /// again by another process between a program's lookup and its lock
+    /// is told apart (ttp-ebpf/src/block.rs).
+    pub tgid: u32,
+    pub _pad: u32,
 }
 
 /// A block request from creation to completion.
@@ -328,7 +344,9 @@ pub mod stat {
     pub const THREAD_MAP_FULL: u32 = 1;
     /// Reads of kernel memory that failed.
     pub const READ_FAILED: u32 = 2;
-    /// Updates skipped because a ledger lock stayed contended.
+    /// Updates skipped because a ledger lock stayed contended. The locks
+    /// are the kernel's `bpf_spin_lock` since, which never gives up: kept
+    /// (always 0 from this build on) so that older records still read.
     pub const LOCK_CONTENDED: u32 = 3;
     /// Block requests that could not be tracked (map full).
     pub const REQUEST_MAP_FULL: u32 = 4;
@@ -361,8 +379,8 @@ pub mod stat {
     /// from the kernel's `sum_exec_runtime` (docs/ledger.md).
     pub const SWITCH_UNSEEN: u32 = 14;
     /// Block requests still in service when their `struct request` was
-    /// reused: their completion never reached `block_io_done` (or its
-    /// update gave up the disk lock), and they were ended at the reuse
+    /// reused: their completion never reached `block_io_done`, and they
+    /// were ended at the reuse
     /// (docs/ledger.md, "Requests that never report their end").
     pub const REQUEST_END_AT_REUSE: u32 = 15;
     /// Runs of the ledger's other programs (`sched_switch`'s are
@@ -403,6 +421,7 @@ const _: () = assert!(core::mem::size_of::<ThreadAccount>() == 240);
 const _: () = assert!(core::mem::size_of::<ExitRecord>() == 248);
 const _: () = assert!(core::mem::size_of::<CpuAccount>() == 80);
 const _: () = assert!(core::mem::size_of::<DiskAccount>() == 40);
+const _: () = assert!(core::mem::size_of::<bpf_spin_lock>() == 4);
 const _: () = assert!(core::mem::size_of::<ProcDisk>() == 32);
 const _: () = assert!(core::mem::size_of::<RequestInfo>() == 32);
 

@@ -124,7 +124,7 @@ pub fn describe(k: &KernelStats, extra: &Extra) -> Vec<Loss> {
             k.requests_ended_at_reuse,
             Io,
             format!(
-                "{} block requests whose end never reached the ledger (no completion event, or its update gave up the disk lock) ended late, when their request was reused: own-I/O times around them are approximate, and the device time of those without a completion event is missing",
+                "{} block requests whose end never reached the ledger (the kernel fired no completion event) ended late, when their request was reused: own-I/O times around them are approximate, and their device time is missing",
                 n(k.requests_ended_at_reuse)
             ),
         ),
