@@ -13,7 +13,10 @@ use std::{
 };
 
 use common::{
-    pg::{Cluster, ensure_postgres, pgss_by_fingerprint, server_user, with_pgss_and_pgbench},
+    pg::{
+        Cluster, ensure_postgres, pgss_by_fingerprint, pgss_queryids, server_user,
+        with_pgss_and_pgbench,
+    },
     *,
 };
 
@@ -148,6 +151,7 @@ fn tpcb_statements_exact_in_every_query_mode() {
             ],
         );
         let truth = pgss_by_fingerprint(&c);
+        let queryids = pgss_queryids(&c);
         let (_text, doc) = stop(ttp, &json);
         assert_eq!(doc["boundaries"], "socket");
         let (latency_ns, transactions) = pgbench_latency_ns(&c.dir, &prefix);
@@ -164,6 +168,17 @@ fn tpcb_statements_exact_in_every_query_mode() {
             );
             assert_eq!(n(g, "calls"), 6000, "{mode}: {key}");
             assert_eq!(n(g, "errors"), 0, "{mode}: {key}");
+            // pg_stat_statements is loaded, so the server computes query
+            // ids: the kernel keyed the statement by it, and it is the
+            // one pg_stat_statements shows for the same text.
+            let id = g["queryid"]
+                .as_i64()
+                .unwrap_or_else(|| panic!("{mode}: {key}: no queryid in {g}"));
+            assert_eq!(
+                queryids.get(key).map(Vec::as_slice),
+                Some(&[id][..]),
+                "{mode}: {key}: ttp's queryid"
+            );
             if !(mode == "prepared" && (key == "begin" || key == "end")) {
                 assert_eq!(calls, 6000, "{mode}: pg_stat_statements' {key}");
             }
