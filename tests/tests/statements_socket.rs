@@ -286,7 +286,12 @@ fn tls_clients_are_counted_with_their_text() {
     let (_text, doc) = stop(ttp, &json);
     let g = group(&doc, "select abalance from pgbench_accounts where aid = $1")
         .expect("the SELECT's group, with its text");
-    assert_eq!(n(g, "calls"), 1000);
+    assert_eq!(
+        n(g, "calls"),
+        1000,
+        "{}",
+        serde_json::to_string(&doc["groups"]).unwrap()
+    );
     assert!(
         g["example"]
             .as_str()

@@ -19,15 +19,21 @@ use ttp_common::{
 use crate::statements::{StmtState, stats};
 
 /// Keys summed at once (database, user, statement); a statement of a new
-/// key beyond them is summed under the `other` key. Entries are allocated
-/// as keys appear (`BPF_F_NO_PREALLOC`): the map's memory follows the keys
-/// in use, not this bound times the CPUs.
+/// key beyond them is summed under the `other` key. The loader sets the
+/// bound from the CPUs (ttp-ledger's `statements::sum_keys`). The entries
+/// are preallocated: an insert into a map that allocates on demand fails
+/// while its per-CPU free list waits for a refill (seen: the first
+/// statements of new keys under load), and a statement would then land in
+/// `other`.
 const MAX_KEYS: u32 = 4096;
-const BPF_F_NO_PREALLOC: u32 = 1;
 /// `bpf_map_update_elem`'s flag: insert only.
 const BPF_NOEXIST: u64 = 1;
-/// Ring of key texts (288 B each): 256 KiB holds ~900 undrained.
-const TEXT_RING_BYTES: u32 = 256 << 10;
+/// Ring of key texts (288 B each): 1 MiB holds ~3 600 undrained, the new
+/// keys of a second at 3 600 new texts a second (a server without query
+/// ids whose clients send constants) while ttp's reader (every 100 ms)
+/// waits for a CPU. A text that finds no room is sent at the key's next
+/// statement on that CPU; a key that never has one keeps no text (counted).
+const TEXT_RING_BYTES: u32 = 1 << 20;
 
 /// How the statement key is chosen, see [`key_by`] (set by the loader).
 #[unsafe(no_mangle)]
@@ -37,8 +43,7 @@ static STMT_KEY_BY: u32 = 0;
 static STMT_EACH: u32 = 0;
 
 #[map]
-static STMT_SUMS: PerCpuHashMap<SumKey, Sums> =
-    PerCpuHashMap::with_max_entries(MAX_KEYS, BPF_F_NO_PREALLOC);
+static STMT_SUMS: PerCpuHashMap<SumKey, Sums> = PerCpuHashMap::with_max_entries(MAX_KEYS, 0);
 
 #[map]
 static STMT_TEXTS: RingBuf = RingBuf::with_byte_size(TEXT_RING_BYTES, 0);

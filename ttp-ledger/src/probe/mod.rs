@@ -318,7 +318,10 @@ impl Ledger {
             // are summed into their leaders' statements too).
             loader.map_max_entries("STMT_RECORDS", trace::page_size());
         }
-        if options.statements_socket.is_none() {
+        if options.statements_socket.is_some() {
+            // The statement keys and `other`.
+            loader.map_max_entries("STMT_SUMS", statements::sum_keys() + 1);
+        } else {
             loader.map_max_entries("STMT_SUMS", 1);
             loader.map_max_entries("STMT_TEXTS", trace::page_size());
         }

@@ -65,6 +65,20 @@ pub enum StatementsProbeError {
     },
 }
 
+/// Most statement keys the kernel sums at once.
+pub const MAX_SUM_KEYS: u32 = 4096;
+/// Kernel memory the sums map may take: its entries are preallocated, a
+/// value per CPU each.
+pub const SUM_MAP_BYTES: u64 = 64 << 20;
+
+/// Keys of the sums map on this machine: [`MAX_SUM_KEYS`], fewer where a
+/// value per CPU each would exceed [`SUM_MAP_BYTES`] (at least 256).
+pub fn sum_keys() -> u32 {
+    let cpus = aya::util::nr_cpus().unwrap_or(1).max(1) as u64;
+    let per_key = (std::mem::size_of::<Sums>() + std::mem::size_of::<SumKey>()) as u64 * cpus;
+    (SUM_MAP_BYTES / per_key).clamp(256, u64::from(MAX_SUM_KEYS)) as u32
+}
+
 /// Inserts the key a full map's statements land in, before the programs
 /// can fill the map.
 fn insert_other(sums: &mut PerCpuHashMap<MapData, SumKey, Sums>) -> Result<(), String> {
