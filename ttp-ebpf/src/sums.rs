@@ -41,6 +41,10 @@ static STMT_KEY_BY: u32 = 0;
 /// 1: a record a statement too (`--each`, `--usdt`, serve).
 #[unsafe(no_mangle)]
 static STMT_EACH: u32 = 0;
+/// 0: no sums (a reader of the records alone, serve: its statements are
+/// not paid for twice).
+#[unsafe(no_mangle)]
+static STMT_SUMS_ON: u32 = 1;
 
 #[map]
 static STMT_SUMS: PerCpuHashMap<SumKey, Sums> = PerCpuHashMap::with_max_entries(MAX_KEYS, 0);
@@ -60,6 +64,12 @@ static TEXT_SCRATCH: PerCpuArray<TextRecord> = PerCpuArray::with_max_entries(1, 
 fn global(v: &'static u32) -> u32 {
     // SAFETY: a plain read of a global the loader wrote before load.
     unsafe { core::ptr::read_volatile(v) }
+}
+
+/// Whether the statements are summed.
+#[inline(always)]
+pub(crate) fn on() -> bool {
+    global(&STMT_SUMS_ON) != 0
 }
 
 /// Whether a record a statement is sent too.

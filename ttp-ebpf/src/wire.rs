@@ -507,15 +507,21 @@ fn close(
         for i in 0..PARTS {
             diff[i] = end[i].saturating_sub(st.base[i]);
         }
-        crate::sums::add(&crate::sums::Ended {
-            tgid,
-            st,
-            elapsed_ns: now.saturating_sub(st.start_ns),
-            diff,
-            switches,
-            flags,
-            entry: entry.map(|e| (e.database, e.user, e.query_id, e.activity)),
-        });
+        if !crate::sums::on() {
+            if let Some(s) = stats() {
+                s.statements += 1;
+            }
+        } else {
+            crate::sums::add(&crate::sums::Ended {
+                tgid,
+                st,
+                elapsed_ns: now.saturating_sub(st.start_ns),
+                diff,
+                switches,
+                flags,
+                entry: entry.map(|e| (e.database, e.user, e.query_id, e.activity)),
+            });
+        }
     }
     if let Some(s) = stats() {
         if flags & flag::STARTUP != 0 {

@@ -258,6 +258,7 @@ impl Ledger {
                 globals.push(("STMT_LEDGER", u32::from(!options.no_ledger_programs)));
                 globals.push(("STMT_EACH", u32::from(socket.each)));
                 globals.push(("STMT_KEY_BY", socket.key_by));
+                globals.push(("STMT_SUMS_ON", u32::from(socket.sums)));
                 if let Some(s) = &socket.status {
                     globals.push(("STMT_HAVE_STATUS", 1));
                     globals.push(("STMT_OFF_STATE", s.layout.state));
@@ -526,6 +527,9 @@ pub struct SocketStatements {
     pub each: bool,
     /// How the kernel keys the sums (`ttp_common::sums::key_by`).
     pub key_by: u32,
+    /// Whether the kernel sums the statements at all (a reader of the
+    /// records alone, serve, leaves them off).
+    pub sums: bool,
 }
 
 impl AttachOptions {

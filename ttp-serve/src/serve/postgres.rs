@@ -350,6 +350,9 @@ fn attach(pid: u32) -> anyhow::Result<Attached> {
             status,
             each: true,
             key_by: ttp_common::sums::key_by::QUERY,
+            // Serve reads the records (its move to the sums is to come):
+            // the kernel does not sum them too.
+            sums: false,
         }),
         no_ledger_programs: true,
         no_bpf_stats: true,

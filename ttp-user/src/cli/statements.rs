@@ -193,6 +193,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             status: boundaries.status,
             each: !args.summed(),
             key_by: statements_sums::key_by(args.by),
+            sums: true,
         }),
         no_ledger_programs: boundaries.socket && !args.ledger,
         no_bpf_stats: boundaries.socket && !args.ledger,
