@@ -230,7 +230,10 @@ fn on_cpu_agrees_with_statements_over_the_same_statements() {
         return;
     }
     let _serial = serial();
-    let c = Cluster::start("servepg-cpu");
+    // Query ids on: `statements` sums the SELECT under one key (without
+    // them each of its 4 000 texts is a key of its own, whose text a burst
+    // under load can leave behind: docs/statements.md).
+    let c = Cluster::start_with("servepg-cpu", "-c compute_query_id=on");
     pgbench_tables(&c);
     // `--postgres` alone: the server is found by its postmaster.
     let serve = Serve::start(&["--interval", "1s", "--postgres"]);

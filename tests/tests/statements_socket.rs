@@ -13,7 +13,10 @@ use std::{
 };
 
 use common::{
-    pg::{Cluster, ensure_postgres, pgss_by_fingerprint, server_user, with_pgss_and_pgbench},
+    pg::{
+        Cluster, ensure_postgres, pgss_by_fingerprint, pgss_queryids, server_user,
+        with_pgss_and_pgbench,
+    },
     *,
 };
 
@@ -148,6 +151,7 @@ fn tpcb_statements_exact_in_every_query_mode() {
             ],
         );
         let truth = pgss_by_fingerprint(&c);
+        let queryids = pgss_queryids(&c);
         let (_text, doc) = stop(ttp, &json);
         assert_eq!(doc["boundaries"], "socket");
         let (latency_ns, transactions) = pgbench_latency_ns(&c.dir, &prefix);
@@ -164,6 +168,17 @@ fn tpcb_statements_exact_in_every_query_mode() {
             );
             assert_eq!(n(g, "calls"), 6000, "{mode}: {key}");
             assert_eq!(n(g, "errors"), 0, "{mode}: {key}");
+            // pg_stat_statements is loaded, so the server computes query
+            // ids: the kernel keyed the statement by it, and it is the
+            // one pg_stat_statements shows for the same text.
+            let id = g["queryid"]
+                .as_i64()
+                .unwrap_or_else(|| panic!("{mode}: {key}: no queryid in {g}"));
+            assert_eq!(
+                queryids.get(key).map(Vec::as_slice),
+                Some(&[id][..]),
+                "{mode}: {key}: ttp's queryid"
+            );
             if !(mode == "prepared" && (key == "begin" || key == "end")) {
                 assert_eq!(calls, 6000, "{mode}: pg_stat_statements' {key}");
             }
@@ -271,7 +286,12 @@ fn tls_clients_are_counted_with_their_text() {
     let (_text, doc) = stop(ttp, &json);
     let g = group(&doc, "select abalance from pgbench_accounts where aid = $1")
         .expect("the SELECT's group, with its text");
-    assert_eq!(n(g, "calls"), 1000);
+    assert_eq!(
+        n(g, "calls"),
+        1000,
+        "{}",
+        serde_json::to_string(&doc["groups"]).unwrap()
+    );
     assert!(
         g["example"]
             .as_str()
@@ -483,4 +503,70 @@ fn a_request_over_several_reads_is_one_statement() {
     let calls: u64 = long.iter().map(|g| n(g, "calls")).sum();
     assert_eq!(calls, 50, "{:?}", doc["counts"]);
     assert!(long.iter().all(|g| n(g, "truncated") == n(g, "calls")));
+}
+
+/// 10 000 distinct statements on a server without query ids (each text a
+/// key of the kernel's own): the kernel's map of keys fills, and every
+/// statement beyond it is summed under `other`, counted, never lost: the
+/// groups' calls add up to the statements counted, the `other` group holds
+/// what the counter says, and every one of the 10 000 is in a group of its
+/// own, in `other`, or (its text lost in a burst, counted) in a group
+/// named by its key's hash. Catches a full map that drops statements, a counter
+/// that disagrees with the sums, and a key summed twice.
+#[test]
+fn a_full_map_sums_the_rest_under_other() {
+    if !root_or_skip("a_full_map_sums_the_rest_under_other") {
+        return;
+    }
+    let _serial = serial();
+    let c = Cluster::start("sock-keys");
+    let script = c.dir.join("distinct.sql");
+    let sql: String = (0..10_000)
+        .map(|i| format!("SELECT {i} AS c{i};\n"))
+        .collect();
+    std::fs::write(&script, sql).unwrap();
+    let (ttp, json) = statements(&c, "keys.json", &[]);
+    let out = Command::new(c.bin.join("psql"))
+        .args(["-X", "-q", "-d"])
+        .arg(c.conninfo())
+        .arg("-f")
+        .arg(&script)
+        .stdout(Stdio::null())
+        .output()
+        .expect("psql");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (text, doc) = stop(ttp, &json);
+    let groups = doc["groups"].as_array().unwrap();
+    let total: u64 = groups.iter().map(|g| n(g, "calls")).sum();
+    assert_eq!(total, n(&doc, "statements"), "groups against the count");
+    let counts = &doc["counts"];
+    let summed_other = counts["summed_other"].as_u64().unwrap();
+    let keys = counts["keys"].as_u64().unwrap();
+    assert!(summed_other > 0 && keys <= 4097, "{counts}");
+    let other = group(&doc, "other").expect("the other group");
+    assert_eq!(n(other, "calls"), summed_other);
+    let own: Vec<&serde_json::Value> = groups
+        .iter()
+        .filter(|g| g["key"].as_str().unwrap().starts_with("select $1 as c"))
+        .collect();
+    assert!(own.iter().all(|g| n(g, "calls") == 1));
+    // A key whose text found no room in its ring (a burst of new keys)
+    // is still summed, in a group named by its hash, and counted.
+    let textless: u64 = groups
+        .iter()
+        .filter(|g| g["key"].as_str().unwrap().starts_with("(text not received"))
+        .map(|g| n(g, "calls"))
+        .sum();
+    let texts_lost = counts["texts_lost"].as_u64().unwrap();
+    assert_eq!(textless, texts_lost, "{counts}");
+    assert!(
+        own.len() as u64 + summed_other + textless >= 10_000,
+        "{} own groups, {summed_other} under other: {counts}",
+        own.len()
+    );
+    assert!(text.contains("FULL:"), "{text}");
 }

@@ -18,6 +18,7 @@ mod lock;
 mod ring;
 mod sched;
 mod statements;
+mod sums;
 mod trace;
 mod vprofile;
 mod wire;

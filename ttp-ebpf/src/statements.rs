@@ -109,9 +109,9 @@ pub(crate) struct StmtState {
     /// The backend's status entry (`MyBEEntry`'s value), once seen.
     pub(crate) entry: u64,
     /// Start of the open wait of each pair (0: none).
-    wait_since: [u64; WAITS],
-    waits_ns: [u64; WAITS],
-    waits: [u32; WAITS],
+    pub(crate) wait_since: [u64; WAITS],
+    pub(crate) waits_ns: [u64; WAITS],
+    pub(crate) waits: [u32; WAITS],
     text_len: u32,
     /// Tranche-name pointer of the open LWLock wait.
     tranche: u64,
@@ -121,6 +121,15 @@ pub(crate) struct StmtState {
     exec_depth: u32,
     exec_rip: u64,
     exec_sp: u64,
+    /// Parallel workers' shares ended inside the open statement (summed in
+    /// the kernel: sums.rs): count, without a ledger account, elapsed and
+    /// parts.
+    pub(crate) workers: u32,
+    pub(crate) workers_without_account: u32,
+    pub(crate) workers_elapsed_ns: u64,
+    pub(crate) workers_parts: [u64; PARTS],
+    /// 1 once the thread ended a statement (`Stats::backends`).
+    pub(crate) counted: u32,
     text: [u8; TEXT_LEN],
 }
 
@@ -139,6 +148,11 @@ impl StmtState {
             // SAFETY: an element of the array.
             unsafe { write_volatile(&raw mut self.waits[i], 0) };
         }
+        self.workers = 0;
+        self.workers_without_account = 0;
+        self.workers_elapsed_ns = 0;
+        // SAFETY: a field of a map value, an 8-aligned u64 array.
+        unsafe { crate::words::zero(&raw mut self.workers_parts) };
     }
 }
 
@@ -356,6 +370,7 @@ pub(crate) fn state_or_new(tid: u32) -> Option<&'static mut StmtState> {
     fresh.open = 0;
     fresh.after = 0;
     fresh.entry = 0;
+    fresh.counted = 0;
     let built: &StmtState = fresh;
     if STMT_THREADS.insert(tid, built, 0).is_err() {
         if let Some(s) = stats() {
@@ -447,6 +462,13 @@ fn query_done(tgid: u32, tid: u32, now: u64) {
     let mut end = MaybeUninit::uninit();
     let end = crate::words::zeroed_words::<PARTS>(&mut end);
     let flags = st.flags | counters(tid, end);
+    if flags & flag::WORKER != 0 && !crate::sums::each() {
+        // Summed in the kernel: the share goes into its leader's open
+        // statement, summed with it at its end (sums.rs).
+        to_leader(st, now, end, flags);
+        let _ = STMT_THREADS.remove(tid);
+        return;
+    }
     let s = stats();
     // SAFETY (inside): reserved ring-buffer memory of the size of Record,
     // every field written.
@@ -468,6 +490,49 @@ fn query_done(tgid: u32, tid: u32, now: u64) {
     // place a backend's open statement may need (the map is an LRU).
     if flags & flag::WORKER != 0 {
         let _ = STMT_THREADS.remove(tid);
+    }
+}
+
+/// The leader's pid in a parallel worker's name, "parallel worker for PID
+/// <leader>" (`bgw_name`): the digits after its 24th byte.
+#[inline(always)]
+fn leader_pid(st: &StmtState) -> Option<u32> {
+    const PREFIX: usize = 24;
+    if st.text[0] != b'p' || st.text[PREFIX - 4] != b'P' || st.text[PREFIX - 1] != b' ' {
+        return None;
+    }
+    let mut pid = 0u32;
+    for i in PREFIX..PREFIX + 10 {
+        let c = st.text[i];
+        if !c.is_ascii_digit() {
+            break;
+        }
+        pid = pid.wrapping_mul(10).wrapping_add(u32::from(c - b'0'));
+    }
+    (pid != 0).then_some(pid)
+}
+
+/// Adds a parallel worker's share (its state `st`, ending at `now` with
+/// the counters `end`) into its leader's open statement (the leader waits
+/// for its workers before its statement ends: docs/statements.md). A share
+/// whose leader has no open statement is counted as unjoined.
+#[inline(always)]
+fn to_leader(st: &StmtState, now: u64, end: &[u64; PARTS], flags: u32) {
+    let leader = leader_pid(st).and_then(state);
+    let Some(l) = leader.filter(|l| l.open != 0) else {
+        if let Some(s) = stats() {
+            s.workers_unjoined += 1;
+        }
+        return;
+    };
+    if let Some(s) = stats() {
+        s.workers += 1;
+    }
+    l.workers += 1;
+    l.workers_without_account += u32::from(flags & flag::NO_ACCOUNT != 0);
+    l.workers_elapsed_ns += now.saturating_sub(st.start_ns);
+    for ((w, e), b) in l.workers_parts.iter_mut().zip(end).zip(&st.base) {
+        *w += e.saturating_sub(*b);
     }
 }
 

@@ -499,43 +499,77 @@ fn close(
     if st.walk != 0 && st.kinds & KIND_EXECUTES == 0 && st.flags & flag::PIPELINED == 0 {
         flags |= flag::PREPARE;
     }
-    let s = stats();
-    // SAFETY (inside): reserved ring-buffer memory of the size of Record;
-    // `fill` writes every field but the text, which is written up to
-    // `text_len` (userspace reads no further).
-    let sent = ring::emit::<Record>(&STMT_RECORDS, |rec| unsafe {
-        fill(rec, tgid, tid, st, now, end, flags);
-        (*rec).switches = pcount.saturating_sub(st.base_pcount) as u32;
-        (*rec).opened_by = st.opened_by;
-        (*rec).exit_code = exit_code;
-        (*rec).text[0] = 0;
-        if let Some(e) = entry {
-            (*rec).query_id = e.query_id;
-            (*rec).database = e.database;
-            (*rec).user = e.user;
-            // One fixed-size copy (a string copy costs ~4× as much here);
-            // userspace finds the NUL. Near the end of a mapping the copy
-            // fails: then the string copy.
-            let p = e.activity as *const u8;
-            if bpf_probe_read_user_buf(p, &mut (*rec).text).is_ok() {
-                (*rec).text_len = TEXT_UNTERMINATED;
-            } else if let Ok(t) = bpf_probe_read_user_str_bytes(p, &mut (*rec).text) {
-                (*rec).text_len = t.len() as u32;
+    let statement = flags & (flag::STARTUP | flag::PREPARE | flag::EXITED) == 0;
+    let switches = pcount.saturating_sub(st.base_pcount) as u32;
+    if statement {
+        if st.counted == 0 {
+            st.counted = 1;
+            if let Some(s) = stats() {
+                s.backends += 1;
             }
         }
-    });
-    if let Some(s) = s {
-        if !sent {
-            s.lost_records += 1;
-        } else if flags & flag::STARTUP != 0 {
+        let mut diff = MaybeUninit::uninit();
+        let diff = crate::words::zeroed_words::<PARTS>(&mut diff);
+        for i in 0..PARTS {
+            diff[i] = end[i].saturating_sub(st.base[i]);
+        }
+        if !crate::sums::on() {
+            if let Some(s) = stats() {
+                s.statements += 1;
+            }
+        } else {
+            crate::sums::add(&crate::sums::Ended {
+                tgid,
+                st,
+                elapsed_ns: now.saturating_sub(st.start_ns),
+                diff,
+                switches,
+                flags,
+                entry: entry.map(|e| (e.database, e.user, e.query_id, e.activity)),
+            });
+        }
+    }
+    if let Some(s) = stats() {
+        if flags & flag::STARTUP != 0 {
             s.connections += 1;
         } else if flags & flag::PREPARE != 0 {
             s.prepares += 1;
-        } else {
+        } else if flags & flag::EXITED != 0 {
             s.statements += 1;
-            if flags & flag::EXITED != 0 {
-                s.exited_open += 1;
+            s.exited_open += 1;
+            if exit_code & 0x7f != 0 {
+                s.killed_open += 1;
             }
+        }
+    }
+    // A record a statement only with `--each` (and for `serve`).
+    if crate::sums::each() {
+        // SAFETY (inside): reserved ring-buffer memory of the size of
+        // Record; `fill` writes every field but the text, which is written
+        // up to `text_len` (userspace reads no further).
+        let sent = ring::emit::<Record>(&STMT_RECORDS, |rec| unsafe {
+            fill(rec, tgid, tid, st, now, end, flags);
+            (*rec).switches = switches;
+            (*rec).opened_by = st.opened_by;
+            (*rec).exit_code = exit_code;
+            (*rec).text[0] = 0;
+            if let Some(e) = entry {
+                (*rec).query_id = e.query_id;
+                (*rec).database = e.database;
+                (*rec).user = e.user;
+                // One fixed-size copy (a string copy costs ~4× as much
+                // here); userspace finds the NUL. Near the end of a
+                // mapping the copy fails: then the string copy.
+                let p = e.activity as *const u8;
+                if bpf_probe_read_user_buf(p, &mut (*rec).text).is_ok() {
+                    (*rec).text_len = TEXT_UNTERMINATED;
+                } else if let Ok(t) = bpf_probe_read_user_str_bytes(p, &mut (*rec).text) {
+                    (*rec).text_len = t.len() as u32;
+                }
+            }
+        });
+        if !sent && let Some(s) = stats() {
+            s.lost_records += 1;
         }
     }
     // The next statement begins here if its request is already buffered.

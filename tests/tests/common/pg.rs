@@ -490,3 +490,20 @@ pub fn await_statements_begun_before(c: &Cluster, since: std::time::SystemTime, 
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// pg_stat_statements' query ids of cluster `c` per fingerprint of its
+/// normalised text (several where the same text was planned apart, e.g.
+/// per user); its own reads left out.
+pub fn pgss_queryids(c: &Cluster) -> BTreeMap<String, Vec<i64>> {
+    let mut m: BTreeMap<String, Vec<i64>> = Default::default();
+    let rows = c.psql(
+        "SELECT queryid, query FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat_statements%'",
+    );
+    for line in rows.lines() {
+        let mut it = line.splitn(2, '|');
+        let id: i64 = it.next().unwrap().parse().unwrap();
+        let key = ttp_user::protocol::statements::fingerprint::fingerprint(it.next().unwrap());
+        m.entry(key).or_default().push(id);
+    }
+    m
+}

@@ -459,3 +459,6 @@ pub mod vprofile;
 
 // ---- statements: PostgreSQL statements through its USDT probes ----
 pub mod statements;
+
+// ---- statement sums: `statements` summed per key in the kernel ----
+pub mod sums;

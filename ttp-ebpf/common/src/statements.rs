@@ -258,6 +258,19 @@ pub struct Stats {
     /// Requests that asked for no execution ([`flag::PREPARE`]; not in
     /// `statements`).
     pub prepares: u64,
+    /// Of `exited_open`, those whose backend a signal ended.
+    pub killed_open: u64,
+    /// Statements summed under the `other` key because the sums map was
+    /// full (crate::sums).
+    pub sums_other: u64,
+    /// Key texts the text ring could not take (sent again at the key's
+    /// next statement on that CPU).
+    pub texts_lost: u64,
+    /// Backend threads that ended a statement.
+    pub backends: u64,
+    /// Parallel workers' shares whose leader had no open statement
+    /// (summed in the kernel; the records' join counts its own).
+    pub workers_unjoined: u64,
 }
 
 /// Attachment cookie: probe kind (bits 0..7), argument mode (8..15),
@@ -292,7 +305,7 @@ const _: () = assert!(
         == 4 + 4 + 8 + 8 + 8 * PARTS + 8 * WAITS + 4 * WAITS + 4 + 4 + 4 + 8 + 4 * 4 + TEXT_LEN
 );
 const _: () = assert!(core::mem::size_of::<Tranche>() == 24);
-const _: () = assert!(core::mem::size_of::<Stats>() == 14 * 8);
+const _: () = assert!(core::mem::size_of::<Stats>() == 19 * 8);
 
 #[cfg(test)]
 mod tests {

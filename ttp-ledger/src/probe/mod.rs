@@ -242,6 +242,10 @@ impl Ledger {
                 "STMT_OFF_REAL_PARENT",
                 kbtf.field("task_struct", &["real_parent"])?.byte,
             ));
+            if options.statements_socket.is_none() {
+                // USDT boundaries: a record a statement.
+                globals.push(("STMT_EACH", 1));
+            }
             if let Some(socket) = &options.statements_socket {
                 globals.push((
                     "STMT_OFF_PCOUNT",
@@ -252,6 +256,9 @@ impl Ledger {
                     kbtf.field("task_struct", &["exit_code"])?.byte,
                 ));
                 globals.push(("STMT_LEDGER", u32::from(!options.no_ledger_programs)));
+                globals.push(("STMT_EACH", u32::from(socket.each)));
+                globals.push(("STMT_KEY_BY", socket.key_by));
+                globals.push(("STMT_SUMS_ON", u32::from(socket.sums)));
                 if let Some(s) = &socket.status {
                     globals.push(("STMT_HAVE_STATUS", 1));
                     globals.push(("STMT_OFF_STATE", s.layout.state));
@@ -307,6 +314,18 @@ impl Ledger {
             loader.map_max_entries("STMT_RECORDS", trace::page_size());
             loader.map_max_entries("STMT_THREADS", 1);
             loader.map_max_entries("STMT_TRANCHES", 1);
+        }
+        if options.statements_socket.is_some_and(|s| !s.each) {
+            // Sums only: no record a statement (parallel workers' shares
+            // are summed into their leaders' statements too).
+            loader.map_max_entries("STMT_RECORDS", trace::page_size());
+        }
+        if options.statements_socket.is_some() {
+            // The statement keys and `other`.
+            loader.map_max_entries("STMT_SUMS", statements::sum_keys() + 1);
+        } else {
+            loader.map_max_entries("STMT_SUMS", 1);
+            loader.map_max_entries("STMT_TEXTS", trace::page_size());
         }
         match &plan {
             Some(p) => p.configure(&mut loader),
@@ -503,6 +522,15 @@ pub struct AttachOptions {
 pub struct SocketStatements {
     /// The backends' status entries, where they can be read.
     pub status: Option<pg_status::StatusSource>,
+    /// A record a statement through the ring besides the sums
+    /// (`statements --each`, serve); without it only the sums and a text a
+    /// key cross to userspace (ttp-ebpf/src/sums.rs).
+    pub each: bool,
+    /// How the kernel keys the sums (`ttp_common::sums::key_by`).
+    pub key_by: u32,
+    /// Whether the kernel sums the statements at all (a reader of the
+    /// records alone, serve, leaves them off).
+    pub sums: bool,
 }
 
 impl AttachOptions {

@@ -8,7 +8,10 @@ use aya::{
     maps::{MapData, PerCpuArray, PerCpuHashMap, RingBuf},
     programs::UProbe,
 };
-use ttp_common::statements::{Record, Stats, Tranche, WAITS, arg, cookie, kind, wait};
+use ttp_common::{
+    statements::{Record, Stats, Tranche, WAITS, arg, cookie, kind, wait},
+    sums::{SumKey, Sums, TextRecord, key_kind},
+};
 
 /// pt_regs slot of `rip`: when a uprobe fires, the probed address (a
 /// function's entry, a USDT probe's `nop`).
@@ -46,6 +49,8 @@ pub enum StatementsProbeError {
         "{binary} has no {name} probe: ttp needs query__start and query__done (a PostgreSQL built with --enable-dtrace)"
     )]
     Missing { binary: String, name: &'static str },
+    #[error("preparing the statement sums map: {0}")]
+    Sums(String),
     #[error("loading the statements program: {0}")]
     Program(#[source] Box<aya::programs::ProgramError>),
     #[error("the uprobe PMU is not available ({0}): this kernel has no CONFIG_UPROBE_EVENTS")]
@@ -58,6 +63,34 @@ pub enum StatementsProbeError {
         #[source]
         source: std::io::Error,
     },
+}
+
+/// Most statement keys the kernel sums at once.
+pub const MAX_SUM_KEYS: u32 = 4096;
+/// Kernel memory the sums map may take: its entries are preallocated, a
+/// value per CPU each.
+pub const SUM_MAP_BYTES: u64 = 64 << 20;
+
+/// Keys of the sums map on this machine: [`MAX_SUM_KEYS`], fewer where a
+/// value per CPU each would exceed [`SUM_MAP_BYTES`] (at least 256).
+pub fn sum_keys() -> u32 {
+    let cpus = aya::util::nr_cpus().unwrap_or(1).max(1) as u64;
+    let per_key = (std::mem::size_of::<Sums>() + std::mem::size_of::<SumKey>()) as u64 * cpus;
+    (SUM_MAP_BYTES / per_key).clamp(256, u64::from(MAX_SUM_KEYS)) as u32
+}
+
+/// Inserts the key a full map's statements land in, before the programs
+/// can fill the map.
+fn insert_other(sums: &mut PerCpuHashMap<MapData, SumKey, Sums>) -> Result<(), String> {
+    // SAFETY: `Sums` is plain integers (aya::Pod): all-zero bytes are valid.
+    let zero: Sums = unsafe { std::mem::zeroed() };
+    let cpus = aya::util::nr_cpus().map_err(|(what, e)| format!("{what}: {e}"))?;
+    let values = aya::maps::PerCpuValues::try_from(vec![zero; cpus]).map_err(|e| e.to_string())?;
+    let other = SumKey {
+        kind: key_kind::OTHER,
+        ..SumKey::default()
+    };
+    sums.insert(other, values, 0).map_err(|e| e.to_string())
 }
 
 /// One probe name's availability in the binary.
@@ -75,6 +108,8 @@ pub struct ProbeSites {
 pub struct StatementProbes {
     links: Vec<UsdtLink>,
     ring: RingBuf<MapData>,
+    sums: PerCpuHashMap<MapData, SumKey, Sums>,
+    texts: RingBuf<MapData>,
     tranches: PerCpuHashMap<MapData, u64, Tranche>,
     stats: PerCpuArray<MapData, Stats>,
     /// Whether both probes of each wait pair are in the binary and attached.
@@ -256,8 +291,14 @@ impl StatementProbes {
             available[i] = has(start) && has(done);
         }
         let ebpf = ledger.object_mut();
+        let mut sums: PerCpuHashMap<MapData, SumKey, Sums> = take(ebpf, "STMT_SUMS")?;
+        if socket {
+            insert_other(&mut sums).map_err(StatementsProbeError::Sums)?;
+        }
         Ok(Self {
             links,
+            sums,
+            texts: take(ebpf, "STMT_TEXTS")?,
             ring: take(ebpf, "STMT_RECORDS")?,
             tranches: take(ebpf, "STMT_TRANCHES")?,
             stats: take(ebpf, "STMT_STATS")?,
@@ -275,6 +316,25 @@ impl StatementProbes {
                 // SAFETY: the kernel wrote a whole Record (the size was
                 // checked); read unaligned from the ring's bytes.
                 let r: Record = unsafe { std::ptr::read_unaligned(item.as_ptr().cast()) };
+                f(&r);
+            }
+        }
+    }
+
+    /// Hands every key's sums (one value per CPU) to `f`.
+    pub fn sums(&self, mut f: impl FnMut(SumKey, &[Sums])) {
+        for (key, per_cpu) in self.sums.iter().flatten() {
+            f(key, &per_cpu);
+        }
+    }
+
+    /// Hands every key text waiting in its ring to `f`.
+    pub fn drain_texts(&mut self, mut f: impl FnMut(&TextRecord)) {
+        while let Some(item) = self.texts.next() {
+            if item.len() >= std::mem::size_of::<TextRecord>() {
+                // SAFETY: the kernel wrote a whole TextRecord (the size
+                // was checked); read unaligned from the ring's bytes.
+                let r: TextRecord = unsafe { std::ptr::read_unaligned(item.as_ptr().cast()) };
                 f(&r);
             }
         }
@@ -302,6 +362,11 @@ impl StatementProbes {
             s.connections += c.connections;
             s.exited_open += c.exited_open;
             s.prepares += c.prepares;
+            s.killed_open += c.killed_open;
+            s.sums_other += c.sums_other;
+            s.texts_lost += c.texts_lost;
+            s.backends += c.backends;
+            s.workers_unjoined += c.workers_unjoined;
         }
         Ok(s)
     }

@@ -346,7 +346,14 @@ fn attach(pid: u32) -> anyhow::Result<Attached> {
     };
     let mut object = Ledger::attach_with(&AttachOptions {
         statements_of: Some(pid),
-        statements_socket: Some(SocketStatements { status }),
+        statements_socket: Some(SocketStatements {
+            status,
+            each: true,
+            key_by: ttp_common::sums::key_by::QUERY,
+            // Serve reads the records (its move to the sums is to come):
+            // the kernel does not sum them too.
+            sums: false,
+        }),
         no_ledger_programs: true,
         no_bpf_stats: true,
         exit_ring_bytes: Some(crate::probe::exits::ring_bytes(1, 1)),

@@ -31,6 +31,7 @@ pub(crate) mod run_pg;
 mod run_plan;
 mod run_several;
 pub mod statements;
+mod statements_sums;
 pub mod vprofile;
 
 /// ttp: how long a program or a database query really took, and why.

@@ -81,19 +81,23 @@ pub enum Variant {
     /// No tracer, delay accounting on (`kernel.task_delayacct = 1`, which
     /// the socket default switches on for its window).
     Delayacct = 8,
+    /// `statements --each`: socket boundaries with a record a statement
+    /// through the ring (the default before the kernel summed them).
+    SocketEach = 9,
 }
 
 /// Variants a round can hold (the index of their figures).
-const N: usize = 9;
+const N: usize = 10;
 
 /// The variants of every round, in the order rotated from round to round.
-const VARIANTS: [Variant; 8] = [
+const VARIANTS: [Variant; 9] = [
     Variant::Without,
     Variant::Pgss,
     Variant::Floor,
     Variant::SocketFloor,
     Variant::Delayacct,
     Variant::Socket,
+    Variant::SocketEach,
     Variant::Usdt,
     Variant::SimpleOnly,
 ];
@@ -108,6 +112,7 @@ impl clap::ValueEnum for Variant {
             Variant::SocketFloor,
             Variant::Delayacct,
             Variant::Socket,
+            Variant::SocketEach,
             Variant::Usdt,
             Variant::SimpleOnly,
             Variant::DetailAll,
@@ -127,6 +132,7 @@ impl Variant {
             Variant::Pgss => "pgss",
             Variant::Floor => "floor",
             Variant::Socket => "socket",
+            Variant::SocketEach => "socket-each",
             Variant::Usdt => "usdt",
             Variant::SimpleOnly => "usdt-simple",
             Variant::DetailAll => "detail-all",
@@ -141,7 +147,10 @@ impl Variant {
             Variant::Without => "no tracer (baseline)",
             Variant::Pgss => "pg_stat_statements (preloaded, second cluster with the same data)",
             Variant::Floor => "floor: bpftrace uprobes counting query__start/done hits",
-            Variant::Socket => "ttp statements (socket boundaries, default)",
+            Variant::Socket => "ttp statements (socket boundaries, summed in the kernel, default)",
+            Variant::SocketEach => {
+                "ttp statements --each (socket boundaries, a record a statement)"
+            }
             Variant::Usdt => {
                 "ttp statements --usdt (USDT boundaries with the executor pair, ledger)"
             }
@@ -165,6 +174,7 @@ impl Variant {
             | Variant::SocketFloor
             | Variant::Delayacct => None,
             Variant::Socket => Some(&[]),
+            Variant::SocketEach => Some(&["--each"]),
             Variant::Usdt => Some(&["--usdt"]),
             Variant::SimpleOnly => Some(&["--usdt", "--simple-only"]),
             Variant::DetailAll => Some(&["--detail", "all"]),

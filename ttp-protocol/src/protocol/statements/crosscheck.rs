@@ -8,15 +8,23 @@ use super::{Group, document::CrossCheckRow, fingerprint::fingerprint};
 
 /// The query that reads pg_stat_statements as one text value: rows
 /// separated by U+001E, fields by U+001F.
-pub const PGSS_QUERY: &str = "SELECT string_agg(calls::text || chr(31) || total_exec_time::text || chr(31) || query, chr(30)) FROM pg_stat_statements";
+pub const PGSS_QUERY: &str = "SELECT string_agg(calls::text || chr(31) || total_exec_time::text || chr(31) || queryid::text || chr(31) || query, chr(30)) FROM pg_stat_statements";
+
+/// The key [`parse_pgss`] files a row under by its `queryid`, beside its
+/// fingerprint: a group that has a query id joins by it.
+pub fn queryid_key(queryid: i64) -> String {
+    format!("\u{0}queryid {queryid}")
+}
 
 /// Calls and total_exec_time (ns) per fingerprint, from [`PGSS_QUERY`]'s
 /// value. Rows of the cross-check's own query are left out.
 pub fn parse_pgss(value: &str) -> BTreeMap<String, (u64, f64)> {
     let mut m: BTreeMap<String, (u64, f64)> = BTreeMap::new();
     for row in value.split('\u{1e}') {
-        let mut f = row.splitn(3, '\u{1f}');
-        let (Some(calls), Some(ms), Some(query)) = (f.next(), f.next(), f.next()) else {
+        let mut f = row.splitn(4, '\u{1f}');
+        let (Some(calls), Some(ms), Some(queryid), Some(query)) =
+            (f.next(), f.next(), f.next(), f.next())
+        else {
             continue;
         };
         if query.contains("pg_stat_statements") {
@@ -28,6 +36,11 @@ pub fn parse_pgss(value: &str) -> BTreeMap<String, (u64, f64)> {
         let e = m.entry(fingerprint(query)).or_default();
         e.0 += calls;
         e.1 += ms * 1e6;
+        if let Ok(id) = queryid.parse::<i64>() {
+            let e = m.entry(queryid_key(id)).or_default();
+            e.0 += calls;
+            e.1 += ms * 1e6;
+        }
     }
     m
 }
@@ -54,8 +67,11 @@ pub fn rows(
         .iter()
         .filter(|g| !g.key.contains("pg_stat_statements"))
         .map(|g| {
-            let (c1, e1) = after.get(&g.key).copied().unwrap_or_default();
-            let (c0, e0) = before.get(&g.key).copied().unwrap_or_default();
+            // By query id where the group has one (the same statement as
+            // pg_stat_statements' row, exactly), else by fingerprint.
+            let k = g.queryid.map_or_else(|| g.key.clone(), queryid_key);
+            let (c1, e1) = after.get(&k).copied().unwrap_or_default();
+            let (c0, e0) = before.get(&k).copied().unwrap_or_default();
             let pgss_calls = c1.saturating_sub(c0);
             let pgss_exec_ns = (e1 - e0).max(0.0) as u64;
             // pg_stat_statements counts no statement that failed.
@@ -116,16 +132,16 @@ mod tests {
             ..Default::default()
         };
         let groups = group(&vec![s; 10], GroupBy::Fingerprint, &[true; WAITS]);
-        let before = parse_pgss("5\u{1f}1.5\u{1f}SELECT * FROM t WHERE id = $1");
+        let before = parse_pgss("5\u{1f}1.5\u{1f}-42\u{1f}SELECT * FROM t WHERE id = $1");
         let after = parse_pgss(
-            "15\u{1f}101.5\u{1f}SELECT * FROM t WHERE id = $1\u{1e}1\u{1f}0.1\u{1f}SELECT x FROM pg_stat_statements",
+            "15\u{1f}101.5\u{1f}-42\u{1f}SELECT * FROM t WHERE id = $1\u{1e}1\u{1f}0.1\u{1f}7\u{1f}SELECT x FROM pg_stat_statements",
         );
         let r = rows(&groups, &before, &after, 1);
         assert_eq!(r.len(), 1);
         assert_eq!(r[0].pgss_calls, 10);
         assert_eq!(r[0].pgss_exec_ns, 100_000_000);
         assert!(!r[0].disagrees);
-        let far = parse_pgss("40\u{1f}101.5\u{1f}SELECT * FROM t WHERE id = $1");
+        let far = parse_pgss("40\u{1f}101.5\u{1f}-42\u{1f}SELECT * FROM t WHERE id = $1");
         assert!(rows(&groups, &before, &far, 1)[0].disagrees);
     }
 }

@@ -49,6 +49,19 @@ pub struct ProbeCounts {
     /// the probes or ended after the window): left out of the groups.
     #[serde(default)]
     pub worker_shares_unjoined: u64,
+    /// Summed in the kernel (the default at the socket): statement keys
+    /// in its map at the end (the `other` key included); `None` with a
+    /// record a statement (`--each`, `--usdt`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keys: Option<u64>,
+    /// Statements of new keys the kernel's map had no room for: summed
+    /// under the `other` group, never lost.
+    #[serde(default)]
+    pub summed_other: u64,
+    /// Key texts the text ring could not take at once (sent again at the
+    /// key's next statement on that CPU).
+    #[serde(default)]
+    pub texts_lost: u64,
 }
 
 /// One probe name's sites in the binary.

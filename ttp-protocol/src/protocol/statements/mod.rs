@@ -14,6 +14,7 @@ pub mod document;
 pub mod extended;
 pub mod fingerprint;
 pub mod parallel;
+pub mod sums;
 
 use std::collections::BTreeMap;
 
@@ -314,6 +315,12 @@ pub struct Variance {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Group {
     pub key: String,
+    /// PostgreSQL's query id of the group's statements (`st_query_id`,
+    /// equal to pg_stat_statements' `queryid`), where the server computes
+    /// one (`compute_query_id`, or pg_stat_statements loaded) and all its
+    /// statements had the same.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queryid: Option<i64>,
     /// An example of the exact text (for fingerprints and backends).
     pub example: String,
     pub calls: u64,
@@ -377,7 +384,7 @@ pub(crate) const VARIANCE_PARTS: [&str; 6] = [
     "other_sleep",
 ];
 
-fn variance_split(s: &Statement) -> [u64; 6] {
+pub(crate) fn variance_split(s: &Statement) -> [u64; 6] {
     let lock = s.waits_ns[wait::LOCK];
     let lw = s.waits_ns[wait::LWLOCK];
     let sleeps = s.parts[part::SLEEP] + s.parts[part::BLOCKED];
@@ -516,8 +523,14 @@ fn summarise(key: String, ss: &[&Statement], available: &[bool; WAITS]) -> Group
     // The ledger's parts exist where any statement had its account.
     let ledger = ss.iter().any(|s| s.flags & flag::NO_ACCOUNT == 0);
     let measured = |v: u64| ledger.then_some(v);
+    let queryid = ss
+        .first()
+        .map(|s| s.query_id)
+        .filter(|q| *q != 0 && ss.iter().all(|s| s.query_id == *q))
+        .map(|q| q as i64);
     Group {
         key,
+        queryid,
         example: ss.first().map(|s| s.text.clone()).unwrap_or_default(),
         calls: ss.len() as u64,
         elapsed_ns,

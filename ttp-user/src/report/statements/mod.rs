@@ -139,6 +139,9 @@ pub fn text(r: &StatementsReport, top: usize) -> String {
             ms(g.latency.p99_ns),
             key
         );
+        if let Some(q) = g.queryid {
+            let _ = writeln!(o, "{:>8} queryid {q}", "");
+        }
         if let Some(w) = &g.parallel_workers {
             let _ = writeln!(
                 o,
@@ -219,6 +222,28 @@ pub fn text(r: &StatementsReport, top: usize) -> String {
             o,
             "LOST: {} statement records ({} ring buffer full, {} without state): those statements are missing above",
             lost, c.records_lost, c.no_state
+        );
+    }
+    if let Some(keys) = c.keys {
+        let _ = writeln!(
+            o,
+            "summed in the kernel: {} statement keys{}",
+            grouped(keys),
+            if c.texts_lost > 0 {
+                format!(
+                    "; {} key texts waited for room in their ring (sent again later)",
+                    grouped(c.texts_lost)
+                )
+            } else {
+                String::new()
+            }
+        );
+    }
+    if c.summed_other > 0 {
+        let _ = writeln!(
+            o,
+            "FULL: the kernel's map of statement keys had no room for {} statements of new keys: they are summed in the group `other` above. Where the server computes no query id, every text with other constants is a key of its own: `ALTER SYSTEM SET compute_query_id = on; SELECT pg_reload_conf();` (no restart) keys them by query id, or run with --each",
+            grouped(c.summed_other)
         );
     }
     if c.other_processes > 0 {
