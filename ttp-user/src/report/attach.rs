@@ -388,15 +388,7 @@ impl Summary {
             .collect();
         let machine_agreement = stat
             .as_ref()
-            .map(|s| {
-                crosscheck::machine(
-                    &window.cpu_total(),
-                    window.cpus.len(),
-                    s,
-                    tick_ns,
-                    window.lost.lock_contended,
-                )
-            })
+            .map(|s| crosscheck::machine(&window.cpu_total(), window.cpus.len(), s, tick_ns))
             .unwrap_or_default();
         let w = window;
         let st = stat.as_ref();

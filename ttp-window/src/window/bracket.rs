@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 /// Per process (tgid), per thread (tid): /proc/TID/schedstat's
 /// (sum_exec_runtime ns, run_delay ns, pcount), and the thread's own
-/// /proc/TID/io `read_bytes` (0 when unreadable).
+/// /proc/PID/task/TID/io `read_bytes` (0 when unreadable).
 #[derive(Debug, Clone, Default)]
 pub struct SchedReads(BTreeMap<u32, BTreeMap<u32, ThreadRead>>);
 
@@ -37,13 +37,16 @@ pub struct Slack {
     pub read_bytes: u64,
 }
 
-/// /proc/TID/schedstat: sum_exec_runtime, run_delay, pcount; and
-/// /proc/TID/io's read_bytes (0 when it cannot be read).
-fn schedstat3(tid: u32) -> Option<ThreadRead> {
-    let text = std::fs::read_to_string(format!("/proc/{tid}/schedstat")).ok()?;
+/// /proc/PID/task/TID/schedstat: sum_exec_runtime, run_delay, pcount;
+/// and the thread's own read_bytes (0 when it cannot be read). Only the
+/// task directory's io is the thread's: /proc/TID/io is the whole
+/// process's, reaped children included (proc_tgid_io_accounting).
+fn schedstat3(pid: u32, tid: u32) -> Option<ThreadRead> {
+    let task = format!("/proc/{pid}/task/{tid}");
+    let text = std::fs::read_to_string(format!("{task}/schedstat")).ok()?;
     let mut f = text.split_ascii_whitespace().map(|v| v.parse::<u64>().ok());
     let (run, wait, pcount) = (f.next()??, f.next()??, f.next()??);
-    let read_bytes = std::fs::read_to_string(format!("/proc/{tid}/io"))
+    let read_bytes = std::fs::read_to_string(format!("{task}/io"))
         .ok()
         .and_then(|io| {
             io.lines()
@@ -86,7 +89,7 @@ impl SchedReads {
             };
             let threads: BTreeMap<u32, ThreadRead> = dir
                 .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-                .filter_map(|tid| Some((tid, schedstat3(tid)?)))
+                .filter_map(|tid| Some((tid, schedstat3(pid, tid)?)))
                 .collect();
             out.insert(pid, threads);
         }

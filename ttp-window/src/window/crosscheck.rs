@@ -226,11 +226,12 @@ pub fn process(
             // More than the threads' own: reaped children or exited
             // threads, which the whole-process file counts and a process's
             // own accounts do not. Less stays a comparison: the process
-            // file never holds less than its live threads.
+            // file never holds less than its live threads, and a ledger
+            // above the whole process is a fault whatever the threads say.
             let beyond_threads = p
                 .threads_read_bytes
                 .is_none_or(|t| r > t.saturating_add(a.tolerance));
-            out.push(if beyond_threads && !a.within {
+            out.push(if beyond_threads && !a.within && k.io.read_bytes < r {
                 a.info(REAPED_IO)
             } else {
                 a
@@ -337,54 +338,32 @@ pub fn at_the_ledgers_reads(rows: Vec<Agreement>, b: &Bracket) -> Vec<Agreement>
 }
 
 /// The machine: the ledger's per-CPU idle and iowait summed over CPUs
-/// against /proc/stat. `lost_updates` is the window's count of per-CPU
-/// updates that gave up on a contended lock (`lock_contended`): each leaves
-/// one stretch of a CPU, up to its next idle entry or exit, booked in the
-/// state before it, busy as idle or idle as busy, by an amount the ledger
-/// cannot know. Outside tolerance with such losses, the comparison cannot
-/// tell them from a fault: informational, with the count.
-pub fn machine(
-    cpu: &CpuTimes,
-    ncpus: usize,
-    stat: &StatDelta,
-    tick_ns: u64,
-    lost_updates: u64,
-) -> Vec<Agreement> {
+/// against /proc/stat.
+pub fn machine(cpu: &CpuTimes, ncpus: usize, stat: &StatDelta, tick_ns: u64) -> Vec<Agreement> {
     let mut out = Vec::new();
     let abs = 2 * tick_ns * ncpus.max(1) as u64;
-    let lost = |a: Agreement| {
-        if lost_updates > 0 && !a.within {
-            a.info(LOST_CPU_UPDATES)
-        } else {
-            a
-        }
-    };
     if let Some(idle) = stat.total.idle {
-        out.push(lost(Agreement::new(
+        out.push(Agreement::new(
             "idle_ns",
             cpu.idle_ns,
             "/proc/stat idle",
             idle * tick_ns,
             0.03,
             abs,
-        )));
+        ));
     }
     if let Some(iowait) = stat.total.iowait {
-        out.push(lost(Agreement::new(
+        out.push(Agreement::new(
             "iowait_ns",
             cpu.iowait_ns,
             "/proc/stat iowait",
             iowait * tick_ns,
             0.05,
             abs,
-        )));
+        ));
     }
     out
 }
-
-/// Why a machine comparison outside tolerance is not a fault when per-CPU
-/// updates were lost.
-pub const LOST_CPU_UPDATES: &str = "per-CPU updates gave up on a contended lock in this window (see LOST): each leaves a stretch of a CPU booked in the wrong state";
 
 /// The share of CPU time the hypervisor stole over a window (/proc/stat).
 pub fn steal_fraction(stat: &StatDelta) -> f64 {
