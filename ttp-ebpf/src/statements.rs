@@ -24,7 +24,11 @@
 //! entry of `ParallelWorkerMain` and as a uretprobe at its return, opens and
 //! closes that share like a statement (flag `WORKER`), its text the
 //! worker's name, which holds the leader's pid.
-use core::{mem::MaybeUninit, ptr::write_volatile};
+use core::{
+    intrinsics::{AtomicOrdering::SeqCst, atomic_xadd},
+    mem::MaybeUninit,
+    ptr::write_volatile,
+};
 
 use aya_ebpf::{
     EbpfContext,
@@ -519,7 +523,9 @@ fn leader_pid(st: &StmtState) -> Option<u32> {
 #[inline(always)]
 fn to_leader(st: &StmtState, now: u64, end: &[u64; PARTS], flags: u32) {
     let leader = leader_pid(st).and_then(state);
-    let Some(l) = leader.filter(|l| l.open != 0) else {
+    // A share that began before the leader's open statement belongs to an
+    // earlier one (as userspace's join of records required).
+    let Some(l) = leader.filter(|l| l.open != 0 && st.start_ns >= l.start_ns) else {
         if let Some(s) = stats() {
             s.workers_unjoined += 1;
         }
@@ -528,11 +534,21 @@ fn to_leader(st: &StmtState, now: u64, end: &[u64; PARTS], flags: u32) {
     if let Some(s) = stats() {
         s.workers += 1;
     }
-    l.workers += 1;
-    l.workers_without_account += u32::from(flags & flag::NO_ACCOUNT != 0);
-    l.workers_elapsed_ns += now.saturating_sub(st.start_ns);
-    for ((w, e), b) in l.workers_parts.iter_mut().zip(end).zip(&st.base) {
-        *w += e.saturating_sub(*b);
+    // Workers of one Gather end on several CPUs at once: atomic adds.
+    // SAFETY: fields of the leader's map value, live for this program run.
+    unsafe {
+        atomic_xadd::<u32, u32, { SeqCst }>(&raw mut l.workers, 1);
+        atomic_xadd::<u32, u32, { SeqCst }>(
+            &raw mut l.workers_without_account,
+            u32::from(flags & flag::NO_ACCOUNT != 0),
+        );
+        atomic_xadd::<u64, u64, { SeqCst }>(
+            &raw mut l.workers_elapsed_ns,
+            now.saturating_sub(st.start_ns),
+        );
+        for ((w, e), b) in l.workers_parts.iter_mut().zip(end).zip(&st.base) {
+            atomic_xadd::<u64, u64, { SeqCst }>(w, e.saturating_sub(*b));
+        }
     }
 }
 
