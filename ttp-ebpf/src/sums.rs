@@ -28,11 +28,10 @@ use crate::statements::{StmtState, stats};
 const MAX_KEYS: u32 = 4096;
 /// `bpf_map_update_elem`'s flag: insert only.
 const BPF_NOEXIST: u64 = 1;
-/// Ring of key texts (288 B each): 1 MiB holds ~3 600 undrained, the new
-/// keys of a second at 3 600 new texts a second (a server without query
-/// ids whose clients send constants) while ttp's reader (every 100 ms)
-/// waits for a CPU. A text that finds no room is sent at the key's next
-/// statement on that CPU; a key that never has one keeps no text (counted).
+/// Ring of key texts (288 B each). Its size is set at load to hold a
+/// text of every key from every CPU (ttp-ledger's `text_ring_bytes`), so
+/// it cannot overflow; a text that still finds no room is sent at the
+/// key's next statement on that CPU (counted).
 const TEXT_RING_BYTES: u32 = 1 << 20;
 
 /// How the statement key is chosen, see [`key_by`] (set by the loader).

@@ -320,9 +320,10 @@ impl Ledger {
             // are summed into their leaders' statements too).
             loader.map_max_entries("STMT_RECORDS", trace::page_size());
         }
-        if options.statements_socket.is_some() {
-            // The statement keys and `other`.
+        if options.statements_socket.is_some_and(|s| s.sums) {
+            // The statement keys and `other`, and a text of each.
             loader.map_max_entries("STMT_SUMS", statements::sum_keys() + 1);
+            loader.map_max_entries("STMT_TEXTS", statements::text_ring_bytes());
         } else {
             loader.map_max_entries("STMT_SUMS", 1);
             loader.map_max_entries("STMT_TEXTS", trace::page_size());

@@ -79,6 +79,16 @@ pub fn sum_keys() -> u32 {
     (SUM_MAP_BYTES / per_key).clamp(256, u64::from(MAX_SUM_KEYS)) as u32
 }
 
+/// Bytes of the text ring: room for a text of every key from every CPU
+/// (a key's text goes out at most once a CPU, and keys are never
+/// evicted), so a burst of new keys between two drains loses none.
+pub fn text_ring_bytes() -> u32 {
+    let cpus = aya::util::nr_cpus().unwrap_or(1).max(1) as u64;
+    let record = (std::mem::size_of::<TextRecord>() + 8) as u64;
+    let need = (u64::from(sum_keys()) + 1) * cpus * record;
+    need.next_power_of_two().clamp(4096, 1 << 30) as u32
+}
+
 /// Inserts the key a full map's statements land in, before the programs
 /// can fill the map.
 fn insert_other(sums: &mut PerCpuHashMap<MapData, SumKey, Sums>) -> Result<(), String> {
