@@ -47,7 +47,10 @@ fn parallel_workers_join_their_leaders_statement() {
         return;
     }
     let _serial = serial();
-    let c = Cluster::start("stmt-par");
+    // Query ids on: the kernel sums the statements and adds the workers'
+    // shares into their leaders' open statements itself (without them a
+    // record a statement is sent and userspace joins the shares).
+    let c = Cluster::start_with("stmt-par", "-c compute_query_id=on");
     c.psql("CREATE TABLE par AS SELECT g AS id FROM generate_series(1, 600000) g");
     c.psql("VACUUM ANALYZE par");
     let pm = c.postmaster_pid();

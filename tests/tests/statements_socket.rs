@@ -154,6 +154,10 @@ fn tpcb_statements_exact_in_every_query_mode() {
         let queryids = pgss_queryids(&c);
         let (_text, doc) = stop(ttp, &json);
         assert_eq!(doc["boundaries"], "socket");
+        // pg_stat_statements loaded (compute_query_id = auto): the kernel
+        // sums by query id.
+        let entry = doc["status_entry"].as_str().unwrap();
+        assert!(!entry.contains("no query ids"), "{entry}");
         let (latency_ns, transactions) = pgbench_latency_ns(&c.dir, &prefix);
         assert_eq!(transactions, 6000, "pgbench's log");
         let mut elapsed_ns = 0;
@@ -489,6 +493,10 @@ fn a_request_over_several_reads_is_one_statement() {
         ],
     );
     let (_text, doc) = stop(ttp, &json);
+    // A plain cluster computes no query ids: a record a statement, as
+    // the server's configuration says.
+    let entry = doc["status_entry"].as_str().unwrap();
+    assert!(entry.contains("no query ids"), "{entry}");
     let long: Vec<&serde_json::Value> = doc["groups"]
         .as_array()
         .unwrap()
@@ -505,14 +513,15 @@ fn a_request_over_several_reads_is_one_statement() {
     assert!(long.iter().all(|g| n(g, "truncated") == n(g, "calls")));
 }
 
-/// 10 000 distinct statements on a server without query ids (each text a
-/// key of the kernel's own): the kernel's map of keys fills, and every
+/// 10 000 distinct statements grouped by text on a server without query
+/// ids (each text a key of the kernel's own): the kernel's map of keys fills, and every
 /// statement beyond it is summed under `other`, counted, never lost: the
 /// groups' calls add up to the statements counted, the `other` group holds
 /// what the counter says, and every one of the 10 000 is in a group of its
 /// own, in `other`, or (its text lost in a burst, counted) in a group
-/// named by its key's hash. Catches a full map that drops statements, a counter
-/// that disagrees with the sums, and a key summed twice.
+/// named by its key's hash, exactly 10 000 in all. Catches a full map that
+/// drops statements, a counter that disagrees with the sums, and a key
+/// summed twice.
 #[test]
 fn a_full_map_sums_the_rest_under_other() {
     if !root_or_skip("a_full_map_sums_the_rest_under_other") {
@@ -525,7 +534,9 @@ fn a_full_map_sums_the_rest_under_other() {
         .map(|i| format!("SELECT {i} AS c{i};\n"))
         .collect();
     std::fs::write(&script, sql).unwrap();
-    let (ttp, json) = statements(&c, "keys.json", &[]);
+    // By exact text: without query ids a fingerprint grouping is sent a
+    // record a statement, and only a text key reaches the kernel's map.
+    let (ttp, json) = statements(&c, "keys.json", &["--by", "text"]);
     let out = Command::new(c.bin.join("psql"))
         .args(["-X", "-q", "-d"])
         .arg(c.conninfo())
@@ -551,7 +562,10 @@ fn a_full_map_sums_the_rest_under_other() {
     assert_eq!(n(other, "calls"), summed_other);
     let own: Vec<&serde_json::Value> = groups
         .iter()
-        .filter(|g| g["key"].as_str().unwrap().starts_with("select $1 as c"))
+        .filter(|g| {
+            let key = g["key"].as_str().unwrap();
+            key.starts_with("SELECT ") && key.contains(" AS c")
+        })
         .collect();
     assert!(own.iter().all(|g| n(g, "calls") == 1));
     // A key whose text found no room in its ring (a burst of new keys)
@@ -563,8 +577,12 @@ fn a_full_map_sums_the_rest_under_other() {
         .sum();
     let texts_lost = counts["texts_lost"].as_u64().unwrap();
     assert_eq!(textless, texts_lost, "{counts}");
-    assert!(
-        own.len() as u64 + summed_other + textless >= 10_000,
+    // The script's count is the truth: psql -X -f sends its statements and
+    // nothing else, and no other client connects to this cluster.
+    assert_eq!(total, 10_000, "{counts}");
+    assert_eq!(
+        own.len() as u64 + summed_other + textless,
+        10_000,
         "{} own groups, {summed_other} under other: {counts}",
         own.len()
     );

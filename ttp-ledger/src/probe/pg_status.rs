@@ -199,6 +199,35 @@ pub fn find_as(postmaster: u32, binary: &Path, major: u32) -> Result<StatusSourc
     }
 }
 
+/// Whether the server computes query ids (`st_query_id`, equal to
+/// pg_stat_statements' `queryid`): its `IsQueryIdEnabled()`, from the
+/// postmaster's own `compute_query_id` (`off` 0, `on` 1, `auto` 2,
+/// `regress` 3; a reload rewrites it there) and `query_id_enabled` (set
+/// by an extension that asks for them under `auto`, as
+/// pg_stat_statements does), both exported since PostgreSQL 14. `None`
+/// when they cannot be read. A session's own `SET compute_query_id` is
+/// not seen.
+pub fn query_ids_computed(postmaster: u32, binary: &Path) -> Option<bool> {
+    let data = std::fs::read(binary).ok()?;
+    let file = object::File::parse(&*data).ok()?;
+    let bias = load_bias(postmaster, binary, &file).ok()?;
+    let mem = std::fs::File::open(format!("/proc/{postmaster}/mem")).ok()?;
+    let mut mode = [0u8; 4];
+    mem.read_exact_at(&mut mode, bias + symbol(&file, "compute_query_id")?)
+        .ok()?;
+    match u32::from_ne_bytes(mode) {
+        0 => Some(false),
+        1 | 3 => Some(true),
+        2 => {
+            let mut enabled = [0u8; 1];
+            mem.read_exact_at(&mut enabled, bias + symbol(&file, "query_id_enabled")?)
+                .ok()?;
+            Some(enabled[0] != 0)
+        }
+        _ => None,
+    }
+}
+
 /// Why `binary` is not a PostgreSQL server binary (it has no
 /// [`ENTRY_GLOBAL`]), if it is not.
 pub fn not_a_server(binary: &Path) -> Option<String> {

@@ -100,10 +100,13 @@ pub struct Args {
     /// Send a record a statement to ttp, as before the kernel summed them:
     /// every statement then crosses the ring (with its text) and is kept
     /// in ttp's memory until the report, for a per-statement trace or
-    /// export. Its cost, measured at pgbench -S: ~0.4 µs a statement more
+    /// export. Its cost, measured at pgbench -S: ~0.6 µs a statement more
     /// in the programs, ~2 µs of ttp's CPU and ~1 KB of ttp's memory a
     /// statement (170 MB after 100 000 statements). Without it the kernel
-    /// sums the statements per key and ttp reads the sums.
+    /// sums the statements per key and ttp reads the sums, where the
+    /// server computes query ids (compute_query_id); grouped by
+    /// fingerprint on a server that computes none, statements are sent
+    /// as with --each.
     #[arg(long)]
     pub each: bool,
 }
@@ -120,6 +123,8 @@ impl Args {
 struct Boundaries {
     socket: bool,
     status: Option<StatusSource>,
+    /// Whether the server computes query ids (None: not known).
+    query_ids: Option<bool>,
     /// Where the status entries were found, or why not (socket only).
     status_note: Option<String>,
 }
@@ -130,6 +135,7 @@ impl Boundaries {
             return Ok(Self {
                 socket: false,
                 status: None,
+                query_ids: None,
                 status_note: None,
             });
         }
@@ -145,6 +151,7 @@ impl Boundaries {
                     socket: true,
                     status_note: Some(s.describe()),
                     status: Some(s),
+                    query_ids: pg_status::query_ids_computed(args.pid, binary),
                 }
             }
             Err(e) => {
@@ -154,10 +161,31 @@ impl Boundaries {
                 Self {
                     socket: true,
                     status: None,
+                    query_ids: None,
                     status_note: Some(format!("not read: {e}")),
                 }
             }
         })
+    }
+
+    /// Whether the kernel sums the statements: as asked (`--each`,
+    /// `--usdt`), except that statements grouped by fingerprint on a
+    /// server that computes no query ids are sent a record each, as
+    /// before the sums: the kernel would key each distinct text, and a
+    /// workload that sends constants fills its map at once
+    /// (docs/statements.md, "Summed in the kernel").
+    fn summed(&mut self, args: &Args) -> bool {
+        let no_query_ids = self.status.is_some() && self.query_ids == Some(false);
+        if !args.summed() || !no_query_ids || !matches!(args.by, GroupBy::Fingerprint) {
+            return args.summed();
+        }
+        eprintln!(
+            "statements: the server computes no query ids (compute_query_id is off, or auto without pg_stat_statements): each statement is sent to ttp, as with --each; `ALTER SYSTEM SET compute_query_id = on` and a reload let the kernel sum them"
+        );
+        if let Some(note) = &mut self.status_note {
+            note.push_str("; no query ids: a record a statement");
+        }
+        false
     }
 }
 
@@ -177,7 +205,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Some(b) => b.clone(),
         None => server_binary(args.pid)?,
     };
-    let boundaries = Boundaries::of(&args, &binary)?;
+    let mut boundaries = Boundaries::of(&args, &binary)?;
+    let summed = boundaries.summed(&args);
     let probes = usdt_probes(&binary, boundaries.socket)?;
     // The session checks privileges, restores what a killed instance left
     // and (with the ledger) seeds it with the threads already running. At
@@ -188,9 +217,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         statements_of: Some(args.pid),
         statements_socket: boundaries.socket.then_some(SocketStatements {
             status: boundaries.status,
-            each: !args.summed(),
+            each: !summed,
             key_by: statements_sums::key_by(args.by),
-            sums: true,
+            sums: summed,
         }),
         no_ledger_programs: boundaries.socket && !args.ledger,
         no_bpf_stats: boundaries.socket && !args.ledger,
@@ -218,7 +247,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         eprintln!("statements: parallel workers not measured: {e}");
     }
     let (pgss_session, mut note) = pgss_connect(args.pgss.as_deref());
-    if args.summed() {
+    if summed {
         let report = statements_sums::measure(
             &args,
             &binary,
