@@ -50,7 +50,8 @@ fn random_lines(name: &str, lines: usize) -> std::path::PathBuf {
 }
 
 /// Runs `run -n N --as-root --json FILE -- /usr/bin/time -a -o TIMES -f
-/// "%U %S" CMD…` and returns (report, JSON, GNU time's ms per QE).
+/// "%U %S" CMD…` and returns (report, JSON, GNU time's ms per QE, the
+/// warm-up's lines left out).
 fn run_timed(name: &str, n: u32, cmd: &[&str]) -> (String, Value, Vec<f64>) {
     require("/usr/bin/time");
     let json = temp_path(&format!("{name}.json"));
@@ -76,10 +77,18 @@ fn run_timed(name: &str, n: u32, cmd: &[&str]) -> (String, Value, Vec<f64>) {
     let (code, out, err) = ttp(&args);
     assert_eq!(code, 0, "ttp run failed: {err}\n{out}");
     let doc = json_file(&json);
-    let t = time_lines(&times);
+    let mut t = time_lines(&times);
     let _ = std::fs::remove_file(&json);
     let _ = std::fs::remove_file(&times);
-    assert_eq!(t.len(), n as usize, "one /usr/bin/time line per QE");
+    // run's warm-up executions ran first (docs/ttpv2.md, "Warm-up
+    // executions"): their lines come before the QEs'.
+    let warmups = doc["setup"]["warmup"].as_array().map_or(0, Vec::len);
+    assert_eq!(
+        t.len(),
+        warmups + n as usize,
+        "one /usr/bin/time line per warm-up and QE"
+    );
+    let t = t.split_off(warmups);
     (out, doc, t)
 }
 

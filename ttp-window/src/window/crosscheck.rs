@@ -190,14 +190,17 @@ pub fn process(
             )));
         }
         if let Some(b) = p.blkio_ticks {
-            out.push(delay(partial(Agreement::new(
-                "iowait_ns",
-                k.iowait_ns,
-                "delayacct_blkio_ticks",
-                b * tick_ns,
-                0.05,
-                2 * tick_ns,
-            ))));
+            out.push(delay(partial(
+                Agreement::new(
+                    "iowait_ns",
+                    k.iowait_ns,
+                    "delayacct_blkio_ticks",
+                    b * tick_ns,
+                    0.05,
+                    2 * tick_ns,
+                )
+                .in_range(b * tick_ns, blkio_high(b * tick_ns, k)),
+            )));
         }
         // /proc/PID/task/TID/io counts only that thread's own I/O, as the
         // ledger's per-thread accounts do; /proc/PID/io adds the I/O of
@@ -257,14 +260,17 @@ pub fn process(
     }
     if let Some(t) = ts {
         if let Some(b) = t.blkio_delay_total_ns {
-            out.push(delay(Agreement::new(
-                "iowait_ns",
-                k.iowait_ns,
-                "taskstats blkio_delay_total",
-                b,
-                0.05,
-                2 * MS,
-            )));
+            out.push(delay(
+                Agreement::new(
+                    "iowait_ns",
+                    k.iowait_ns,
+                    "taskstats blkio_delay_total",
+                    b,
+                    0.05,
+                    2 * MS,
+                )
+                .in_range(b, blkio_high(b, k)),
+            ));
         }
         if let Some(run) = t.cpu_run_virtual_total_ns {
             out.push(partial(Agreement::new(
@@ -278,6 +284,15 @@ pub fn process(
         }
     }
     out
+}
+
+/// The most the ledger's iowait can exceed the kernel's blkio delay `b`
+/// by: delay accounting ends a wait at its wake-up (try_to_wake_up), the
+/// ledger without the wake-up hook at the switch-in (docs/ledger.md), so
+/// its iowait also holds the run-queue wait after each I/O's wake-up, at
+/// most the thread's whole run-queue wait (the kernel's run_delay).
+fn blkio_high(b: u64, k: &LedgerMeasures) -> u64 {
+    b.saturating_add(k.runq_wait_ns)
 }
 
 /// Why a delay-accounting figure cannot be the process's.

@@ -262,3 +262,31 @@ fn an_uptime_sized_delay_is_the_references_fault() {
     assert!(!rows[0].flagged());
     assert!(rows[1].flagged(), "{:?}", rows[1]);
 }
+
+/// A `dd` of 16 MiB O_DIRECT reads beside two CPU burners: the ledger's
+/// iowait 14.7 ms against taskstats' blkio delay 9.1 ms, its run-queue
+/// wait 6 ms. Catches the run-queue wait after each I/O's wake-up (in the
+/// ledger's iowait without the wake-up hook, not in delay accounting's)
+/// flagged as a fault, and a surplus beyond that wait left unflagged.
+#[test]
+fn iowait_may_exceed_the_blkio_delay_by_the_run_queue_wait() {
+    let row = |iowait: u64, runq: u64| {
+        let k = LedgerMeasures {
+            iowait_ns: iowait,
+            runq_wait_ns: runq,
+            ..Default::default()
+        };
+        let t = TaskstatsCounters {
+            blkio_delay_total_ns: Some(9_077_542),
+            ..Default::default()
+        };
+        process(&k, None, Some(&t), 1, 10 * MS, true, 0.0)
+            .into_iter()
+            .find(|a| a.reference == "taskstats blkio_delay_total")
+            .unwrap()
+    };
+    assert!(!row(14_695_553, 6 * MS).flagged());
+    assert!(row(14_695_553, MS).flagged());
+    // Short of the kernel's delay: the run-queue wait does not excuse it.
+    assert!(row(5 * MS, 6 * MS).flagged());
+}
