@@ -17,24 +17,13 @@ use std::{
 };
 
 use common::{
-    pg::{Cluster, backend_pids, idle_session, pgss_by_fingerprint, with_pgss_and_pgbench},
+    pg::{
+        Cluster, PGSS, TPCB, backend_pids, idle_session, pgss_by_fingerprint, with_pgss_and_pgbench,
+    },
     pgver::*,
     serve::Serve,
     *,
 };
-
-const PGSS: &str = "-c shared_preload_libraries=pg_stat_statements";
-
-/// The seven statements of pgbench's TPC-B-like script, as fingerprints.
-const TPCB: [&str; 7] = [
-    "begin",
-    "update pgbench_accounts set abalance = abalance + $1 where aid = $2",
-    "select abalance from pgbench_accounts where aid = $1",
-    "update pgbench_tellers set tbalance = tbalance + $1 where tid = $2",
-    "update pgbench_branches set bbalance = bbalance + $1 where bid = $2",
-    "insert into pgbench_history (tid, bid, aid, delta, mtime) values ($1, $2, $3, $4, current_timestamp)",
-    "end",
-];
 
 /// `run --postgres`'s statement: ~2 M rows of CPU work in the backend, no
 /// I/O once warm (pgbench_accounts is 13 MB at scale 1).

@@ -9,8 +9,8 @@ use std::{
 
 use crate::common::{
     pg::{
-        Cluster, Session, await_statements_begun_before, backends_runtime, idle_session, pgss,
-        poll, statements_attached, with_pgss_and_pgbench,
+        Cluster, PGSS, Session, await_statements_begun_before, backends_runtime, idle_session,
+        pgss, poll, statements_attached, with_pgss_and_pgbench,
     },
     *,
 };
@@ -22,8 +22,6 @@ use ttp_user::{
         requested_waits,
     },
 };
-
-const PGSS: &str = "-c shared_preload_libraries=pg_stat_statements";
 
 fn cluster(name: &str) -> Cluster {
     let c = Cluster::start_with(name, PGSS);

@@ -14,24 +14,11 @@ use std::{
 
 use common::{
     pg::{
-        Cluster, ensure_postgres, pgss_by_fingerprint, pgss_queryids, server_user,
+        Cluster, PGSS, TPCB, ensure_postgres, pgss_by_fingerprint, pgss_queryids, server_user,
         with_pgss_and_pgbench,
     },
     *,
 };
-
-const PGSS: &str = "-c shared_preload_libraries=pg_stat_statements";
-
-/// The seven statements of pgbench's TPC-B-like script, as fingerprints.
-const TPCB: [&str; 7] = [
-    "begin",
-    "update pgbench_accounts set abalance = abalance + $1 where aid = $2",
-    "select abalance from pgbench_accounts where aid = $1",
-    "update pgbench_tellers set tbalance = tbalance + $1 where tid = $2",
-    "update pgbench_branches set bbalance = bbalance + $1 where bid = $2",
-    "insert into pgbench_history (tid, bid, aid, delta, mtime) values ($1, $2, $3, $4, current_timestamp)",
-    "end",
-];
 
 /// `pgbench ARGS` against `c` (Unix socket, or `host` with `env`), run to
 /// its end; panics if it failed.
