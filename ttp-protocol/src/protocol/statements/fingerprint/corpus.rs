@@ -72,16 +72,6 @@ fn tokens_one_by_one() {
     }
 }
 
-/// The texts of a corpus file: statements separated by lines holding only
-/// `--` and a name (`-- @`).
-fn statements(corpus: &str) -> Vec<&str> {
-    corpus
-        .split("\n-- @\n")
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .collect()
-}
-
 /// Catches two texts grouped together by one and apart by the other.
 fn same_partition(texts: &[&str]) -> usize {
     let mut by_kernel: HashMap<u64, String> = HashMap::new();
@@ -95,4 +85,184 @@ fn same_partition(texts: &[&str]) -> usize {
     }
     assert_eq!(by_kernel.len(), by_user.len());
     by_user.len()
+}
+
+/// The statements of a file made by `tests/data/sql/make_corpus.py`, with
+/// their labels.
+fn labelled(file: &str) -> Vec<(&str, &str)> {
+    file.split("-- @ ")
+        .skip(1)
+        .map(|s| s.split_once('\n').expect("a label line"))
+        .map(|(label, text)| (label, text.trim_end_matches('\n')))
+        .collect()
+}
+
+const PGBENCH: &str = include_str!("../../../../tests/data/sql/pgbench.sql");
+const TPCH: &str = include_str!("../../../../tests/data/sql/tpch.sql");
+
+/// Each statement with its digits changed (`c1` becomes `c4` as `1`
+/// becomes `4`: some variants group with their original, some do not,
+/// and both machines must agree which), and cut short every 23 bytes (a
+/// text cut inside a string, a comment or a dollar quote, as the server's
+/// buffer cuts a long one).
+fn variants(text: &str) -> Vec<String> {
+    let rotated: String = text
+        .chars()
+        .map(|c| match c.to_digit(10) {
+            Some(d) => char::from_digit((d + 3) % 10, 10).unwrap(),
+            None => c,
+        })
+        .collect();
+    let mut out = vec![text.to_string(), rotated];
+    let mut n = 23;
+    while n < text.len() {
+        if text.is_char_boundary(n) {
+            out.push(text[..n].to_string());
+        }
+        n += 23;
+    }
+    out
+}
+
+/// pgbench's scripts as each query mode sends them and the 22 TPC-H
+/// queries: the statements of one label (other constants) share one
+/// kernel hash, those of two labels do not, and with their variants the
+/// kernel's groups are userspace's. Catches a constant the machine does
+/// not fold as `fingerprint()` does, and a text it splits or merges.
+#[test]
+fn pgbench_and_tpch_group_alike() {
+    for (name, file, labels) in [("pgbench", PGBENCH, 7), ("tpch", TPCH, 24)] {
+        let stmts = labelled(file);
+        let mut by_label: HashMap<&str, u64> = HashMap::new();
+        for (label, text) in &stmts {
+            let h = kernel(text);
+            assert_eq!(
+                *by_label.entry(label).or_insert(h),
+                h,
+                "{name} {label}: {text}"
+            );
+        }
+        assert_eq!(by_label.len(), labels, "{name}");
+        let distinct: std::collections::HashSet<u64> = by_label.values().copied().collect();
+        assert_eq!(distinct.len(), labels, "{name}: two labels share a hash");
+        let texts: Vec<String> = stmts.iter().flat_map(|(_, t)| variants(t)).collect();
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let groups = same_partition(&refs);
+        eprintln!(
+            "{name}: {} statements, {} with variants, {groups} groups",
+            stmts.len(),
+            refs.len()
+        );
+    }
+}
+
+/// The statements of a SQL script, split at `;` outside strings, quoted
+/// identifiers, comments and dollar quotes; psql's backslash commands
+/// left out.
+fn split(script: &str) -> Vec<String> {
+    let b = script.as_bytes();
+    let (mut out, mut start, mut i) = (Vec::new(), 0, 0);
+    while i < b.len() {
+        let c = b[i];
+        let rest = &script[i..];
+        if (c == b'\'' || c == b'"') && i + 1 < b.len() {
+            i += 1 + b[i + 1..].iter().position(|x| *x == c).unwrap_or(b.len());
+        } else if rest.starts_with("--") || (c == b'\\' && (i == 0 || b[i - 1] == b'\n')) {
+            i += rest.find('\n').unwrap_or(rest.len());
+        } else if rest.starts_with("/*") {
+            i += rest.find("*/").map_or(rest.len(), |e| e + 2);
+        } else if c == b'$'
+            && let Some(t) = rest[1..].find('$')
+            && rest[1..1 + t]
+                .bytes()
+                .all(|x| x.is_ascii_alphanumeric() || x == b'_')
+            && !rest[1..].starts_with(|x: char| x.is_ascii_digit())
+        {
+            let tag = &rest[..t + 2];
+            i += tag.len();
+            i += script[i..]
+                .find(tag)
+                .map_or(script.len() - i, |e| e + tag.len());
+        } else if c == b';' {
+            out.push(script[start..=i].trim().to_string());
+            start = i + 1;
+            i += 1;
+        } else {
+            i += 1;
+        }
+        i = i.min(b.len());
+    }
+    out.retain(|s| s.len() > 1 && !s.starts_with('\\'));
+    out
+}
+
+/// Directories of real SQL: PostgreSQL's extension scripts where a server
+/// is installed (they ship with it), and those named in `TTP_SQL_CORPUS`
+/// (colon-separated; e.g. a checkout's src/test/regress/sql).
+fn real_sql_dirs() -> Vec<std::path::PathBuf> {
+    let mut dirs = Vec::new();
+    for pattern in [
+        "/usr/share/postgresql",
+        "/var/cache/ttp/postgresql",
+        "/usr/pgsql",
+    ] {
+        let Ok(rd) = std::fs::read_dir(pattern) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            for sub in ["extension", "share/postgresql/extension"] {
+                let d = e.path().join(sub);
+                if d.is_dir() {
+                    dirs.push(d);
+                }
+            }
+        }
+    }
+    if let Ok(v) = std::env::var("TTP_SQL_CORPUS") {
+        dirs.extend(v.split(':').filter(|s| !s.is_empty()).map(Into::into));
+    }
+    dirs
+}
+
+/// Real SQL (functions with `$$` bodies, `E''` strings, comments, casts,
+/// quoted names): the kernel's groups are userspace's, on every statement
+/// and its variants. Skipped, and said so, where no PostgreSQL is
+/// installed and `TTP_SQL_CORPUS` is not set.
+#[test]
+fn real_sql_groups_alike() {
+    let dirs = real_sql_dirs();
+    if dirs.is_empty() {
+        eprintln!("real_sql_groups_alike: no PostgreSQL scripts found; skipped");
+        return;
+    }
+    let mut texts = Vec::new();
+    let mut statements = 0;
+    for d in &dirs {
+        let mut files: Vec<_> = std::fs::read_dir(d)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "sql"))
+            .collect();
+        files.sort();
+        for f in files {
+            let Ok(script) = std::fs::read_to_string(&f) else {
+                continue;
+            };
+            for s in split(&script) {
+                statements += 1;
+                texts.extend(variants(&s));
+            }
+        }
+    }
+    texts.sort();
+    texts.dedup();
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let groups = same_partition(&refs);
+    eprintln!(
+        "real SQL: {} directories, {statements} statements, {} distinct texts with variants, {groups} groups",
+        dirs.len(),
+        refs.len()
+    );
+    assert!(statements > 0, "{dirs:?}");
 }
