@@ -191,6 +191,15 @@ impl Fp {
         if k < FP_LEN { self.text[k & MASK] } else { 0 }
     }
 
+    /// The byte before `k` (1 <= k <= FP_LEN: `i` never passes the
+    /// buffer's end). Masked rather than compared: a compared `k - 1`
+    /// lets the compiler address it as (buffer - 1) + k, a negative
+    /// offset the verifier rejects.
+    #[inline(always)]
+    fn back(&self, k: u32) -> u8 {
+        self.text[(k as usize + MASK) & MASK]
+    }
+
     #[inline(always)]
     fn put(&mut self, b: u8) {
         self.t = (self.t ^ u64::from(b)).wrapping_mul(FNV_PRIME);
@@ -414,12 +423,12 @@ impl Fp {
             || (matches!(c, b'E' | b'e' | b'B' | b'b' | b'X' | b'x' | b'N' | b'n')
                 && next == b'\''
                 && !(i > 0 && {
-                    let p = self.at(i - 1);
+                    let p = self.back(i);
                     p.is_ascii_alphanumeric() || p == b'_'
                 }))
         {
             let q = if c == b'\'' { i } else { i + 1 };
-            let e = q > 0 && matches!(self.at(q - 1), b'e' | b'E');
+            let e = q > 0 && matches!(self.back(q), b'e' | b'E');
             if e {
                 self.flags |= flag::ESCAPES;
             } else {

@@ -142,6 +142,13 @@ pub fn text(r: &StatementsReport, top: usize) -> String {
         if let Some(q) = g.queryid {
             let _ = writeln!(o, "{:>8} queryid {q}", "");
         }
+        if let Some(h) = &g.fingerprint_hash {
+            let _ = writeln!(
+                o,
+                "{:>8} fingerprint {h}, computed in the kernel (no query id)",
+                ""
+            );
+        }
         if let Some(w) = &g.parallel_workers {
             let _ = writeln!(
                 o,
