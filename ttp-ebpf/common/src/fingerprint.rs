@@ -184,11 +184,17 @@ impl Fp {
         self.t = FNV_SEED;
     }
 
-    /// The byte at `k`, 0 past the buffer.
+    /// The byte at `k`, 0 past the buffer. The index goes through a
+    /// volatile read before it is masked: the compiler would otherwise
+    /// fold the mask into what it knows of `k` (`(i + 1) & MASK` became
+    /// `i + 1` under a test of `i` alone), a bound the verifier cannot
+    /// follow.
     #[inline(always)]
     fn at(&self, k: u32) -> u8 {
-        let k = k as usize;
-        if k < FP_LEN { self.text[k & MASK] } else { 0 }
+        // SAFETY: a read of a local.
+        let m = unsafe { core::ptr::read_volatile(&k) } as usize & MASK;
+        let b = self.text[m];
+        if (k as usize) < FP_LEN { b } else { 0 }
     }
 
     /// The byte before `k` (1 <= k <= FP_LEN: `i` never passes the

@@ -256,7 +256,7 @@ impl Texts {
 /// is one. Keys merge by fingerprint, as the records' groups do: a
 /// statement can reach the kernel under its query id and, where the
 /// server reported none for it (pg_stat_statements zeroes a cached
-/// utility statement's), under its text.
+/// utility statement's), under its fingerprint.
 fn group_of(
     key: &SumKey,
     texts: &Texts,
