@@ -166,7 +166,8 @@ fn split(script: &str) -> Vec<String> {
         let c = b[i];
         let rest = &script[i..];
         if (c == b'\'' || c == b'"') && i + 1 < b.len() {
-            i += 1 + b[i + 1..].iter().position(|x| *x == c).unwrap_or(b.len());
+            // Past the closing quote (a doubled one closes and reopens).
+            i += 2 + b[i + 1..].iter().position(|x| *x == c).unwrap_or(b.len());
         } else if rest.starts_with("--") || (c == b'\\' && (i == 0 || b[i - 1] == b'\n')) {
             i += rest.find('\n').unwrap_or(rest.len());
         } else if rest.starts_with("/*") {
@@ -265,4 +266,18 @@ fn real_sql_groups_alike() {
         refs.len()
     );
     assert!(statements > 0, "{dirs:?}");
+}
+
+/// Catches a splitter that cuts inside a string, a dollar quote or a
+/// comment, or keeps psql's backslash commands.
+#[test]
+fn split_at_statement_ends() {
+    assert_eq!(
+        split("select 'a;''b'; select $f$x;y$f$, \"c;d\";\n-- e;\n\\echo f;\nselect /* g; */ 1;"),
+        [
+            "select 'a;''b';",
+            "select $f$x;y$f$, \"c;d\";",
+            "-- e;\n\\echo f;\nselect /* g; */ 1;"
+        ]
+    );
 }
