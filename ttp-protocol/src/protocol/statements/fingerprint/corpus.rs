@@ -124,6 +124,26 @@ fn variants(text: &str) -> Vec<String> {
     out
 }
 
+/// Texts that make the machine read bytes again (dollar tags that open
+/// nothing, dollar quotes that open and close, numbers cut at an `e`)
+/// over the whole buffer: within the steps the kernel allows, and still
+/// equal. Catches a bound on the steps too low for some text.
+#[test]
+fn the_worst_texts_finish_within_the_steps() {
+    let mut worst = 0;
+    for unit in [
+        "$a", "$a ", "$", "$$", "$ab$x", "a$", "'", "''", "E'\\", "1e", "1e+", "-1", "- ", "/*",
+        "--", "\"", ".", "x", " ",
+    ] {
+        let text = unit.repeat(FP_LEN / unit.len() + 2);
+        let (h, steps) = Fp::new().run(text.as_bytes());
+        assert_eq!(h, string_hash(&fingerprint(cut(&text))), "{unit:?}");
+        worst = worst.max(steps);
+    }
+    assert!(worst < FP_STEPS, "{worst}");
+    eprintln!("worst: {worst} steps of {FP_STEPS}");
+}
+
 /// pgbench's scripts as each query mode sends them and the 22 TPC-H
 /// queries: the statements of one label (other constants) share one
 /// kernel hash, those of two labels do not, and with their variants the
