@@ -22,7 +22,7 @@ use common::{
 
 /// `pgbench ARGS` against `c` (Unix socket, or `host` with `env`), run to
 /// its end; panics if it failed.
-fn pgbench(c: &Cluster, host: Option<&str>, env: &[(&str, &str)], args: &[&str]) {
+pub(crate) fn pgbench(c: &Cluster, host: Option<&str>, env: &[(&str, &str)], args: &[&str]) {
     let mut cmd = Command::new(c.bin.join("pgbench"));
     cmd.args(args).arg("-h");
     match host {
@@ -48,7 +48,7 @@ fn psql(c: &Cluster, sql: &str) -> Command {
 }
 
 /// `statements --pid PM --json FILE [extra]` attached, until interrupted.
-fn statements(c: &Cluster, name: &str, extra: &[&str]) -> (Child, PathBuf) {
+pub(crate) fn statements(c: &Cluster, name: &str, extra: &[&str]) -> (Child, PathBuf) {
     let json = c.dir.join(name);
     let pm = c.postmaster_pid().to_string();
     let mut args = vec!["statements", "--pid", &pm, "--json", json.to_str().unwrap()];
@@ -57,7 +57,7 @@ fn statements(c: &Cluster, name: &str, extra: &[&str]) -> (Child, PathBuf) {
 }
 
 /// Ends `ttp` as Ctrl-C would and returns its report and JSON.
-fn stop(ttp: Child, json: &Path) -> (String, serde_json::Value) {
+pub(crate) fn stop(ttp: Child, json: &Path) -> (String, serde_json::Value) {
     // SAFETY: signalling our own child.
     unsafe { libc::kill(ttp.id() as i32, libc::SIGINT) };
     let out = ttp.wait_with_output().expect("ttp");
@@ -68,7 +68,7 @@ fn stop(ttp: Child, json: &Path) -> (String, serde_json::Value) {
     )
 }
 
-fn group<'a>(doc: &'a serde_json::Value, key: &str) -> Option<&'a serde_json::Value> {
+pub(crate) fn group<'a>(doc: &'a serde_json::Value, key: &str) -> Option<&'a serde_json::Value> {
     doc["groups"]
         .as_array()
         .unwrap()
@@ -76,7 +76,7 @@ fn group<'a>(doc: &'a serde_json::Value, key: &str) -> Option<&'a serde_json::Va
         .find(|g| g["key"] == key)
 }
 
-fn n(g: &serde_json::Value, k: &str) -> u64 {
+pub(crate) fn n(g: &serde_json::Value, k: &str) -> u64 {
     g[k].as_u64().unwrap_or_else(|| panic!("{k} in {g}"))
 }
 
@@ -165,6 +165,9 @@ fn tpcb_statements_exact_in_every_query_mode() {
             let id = g["queryid"]
                 .as_i64()
                 .unwrap_or_else(|| panic!("{mode}: {key}: no queryid in {g}"));
+            if key != "begin" && key != "end" {
+                assert_eq!(g["kernel_key"], "queryid", "{mode}: {key}");
+            }
             assert_eq!(
                 queryids.get(key).map(Vec::as_slice),
                 Some(&[id][..]),
@@ -480,8 +483,8 @@ fn a_request_over_several_reads_is_one_statement() {
         ],
     );
     let (_text, doc) = stop(ttp, &json);
-    // A plain cluster computes no query ids: a record a statement, as
-    // the server's configuration says.
+    // A plain cluster computes no query ids: the kernel keys the sums by
+    // the fingerprint it computes, as the server's configuration says.
     let entry = doc["status_entry"].as_str().unwrap();
     assert!(entry.contains("no query ids"), "{entry}");
     let long: Vec<&serde_json::Value> = doc["groups"]
@@ -498,6 +501,9 @@ fn a_request_over_several_reads_is_one_statement() {
     let calls: u64 = long.iter().map(|g| n(g, "calls")).sum();
     assert_eq!(calls, 50, "{:?}", doc["counts"]);
     assert!(long.iter().all(|g| n(g, "truncated") == n(g, "calls")));
+    // One text, one fingerprint key (of its first 1024 bytes).
+    assert_eq!(long.len(), 1, "{long:?}");
+    assert_eq!(long[0]["kernel_key"], "fingerprint", "{}", long[0]);
 }
 
 /// 10 000 distinct statements grouped by text on a server without query
@@ -521,8 +527,7 @@ fn a_full_map_sums_the_rest_under_other() {
         .map(|i| format!("SELECT {i} AS c{i};\n"))
         .collect();
     std::fs::write(&script, sql).unwrap();
-    // By exact text: without query ids a fingerprint grouping is sent a
-    // record a statement, and only a text key reaches the kernel's map.
+    // By exact text: a key a text.
     let (ttp, json) = statements(&c, "keys.json", &["--by", "text"]);
     let out = Command::new(c.bin.join("psql"))
         .args(["-X", "-q", "-d"])

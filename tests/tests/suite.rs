@@ -37,6 +37,7 @@ mod serve_otlp;
 mod serve_postgres;
 mod serve_tls;
 mod statements;
+mod statements_fingerprint;
 mod statements_parallel;
 mod statements_socket;
 mod stress;

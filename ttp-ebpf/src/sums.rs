@@ -4,11 +4,13 @@
 //! statement on this CPU. Userspace reads the map on its interval; a
 //! record a statement (`STMT_RECORDS`) is sent only with `--each`.
 use aya_ebpf::{
-    helpers::{bpf_probe_read_user_buf, bpf_probe_read_user_str_bytes},
+    cty::c_void,
+    helpers::{bpf_probe_read_user_buf, bpf_probe_read_user_str_bytes, generated::bpf_loop},
     macros::map,
     maps::{PerCpuArray, PerCpuHashMap, RingBuf},
 };
 use ttp_common::{
+    fingerprint::{FP_STEPS, Fp},
     statements::{PARTS, TEXT_LEN, TEXT_UNTERMINATED, WAITS, flag, part, wait},
     sums::{
         HIST_BUCKETS, MOMENT_SHIFT, MOMENTS, SumKey, Sums, TEXT_HASH_SEED, TEXT_WORDS, TextRecord,
@@ -58,6 +60,10 @@ static SUMS_SCRATCH: PerCpuArray<Sums> = PerCpuArray::with_max_entries(1, 0);
 /// The text read for a key, before it is hashed or sent.
 #[map]
 static TEXT_SCRATCH: PerCpuArray<TextRecord> = PerCpuArray::with_max_entries(1, 0);
+
+/// The fingerprint machine and the text it reads (`FP_LEN` bytes).
+#[map]
+static FP_SCRATCH: PerCpuArray<Fp> = PerCpuArray::with_max_entries(1, 0);
 
 #[inline(always)]
 fn global(v: &'static u32) -> u32 {
@@ -155,6 +161,67 @@ fn hash_text(rec: &TextRecord) -> u64 {
     h
 }
 
+/// Steps of the fingerprint machine a `bpf_loop` iteration runs: the
+/// machine's fields stay in registers across them, and the call is paid
+/// once for them all.
+const FP_UNROLL: u32 = 4;
+
+/// [`FP_UNROLL`] steps of the fingerprint machine, `bpf_loop`'s callback:
+/// 1 ends the loop.
+unsafe extern "C" fn fp_step(_index: u64, _ctx: *mut c_void) -> i64 {
+    let Some(fp) = FP_SCRATCH.get_ptr_mut(0) else {
+        return 1;
+    };
+    // SAFETY: this CPU's machine; only this program run uses it.
+    let fp = unsafe { &mut *fp };
+    for _ in 0..FP_UNROLL {
+        if fp.step() {
+            return 1;
+        }
+    }
+    0
+}
+
+/// The fingerprint hash of the text at `addr` (ttp_common::fingerprint:
+/// the hash of `fingerprint()`'s bytes), its first [`TEXT_LEN`] bytes
+/// copied into `rec` for a key text; `None` if it could not be read.
+#[inline(always)]
+fn fingerprint_text(addr: u64, rec: &mut TextRecord) -> Option<u64> {
+    let fp = FP_SCRATCH.get_ptr_mut(0)?;
+    // SAFETY: this CPU's machine.
+    let fp = unsafe { &mut *fp };
+    let p = addr as *const u8;
+    // As `read_text`: one fixed-size copy, else a string copy.
+    // SAFETY: user-memory reads into the map value; a bad address fails.
+    if unsafe { bpf_probe_read_user_buf(p, &mut fp.text) }.is_err()
+        && unsafe { bpf_probe_read_user_str_bytes(p, &mut fp.text) }.is_err()
+    {
+        return None;
+    }
+    fp.reset();
+    // The steps run in a helper's loop: the verifier checks one step, not
+    // each of up to FP_STEPS.
+    // SAFETY: a callback of bpf_loop's signature, no context.
+    unsafe {
+        bpf_loop(
+            FP_STEPS.div_ceil(FP_UNROLL),
+            fp_step as *mut c_void,
+            core::ptr::null_mut(),
+            0,
+        )
+    };
+    // SAFETY: the machine's first TEXT_LEN bytes and the record's text,
+    // both 8-aligned in map values.
+    unsafe {
+        crate::words::copy(
+            rec.text.as_mut_ptr() as *mut [u64; TEXT_WORDS],
+            fp.text.as_ptr() as *const [u64; TEXT_WORDS],
+        )
+    };
+    rec.text_len = TEXT_UNTERMINATED;
+    Some(fp.h)
+}
+
 /// This CPU's sums of `key`, the key created if new; `None` when the map
 /// is full.
 #[inline(always)]
@@ -208,6 +275,16 @@ pub(crate) fn add(e: &Ended) {
             } else if by == key_by::QUERY && query_id != 0 {
                 key.kind = key_kind::QUERY_ID;
                 key.id = query_id;
+            } else if by == key_by::QUERY {
+                // No query id: the fingerprint, computed here.
+                key.kind = key_kind::FINGERPRINT;
+                match fingerprint_text(text, rec) {
+                    Some(h) => {
+                        have_text = true;
+                        key.id = h;
+                    }
+                    None => key.id = 0,
+                }
             } else {
                 have_text = read_text(text, rec);
                 key.kind = key_kind::TEXT;

@@ -462,3 +462,6 @@ pub mod statements;
 
 // ---- statement sums: `statements` summed per key in the kernel ----
 pub mod sums;
+
+/// The statement fingerprint as a hash, a byte at a time.
+pub mod fingerprint;

@@ -82,8 +82,9 @@ pub const fn bucket_range(i: usize) -> (u64, u64) {
 
 /// How the statement key is chosen (the loader's global `STMT_KEY_BY`).
 pub mod key_by {
-    /// The backend's query id (`st_query_id`) where it is not 0, else a
-    /// hash of the text (userspace merges the texts by fingerprint).
+    /// The backend's query id (`st_query_id`) where it is not 0, else the
+    /// text's fingerprint hash (`crate::fingerprint`), computed in the
+    /// kernel.
     pub const QUERY: u32 = 0;
     /// A hash of the exact text (`--by text`).
     pub const TEXT: u32 = 1;
@@ -105,6 +106,9 @@ pub mod key_kind {
     /// The map was full: every statement of a new key lands here
     /// (inserted by userspace before the programs run).
     pub const OTHER: u32 = 5;
+    /// The fingerprint hash of the text (`crate::fingerprint::hash`),
+    /// where the backend had no query id.
+    pub const FINGERPRINT: u32 = 6;
 }
 
 /// A statement key of one backend's database and user.

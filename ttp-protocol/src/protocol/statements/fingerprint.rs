@@ -10,7 +10,10 @@
 //!   cannot be a binary minus (after an operator, `(`, `,`, a keyword or at
 //!   the start), as PostgreSQL's grammar folds it (`doNegate`);
 //! - comments go; runs of white space become one space; unquoted words are
-//!   lower-cased (PostgreSQL folds unquoted identifiers and keywords);
+//!   lower-cased in ASCII (PostgreSQL folds unquoted identifiers and
+//!   keywords so in a multibyte encoding: `downcase_identifier`);
+//! - a string left open (`'…`, `$$…`, a quoted identifier) runs to the
+//!   end of the text, as in a text cut at its buffer's end;
 //!   quoted identifiers keep their case; a trailing `;` goes.
 //!
 //! Relation to pg_stat_statements: its `queryid` hashes the parse tree after
@@ -83,7 +86,7 @@ pub fn fingerprint(text: &str) -> String {
             constant(&mut out, &mut pending_space);
             after_operand = true;
         } else if c == b'$'
-            && let Some(end) = dollar_quote_end(text, i)
+            && let Some(end) = dollar_quote_end(b, i)
         {
             i = end;
             constant(&mut out, &mut pending_space);
@@ -105,7 +108,7 @@ pub fn fingerprint(text: &str) -> String {
             {
                 i += 1;
             }
-            let word = text[start..i].to_lowercase();
+            let word = text[start..i].to_ascii_lowercase();
             after_operand = !is_keyword(&word);
             push(&mut out, &word, &mut pending_space);
         } else {
@@ -146,18 +149,26 @@ fn skip_quoted(b: &[u8], q: usize, quote: u8) -> usize {
     b.len()
 }
 
-/// End of a `$tag$…$tag$` string starting at `i`, if one starts there.
-fn dollar_quote_end(text: &str, i: usize) -> Option<usize> {
-    let rest = &text[i + 1..];
-    let tag_len = rest.find('$')?;
-    let tag = &rest[..tag_len];
-    if !tag.chars().all(|c| c.is_alphanumeric() || c == '_') {
+/// End of a `$tag$…$tag$` string starting at `i`, if one starts there
+/// (a tag's bytes are PostgreSQL's `dolq_cont`: letters, digits, `_` and
+/// every byte from 0x80); one left open runs to the end of the text, as
+/// PostgreSQL's lexer reads it (a text cut short is where one is met).
+fn dollar_quote_end(b: &[u8], i: usize) -> Option<usize> {
+    let mut e = i + 1;
+    while e < b.len() && (b[e].is_ascii_alphanumeric() || b[e] == b'_' || b[e] >= 0x80) {
+        e += 1;
+    }
+    if b.get(e) != Some(&b'$') {
         return None;
     }
-    let delim = format!("${tag}$");
-    let body = i + delim.len();
-    let close = text.get(body..)?.find(&delim)?;
-    Some(body + close + delim.len())
+    let delim = &b[i..=e];
+    let body = e + 1;
+    Some(
+        b[body..]
+            .windows(delim.len())
+            .position(|w| w == delim)
+            .map_or(b.len(), |p| body + p + delim.len()),
+    )
 }
 
 fn skip_number(b: &[u8], mut i: usize) -> usize {
@@ -179,38 +190,9 @@ fn skip_number(b: &[u8], mut i: usize) -> usize {
     i
 }
 
-/// Words after which a '-' is unary (a subset of SQL's reserved words that
-/// precede expressions).
+/// Words after which a '-' is unary (shared with the kernel's machine).
 fn is_keyword(w: &str) -> bool {
-    matches!(
-        w,
-        "select"
-            | "where"
-            | "and"
-            | "or"
-            | "not"
-            | "set"
-            | "values"
-            | "by"
-            | "then"
-            | "else"
-            | "when"
-            | "in"
-            | "between"
-            | "like"
-            | "is"
-            | "limit"
-            | "offset"
-            | "return"
-            | "case"
-            | "on"
-            | "having"
-            | "as"
-            | "array"
-            | "distinct"
-            | "all"
-            | "any"
-    )
+    ttp_common::fingerprint::is_keyword(w)
 }
 
 #[cfg(test)]
@@ -265,3 +247,6 @@ mod tests {
         assert_eq!(fingerprint("select t1.c2 from t1"), "select t1.c2 from t1");
     }
 }
+
+#[cfg(test)]
+mod corpus;

@@ -321,6 +321,18 @@ pub struct Group {
     /// statements had the same.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queryid: Option<i64>,
+    /// What the kernel keyed the group's sums by: `queryid`, `fingerprint`
+    /// (the text's fingerprint hash computed in the kernel, where the
+    /// backend had no query id), both joined by `+` (a statement the
+    /// server gave a query id only sometimes), `text` or `backend`; absent
+    /// for records (`--each`, `--usdt`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_key: Option<String>,
+    /// The fingerprint hash the kernel computed (16 hex digits), where the
+    /// group has one fingerprint key: `ttp_common::fingerprint::string_hash`
+    /// of `key`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fingerprint_hash: Option<String>,
     /// An example of the exact text (for fingerprints and backends).
     pub example: String,
     pub calls: u64,
@@ -531,6 +543,8 @@ fn summarise(key: String, ss: &[&Statement], available: &[bool; WAITS]) -> Group
     Group {
         key,
         queryid,
+        kernel_key: None,
+        fingerprint_hash: None,
         example: ss.first().map(|s| s.text.clone()).unwrap_or_default(),
         calls: ss.len() as u64,
         elapsed_ns,

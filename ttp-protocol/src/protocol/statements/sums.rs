@@ -256,7 +256,7 @@ impl Texts {
 /// is one. Keys merge by fingerprint, as the records' groups do: a
 /// statement can reach the kernel under its query id and, where the
 /// server reported none for it (pg_stat_statements zeroes a cached
-/// utility statement's), under its text.
+/// utility statement's), under its fingerprint.
 fn group_of(
     key: &SumKey,
     texts: &Texts,
@@ -302,6 +302,18 @@ fn group_of(
     }
 }
 
+/// The name of a key kind in [`Group::kernel_key`] (none for `other` and
+/// statements without a text).
+fn kind_name(kind: u32) -> Option<&'static str> {
+    match kind {
+        key_kind::QUERY_ID => Some("queryid"),
+        key_kind::FINGERPRINT => Some("fingerprint"),
+        key_kind::TEXT => Some("text"),
+        key_kind::BACKEND => Some("backend"),
+        _ => None,
+    }
+}
+
 /// Groups the keys of `snap`, largest elapsed first, as [`super::group`]
 /// does for records.
 pub fn groups(
@@ -316,6 +328,9 @@ pub fn groups(
         /// Query ids of its keys (the group shows one only if it is the
         /// only one).
         queryids: Vec<i64>,
+        /// Kinds of its keys, and the ids of its fingerprint keys.
+        kinds: std::collections::BTreeSet<&'static str>,
+        fingerprints: Vec<u64>,
         totals: Totals,
         truncated: u64,
     }
@@ -336,6 +351,8 @@ pub fn groups(
             shown,
             example,
             queryids: Vec::new(),
+            kinds: Default::default(),
+            fingerprints: Vec::new(),
             totals: Totals::default(),
             truncated: 0,
         });
@@ -348,6 +365,12 @@ pub fn groups(
         if truncated {
             e.truncated += t.calls;
         }
+        if let Some(k) = kind_name(key.kind) {
+            e.kinds.insert(k);
+        }
+        if key.kind == key_kind::FINGERPRINT && !e.fingerprints.contains(&key.id) {
+            e.fingerprints.push(key.id);
+        }
     }
     let mut out: Vec<Group> = merged
         .into_values()
@@ -358,6 +381,12 @@ pub fn groups(
                 _ => None,
             };
             g.truncated = m.truncated;
+            g.kernel_key =
+                (!m.kinds.is_empty()).then(|| m.kinds.into_iter().collect::<Vec<_>>().join("+"));
+            g.fingerprint_hash = match m.fingerprints[..] {
+                [h] => Some(format!("{h:016x}")),
+                _ => None,
+            };
             g
         })
         .collect();
@@ -394,6 +423,8 @@ pub fn group(key: String, example: String, t: &Totals, available: &[bool; WAITS]
     Group {
         key,
         queryid: None,
+        kernel_key: None,
+        fingerprint_hash: None,
         example,
         calls: t.calls,
         elapsed_ns: t.elapsed_ns,

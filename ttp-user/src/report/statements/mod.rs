@@ -142,6 +142,13 @@ pub fn text(r: &StatementsReport, top: usize) -> String {
         if let Some(q) = g.queryid {
             let _ = writeln!(o, "{:>8} queryid {q}", "");
         }
+        if let Some(h) = &g.fingerprint_hash {
+            let _ = writeln!(
+                o,
+                "{:>8} fingerprint {h}, computed in the kernel (no query id)",
+                ""
+            );
+        }
         if let Some(w) = &g.parallel_workers {
             let _ = writeln!(
                 o,
@@ -242,7 +249,7 @@ pub fn text(r: &StatementsReport, top: usize) -> String {
     if c.summed_other > 0 {
         let _ = writeln!(
             o,
-            "FULL: the kernel's map of statement keys had no room for {} statements of new keys: they are summed in the group `other` above. Where the server computes no query id, every text with other constants is a key of its own: `ALTER SYSTEM SET compute_query_id = on; SELECT pg_reload_conf();` (no restart) keys them by query id, or run with --each",
+            "FULL: the kernel's map of statement keys had no room for {} statements of new keys: they are summed in the group `other` above. Keys are query ids or fingerprints (by text or backend with --by); more distinct statements than the map holds need --each",
             grouped(c.summed_other)
         );
     }

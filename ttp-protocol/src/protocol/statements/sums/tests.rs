@@ -169,7 +169,8 @@ fn snapshots_and_grouping() {
         key(key_kind::QUERY_ID, 77, 11),
     );
     let (t1, t2) = (key(key_kind::TEXT, 1, 10), key(key_kind::TEXT, 2, 10));
-    let t3 = key(key_kind::TEXT, 3, 10);
+    // Keyed by the kernel's fingerprint where the server gave no query id.
+    let t3 = key(key_kind::FINGERPRINT, 3, 10);
     texts.take(&text(q1, "SELECT 1 FROM x WHERE a = 5"));
     texts.take(&text(t3, "select 1 from x where a = 7"));
     texts.take(&text(t1, "select abalance from a where aid = 1"));
@@ -192,11 +193,18 @@ fn snapshots_and_grouping() {
     let q = gs.iter().find(|g| g.queryid == Some(77)).unwrap();
     assert_eq!(q.calls, 3 * a.calls);
     assert_eq!(q.key, "select $1 from x where a = $2");
+    assert_eq!(q.kernel_key.as_deref(), Some("fingerprint+queryid"));
+    assert_eq!(q.fingerprint_hash.as_deref(), Some("0000000000000003"));
     let f = gs
         .iter()
         .find(|g| g.key == "select abalance from a where aid = $1")
         .unwrap();
     assert_eq!(f.calls, 2 * a.calls);
-    assert!(gs.iter().any(|g| g.key == "other" && g.calls == a.calls));
+    assert_eq!(f.kernel_key.as_deref(), Some("text"));
+    assert_eq!(f.fingerprint_hash, None);
+    assert!(
+        gs.iter()
+            .any(|g| g.key == "other" && g.calls == a.calls && g.kernel_key.is_none())
+    );
     assert_eq!(snap.other_calls(), a.calls);
 }
