@@ -220,6 +220,42 @@ fn statements(c: &Cluster, major: u32) {
         major >= 18,
         "{entry}"
     );
+    if major >= 18 {
+        each_record_carries_its_plan_id(c);
+    }
+}
+
+/// `statements --each` (a record a statement, not the kernel's sums) over
+/// `pgbench -S -c 1 -t 200`: the SELECT's group lists the plan-id
+/// module's `queryid ^ PLANID_XOR` with its 200 calls, from the records'
+/// own `plan_id`. Catches the record path dropping the plan id.
+fn each_record_carries_its_plan_id(c: &Cluster) {
+    let json = c.dir.join("each.json");
+    let pm = c.postmaster_pid().to_string();
+    let ttp = ttp_attached(&[
+        "statements",
+        "--pid",
+        &pm,
+        "--each",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    pgbench(c, &["-S", "-c", "1", "-t", "200"]);
+    let doc = stop(ttp, &json);
+    let key = "select abalance from pgbench_accounts where aid = $1";
+    let g = doc["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["key"] == key)
+        .unwrap_or_else(|| panic!("no group {key}: {}", doc["groups"]));
+    assert_eq!(g["calls"].as_u64(), Some(200), "{g}");
+    let q = g["queryid"].as_i64().expect("a query id");
+    assert_eq!(
+        g["plan_ids"],
+        serde_json::json!([{"plan_id": q ^ PLANID_XOR, "calls": 200}]),
+        "{g}"
+    );
 }
 
 /// Ends `ttp` as Ctrl-C would and returns its JSON.
