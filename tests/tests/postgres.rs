@@ -331,13 +331,13 @@ fn errors_are_clear_and_nothing_is_lost() {
         assert_eq!(std::fs::read_to_string(&keep).unwrap(), "earlier result");
     }
     // Ctrl-C while a statement runs: the server cancels it, the run ends at
-    // once and keeps the QEs finished before (QE 1 is quick, QE 2 would
-    // sleep 60 s).
+    // once and keeps the QEs finished before (the warm-up execution and
+    // QE 1 are quick, QE 2 would sleep 60 s; the warm-up is not a QE).
     c.psql("CREATE SEQUENCE s");
     let out = c.dir.join("int.json");
     let child = c.spawn_run(&[
         "--sql",
-        "SELECT pg_sleep(CASE WHEN nextval('s') > 1 THEN 60 ELSE 0 END)",
+        "SELECT pg_sleep(CASE WHEN nextval('s') > 2 THEN 60 ELSE 0 END)",
         "-n",
         "3",
         "--json",

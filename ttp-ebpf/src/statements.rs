@@ -589,6 +589,7 @@ pub(crate) unsafe fn fill(
         write_volatile(&raw mut (*rec).text_len, 0);
         write_volatile(&raw mut (*rec).switches, 0);
         write_volatile(&raw mut (*rec).query_id, 0);
+        write_volatile(&raw mut (*rec).plan_id, 0);
         write_volatile(&raw mut (*rec).database, 0);
         write_volatile(&raw mut (*rec).user, 0);
         (*rec).opened_by = ttp_common::statements::opened::UNKNOWN;

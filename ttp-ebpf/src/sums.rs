@@ -13,8 +13,8 @@ use ttp_common::{
     fingerprint::{FP_STEPS, Fp},
     statements::{PARTS, TEXT_LEN, TEXT_UNTERMINATED, WAITS, flag, part, wait},
     sums::{
-        HIST_BUCKETS, MOMENT_SHIFT, MOMENTS, SumKey, Sums, TEXT_HASH_SEED, TEXT_WORDS, TextRecord,
-        bucket, key_by, key_kind, product_index, sums_flag, text_word_hash, until_nul,
+        HIST_BUCKETS, MOMENT_SHIFT, MOMENTS, PLAN_SLOTS, SumKey, Sums, TEXT_HASH_SEED, TEXT_WORDS,
+        TextRecord, bucket, key_by, key_kind, product_index, sums_flag, text_word_hash, until_nul,
     },
 };
 
@@ -94,6 +94,8 @@ pub(crate) struct Ended<'a> {
     pub flags: u32,
     /// From the status entry: database, user, query id, text's address.
     pub entry: Option<(u32, u32, u64, u64)>,
+    /// PostgreSQL 18's `st_plan_id` (0: none, or no status entry).
+    pub plan_id: u64,
 }
 
 /// The parts as the groups read them: with the ledger as measured; at the
@@ -252,6 +254,24 @@ fn add128(acc: &mut [u64; 2], p: u64) {
     acc[0] = lo;
 }
 
+/// Counts a statement's plan id in its key's slots: the slot that holds
+/// it, else the first free one, else `plans_other`.
+#[inline(always)]
+fn add_plan(sums: &mut Sums, plan_id: u64) {
+    for i in 0..PLAN_SLOTS {
+        if sums.plan_ids[i] == plan_id {
+            sums.plan_calls[i] += 1;
+            return;
+        }
+        if sums.plan_ids[i] == 0 {
+            sums.plan_ids[i] = plan_id;
+            sums.plan_calls[i] = 1;
+            return;
+        }
+    }
+    sums.plans_other += 1;
+}
+
 /// Adds the statement that just ended into its key's sums; sends the key's
 /// text if this CPU has not sent it yet.
 #[inline(always)]
@@ -364,6 +384,9 @@ pub(crate) fn add(e: &Ended) {
     let b = bucket(e.elapsed_ns);
     if b < HIST_BUCKETS {
         sums.hist[b] += 1;
+    }
+    if e.plan_id != 0 {
+        add_plan(sums, e.plan_id);
     }
     if st.workers > 0 {
         sums.with_workers += 1;

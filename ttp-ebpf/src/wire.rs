@@ -66,6 +66,9 @@ static STMT_OFF_STATE: u32 = 0;
 static STMT_OFF_ACTIVITY: u32 = 0;
 #[unsafe(no_mangle)]
 static STMT_OFF_QUERY_ID: u32 = 0;
+/// `st_plan_id` (PostgreSQL 18 and later); 0: the version has none.
+#[unsafe(no_mangle)]
+static STMT_OFF_PLAN_ID: u32 = 0;
 /// How far the version's `BackendState` values lie above 14's (18: 1,
 /// its `STATE_STARTING` moved the others up); subtracted from the state
 /// read, so the `status::STATE_*` values hold for every version.
@@ -337,6 +340,8 @@ struct Status {
     user: u32,
     activity: u64,
     query_id: u64,
+    /// 0 where the version has no `st_plan_id`.
+    plan_id: u64,
 }
 
 /// Room for one copy of the entry, too large for the BPF stack.
@@ -399,6 +404,10 @@ fn status(st: &mut StmtState) -> Option<Status> {
         user: field(copy, start + 20),
         activity: field(copy, global(&STMT_OFF_ACTIVITY)),
         query_id: field(copy, global(&STMT_OFF_QUERY_ID)),
+        plan_id: match global(&STMT_OFF_PLAN_ID) {
+            0 => 0,
+            off => field(copy, off),
+        },
     })
 }
 
@@ -526,6 +535,7 @@ fn close(
                 switches,
                 flags,
                 entry: entry.map(|e| (e.database, e.user, e.query_id, e.activity)),
+                plan_id: entry.map_or(0, |e| e.plan_id),
             });
         }
     }
@@ -555,6 +565,7 @@ fn close(
             (*rec).text[0] = 0;
             if let Some(e) = entry {
                 (*rec).query_id = e.query_id;
+                (*rec).plan_id = e.plan_id;
                 (*rec).database = e.database;
                 (*rec).user = e.user;
                 // One fixed-size copy (a string copy costs ~4× as much

@@ -37,6 +37,46 @@ pub fn release_bin(major: u32) -> Option<PathBuf> {
     None
 }
 
+/// What tests/fixtures/pg-planid/ttp_planid.c mixes into a statement's
+/// query id to make its plan id.
+pub const PLANID_XOR: i64 = 0x7474_7000_0000_0001;
+
+/// tests/fixtures/pg-planid/ttp_planid.c built against the release's own
+/// server headers (PostgreSQL 18's wheel ships them) into a directory the
+/// server's user can read: the module to add to
+/// `shared_preload_libraries`. It gives each planned statement the plan
+/// id `queryid ^ PLANID_XOR`, as pg_stat_plans gives one from the plan's
+/// shape.
+pub fn planid_module(bin: &std::path::Path) -> PathBuf {
+    let include = bin.join("../include/server");
+    assert!(
+        include.join("optimizer/planner.h").is_file(),
+        "no server headers in {}",
+        include.display()
+    );
+    let dir = std::env::temp_dir().join(format!("ttp-planid-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("module dir");
+    let so = dir.join("ttp_planid.so");
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/pg-planid/ttp_planid.c");
+    let out = std::process::Command::new("cc")
+        .args(["-shared", "-fPIC", "-O2", "-I"])
+        .arg(&include)
+        .arg("-o")
+        .arg(&so)
+        .arg(&src)
+        .output()
+        .expect("cc");
+    assert!(
+        out.status.success(),
+        "building {}: {}",
+        src.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    so
+}
+
 /// The fields of a backend's `PgBackendStatus` that `statements` reads,
 /// taken as its programs take them: `MyBEEntry` in the backend, then the
 /// entry at the offsets of the layout ttp chose for the server.

@@ -48,6 +48,8 @@ pub fn get(port: u16, path: &str, accept: Option<&str>) -> (u16, String) {
 pub struct Serve {
     pub child: Child,
     pub port: u16,
+    /// What serve said on stderr so far.
+    stderr: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Serve {
@@ -63,6 +65,7 @@ impl Serve {
             .spawn()
             .expect("start serve");
         let mut err = BufReader::new(child.stderr.take().expect("stderr"));
+        let said = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let mut line = String::new();
         loop {
             line.clear();
@@ -70,16 +73,28 @@ impl Serve {
                 err.read_line(&mut line).expect("serve stderr") > 0,
                 "serve ended before serving"
             );
+            said.lock().unwrap().push(line.trim_end().to_string());
             if line.contains("serving the ledger") {
                 break;
             }
         }
+        let kept = std::sync::Arc::clone(&said);
         std::thread::spawn(move || {
             for l in err.lines().map_while(Result::ok) {
                 eprintln!("serve: {l}");
+                kept.lock().unwrap().push(l);
             }
         });
-        Self { child, port }
+        Self {
+            child,
+            port,
+            stderr: said,
+        }
+    }
+
+    /// The lines serve wrote on stderr so far.
+    pub fn stderr_lines(&self) -> Vec<String> {
+        self.stderr.lock().unwrap().clone()
     }
 
     /// SIGTERM; returns the exit code once it has exited.

@@ -209,6 +209,9 @@ pub struct Record {
     /// With [`flag::EXITED`]: the task's `exit_code` (a signal number in
     /// its low 7 bits when it was killed).
     pub exit_code: u32,
+    /// PostgreSQL 18's plan id of the statement (`st_plan_id`; 0 when no
+    /// extension computes plan ids, and before 18).
+    pub plan_id: u64,
     pub text: [u8; TEXT_LEN],
 }
 
@@ -302,7 +305,7 @@ unsafe impl aya::Pod for Stats {}
 
 const _: () = assert!(
     core::mem::size_of::<Record>()
-        == 4 + 4 + 8 + 8 + 8 * PARTS + 8 * WAITS + 4 * WAITS + 4 + 4 + 4 + 8 + 4 * 4 + TEXT_LEN
+        == 4 + 4 + 8 + 8 + 8 * PARTS + 8 * WAITS + 4 * WAITS + 4 + 4 + 4 + 8 + 4 * 4 + 8 + TEXT_LEN
 );
 const _: () = assert!(core::mem::size_of::<Tranche>() == 24);
 const _: () = assert!(core::mem::size_of::<Stats>() == 19 * 8);

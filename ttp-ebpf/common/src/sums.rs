@@ -139,6 +139,11 @@ pub const fn product_index(i: usize, j: usize) -> usize {
     i * MOMENTS - i * (i + 1) / 2 + j
 }
 
+/// Plan ids (PostgreSQL 18's `st_plan_id`) kept a key and CPU, each with
+/// its calls; a statement whose plan id finds no free slot is counted in
+/// [`Sums::plans_other`].
+pub const PLAN_SLOTS: usize = 4;
+
 /// Bits of [`Sums::flags`].
 pub mod sums_flag {
     /// The text of this key was sent from this CPU.
@@ -176,6 +181,13 @@ pub struct Sums {
     pub workers_without_account: u64,
     pub workers_elapsed_ns: u64,
     pub workers_parts: [u64; PARTS],
+    /// PostgreSQL 18's plan ids seen at the statements' ends (not 0: an
+    /// extension such as pg_stat_plans computed one), each with the
+    /// statements that ended with it; 0 marks a free slot.
+    pub plan_ids: [u64; PLAN_SLOTS],
+    pub plan_calls: [u64; PLAN_SLOTS],
+    /// Statements with a plan id beyond the slots.
+    pub plans_other: u64,
     /// Latency histogram, see [`bucket`].
     pub hist: [u32; HIST_BUCKETS],
 }
@@ -252,7 +264,8 @@ unsafe impl aya::Pod for TextRecord {}
 const _: () = assert!(core::mem::size_of::<SumKey>() == 24);
 const _: () = assert!(
     core::mem::size_of::<Sums>()
-        == 8 * (7 + 2 * PARTS + 2 * WAITS + MOMENTS + 2 * PRODUCTS + 4) + 4 * HIST_BUCKETS
+        == 8 * (7 + 2 * PARTS + 2 * WAITS + MOMENTS + 2 * PRODUCTS + 4 + 2 * PLAN_SLOTS + 1)
+            + 4 * HIST_BUCKETS
 );
 const _: () = assert!(core::mem::size_of::<TextRecord>() == 24 + 8 + TEXT_LEN);
 

@@ -264,6 +264,7 @@ impl Ledger {
                     globals.push(("STMT_OFF_STATE", s.layout.state));
                     globals.push(("STMT_OFF_ACTIVITY", s.layout.activity));
                     globals.push(("STMT_OFF_QUERY_ID", s.layout.query_id));
+                    globals.push(("STMT_OFF_PLAN_ID", s.layout.plan_id.unwrap_or(0)));
                     globals.push(("STMT_OFF_ACTIVITY_START", s.layout.activity_start));
                     globals.push(("STMT_STATE_SHIFT", s.layout.state_shift));
                 }

@@ -122,13 +122,18 @@ impl StatusSource {
             Some(pid) => format!("checked on backend {pid}"),
             None => "no backend to check it on yet".into(),
         };
+        let plan = if self.layout.plan_id.is_some() {
+            "; plan ids (st_plan_id) read beside the query ids"
+        } else {
+            ""
+        };
         match self.assumed_from {
             Some(known) => format!(
-                "PgBackendStatus of PostgreSQL {}, newer than ttp knows, read with PostgreSQL {known}'s layout through {ENTRY_GLOBAL} ({checked})",
+                "PgBackendStatus of PostgreSQL {}, newer than ttp knows, read with PostgreSQL {known}'s layout through {ENTRY_GLOBAL} ({checked}){plan}",
                 self.major
             ),
             None => format!(
-                "PgBackendStatus of PostgreSQL {} through {ENTRY_GLOBAL} ({checked})",
+                "PgBackendStatus of PostgreSQL {} through {ENTRY_GLOBAL} ({checked}){plan}",
                 self.major
             ),
         }

@@ -78,6 +78,7 @@ fn pg_server() -> crate::serve::postgres::ServerView {
         unobserved_ns: 500_000_000,
         interrupted: 1,
         lost_records: 0,
+        status_entry: Some((19, 18)),
         statements: vec![
             SeriesView {
                 database: "shop".into(),
@@ -157,6 +158,13 @@ fn postgres_statements_as_counters_and_a_histogram() {
     );
     assert!(
         text.contains("# TYPE ttp_pg_statement_latency_seconds histogram"),
+        "{text}"
+    );
+    // A server newer than ttp knows, read with 18's layout.
+    assert!(
+        text.contains(
+            r#"ttp_pg_server_status_entry{data_directory="/srv/pg \"a\"",version="19",layout="18"} 1"#
+        ),
         "{text}"
     );
 }

@@ -106,8 +106,18 @@ pub(crate) fn families(servers: &[ServerView]) -> Vec<Family> {
         "Statement records the kernel's ring could not take (serve read too seldom): not counted anywhere.",
         None,
     );
+    let mut layout = Family::gauge(
+        "ttp_pg_server_status_entry",
+        "1 per server followed with its status entries read (statement text, query id): version is the server's major version, layout the one whose PgBackendStatus layout reads it (older than version: the server is newer than ttp knows, and a backend vouched for the layout).",
+    );
     for sv in servers {
         let l = || vec![("data_directory", sv.data_directory.clone())];
+        if let Some((version, read_as)) = sv.status_entry {
+            let mut v = l();
+            v.push(("version", version.to_string()));
+            v.push(("layout", read_as.to_string()));
+            layout.push(v, 1.0);
+        }
         up.push(l(), f64::from(u8::from(sv.up)));
         let mut r = l();
         r.push(("kind", "restart".into()));
@@ -119,7 +129,7 @@ pub(crate) fn families(servers: &[ServerView]) -> Vec<Family> {
         interrupted.push(l(), sv.interrupted as f64);
         lost.push(l(), sv.lost_records as f64);
     }
-    out.extend([up, restarts, unobserved, interrupted, lost]);
+    out.extend([up, restarts, unobserved, interrupted, lost, layout]);
     out
 }
 

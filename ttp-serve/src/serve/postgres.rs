@@ -56,6 +56,8 @@ struct Attached {
     checkpointer: Option<u32>,
     /// Records the ring could not take, as its counter stood when last read.
     lost_records: u64,
+    /// How its status entries are read (`None`: not read, no texts).
+    status: Option<pg_status::StatusSource>,
 }
 
 /// What one server's exposition shows.
@@ -68,6 +70,10 @@ pub(crate) struct ServerView {
     pub unobserved_ns: u64,
     pub interrupted: u64,
     pub lost_records: u64,
+    /// While followed with its status entries read: the server's major
+    /// version and the one whose layout reads them (a server newer than
+    /// ttp knows is read with the newest layout it knows).
+    pub status_entry: Option<(u32, u32)>,
     pub statements: Vec<SeriesView>,
 }
 
@@ -203,6 +209,9 @@ impl Server {
                     self.data.display(),
                     gap as f64 / 1e9
                 );
+                if let Some(s) = a.status.filter(|s| s.assumed_from.is_some()) {
+                    eprintln!("ttp: postgres {}: {}", self.data.display(), s.describe());
+                }
                 self.seen = true;
                 self.last_error = None;
                 self.attached = Some(a);
@@ -304,6 +313,11 @@ impl Server {
             unobserved_ns: self.unobserved_ns,
             interrupted: self.interrupted,
             lost_records: self.lost_before + self.attached.as_ref().map_or(0, |a| a.lost_records),
+            status_entry: self
+                .attached
+                .as_ref()
+                .and_then(|a| a.status)
+                .map(|s| (s.major, s.assumed_from.unwrap_or(s.major))),
             statements: self
                 .series
                 .view()
@@ -376,6 +390,7 @@ fn attach(pid: u32) -> anyhow::Result<Attached> {
         postmaster: pid,
         checkpointer: checkpointer_of(pid),
         lost_records: 0,
+        status,
     })
 }
 

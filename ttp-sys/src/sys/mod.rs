@@ -4,6 +4,7 @@ pub mod affinity;
 pub mod atomic;
 pub mod clock;
 pub mod delayacct;
+pub mod executable;
 pub mod invoker;
 pub mod logging;
 pub mod malloc;

@@ -247,6 +247,8 @@ fn runner_options(spec: &Spec) -> RunnerOptions {
     };
     RunnerOptions {
         cpu: None,
+        // The study's QEs as the specification asks (no warm-up option).
+        warmup: 0,
         cold_cache: spec.cold_cache,
         restart: spec.restart_cmd.clone().map(Restart::Command),
         backoff: dur(&spec.backoff, "100ms"),

@@ -82,6 +82,9 @@ fn query_run_args(q: &QueryTask, conn: &str, json: &Path) -> anyhow::Result<RunA
         json: Some(json.to_path_buf()),
         postgres: Some(conn.to_string()),
         sql: Some(q.query.sql.clone()),
+        // As `experiment`, whose specification has no warm-up: the QEs
+        // are the spec's.
+        warmup: Some(0),
         ..defaults
     })
 }

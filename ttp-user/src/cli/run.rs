@@ -44,10 +44,12 @@ pub struct RunArgs {
     /// steps before each (--plan-cmd, --prepare, --cold-cache): measured
     /// and shown, not kept. They take the one-time costs of a first
     /// execution (memory the hypervisor took back, first touches) so QE 1
-    /// starts under the conditions of the others (docs/ttpv2.md). Commands
-    /// only (`run -- CMD`); EMP has its own warm-up run.
-    #[arg(long, value_name = "N", default_value_t = 1)]
-    pub warmup: u32,
+    /// starts under the conditions of the others (docs/ttpv2.md). One by
+    /// default. With --postgres: the statement executed N times over the
+    /// measuring connection before QE 1. Not with --protocol emp, which
+    /// makes its own warm-up run.
+    #[arg(long, value_name = "N")]
+    pub warmup: Option<u32>,
     /// Shell command run before each execution (e.g. a DBMS cache flush or
     /// restart), as the same user as the command.
     #[arg(long, value_name = "CMD")]
@@ -304,7 +306,7 @@ fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
         cold_cache: args
             .cold_cache
             .then(crate::window::cold_cache::ColdCache::new),
-        warmup: args.warmup,
+        warmup: args.warmup(),
     })
 }
 
@@ -337,6 +339,11 @@ fn route(args: &RunArgs) -> anyhow::Result<Route> {
     }
     if args.postgres.is_some() && emp {
         return usage("--postgres measures with TTPv2; --protocol emp applies to commands");
+    }
+    if emp && args.warmup.is_some() {
+        return usage(
+            "--warmup applies to TTPv2; --protocol emp makes its own warm-up run before its measured runs (docs/emp.md): leave --warmup out",
+        );
     }
     if emp {
         if args.export_markdown.is_some() && !args.command.iter().any(|a| a == run_plan::SEPARATOR)
@@ -400,7 +407,7 @@ fn run_commands(args: RunArgs) -> anyhow::Result<()> {
         .as_ref()
         .map(|b| b as &dyn crate::window::target::BesideQe);
     let measured = measure(&mut ctx, &args, &plan, &mut qcs, &machine, &stop)?;
-    let (failure, spans) = (measured.failure, measured.spans);
+    let (failure, spans, warmups) = (measured.failure, measured.spans, measured.warmups);
     drop(ctx);
     let recording = match recorder {
         Some(r) => Some(r.finish(&session.ledger).context("finishing the trace")?),
@@ -422,7 +429,7 @@ fn run_commands(args: RunArgs) -> anyhow::Result<()> {
     if qcs.len() > 1 {
         super::run_several::finish(&args, &plan, &qcs, &machine)?;
     } else {
-        finish_one(&args, &qcs[0], &machine, recording, &spans)?;
+        finish_one(&args, &qcs[0], &machine, recording, &spans, &warmups)?;
     }
     match failure {
         Some(e) => {
@@ -477,6 +484,44 @@ fn save(path: &Path, qcs: &[QcInput], machine: &MachineFacts) -> anyhow::Result<
     .with_context(|| format!("writing {}", path.display()))
 }
 
+/// The protocol track's slices of a run of one Q@C: each warm-up
+/// execution, named as one (`warm-up 1`, marked not kept), so that its
+/// processes are not taken for QE 1's, then each QE kept with its time
+/// span.
+fn qe_slices(
+    doc: &RunDocument,
+    spans: &[(u32, u64, u64)],
+    warmups: &[(u32, u64, u64)],
+) -> Vec<crate::report::trace::QeSlice> {
+    let warm = warmups
+        .iter()
+        .map(|&(w, t0, t1)| crate::report::trace::QeSlice {
+            name: format!("warm-up {w}"),
+            start_ns: t0,
+            end_ns: t1,
+            time_meas_ms: doc
+                .qc
+                .setup
+                .warmup
+                .get(w as usize - 1)
+                .map_or(0.0, |m| m.time_meas_ms),
+            time_calc_ms: None,
+            dropped: Some("warm-up execution: measured, not kept (--warmup)".into()),
+        });
+    let qes = doc.qc.qes.iter().filter_map(|q| {
+        let &(_, t0, t1) = spans.iter().find(|(n, _, _)| *n == q.record.qe)?;
+        Some(crate::report::trace::QeSlice {
+            name: format!("QE {}", q.record.qe),
+            start_ns: t0,
+            end_ns: t1,
+            time_meas_ms: q.record.time_meas_ms,
+            time_calc_ms: q.calc.time_calc_ms,
+            dropped: (!q.dropped_by.is_empty()).then(|| q.dropped_by.join(", ")),
+        })
+    });
+    warm.chain(qes).collect()
+}
+
 /// The report of a run of one Q@C: the TTPv2 report, the JSON, the trace,
 /// the chart and the Markdown.
 fn finish_one(
@@ -485,6 +530,7 @@ fn finish_one(
     machine: &MachineFacts,
     recording: Option<crate::window::trace_record::Recording>,
     spans: &[(u32, u64, u64)],
+    warmups: &[(u32, u64, u64)],
 ) -> anyhow::Result<()> {
     let doc = RunDocument::new(qc, Some(machine));
     if let Some(path) = &args.json {
@@ -492,18 +538,8 @@ fn finish_one(
     }
     if let (Some(path), Some(recording)) = (&args.trace, recording) {
         let mut trace = crate::report::trace::Trace::new(recording, "ttp run (TTPv2)");
-        for q in &doc.qc.qes {
-            let Some(&(_, t0, t1)) = spans.iter().find(|(n, _, _)| *n == q.record.qe) else {
-                continue;
-            };
-            trace.add_qe(crate::report::trace::QeSlice {
-                name: format!("QE {}", q.record.qe),
-                start_ns: t0,
-                end_ns: t1,
-                time_meas_ms: q.record.time_meas_ms,
-                time_calc_ms: q.calc.time_calc_ms,
-                dropped: (!q.dropped_by.is_empty()).then(|| q.dropped_by.join(", ")),
-            })?;
+        for slice in qe_slices(&doc, spans, warmups) {
+            trace.add_qe(slice)?;
         }
         trace.write(path)?;
         crate::report::atomic::announce(path);
@@ -521,4 +557,47 @@ fn finish_one(
         atomic::write_result(path, shown.markdown().as_bytes())?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::protocol::ttpv2::{
+        analysis::RunDocument,
+        model::{QcInput, QeRecord, WarmUp},
+    };
+
+    /// The warm-up execution is its own slice on the protocol track,
+    /// named as a warm-up and marked not kept, before QE 1's; each QE keeps
+    /// its name and span. Catches a warm-up shown as QE 1 or not at all.
+    #[test]
+    fn warm_up_slice_is_named_apart() {
+        let mut qc = QcInput {
+            labels: Default::default(),
+            source: None,
+            command: vec!["true".into()],
+            setup: Default::default(),
+            qes: vec![QeRecord::new(1, 10.0), QeRecord::new(2, 11.0)],
+        };
+        qc.setup.warmup.push(WarmUp {
+            time_meas_ms: 25.0,
+            exit_code: Some(0),
+            u_ticks: None,
+            s_ticks: None,
+            time_exact_ms: None,
+        });
+        let doc = RunDocument::new(&qc, None);
+        let slices = super::qe_slices(&doc, &[(1, 300, 400), (2, 500, 610)], &[(1, 100, 250)]);
+        let names: Vec<&str> = slices.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["warm-up 1", "QE 1", "QE 2"]);
+        assert_eq!((slices[0].start_ns, slices[0].end_ns), (100, 250));
+        assert_eq!(slices[0].time_meas_ms, 25.0);
+        assert!(
+            slices[0]
+                .dropped
+                .as_deref()
+                .is_some_and(|d| d.contains("not kept"))
+        );
+        assert_eq!((slices[1].start_ns, slices[1].end_ns), (300, 400));
+        assert_eq!(slices[2].time_meas_ms, 11.0);
+    }
 }

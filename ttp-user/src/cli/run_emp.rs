@@ -294,8 +294,9 @@ mod tests {
     }
 
     /// Options of the other protocol are refused before anything is
-    /// measured, with what to do. Catches --cold-cache silently ignored
-    /// under EMP (which measures warm) or --cutoffs ignored under TTPv2.
+    /// measured, with what to do. Catches --cold-cache or --warmup silently
+    /// ignored under EMP (which measures warm, after its own warm-up run)
+    /// or --cutoffs ignored under TTPv2.
     #[test]
     fn options_of_the_other_protocol_are_refused() {
         let m = usage_message(&["--protocol", "emp", "--cold-cache", "--", "true"]);
@@ -306,6 +307,10 @@ mod tests {
         assert!(m.contains("--protocol emp"), "{m}");
         let m = usage_message(&["--protocol", "emp", "-n", "0", "--", "true"]);
         assert!(m.contains("-n must be at least 1"), "{m}");
+        // EMP makes its own warm-up run: a second one is not silently
+        // ignored.
+        let m = usage_message(&["--protocol", "emp", "--warmup", "2", "--", "true"]);
+        assert!(m.contains("--warmup applies to TTPv2"), "{m}");
     }
 
     /// A profile that cannot be read stops the command before it measures.

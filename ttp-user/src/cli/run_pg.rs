@@ -126,6 +126,7 @@ pub fn run(args: RunArgs, conninfo: &str) -> anyhow::Result<()> {
         backoff: args.backoff,
         statement_timeout: Some(args.timeout),
         cpu: pin.clone(),
+        warmup: args.warmup(),
     };
     let mut runner = Runner::start(&pg, opts, stop).map_err(pg_error)?;
     runner.check_sql(sql).map_err(pg_error)?;

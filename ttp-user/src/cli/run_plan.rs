@@ -10,6 +10,13 @@ use std::time::Duration;
 use super::run::RunArgs;
 use crate::{commands::QcSpec, error::UsageError, protocol::ttpv2::model::Labels};
 
+impl RunArgs {
+    /// `--warmup N`, 1 when not given.
+    pub(crate) fn warmup(&self) -> u32 {
+        self.warmup.unwrap_or(1)
+    }
+}
+
 /// What `run` takes when an option is not given, as its command line has
 /// it (a test holds the two equal): a run built in code starts from these
 /// and sets its own fields.
@@ -19,7 +26,7 @@ impl Default for RunArgs {
             protocol: Default::default(),
             n: 10,
             cold_cache: false,
-            warmup: 1,
+            warmup: None,
             prepare: None,
             plan_cmd: None,
             query_process: None,

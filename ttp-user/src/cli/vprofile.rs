@@ -287,17 +287,18 @@ pub fn prepare(args: &Args) -> anyhow::Result<Prepared> {
     })
 }
 
-/// The executable process `pid` runs (`/proc/PID/exe`), or a usage error
-/// saying what to do. A function in a shared library needs `--binary`.
+/// The executable process `pid` runs (`/proc/PID/exe`, through the
+/// process's root when it runs in another mount namespace, as a server
+/// in a container does: ttp_sys executable.rs), or a usage error saying
+/// what to do. A function in a shared library needs `--binary`.
 fn process_executable(pid: u32) -> anyhow::Result<PathBuf> {
-    match std::fs::read_link(format!("/proc/{pid}/exe")) {
-        Ok(p) => match p.to_string_lossy().strip_suffix(" (deleted)") {
-            Some(_) => usage(format!(
-                "the executable of process {pid} was replaced since it started ({}): give --binary",
-                p.display()
-            )),
-            None => Ok(p),
-        },
+    use crate::sys::executable::{Executable, of_process};
+    match of_process(pid) {
+        Ok(Executable::Path(p)) => Ok(p),
+        Ok(Executable::Replaced(p)) => usage(format!(
+            "the executable of process {pid} was replaced since it started ({} (deleted)): give --binary",
+            p.display()
+        )),
         Err(e) => usage(format!(
             "cannot read the executable of process {pid} ({e}): run with sudo, or give --binary"
         )),

@@ -36,6 +36,9 @@ pub struct Measured {
     pub failure: Option<anyhow::Error>,
     /// The time span of every QE kept.
     pub spans: Vec<QeSpan>,
+    /// The time span of every warm-up execution (its number), for the
+    /// trace, which labels it as a warm-up and not as QE 1.
+    pub warmups: Vec<QeSpan>,
 }
 
 /// Measures `qcs` (built by [`Plan::qc_inputs`]) until every Q@C has its
@@ -53,7 +56,7 @@ pub fn measure(
     on_qe: &mut OnQe<'_>,
     notify: &dyn Fn(String),
 ) -> anyhow::Result<Measured> {
-    warm_up(ctx, plan, qcs, stop, notify)?;
+    let warmups = warm_up(ctx, plan, qcs, stop, notify)?;
     let mut rounds = Rounds {
         ctx,
         plan,
@@ -81,6 +84,7 @@ pub fn measure(
     Ok(Measured {
         failure,
         spans: rounds.spans,
+        warmups,
     })
 }
 
@@ -97,11 +101,12 @@ fn warm_up(
     qcs: &mut [QcInput],
     stop: &StopFlag,
     notify: &dyn Fn(String),
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Vec<QeSpan>> {
+    let mut spans = Vec::new();
     for (j, spec) in plan.qcs.iter().enumerate() {
         for w in 1..=plan.warmup {
             if stop.raised() {
-                return Ok(());
+                return Ok(spans);
             }
             let mut attempts = CommandAttempts {
                 ctx: &mut *ctx,
@@ -144,9 +149,10 @@ fn warm_up(
                     .map_or("unknown".into(), |v| format!("{v:.1} ms")),
             ));
             qcs[j].setup.warmup.push(w);
+            spans.push((qcs[j].setup.warmup.len() as u32, out.t0_ns, out.t1_ns));
         }
     }
-    Ok(())
+    Ok(spans)
 }
 
 struct Rounds<'r, 'x> {

@@ -15,7 +15,7 @@ use super::{
 };
 use crate::{
     probe::ProbeError,
-    protocol::ttpv2::model::{Labels, QcInput, QeRecord, Setup},
+    protocol::ttpv2::model::{Labels, QcInput, QeRecord, Setup, WarmUp},
     sys::signals::StopFlag,
     window::{
         qe::QeContext,
@@ -66,6 +66,10 @@ pub struct RunnerOptions {
     /// pinned to these CPUs before each QE (sched_setaffinity on its pid;
     /// a backend of a new connection is pinned before its first QE).
     pub cpu: Option<crate::sys::affinity::CpuList>,
+    /// `run --warmup N`: the statement executed N times before QE 1, each
+    /// after the same steps as a QE (restart and cold cache, the plan) and
+    /// measured, then kept only in the Q@C's `setup.warmup`.
+    pub warmup: u32,
 }
 
 /// What ttp records about the server and the Q@C beside the TTPv2 data
@@ -297,6 +301,7 @@ impl<'a> Runner<'a> {
         // Prepared once per Q@C (Sec. 3.2.2).
         self.prepared = None;
         let (backoff, stop) = (self.opts.backoff, self.stop.clone());
+        self.warm_up(ctx, sql, &mut qc, notify)?;
         let end = procedure::interleave(
             &mut qc,
             1,
@@ -343,6 +348,45 @@ impl<'a> Runner<'a> {
 
     /// One QE: (cold: restart, reconnect, re-prepare), the plan, (cold: drop
     /// the page cache), then the Fig. 5 measurement of the execution.
+    /// The warm-up executions (`RunnerOptions::warmup`), as
+    /// commands::rounds' warm-up does for a command: measured, said, kept
+    /// in `setup.warmup` only; no check or statistic reads them.
+    fn warm_up(
+        &mut self,
+        ctx: &mut QeContext<'_>,
+        sql: &str,
+        qc: &mut QcInput,
+        notify: &dyn Fn(String),
+    ) -> Result<(), QcError> {
+        for w in 1..=self.opts.warmup {
+            if self.stop.raised() {
+                break;
+            }
+            let mut attempts = Attempts {
+                runner: &mut *self,
+                ctx: &mut *ctx,
+                sql,
+            };
+            match procedure::Attempts::attempt(&mut attempts, 0, None)? {
+                Attempt::Ran((rec, _)) => {
+                    let m = WarmUp::of(&rec);
+                    notify(format!(
+                        "warm-up {w}: Time_meas {:.1} ms, U {} S {} ticks (measured, not kept)",
+                        m.time_meas_ms,
+                        m.u_ticks.map_or("?".into(), |v| v.to_string()),
+                        m.s_ticks.map_or("?".into(), |v| v.to_string()),
+                    ));
+                    qc.setup.warmup.push(m);
+                }
+                Attempt::Transient { what, .. } => notify(format!(
+                    "warm-up {w}: {what}; not retried (a warm-up is not kept)"
+                )),
+                Attempt::PlanChanged(_) | Attempt::Interrupted => {}
+            }
+        }
+        Ok(())
+    }
+
     fn one_qe(
         &mut self,
         ctx: &mut QeContext<'_>,

@@ -14,6 +14,7 @@ pub mod document;
 pub mod extended;
 pub mod fingerprint;
 pub mod parallel;
+pub mod plans;
 pub mod sums;
 
 use std::collections::BTreeMap;
@@ -149,6 +150,8 @@ pub struct Statement {
     pub user: u32,
     pub opened_by: u32,
     pub exit_code: u32,
+    /// PostgreSQL 18's plan id (`st_plan_id`; 0: none).
+    pub plan_id: u64,
     /// Its parallel workers' shares ([`parallel::join`]).
     pub workers: Workers,
 }
@@ -189,6 +192,7 @@ impl From<&Record> for Statement {
             user: r.user,
             opened_by: r.opened_by,
             exit_code: r.exit_code,
+            plan_id: r.plan_id,
             workers: Workers::default(),
         }
     }
@@ -333,6 +337,16 @@ pub struct Group {
     /// of `key`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fingerprint_hash: Option<String>,
+    /// PostgreSQL 18's plan ids the group's statements ended with
+    /// (`st_plan_id`, set only by extensions that compute plan ids, such
+    /// as pg_stat_plans), each with its calls, most calls first
+    /// ([`plans`]). Absent where no statement had one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub plan_ids: Vec<plans::PlanCalls>,
+    /// Statements with a plan id beyond the kernel's slots for the key
+    /// (not in `plan_ids`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub plan_ids_other: u64,
     /// An example of the exact text (for fingerprints and backends).
     pub example: String,
     pub calls: u64,
@@ -540,11 +554,17 @@ fn summarise(key: String, ss: &[&Statement], available: &[bool; WAITS]) -> Group
         .map(|s| s.query_id)
         .filter(|q| *q != 0 && ss.iter().all(|s| s.query_id == *q))
         .map(|q| q as i64);
+    let mut plans = plans::Plans::default();
+    for s in ss {
+        plans.count(s.plan_id);
+    }
     Group {
         key,
         queryid,
         kernel_key: None,
         fingerprint_hash: None,
+        plan_ids: plans.list(),
+        plan_ids_other: 0,
         example: ss.first().map(|s| s.text.clone()).unwrap_or_default(),
         calls: ss.len() as u64,
         elapsed_ns,
@@ -569,6 +589,10 @@ fn summarise(key: String, ss: &[&Statement], available: &[bool; WAITS]) -> Group
             .count() as u64,
         parallel_workers: GroupWorkers::of(ss),
     }
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 #[cfg(test)]

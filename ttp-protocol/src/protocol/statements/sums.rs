@@ -22,7 +22,7 @@ use ttp_common::{
 
 use super::{
     Group, GroupBy, Latency, VARIANCE_PARTS, Variance, VarianceTerm, WAIT_PROBES, WaitSum,
-    fingerprint::fingerprint, parallel::GroupWorkers,
+    fingerprint::fingerprint, parallel::GroupWorkers, plans::Plans,
 };
 use crate::protocol::vprofile::tree::{FnName, Term};
 
@@ -45,6 +45,8 @@ pub struct Totals {
     pub workers_without_account: u64,
     pub workers_elapsed_ns: u64,
     pub workers_parts: [u64; PARTS],
+    /// PostgreSQL 18's plan ids ([`super::plans`]).
+    pub plans: Plans,
     pub hist: Vec<u64>,
 }
 
@@ -67,6 +69,7 @@ impl Default for Totals {
             workers_without_account: 0,
             workers_elapsed_ns: 0,
             workers_parts: [0; PARTS],
+            plans: Plans::default(),
             hist: vec![0; HIST_BUCKETS],
         }
     }
@@ -104,6 +107,7 @@ impl Totals {
             t.workers_without_account += c.workers_without_account;
             t.workers_elapsed_ns += c.workers_elapsed_ns;
             add_each(&mut t.workers_parts, &c.workers_parts);
+            t.plans.add_sums(c);
             for (h, v) in t.hist.iter_mut().zip(c.hist.iter()) {
                 *h += u64::from(*v);
             }
@@ -129,6 +133,7 @@ impl Totals {
         self.workers_without_account += o.workers_without_account;
         self.workers_elapsed_ns += o.workers_elapsed_ns;
         add_each(&mut self.workers_parts, &o.workers_parts);
+        self.plans.add(&o.plans);
         for (h, v) in self.hist.iter_mut().zip(&o.hist) {
             *h += *v;
         }
@@ -169,6 +174,7 @@ impl Totals {
                 .workers_elapsed_ns
                 .saturating_sub(earlier.workers_elapsed_ns),
             workers_parts: sub(&self.workers_parts, &earlier.workers_parts),
+            plans: self.plans.since(&earlier.plans),
             hist: self
                 .hist
                 .iter()
@@ -425,6 +431,8 @@ pub fn group(key: String, example: String, t: &Totals, available: &[bool; WAITS]
         queryid: None,
         kernel_key: None,
         fingerprint_hash: None,
+        plan_ids: t.plans.list(),
+        plan_ids_other: t.plans.other,
         example,
         calls: t.calls,
         elapsed_ns: t.elapsed_ns,

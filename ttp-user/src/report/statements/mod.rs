@@ -149,6 +149,9 @@ pub fn text(r: &StatementsReport, top: usize) -> String {
                 ""
             );
         }
+        if !g.plan_ids.is_empty() || g.plan_ids_other > 0 {
+            let _ = writeln!(o, "{:>8} {}", "", plan_ids(g));
+        }
         if let Some(w) = &g.parallel_workers {
             let _ = writeln!(
                 o,
@@ -295,6 +298,23 @@ pub fn text(r: &StatementsReport, top: usize) -> String {
     o
 }
 
+/// PostgreSQL 18's plan ids of a group, with their calls.
+fn plan_ids(g: &crate::protocol::statements::Group) -> String {
+    let ids: Vec<String> = g
+        .plan_ids
+        .iter()
+        .map(|p| format!("{} ({} calls)", p.plan_id, grouped(p.calls)))
+        .collect();
+    let mut line = format!("plan ids: {}", ids.join(", "));
+    if g.plan_ids_other > 0 {
+        line.push_str(&format!(
+            "; {} calls under further plan ids",
+            grouped(g.plan_ids_other)
+        ));
+    }
+    line
+}
+
 #[cfg(test)]
 mod tests {
     use crate::protocol::statements::{
@@ -382,6 +402,41 @@ mod tests {
         let json = serde_json::to_value(&r).unwrap();
         assert!(json["groups"][0].get("iowait_own_ns").is_none());
         assert_eq!(json["boundaries"], "socket");
+    }
+
+    /// PostgreSQL 18's plan ids: a group lists each plan id its
+    /// statements ended with and its calls, most first, in the JSON and
+    /// under the group's row; a group without any has neither (as on
+    /// 14–17, or on 18 with no extension computing plan ids).
+    #[test]
+    fn plan_ids_beside_the_group() {
+        let mut r = report();
+        let st = |text: &str, plan_id: u64| Statement {
+            elapsed_ns: 1_000_000,
+            text: text.into(),
+            plan_id,
+            ..Default::default()
+        };
+        let ss = vec![
+            st("SELECT 1", 9),
+            st("SELECT 2", 7),
+            st("SELECT 3", 7),
+            st("BEGIN", 0),
+        ];
+        r.groups = group(&ss, GroupBy::Fingerprint, &[false; WAITS]);
+        let t = super::text(&r, 20);
+        assert!(t.contains("plan ids: 7 (2 calls), 9 (1 calls)"), "{t}");
+        assert_eq!(t.matches("plan ids:").count(), 1, "{t}");
+        let json = serde_json::to_value(&r).unwrap();
+        let groups = json["groups"].as_array().unwrap();
+        let select = groups.iter().find(|g| g["key"] == "select $1").unwrap();
+        assert_eq!(
+            select["plan_ids"],
+            serde_json::json!([{"plan_id": 7, "calls": 2}, {"plan_id": 9, "calls": 1}])
+        );
+        let begin = groups.iter().find(|g| g["key"] == "begin").unwrap();
+        assert!(begin.get("plan_ids").is_none(), "{begin}");
+        assert!(begin.get("plan_ids_other").is_none(), "{begin}");
     }
 
     /// The text names the unavailable probe (never a zero), the group and
