@@ -285,9 +285,10 @@ fn stop(ttp: Child, json: &Path) -> serde_json::Value {
 /// less ttp's own (this process's reaped children; every test of the
 /// suite holds `serial()`, so they are ttp and psql). On a quiet machine
 /// (the others under a tenth of the CPUs) the Q@C must be retained; on a
-/// busy one a dropped Q@C must be dropped by Step 3 (iv) alone, for QEs
-/// only the machine's checks dropped (QE1, QE2, QE6, QE7, QE10), and the
-/// run is measured again, up to three runs. Catches a version whose Q@C
+/// busy one a dropped Q@C must be dropped by Step 3 (iv), for QEs only
+/// the machine's checks dropped (QE1, QE2, QE6, QE7, QE10), or by Step 3
+/// (i), the Q@C checks of the computation time's spread, and the run is
+/// measured again, up to three runs. Catches a version whose Q@C
 /// cannot be retained on a quiet machine, a QE dropped for its own query
 /// process, and a retained result that is not the protocol's over the QE
 /// list.
@@ -348,16 +349,28 @@ fn run_postgres(c: &Cluster) {
             assert!((got - median).abs() < 1e-6, "{got} vs {median}");
             return;
         }
-        // Dropped: by Step 3 (iv) alone, for QEs the machine's checks
-        // dropped.
+        // Dropped: by Step 3 (iv), for QEs the machine's checks dropped,
+        // and perhaps by Step 3 (i), for the Q@C checks of the computation
+        // time's spread (QC1, QC2), which the other processes' load moves
+        // too. Never by (ii) (no query process) or (iii) (too short): those
+        // are faults of the measurement, whatever the load.
         let rules: Vec<&str> = result["dropped_by"]
             .as_array()
             .unwrap()
             .iter()
             .filter_map(|d| d["rule"].as_str())
             .collect();
-        assert_eq!(rules, ["S3.iv"], "{result}");
-        assert!(kept.len() < 6, "{result}");
+        assert!(
+            rules.contains(&"S3.iv") || rules.contains(&"S3.i"),
+            "{result}"
+        );
+        assert!(
+            rules.iter().all(|r| ["S3.i", "S3.iv"].contains(r)),
+            "{result}"
+        );
+        if rules.contains(&"S3.iv") {
+            assert!(kept.len() < 6, "{result}");
+        }
         for qe in qes {
             for check in qe["dropped_by"].as_array().unwrap() {
                 assert!(
