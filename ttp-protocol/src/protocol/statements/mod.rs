@@ -14,6 +14,7 @@ pub mod document;
 pub mod extended;
 pub mod fingerprint;
 pub mod parallel;
+pub mod session;
 pub mod sums;
 
 use std::collections::BTreeMap;
