@@ -26,7 +26,7 @@ use std::{
 
 use ttp_common::{
     statements::{WAITS, flag, wait},
-    sums::key_by as kernel_key_by,
+    sums::{SumKey, Sums, key_by as kernel_key_by},
 };
 
 use super::{
@@ -225,18 +225,25 @@ impl SumsReader {
 
     /// Every key's totals now, the texts that came since taken in.
     pub fn read(&mut self, sp: &mut StatementProbes) -> Snapshot {
-        self.drain_texts(sp);
         let mut snap = Snapshot::default();
-        let (errors, last) = sp.sums(|key, per_cpu| {
+        self.read_with(sp, |key, per_cpu| {
             snap.0.insert(key, Totals::of(per_cpu));
         });
+        snap
+    }
+
+    /// Hands every key's sums (a value per CPU) to `f`, the texts that
+    /// came since taken in (a reader that keeps less than [`Totals`]:
+    /// serve).
+    pub fn read_with(&mut self, sp: &mut StatementProbes, f: impl FnMut(SumKey, &[Sums])) {
+        self.drain_texts(sp);
+        let (errors, last) = sp.sums(f);
         self.read_errors += errors;
         if last.is_some() {
             self.last_error = last;
         }
         // A text sent after the read of its key's first statement.
         self.drain_texts(sp);
-        snap
     }
 }
 
