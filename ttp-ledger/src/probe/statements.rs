@@ -347,6 +347,12 @@ impl StatementProbes {
         failed
     }
 
+    /// Takes `key` out of the sums map (`--by backend`: a backend that
+    /// exited, whose totals the reader keeps), making room for new keys.
+    pub fn remove_sum(&mut self, key: &SumKey) -> Result<(), String> {
+        self.sums.remove(key).map_err(|e| e.to_string())
+    }
+
     /// Hands every key text waiting in its ring to `f`.
     pub fn drain_texts(&mut self, mut f: impl FnMut(&TextRecord)) {
         while let Some(item) = self.texts.next() {

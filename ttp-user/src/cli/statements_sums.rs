@@ -38,8 +38,13 @@ pub(super) fn measure(
     announce(sp.links());
     let started = Instant::now();
     let mut shown = (Instant::now(), at_before.clone());
+    let mut evicted = Instant::now();
     loop {
         reader.drain_texts(sp);
+        if args.by == GroupBy::Backend && evicted.elapsed() >= Duration::from_secs(1) {
+            reader.evict_exited(sp);
+            evicted = Instant::now();
+        }
         if args.live && shown.0.elapsed() >= Duration::from_secs(1) {
             let now = reader.read(sp);
             let last = now.since(&shown.1);
@@ -61,6 +66,9 @@ pub(super) fn measure(
         stop.sleep(left);
     }
     let window_end_ns = crate::sys::clock::monotonic_ns();
+    if args.by == GroupBy::Backend {
+        reader.evict_exited(sp);
+    }
     let at_end = reader.read(sp);
     let after = read_pgss(pgss);
     // The window's statements: what the keys added between its two reads
@@ -77,7 +85,7 @@ pub(super) fn measure(
         window_end_ns,
     )?;
     report.ledger = args.ledger;
-    report.counts.keys = Some(at_end.0.len() as u64);
+    report.counts.keys = Some(reader.kernel_keys);
     if let Some(e) = &reader.last_error {
         eprintln!(
             "statements: {} reads of the kernel's sums failed (last: {e}); their statements are missing from the report",

@@ -20,7 +20,7 @@
 //! measures one postmaster, `serve` follows a data directory and opens a
 //! session for each postmaster it finds there.
 use std::{
-    collections::{BTreeSet, HashMap},
+    collections::{BTreeMap, BTreeSet, HashMap},
     path::{Path, PathBuf},
 };
 
@@ -204,8 +204,13 @@ impl Server {
     }
 }
 
+/// Exited backends whose totals are kept under their own key (`--by
+/// backend`); the statements of those beyond are summed under `other`.
+pub const EXITED_BACKENDS_KEPT: usize = 4096;
+
 /// The sums of one attached session and their keys' texts. What it holds
-/// is bounded by the keys (the kernel's map has at most 4 096 and `other`).
+/// is bounded by the keys (the kernel's map has at most 4 096 and `other`;
+/// with `--by backend`, [`EXITED_BACKENDS_KEPT`] exited backends more).
 #[derive(Debug, Default)]
 pub struct SumsReader {
     pub texts: Texts,
@@ -214,6 +219,11 @@ pub struct SumsReader {
     pub read_errors: u64,
     /// The last such error, for the report.
     pub last_error: Option<String>,
+    /// `--by backend`: the totals of backends that exited, taken out of
+    /// the kernel's map ([`Self::evict_exited`]).
+    exited: BTreeMap<SumKey, Totals>,
+    /// Keys in the kernel's map at the last read.
+    pub kernel_keys: u64,
 }
 
 impl SumsReader {
@@ -223,13 +233,55 @@ impl SumsReader {
         sp.drain_texts(|r| texts.take(r));
     }
 
-    /// Every key's totals now, the texts that came since taken in.
+    /// Every key's totals now (exited backends' included), the texts that
+    /// came since taken in.
     pub fn read(&mut self, sp: &mut StatementProbes) -> Snapshot {
         let mut snap = Snapshot::default();
         self.read_with(sp, |key, per_cpu| {
             snap.0.insert(key, Totals::of(per_cpu));
         });
+        self.kernel_keys = snap.0.len() as u64;
+        for (k, t) in &self.exited {
+            snap.0.entry(*k).or_default().add(t);
+        }
         snap
+    }
+
+    /// `--by backend`: takes the keys of backends that exited out of the
+    /// kernel's map, keeping their totals here, so that the map's room
+    /// serves the backends that run (a pool that reconnects, `pgbench -C`,
+    /// would fill it within 4 096 connections and sum the rest under
+    /// `other`). Beyond [`EXITED_BACKENDS_KEPT`] exited backends their
+    /// statements are summed under `other`. A pid reused by a new backend
+    /// before this runs is summed with its predecessor, as before.
+    pub fn evict_exited(&mut self, sp: &mut StatementProbes) {
+        let mut gone: Vec<(SumKey, Totals)> = Vec::new();
+        self.read_with(sp, |key, per_cpu| {
+            if key.kind == ttp_common::sums::key_kind::BACKEND
+                && !Path::new(&format!("/proc/{}", key.id)).exists()
+            {
+                gone.push((key, Totals::of(per_cpu)));
+            }
+        });
+        for (key, t) in gone {
+            // Read before the removal: the backend is gone, nothing adds
+            // to its key any more.
+            if let Err(e) = sp.remove_sum(&key) {
+                self.read_errors += 1;
+                self.last_error = Some(format!("taking backend {} out: {e}", key.id));
+                continue;
+            }
+            let kept = if self.exited.len() < EXITED_BACKENDS_KEPT || self.exited.contains_key(&key)
+            {
+                key
+            } else {
+                SumKey {
+                    kind: ttp_common::sums::key_kind::OTHER,
+                    ..SumKey::default()
+                }
+            };
+            self.exited.entry(kept).or_default().add(&t);
+        }
     }
 
     /// Hands every key's sums (a value per CPU) to `f`, the texts that
