@@ -267,12 +267,20 @@ mod tests {
     /// counter wraps between two readings.
     #[test]
     fn wrapped_kernel_counters_difference_modulo_2_32() {
-        let mut a = Reading::default();
-        a.buckets = vec![[u32::MAX - 1; BUCKETS]];
-        a.totals.calls = 10;
-        let mut b = a.clone();
-        b.buckets = vec![[3; BUCKETS]];
-        b.totals.calls = 15;
+        let a = Reading {
+            totals: StatementTotals {
+                calls: 10,
+                ..Default::default()
+            },
+            buckets: vec![[u32::MAX - 1; BUCKETS]],
+        };
+        let b = Reading {
+            totals: StatementTotals {
+                calls: 15,
+                ..Default::default()
+            },
+            buckets: vec![[3; BUCKETS]],
+        };
         let d = b.since(Some(&a));
         assert_eq!(d.calls, 5);
         assert!(d.buckets.iter().all(|x| *x == 5), "{:?}", d.buckets);

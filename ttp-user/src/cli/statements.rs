@@ -136,6 +136,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         no_ledger_programs: server.socket && !args.ledger,
         no_bpf_stats: server.socket && !args.ledger,
         delay_accounting: server.socket,
+        // Without the ledger's programs no thread's exit is recorded: the
+        // ring's smallest size (as serve's statements), not the 16 MiB
+        // `attach --all` needs, which the kernel zeroes at load.
+        exit_ring_bytes: (server.socket && !args.ledger)
+            .then(|| crate::probe::exits::ring_bytes(1, 1)),
         ..Default::default()
     })?;
     let stop = session.stop_flag()?;
