@@ -100,7 +100,11 @@ fn a_backend(c: &Cluster) -> Option<u32> {
 /// one statement each are the reference), a series that restarts from 0
 /// or is lost when the server restarts (a new postmaster), a crash-restart
 /// (a backend SIGKILLed mid-run) not counted or that stops the counting,
-/// and a Prometheus that stores something else than serve says.
+/// and a Prometheus that stores something else than serve says. The
+/// server computes query ids, so serve reads the kernel's sums (the other
+/// tests' servers compute none: a record a statement); the series'
+/// `queryid` is checked against the server's own (EXPLAIN VERBOSE's
+/// Query Identifier).
 #[test]
 fn calls_are_exact_through_a_restart_and_a_crash_restart() {
     let test = "calls_are_exact_through_a_restart_and_a_crash_restart";
@@ -108,7 +112,7 @@ fn calls_are_exact_through_a_restart_and_a_crash_restart() {
         return;
     }
     let _serial = serial();
-    let c = Cluster::start("servepg");
+    let c = Cluster::start_with("servepg", "-c compute_query_id=on");
     pgbench_tables(&c);
     let data = c.data.to_str().unwrap().to_string();
     let serve = Serve::start(&["--interval", "1s", "--postgres", &data]);
@@ -130,6 +134,16 @@ fn calls_are_exact_through_a_restart_and_a_crash_restart() {
             && line.contains(r#"database="postgres""#)
             && line.contains(r#"user="ttp""#),
         "{line}"
+    );
+    let plan =
+        c.psql("EXPLAIN (VERBOSE, COSTS OFF) SELECT abalance FROM pgbench_accounts WHERE aid = 1");
+    let queryid = plan
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Query Identifier: "))
+        .unwrap_or_else(|| panic!("no Query Identifier in {plan}"));
+    assert!(
+        line.contains(&format!(r#"queryid="{queryid}""#)),
+        "the server's query id {queryid}: {line}"
     );
 
     c.restart_server();

@@ -580,3 +580,64 @@ fn a_full_map_sums_the_rest_under_other() {
     );
     assert!(text.contains("FULL:"), "{text}");
 }
+
+/// Catches `--by backend` keeping every exited backend's key in the
+/// kernel's map (a pool that reconnects fills it within 4 096 connections
+/// and the rest lands in `other`), and a backend's statements lost when
+/// its key is taken out: `pgbench -C` opens a backend a transaction, 300
+/// of them, each one SELECT; the map ends with the `other` key and at most
+/// a few live backends', and each of the 300 is a group of one statement.
+#[test]
+fn by_backend_takes_exited_backends_out_of_the_map() {
+    if !root_or_skip("by_backend_takes_exited_backends_out_of_the_map") {
+        return;
+    }
+    let _serial = serial();
+    let c = Cluster::start("sock-backends");
+    common::pg::pgbench_tables(&c);
+    let (ttp, json) = statements(&c, "backends.json", &["--by", "backend"]);
+    pgbench(&c, None, &[], &["-n", "-S", "-C", "-c", "2", "-t", "150"]);
+    // The backends end once their client has gone: wait for them (the
+    // postmaster's children are its own processes and these backends).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while client_backends(&c) > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "backends still running"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let (_, doc) = stop(ttp, &json);
+    let groups = doc["groups"].as_array().unwrap();
+    let backends: Vec<&serde_json::Value> = groups
+        .iter()
+        .filter(|g| g["key"].as_str().unwrap().starts_with("backend "))
+        .collect();
+    let calls: u64 = backends.iter().map(|g| n(g, "calls")).sum();
+    assert_eq!(calls, n(&doc, "statements"), "every statement in a backend");
+    // pgbench's own first connection (it reads the scale) comes on top.
+    let one_each = backends.iter().filter(|g| n(g, "calls") == 1).count();
+    assert!(
+        (300..=302).contains(&one_each),
+        "pgbench -C -c 2 -t 150: {one_each} backends of one statement, {} groups",
+        backends.len()
+    );
+    let keys = n(&doc["counts"], "keys");
+    assert!(keys <= 5, "{keys} keys left in the kernel's map");
+    assert_eq!(n(&doc["counts"], "summed_other"), 0);
+}
+
+/// The postmaster's children that serve the test's user (its backends,
+/// by their process title `postgres: ttp postgres ...`).
+fn client_backends(c: &Cluster) -> usize {
+    let pm = c.postmaster_pid();
+    let children =
+        std::fs::read_to_string(format!("/proc/{pm}/task/{pm}/children")).unwrap_or_default();
+    children
+        .split_whitespace()
+        .filter(|p| {
+            std::fs::read(format!("/proc/{p}/cmdline"))
+                .is_ok_and(|t| String::from_utf8_lossy(&t).contains(" ttp postgres "))
+        })
+        .count()
+}

@@ -20,6 +20,7 @@ mod pg;
 mod serve;
 mod soak;
 mod statements;
+mod statements_memory;
 mod vprofile;
 
 #[derive(Subcommand)]
@@ -114,6 +115,17 @@ pub enum Which {
         /// falls on both sides of each round's ratio (bench/paired.rs).
         #[arg(long, conflicts_with_all = ["only", "detail_all"])]
         paired: bool,
+    },
+    /// ttp's resident memory while `statements` (summed in the kernel)
+    /// measures a server under `pgbench -S -M prepared` at full rate:
+    /// after 10⁵ statements, at 10 s, at 40 s and after `--statements`.
+    StatementsMemory {
+        /// Statements the server runs before ttp is stopped.
+        #[arg(long, default_value_t = 10_000_000)]
+        statements: u64,
+        /// pgbench clients.
+        #[arg(long, default_value_t = 4)]
+        clients: u32,
     },
     /// `serve --group-by unit --interval 10s`, scraped every 10 s for a
     /// while: its userspace CPU share, peak RSS and scrape size.
@@ -251,6 +263,10 @@ pub fn run(which: Which) -> anyhow::Result<()> {
             detail_all,
             &only,
         ),
+        Which::StatementsMemory {
+            statements,
+            clients,
+        } => statements_memory::bench(statements, clients),
         Which::Lab { workers } => lab::bench(&workers),
     }
 }

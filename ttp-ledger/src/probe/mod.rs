@@ -287,6 +287,11 @@ impl Ledger {
             // Ring buffers are allocated at load: one page when unused.
             loader.map_max_entries(trace::EVENTS_MAP, trace::page_size());
         }
+        // vprofile loads the object with a loader of its own
+        // (protocol/vprofile/uprobe.rs): here its ring (4 MiB, zeroed at
+        // load) and its preallocated thread map (8 MB) are never used.
+        loader.map_max_entries("VPROF_RECORDS", trace::page_size());
+        loader.map_max_entries("VPROF_THREADS", 1);
         let tid_slots = capacity::tid_slots(capacity::pid_max(), options.max_threads, blame);
         let thread_capacity = match tid_slots {
             Some(n) => {

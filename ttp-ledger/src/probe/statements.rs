@@ -331,11 +331,26 @@ impl StatementProbes {
         }
     }
 
-    /// Hands every key's sums (one value per CPU) to `f`.
-    pub fn sums(&self, mut f: impl FnMut(SumKey, &[Sums])) {
-        for (key, per_cpu) in self.sums.iter().flatten() {
-            f(key, &per_cpu);
+    /// Hands every key's sums (one value per CPU) to `f`; returns how
+    /// many keys could not be read, and the last error.
+    pub fn sums(&self, mut f: impl FnMut(SumKey, &[Sums])) -> (u64, Option<String>) {
+        let mut failed = (0, None);
+        for item in self.sums.iter() {
+            match item {
+                Ok((key, per_cpu)) => f(key, &per_cpu),
+                Err(e) => {
+                    failed.0 += 1;
+                    failed.1 = Some(e.to_string());
+                }
+            }
         }
+        failed
+    }
+
+    /// Takes `key` out of the sums map (`--by backend`: a backend that
+    /// exited, whose totals the reader keeps), making room for new keys.
+    pub fn remove_sum(&mut self, key: &SumKey) -> Result<(), String> {
+        self.sums.remove(key).map_err(|e| e.to_string())
     }
 
     /// Hands every key text waiting in its ring to `f`.

@@ -25,6 +25,7 @@ mod otlp;
 mod pg_metrics;
 mod pg_names;
 mod pg_procs;
+mod pg_sums;
 mod postgres;
 mod push;
 mod statement_series;

@@ -84,6 +84,7 @@ fn pg_server() -> crate::serve::postgres::ServerView {
                 database: "shop".into(),
                 user: "alice".into(),
                 fingerprint: fingerprint_id("select $1"),
+                queryid: None,
                 query: "select $1".into(),
                 totals: named,
             },

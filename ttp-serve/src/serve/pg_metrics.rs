@@ -15,14 +15,20 @@ use crate::serve::{
     statement_series::{LATENCY_BOUNDS_NS, StatementTotals},
 };
 
+/// A series' labels; `queryid` only where the server computes query ids
+/// (pg_stat_statements' `queryid`, to join on).
 fn series_labels(server: &ServerView, s: &SeriesView) -> Labels {
-    vec![
+    let mut l = vec![
         ("data_directory", server.data_directory.clone()),
         ("database", s.database.clone()),
         ("user", s.user.clone()),
         ("fingerprint", s.fingerprint.clone()),
         ("query", s.query.clone()),
-    ]
+    ];
+    if let Some(q) = s.queryid {
+        l.push(("queryid", q.to_string()));
+    }
+    l
 }
 
 /// The counter and gauge families of the servers.

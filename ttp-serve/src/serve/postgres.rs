@@ -27,17 +27,14 @@ use std::{
 };
 
 use crate::{
-    probe::{
-        AttachOptions, Ledger, SocketStatements, pg_status, probe_error_ctx,
-        statements::StatementProbes,
-        usdt::{self, UsdtError},
-    },
+    probe::{AttachOptions, Ledger, pg_status::StatusSource, statements::StatementProbes},
     protocol::statements::{
-        Statement, WAIT_PROBES, extended, fingerprint::fingerprint, requested_waits,
+        GroupBy, Statement, fingerprint::fingerprint, requested_waits, session,
     },
     serve::{
         pg_names,
         pg_procs::{checkpointer_of, postmaster_of, running_servers},
+        pg_sums::{Increments, ServerSums},
         statement_series::{SeriesKey, StatementSeries, StatementTotals},
     },
 };
@@ -57,7 +54,16 @@ struct Attached {
     /// Records the ring could not take, as its counter stood when last read.
     lost_records: u64,
     /// How its status entries are read (`None`: not read, no texts).
-    status: Option<pg_status::StatusSource>,
+    status: Option<StatusSource>,
+    /// The kernel's sums, read at each refresh; `None`: a record a
+    /// statement, drained every tick (where the session does not sum;
+    /// session.rs, `Server::summed`).
+    sums: Option<ServerSums>,
+    /// Statements of killed backends the kernel counted (sums), as its
+    /// counter stood when last read.
+    killed_open: u64,
+    /// Failed reads of the sums already said.
+    read_errors_said: u64,
 }
 
 /// What one server's exposition shows.
@@ -82,6 +88,9 @@ pub(crate) struct ServerView {
 pub(crate) struct SeriesView {
     pub database: String,
     pub user: String,
+    /// PostgreSQL's query id (pg_stat_statements' `queryid`), where the
+    /// server computes one.
+    pub queryid: Option<i64>,
     /// The fingerprint's id (16 hex digits of its SHA-256), `other` for
     /// the folded series.
     pub fingerprint: String,
@@ -193,7 +202,7 @@ impl Server {
     }
 
     fn attach(&mut self, pid: u32, started_unix_ns: u64) {
-        match attach(pid) {
+        match attach(pid, &self.data) {
             Ok(a) => {
                 let at = unix_ns();
                 let gap = at.saturating_sub(started_unix_ns.max(self.unwatched_since_ns));
@@ -209,9 +218,6 @@ impl Server {
                     self.data.display(),
                     gap as f64 / 1e9
                 );
-                if let Some(s) = a.status.filter(|s| s.assumed_from.is_some()) {
-                    eprintln!("ttp: postgres {}: {}", self.data.display(), s.describe());
-                }
                 self.seen = true;
                 self.last_error = None;
                 self.attached = Some(a);
@@ -232,6 +238,7 @@ impl Server {
     /// Drains and drops the programs of a postmaster that is gone.
     fn detach(&mut self) {
         self.drain();
+        self.read_sums(true);
         if let Some(a) = self.attached.take() {
             self.lost_before += a.lost_records;
             eprintln!(
@@ -243,9 +250,14 @@ impl Server {
         self.unwatched_since_ns = unix_ns();
     }
 
-    /// Takes the finished statements out of the ring into the series.
+    /// Takes the finished statements out of the ring into the series (a
+    /// record a statement), or the key texts the kernel sent (sums).
     fn drain(&mut self) {
         let Some(a) = &mut self.attached else { return };
+        if let Some(sums) = &mut a.sums {
+            sums.drain_texts(&mut a.probes);
+            return;
+        }
         let mut batch = Vec::new();
         a.probes.drain(|r| batch.push(Statement::from(r)));
         let mut catalog_read = false;
@@ -259,31 +271,62 @@ impl Server {
             if !s.is_statement() {
                 continue;
             }
-            self.learn_names(&s, &mut catalog_read);
+            self.learn_names(s.database, s.user, s.tgid, &mut catalog_read);
             let key = SeriesKey {
                 database: s.database,
                 user: s.user,
+                queryid: None,
                 fingerprint: fingerprint(&s.text),
             };
             self.series.add(key, StatementTotals::of(&s));
         }
     }
 
-    /// Names the oids of `s` when they are new: from its backend's title
-    /// while it runs, else from the shared catalogs (read at most once a
+    /// Reads the kernel's sums into the series: what each key added since
+    /// the last read (`last`: the programs are about to be dropped).
+    fn read_sums(&mut self, last: bool) {
+        let Some(a) = &mut self.attached else { return };
+        let Some(sums) = &mut a.sums else { return };
+        let Increments { series, other } = sums.read(&mut a.probes, last);
+        if let (n, Some(e)) = sums.read_errors()
+            && n > a.read_errors_said
+        {
+            // Not lost: the sums only grow, the next read has them.
+            eprintln!(
+                "ttp: postgres {}: {n} reads of a key of the kernel's sums failed so far (last: {e}); their statements are counted at a later read",
+                self.data.display()
+            );
+            a.read_errors_said = n;
+        }
+        if let Ok(st) = a.probes.stats() {
+            a.lost_records = st.lost_records;
+            self.interrupted += st.killed_open.saturating_sub(a.killed_open);
+            a.killed_open = st.killed_open;
+        }
+        let mut catalog_read = false;
+        for (key, t, tgid) in series {
+            self.learn_names(key.database, key.user, tgid, &mut catalog_read);
+            self.series.add(key, t);
+        }
+        self.series.add_other(other);
+    }
+
+    /// Names the oids of a statement when they are new: from the title of
+    /// its backend `tgid` while it runs, else from the shared catalogs (read at most once a
     /// drain). An oid no source names is shown as `oid N`.
-    fn learn_names(&mut self, s: &Statement, catalog_read: &mut bool) {
+    fn learn_names(&mut self, database: u32, user: u32, tgid: u32, catalog_read: &mut bool) {
         let known = |m: &HashMap<u32, String>, oid: u32| oid == 0 || m.contains_key(&oid);
-        if known(&self.databases, s.database) && known(&self.users, s.user) {
+        if known(&self.databases, database) && known(&self.users, user) {
             return;
         }
         // Without a status entry the oids are 0: a title names nothing then.
-        if s.database != 0
-            && s.user != 0
-            && let Some((user, database)) = pg_names::title_names(s.tgid)
+        if database != 0
+            && user != 0
+            && tgid != 0
+            && let Some((u, d)) = pg_names::title_names(tgid)
         {
-            self.databases.insert(s.database, database);
-            self.users.insert(s.user, user);
+            self.databases.insert(database, d);
+            self.users.insert(user, u);
             return;
         }
         if !*catalog_read {
@@ -294,8 +337,10 @@ impl Server {
         }
     }
 
-    /// Counts what was drained since the last refresh (serve's interval).
+    /// Counts what was drained since the last refresh (serve's interval),
+    /// the kernel's sums read once.
     pub fn refresh(&mut self) {
+        self.read_sums(false);
         self.series.refresh();
     }
 
@@ -326,6 +371,7 @@ impl Server {
                     Some(k) => SeriesView {
                         database: name(&self.databases, k.database),
                         user: name(&self.users, k.user),
+                        queryid: k.queryid,
                         fingerprint: fingerprint_id(&k.fingerprint),
                         query: query_label(&k.fingerprint),
                         totals,
@@ -342,55 +388,36 @@ impl Server {
     }
 }
 
-/// The statements' programs of the server whose postmaster is `pid`.
-fn attach(pid: u32) -> anyhow::Result<Attached> {
-    let binary = std::fs::read_link(format!("/proc/{pid}/exe"))?;
-    if let Some(why) = pg_status::not_a_server(&binary) {
-        anyhow::bail!(why);
-    }
-    // Without its status entries a statement has no text: it is still
-    // counted, under the empty fingerprint.
-    let status = pg_status::find(pid, &binary)
-        .map_err(|e| log::warn!("postgres {pid}: no statement texts: {e}"))
-        .ok();
-    let probes = match usdt::read_probes(&binary) {
-        Ok(p) => p,
-        Err(UsdtError::NoNotes { .. }) => Vec::new(),
-        Err(e) => return Err(e.into()),
-    };
+/// The statements' programs of the server whose postmaster is `pid`,
+/// through the statements session (protocol/statements/session.rs): the
+/// kernel sums the statements where the server computes query ids, else
+/// sends a record each. Its notes are said once an attach.
+fn attach(pid: u32, data: &Path) -> anyhow::Result<Attached> {
+    let mut server = session::Server::find(pid, None, true)?;
+    let summed = server.summed(true, GroupBy::Fingerprint);
     let mut object = Ledger::attach_with(&AttachOptions {
         statements_of: Some(pid),
-        statements_socket: Some(SocketStatements {
-            status,
-            each: true,
-            key_by: ttp_common::sums::key_by::QUERY,
-            // Serve reads the records (its move to the sums is to come):
-            // the kernel does not sum them too.
-            sums: false,
-        }),
+        statements_socket: server.socket_statements(summed, GroupBy::Fingerprint),
         no_ledger_programs: true,
         no_bpf_stats: true,
         exit_ring_bytes: Some(crate::probe::exits::ring_bytes(1, 1)),
         ..Default::default()
     })
-    .map_err(probe_error_ctx)?;
-    let probes = StatementProbes::attach(
-        &mut object,
-        &binary,
-        &probes,
-        &WAIT_PROBES,
-        &requested_waits(&[], true),
-        None,
-        extended::query_text_global(&binary),
-        true,
-    )?;
+    .map_err(crate::probe::probe_error_ctx)?;
+    let probes = server.attach(&mut object, &requested_waits(&[], true), None)?;
+    for note in &server.notes {
+        eprintln!("ttp: postgres {}: {note}", data.display());
+    }
     Ok(Attached {
         probes,
         _object: object,
         postmaster: pid,
         checkpointer: checkpointer_of(pid),
         lost_records: 0,
-        status,
+        status: server.status,
+        sums: summed.then(ServerSums::new),
+        killed_open: 0,
+        read_errors_said: 0,
     })
 }
 

@@ -49,12 +49,17 @@ pub(crate) const BUCKETS: usize = LATENCY_BOUNDS_NS.len() + 1;
 const RANK_HALF_LIFE_REFRESHES: f64 = 6.0;
 
 /// The key of a series: the statement's database and user (their oids,
-/// as the backend's status entry holds them; 0 when it was not read) and
-/// its fingerprint (protocol/statements/fingerprint.rs).
+/// as the backend's status entry holds them; 0 when it was not read), its
+/// query id where the server computes one, and its fingerprint
+/// (protocol/statements/fingerprint.rs): pg_stat_statements' key and
+/// text, so that the two join.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) struct SeriesKey {
     pub database: u32,
     pub user: u32,
+    /// PostgreSQL's query id where the server computes one (equal to
+    /// pg_stat_statements' `queryid`), as the kernel keyed the sums.
+    pub queryid: Option<i64>,
     pub fingerprint: String,
 }
 
@@ -119,6 +124,8 @@ pub(crate) struct StatementSeries {
     other: StatementTotals,
     /// Added since the last refresh.
     growth: HashMap<SeriesKey, StatementTotals>,
+    /// Added to `other` since the last refresh.
+    growth_other: StatementTotals,
 }
 
 impl StatementSeries {
@@ -131,12 +138,21 @@ impl StatementSeries {
             named: HashSet::new(),
             other: StatementTotals::default(),
             growth: HashMap::new(),
+            growth_other: StatementTotals::default(),
         }
     }
 
-    /// Adds one statement; it is counted at the next [`Self::refresh`].
+    /// Adds one statement (or a key's statements since the last read of
+    /// the sums); it is counted at the next [`Self::refresh`].
     pub fn add(&mut self, key: SeriesKey, t: StatementTotals) {
         *self.growth.entry(key).or_default() += t;
+    }
+
+    /// Adds statements that have no series of their own (the kernel's map
+    /// had no room for their key): they go to `other` at the next
+    /// [`Self::refresh`].
+    pub fn add_other(&mut self, t: StatementTotals) {
+        self.growth_other += t;
     }
 
     /// Ranks the series and counts what was added since the last refresh.
@@ -159,6 +175,7 @@ impl StatementSeries {
         // totals, if it was ever named, stay.
         let named = &self.named;
         self.ranks.retain(|k, r| *r > 1e3 || named.contains(k));
+        self.other += std::mem::take(&mut self.growth_other);
         for (key, t) in std::mem::take(&mut self.growth) {
             if self.named.contains(&key) {
                 *self.series.entry(key).or_default() += t;

@@ -4,6 +4,7 @@ fn key(n: usize) -> SeriesKey {
     SeriesKey {
         database: 5,
         user: 10,
+        queryid: None,
         fingerprint: format!("select $1 from t{n}"),
     }
 }

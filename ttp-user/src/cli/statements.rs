@@ -1,27 +1,16 @@
 //! `ttp-ebpf statements`: every statement of a live PostgreSQL server, timed
 //! and explained through the server's own USDT probes (docs/statements.md).
 use std::{
-    collections::{BTreeSet, HashMap},
-    path::{Path, PathBuf},
+    path::PathBuf,
     time::{Duration, Instant},
 };
 
-use ttp_common::statements::{flag, wait};
-
 use super::statements_sums;
 use crate::{
-    error::usage,
-    probe::{
-        SocketStatements,
-        pg_status::{self, StatusSource},
-        probe_error_ctx,
-        statements::{StatementProbes, StatementsProbeError, WORKER_FUNCTION},
-        usdt::{self, UsdtError},
-    },
+    probe::statements::StatementProbes,
     protocol::statements::{
-        Detail, GroupBy, SCHEMA, Statement, WAIT_PROBES, crosscheck, detail_of,
-        document::{ProbeAvailability, ProbeCounts, StatementsReport, TrancheRow},
-        extended, group, parallel, requested_waits,
+        Detail, GroupBy, Statement, crosscheck, group, parallel, requested_waits,
+        session::{self, Server},
     },
     report::{
         atomic,
@@ -119,73 +108,6 @@ impl Args {
     }
 }
 
-/// The statements' boundaries asked for, and what the socket programs need.
-struct Boundaries {
-    socket: bool,
-    status: Option<StatusSource>,
-    /// Whether the server computes query ids (None: not known).
-    query_ids: Option<bool>,
-    /// Where the status entries were found, or why not (socket only).
-    status_note: Option<String>,
-}
-
-impl Boundaries {
-    fn of(args: &Args, binary: &Path) -> anyhow::Result<Self> {
-        if args.usdt {
-            return Ok(Self {
-                socket: false,
-                status: None,
-                query_ids: None,
-                status_note: None,
-            });
-        }
-        if let Some(why) = pg_status::not_a_server(binary) {
-            return usage(why);
-        }
-        Ok(match pg_status::find(args.pid, binary) {
-            Ok(s) => {
-                if s.assumed_from.is_some() {
-                    eprintln!("statements: {}", s.describe());
-                }
-                Self {
-                    socket: true,
-                    status_note: Some(s.describe()),
-                    status: Some(s),
-                    query_ids: pg_status::query_ids_computed(args.pid, binary),
-                }
-            }
-            Err(e) => {
-                eprintln!(
-                    "statements: the backends' status entries cannot be read: {e}; statements end at their reply's ReadyForQuery bytes and have no text"
-                );
-                Self {
-                    socket: true,
-                    status: None,
-                    query_ids: None,
-                    status_note: Some(format!("not read: {e}")),
-                }
-            }
-        })
-    }
-
-    /// Whether the kernel sums the statements: as asked (`--each`,
-    /// `--usdt`). On a server that computes no query ids, statements
-    /// grouped by fingerprint are keyed by their fingerprint, computed in
-    /// the kernel (docs/statements.md, "Summed in the kernel"); the status
-    /// note says so.
-    fn summed(&mut self, args: &Args) -> bool {
-        let no_query_ids = self.status.is_some() && self.query_ids == Some(false);
-        if args.summed()
-            && no_query_ids
-            && matches!(args.by, GroupBy::Fingerprint)
-            && let Some(note) = &mut self.status_note
-        {
-            note.push_str("; no query ids: keyed by the fingerprint computed in the kernel");
-        }
-        args.summed()
-    }
-}
-
 /// pg_stat_statements at one instant, or why it could not be read.
 pub(super) fn read_pgss(
     session: &Option<crate::pg::Session>,
@@ -198,13 +120,11 @@ pub(super) fn read_pgss(
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let binary = match &args.binary {
-        Some(b) => b.clone(),
-        None => server_binary(args.pid)?,
-    };
-    let mut boundaries = Boundaries::of(&args, &binary)?;
-    let summed = boundaries.summed(&args);
-    let probes = usdt_probes(&binary, boundaries.socket)?;
+    let mut server = Server::find(args.pid, args.binary.as_deref(), !args.usdt)?;
+    let summed = server.summed(args.summed(), args.by);
+    for note in server.notes.drain(..) {
+        eprintln!("statements: {note}");
+    }
     // The session checks privileges, restores what a killed instance left
     // and (with the ledger) seeds it with the threads already running. At
     // the socket it switches delay accounting on for the statements'
@@ -212,34 +132,24 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     // unless --ledger: no other process of the machine pays for them.
     let mut session = MeasurementSession::open(SessionOptions {
         statements_of: Some(args.pid),
-        statements_socket: boundaries.socket.then_some(SocketStatements {
-            status: boundaries.status,
-            each: !summed,
-            key_by: statements_sums::key_by(args.by),
-            sums: summed,
-        }),
-        no_ledger_programs: boundaries.socket && !args.ledger,
-        no_bpf_stats: boundaries.socket && !args.ledger,
-        delay_accounting: boundaries.socket,
+        statements_socket: server.socket_statements(summed, args.by),
+        no_ledger_programs: server.socket && !args.ledger,
+        no_bpf_stats: server.socket && !args.ledger,
+        delay_accounting: server.socket,
+        // Without the ledger's programs no thread's exit is recorded: the
+        // ring's smallest size (as serve's statements), not the 16 MiB
+        // `attach --all` needs, which the kernel zeroes at load.
+        exit_ring_bytes: (server.socket && !args.ledger)
+            .then(|| crate::probe::exits::ring_bytes(1, 1)),
         ..Default::default()
     })?;
     let stop = session.stop_flag()?;
-    let worker = parallel::worker_site(&binary);
-    let mut sp = match StatementProbes::attach(
+    let worker = parallel::worker_site(&server.binary);
+    let mut sp = server.attach(
         &mut session.ledger,
-        &binary,
-        &probes,
-        &WAIT_PROBES,
-        &requested_waits(&args.detail, args.simple_only || boundaries.socket),
+        &requested_waits(&args.detail, args.simple_only || server.socket),
         worker,
-        extended::query_text_global(&binary),
-        boundaries.socket,
-    ) {
-        Ok(sp) => sp,
-        Err(e @ StatementsProbeError::Missing { .. }) => return usage(e.to_string()),
-        Err(StatementsProbeError::Probe(e)) => return Err(probe_error_ctx(e)),
-        Err(e) => return Err(e.into()),
-    };
+    )?;
     if let Some(e) = &sp.worker_error {
         eprintln!("statements: parallel workers not measured: {e}");
     }
@@ -247,15 +157,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if summed {
         let report = statements_sums::measure(
             &args,
-            &binary,
+            &server,
             &mut sp,
             &stop,
             &pgss_session,
             note,
-            |links| announce(&args, &boundaries, links, &binary),
+            |links| announce(&args, &server, links),
         )?;
-        let mut report = report;
-        report.status_entry = boundaries.status_note;
         drop(sp);
         drop(session);
         return write_outputs(&args, Statements(report, args.top));
@@ -263,7 +171,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let before = read_pgss(&pgss_session);
     let pgss_from_ns = crate::sys::clock::monotonic_ns();
     let window_start_ns = crate::sys::clock::monotonic_ns();
-    announce(&args, &boundaries, sp.links(), &binary);
+    announce(&args, &server, sp.links());
     let mut statements = collect(
         &mut sp,
         args.live.then_some((args.by, args.top)),
@@ -283,9 +191,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .filter(|s| s.done_ns() >= pgss_from_ns && s.done_ns() <= window_end_ns)
         .cloned()
         .collect();
-    let mut report = build_report(
-        &args,
-        &binary,
+    let mut report = session::report(
+        &server,
+        args.by,
         &sp,
         statements,
         unjoined,
@@ -293,11 +201,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         window_end_ns,
     )?;
     report.counts.killed_open = killed_open;
-    if boundaries.socket {
-        report.boundaries = "socket".into();
-        report.status_entry = boundaries.status_note;
+    if server.socket {
         report.ledger = args.ledger;
-        report.extended_statements = Some(report.groups.iter().map(|g| g.extended).sum::<u64>());
     }
     if pgss_session.is_some() {
         match (before, after) {
@@ -315,19 +220,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     write_outputs(&args, Statements(report, args.top))
 }
 
-/// The server binary's USDT probes; at the socket, a binary without notes
-/// is measured without the wait columns (no probes).
-fn usdt_probes(binary: &Path, socket: bool) -> anyhow::Result<Vec<usdt::UsdtProbe>> {
-    match usdt::read_probes(binary) {
-        Ok(p) => Ok(p),
-        Err(UsdtError::NoNotes { .. }) if socket => Ok(Vec::new()),
-        Err(
-            e @ (UsdtError::NoNotes { .. } | UsdtError::NotElf { .. } | UsdtError::Read { .. }),
-        ) => usage(e.to_string()),
-        Err(e) => Err(e.into()),
-    }
-}
-
 /// The connection for the pg_stat_statements cross-check, or the note that
 /// says why there is none: a failing cross-check never costs the
 /// measurement.
@@ -342,10 +234,10 @@ fn pgss_connect(conninfo: Option<&str>) -> (Option<crate::pg::Session>, Option<S
 }
 
 /// The line that says what is measured, where, and for how long.
-fn announce(args: &Args, boundaries: &Boundaries, links: usize, binary: &Path) {
+fn announce(args: &Args, server: &Server, links: usize) {
     eprintln!(
         "statements: {}, {} probe sites in {}; measuring{}",
-        if !boundaries.socket {
+        if !server.socket {
             "ledger attached, boundaries at the USDT probes"
         } else if args.ledger {
             "boundaries at the client socket, ledger attached"
@@ -353,7 +245,7 @@ fn announce(args: &Args, boundaries: &Boundaries, links: usize, binary: &Path) {
             "boundaries at the client socket"
         },
         links,
-        binary.display(),
+        server.binary.display(),
         match args.duration {
             Some(d) => format!(" for {}", humantime::format_duration(d)),
             None => " until Ctrl-C".into(),
@@ -372,25 +264,6 @@ fn write_outputs(args: &Args, doc: Statements) -> anyhow::Result<()> {
         atomic::write_result(path, text.as_bytes())?;
     }
     Ok(())
-}
-
-/// The executable of `pid`, or a usage error saying what to do.
-fn server_binary(pid: u32) -> anyhow::Result<PathBuf> {
-    let exe = PathBuf::from(format!("/proc/{pid}/exe"));
-    match std::fs::read_link(&exe) {
-        Ok(p) => {
-            let s = p.to_string_lossy();
-            match s.strip_suffix(" (deleted)") {
-                Some(_) => usage(format!(
-                    "the executable of process {pid} was replaced since it started ({s}); restart the server or give --binary"
-                )),
-                None => Ok(p),
-            }
-        }
-        Err(e) => usage(format!(
-            "cannot read the executable of process {pid} ({e}): give the postmaster's pid (first line of postmaster.pid) and run with sudo"
-        )),
-    }
 }
 
 /// Drains records until the duration ends or Ctrl-C.
@@ -485,126 +358,4 @@ pub(super) fn live_text(
         );
     }
     o
-}
-
-/// A NUL-terminated string at `addr` in process `pid`'s memory.
-fn read_c_string(pid: u32, addr: u64) -> Option<String> {
-    use std::os::unix::fs::FileExt;
-    let f = std::fs::File::open(format!("/proc/{pid}/mem")).ok()?;
-    let mut buf = [0u8; 64];
-    let n = f.read_at(&mut buf, addr).ok()?;
-    let end = buf[..n].iter().position(|b| *b == 0).unwrap_or(n);
-    Some(String::from_utf8_lossy(&buf[..end]).into_owned())
-}
-
-pub(super) fn build_report(
-    args: &Args,
-    binary: &Path,
-    sp: &StatementProbes,
-    statements: Vec<Statement>,
-    unjoined: u64,
-    window_start_ns: u64,
-    window_end_ns: u64,
-) -> anyhow::Result<StatementsReport> {
-    let stats = sp.stats().map_err(probe_error_ctx)?;
-    let backends: BTreeSet<u32> = statements.iter().map(|s| s.tgid).collect();
-    let groups = group(&statements, args.by, &sp.available);
-    let mut names: HashMap<u64, String> = HashMap::new();
-    let mut tranches: Vec<TrancheRow> = Vec::new();
-    for (ptr, t) in sp.tranches() {
-        let name = names
-            .entry(ptr)
-            .or_insert_with(|| {
-                read_c_string(t.tgid, ptr)
-                    .or_else(|| read_c_string(args.pid, ptr))
-                    .unwrap_or_else(|| format!("tranche at {ptr:#x}"))
-            })
-            .clone();
-        match tranches.iter_mut().find(|r| r.tranche == name) {
-            Some(r) => {
-                r.waits += t.waits;
-                r.wait_ns += t.wait_ns;
-            }
-            None => tranches.push(TrancheRow {
-                tranche: name,
-                waits: t.waits,
-                wait_ns: t.wait_ns,
-            }),
-        }
-    }
-    tranches.sort_by_key(|t| std::cmp::Reverse(t.wait_ns));
-    let mut probes: Vec<ProbeAvailability> = sp
-        .sites
-        .iter()
-        .map(|s| ProbeAvailability {
-            name: s.name.clone(),
-            sites: s.sites,
-            available: s.sites > 0,
-            not_measured_without: (s.sites > 0 && !s.attached)
-                .then(|| {
-                    WAIT_PROBES
-                        .iter()
-                        .find(|(_, a, b)| *a == s.name || *b == s.name)
-                        .and_then(|(label, _, _)| detail_of(label))
-                        .map(str::to_string)
-                })
-                .flatten(),
-        })
-        .collect();
-    probes.push(ProbeAvailability {
-        name: WORKER_FUNCTION.into(),
-        sites: usize::from(sp.workers),
-        available: sp.workers,
-        not_measured_without: None,
-    });
-    Ok(StatementsReport {
-        schema: SCHEMA.into(),
-        postmaster: args.pid,
-        binary: binary.display().to_string(),
-        boundaries: "usdt".into(),
-        status_entry: None,
-        ledger: true,
-        semaphores: "kernel uprobe reference counter (ref_ctr_offset)".into(),
-        by: args.by,
-        window_start_ns,
-        window_end_ns,
-        backends: backends.len(),
-        statements: statements.len() as u64,
-        extended_statements: sp.available[wait::EXECUTE].then(|| {
-            statements
-                .iter()
-                .filter(|s| s.flags & flag::EXTENDED != 0)
-                .count() as u64
-        }),
-        probes,
-        counts: ProbeCounts {
-            hits: stats.hits,
-            records: stats.statements,
-            records_lost: stats.lost_records,
-            done_without_start: stats.done_without_start,
-            other_processes: stats.other_processes,
-            no_state: stats.no_state,
-            text_unread: stats.text_unread,
-            restarted: stats.restarted,
-            mean_probe_ns: if stats.hits > 0 {
-                stats.probe_ns as f64 / stats.hits as f64
-            } else {
-                0.0
-            },
-            worker_shares: stats.workers,
-            worker_shares_unjoined: unjoined,
-            socket_events: stats.socket_events,
-            connections: stats.connections,
-            exited_open: stats.exited_open,
-            killed_open: 0,
-            prepares: stats.prepares,
-            keys: None,
-            summed_other: 0,
-            texts_lost: 0,
-        },
-        groups,
-        tranches,
-        cross_check: None,
-        cross_check_note: None,
-    })
 }

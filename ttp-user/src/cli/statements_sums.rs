@@ -3,71 +3,52 @@
 //! the map is read at the window's edges, at the pg_stat_statements reads
 //! and every second of `--live`; the key texts are drained every 100 ms.
 //! Nothing here grows with the statements: what is held is bounded by the
-//! keys (docs/statements.md, "Summed in the kernel").
-use std::{
-    path::Path,
-    time::{Duration, Instant},
-};
+//! keys (docs/statements.md, "Summed in the kernel"). The reading and the
+//! document are the statements session's (protocol/statements/session.rs).
+use std::time::{Duration, Instant};
 
-use ttp_common::sums::key_by as kernel_key_by;
-
-use super::statements::{Args, build_report, live_text, read_pgss};
+use super::statements::{Args, live_text, read_pgss};
 use crate::{
     probe::statements::StatementProbes,
     protocol::statements::{
         GroupBy, crosscheck,
         document::StatementsReport,
-        sums::{self, Snapshot, Texts, Totals},
+        session::{self, Server, SumsReader},
+        sums,
     },
     sys::signals::StopFlag,
 };
-
-/// How the kernel keys the sums for `--by`.
-pub(super) fn key_by(by: GroupBy) -> u32 {
-    match by {
-        GroupBy::Fingerprint => kernel_key_by::QUERY,
-        GroupBy::Text => kernel_key_by::TEXT,
-        GroupBy::Backend => kernel_key_by::BACKEND,
-    }
-}
-
-/// Every key's totals now, the texts that came since taken in.
-fn read(sp: &mut StatementProbes, texts: &mut Texts) -> Snapshot {
-    sp.drain_texts(|r| texts.take(r));
-    let mut snap = Snapshot::default();
-    sp.sums(|key, per_cpu| {
-        snap.0.insert(key, Totals::of(per_cpu));
-    });
-    // A text sent after the read of its key's first statement.
-    sp.drain_texts(|r| texts.take(r));
-    snap
-}
 
 /// Measures the window (until `args.duration` or Ctrl-C) from the sums and
 /// builds the report; `announce` is called with the sites attached once
 /// the window starts.
 pub(super) fn measure(
     args: &Args,
-    binary: &Path,
+    server: &Server,
     sp: &mut StatementProbes,
     stop: &StopFlag,
     pgss: &Option<crate::pg::Session>,
     mut note: Option<String>,
     announce: impl FnOnce(usize),
 ) -> anyhow::Result<StatementsReport> {
-    let mut texts = Texts::default();
+    let mut reader = SumsReader::default();
     let before = read_pgss(pgss);
-    let at_before = read(sp, &mut texts);
+    let at_before = reader.read(sp);
     let window_start_ns = crate::sys::clock::monotonic_ns();
     announce(sp.links());
     let started = Instant::now();
     let mut shown = (Instant::now(), at_before.clone());
+    let mut evicted = Instant::now();
     loop {
-        sp.drain_texts(|r| texts.take(r));
+        reader.drain_texts(sp);
+        if args.by == GroupBy::Backend && evicted.elapsed() >= Duration::from_secs(1) {
+            reader.evict_exited(sp);
+            evicted = Instant::now();
+        }
         if args.live && shown.0.elapsed() >= Duration::from_secs(1) {
-            let now = read(sp, &mut texts);
+            let now = reader.read(sp);
             let last = now.since(&shown.1);
-            let groups = sums::groups(&last, &texts, args.by, &sp.available);
+            let groups = sums::groups(&last, &reader.texts, args.by, &sp.available);
             let secs = shown.0.elapsed().as_secs_f64();
             print!(
                 "\x1b[2J\x1b[H{}",
@@ -85,34 +66,37 @@ pub(super) fn measure(
         stop.sleep(left);
     }
     let window_end_ns = crate::sys::clock::monotonic_ns();
-    let at_end = read(sp, &mut texts);
+    if args.by == GroupBy::Backend {
+        reader.evict_exited(sp);
+    }
+    let at_end = reader.read(sp);
     let after = read_pgss(pgss);
-    let stats = sp.stats().map_err(crate::probe::probe_error_ctx)?;
-    let mut report = build_report(
-        args,
-        binary,
+    // The window's statements: what the keys added between its two reads
+    // (statements that ended between the attach and the window's start
+    // are not in it).
+    let window = at_end.since(&at_before);
+    let mut report = session::sums_report(
+        server,
+        args.by,
         sp,
-        Vec::new(),
-        stats.workers_unjoined,
+        &reader,
+        &window,
         window_start_ns,
         window_end_ns,
     )?;
-    // The map began empty at attach: its totals are the window's.
-    report.groups = sums::groups(&at_end, &texts, args.by, &sp.available);
-    report.statements = at_end.calls();
-    report.backends = stats.backends as usize;
-    report.boundaries = "socket".into();
     report.ledger = args.ledger;
-    report.extended_statements = Some(report.groups.iter().map(|g| g.extended).sum());
-    report.counts.killed_open = stats.killed_open;
-    report.counts.summed_other = stats.sums_other;
-    report.counts.texts_lost = stats.texts_lost;
-    report.counts.keys = Some(at_end.0.len() as u64);
+    report.counts.keys = Some(reader.kernel_keys);
+    if let Some(e) = &reader.last_error {
+        eprintln!(
+            "statements: {} reads of the kernel's sums failed (last: {e}); their statements are missing from the report",
+            reader.read_errors
+        );
+    }
     if pgss.is_some() {
         match (before, after) {
             (Ok(b), Ok(a)) if args.by != GroupBy::Backend => {
-                let between = at_end.since(&at_before);
-                let groups = sums::groups(&between, &texts, GroupBy::Fingerprint, &sp.available);
+                let groups =
+                    sums::groups(&window, &reader.texts, GroupBy::Fingerprint, &sp.available);
                 report.cross_check = Some(crosscheck::rows(&groups, &b, &a, report.backends));
                 note = None;
             }

@@ -110,6 +110,9 @@ struct PgRound {
     cpu_pct: Option<f64>,
     hwm_mib: Option<f64>,
     samples: Option<usize>,
+    /// serve's CPU from ready to the end over pgbench's transactions
+    /// (statements: -S is one a transaction), ns.
+    ns_per_statement: Option<f64>,
 }
 
 /// `bench serve --postgres`: see the variant's help. pgbench runs for
@@ -117,7 +120,12 @@ struct PgRound {
 pub fn bench_postgres(duration: Duration, rounds: u32) -> anyhow::Result<()> {
     util::cargo(&["build", "--release", "-p", "ttp-user"])?;
     let ttp = util::target_dir().join("release/ttp-ebpf");
-    let server = pg::Server::start("serve", "-c shared_buffers=16MB -c autovacuum=off")?;
+    // Query ids computed: serve reads the kernel's sums (without them it
+    // takes a record a statement; docs/serve.md).
+    let server = pg::Server::start(
+        "serve",
+        "-c shared_buffers=16MB -c autovacuum=off -c compute_query_id=on",
+    )?;
     let data = server.data.display().to_string();
     let mut init = Command::new(server.bin.join("pgbench"));
     init.args(["-i", "-q", "-s", "2", "-d", &server.url("postgres")]);
@@ -137,17 +145,18 @@ pub fn bench_postgres(duration: Duration, rounds: u32) -> anyhow::Result<()> {
         duration.as_secs()
     );
     println!(
-        "| variant | TPS per round | serve CPU, % of one core | serve peak RSS, MiB | samples a scrape |"
+        "| variant | TPS per round | serve CPU, % of one core | serve CPU a statement, ns | serve peak RSS, MiB | samples a scrape |"
     );
-    println!("|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|");
     for (i, (name, _)) in PG_VARIANTS.iter().enumerate() {
         let col =
             |f: &dyn Fn(&PgRound) -> String| table[i].iter().map(f).collect::<Vec<_>>().join(" / ");
         let opt = |v: Option<f64>, d: usize| v.map_or("—".into(), |v| format!("{v:.d$}"));
         println!(
-            "| {name} | {} | {} | {} | {} |",
+            "| {name} | {} | {} | {} | {} | {} |",
             col(&|r| format!("{:.0}", r.tps)),
             col(&|r| opt(r.cpu_pct, 3)),
+            col(&|r| opt(r.ns_per_statement, 1)),
             col(&|r| opt(r.hwm_mib, 1)),
             col(&|r| r.samples.map_or("—".into(), |n| n.to_string())),
         );
@@ -212,20 +221,28 @@ fn pg_round(
         .and_then(|l| l.split_whitespace().nth(2))
         .and_then(|v| v.parse().ok())
         .with_context(|| format!("no tps in pgbench's output: {out}"))?;
-    let (cpu_pct, hwm_mib) = match tracer {
+    let transactions: f64 = out
+        .lines()
+        .find_map(|l| l.strip_prefix("number of transactions actually processed: "))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .with_context(|| format!("no transactions in pgbench's output: {out}"))?;
+    let (cpu_pct, hwm_mib, ns_per_statement) = match tracer {
         Some(t) => {
             let (hwm_kib, ticks) = t.stop()?;
+            let cpu_s = ticks as f64 / 100.0;
             (
-                Some(100.0 * ticks as f64 / 100.0 / wall),
+                Some(100.0 * cpu_s / wall),
                 Some(hwm_kib as f64 / 1024.0),
+                Some(cpu_s * 1e9 / transactions.max(1.0)),
             )
         }
-        None => (None, None),
+        None => (None, None, None),
     };
     Ok(PgRound {
         tps,
         cpu_pct,
         hwm_mib,
         samples,
+        ns_per_statement,
     })
 }

@@ -39,8 +39,13 @@
 //! pgbench_tellers, TRUNCATE of pgbench_history) on the round's cluster, so
 //! that both clusters, which see different numbers of rounds, start each
 //! round from the same state.
-//! Medians of the per-round ratios; TPS is printed too, for what it is
-//! worth on a busy machine.
+//! The rounds of the default (`socket`) run with `compute_query_id = on`
+//! (set for the round and reset after it): the kernel sums the statements
+//! only where the server computes query ids, as pg_stat_statements' cluster
+//! does, so that computing them is charged to both.
+//! Medians of the per-round ratios with their spread (lowest and highest
+//! round), and ttp's default beside pg_stat_statements round by round; TPS
+//! is printed too, for what it is worth on a busy machine.
 use std::{
     io::{BufRead, BufReader},
     path::Path,
@@ -345,9 +350,10 @@ fn rounds_of(
             .map(|r| r[i].us_per_tx() / base(r).us_per_tx())
             .collect();
         let mut tps: Vec<f64> = all.iter().map(|r| r[i].tps / base(r).tps).collect();
+        let cpu_spread = with_spread(&mut cpu);
         let cpu_m = median(&mut cpu);
         let mut line = format!(
-            "{}: CPU per transaction ×{cpu_m:.4} (estimated TPS loss at saturation {:.1} %",
+            "{}: CPU per transaction {cpu_spread} (estimated TPS loss at saturation {:.1} %",
             v.label(),
             loss(cpu_m)
         );
@@ -356,9 +362,10 @@ fn rounds_of(
                 .iter()
                 .map(|r| r[i].us_per_tx_all() / base(r).us_per_tx())
                 .collect();
+            let cpu_all_spread = with_spread(&mut cpu_all);
             let cpu_all_m = median(&mut cpu_all);
             line += &format!(
-                "; with ttp's own CPU ×{cpu_all_m:.4}, {:.1} %",
+                "; with ttp's own CPU {cpu_all_spread}, {:.1} %",
                 loss(cpu_all_m)
             );
         }
@@ -383,6 +390,23 @@ fn rounds_of(
             );
         }
         println!("{line}; medians of {rounds} rounds");
+    }
+    // The comparison: ttp's default (the server's CPU and ttp's
+    // own) against pg_stat_statements, round by round.
+    if variants.contains(&Variant::Socket) && variants.contains(&Variant::Pgss) {
+        let (s, p) = (Variant::Socket as usize, Variant::Pgss as usize);
+        let mut diff: Vec<f64> = all
+            .iter()
+            .map(|r| (r[s].us_per_tx_all() - r[p].us_per_tx()) / base(r).us_per_tx())
+            .collect();
+        let below = diff.iter().filter(|d| **d <= 0.0).count();
+        let m = median(&mut diff);
+        println!(
+            "ttp statements (sums, with its own CPU) − pg_stat_statements, CPU per transaction over the baseline's: median {:+.4} (rounds {:+.4} to {:+.4}); ttp at or below pg_stat_statements in {below} of {rounds} rounds",
+            m,
+            diff[0],
+            diff[diff.len() - 1]
+        );
     }
     println!(
         "command: sudo -E cargo xtask bench statements --rounds {rounds} --seconds {} --clients {}{}{}{}",
@@ -430,6 +454,10 @@ fn one_round(
     } else {
         None
     };
+    // The sums need the server's query ids (without them `statements`
+    // sends a record a statement): the rounds of the default compute them,
+    // as pg_stat_statements' cluster does, so that their cost is ttp's.
+    let query_ids = QueryIds::set(server, v == Variant::Socket)?;
     let tracer = match v.ttp_flags() {
         None => None,
         Some(flags) => {
@@ -513,6 +541,9 @@ fn one_round(
                 r.transactions
             );
         }
+        if v == Variant::Socket && c["keys"].is_null() {
+            bail!("the default's round was not summed in the kernel (no keys): {c}");
+        }
         r.statements = stmts;
         r.hits = c["hits"].as_f64().unwrap_or(0.0);
         r.socket_events = c["socket_events"].as_f64().unwrap_or(0.0);
@@ -525,6 +556,7 @@ fn one_round(
         r.statements = expected;
     }
     drop(delayacct);
+    drop(query_ids);
     if let Some(f) = floor {
         let hits = f.stop()?;
         if hits < 2.0 * expected {
@@ -539,6 +571,34 @@ fn one_round(
     // Let the uprobes' detach finish before the next round.
     std::thread::sleep(Duration::from_millis(500));
     Ok(r)
+}
+
+/// `compute_query_id = on` on a cluster for one round, set back to its
+/// default when dropped.
+struct QueryIds<'a>(Option<&'a Server>);
+
+impl<'a> QueryIds<'a> {
+    fn set(server: &'a Server, on: bool) -> anyhow::Result<Self> {
+        if !on {
+            return Ok(Self(None));
+        }
+        server.psql("postgres", "ALTER SYSTEM SET compute_query_id = on")?;
+        server.psql("postgres", "SELECT pg_reload_conf()")?;
+        // The postmaster takes the reload asynchronously; `statements`
+        // reads its setting at attach.
+        std::thread::sleep(Duration::from_millis(300));
+        Ok(Self(Some(server)))
+    }
+}
+
+impl Drop for QueryIds<'_> {
+    fn drop(&mut self) {
+        if let Some(s) = self.0 {
+            let _ = s.psql("postgres", "ALTER SYSTEM RESET compute_query_id");
+            let _ = s.psql("postgres", "SELECT pg_reload_conf()");
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    }
 }
 
 /// bpftrace counting the hits of uprobes at `--usdt --simple-only`'s two
@@ -591,6 +651,13 @@ impl UprobeFloor {
             .find_map(|l| l.strip_prefix("@hits: ")?.trim().parse().ok())
             .context("bpftrace printed no @hits")
     }
+}
+
+/// The median of `v` and its spread over the rounds: `×median
+/// (×min–×max)`.
+fn with_spread(v: &mut [f64]) -> String {
+    let m = median(v);
+    format!("×{m:.4} (rounds ×{:.4}–×{:.4})", v[0], v[v.len() - 1])
 }
 
 /// `x` with `decimals` decimals, or "—" where not measured (no statements

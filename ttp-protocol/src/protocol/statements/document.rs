@@ -62,6 +62,10 @@ pub struct ProbeCounts {
     /// key's next statement on that CPU).
     #[serde(default)]
     pub texts_lost: u64,
+    /// Summed: key reads of the kernel's map that failed (the key's
+    /// statements are missing from that read; a later read has them).
+    #[serde(default)]
+    pub sums_unread: u64,
 }
 
 /// One probe name's sites in the binary.

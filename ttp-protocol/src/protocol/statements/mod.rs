@@ -15,6 +15,7 @@ pub mod extended;
 pub mod fingerprint;
 pub mod parallel;
 pub mod plans;
+pub mod session;
 pub mod sums;
 
 use std::collections::BTreeMap;

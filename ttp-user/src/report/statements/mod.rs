@@ -249,6 +249,13 @@ pub fn text(r: &StatementsReport, top: usize) -> String {
             }
         );
     }
+    if c.sums_unread > 0 {
+        let _ = writeln!(
+            o,
+            "UNREAD: {} reads of a key of the kernel's map failed: its statements since the previous read are missing above",
+            grouped(c.sums_unread)
+        );
+    }
     if c.summed_other > 0 {
         let _ = writeln!(
             o,
