@@ -45,3 +45,4 @@ mod trace;
 mod ttpv2_cold;
 mod ttpv2_measures;
 mod vprofile;
+mod vprofile_namespace;

@@ -21,6 +21,7 @@ mod serve;
 mod soak;
 mod statements;
 mod statements_memory;
+mod uprobe_floor;
 mod vprofile;
 
 #[derive(Subcommand)]
