@@ -30,11 +30,22 @@ use crate::{
 #[btf_map]
 static DISK: BtfArray<DiskAccount, 1> = BtfArray::new();
 
-/// A process's own-I/O clock, by tgid. Looked up before the disk lock is
+/// A process's own-I/O clock, by tgid, where the thread accounts are in a
+/// hash (`ledger::tid_indexed` false). Looked up before the disk lock is
 /// taken (no call may run under it); each entry names its process, so an
 /// entry removed and reused between the lookup and the lock is told apart.
 #[map]
 static PROC_DISK: HashMap<u32, ProcDisk> = HashMap::with_max_entries(MAX_IO_PROCS, 0);
+
+/// The same clocks indexed by tgid, where the thread accounts are indexed
+/// by tid (`kernel.pid_max` entries, sized by the loader; one entry when
+/// unused): an inlined lookup instead of a hashed one, at every issue and
+/// completion and at an iowait's switch-out and switch-in
+/// (docs/ledger-cost.md). A slot holds a process's clock when its `tgid`
+/// is the slot's index, 0 marks it free; it is taken, and freed, under the
+/// disk lock. Mappable: userspace scans it in place.
+#[map]
+static PROC_SLOTS: Array<ProcDisk> = Array::with_max_entries(1, aya_ebpf::bindings::BPF_F_MMAPABLE);
 
 #[map]
 pub(crate) static REQUESTS: HashMap<u64, RequestInfo> = HashMap::with_max_entries(MAX_REQUESTS, 0);
@@ -59,7 +70,7 @@ const KEEP_ENDED_UP_TO: u64 = MAX_REQUESTS as u64 / 2;
 #[inline(always)]
 pub fn own_clock(tgid: u32, now: u64) -> Option<u64> {
     let d = DISK.get_ptr_mut(0)?;
-    let p = PROC_DISK.get_ptr(tgid);
+    let p = proc_slot(tgid, false);
     // SAFETY: map value pointers; the disk's under its lock. An entry of
     // the hash stays readable while the program runs (RCU) even if another
     // CPU removes it; its `tgid` says whether it is still this process's.
@@ -70,6 +81,23 @@ pub fn own_clock(tgid: u32, now: u64) -> Option<u64> {
         Some(p) if unsafe { (*p).tgid } == tgid => unsafe { (*p).own_at(d.g_cum_ns) },
         _ => 0,
     })
+}
+
+/// Where the clock of process `tgid` lives: in the array, its slot,
+/// whoever holds it (its `tgid` says; it is taken under the disk lock, see
+/// [`in_service`]); in the hash, its entry, created when `create` (an
+/// issue).
+#[inline(always)]
+fn proc_slot(tgid: u32, create: bool) -> Option<*mut ProcDisk> {
+    if !ledger::tid_indexed() {
+        return proc_entry(tgid, create);
+    }
+    let p = PROC_SLOTS.get_ptr_mut(tgid);
+    if p.is_none() && create {
+        // A tgid beyond the array: pid_max was raised after load.
+        crate::count(stat::PROC_DISK_MAP_FULL);
+    }
+    p
 }
 
 /// The entry of `tgid` in `PROC_DISK`, created when `create` (an issue).
@@ -107,15 +135,23 @@ fn in_service(tgid: u32, now: u64, start: bool) -> bool {
     let Some(d) = DISK.get_ptr_mut(0) else {
         return false;
     };
-    let Some(p) = proc_entry(tgid, start) else {
+    let Some(p) = proc_slot(tgid, start) else {
         return false;
     };
+    let slots = ledger::tid_indexed();
     let (changed, forget) = {
         // SAFETY: map value pointers, written under the disk lock.
         let _g = lock::lock(unsafe { &raw mut (*d).lock });
         let d = unsafe { &mut *d };
         let p = unsafe { &mut *p };
         d.advance(now);
+        if slots && start && p.tgid == 0 {
+            // A free slot, taken for the process.
+            *p = ProcDisk {
+                tgid,
+                ..ProcDisk::default()
+            };
+        }
         if p.tgid != tgid {
             // Removed and taken by another process since the lookup.
             (false, false)
@@ -139,13 +175,17 @@ fn in_service(tgid: u32, now: u64, start: bool) -> bool {
                 // Its main thread exited while this was in service
                 // (`process_gone`): nothing of it is left to read the clock.
                 forget = p.gone != 0;
+                if forget && slots {
+                    // The slot is free again (userspace skips it).
+                    *p = ProcDisk::default();
+                }
             }
             (true, forget)
         } else {
             (false, false)
         }
     };
-    if forget {
+    if forget && !slots {
         // Gone with nothing in service is final: no start counts in it
         // (above), so nothing counted is removed with it.
         let _ = PROC_DISK.remove(tgid);
@@ -180,9 +220,10 @@ pub fn process_gone(tgid: u32) {
     let Some(d) = DISK.get_ptr_mut(0) else {
         return;
     };
-    let Some(p) = PROC_DISK.get_ptr_mut(tgid) else {
+    let Some(p) = proc_slot(tgid, false) else {
         return;
     };
+    let slots = ledger::tid_indexed();
     let now = now_ns();
     let forget = {
         // SAFETY: map value pointers, written under the disk lock.
@@ -192,12 +233,16 @@ pub fn process_gone(tgid: u32) {
         d.advance(now);
         if p.tgid == tgid {
             p.gone = 1;
-            p.inflight == 0
+            let forget = p.inflight == 0;
+            if forget && slots {
+                *p = ProcDisk::default();
+            }
+            forget
         } else {
             false
         }
     };
-    if forget {
+    if forget && !slots {
         let _ = PROC_DISK.remove(tgid);
     }
 }

@@ -37,7 +37,7 @@ pub static THREAD_SLOTS: Array<ThreadAccount> =
 static TID_INDEXED: u32 = 0;
 
 #[inline(always)]
-fn tid_indexed() -> bool {
+pub(crate) fn tid_indexed() -> bool {
     // SAFETY: a plain read of a global the loader wrote before load;
     // volatile so the compiler does not fold the 0 it was declared with.
     unsafe { core::ptr::read_volatile(&TID_INDEXED) != 0 }

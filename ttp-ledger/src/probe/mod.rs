@@ -152,10 +152,15 @@ pub struct Ledger {
     /// `tid_slots`); `threads` is then empty.
     pub(crate) slots: Option<Array<MapData, ThreadAccount>>,
     /// The same slots mapped read-only, when the kernel allowed it.
-    pub(crate) slot_view: Option<slots::SlotView>,
+    pub(crate) slot_view: Option<slots::SlotView<ThreadAccount>>,
     pub(crate) cpus: Array<MapData, CpuAccount>,
     pub(crate) disk: Array<MapData, DiskAccount>,
     pub(crate) proc_disk: HashMap<MapData, u32, ProcDisk>,
+    /// The own-I/O clocks indexed by tgid, where the thread accounts are
+    /// indexed by tid; `proc_disk` is then empty.
+    pub(crate) proc_slots: Option<Array<MapData, ProcDisk>>,
+    /// The same slots mapped read-only, when the kernel allowed it.
+    pub(crate) proc_view: Option<slots::SlotView<ProcDisk>>,
     pub(crate) stats: PerCpuArray<MapData, u64>,
     /// The exit records, drained by their own thread (exits.rs).
     pub(crate) exits: exits::ExitDrain,
@@ -296,8 +301,11 @@ impl Ledger {
         let thread_capacity = match tid_slots {
             Some(n) => {
                 loader.map_max_entries("THREAD_SLOTS", n);
-                // The hash is unused: its smallest size.
+                // The processes' own-I/O clocks by tgid, likewise.
+                loader.map_max_entries("PROC_SLOTS", n);
+                // The hashes are unused: their smallest size.
                 loader.map_max_entries("THREADS", 1);
+                loader.map_max_entries("PROC_DISK", 1);
                 loader.override_global("TID_INDEXED", &1u32, true);
                 n
             }
@@ -382,6 +390,10 @@ impl Ledger {
             .is_some()
             .then(|| take(&mut ebpf, "THREAD_SLOTS"))
             .transpose()?;
+        let proc_slots: Option<Array<MapData, ProcDisk>> = tid_slots
+            .is_some()
+            .then(|| take(&mut ebpf, "PROC_SLOTS"))
+            .transpose()?;
         Ok(Self {
             threads: take(&mut ebpf, "THREADS")?,
             slot_view: slots.as_ref().and_then(|a| {
@@ -393,6 +405,12 @@ impl Ledger {
             cpus: take(&mut ebpf, "CPUS")?,
             disk: take(&mut ebpf, "DISK")?,
             proc_disk: take(&mut ebpf, "PROC_DISK")?,
+            proc_view: proc_slots.as_ref().and_then(|a| {
+                slots::SlotView::map(a)
+                    .inspect_err(|e| log::debug!("PROC_SLOTS not mapped ({e}): read by bpf(2)"))
+                    .ok()
+            }),
+            proc_slots,
             stats: take(&mut ebpf, "STATS")?,
             exits: exits::ExitDrain::start(
                 take(&mut ebpf, "EXITS")?,

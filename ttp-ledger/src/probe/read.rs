@@ -135,7 +135,7 @@ impl Ledger {
             Some(_) if self.slot_view.is_some() => self
                 .slot_view
                 .as_ref()
-                .map_or_else(Vec::new, |v| v.accounts()),
+                .map_or_else(Vec::new, |v| v.values()),
             // A slot holds an account when its tid is the slot's index.
             Some(slots) => batch::array_entries(slots)
                 .map_err(map_err("THREAD_SLOTS"))?
@@ -152,10 +152,19 @@ impl Ledger {
         take_running_counters(&mut threads);
         let cpus = self.cpu_accounts()?;
         let disk = self.disk.get(&0, 0).map_err(map_err("DISK"))?;
-        let proc_disk = batch::hash_entries(&self.proc_disk)
-            .map_err(map_err("PROC_DISK"))?
-            .into_iter()
-            .collect::<StdHashMap<_, _>>();
+        let proc_disk = match (&self.proc_slots, &self.proc_view) {
+            (Some(_), Some(view)) => view.values().into_iter().map(|p| (p.tgid, p)).collect(),
+            // A slot holds a process's clock when its tgid is the index.
+            (Some(slots), None) => batch::array_entries(slots)
+                .map_err(map_err("PROC_SLOTS"))?
+                .into_iter()
+                .filter(|(tgid, p)| *tgid != 0 && p.tgid == *tgid)
+                .collect(),
+            (None, _) => batch::hash_entries(&self.proc_disk)
+                .map_err(map_err("PROC_DISK"))?
+                .into_iter()
+                .collect::<StdHashMap<_, _>>(),
+        };
         let mut counters = [0u64; stat::COUNT as usize];
         for (i, slot) in counters.iter_mut().enumerate() {
             let per_cpu = self.stats.get(&(i as u32), 0).map_err(map_err("STATS"))?;
