@@ -86,9 +86,13 @@ pub fn own_clock(tgid: u32, now: u64) -> Option<u64> {
 /// Where the clock of process `tgid` lives: in the array, its slot,
 /// whoever holds it (its `tgid` says; it is taken under the disk lock, see
 /// [`in_service`]); in the hash, its entry, created when `create` (an
-/// issue).
+/// issue). None for tgid 0 (no process: a failed read of the
+/// submitter, or the idle task): in the array, slot 0 is the free mark.
 #[inline(always)]
 fn proc_slot(tgid: u32, create: bool) -> Option<*mut ProcDisk> {
+    if tgid == 0 {
+        return None;
+    }
     if !ledger::tid_indexed() {
         return proc_entry(tgid, create);
     }
