@@ -87,10 +87,18 @@ pub(super) fn measure(
     report.ledger = args.ledger;
     report.counts.keys = Some(reader.kernel_keys);
     if let Some(e) = &reader.last_error {
-        eprintln!(
-            "statements: {} reads of the kernel's sums failed (last: {e}); their statements are missing from the report",
-            reader.read_errors
-        );
+        if reader.read_errors > 0 {
+            eprintln!(
+                "statements: {} reads of a key of the kernel's sums failed (last: {e}); those keys' figures over the window may be off",
+                reader.read_errors
+            );
+        }
+        if reader.remove_errors > 0 {
+            eprintln!(
+                "statements: {} exited backends' keys could not be taken out of the kernel's map (last: {e}); they stay there, counted, and take its room",
+                reader.remove_errors
+            );
+        }
     }
     if pgss.is_some() {
         match (before, after) {

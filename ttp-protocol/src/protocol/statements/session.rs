@@ -48,18 +48,16 @@ use crate::{
 
 /// The executable of `pid`, or a usage error saying what to do (a binary
 /// replaced since the process started cannot be read for its symbols).
+/// A server in another mount namespace (a container) is read through
+/// `/proc/PID/root` (ttp_sys::sys::executable).
 pub fn server_binary(pid: u32) -> anyhow::Result<PathBuf> {
-    let exe = PathBuf::from(format!("/proc/{pid}/exe"));
-    match std::fs::read_link(&exe) {
-        Ok(p) => {
-            let s = p.to_string_lossy();
-            match s.strip_suffix(" (deleted)") {
-                Some(_) => usage(format!(
-                    "the executable of process {pid} was replaced since it started ({s}); restart the server or give --binary"
-                )),
-                None => Ok(p),
-            }
-        }
+    use crate::sys::executable::{Executable, of_process};
+    match of_process(pid) {
+        Ok(Executable::Path(p)) => Ok(p),
+        Ok(Executable::Replaced(p)) => usage(format!(
+            "the executable of process {pid} was replaced since it started ({} (deleted)); restart the server or give --binary",
+            p.display()
+        )),
         Err(e) => usage(format!(
             "cannot read the executable of process {pid} ({e}): give the postmaster's pid (first line of postmaster.pid) and run with sudo"
         )),
@@ -215,6 +213,9 @@ pub struct SumsReader {
     pub read_errors: u64,
     /// The last such error, for the report.
     pub last_error: Option<String>,
+    /// `--by backend`: exited backends' keys that could not be taken out
+    /// of the kernel's map (they stay there, counted, and take room).
+    pub remove_errors: u64,
     /// `--by backend`: the totals of backends that exited, taken out of
     /// the kernel's map ([`Self::evict_exited`]).
     exited: BTreeMap<SumKey, Totals>,
@@ -263,7 +264,9 @@ impl SumsReader {
             // Read before the removal: the backend is gone, nothing adds
             // to its key any more.
             if let Err(e) = sp.remove_sum(&key) {
-                self.read_errors += 1;
+                // Still in the kernel's map, and still counted there: not
+                // a failed read. Tried again at the next eviction.
+                self.remove_errors += 1;
                 self.last_error = Some(format!("taking backend {} out: {e}", key.id));
                 continue;
             }
@@ -271,6 +274,9 @@ impl SumsReader {
             {
                 key
             } else {
+                // Its text goes with it: what is kept stays bounded by
+                // the keys kept.
+                self.texts.0.remove(&key);
                 SumKey {
                     kind: ttp_common::sums::key_kind::OTHER,
                     ..SumKey::default()

@@ -191,16 +191,33 @@ pub struct Snapshot(pub BTreeMap<SumKey, Totals>);
 
 impl Snapshot {
     /// What each key added since `earlier` (keys without a statement
-    /// since are left out).
+    /// since are left out). A key of `earlier` missing from this reading
+    /// was summed into `other` in between (`--by backend`, an exited
+    /// backend beyond the ones kept: session.rs, `evict_exited`): what it
+    /// held at `earlier` is taken off `other`'s growth, so that statements
+    /// from before `earlier` are not counted as new.
     pub fn since(&self, earlier: &Snapshot) -> Snapshot {
+        let other = SumKey {
+            kind: ttp_common::sums::key_kind::OTHER,
+            ..SumKey::default()
+        };
+        let mut folded = Totals::default();
+        for (k, t) in &earlier.0 {
+            if !self.0.contains_key(k) {
+                folded.add(t);
+            }
+        }
         Snapshot(
             self.0
                 .iter()
                 .filter_map(|(k, t)| {
-                    let d = match earlier.0.get(k) {
+                    let mut d = match earlier.0.get(k) {
                         Some(e) => t.since(e),
                         None => t.clone(),
                     };
+                    if *k == other && folded.calls > 0 {
+                        d = d.since(&folded);
+                    }
                     (d.calls > 0).then_some((*k, d))
                 })
                 .collect(),

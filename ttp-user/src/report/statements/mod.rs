@@ -252,7 +252,7 @@ pub fn text(r: &StatementsReport, top: usize) -> String {
     if c.sums_unread > 0 {
         let _ = writeln!(
             o,
-            "UNREAD: {} reads of a key of the kernel's map failed: its statements since the previous read are missing above",
+            "UNREAD: {} reads of a key of the kernel's map failed: that key's figures above may be off (a failed read at the window's end leaves out its statements since the start; at the start, counts those before it)",
             grouped(c.sums_unread)
         );
     }

@@ -208,3 +208,37 @@ fn snapshots_and_grouping() {
     );
     assert_eq!(snap.other_calls(), a.calls);
 }
+
+/// A key summed into `other` between two readings (`--by backend`, an
+/// exited backend beyond the ones kept): what it held at the first reading
+/// is not counted again as `other`'s growth. Catches a window that counts
+/// a pooled backend's whole life once it is folded.
+#[test]
+fn a_key_folded_into_other_is_not_counted_twice() {
+    let ss = sample(30);
+    let backend = SumKey {
+        kind: key_kind::BACKEND,
+        id: 4242,
+        ..SumKey::default()
+    };
+    let other = SumKey {
+        kind: key_kind::OTHER,
+        ..SumKey::default()
+    };
+    let (mut old, mut new) = (Totals::default(), Totals::default());
+    for s in &ss[..20] {
+        add(&mut old, s);
+    }
+    for s in &ss[20..] {
+        add(&mut new, s);
+    }
+    let earlier = Snapshot([(backend, old.clone())].into_iter().collect());
+    // At the later reading the backend's key is gone: its 20 statements
+    // and its 10 since sit in `other`.
+    let mut folded = old.clone();
+    folded.add(&new);
+    let later = Snapshot([(other, folded)].into_iter().collect());
+    let d = later.since(&earlier);
+    assert_eq!(d.calls(), 10);
+    assert_eq!(d.0[&other].elapsed_ns, new.elapsed_ns);
+}
