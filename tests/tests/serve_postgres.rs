@@ -101,10 +101,10 @@ fn a_backend(c: &Cluster) -> Option<u32> {
 /// or is lost when the server restarts (a new postmaster), a crash-restart
 /// (a backend SIGKILLed mid-run) not counted or that stops the counting,
 /// and a Prometheus that stores something else than serve says. The
-/// server computes query ids, so serve reads the kernel's sums (the other
-/// tests' servers compute none: a record a statement); the series'
-/// `queryid` is checked against the server's own (EXPLAIN VERBOSE's
-/// Query Identifier).
+/// server computes query ids, so the kernel keys the sums by them (the
+/// other tests' servers compute none: keyed by the fingerprint computed in
+/// the kernel); the series' `queryid` is checked against the server's own
+/// (EXPLAIN VERBOSE's Query Identifier).
 #[test]
 fn calls_are_exact_through_a_restart_and_a_crash_restart() {
     let test = "calls_are_exact_through_a_restart_and_a_crash_restart";

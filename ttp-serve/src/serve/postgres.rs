@@ -18,8 +18,10 @@
 //! - the same postmaster with a new checkpointer: the postmaster
 //!   reinitialised after a backend crashed (a crash-restart); counted, the
 //!   programs stay (the new backends are the same postmaster's children);
-//! - the records are drained into the series; a backend killed with a
-//!   statement open is counted as interrupted.
+//! - the key texts the kernel sent are drained; at each refresh the
+//!   kernel's sums are read into the series (what each key added since
+//!   the last read); a backend killed with a statement open is counted as
+//!   interrupted.
 use std::{
     collections::HashMap,
     path::{Path, PathBuf},
@@ -28,14 +30,12 @@ use std::{
 
 use crate::{
     probe::{AttachOptions, Ledger, pg_status::StatusSource, statements::StatementProbes},
-    protocol::statements::{
-        GroupBy, Statement, fingerprint::fingerprint, requested_waits, session,
-    },
+    protocol::statements::{GroupBy, requested_waits, session},
     serve::{
         pg_names,
         pg_procs::{checkpointer_of, postmaster_of, running_servers},
         pg_sums::{Increments, ServerSums},
-        statement_series::{SeriesKey, StatementSeries, StatementTotals},
+        statement_series::{StatementSeries, StatementTotals},
     },
 };
 
@@ -55,10 +55,10 @@ struct Attached {
     lost_records: u64,
     /// How its status entries are read (`None`: not read, no texts).
     status: Option<StatusSource>,
-    /// The kernel's sums, read at each refresh; `None`: a record a
-    /// statement, drained every tick (where the session does not sum;
-    /// session.rs, `Server::summed`).
-    sums: Option<ServerSums>,
+    /// The kernel's sums, read at each refresh (serve always sums: by
+    /// query id, or by the fingerprint computed in the kernel; session.rs,
+    /// `Server::summed`).
+    sums: ServerSums,
     /// Statements of killed backends the kernel counted (sums), as its
     /// counter stood when last read.
     killed_open: u64,
@@ -250,43 +250,17 @@ impl Server {
         self.unwatched_since_ns = unix_ns();
     }
 
-    /// Takes the finished statements out of the ring into the series (a
-    /// record a statement), or the key texts the kernel sent (sums).
+    /// Takes in the key texts the kernel sent since the last drain.
     fn drain(&mut self) {
         let Some(a) = &mut self.attached else { return };
-        if let Some(sums) = &mut a.sums {
-            sums.drain_texts(&mut a.probes);
-            return;
-        }
-        let mut batch = Vec::new();
-        a.probes.drain(|r| batch.push(Statement::from(r)));
-        let mut catalog_read = false;
-        if let Ok(st) = a.probes.stats() {
-            a.lost_records = st.lost_records;
-        }
-        for s in batch {
-            if s.killed_open() {
-                self.interrupted += 1;
-            }
-            if !s.is_statement() {
-                continue;
-            }
-            self.learn_names(s.database, s.user, s.tgid, &mut catalog_read);
-            let key = SeriesKey {
-                database: s.database,
-                user: s.user,
-                queryid: None,
-                fingerprint: fingerprint(&s.text),
-            };
-            self.series.add(key, StatementTotals::of(&s));
-        }
+        a.sums.drain_texts(&mut a.probes);
     }
 
     /// Reads the kernel's sums into the series: what each key added since
     /// the last read (`last`: the programs are about to be dropped).
     fn read_sums(&mut self, last: bool) {
         let Some(a) = &mut self.attached else { return };
-        let Some(sums) = &mut a.sums else { return };
+        let sums = &mut a.sums;
         let Increments { series, other } = sums.read(&mut a.probes, last);
         if let (n, Some(e)) = sums.read_errors()
             && n > a.read_errors_said
@@ -390,11 +364,13 @@ impl Server {
 
 /// The statements' programs of the server whose postmaster is `pid`,
 /// through the statements session (protocol/statements/session.rs): the
-/// kernel sums the statements where the server computes query ids, else
-/// sends a record each. Its notes are said once an attach.
+/// kernel sums the statements, keyed by query id where the server
+/// computes one, else by the fingerprint it computes. Its notes are said
+/// once an attach.
 fn attach(pid: u32, data: &Path) -> anyhow::Result<Attached> {
     let mut server = session::Server::find(pid, None, true)?;
     let summed = server.summed(true, GroupBy::Fingerprint);
+    debug_assert!(summed, "serve always sums");
     let mut object = Ledger::attach_with(&AttachOptions {
         statements_of: Some(pid),
         statements_socket: server.socket_statements(summed, GroupBy::Fingerprint),
@@ -415,7 +391,7 @@ fn attach(pid: u32, data: &Path) -> anyhow::Result<Attached> {
         checkpointer: checkpointer_of(pid),
         lost_records: 0,
         status: server.status,
-        sums: summed.then(ServerSums::new),
+        sums: ServerSums::new(),
         killed_open: 0,
         read_errors_said: 0,
     })

@@ -15,10 +15,6 @@
 //! statement seen, exactly.
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use ttp_common::statements::{part, wait};
-
-use crate::protocol::statements::Statement;
-
 /// Upper bounds of the latency histogram's buckets, ns (the last bucket,
 /// +Inf, is implicit; the exposition gives them in seconds). From 50 µs (a primary-key SELECT over a
 /// Unix socket) to 10 s, about 2.5 per decade: enough to tell a statement
@@ -79,8 +75,12 @@ pub(crate) struct StatementTotals {
 
 impl StatementTotals {
     /// One statement: its elapsed time and its parts as the groups of
-    /// `statements` read them (protocol/statements, `socket_parts`).
-    pub fn of(s: &Statement) -> Self {
+    /// `statements` read them (protocol/statements, `socket_parts`). The
+    /// series' tests add statements one at a time; serve adds the
+    /// kernel's sums (pg_sums.rs).
+    #[cfg(test)]
+    pub fn of(s: &crate::protocol::statements::Statement) -> Self {
+        use ttp_common::statements::{part, wait};
         let mut buckets = [0; BUCKETS];
         let i = LATENCY_BOUNDS_NS
             .iter()

@@ -1,4 +1,5 @@
 use super::*;
+use crate::protocol::statements::Statement;
 
 fn key(n: usize) -> SeriesKey {
     SeriesKey {
