@@ -36,7 +36,8 @@ fn free_port() -> anyhow::Result<u16> {
         .port())
 }
 
-fn vm_kib(pid: u32, field: &str) -> u64 {
+/// A `/proc/PID/status` field in KiB (0 when unreadable).
+pub(super) fn vm_kib(pid: u32, field: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .unwrap_or_default()
         .lines()

@@ -21,18 +21,8 @@ use std::{
 
 use anyhow::Context;
 
-use super::{interrupt, pg, start_tracer, statements::start_server};
+use super::{interrupt, pg, serve::vm_kib, start_tracer, statements::start_server};
 use crate::util;
-
-fn vm_kib(pid: u32, field: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find(|l| l.starts_with(field))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
-}
 
 /// One second's sample: seconds since pgbench started, statements so far
 /// (pgbench's progress), ttp's VmRSS in KiB.
