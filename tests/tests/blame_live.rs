@@ -14,7 +14,7 @@ use std::{
 
 use common::*;
 use serde_json::Value;
-use ttp_user::probe::{AttachOptions, Ledger};
+use ttp_ledger::probe::{AttachOptions, Ledger};
 
 /// Outside blame mode the detail hooks in sched_switch are dead code the
 /// verifier removes (DETAIL_ENABLED is a frozen read-only global), so the

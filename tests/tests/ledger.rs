@@ -3,7 +3,7 @@
 use crate::common;
 
 use common::*;
-use ttp_user::{
+use ttp_ledger::{
     accounts::Window,
     probe::{AttachOptions, Ledger, seed},
 };

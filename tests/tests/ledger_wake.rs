@@ -5,11 +5,11 @@ use crate::common;
 
 use common::io_wake::*;
 use common::*;
-use ttp_user::{
+use ttp_ledger::{
     collect::taskstats::TaskstatsClient,
     probe::{AttachOptions, Ledger},
-    sys::delayacct::DelayAcct,
 };
+use ttp_sys::sys::delayacct::DelayAcct;
 
 /// The I/O-wake fixture without the wake-up hook, beside two CPU burners
 /// and a disk writer. Catches an iowait that ends anywhere but at the

@@ -89,7 +89,7 @@ fn matrix(major: u32) {
     statements(&c, major);
     run_postgres(&c);
     vprofile(&c);
-    if major == ttp_user::probe::pg_status::NEWEST_KNOWN {
+    if major == ttp_ledger::probe::pg_status::NEWEST_KNOWN {
         serve_newer_than_known(&c, major);
     }
     serve_through_a_restart(&c);
@@ -128,8 +128,8 @@ fn status_entry(c: &Cluster, major: u32, exe: &Path) {
         (major >= 18).then_some(query_id ^ PLANID_XOR),
         "st_plan_id"
     );
-    if major == ttp_user::probe::pg_status::NEWEST_KNOWN {
-        let newer = ttp_user::probe::pg_status::find_as(pm, exe, major + 1)
+    if major == ttp_ledger::probe::pg_status::NEWEST_KNOWN {
+        let newer = ttp_ledger::probe::pg_status::find_as(pm, exe, major + 1)
             .expect("the newest layout vouched for");
         assert_eq!(newer.assumed_from, Some(major));
         assert!(newer.checked_on.is_some());

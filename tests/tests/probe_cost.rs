@@ -4,7 +4,7 @@
 use crate::common;
 
 use common::*;
-use ttp_user::probe::{
+use ttp_ledger::probe::{
     Ledger,
     cost::{CostSnapshot, ProbeCost},
 };
@@ -90,7 +90,7 @@ fn sched_switch_runs_counted_by_the_ledger_equal_the_kernels() {
         ledger
             .cost_available()
             .expect("BPF statistics can be enabled on this kernel");
-        let _on = ttp_user::probe::cost::enable_stats().expect("BPF_ENABLE_STATS");
+        let _on = ttp_ledger::probe::cost::enable_stats().expect("BPF_ENABLE_STATS");
         let k1 = kernel_runs(&ledger);
         let c1 = ledger.cost_snapshot().expect("cost 1");
         let k2 = kernel_runs(&ledger);

@@ -15,12 +15,10 @@ use crate::common::{
     *,
 };
 use ttp_common::statements::{flag, wait};
-use ttp_user::{
-    probe::{AttachOptions, Ledger, statements::StatementProbes, usdt},
-    protocol::statements::{
-        GroupBy, Statement, WAIT_PROBES, extended, fingerprint::fingerprint, group, parallel,
-        requested_waits,
-    },
+use ttp_ledger::probe::{AttachOptions, Ledger, statements::StatementProbes, usdt};
+use ttp_statements::{
+    GroupBy, Statement, WAIT_PROBES, extended, fingerprint::fingerprint, group, parallel,
+    requested_waits,
 };
 
 fn cluster(name: &str) -> Cluster {

@@ -12,7 +12,7 @@ use crate::{
 };
 
 use ttp_common::fingerprint::string_hash;
-use ttp_user::protocol::statements::fingerprint::fingerprint;
+use ttp_statements::fingerprint::fingerprint;
 
 /// After attach, `pgbench -c 2 -t 500` (TPC-B-like) in each query mode on
 /// a plain cluster. Every statement of the script is counted exactly

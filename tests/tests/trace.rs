@@ -7,12 +7,12 @@ use std::collections::BTreeSet;
 
 use common::*;
 use serde_json::Value;
-use ttp_user::{
+use ttp_ledger::{
     accounts::{Image, ThreadKey},
     probe::{AttachOptions, Ledger, seed},
-    report::trace::Trace,
-    window::trace_record::Recorder,
 };
+use ttp_user::report::trace::Trace;
+use ttp_window::window::trace_record::Recorder;
 
 /// The account of thread `tid` in `img`.
 fn thread(img: &Image, tid: u32) -> ttp_common::ThreadAccount {

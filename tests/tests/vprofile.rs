@@ -11,13 +11,13 @@ use std::{
 };
 
 use common::*;
-use ttp_user::protocol::vprofile::{
+use ttp_variance::{FnName, Term, VarianceTree};
+use ttp_vprofile::{
     breakdown::{Breakdown, BreakdownConfig},
     callgraph::CallGraph,
     driver::{self, InvocationSource, Stop},
     elf::ElfImage,
     plan::ProbePlan,
-    tree::{FnName, Term, VarianceTree},
     uprobe::UprobeSource,
 };
 
@@ -97,7 +97,7 @@ fn uprobes_match_the_programs_own_clock() {
     }
     let _serial = serial();
     let (_dir, bin) = build_target();
-    let cost = ttp_user::protocol::vprofile::uprobe::calibrate().expect("calibrate the probe cost");
+    let cost = ttp_vprofile::uprobe::calibrate().expect("calibrate the probe cost");
     eprintln!("calibrated probe cost: {cost:?}");
     assert!(
         cost.per_hit_ns > 100.0 && cost.per_hit_ns < 100_000.0,
@@ -180,7 +180,7 @@ fn uprobes_match_the_programs_own_clock() {
         excess.push(inv.root_ns as f64 - row[col("root")] as f64);
         uncertainty.push(unc);
         matched_probe.push(inv.clone());
-        matched_own.push(ttp_user::protocol::vprofile::tree::Invocation {
+        matched_own.push(ttp_variance::Invocation {
             root_ns: row[col("root")],
             children_ns: table
                 .slots
@@ -392,7 +392,7 @@ fn a_short_roots_duration_is_the_bare_one() {
     assert!(ok);
     let bare_ns = cpu as f64 / n_bare as f64;
 
-    let cost = ttp_user::protocol::vprofile::uprobe::calibrate().expect("calibrate the probe cost");
+    let cost = ttp_vprofile::uprobe::calibrate().expect("calibrate the probe cost");
     let child = Command::new(&bin)
         .args(["tight", "100000", "wait"])
         .stdout(std::process::Stdio::null())
@@ -423,7 +423,7 @@ fn a_short_roots_duration_is_the_bare_one() {
     // the subtraction miss by that change. A second calibration after the
     // measurement shows how much the cost moved, and the lower bound
     // allows that much (on a steady machine the two agree closely).
-    let after = ttp_user::protocol::vprofile::uprobe::calibrate().expect("calibrate again");
+    let after = ttp_vprofile::uprobe::calibrate().expect("calibrate again");
     let used = data.cost.expect("cost subtracted");
     let mut roots: Vec<f64> = data.invocations.iter().map(|i| i.root_ns as f64).collect();
     roots.sort_by(f64::total_cmp);

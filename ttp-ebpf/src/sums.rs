@@ -101,8 +101,8 @@ pub(crate) struct Ended<'a> {
 /// The parts as the groups read them: with the ledger as measured; at the
 /// socket without it, on-CPU is the elapsed time of a statement that was
 /// never switched out, iowait is delay accounting's, and the rest of the
-/// elapsed time is sleep (`socket_parts` in ttp-protocol's statements
-/// module does the same for a record).
+/// elapsed time is sleep (`socket_parts` in ttp-statements
+/// does the same for a record).
 #[inline(always)]
 fn parts(e: &Ended, out: &mut [u64; PARTS]) {
     // SAFETY: two [u64; PARTS] arrays that do not overlap.

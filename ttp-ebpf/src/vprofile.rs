@@ -2,7 +2,7 @@
 //! root function, its duration and the summed duration of each measured
 //! child slot, one record per invocation through a ring buffer.
 //!
-//! Attachments (userspace `protocol::vprofile::plan`):
+//! Attachments (userspace `ttp_vprofile::plan`):
 //! - `vprof_root_entry` (uprobe) and `vprof_root_return` (uretprobe) on the
 //!   root function;
 //! - `vprof_call` (uprobe) on every measured `call` instruction and

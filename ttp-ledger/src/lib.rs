@@ -2,7 +2,6 @@
 //! itself for the cross-checks (`collect`: /proc, schedstat, taskstats), and
 //! the threads' accounts folded into processes (`accounts`).
 //! It builds on `ttp-sys` only (docs/architecture.md, "Crates").
-pub use ttp_sys::{error, sys};
 
 pub mod accounts;
 pub mod collect;

@@ -5,10 +5,6 @@
 //! around one execution) → protocol (TTPv2, EMP, variance, blame, load) →
 //! report (terminal, JSON, SVG, traces). `collect` reads what Linux itself
 //! reports (/proc, schedstat, taskstats) for the cross-checks.
-pub use ttp_ledger::{accounts, collect, probe};
-pub use ttp_protocol::protocol;
-pub use ttp_sys::{error, sys};
-pub use ttp_window::window;
 
 pub mod cli;
 pub mod commands;

@@ -9,10 +9,10 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use common::{Spinner, require_root};
-use ttp_user::collect::clock::kernel_hz;
-use ttp_user::collect::proc_pid::ProcImage;
-use ttp_user::collect::taskstats::{ExitListener, Scope, TaskstatsClient, TaskstatsError};
-use ttp_user::sys::sysctl::SysctlGuard;
+use ttp_ledger::collect::clock::kernel_hz;
+use ttp_ledger::collect::proc_pid::ProcImage;
+use ttp_ledger::collect::taskstats::{ExitListener, Scope, TaskstatsClient, TaskstatsError};
+use ttp_sys::sys::sysctl::SysctlGuard;
 
 /// Tests that change or depend on kernel.task_delayacct take turns.
 static DELAYACCT: Mutex<()> = Mutex::new(());
@@ -318,14 +318,14 @@ fn live_proc_images_of_this_process() {
     let threads = ProcImage::read_threads(root, pid).unwrap();
     let img = ProcImage::read_process(root, pid).unwrap();
     assert!(threads.iter().any(|t| t.pid == pid));
-    let sum = ttp_user::collect::proc_pid::Counters::sum(threads.iter().map(|t| &t.counters));
+    let sum = ttp_ledger::collect::proc_pid::Counters::sum(threads.iter().map(|t| &t.counters));
     assert!(sum.rchar_bytes.unwrap() <= img.counters.rchar_bytes.unwrap());
     // A second image never goes backwards.
     let later = ProcImage::read_process(root, pid).unwrap();
     let d = img.delta(&later).unwrap();
     assert!(d.went_backwards.is_empty(), "{:?}", d.went_backwards);
     assert!(
-        ttp_user::collect::proc_pid::list_pids(root)
+        ttp_ledger::collect::proc_pid::list_pids(root)
             .unwrap()
             .contains(&pid)
     );
@@ -347,7 +347,7 @@ fn kernel_hz_from_jiffies_matches_config() {
     let measured = kernel_hz(dir.path(), Path::new("/nonexistent")).unwrap();
     assert_eq!(
         measured.source,
-        ttp_user::collect::clock::HzSource::TimerList
+        ttp_ledger::collect::clock::HzSource::TimerList
     );
     assert_eq!(measured.hz, from_config.hz);
 }

@@ -35,32 +35,51 @@ const LAYERS: &[(&str, u32)] = &[
 const KNOWN_UPWARD: &[(&str, &str)] = &[];
 
 /// The workspace's userspace crates, lowest first. Cargo holds the layers
-/// between them (each depends only on those before it: an upward import
-/// would be a dependency cycle); this test holds the layers inside each.
-const CRATES: &[&str] = &[
-    "ttp-sys",
-    "ttp-ledger",
-    "ttp-window",
-    "ttp-protocol",
-    "ttp-serve",
-    "ttp-user",
+/// between them (each depends only on crates listed before it: an upward
+/// import would be a dependency cycle, and no crate re-exports another's
+/// modules, so a `crate::` path always names a module of its own crate);
+/// this test holds the layers inside each. A crate given a module name is
+/// that module as a whole: each protocol is a crate of its own, and the
+/// crates of one layer (the protocols, the variance tree below them) do not
+/// depend on each other except where Cargo.toml says so (compare on the
+/// protocols it compares).
+const CRATES: &[(&str, Option<&str>)] = &[
+    ("ttp-sys", None),
+    ("ttp-ledger", None),
+    ("ttp-window", None),
+    ("ttp-variance", Some("protocol")),
+    ("ttp-ttpv2", Some("protocol")),
+    ("ttp-emp", Some("protocol")),
+    ("ttp-vprofile", Some("protocol")),
+    ("ttp-statements", Some("protocol")),
+    ("ttp-blame", Some("protocol")),
+    ("ttp-load", Some("protocol")),
+    ("ttp-compare", Some("protocol")),
+    ("ttp-serve", None),
+    ("ttp-user", None),
 ];
 
-/// Every userspace crate's `src/`, each holding some of the top-level
-/// modules (the crates above re-export those below under the same names).
-fn src_dirs() -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    CRATES.iter().map(|c| root.join(c).join("src")).collect()
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// (src dir, file) for every Rust file of every crate, sorted.
-fn all_files() -> Vec<(PathBuf, PathBuf)> {
+/// Every userspace crate's `src/` with the module it is as a whole, if any.
+fn src_dirs() -> Vec<(PathBuf, Option<&'static str>)> {
+    CRATES
+        .iter()
+        .map(|(c, whole)| (root().join(c).join("src"), *whole))
+        .collect()
+}
+
+/// (src dir, the module the crate is as a whole, file) for every Rust file
+/// of every crate, sorted.
+fn all_files() -> Vec<(PathBuf, Option<&'static str>, PathBuf)> {
     let mut out = Vec::new();
-    for src in src_dirs() {
+    for (src, whole) in src_dirs() {
         let mut files = Vec::new();
         rust_files(&src, &mut files);
         files.sort();
-        out.extend(files.into_iter().map(|f| (src.clone(), f)));
+        out.extend(files.into_iter().map(|f| (src.clone(), whole, f)));
     }
     out
 }
@@ -76,8 +95,13 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The top-level module a file belongs to (`None` for lib.rs and main.rs).
-fn top_module(src: &Path, file: &Path) -> Option<String> {
+/// The top-level module a file belongs to (`None` for lib.rs and main.rs
+/// of a crate of several modules; a crate that is one module as a whole
+/// is that module in every file).
+fn top_module(src: &Path, whole: Option<&str>, file: &Path) -> Option<String> {
+    if let Some(m) = whole {
+        return Some(m.to_string());
+    }
     let rel = file.strip_prefix(src).unwrap();
     let first = rel.components().next()?.as_os_str().to_string_lossy();
     let name = first.strip_suffix(".rs").unwrap_or(&first).to_string();
@@ -164,8 +188,11 @@ fn imported_modules(code: &str) -> BTreeSet<String> {
 fn upward_imports() -> Vec<(String, String, String)> {
     let layer: BTreeMap<&str, u32> = LAYERS.iter().copied().collect();
     let mut up = Vec::new();
-    for (src, f) in &all_files() {
-        let Some(from) = top_module(src, f) else {
+    for (src, whole, f) in &all_files() {
+        if whole.is_some() {
+            continue; // `crate::` in a one-module crate stays inside that module
+        }
+        let Some(from) = top_module(src, None, f) else {
             continue;
         };
         let from_layer = *layer
@@ -215,7 +242,7 @@ fn no_module_imports_from_a_layer_above() {
 fn every_module_has_a_layer() {
     let modules: BTreeSet<String> = all_files()
         .iter()
-        .filter_map(|(src, f)| top_module(src, f))
+        .filter_map(|(src, whole, f)| top_module(src, *whole, f))
         .collect();
     let table: BTreeSet<String> = LAYERS.iter().map(|(m, _)| m.to_string()).collect();
     assert_eq!(modules, table, "src/ modules vs LAYERS");
@@ -228,12 +255,12 @@ fn every_module_has_a_layer() {
 fn crates_follow_the_layers() {
     let layer: BTreeMap<&str, u32> = LAYERS.iter().copied().collect();
     let mut below_max = 0;
-    for src in src_dirs() {
+    for (src, whole) in src_dirs() {
         let mut files = Vec::new();
         rust_files(&src, &mut files);
         let layers: BTreeSet<u32> = files
             .iter()
-            .filter_map(|f| top_module(&src, f))
+            .filter_map(|f| top_module(&src, whole, f))
             .map(|m| layer[m.as_str()])
             .collect();
         let (Some(&lo), Some(&hi)) = (layers.first(), layers.last()) else {
@@ -250,7 +277,7 @@ fn crates_follow_the_layers() {
 
 /// The module table of docs/architecture.md: rows `| layer | `module/` | … |`.
 fn documented_layers() -> Vec<(String, u32)> {
-    let doc = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/architecture.md");
+    let doc = root().join("docs/architecture.md");
     let text = fs::read_to_string(&doc).unwrap();
     let start = text
         .find("## Modules")
@@ -299,4 +326,48 @@ fn finds_grouped_inline_and_plain_imports() {
     );
     let found: Vec<String> = imported_modules(&code).into_iter().collect();
     assert_eq!(found, ["accounts", "error", "probe", "report", "sys"]);
+}
+
+/// Catches a crate that re-exports another crate's modules or items under
+/// its own name (`pub use ttp_ledger::probe`): a path then no longer says
+/// where its item lives.
+#[test]
+fn no_crate_re_exports_another() {
+    let mut found = Vec::new();
+    for (src, _) in src_dirs() {
+        let mut files = Vec::new();
+        rust_files(&src, &mut files);
+        for f in files {
+            let code = code_only(&fs::read_to_string(&f).unwrap());
+            for line in code.lines() {
+                if let Some(rest) = line.trim_start().strip_prefix("pub use ")
+                    && rest.trim_start().starts_with("ttp_")
+                {
+                    found.push(format!("{}: {}", f.display(), line.trim()));
+                }
+            }
+        }
+    }
+    assert!(found.is_empty(), "re-exports of other crates:\n{}", found.join("\n"));
+}
+
+/// Catches a protocol crate that depends on another protocol: only
+/// `ttp-compare` reads the others' results. The manifests are what Cargo
+/// builds from, so this reads them.
+#[test]
+fn protocols_depend_only_on_layers_below() {
+    let protocols: Vec<&str> = CRATES
+        .iter()
+        .filter(|(c, whole)| whole.is_some() && *c != "ttp-variance")
+        .map(|(c, _)| *c)
+        .collect();
+    for p in protocols.iter().filter(|p| **p != "ttp-compare") {
+        let manifest = fs::read_to_string(root().join(p).join("Cargo.toml")).unwrap();
+        let deps: Vec<&str> = protocols
+            .iter()
+            .copied()
+            .filter(|q| q != p && manifest.lines().any(|l| l.starts_with(&format!("{q} ="))))
+            .collect();
+        assert!(deps.is_empty(), "{p} depends on the protocols {deps:?}");
+    }
 }

@@ -448,7 +448,7 @@ proptest! {
             bytes[i] = b;
         }
         no_panic("ElfImage::parse", || {
-            ttp_user::protocol::vprofile::elf::ElfImage::parse(Path::new("/bin/true"), bytes)
+            ttp_vprofile::elf::ElfImage::parse(Path::new("/bin/true"), bytes)
                 .map(|elf| {
                     for f in elf.functions() {
                         let _ = elf.code(f.address, f.size_bytes);

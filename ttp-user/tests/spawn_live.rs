@@ -8,8 +8,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::require_root;
-use ttp_user::sys::invoker::Invoker;
-use ttp_user::sys::spawn::{HeldChild, RunAs, SpawnError};
+use ttp_sys::sys::invoker::Invoker;
+use ttp_sys::sys::spawn::{HeldChild, RunAs, SpawnError};
 
 /// The comm of a live pid, from /proc.
 fn comm(pid: u32) -> String {

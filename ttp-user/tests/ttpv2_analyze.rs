@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use ttp_user::protocol::ttpv2::{
+use ttp_ttpv2::{
     Measures, OverallMeasures, ProcessClass, ProcessMeasures, QcInput, QeRecord, RunDocument, Setup,
 };
 

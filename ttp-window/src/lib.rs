@@ -1,7 +1,5 @@
 //! Windows: images of the ledger taken around one execution, one interval
 //! or one process tree, and the targets they are taken on. Builds on
 //! `ttp-ledger` and `ttp-sys` (docs/architecture.md, "Crates").
-pub use ttp_ledger::{accounts, collect, probe};
-pub use ttp_sys::{error, sys};
 
 pub mod window;

@@ -3,7 +3,7 @@
 //! (2 048 wake-ups from iowait), measured by one or more ledgers loaded at
 //! once, with the kernel's own counters read around the same window.
 use super::{Held, image, schedstat};
-use ttp_user::{
+use ttp_ledger::{
     accounts::{ProcessDelta, Window},
     collect::taskstats::TaskstatsClient,
     probe::Ledger,

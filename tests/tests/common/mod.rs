@@ -395,7 +395,7 @@ pub struct IdleRead {
 /// none of the three can move in between. They describe the same instant,
 /// however long the machine's load delays the reads. The thread's affinity
 /// is restored afterwards.
-pub fn idle_reads(ledger: &ttp_user::probe::Ledger) -> std::collections::BTreeMap<u32, IdleRead> {
+pub fn idle_reads(ledger: &ttp_ledger::probe::Ledger) -> std::collections::BTreeMap<u32, IdleRead> {
     // SAFETY: cpu_set_t values of the right size, valid pointers.
     let saved = unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
@@ -442,7 +442,7 @@ pub fn idle_reads(ledger: &ttp_user::probe::Ledger) -> std::collections::BTreeMa
         r.stat_softirq_ticks = fields[6];
         r.stat_steal_ticks = fields[7];
         if let Some((_, c)) = cpus.iter().find(|(id, _)| *id == cpu) {
-            let t = ttp_user::accounts::close_cpu(c, now);
+            let t = ttp_ledger::accounts::close_cpu(c, now);
             r.ledger_idle_ns = t.idle_ns;
             r.ledger_iowait_ns = t.iowait_ns;
         }
@@ -501,8 +501,8 @@ fn online_cpus() -> u32 {
 }
 
 /// The ledger's accounts as of now.
-pub fn image(ledger: &ttp_user::probe::Ledger) -> ttp_user::accounts::Image {
-    ttp_user::accounts::Image::from_snapshot(&ledger.snapshot().expect("snapshot"))
+pub fn image(ledger: &ttp_ledger::probe::Ledger) -> ttp_ledger::accounts::Image {
+    ttp_ledger::accounts::Image::from_snapshot(&ledger.snapshot().expect("snapshot"))
 }
 
 /// Compiles tests/fixtures/vprof-target the way its header says, into `out`.

@@ -342,7 +342,7 @@ pub fn pgss_by_fingerprint(c: &Cluster) -> BTreeMap<String, (u64, f64)> {
         let mut it = line.splitn(3, '|');
         let calls: u64 = it.next().unwrap().parse().unwrap();
         let ms: f64 = it.next().unwrap().parse().unwrap();
-        let key = ttp_user::protocol::statements::fingerprint::fingerprint(it.next().unwrap());
+        let key = ttp_statements::fingerprint::fingerprint(it.next().unwrap());
         let e = m.entry(key).or_default();
         e.0 += calls;
         e.1 += ms * 1e6;
@@ -502,7 +502,7 @@ pub fn pgss_queryids(c: &Cluster) -> BTreeMap<String, Vec<i64>> {
     for line in rows.lines() {
         let mut it = line.splitn(2, '|');
         let id: i64 = it.next().unwrap().parse().unwrap();
-        let key = ttp_user::protocol::statements::fingerprint::fingerprint(it.next().unwrap());
+        let key = ttp_statements::fingerprint::fingerprint(it.next().unwrap());
         m.entry(key).or_default().push(id);
     }
     m

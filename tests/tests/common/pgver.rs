@@ -99,12 +99,12 @@ pub fn entry_of(
     pm: u32,
     binary: &std::path::Path,
     backend: u32,
-) -> (ttp_user::probe::pg_status::StatusSource, Entry) {
-    let src = ttp_user::probe::pg_status::find(pm, binary).expect("the status entries");
+) -> (ttp_ledger::probe::pg_status::StatusSource, Entry) {
+    let src = ttp_ledger::probe::pg_status::find(pm, binary).expect("the status entries");
     (src, read_entry(&src, backend))
 }
 
-pub fn read_entry(src: &ttp_user::probe::pg_status::StatusSource, backend: u32) -> Entry {
+pub fn read_entry(src: &ttp_ledger::probe::pg_status::StatusSource, backend: u32) -> Entry {
     let mem = std::fs::File::open(format!("/proc/{backend}/mem")).expect("the backend's memory");
     let read = |at: u64, n: usize| {
         let mut b = vec![0u8; n];

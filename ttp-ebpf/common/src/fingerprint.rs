@@ -4,7 +4,7 @@
 //! userspace can check it against its own fingerprint.
 //!
 //! [`Fp::step`] consumes the text of [`Fp::text`] and feeds the bytes
-//! that ttp-protocol's `fingerprint()` would write into FNV-1a: the hash
+//! that ttp-statements' `fingerprint()` would write into FNV-1a: the hash
 //! of a text equals [`string_hash`] of its fingerprint, so two texts share
 //! a hash exactly when they share a fingerprint (up to 64-bit collisions).
 //! The rule, token by token, is the one `fingerprint()` documents
@@ -76,7 +76,7 @@ pub mod flag {
 }
 
 /// Words after which a `-` is unary (a subset of SQL's reserved words
-/// that precede expressions; ttp-protocol's `fingerprint()` uses this list
+/// that precede expressions; ttp-statements' `fingerprint()` uses this list
 /// too). Each is at most 8 bytes: the machine compares a word's first 8
 /// bytes.
 pub const KEYWORDS: [&str; 26] = [

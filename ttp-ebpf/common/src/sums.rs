@@ -125,7 +125,7 @@ pub struct SumKey {
 
 /// Variables of the variance split, in this order: the elapsed time, then
 /// on-CPU, run-queue wait, iowait, lock wait, LWLock wait, other sleep
-/// (`VARIANCE_PARTS` in ttp-protocol's statements module).
+/// (`VARIANCE_PARTS` in ttp-statements).
 pub const MOMENTS: usize = 7;
 /// Cross-products `x_i · x_j` for `i <= j` (row-major upper triangle).
 pub const PRODUCTS: usize = MOMENTS * (MOMENTS + 1) / 2;

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::sys::setup_check::read::parse_cpu_list;
+use ttp_sys::sys::setup_check::read::parse_cpu_list;
 
 /// Facts about the machine and the setup of the measurement, collected by
 /// the `run` command (Sec. 9 (2), (3), (6)).
@@ -59,7 +59,7 @@ pub struct MachineFacts {
     /// TTPv2 Step 0 (Sec. 8.1) as `ttp-ebpf check` found it before the
     /// first QE (schema `ttp.check/1`); the paragraph names its warnings.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub setup_check: Option<crate::sys::setup_check::CheckReport>,
+    pub setup_check: Option<ttp_sys::sys::setup_check::CheckReport>,
     /// Further deviations from the protocol (daemons left running, …).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub deviations: Vec<String>,

@@ -192,7 +192,7 @@ impl Ledger {
             })
             .collect();
         Ok(CostSnapshot {
-            at_ns: crate::sys::clock::monotonic_ns(),
+            at_ns: ttp_sys::sys::clock::monotonic_ns(),
             programs,
             windows,
             stats_on_ns,

@@ -253,7 +253,7 @@ impl Ledger {
                 mem_full: counters[stat::MEM_FULL as usize],
                 read_failed: counters[stat::READ_FAILED as usize],
             },
-            at_ns: crate::sys::clock::monotonic_ns(),
+            at_ns: ttp_sys::sys::clock::monotonic_ns(),
         }))
     }
 

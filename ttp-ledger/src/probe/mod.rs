@@ -293,7 +293,7 @@ impl Ledger {
             loader.map_max_entries(trace::EVENTS_MAP, trace::page_size());
         }
         // vprofile loads the object with a loader of its own
-        // (protocol/vprofile/uprobe.rs): here its ring (4 MiB, zeroed at
+        // (ttp-vprofile/src/uprobe.rs): here its ring (4 MiB, zeroed at
         // load) and its preallocated thread map (8 MB) are never used.
         loader.map_max_entries("VPROF_RECORDS", trace::page_size());
         loader.map_max_entries("VPROF_THREADS", 1);
@@ -385,7 +385,7 @@ impl Ledger {
             }
             None => None,
         };
-        let ready_ns = crate::sys::clock::monotonic_ns();
+        let ready_ns = ttp_sys::sys::clock::monotonic_ns();
         let slots: Option<Array<MapData, ThreadAccount>> = tid_slots
             .is_some()
             .then(|| take(&mut ebpf, "THREAD_SLOTS"))
@@ -596,7 +596,7 @@ fn raise_memlock() {
 pub fn probe_error_ctx(e: ProbeError) -> anyhow::Error {
     match e {
         ProbeError::NotPermitted { .. } | ProbeError::NoBtf { .. } => {
-            crate::error::UsageError::new(e.to_string()).into()
+            ttp_sys::error::UsageError::new(e.to_string()).into()
         }
         other => anyhow::Error::new(other),
     }

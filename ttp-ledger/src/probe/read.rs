@@ -170,7 +170,7 @@ impl Ledger {
             let per_cpu = self.stats.get(&(i as u32), 0).map_err(map_err("STATS"))?;
             *slot = per_cpu.iter().sum();
         }
-        let at_ns = crate::sys::clock::monotonic_ns();
+        let at_ns = ttp_sys::sys::clock::monotonic_ns();
         for a in threads.iter_mut().filter(|a| a.state == state::RUNNING) {
             a.state_since_ns = at_ns;
         }
@@ -207,7 +207,7 @@ impl Ledger {
     /// before their first event. Accounts the programs already created are
     /// left alone (BPF_NOEXIST).
     pub fn seed(&mut self, threads: &[SeedThread]) -> usize {
-        let now = crate::sys::clock::monotonic_ns();
+        let now = ttp_sys::sys::clock::monotonic_ns();
         let mut seeded = 0;
         for t in threads {
             let mut a = ThreadAccount::zeroed();

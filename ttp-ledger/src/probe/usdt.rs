@@ -36,9 +36,9 @@ pub enum UsdtError {
 }
 
 /// A binary that cannot be probed is the user's to fix: one line, exit 2.
-impl From<UsdtError> for crate::error::UsageError {
+impl From<UsdtError> for ttp_sys::error::UsageError {
     fn from(e: UsdtError) -> Self {
-        crate::error::UsageError::new(e.to_string())
+        ttp_sys::error::UsageError::new(e.to_string())
     }
 }
 

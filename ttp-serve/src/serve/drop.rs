@@ -18,7 +18,7 @@
 //! the set*id calls to every thread, not capset(2).
 use std::ffi::CString;
 
-use crate::error::usage;
+use ttp_sys::error::usage;
 
 /// The user serve runs as when started as root and `--user` is not given.
 pub(crate) const DEFAULT_USER: &str = "nobody";
@@ -76,7 +76,7 @@ pub fn lookup(name: &str) -> anyhow::Result<Target> {
 }
 
 fn os_err(what: &str) -> anyhow::Error {
-    crate::error::UsageError::new(format!(
+    ttp_sys::error::UsageError::new(format!(
         "cannot drop privileges ({what}: {}); give serve CAP_SETUID and CAP_SETGID (the unit file does) or run it with --user root",
         std::io::Error::last_os_error()
     ))
@@ -149,7 +149,7 @@ mod tests {
         let root = lookup("root").unwrap();
         assert_eq!((root.uid, root.gid), (0, 0));
         let e = lookup("no-such-user-ttp-test").unwrap_err();
-        assert_eq!(crate::error::exit_code(&e), 2);
+        assert_eq!(ttp_sys::error::exit_code(&e), 2);
         assert!(e.to_string().contains("no such user"), "{e}");
     }
 }

@@ -27,8 +27,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use ttp_common::{ExitRecord, ThreadAccount};
 
-use crate::accounts::{CpuTimes, Image, LedgerMeasures, ThreadKey, comm};
-use crate::probe::KernelStats;
+use ttp_ledger::accounts::{CpuTimes, Image, LedgerMeasures, ThreadKey, comm};
+use ttp_ledger::probe::KernelStats;
 
 /// The label value of the groups folded together by `--top`.
 pub(crate) const OTHER: &str = "other";
@@ -268,7 +268,7 @@ impl Fleet {
 pub(crate) struct ProcGroups {
     by: GroupBy,
     proc_root: std::path::PathBuf,
-    users: crate::collect::identity::UserNames,
+    users: ttp_ledger::collect::identity::UserNames,
     /// tgid → (group, refresh when read).
     known: HashMap<u32, (String, u64)>,
     /// tgid → (parent tgid, refresh when noted), from the ledger's fork
@@ -288,7 +288,9 @@ impl ProcGroups {
         Self {
             by,
             proc_root: proc_root.into(),
-            users: crate::collect::identity::UserNames::read(std::path::Path::new("/etc/passwd")),
+            users: ttp_ledger::collect::identity::UserNames::read(std::path::Path::new(
+                "/etc/passwd",
+            )),
             known: HashMap::new(),
             parents: HashMap::new(),
             refresh: 0,
@@ -296,7 +298,7 @@ impl ProcGroups {
     }
 
     fn read(&self, tgid: u32) -> Option<String> {
-        use crate::collect::identity as id;
+        use ttp_ledger::collect::identity as id;
         match self.by {
             GroupBy::Unit => id::cgroup_path(&self.proc_root, tgid).map(|p| id::unit_of(&p)),
             GroupBy::Cgroup => id::cgroup_path(&self.proc_root, tgid),

@@ -36,12 +36,9 @@ use http::Reply;
 use openmetrics::{Exposition, Format, Shared};
 use web::WebConfig;
 
-use crate::{
-    accounts::Image,
-    error::{parse_duration, usage},
-    probe::probe_error_ctx,
-    window::session::{MeasurementSession, SessionOptions},
-};
+use ttp_ledger::{accounts::Image, probe::probe_error_ctx};
+use ttp_sys::error::{parse_duration, usage};
+use ttp_window::window::session::{MeasurementSession, SessionOptions};
 
 /// The default `--top`: enough for the services of a database host, few
 /// enough for a fleet's time-series database (docs/serve.md).
@@ -65,7 +62,7 @@ const POSTGRES_TICK: Duration = Duration::from_millis(100);
 /// A record that does not fit is counted in
 /// `ttp_ledger_lost_events_total{kind="exit_record"}` (docs/serve.md, Cost).
 fn serve_exit_ring_bytes() -> u32 {
-    crate::probe::exits::ring_bytes(20_000, 200)
+    ttp_ledger::probe::exits::ring_bytes(20_000, 200)
 }
 
 /// Serve the ledger to Prometheus: keep the eBPF programs loaded and
@@ -164,7 +161,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         Some(path) => WebConfig::load(path)?,
         None => WebConfig::default(),
     };
-    crate::sys::privileges::require_bpf()?;
+    ttp_sys::sys::privileges::require_bpf()?;
     let user = drop::lookup(&args.user)?;
     let mut servers = (!args.postgres.is_empty())
         .then(|| postgres::Servers::new(&args.postgres, args.postgres_top))
@@ -305,7 +302,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
 /// `--postgres`, drains the servers' statements every [`POSTGRES_TICK`]
 /// between the reads.
 fn read_until_stopped(
-    stop: &crate::sys::signals::StopFlag,
+    stop: &ttp_sys::sys::signals::StopFlag,
     interval: Duration,
     servers: &mut Option<postgres::Servers>,
     mut read: impl FnMut(Option<&mut postgres::Servers>),
@@ -442,7 +439,7 @@ mod tests {
         assert!(listen_addr(&args("[::1]:9464", false)).is_ok());
         for bad in ["0.0.0.0:9464", "localhost:9464", "127.0.0.1", "x"] {
             let e = listen_addr(&args(bad, false)).unwrap_err();
-            assert_eq!(crate::error::exit_code(&e), 2, "{bad}");
+            assert_eq!(ttp_sys::error::exit_code(&e), 2, "{bad}");
         }
         assert!(listen_addr(&args("0.0.0.0:9464", true)).is_ok());
     }
@@ -452,7 +449,7 @@ mod tests {
     fn port_in_use_is_a_usage_error() {
         let taken = TcpListener::bind("127.0.0.1:0").unwrap();
         let e = bind(taken.local_addr().unwrap()).unwrap_err();
-        assert_eq!(crate::error::exit_code(&e), 2);
+        assert_eq!(ttp_sys::error::exit_code(&e), 2);
         assert!(e.to_string().contains("in use"), "{e}");
     }
 }

@@ -10,10 +10,10 @@ use prometheus_client::{
     registry::{Registry, Unit},
 };
 
-use crate::{
+use crate::serve::{fleet::FleetView, pg_metrics, postgres::ServerView};
+use ttp_ledger::{
     accounts::LedgerMeasures,
     probe::{KernelStats, cost::ProgramCounters},
-    serve::{fleet::FleetView, pg_metrics, postgres::ServerView},
 };
 
 /// Everything one scrape shows: the fleet's view and the probes' cost.

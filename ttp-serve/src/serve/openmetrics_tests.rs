@@ -1,5 +1,5 @@
 use super::*;
-use crate::accounts::CpuTimes;
+use ttp_ledger::accounts::CpuTimes;
 
 pub(crate) fn exposition() -> Exposition {
     let mut m = LedgerMeasures {
@@ -267,7 +267,7 @@ fn json_keeps_the_ledger_units() {
 /// (add its family in `group_families` and docs/serve.md).
 #[test]
 fn every_ledger_counter_is_exported() {
-    use crate::accounts::LedgerColumns;
+    use ttp_ledger::accounts::LedgerColumns;
     for name in LedgerColumns::NAMES {
         let mut json = serde_json::to_value(LedgerMeasures::default()).unwrap();
         let slot = match json.get_mut(*name) {

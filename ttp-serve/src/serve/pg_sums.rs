@@ -21,11 +21,9 @@ use ttp_common::{
     sums::{HIST_BUCKETS, SumKey, Sums, bucket_range, key_kind},
 };
 
-use crate::{
-    probe::statements::StatementProbes,
-    protocol::statements::{fingerprint::fingerprint, session::SumsReader},
-    serve::statement_series::{BUCKETS, LATENCY_BOUNDS_NS, SeriesKey, StatementTotals},
-};
+use crate::serve::statement_series::{BUCKETS, LATENCY_BOUNDS_NS, SeriesKey, StatementTotals};
+use ttp_ledger::probe::statements::StatementProbes;
+use ttp_statements::{fingerprint::fingerprint, session::SumsReader};
 
 /// Refreshes a key whose text has not come yet is held back for before it
 /// is counted without one.

@@ -28,16 +28,16 @@ use std::{
     time::{Duration, Instant, SystemTime, UNIX_EPOCH},
 };
 
-use crate::{
-    probe::{AttachOptions, Ledger, pg_status::StatusSource, statements::StatementProbes},
-    protocol::statements::{GroupBy, requested_waits, session},
-    serve::{
-        pg_names,
-        pg_procs::{checkpointer_of, postmaster_of, running_servers},
-        pg_sums::{Increments, ServerSums},
-        statement_series::{StatementSeries, StatementTotals},
-    },
+use crate::serve::{
+    pg_names,
+    pg_procs::{checkpointer_of, postmaster_of, running_servers},
+    pg_sums::{Increments, ServerSums},
+    statement_series::{StatementSeries, StatementTotals},
 };
+use ttp_ledger::probe::{
+    AttachOptions, Ledger, pg_status::StatusSource, statements::StatementProbes,
+};
+use ttp_statements::{GroupBy, requested_waits, session};
 
 /// The longest normalised text a `query` label carries, in characters:
 /// enough to recognise a statement, short enough for a label (the
@@ -363,7 +363,7 @@ impl Server {
 }
 
 /// The statements' programs of the server whose postmaster is `pid`,
-/// through the statements session (protocol/statements/session.rs): the
+/// through the statements session (ttp-statements/src/session.rs): the
 /// kernel sums the statements, keyed by query id where the server
 /// computes one, else by the fingerprint it computes. Its notes are said
 /// once an attach.
@@ -376,10 +376,10 @@ fn attach(pid: u32, data: &Path) -> anyhow::Result<Attached> {
         statements_socket: server.socket_statements(summed, GroupBy::Fingerprint),
         no_ledger_programs: true,
         no_bpf_stats: true,
-        exit_ring_bytes: Some(crate::probe::exits::ring_bytes(1, 1)),
+        exit_ring_bytes: Some(ttp_ledger::probe::exits::ring_bytes(1, 1)),
         ..Default::default()
     })
-    .map_err(crate::probe::probe_error_ctx)?;
+    .map_err(ttp_ledger::probe::probe_error_ctx)?;
     let probes = server.attach(&mut object, &requested_waits(&[], true), None)?;
     for note in &server.notes {
         eprintln!("ttp: postgres {}: {note}", data.display());
@@ -440,7 +440,7 @@ impl Servers {
             let abs = match std::fs::canonicalize(d) {
                 Ok(p) if p.join("PG_VERSION").is_file() => p,
                 _ => {
-                    return crate::error::usage(format!(
+                    return ttp_sys::error::usage(format!(
                         "--postgres {}: not a PostgreSQL data directory (no PG_VERSION in it): give the server's data directory, or --postgres alone for every server running",
                         d.display()
                     ));

@@ -16,7 +16,7 @@ use super::{
     openmetrics::{PushCounts, Shared},
     otlp::{self, Stamps},
 };
-use crate::error::usage;
+use ttp_sys::error::usage;
 
 /// The path of the metrics signal under a collector's base URL (OTLP/HTTP
 /// spec, "OTLP/HTTP Request").
@@ -217,7 +217,7 @@ mod tests {
             "x y",
         ] {
             let e = endpoint(bad).unwrap_err();
-            assert_eq!(crate::error::exit_code(&e), 2, "{bad}");
+            assert_eq!(ttp_sys::error::exit_code(&e), 2, "{bad}");
             assert_eq!(e.to_string().lines().count(), 1, "{e}");
         }
     }

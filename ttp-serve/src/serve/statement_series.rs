@@ -47,7 +47,7 @@ const RANK_HALF_LIFE_REFRESHES: f64 = 6.0;
 /// The key of a series: the statement's database and user (their oids,
 /// as the backend's status entry holds them; 0 when it was not read), its
 /// query id where the server computes one, and its fingerprint
-/// (protocol/statements/fingerprint.rs): pg_stat_statements' key and
+/// (ttp-statements/src/fingerprint.rs): pg_stat_statements' key and
 /// text, so that the two join.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) struct SeriesKey {
@@ -75,11 +75,11 @@ pub(crate) struct StatementTotals {
 
 impl StatementTotals {
     /// One statement: its elapsed time and its parts as the groups of
-    /// `statements` read them (protocol/statements, `socket_parts`). The
+    /// `statements` read them (ttp-statements, `socket_parts`). The
     /// series' tests add statements one at a time; serve adds the
     /// kernel's sums (pg_sums.rs).
     #[cfg(test)]
-    pub fn of(s: &crate::protocol::statements::Statement) -> Self {
+    pub fn of(s: &ttp_statements::Statement) -> Self {
         use ttp_common::statements::{part, wait};
         let mut buckets = [0; BUCKETS];
         let i = LATENCY_BOUNDS_NS

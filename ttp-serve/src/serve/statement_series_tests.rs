@@ -1,5 +1,5 @@
 use super::*;
-use crate::protocol::statements::Statement;
+use ttp_statements::Statement;
 
 fn key(n: usize) -> SeriesKey {
     SeriesKey {

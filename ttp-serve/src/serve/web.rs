@@ -26,7 +26,7 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
-use crate::error::usage;
+use ttp_sys::error::usage;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -75,7 +75,7 @@ fn bad_web_configs_are_one_line_and_exit_2() {
     ];
     for path in cases {
         let e = WebConfig::load(&path).unwrap_err();
-        assert_eq!(crate::error::exit_code(&e), 2, "{e}");
+        assert_eq!(ttp_sys::error::exit_code(&e), 2, "{e}");
         let msg = e.to_string();
         assert_eq!(msg.lines().count(), 1, "{msg}");
         assert!(msg.contains(&path.display().to_string()), "{msg}");

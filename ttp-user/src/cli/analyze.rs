@@ -4,15 +4,15 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
-use crate::collect::machine::MachineFacts;
-use crate::error::UsageError;
-use crate::protocol::ttpv2::analysis::{ANALYZE_SCHEMA, Analysis, AnalyzeDocument, analyse};
-use crate::protocol::ttpv2::correlations::{CorrelationRow, retained_correlations};
-use crate::protocol::ttpv2::import::{read_qe_csv, read_run_json};
-use crate::protocol::ttpv2::model::{QcInput, Setup};
-use crate::protocol::ttpv2::study::{is_study, read_study};
 use crate::report::ttpv2::svg::render_svg;
 use crate::report::{atomic::write_json, render::Analyze};
+use ttp_ledger::collect::machine::MachineFacts;
+use ttp_sys::error::UsageError;
+use ttp_ttpv2::analysis::{ANALYZE_SCHEMA, Analysis, AnalyzeDocument, analyse};
+use ttp_ttpv2::correlations::{CorrelationRow, retained_correlations};
+use ttp_ttpv2::import::{read_qe_csv, read_run_json};
+use ttp_ttpv2::model::{QcInput, Setup};
+use ttp_ttpv2::study::{is_study, read_study};
 
 /// Apply the Tucson Timing Protocol v2 to saved runs or external data.
 ///
@@ -62,19 +62,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     if let Some(url) = &args.lab.lab {
         if !args.files.is_empty() || !args.qe_csv.is_empty() {
-            return crate::error::usage(
+            return ttp_sys::error::usage(
                 "give either --lab or files (run JSONs, studies, --qe-csv), not both; `lab export` writes the lab's studies to files",
             );
         }
         return super::analyze_lab::run(url, &args);
     }
     if args.files.is_empty() && args.qe_csv.is_empty() {
-        return crate::error::usage(
+        return ttp_sys::error::usage(
             "nothing to analyze: give run JSON files (from `ttp-ebpf run --json`), a study file (from `ttp-ebpf experiment`) or --qe-csv FILE",
         );
     }
     if args.user_hz == 0 || args.cpus == 0 {
-        return crate::error::usage("--user-hz and --cpus must be at least 1");
+        return ttp_sys::error::usage("--user-hz and --cpus must be at least 1");
     }
     let mut inputs = Inputs::default();
     for path in &args.files {
@@ -203,7 +203,7 @@ mod tests {
     /// "with a warm cache (2 Q@Cs)" for a warm and a cold run.
     #[test]
     fn a_warm_and_a_cold_file_are_not_called_warm() {
-        let mut m = crate::collect::machine::MachineFacts {
+        let mut m = ttp_ledger::collect::machine::MachineFacts {
             cold_cache: Some(false),
             ..Default::default()
         };
@@ -215,7 +215,7 @@ mod tests {
                 "the files analysed mix cache states: 1 measured with a cold cache, 1 with a warm cache"
             ]
         );
-        let mut same = crate::collect::machine::MachineFacts {
+        let mut same = ttp_ledger::collect::machine::MachineFacts {
             cold_cache: Some(true),
             ..Default::default()
         };

@@ -5,11 +5,9 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use clap::Args;
 
-use crate::{
-    error::UsageError,
-    protocol::emp::{Profile, SampleSizeConfig, sample_size},
-    report::atomic::write_json,
-};
+use crate::report::atomic::write_json;
+use ttp_emp::{Profile, SampleSizeConfig, sample_size};
+use ttp_sys::error::UsageError;
 
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "EMP sample size (EMPv6)")]
@@ -58,7 +56,7 @@ pub fn run(path: &Path, args: &SampleSizeArgs, json: Option<&Path>) -> anyhow::R
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::emp::{EmpRun, ProgramTime, RunFlags};
+    use ttp_emp::{EmpRun, ProgramTime, RunFlags};
 
     /// 40 runs, PT 100 ms ± 1 ms alternating, one 150 ms outlier (run 5).
     fn runs() -> Vec<EmpRun> {

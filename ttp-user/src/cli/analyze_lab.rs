@@ -5,8 +5,8 @@
 //! go through `analyze`'s own code: the same as `analyze` of the exported
 //! files, all host labels together, or one analysis per host label, each
 //! with its machine's paragraph (TTPv2 Sec. 9), with --by-host.
-use crate::error::usage;
 use crate::lab::{Lab, schema, study::read_experiment};
+use ttp_sys::error::usage;
 
 use super::analyze::{Args, Inputs, write_outputs};
 

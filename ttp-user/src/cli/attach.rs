@@ -9,28 +9,30 @@ use std::{
 
 use clap::Args;
 
-use crate::{
+use crate::report::{
+    self,
+    attach::{References, Summary, Targets},
+    exit_stats::ExitRecords,
+    render::attach::TextOptions,
+    trace,
+};
+use ttp_ledger::{
     accounts::{DEFAULT_KEEP_EXITED, Image, RunningWindow, Window},
     collect::taskstats::TaskstatsClient,
-    error::{parse_duration, usage},
     probe::{
         cost::{CostSnapshot, CostUnavailable},
         probe_error_ctx,
     },
-    report::{
-        self,
-        attach::{References, Summary, Targets},
-        exit_stats::ExitRecords,
-        render::attach::TextOptions,
-        trace,
-    },
+};
+use ttp_sys::{
+    error::{parse_duration, usage},
     sys::signals::StopFlag,
-    window::{
-        bracket::{EndReads, SchedReads, WindowReads},
-        procs::ProcSet,
-        session::{MeasurementSession, SessionOptions},
-        trace_record::Recorder,
-    },
+};
+use ttp_window::window::{
+    bracket::{EndReads, SchedReads, WindowReads},
+    procs::ProcSet,
+    session::{MeasurementSession, SessionOptions},
+    trace_record::Recorder,
 };
 
 /// Attach to a running process (or all processes) and show where its time
@@ -107,7 +109,7 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
     }
     // Before any thread starts: memory that a fork storm's records took is
     // given back after it (sys/malloc.rs).
-    crate::sys::malloc::for_long_runs();
+    ttp_sys::sys::malloc::for_long_runs();
     // The session switches delay accounting on (it feeds the taskstats and
     // delayacct_blkio_ticks references) and restores it when it drops, also
     // on error and Ctrl-C.
@@ -276,7 +278,7 @@ fn follow(
     let watch = args
         .pid
         .filter(|_| !args.children)
-        .and_then(|p| crate::sys::pidfd::PidExit::open(p).ok());
+        .and_then(|p| ttp_sys::sys::pidfd::PidExit::open(p).ok());
     // Records drained while waiting for the target's, before the image.
     let mut early = Vec::new();
     // Read right before and right after the image that may end the
@@ -318,7 +320,7 @@ fn follow(
         running.fold(&image, batch);
         // What this interval's records and image freed goes back now, not
         // at the end (docs/attach.md, "Memory of a long run").
-        crate::sys::malloc::trim();
+        ttp_sys::sys::malloc::trim();
         if running.take_compacted() {
             // Exit records of processes folded into command groups are
             // not compared any more.
@@ -465,7 +467,7 @@ fn summarize(session: &MeasurementSession, st: &Start, f: Followed) -> Summary {
         None => (None, 0),
     };
     let probe_cost = match (&st.cost_first, &cost_last) {
-        (Ok(a), Ok(b)) => Some(crate::probe::cost::ProbeCost::between(a, b)),
+        (Ok(a), Ok(b)) => Some(ttp_ledger::probe::cost::ProbeCost::between(a, b)),
         (Err(e), _) | (_, Err(e)) => {
             notes.push(e.to_string());
             None

@@ -9,16 +9,14 @@ use std::{
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::{
-    error::usage,
-    probe::probe_error_ctx,
-    protocol::blame::{
-        self, BlameError, DiskMeasure, GroupBy, Options, Recording, VictimSpec,
-        source::{self, SourceError, StopReason},
-    },
-    report::{atomic, blame::dot, render},
-    window::session::MeasurementSession,
+use crate::report::{atomic, blame::dot, render};
+use ttp_blame::{
+    BlameError, DiskMeasure, GroupBy, Options, Recording, VictimSpec,
+    source::{self, SourceError, StopReason},
 };
+use ttp_ledger::probe::probe_error_ctx;
+use ttp_sys::error::usage;
+use ttp_window::window::session::MeasurementSession;
 
 /// Explain a process's blocked time: which concurrent processes, kernel
 /// threads or unknown causes made it wait for CPU, disk and memory, with
@@ -107,7 +105,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Some(path) => load(path, &args)?,
         None => measure(&args)?,
     };
-    let report = match blame::analyze(&rec, &opts) {
+    let report = match ttp_blame::analyze(&rec, &opts) {
         Ok(r) => r,
         Err(e @ (BlameError::NoVictim { .. } | BlameError::NoWindows)) => {
             return usage(e.to_string());

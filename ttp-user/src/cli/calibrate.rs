@@ -11,15 +11,17 @@ use clap::Args as ClapArgs;
 use super::emp_record;
 use crate::{
     commands::emp::{self as emp_runs, LivePlan},
-    error::{UsageError, parse_duration, usage},
-    protocol::emp::{
-        EmpRun, Profile,
-        calibrate::{
-            CalibrationAnalysis, CalibrationConfig, MIN_RUNS, analyze, build_profile,
-            procedure::{PAPER_LONG, PAPER_SHORT, Phase, Procedure, QUICK_SCALE},
-        },
-    },
     report::{atomic, emp as emp_report},
+};
+use ttp_emp::{
+    EmpRun, Profile,
+    calibrate::{
+        CalibrationAnalysis, CalibrationConfig, MIN_RUNS, analyze, build_profile,
+        procedure::{PAPER_LONG, PAPER_SHORT, Phase, Procedure, QUICK_SCALE},
+    },
+};
+use ttp_sys::{
+    error::{UsageError, parse_duration, usage},
     sys::{invoker::Invoker, signals::StopFlag, spawn::RunAs},
 };
 
@@ -172,7 +174,7 @@ fn phases(args: &Args) -> anyhow::Result<(Vec<Phase>, Iteration)> {
             ));
         }
     }
-    let cal = crate::protocol::emp::inc::calibrate();
+    let cal = ttp_emp::inc::calibrate();
     let phases = want
         .into_iter()
         .map(|(step, runs, secs)| Phase::inc(step, runs, secs, cal.loops_for(secs)))
@@ -259,7 +261,7 @@ fn measure(
 fn analysed(
     command: &[String],
     runs: Vec<EmpRun>,
-) -> Result<CalibrationAnalysis, crate::protocol::emp::EmpError> {
+) -> Result<CalibrationAnalysis, ttp_emp::EmpError> {
     let measured: Vec<EmpRun> = runs.into_iter().filter(|r| !r.flags.warm_up).collect();
     analyze(command, &measured, &CalibrationConfig::default())
 }
@@ -379,7 +381,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 
 /// The default program of `calibrate`: INC (`ttp-ebpf inc --loops C`,
 /// EMP Fig. 7, Sec. 4.5.1 Step 1), `loops` derived on this machine for the
-/// task length (`protocol::emp::inc::Calibration::loops_for`).
+/// task length (`ttp_emp::inc::Calibration::loops_for`).
 fn inc_argv(loops: u64) -> anyhow::Result<Vec<String>> {
     let exe: PathBuf = std::env::current_exe().context("locating the ttp-ebpf binary for INC")?;
     Ok(vec![
@@ -395,7 +397,7 @@ mod tests {
     use std::path::Path;
 
     use super::*;
-    use crate::protocol::emp::calibrate::tests::synthetic_runs;
+    use ttp_emp::calibrate::tests::synthetic_runs;
 
     fn args(from: &Path, out: &Path, pair: bool) -> Args {
         Args {
@@ -444,7 +446,7 @@ mod tests {
     fn pair_without_a_profile_is_refused_first() {
         let missing = std::env::temp_dir().join("ttp-no-such-profile.json");
         let e = run(args(&missing, &missing, true)).unwrap_err();
-        assert_eq!(crate::error::exit_code(&e), 2);
+        assert_eq!(ttp_sys::error::exit_code(&e), 2);
         assert!(e.to_string().contains("--pair"), "{e}");
     }
 }

@@ -3,12 +3,10 @@ use std::{path::PathBuf, time::Duration};
 
 use clap::Args as ClapArgs;
 
-use crate::{
-    report::atomic::write_json,
-    sys::{
-        run_state::restore_leftovers,
-        setup_check::{Status, fix, live::LiveProbes, run_checks},
-    },
+use crate::report::atomic::write_json;
+use ttp_sys::sys::{
+    run_state::restore_leftovers,
+    setup_check::{Status, fix, live::LiveProbes, run_checks},
 };
 
 /// Check the set-up steps of EMPv1–v4 and TTPv2 Step 0: kernel and BTF,
@@ -36,7 +34,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     if args.sample > Duration::from_secs(60) {
-        return crate::error::usage(
+        return ttp_sys::error::usage(
             "--sample longer than 60 s is not useful; use e.g. --sample 1s",
         );
     }
@@ -48,7 +46,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if args.fix {
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } != 0 {
-            return crate::error::usage("--fix changes kernel settings: run it with sudo");
+            return ttp_sys::error::usage("--fix changes kernel settings: run it with sudo");
         }
         let fixes = fix::apply(&root, &report.items);
         // A live measurement would put its recorded value back when it ends
@@ -56,7 +54,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let delayacct_fixed = fixes
             .iter()
             .any(|f| f.item == "delay_accounting" && f.error.is_none());
-        if delayacct_fixed && let Err(e) = crate::sys::delayacct::tracked().keep_as_original("1") {
+        if delayacct_fixed && let Err(e) = ttp_sys::sys::delayacct::tracked().keep_as_original("1")
+        {
             log::warn!(
                 "a running ttp may switch delay accounting off when it ends ({e}); run `sysctl -w kernel.task_delayacct=1` after it"
             );

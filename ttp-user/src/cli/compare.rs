@@ -3,14 +3,12 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
-use crate::{
-    error::{UsageError, usage},
-    protocol::compare::{self, Config, Side},
-    protocol::ttpv2::{
-        analysis::{ANALYZE_SCHEMA, AnalyzeDocument, analyse},
-        study::{is_study, read_study},
-    },
-    report::{atomic::write_json_result, compare as show},
+use crate::report::{atomic::write_json_result, compare as show};
+use ttp_compare::{Config, Side};
+use ttp_sys::error::{UsageError, usage};
+use ttp_ttpv2::{
+    analysis::{ANALYZE_SCHEMA, AnalyzeDocument, analyse},
+    study::{is_study, read_study},
 };
 
 /// Compare saved results of one kind: the first file (A) is the baseline,
@@ -119,7 +117,7 @@ fn analysed_study(path: &Path) -> anyhow::Result<serde_json::Value> {
 
 /// Reads one file; every problem is a usage error naming the file.
 fn read_side(path: &Path) -> anyhow::Result<Side> {
-    compare::side_of(read_value(path)?)
+    ttp_compare::side_of(read_value(path)?)
         .map_err(|e| UsageError::new(format!("{}: {e}", path.display())).into())
 }
 
@@ -137,7 +135,7 @@ fn commands_of(path: &Path) -> anyhow::Result<Vec<(String, Side)>> {
             .into());
         }
     };
-    let sides = compare::sides_by_name(&doc.schema, doc.machine.as_ref(), &doc.qcs)
+    let sides = ttp_compare::sides_by_name(&doc.schema, doc.machine.as_ref(), &doc.qcs)
         .map_err(|e| bad(e.to_string()))?;
     if sides.len() < 2 {
         return Err(bad(
@@ -175,7 +173,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     for path in args.files.iter().filter(|_| args.files.len() > 1) {
         sides.push((path.display().to_string(), read_side(path)?));
     }
-    let doc = match compare::compare(&sides, &cfg) {
+    let doc = match ttp_compare::compare(&sides, &cfg) {
         Ok(d) => d,
         Err(e) => return usage(e.to_string()),
     };

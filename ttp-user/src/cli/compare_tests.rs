@@ -1,9 +1,9 @@
 //! `compare` on saved files built from the recorded fixtures, the
 //! refusals, and the command's outputs.
 use super::*;
-use crate::protocol::compare::Outcome;
-use crate::protocol::ttpv2::analysis::{RunDocument, SavedRun};
 use serde_json::{Value, json};
+use ttp_compare::Outcome;
+use ttp_ttpv2::analysis::{RunDocument, SavedRun};
 
 const RUN_FIXTURE: &str = include_str!("../report/render/fixtures/run-1.json");
 
@@ -25,8 +25,8 @@ fn scaled_run(scale: f64) -> Value {
 fn scaled_qc(
     scale: f64,
 ) -> (
-    crate::protocol::ttpv2::model::QcInput,
-    Option<crate::collect::machine::MachineFacts>,
+    ttp_ttpv2::model::QcInput,
+    Option<ttp_ledger::collect::machine::MachineFacts>,
 ) {
     let fixture: Value = serde_json::from_str(RUN_FIXTURE).unwrap();
     let template = fixture["qes"][0].clone();
@@ -100,7 +100,7 @@ fn analyses_are_compared_per_qc_by_labels() {
     let dir = tempfile::tempdir().unwrap();
     let a = write(dir.path(), "a.json", &scaled_analysis(1.0, [1, 2]));
     let b = write(dir.path(), "b.json", &scaled_analysis(0.95, [2, 1]));
-    let doc = compare::compare(&sides(&[&a, &b]), &Config::default()).unwrap();
+    let doc = ttp_compare::compare(&sides(&[&a, &b]), &Config::default()).unwrap();
     let ms = &doc.comparisons[0].measures;
     assert_eq!(ms.len(), 8, "{:?}", doc.comparisons[0].skipped);
     for m in ms {
@@ -127,7 +127,7 @@ fn analyses_are_compared_per_qc_by_labels() {
 
     // The same Q@Cs as a study file of `experiment` (JSON lines): read,
     // analysed and matched to the analysis of A: no difference.
-    use crate::protocol::ttpv2::study::{STUDY_SCHEMA, Study, StudyHeader, StudyQc};
+    use ttp_ttpv2::study::{STUDY_SCHEMA, Study, StudyHeader, StudyQc};
     let study_path = dir.path().join("study.jsonl");
     let (qc1, machine) = scaled_qc(1.0);
     let header = StudyHeader {
@@ -148,7 +148,7 @@ fn analyses_are_compared_per_qc_by_labels() {
         study.append(&StudyQc::new(qc, None)).unwrap();
     }
     drop(study);
-    let doc = compare::compare(&sides(&[&a, &study_path]), &Config::default()).unwrap();
+    let doc = ttp_compare::compare(&sides(&[&a, &study_path]), &Config::default()).unwrap();
     let ms = &doc.comparisons[0].measures;
     assert_eq!(ms.len(), 8);
     assert!(doc.comparisons[0].setup_differences.is_empty());
@@ -187,7 +187,7 @@ fn saved_runs_five_percent_apart() {
     );
     let a = write(dir.path(), "a.json", &a_run);
     let b = write(dir.path(), "b.json", &scaled_run(0.95));
-    let doc = compare::compare(&sides(&[&a, &b]), &Config::default()).unwrap();
+    let doc = ttp_compare::compare(&sides(&[&a, &b]), &Config::default()).unwrap();
     let c = &doc.comparisons[0];
     assert!(c.setup_differences.is_empty(), "{:?}", c.setup_differences);
     for name in ["time_calc_ms", "time_exact_ms", "time_meas_ms"] {
@@ -208,7 +208,7 @@ fn saved_runs_five_percent_apart() {
         }
     }
     // The same file twice: no difference on any measure.
-    let doc = compare::compare(&sides(&[&a, &a]), &Config::default()).unwrap();
+    let doc = ttp_compare::compare(&sides(&[&a, &a]), &Config::default()).unwrap();
     for m in &doc.comparisons[0].measures {
         assert_eq!(
             m.verdict.outcome,
@@ -249,7 +249,7 @@ fn refusals_are_usage_errors_in_one_line() {
     for (path, want) in cases {
         let e = read_side(&path).unwrap_err();
         let msg = format!("{e:#}");
-        assert_eq!(crate::error::exit_code(&e), 2, "{msg}");
+        assert_eq!(ttp_sys::error::exit_code(&e), 2, "{msg}");
         assert!(msg.contains(want), "{msg}");
         assert!(!msg.contains('\n'), "{msg}");
         assert!(msg.starts_with(&path.display().to_string()) || msg.starts_with("cannot read"));
@@ -269,14 +269,14 @@ fn refusals_are_usage_errors_in_one_line() {
         any_root: false,
     };
     let e = run(args).unwrap_err();
-    assert_eq!(crate::error::exit_code(&e), 2);
+    assert_eq!(ttp_sys::error::exit_code(&e), 2);
     assert!(format!("{e:#}").ends_with("a ttp.emp/1 result: compare files of one kind"));
 }
 
 /// The EMP outcome of the calibration tests' 200 synthetic runs (no
 /// profile: the ±2σ check only), every run's PT and ET × `scale`.
 fn emp_outcome(scale: f64) -> Value {
-    use crate::protocol::emp::{EmpConfig, apply, calibrate::tests::synthetic_runs};
+    use ttp_emp::{EmpConfig, apply, calibrate::tests::synthetic_runs};
     let o = apply(&synthetic_runs(), None, &EmpConfig::default()).unwrap();
     let mut v = serde_json::to_value(o).unwrap();
     for r in v["runs"].as_array_mut().unwrap() {
@@ -297,7 +297,7 @@ fn saved_emp_results_two_percent_apart() {
     let dir = tempfile::tempdir().unwrap();
     let a = write(dir.path(), "a.json", &emp_outcome(1.0));
     let b = write(dir.path(), "b.json", &emp_outcome(0.98));
-    let doc = compare::compare(&sides(&[&a, &b]), &Config::default()).unwrap();
+    let doc = ttp_compare::compare(&sides(&[&a, &b]), &Config::default()).unwrap();
     let ms = &doc.comparisons[0].measures;
     assert_eq!(ms.len(), 2);
     for m in ms {
@@ -307,7 +307,7 @@ fn saved_emp_results_two_percent_apart() {
         assert!(lo < 2.0 && 2.0 < hi, "{}: {lo}–{hi} %", m.measure);
         assert!((m.ratio.unwrap() - 0.98).abs() < 1e-6);
     }
-    let doc = compare::compare(&sides(&[&a, &a]), &Config::default()).unwrap();
+    let doc = ttp_compare::compare(&sides(&[&a, &a]), &Config::default()).unwrap();
     for m in &doc.comparisons[0].measures {
         assert_eq!(m.verdict.outcome, Outcome::NoDifference);
     }
@@ -354,7 +354,7 @@ fn saved_load_results_ten_percent_apart() {
     let dir = tempfile::tempdir().unwrap();
     let a = write(dir.path(), "a.json", &load_run(1.0));
     let b = write(dir.path(), "b.json", &load_run(1.1));
-    let doc = compare::compare(&sides(&[&a, &b]), &Config::default()).unwrap();
+    let doc = ttp_compare::compare(&sides(&[&a, &b]), &Config::default()).unwrap();
     let c = &doc.comparisons[0];
     assert_eq!(c.measures.len(), 2);
     for m in &c.measures {
@@ -381,7 +381,7 @@ fn saved_load_results_ten_percent_apart() {
         "fixture.json",
         &serde_json::from_str(include_str!("../report/render/fixtures/load-1.json")).unwrap(),
     );
-    let doc = compare::compare(&sides(&[&fixture, &fixture]), &Config::default()).unwrap();
+    let doc = ttp_compare::compare(&sides(&[&fixture, &fixture]), &Config::default()).unwrap();
     for m in &doc.comparisons[0].measures {
         assert_eq!(m.baseline.n, 2);
         assert_eq!(m.verdict.outcome, Outcome::NoDifference);
@@ -448,7 +448,7 @@ fn the_command_writes_json_and_plots() {
             any_root: false,
         })
         .unwrap_err();
-        assert_eq!(crate::error::exit_code(&e), 2, "{e:#}");
+        assert_eq!(ttp_sys::error::exit_code(&e), 2, "{e:#}");
         assert!(format!("{e:#}").starts_with("--"), "{e:#}");
     }
 }
@@ -461,7 +461,7 @@ fn the_command_writes_json_and_plots() {
 /// one-file form accepting a file it cannot split.
 #[test]
 fn one_file_of_several_commands() {
-    use crate::protocol::ttpv2::model::NAME_LABEL;
+    use ttp_ttpv2::model::NAME_LABEL;
     let mut qcs = Vec::new();
     let mut machine = None;
     for (name, scale) in [("old", 1.0), ("new", 0.95)] {
@@ -482,7 +482,7 @@ fn one_file_of_several_commands() {
     let sides = commands_of(&path).unwrap();
     let names: Vec<&str> = sides.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(names, ["old", "new"]);
-    let cmp = compare::compare(&sides, &Config::default()).unwrap();
+    let cmp = ttp_compare::compare(&sides, &Config::default()).unwrap();
     let ms = &cmp.comparisons[0].measures;
     assert_eq!(ms.len(), 8, "{:?}", cmp.comparisons[0].skipped);
     for m in ms {
@@ -541,7 +541,7 @@ fn one_file_of_several_commands() {
     let one = crate::cli::run_several::document(&qcs[..2], machine.as_ref().unwrap());
     let path = write(dir.path(), "one.json", &serde_json::to_value(&one).unwrap());
     let e = commands_of(&path).unwrap_err();
-    assert!(crate::error::exit_code(&e) == 2, "{e}");
+    assert!(ttp_sys::error::exit_code(&e) == 2, "{e}");
     assert!(e.to_string().contains("compare needs two files"), "{e}");
     let run = write(dir.path(), "run1.json", &scaled_run(1.0));
     assert!(commands_of(&run).is_err());
@@ -557,7 +557,7 @@ fn one_file_of_several_commands() {
 /// machine.
 #[test]
 fn dropped_commands_are_compared_on_the_exact_time_of_every_qe() {
-    use crate::protocol::ttpv2::model::NAME_LABEL;
+    use ttp_ttpv2::model::NAME_LABEL;
     let dir = tempfile::tempdir().unwrap();
     let mut qcs = Vec::new();
     let mut machine = None;
@@ -573,7 +573,7 @@ fn dropped_commands_are_compared_on_the_exact_time_of_every_qe() {
             &serde_json::to_value(RunDocument::new(&qc, m.as_ref())).unwrap(),
         );
         let e = read_side(&path).unwrap_err();
-        assert_eq!(crate::error::exit_code(&e), 2, "{e}");
+        assert_eq!(ttp_sys::error::exit_code(&e), 2, "{e}");
         qcs.push(qc);
         machine = m;
     }

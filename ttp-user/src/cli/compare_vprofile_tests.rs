@@ -1,8 +1,8 @@
 //! `compare` of two saved `ttp.vprofile/1` files: the command's outputs,
 //! `report` of its document, and the refusals.
 use super::*;
-use crate::protocol::compare::vprofile_tests::{C_A, C_B, profile};
 use serde_json::Value;
+use ttp_compare::vprofile_tests::{C_A, C_B, profile};
 
 fn write(dir: &Path, name: &str, v: &Value) -> PathBuf {
     let p = dir.join(name);
@@ -65,7 +65,7 @@ fn refusals_exit_2() {
     other["root"] = "S".into();
     let s = write(dir.path(), "s.json", &other);
     let e = run(args(vec![a.clone(), s.clone()], None, false)).unwrap_err();
-    assert_eq!(crate::error::exit_code(&e), 2, "{e:#}");
+    assert_eq!(ttp_sys::error::exit_code(&e), 2, "{e:#}");
     assert!(!format!("{e:#}").contains('\n'));
     assert!(format!("{e:#}").contains("--any-root"), "{e:#}");
     run(args(vec![a.clone(), s], None, true)).unwrap();
@@ -73,7 +73,7 @@ fn refusals_exit_2() {
     one["invocations"] = 1.into();
     let one = write(dir.path(), "one.json", &one);
     let e = run(args(vec![a.clone(), one], None, false)).unwrap_err();
-    assert_eq!(crate::error::exit_code(&e), 2, "{e:#}");
+    assert_eq!(ttp_sys::error::exit_code(&e), 2, "{e:#}");
     assert!(
         format!("{e:#}").contains("1 retained invocation(s)"),
         "{e:#}"
@@ -84,5 +84,5 @@ fn refusals_exit_2() {
         &serde_json::from_str(include_str!("../report/render/fixtures/run-1.json")).unwrap(),
     );
     let e = run(args(vec![a, run_file], None, false)).unwrap_err();
-    assert_eq!(crate::error::exit_code(&e), 2, "{e:#}");
+    assert_eq!(ttp_sys::error::exit_code(&e), 2, "{e:#}");
 }

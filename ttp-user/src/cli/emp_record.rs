@@ -3,10 +3,11 @@
 //! --from` read.
 use anyhow::Context;
 
-use crate::{error::UsageError, protocol::emp::EmpRun};
+use ttp_emp::EmpRun;
+use ttp_sys::error::UsageError;
 
 /// Writes the runs as a recorded run set (`ttp.emp-runs/1`, the layout of
-/// [`EmpRuns`](crate::protocol::emp::EmpRuns)) atomically, without copying them.
+/// [`EmpRuns`](ttp_emp::EmpRuns)) atomically, without copying them.
 pub(crate) fn write_record(
     path: &std::path::Path,
     command: &[String],
@@ -21,7 +22,7 @@ pub(crate) fn write_record(
     crate::report::atomic::write_json(
         path,
         &Record {
-            schema: crate::protocol::emp::input::RUNS_SCHEMA,
+            schema: ttp_emp::input::RUNS_SCHEMA,
             command,
             runs,
         },
@@ -30,21 +31,21 @@ pub(crate) fn write_record(
 }
 
 /// Reads a recorded run set (`ttp.emp-runs/1`).
-pub(crate) fn read_record(path: &std::path::Path) -> anyhow::Result<crate::protocol::emp::EmpRuns> {
+pub(crate) fn read_record(path: &std::path::Path) -> anyhow::Result<ttp_emp::EmpRuns> {
     let bytes = std::fs::read(path)
         .map_err(|e| UsageError::new(format!("cannot read {}: {e}", path.display())))?;
-    let runs: crate::protocol::emp::EmpRuns = serde_json::from_slice(&bytes).map_err(|e| {
+    let runs: ttp_emp::EmpRuns = serde_json::from_slice(&bytes).map_err(|e| {
         UsageError::new(format!(
             "{} is not a recorded run set ({e}); record one with `ttp-ebpf run --protocol emp --record FILE` or `ttp-ebpf calibrate --record FILE`",
             path.display()
         ))
     })?;
-    if runs.schema != crate::protocol::emp::input::RUNS_SCHEMA {
+    if runs.schema != ttp_emp::input::RUNS_SCHEMA {
         return Err(UsageError::new(format!(
             "{} has schema {:?}, expected {:?} (written by --record)",
             path.display(),
             runs.schema,
-            crate::protocol::emp::input::RUNS_SCHEMA
+            ttp_emp::input::RUNS_SCHEMA
         ))
         .into());
     }

@@ -9,19 +9,16 @@ use std::{
 use anyhow::Context;
 
 use super::run_pg::pg_error;
-use crate::{
-    error::usage,
-    pg::{
-        Pg, QcEnd, Runner, RunnerOptions,
-        experiment::{Spec, build_max_table, max_table_ready, populate_table},
-        restart::Restart,
-    },
-    protocol::ttpv2::{
-        analysis::analyse,
-        model::Labels,
-        study::{STUDY_SCHEMA, Study, StudyHeader, StudyQc, read_study},
-    },
-    sys::signals::StopFlag,
+use crate::pg::{
+    Pg, QcEnd, Runner, RunnerOptions,
+    experiment::{Spec, build_max_table, max_table_ready, populate_table},
+    restart::Restart,
+};
+use ttp_sys::{error::usage, sys::signals::StopFlag};
+use ttp_ttpv2::{
+    analysis::analyse,
+    model::Labels,
+    study::{STUDY_SCHEMA, Study, StudyHeader, StudyQc, read_study},
 };
 
 /// Run an experiment on PostgreSQL: every query at every cardinality of a
@@ -61,7 +58,7 @@ fn study_path(args: &Args) -> PathBuf {
 type Done = BTreeSet<(String, u64)>;
 
 fn seed_from_clock() -> u64 {
-    crate::sys::clock::realtime_ns() % (1 << 31)
+    ttp_sys::sys::clock::realtime_ns() % (1 << 31)
 }
 
 /// Opens the study to resume, or creates it. Returns it with its seed and
@@ -69,11 +66,11 @@ fn seed_from_clock() -> u64 {
 fn open_study(
     path: &Path,
     spec: &mut Spec,
-    machine: &crate::protocol::ttpv2::paragraph::MachineFacts,
+    machine: &ttp_ttpv2::paragraph::MachineFacts,
 ) -> anyhow::Result<(Study, u64, Done)> {
     if path.exists() {
         let (study, header, done) = Study::open(path).map_err(|e| {
-            crate::error::UsageError::new(format!("{e}; give another --study FILE to start anew"))
+            ttp_sys::error::UsageError::new(format!("{e}; give another --study FILE to start anew"))
         })?;
         let seed = header.spec["data"]["seed"].as_u64();
         let recorded = spec.data.seed.or(seed);
@@ -117,7 +114,7 @@ fn open_study(
         kind: "header".into(),
         spec: serde_json::to_value(&recorded)?,
         machine: Some(machine.clone()),
-        created_unix_ns: crate::sys::clock::realtime_ns(),
+        created_unix_ns: ttp_sys::sys::clock::realtime_ns(),
     };
     let study = Study::create(path, &header)?;
     Ok((study, seed, Done::new()))
@@ -125,11 +122,11 @@ fn open_study(
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let text = std::fs::read_to_string(&args.spec)
-        .map_err(|e| crate::error::UsageError::new(format!("{}: {e}", args.spec.display())))?;
+        .map_err(|e| ttp_sys::error::UsageError::new(format!("{}: {e}", args.spec.display())))?;
     let mut spec = Spec::parse(&text)
-        .map_err(|e| crate::error::UsageError::new(format!("{}: {e}", args.spec.display())))?;
+        .map_err(|e| ttp_sys::error::UsageError::new(format!("{}: {e}", args.spec.display())))?;
     let path = study_path(&args);
-    crate::sys::privileges::require_bpf()?;
+    ttp_sys::sys::privileges::require_bpf()?;
     let pg = Pg::new(&spec.connection).map_err(pg_error)?;
     let stop = StopFlag::install().context("installing signal handlers")?;
     let opts = runner_options(&spec);
@@ -176,7 +173,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             ]
             .into_iter()
             .collect();
-            let mut ctx = session.qe_context(crate::sys::spawn::RunAs::Current);
+            let mut ctx = session.qe_context(ttp_sys::sys::spawn::RunAs::Current);
             let run = runner.run_qc(
                 &mut ctx,
                 &q.sql,

@@ -3,7 +3,8 @@ use std::path::PathBuf;
 
 use clap::Args as ClapArgs;
 
-use crate::{protocol::emp::inc, report::atomic::write_json};
+use crate::report::atomic::write_json;
+use ttp_emp::inc;
 
 /// Run INC, the compute-bound program under test of the EMP paper (Fig. 7):
 /// a nested loop that increments a counter, no I/O.
@@ -29,7 +30,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let (loops, cal, target) = match (args.seconds, args.loops) {
         (Some(s), _) => {
             if !(s.is_finite() && s > 0.0 && s <= 86_400.0) {
-                return crate::error::usage(
+                return ttp_sys::error::usage(
                     "--seconds must be a number of seconds between 0 and 86400, e.g. --seconds 2",
                 );
             }
@@ -43,9 +44,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             );
             (loops, Some(cal), Some((s * 1e9) as u64))
         }
-        (None, Some(0)) => return crate::error::usage("--loops must be at least 1"),
+        (None, Some(0)) => return ttp_sys::error::usage("--loops must be at least 1"),
         (None, Some(c)) => (c, None, None),
-        (None, None) => return crate::error::usage("give --seconds N or --loops C"),
+        (None, None) => return ttp_sys::error::usage("give --seconds N or --loops C"),
     };
     let r = inc::run(loops, cal, target);
     let shown = crate::report::render::Inc(r);

@@ -8,15 +8,13 @@ use std::path::PathBuf;
 
 use clap::Subcommand;
 
-use crate::{
-    error::usage,
-    lab::{
-        Lab,
-        queue::{self, Submitted},
-        schema,
-        spec::LabSpec,
-    },
+use crate::lab::{
+    Lab,
+    queue::{self, Submitted},
+    schema,
+    spec::LabSpec,
 };
+use ttp_sys::error::usage;
 
 /// Experiments across many hosts, with one PostgreSQL database as the job
 /// queue and the system of record (docs/lab.md).

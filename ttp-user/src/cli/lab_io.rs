@@ -4,16 +4,14 @@
 //! (docs/lab.md, "Analysis, export and import").
 use std::path::PathBuf;
 
-use crate::{
-    error::usage,
-    lab::{
-        Lab,
-        import::{Imported, import},
-        schema,
-        study::{HOST_LABEL, read_experiment},
-    },
-    protocol::ttpv2::study::read_lines,
+use crate::lab::{
+    Lab,
+    import::{Imported, import},
+    schema,
+    study::{HOST_LABEL, read_experiment},
 };
+use ttp_sys::error::usage;
+use ttp_ttpv2::study::read_lines;
 
 /// Write an experiment of the lab as study files (`ttp.study/1`), one per
 /// host label: DIR/EXPERIMENT.HOST_LABEL.study, each written atomically.
@@ -93,12 +91,12 @@ pub fn export(a: ExportArgs) -> anyhow::Result<()> {
         }
         planned.push((a.out.join(name), s));
     }
-    crate::sys::atomic::create_dir_all(&a.out).map_err(|e| {
-        crate::error::UsageError::new(format!("cannot create {}: {e}", a.out.display()))
+    ttp_sys::sys::atomic::create_dir_all(&a.out).map_err(|e| {
+        ttp_sys::error::UsageError::new(format!("cannot create {}: {e}", a.out.display()))
     })?;
     let mut written = Vec::new();
     for (path, s) in planned {
-        crate::sys::atomic::write(&path, s.to_jsonl()?.as_bytes())
+        ttp_sys::sys::atomic::write(&path, s.to_jsonl()?.as_bytes())
             .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
         written.push(serde_json::json!({
             "host_label": s.host_label,
@@ -130,7 +128,7 @@ pub fn export(a: ExportArgs) -> anyhow::Result<()> {
 
 pub(crate) fn import_study(a: ImportArgs) -> anyhow::Result<()> {
     let (header, qcs) =
-        read_lines(&a.study).map_err(|e| crate::error::UsageError::new(e.to_string()))?;
+        read_lines(&a.study).map_err(|e| ttp_sys::error::UsageError::new(e.to_string()))?;
     let source = a.study.display().to_string();
     let name = match (
         &a.experiment,

@@ -12,15 +12,12 @@ use std::{
 
 use anyhow::Context;
 
-use crate::{
-    error::usage,
-    lab::{
-        Lab, is_transient,
-        queue::{self, RunningTask, StatusRow},
-        schema,
-    },
-    sys::signals::StopFlag,
+use crate::lab::{
+    Lab, is_transient,
+    queue::{self, RunningTask, StatusRow},
+    schema,
 };
+use ttp_sys::{error::usage, sys::signals::StopFlag};
 
 /// Per experiment and host label: tasks pending, running, done, failed
 /// and the QEs measured, the median Q@C time and an ETA; the running
@@ -38,7 +35,7 @@ pub struct StatusArgs {
     #[arg(long)]
     pub watch: bool,
     /// How often --watch asks the lab.
-    #[arg(long, default_value = "2s", value_parser = crate::error::parse_duration)]
+    #[arg(long, default_value = "2s", value_parser = ttp_sys::error::parse_duration)]
     pub interval: Duration,
     #[arg(long)]
     pub json: bool,

@@ -17,15 +17,13 @@ use std::{
 use anyhow::Context;
 
 use super::run::RunArgs;
-use crate::{
-    lab::{
-        Lab, is_transient,
-        queue::{self, Claimed},
-        retry::Backoff,
-        spec::{CommandSpec, Payload, QUERY_LABEL, QueryTask},
-    },
-    sys::signals::StopFlag,
+use crate::lab::{
+    Lab, is_transient,
+    queue::{self, Claimed},
+    retry::Backoff,
+    spec::{CommandSpec, Payload, QUERY_LABEL, QueryTask},
 };
+use ttp_sys::sys::signals::StopFlag;
 
 /// How often the lease is renewed: a tenth of it, so that nine
 /// heartbeats in a row can be late or lost before the task is taken over.
@@ -63,7 +61,7 @@ fn run_args(key: &str, c: &CommandSpec, json: &Path) -> RunArgs {
 fn query_run_args(q: &QueryTask, conn: &str, json: &Path) -> anyhow::Result<RunArgs> {
     let e = &q.experiment;
     let duration = |option: &str, given: &Option<String>, default: Duration| match given {
-        Some(s) => crate::error::parse_duration(s)
+        Some(s) => ttp_sys::error::parse_duration(s)
             .map_err(|why| anyhow::anyhow!("the spec's {option} {s:?}: {why}")),
         None => Ok(default),
     };

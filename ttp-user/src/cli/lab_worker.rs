@@ -16,15 +16,13 @@ use std::{
 use anyhow::Context;
 
 use super::lab_task::{Executor, qes_of, read_doc};
-use crate::{
-    lab::{
-        Lab, is_transient,
-        queue::{self, Claimed},
-        retry::Backoff,
-        schema,
-    },
-    sys::signals::StopFlag,
+use crate::lab::{
+    Lab, is_transient,
+    queue::{self, Claimed},
+    retry::Backoff,
+    schema,
 };
+use ttp_sys::sys::signals::StopFlag;
 
 /// Claim this host label's pending tasks (and tasks whose lease expired)
 /// one at a time and time each with `run` (TTPv2), recording every QE as
@@ -51,15 +49,15 @@ pub struct WorkerArgs {
     /// tenth of it while the task runs. A task whose worker died is taken
     /// over by another worker of its label this long after the last
     /// heartbeat.
-    #[arg(long, default_value = "5min", value_parser = crate::error::parse_duration)]
+    #[arg(long, default_value = "5min", value_parser = ttp_sys::error::parse_duration)]
     pub lease: Duration,
     /// How often a waiting worker asks for new tasks (jittered: each wait
     /// is between half and all of it).
-    #[arg(long, default_value = "10s", value_parser = crate::error::parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = ttp_sys::error::parse_duration)]
     pub poll: Duration,
     /// The longest wait between two attempts to reach a lab that cannot
     /// be reached (the waits double from 1 s up to this, jittered).
-    #[arg(long, default_value = "60s", value_parser = crate::error::parse_duration)]
+    #[arg(long, default_value = "60s", value_parser = ttp_sys::error::parse_duration)]
     pub retry_cap: Duration,
     /// This host's DBMS under test, for query specs (key=value pairs or
     /// a postgresql:// URL, password included if it needs one); default:
@@ -146,10 +144,10 @@ impl Session<'_> {
 pub fn worker(a: WorkerArgs) -> anyhow::Result<()> {
     // A worker that cannot measure must not claim (and fail) tasks: the
     // privileges `run` needs are checked first.
-    crate::sys::privileges::require_bpf()?;
-    crate::sys::privileges::require_taskstats()?;
+    ttp_sys::sys::privileges::require_bpf()?;
+    ttp_sys::sys::privileges::require_taskstats()?;
     if a.lease < Duration::from_secs(1) {
-        return crate::error::usage(format!(
+        return ttp_sys::error::usage(format!(
             "--lease {:?} is too short: at least 1 s (the heartbeat renews it every tenth)",
             a.lease
         ));
@@ -161,7 +159,7 @@ pub fn worker(a: WorkerArgs) -> anyhow::Result<()> {
         .worker_name
         .clone()
         .unwrap_or_else(|| format!("{hostname}:{}", std::process::id()));
-    let facts = serde_json::to_string(&crate::collect::machine::facts())?;
+    let facts = serde_json::to_string(&ttp_ledger::collect::machine::facts())?;
     let stop = StopFlag::install().context("installing signal handlers")?;
     let mut s = Session {
         url: &a.lab,

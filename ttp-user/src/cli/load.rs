@@ -9,20 +9,20 @@ use std::{
 use anyhow::Context;
 use clap::ArgGroup;
 
-use crate::{
+use crate::report::{atomic, load::svg};
+use ttp_load::{
+    LoadError, Model, PhasePlan,
+    analytic::expected_open_latencies_ns,
+    clock::ClockKind,
+    driver::{PhaseHooks, run_phase},
+    ledger::LedgerSampler,
+    output::{LoadReport, OutputFiles},
+    schedule::Arrivals,
+    simulator::{Hiccup, SimParams, SimulateFactory},
+    targets::{ExecFactory, TargetError, TargetFactory},
+};
+use ttp_sys::{
     error::{UsageError, usage},
-    protocol::load::{
-        LoadError, Model, PhasePlan,
-        analytic::expected_open_latencies_ns,
-        clock::ClockKind,
-        driver::{PhaseHooks, run_phase},
-        ledger::LedgerSampler,
-        output::{LoadReport, OutputFiles},
-        schedule::Arrivals,
-        simulator::{Hiccup, SimParams, SimulateFactory},
-        targets::{ExecFactory, TargetError, TargetFactory},
-    },
-    report::{atomic, load::svg},
     sys::invoker::Invoker,
 };
 
@@ -304,7 +304,7 @@ impl LoadArgs {
         if self.max_in_flight == 0 || self.connections == 0 {
             return usage("--max-in-flight and --connections must be at least 1");
         }
-        if self.realtime_sender && !crate::sys::privileges::may_use_realtime() {
+        if self.realtime_sender && !ttp_sys::sys::privileges::may_use_realtime() {
             return usage(
                 "--realtime-sender needs CAP_SYS_NICE (root) to make the sender thread SCHED_FIFO: run under sudo, or leave it out",
             );
@@ -379,9 +379,8 @@ impl LoadArgs {
         if self.clock == Some(ClockKind::Virtual) {
             return usage("--tcp needs the real clock; drop --clock virtual");
         }
-        let f =
-            crate::protocol::load::tcp::TcpFactory::new(addr, self.send.as_deref(), self.pool_size)
-                .or_else(usage)?;
+        let f = ttp_load::tcp::TcpFactory::new(addr, self.send.as_deref(), self.pool_size)
+            .or_else(usage)?;
         Ok((Arc::new(f), None, ClockKind::Real))
     }
 
@@ -476,14 +475,15 @@ fn progress_bar(plan: &PhasePlan, model: Model) -> Option<indicatif::ProgressBar
 pub fn measure(cfg: &LoadConfig) -> anyhow::Result<LoadReport> {
     let ledger = match cfg.attach_pid {
         Some(_) => {
-            let session = crate::window::session::MeasurementSession::open(Default::default())?;
+            let session =
+                ttp_window::window::session::MeasurementSession::open(Default::default())?;
             Some(Arc::new(std::sync::Mutex::new(session.ledger)))
         }
         None => None,
     };
     let mut phases = Vec::new();
     for &model in &cfg.models {
-        let samplers: Vec<Box<dyn crate::protocol::load::driver::TimelineSampler>> =
+        let samplers: Vec<Box<dyn ttp_load::driver::TimelineSampler>> =
             match (&ledger, cfg.attach_pid) {
                 (Some(l), Some(pid)) => vec![Box::new(LedgerSampler::new(l.clone(), pid))],
                 _ => Vec::new(),

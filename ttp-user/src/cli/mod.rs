@@ -90,7 +90,7 @@ where
             return u8::try_from(e.exit_code()).unwrap_or(2);
         }
     };
-    crate::sys::logging::init();
+    ttp_sys::sys::logging::init();
     let result: anyhow::Result<()> = match cli.command {
         Command::Analyze(args) => analyze::run(args),
         Command::Attach(a) => attach::run(a),
@@ -113,7 +113,7 @@ where
         Ok(()) => 0,
         Err(e) => {
             eprintln!("Error: {e:#}");
-            crate::error::exit_code(&e)
+            ttp_sys::error::exit_code(&e)
         }
     }
 }

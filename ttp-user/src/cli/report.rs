@@ -1,10 +1,8 @@
 //! `ttp-ebpf report`: a saved result shown again, without root.
 use std::path::PathBuf;
 
-use crate::{
-    error::usage,
-    report::render::{self, Format},
-};
+use crate::report::render::{self, Format};
+use ttp_sys::error::usage;
 
 /// Show a saved ttp result again: the terminal report, a Markdown table for
 /// papers and notebooks, CSV of its per-process, per-QE or per-run

@@ -13,15 +13,17 @@ use clap::Args;
 use super::run_plan;
 use crate::{
     commands::{self, Plan},
-    error::{UsageError, parse_duration, usage},
-    protocol::ttpv2::{self, analysis::RunDocument, model::QcInput, paragraph::MachineFacts},
     report::{
         atomic,
         render::{self, Rendered},
     },
-    sys::{affinity::CpuList, invoker::Invoker, signals::StopFlag, spawn::RunAs},
-    window::session::{MeasurementSession, SessionOptions},
 };
+use ttp_sys::{
+    error::{UsageError, parse_duration, usage},
+    sys::{affinity::CpuList, invoker::Invoker, signals::StopFlag, spawn::RunAs},
+};
+use ttp_ttpv2::{analysis::RunDocument, model::QcInput, paragraph::MachineFacts};
+use ttp_window::window::session::{MeasurementSession, SessionOptions};
 
 /// Run a command repeatedly and time it with the Tucson Timing Protocol v2:
 /// per-process user, system and block-I/O time from /proc and the kernel
@@ -183,8 +185,8 @@ pub struct RunArgs {
     pub command: Vec<String>,
 }
 
-pub(crate) fn parse_labels(labels: &[String]) -> anyhow::Result<ttpv2::model::Labels> {
-    let mut out = ttpv2::model::Labels::new();
+pub(crate) fn parse_labels(labels: &[String]) -> anyhow::Result<ttp_ttpv2::model::Labels> {
+    let mut out = ttp_ttpv2::model::Labels::new();
     for l in labels {
         let Some((k, v)) = l.split_once('=') else {
             return usage(format!(
@@ -305,7 +307,7 @@ fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
         run_as,
         cold_cache: args
             .cold_cache
-            .then(crate::window::cold_cache::ColdCache::new),
+            .then(ttp_window::window::cold_cache::ColdCache::new),
         warmup: args.warmup(),
     })
 }
@@ -383,7 +385,7 @@ fn run_commands(args: RunArgs) -> anyhow::Result<()> {
     })?;
     let mut recorder = match &args.trace {
         Some(_) => Some(
-            crate::window::trace_record::Recorder::start(&mut session.ledger, &[])
+            ttp_window::window::trace_record::Recorder::start(&mut session.ledger, &[])
                 .context("starting the trace")?,
         ),
         None => None,
@@ -393,19 +395,17 @@ fn run_commands(args: RunArgs) -> anyhow::Result<()> {
         machine.deviations.push(pinned_statement(pin));
     }
     let mut qcs = plan.qc_inputs(session.user_hz as u32, &machine);
-    let blame = args
-        .blame
-        .then(|| crate::protocol::blame::qe::QeBlameStarter {
-            window_ns: u64::try_from(args.blame_window.as_nanos()).unwrap_or(u64::MAX),
-        });
+    let blame = args.blame.then(|| ttp_blame::qe::QeBlameStarter {
+        window_ns: u64::try_from(args.blame_window.as_nanos()).unwrap_or(u64::MAX),
+    });
     let mut ctx = session.qe_context(plan.run_as.clone());
     ctx.recorder = recorder
         .as_mut()
-        .map(|r| r as &mut dyn crate::window::qe::FollowProcess);
+        .map(|r| r as &mut dyn ttp_window::window::qe::FollowProcess);
     plan.configure(&mut ctx);
     ctx.beside = blame
         .as_ref()
-        .map(|b| b as &dyn crate::window::target::BesideQe);
+        .map(|b| b as &dyn ttp_window::window::target::BesideQe);
     let measured = measure(&mut ctx, &args, &plan, &mut qcs, &machine, &stop)?;
     let (failure, spans, warmups) = (measured.failure, measured.spans, measured.warmups);
     drop(ctx);
@@ -443,7 +443,7 @@ fn run_commands(args: RunArgs) -> anyhow::Result<()> {
 /// rewritten after every QE so that an interrupted run keeps its QEs, and
 /// restarts and retries said whether or not the bar is drawn.
 fn measure(
-    ctx: &mut crate::window::qe::QeContext<'_>,
+    ctx: &mut ttp_window::window::qe::QeContext<'_>,
     args: &RunArgs,
     plan: &Plan,
     qcs: &mut [QcInput],
@@ -528,7 +528,7 @@ fn finish_one(
     args: &RunArgs,
     qc: &QcInput,
     machine: &MachineFacts,
-    recording: Option<crate::window::trace_record::Recording>,
+    recording: Option<ttp_window::window::trace_record::Recording>,
     spans: &[(u32, u64, u64)],
     warmups: &[(u32, u64, u64)],
 ) -> anyhow::Result<()> {
@@ -561,7 +561,7 @@ fn finish_one(
 
 #[cfg(test)]
 mod tests {
-    use crate::protocol::ttpv2::{
+    use ttp_ttpv2::{
         analysis::RunDocument,
         model::{QcInput, QeRecord, WarmUp},
     };

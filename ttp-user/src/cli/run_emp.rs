@@ -13,9 +13,11 @@ use clap::{Args, ValueEnum};
 use super::{emp_record, run::RunArgs};
 use crate::{
     commands::emp::{self as emp_runs, LivePlan},
-    error::{UsageError, usage},
-    protocol::emp::{EmpConfig, EmpOutcome, EmpRun, EmpSetup, Profile, PtSource, apply},
     report::{atomic, emp as emp_report},
+};
+use ttp_emp::{EmpConfig, EmpOutcome, EmpRun, EmpSetup, Profile, PtSource, apply};
+use ttp_sys::{
+    error::{UsageError, usage},
     sys::{
         invoker::Invoker,
         setup_check::{live::LiveProbes, run_checks},
@@ -125,7 +127,7 @@ pub(super) fn outcome(
     cfg: &EmpConfig,
     args: &RunArgs,
     setup: &EmpSetup,
-) -> Result<EmpOutcome, crate::protocol::emp::EmpError> {
+) -> Result<EmpOutcome, ttp_emp::EmpError> {
     let mut o = apply(runs, profile, cfg)?;
     o.command = args.command.clone();
     o.profile_path = args.emp.cutoffs.clone();
@@ -146,7 +148,7 @@ pub(super) struct EmpStart {
     pub cfg: EmpConfig,
     pub setup: EmpSetup,
     pub stop: StopFlag,
-    pub pin: Option<crate::sys::affinity::CpuList>,
+    pub pin: Option<ttp_sys::sys::affinity::CpuList>,
 }
 
 impl EmpStart {
@@ -289,7 +291,7 @@ mod tests {
 
     fn usage_message(words: &[&str]) -> String {
         let e = crate::cli::run::run(run_args(words)).expect_err("refused");
-        assert_eq!(crate::error::exit_code(&e), 2, "{e}");
+        assert_eq!(ttp_sys::error::exit_code(&e), 2, "{e}");
         e.to_string()
     }
 

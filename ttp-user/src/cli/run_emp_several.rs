@@ -3,7 +3,7 @@
 //! one set-up snapshot, every program's warm-up, then round r runs each
 //! program once, the first rotating. Each program gets its own EMPv5
 //! outlier removal and result (`ttp.emp/1`, one file per program), then
-//! each is compared with the first (protocol/compare: PT and ET by their
+//! each is compared with the first (ttp-compare: PT and ET by their
 //! means, as EMP reports).
 use std::path::{Path, PathBuf};
 
@@ -12,13 +12,11 @@ use anyhow::Context;
 use super::{run::RunArgs, run_plan::NamedCommand};
 use crate::{
     commands::emp::{self as emp_runs, LivePlan},
-    error::usage,
-    protocol::{
-        compare::{self, Config},
-        emp::EmpOutcome,
-    },
     report::{atomic, compare as show, emp as emp_report},
 };
+use ttp_compare::Config;
+use ttp_emp::EmpOutcome;
+use ttp_sys::error::usage;
 
 /// Where program `i`'s result goes with `--json FILE`: FILE's stem with
 /// the program's letter (`out.json` → `out-A.json`, `out-B.json`), so each
@@ -32,7 +30,7 @@ pub(crate) fn json_path(file: &Path, i: usize) -> PathBuf {
         .extension()
         .map(|e| format!(".{}", e.to_string_lossy()))
         .unwrap_or_default();
-    file.with_file_name(format!("{stem}-{}{ext}", compare::label(i)))
+    file.with_file_name(format!("{stem}-{}{ext}", ttp_compare::label(i)))
 }
 
 pub fn run(args: &RunArgs, commands: &[NamedCommand]) -> anyhow::Result<()> {
@@ -68,7 +66,7 @@ pub fn run(args: &RunArgs, commands: &[NamedCommand]) -> anyhow::Result<()> {
         run_as,
         quiet: !args.show_output,
     };
-    let outcome_of = |i: usize, runs: &[crate::protocol::emp::EmpRun]| {
+    let outcome_of = |i: usize, runs: &[ttp_emp::EmpRun]| {
         super::run_emp::outcome(runs, profile.as_ref(), &cfg, args, &setup).map(|mut o| {
             o.command = commands[i].argv.clone();
             if let Some(p) = &pin {
@@ -96,7 +94,7 @@ pub fn run(args: &RunArgs, commands: &[NamedCommand]) -> anyhow::Result<()> {
             .clone()
             .unwrap_or_else(|| commands[i].argv.join(" "));
         if let Some(f) = live.failure {
-            failure = Some(f.context(format!("command {} ({name})", compare::label(i))));
+            failure = Some(f.context(format!("command {} ({name})", ttp_compare::label(i))));
         }
         let o = match outcome_of(i, &live.runs) {
             Ok(mut o) => {
@@ -111,14 +109,14 @@ pub fn run(args: &RunArgs, commands: &[NamedCommand]) -> anyhow::Result<()> {
                 o
             }
             Err(e) => {
-                println!("{} ({name}): no EMP result: {e}", compare::label(i));
+                println!("{} ({name}): no EMP result: {e}", ttp_compare::label(i));
                 continue;
             }
         };
         if let Some(path) = &args.json {
             atomic::write_json_result(&json_path(path, i), &o)?;
         }
-        println!("{} — {name}:", compare::label(i));
+        println!("{} — {name}:", ttp_compare::label(i));
         print!("{}", emp_report::terminal::render_outcome(&o));
         outcomes.push((name, o));
     }
@@ -128,12 +126,12 @@ pub fn run(args: &RunArgs, commands: &[NamedCommand]) -> anyhow::Result<()> {
             .map(|(name, o)| {
                 serde_json::to_value(o)
                     .map_err(|e| e.to_string())
-                    .and_then(|v| compare::side_of(v).map_err(|e| e.to_string()))
+                    .and_then(|v| ttp_compare::side_of(v).map_err(|e| e.to_string()))
                     .map(|s| (name.clone(), s))
             })
             .collect();
         match sides
-            .and_then(|s| compare::compare(&s, &Config::default()).map_err(|e| e.to_string()))
+            .and_then(|s| ttp_compare::compare(&s, &Config::default()).map_err(|e| e.to_string()))
         {
             Ok(doc) => {
                 println!("Comparison of the commands (interleaved runs, the first command as A):");

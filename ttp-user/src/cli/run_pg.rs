@@ -6,15 +6,17 @@ use anyhow::Context;
 
 use super::run::RunArgs;
 use crate::{
-    error::{UsageError, usage},
     pg::{Pg, PgError, PgFacts, QcEnd, Runner, RunnerOptions, restart::Restart},
-    protocol::ttpv2::{
-        analysis::RunDocument,
-        model::{Labels, QcInput},
-        paragraph::MachineFacts,
-    },
     report::atomic,
+};
+use ttp_sys::{
+    error::{UsageError, usage},
     sys::signals::StopFlag,
+};
+use ttp_ttpv2::{
+    analysis::RunDocument,
+    model::{Labels, QcInput},
+    paragraph::MachineFacts,
 };
 
 /// A PostgreSQL error at the command line: what the user can fix (the
@@ -47,7 +49,7 @@ pub(crate) fn run_json(
 
 /// The sentence the Sec. 9 paragraph (6) carries for `--cpu` with
 /// `--postgres`: the query process is the backend, not a command ttp starts.
-fn pinned_statement(pin: &crate::sys::affinity::CpuList) -> String {
+fn pinned_statement(pin: &ttp_sys::sys::affinity::CpuList) -> String {
     let n = pin.cpus().len();
     format!(
         "the backend serving the measuring connection (the query process) was pinned to CPU{} {pin} with sched_setaffinity before each QE (--cpu); the postmaster and other processes were not, and the other CPUs stayed online",
@@ -117,7 +119,7 @@ pub fn run(args: RunArgs, conninfo: &str) -> anyhow::Result<()> {
         Some(list) => Some(super::run::cpu_list(list)?),
         None => None,
     };
-    crate::sys::privileges::require_bpf()?;
+    ttp_sys::sys::privileges::require_bpf()?;
     let pg = Pg::new(conninfo).map_err(pg_error)?;
     let stop = StopFlag::install().context("installing signal handlers")?;
     let opts = RunnerOptions {
@@ -151,7 +153,7 @@ pub fn run(args: RunArgs, conninfo: &str) -> anyhow::Result<()> {
         bar.set_position(qc.qes.len() as u64);
     };
     let notify = |m: String| bar.println(m);
-    let mut ctx = session.qe_context(crate::sys::spawn::RunAs::Current);
+    let mut ctx = session.qe_context(ttp_sys::sys::spawn::RunAs::Current);
     let outcome = runner.run_qc(&mut ctx, sql, args.n, labels, &mut on_qe, &notify);
     drop(ctx);
     bar.finish_and_clear();
@@ -160,7 +162,7 @@ pub fn run(args: RunArgs, conninfo: &str) -> anyhow::Result<()> {
     }
     let run = match outcome {
         Ok(r) => r,
-        Err(crate::pg::qc::QcError::Probe(e)) => return Err(crate::probe::probe_error_ctx(e)),
+        Err(crate::pg::qc::QcError::Probe(e)) => return Err(ttp_ledger::probe::probe_error_ctx(e)),
         Err(e) => {
             return Err(
                 anyhow::Error::new(e).context("the Q@C stopped; the QEs measured before are kept")
@@ -241,7 +243,7 @@ mod tests {
         for args in cases {
             let a = parse(args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
             let err = crate::cli::run::run(a).expect_err("accepted");
-            assert_eq!(crate::error::exit_code(&err), 2, "{args:?}: {err:#}");
+            assert_eq!(ttp_sys::error::exit_code(&err), 2, "{args:?}: {err:#}");
         }
         // clap: --sql and --restart-cmd need --postgres; a run needs a
         // command or --postgres.
@@ -261,11 +263,11 @@ mod tests {
             message: "syntax error".into(),
             detail: String::new(),
         };
-        assert_eq!(crate::error::exit_code(&super::pg_error(usage)), 2);
+        assert_eq!(ttp_sys::error::exit_code(&super::pg_error(usage)), 2);
         let lost = PgError::Lost {
             statement: "x".into(),
             reason: "closed".into(),
         };
-        assert_eq!(crate::error::exit_code(&super::pg_error(lost)), 1);
+        assert_eq!(ttp_sys::error::exit_code(&super::pg_error(lost)), 1);
     }
 }

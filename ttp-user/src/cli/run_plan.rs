@@ -2,13 +2,15 @@
 //! commands (several, separated by `:::`), the values of a parameter scan,
 //! and from them the Q@Cs, each with its command, labels and set-up; and
 //! the order in which their QEs run (interleaved, rotated every round;
-//! `protocol::ttpv2::procedure`); and `run`'s defaults, for runs built
+//! `ttp_ttpv2::procedure`); and `run`'s defaults, for runs built
 //! in code (the lab worker's tasks). docs/run.md gives the syntax and why
 //! it was chosen.
 use std::time::Duration;
 
 use super::run::RunArgs;
-use crate::{commands::QcSpec, error::UsageError, protocol::ttpv2::model::Labels};
+use crate::commands::QcSpec;
+use ttp_sys::error::UsageError;
+use ttp_ttpv2::model::Labels;
 
 impl RunArgs {
     /// `--warmup N`, 1 when not given.
@@ -63,7 +65,7 @@ impl Default for RunArgs {
 pub(crate) const SEPARATOR: &str = ":::";
 
 /// The label that names a command's Q@Cs (`--command-name`).
-pub use crate::protocol::ttpv2::model::NAME_LABEL;
+pub use ttp_ttpv2::model::NAME_LABEL;
 
 /// Most Q@Cs a scan may make; more is almost surely a mistyped step.
 const MAX_VALUES: usize = 1000;

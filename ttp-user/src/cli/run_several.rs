@@ -2,22 +2,16 @@
 //! scan, or both): TTPv2's Steps 1–5 over all of them at once, as
 //! `analyze` applies them to an experiment, so the checks across Q@Cs
 //! (QC3/QC4, POST2/POST3 over the scanned parameter) are evaluated; then,
-//! with several commands, each compared with the first (protocol/compare).
+//! with several commands, each compared with the first (ttp-compare).
 use anyhow::Context;
 
 use super::run::RunArgs;
-use crate::{
-    commands::Plan,
-    protocol::{
-        compare::{self, CompareDocument, Config},
-        ttpv2::{
-            self,
-            analysis::{ANALYZE_SCHEMA, AnalyzeDocument, analyse},
-            model::QcInput,
-            paragraph::MachineFacts,
-        },
-    },
-    report::atomic,
+use crate::{commands::Plan, report::atomic};
+use ttp_compare::{CompareDocument, Config};
+use ttp_ttpv2::{
+    analysis::{ANALYZE_SCHEMA, AnalyzeDocument, analyse},
+    model::QcInput,
+    paragraph::MachineFacts,
 };
 
 /// The run as one `ttp.analyze/1` document: its Q@Cs labelled by command
@@ -38,9 +32,9 @@ pub fn document(qcs: &[QcInput], machine: &MachineFacts) -> AnalyzeDocument {
 /// The comparison of the commands of `doc` (the first is the baseline),
 /// with compare's default settings; `Err` says why there is none.
 pub fn comparison(doc: &AnalyzeDocument) -> Result<CompareDocument, String> {
-    let sides = compare::sides_by_name(&doc.schema, doc.machine.as_ref(), &doc.qcs)
+    let sides = ttp_compare::sides_by_name(&doc.schema, doc.machine.as_ref(), &doc.qcs)
         .map_err(|e| e.to_string())?;
-    compare::compare(&sides, &Config::default()).map_err(|e| e.to_string())
+    ttp_compare::compare(&sides, &Config::default()).map_err(|e| e.to_string())
 }
 
 pub(super) fn finish(
@@ -53,7 +47,7 @@ pub(super) fn finish(
     if let Some(path) = &args.json {
         atomic::write_json_result(path, &doc)?;
     }
-    let analysis = ttpv2::analysis::Analysis {
+    let analysis = ttp_ttpv2::analysis::Analysis {
         qcs: doc.qcs.clone(),
         checks: doc.checks.clone(),
         paragraph: doc.paragraph.clone(),

@@ -6,20 +6,18 @@ use std::{
 };
 
 use super::statements_sums;
-use crate::{
-    probe::statements::StatementProbes,
-    protocol::statements::{
-        Detail, GroupBy, Statement, crosscheck, group, parallel, requested_waits,
-        session::{self, Server},
-    },
-    report::{
-        atomic,
-        render::{self, statements::Statements},
-        statements::svg,
-    },
-    sys::signals::StopFlag,
-    window::session::{MeasurementSession, SessionOptions},
+use crate::report::{
+    atomic,
+    render::{self, statements::Statements},
+    statements::svg,
 };
+use ttp_ledger::probe::statements::StatementProbes;
+use ttp_statements::{
+    Detail, GroupBy, Statement, crosscheck, group, parallel, requested_waits,
+    session::{self, Server},
+};
+use ttp_sys::sys::signals::StopFlag;
+use ttp_window::window::session::{MeasurementSession, SessionOptions};
 
 /// Time every SQL statement of a running PostgreSQL server, and say where
 /// its time went: on CPU, waiting for a CPU, for a lock, for the disk.
@@ -140,7 +138,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         // ring's smallest size (as serve's statements), not the 16 MiB
         // `attach --all` needs, which the kernel zeroes at load.
         exit_ring_bytes: (server.socket && !args.ledger)
-            .then(|| crate::probe::exits::ring_bytes(1, 1)),
+            .then(|| ttp_ledger::probe::exits::ring_bytes(1, 1)),
         ..Default::default()
     })?;
     let stop = session.stop_flag()?;
@@ -169,8 +167,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         return write_outputs(&args, Statements(report, args.top));
     }
     let before = read_pgss(&pgss_session);
-    let pgss_from_ns = crate::sys::clock::monotonic_ns();
-    let window_start_ns = crate::sys::clock::monotonic_ns();
+    let pgss_from_ns = ttp_sys::sys::clock::monotonic_ns();
+    let window_start_ns = ttp_sys::sys::clock::monotonic_ns();
     announce(&args, &server, sp.links());
     let mut statements = collect(
         &mut sp,
@@ -178,7 +176,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         args.duration,
         &stop,
     );
-    let window_end_ns = crate::sys::clock::monotonic_ns();
+    let window_end_ns = ttp_sys::sys::clock::monotonic_ns();
     let after = read_pgss(&pgss_session);
     sp.drain(|r| statements.push(Statement::from(r)));
     let killed_open = statements.iter().filter(|s| s.killed_open()).count() as u64;
@@ -291,7 +289,7 @@ fn collect(
             last.extend(out[shown.1..].iter().filter(|s| s.is_statement()).cloned());
             let (last, unjoined) = parallel::join(last);
             // A share waits at most a minute for its leader's statement.
-            let now = crate::sys::clock::monotonic_ns();
+            let now = ttp_sys::sys::clock::monotonic_ns();
             waiting = unjoined
                 .into_iter()
                 .filter(|w| now.saturating_sub(w.done_ns()) < 60_000_000_000)
@@ -320,7 +318,7 @@ fn collect(
 /// One screen of `--live`: calls per second and time per call of the
 /// groups of the last interval.
 pub(super) fn live_text(
-    groups: &[crate::protocol::statements::Group],
+    groups: &[ttp_statements::Group],
     statements: u64,
     top: usize,
     secs: f64,

@@ -4,20 +4,18 @@
 //! and every second of `--live`; the key texts are drained every 100 ms.
 //! Nothing here grows with the statements: what is held is bounded by the
 //! keys (docs/statements.md, "Summed in the kernel"). The reading and the
-//! document are the statements session's (protocol/statements/session.rs).
+//! document are the statements session's (ttp-statements/src/session.rs).
 use std::time::{Duration, Instant};
 
 use super::statements::{Args, live_text, read_pgss};
-use crate::{
-    probe::statements::StatementProbes,
-    protocol::statements::{
-        GroupBy, crosscheck,
-        document::StatementsReport,
-        session::{self, Server, SumsReader},
-        sums,
-    },
-    sys::signals::StopFlag,
+use ttp_ledger::probe::statements::StatementProbes;
+use ttp_statements::{
+    GroupBy, crosscheck,
+    document::StatementsReport,
+    session::{self, Server, SumsReader},
+    sums,
 };
+use ttp_sys::sys::signals::StopFlag;
 
 /// Measures the window (until `args.duration` or Ctrl-C) from the sums and
 /// builds the report; `announce` is called with the sites attached once
@@ -34,7 +32,7 @@ pub(super) fn measure(
     let mut reader = SumsReader::default();
     let before = read_pgss(pgss);
     let at_before = reader.read(sp);
-    let window_start_ns = crate::sys::clock::monotonic_ns();
+    let window_start_ns = ttp_sys::sys::clock::monotonic_ns();
     announce(sp.links());
     let started = Instant::now();
     let mut shown = (Instant::now(), at_before.clone());
@@ -65,7 +63,7 @@ pub(super) fn measure(
         });
         stop.sleep(left);
     }
-    let window_end_ns = crate::sys::clock::monotonic_ns();
+    let window_end_ns = ttp_sys::sys::clock::monotonic_ns();
     if args.by == GroupBy::Backend {
         reader.evict_exited(sp);
     }

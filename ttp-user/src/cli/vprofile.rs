@@ -11,23 +11,23 @@ use std::{
 
 use anyhow::Context;
 
-use crate::{
+use crate::report::atomic;
+use ttp_ledger::probe::{probe_error_ctx, symbols::DebugSearch};
+use ttp_sys::{
     error::{UsageError, usage},
-    probe::{probe_error_ctx, symbols::DebugSearch},
-    protocol::vprofile::{
-        breakdown::BreakdownConfig,
-        callgraph::{CallGraph, ChildKey},
-        document::VprofileReport,
-        driver::{self, InvocationSource, Stop},
-        elf::{ElfError, ElfImage},
-        uprobe::{UprobeSource, VprofProbeError},
-    },
-    report::atomic,
     sys::{
         invoker::Invoker,
         signals::StopFlag,
         spawn::{HeldChild, RunAs, RunningChild, SpawnError},
     },
+};
+use ttp_vprofile::{
+    breakdown::BreakdownConfig,
+    callgraph::{CallGraph, ChildKey},
+    document::VprofileReport,
+    driver::{self, InvocationSource, Stop},
+    elf::{ElfError, ElfImage},
+    uprobe::{UprobeSource, VprofProbeError},
 };
 
 /// Find the functions responsible for the variance of a function's
@@ -125,7 +125,7 @@ fn parse_share(s: &str) -> Result<f64, String> {
 pub fn run(args: Args) -> anyhow::Result<()> {
     let prepared = prepare(&args)?;
     let stop = StopFlag::install().context("installing signal handlers")?;
-    crate::sys::run_state::restore_leftovers_and_say();
+    ttp_sys::sys::run_state::restore_leftovers_and_say();
     let held = match args.pid {
         Some(_) => None,
         None => {
@@ -147,7 +147,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     })?;
     // The probes' own cost, subtracted from every interval (docs/vprofile.md,
     // "The probes' own cost"); without it the report says so.
-    match crate::protocol::vprofile::uprobe::calibrate() {
+    match ttp_vprofile::uprobe::calibrate() {
         Ok(cost) => source = source.with_cost(cost),
         Err(e) => eprintln!("note: {e}; the probes' own cost is not subtracted"),
     }
@@ -292,7 +292,7 @@ pub fn prepare(args: &Args) -> anyhow::Result<Prepared> {
 /// in a container does: ttp_sys executable.rs), or a usage error saying
 /// what to do. A function in a shared library needs `--binary`.
 fn process_executable(pid: u32) -> anyhow::Result<PathBuf> {
-    use crate::sys::executable::{Executable, of_process};
+    use ttp_sys::sys::executable::{Executable, of_process};
     match of_process(pid) {
         Ok(Executable::Path(p)) => Ok(p),
         Ok(Executable::Replaced(p)) => usage(format!(
@@ -328,7 +328,7 @@ fn command_executable(command: &str) -> anyhow::Result<PathBuf> {
 
 /// Problems with the binary or the function name are the user's to fix.
 fn elf_usage(e: ElfError) -> anyhow::Error {
-    crate::error::UsageError::new(e.to_string()).into()
+    ttp_sys::error::UsageError::new(e.to_string()).into()
 }
 
 /// Runs the rounds with `source` measuring, prints the text report and
@@ -366,8 +366,8 @@ pub(crate) fn run_with(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::exit_code;
     use clap::Parser;
+    use ttp_sys::error::exit_code;
 
     #[derive(Debug, Parser)]
     struct Cli {

@@ -2,7 +2,7 @@
 //! Fig. 5 and Sec. 3.1: the plan, then `--prepare`, the cache clearing
 //! last, right before the QE. The attempt says whether its plan differs
 //! from QE 1's or it failed for a reason of the moment; the one Q@C
-//! procedure (`protocol::ttpv2::procedure::next_qe`, Sec. 3.2.3) restarts,
+//! procedure (`ttp_ttpv2::procedure::next_qe`, Sec. 3.2.3) restarts,
 //! retries and pauses. What counts as transient for a command is in
 //! docs/run.md ("Transient failures").
 use std::{io, process::Command};
@@ -10,11 +10,9 @@ use std::{io, process::Command};
 use anyhow::Context;
 
 use super::plan::{Plan, QcSpec};
-use crate::{
-    protocol::ttpv2::procedure::{self, Attempt},
-    sys::spawn::{HeldChild, RunAs, SpawnError},
-    window::qe::{self, QeError},
-};
+use ttp_sys::sys::spawn::{HeldChild, RunAs, SpawnError};
+use ttp_ttpv2::procedure::{self, Attempt};
+use ttp_window::window::qe::{self, QeError};
 
 /// One attempt's QE: measured, or a failure of the ledger or of the start.
 pub(super) type Ran = Result<qe::QeOutcome, QeError>;
@@ -84,7 +82,7 @@ fn transient_shell(e: &ShellError, codes: &[i32]) -> bool {
 }
 
 /// The QEs of a command's Q@C, for
-/// [`crate::protocol::ttpv2::procedure::next_qe`].
+/// [`ttp_ttpv2::procedure::next_qe`].
 pub(super) struct CommandAttempts<'c, 'x> {
     pub ctx: &'c mut qe::QeContext<'x>,
     pub plan: &'c Plan,

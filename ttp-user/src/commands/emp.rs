@@ -2,22 +2,18 @@
 //! one discarded warm-up execution (EMP Sec. 4: "the very first measurement
 //! is thrown out due to code and input read"), then N executions, each
 //! measured once by [`qe::measure`] under the kernel ledger and turned into
-//! an [`EmpRun`] (protocol/emp/live.rs), several commands interleaved
+//! an [`EmpRun`] (ttp-emp/src/live.rs), several commands interleaved
 //! through the one Q@C procedure's `interleave`.
 use std::{ops::ControlFlow, process::Command, time::Duration};
 
 use indicatif::ProgressBar;
 
-use crate::{
-    protocol::{
-        emp::{EmpRun, live as emp_runs},
-        ttpv2::procedure::{self, Interleaved},
-    },
-    sys::{signals::StopFlag, spawn::RunAs},
-    window::{
-        qe,
-        session::{MeasurementSession, SessionOptions},
-    },
+use ttp_emp::{EmpRun, live as emp_runs};
+use ttp_sys::sys::{signals::StopFlag, spawn::RunAs};
+use ttp_ttpv2::procedure::{self, Interleaved};
+use ttp_window::window::{
+    qe,
+    session::{MeasurementSession, SessionOptions},
 };
 
 /// How long to wait after a run for taskstats exit records still on their
@@ -36,7 +32,7 @@ pub struct LivePlan<'a> {
     pub quiet: bool,
     /// `run --cpu LIST`: every run (the warm-up too) pinned to these CPUs
     /// before exec.
-    pub pin: Option<crate::sys::affinity::CpuList>,
+    pub pin: Option<ttp_sys::sys::affinity::CpuList>,
 }
 
 /// The runs measured, and why the loop ended early if it did.
@@ -194,7 +190,7 @@ fn command_of(plan: &LivePlan<'_>, command: &[String]) -> Command {
 }
 
 /// The note of a run whose ledger records are incomplete, in words.
-fn losses_note(index: u32, window: &crate::accounts::Window) -> Option<String> {
+fn losses_note(index: u32, window: &ttp_ledger::accounts::Window) -> Option<String> {
     let lost = &window.lost;
     (lost.losses() > 0 || window.vanished_threads > 0).then(|| {
         format!(
@@ -215,10 +211,7 @@ fn progress_message(run: &EmpRun, label: Option<usize>) -> String {
     let pt = run.pt.ledger_on_cpu_ns.map(|n| n as f64 / 1e6);
     format!(
         "{}run {}{}: ET {:.1} ms, PT {}",
-        label.map_or(String::new(), |j| format!(
-            "{} ",
-            crate::protocol::compare::label(j)
-        )),
+        label.map_or(String::new(), |j| format!("{} ", ttp_compare::label(j))),
         run.index,
         if run.index == 0 { " (warm-up)" } else { "" },
         run.et_ns as f64 / 1e6,

@@ -3,7 +3,7 @@
 //! QE's attempts with the run's `--plan-cmd`, `--prepare`, cold cache and
 //! transient failures (`attempts.rs`), and the rounds that interleave the
 //! Q@Cs' QEs through the one Q@C procedure (`rounds.rs`,
-//! `protocol::ttpv2::procedure`); and EMP's runs of commands (`emp.rs`).
+//! `ttp_ttpv2::procedure`); and EMP's runs of commands (`emp.rs`).
 //! The command line parses `run`'s and `calibrate`'s arguments into plans;
 //! nothing here reads them.
 mod attempts;
@@ -14,7 +14,8 @@ mod rounds;
 pub use plan::{Plan, QcSpec};
 pub use rounds::{Measured, QeSpan, measure};
 
-use crate::{error::UsageError, window::qe::QeError};
+use ttp_sys::error::UsageError;
+use ttp_window::window::qe::QeError;
 
 /// A QE that could not be measured, as the error that ends the run: a
 /// start the user can fix (not found, not executable) is a usage error.
@@ -22,7 +23,7 @@ fn qe_failure(e: QeError) -> anyhow::Error {
     match e {
         QeError::Spawn(e) if e.is_usage() => UsageError::new(e.to_string()).into(),
         QeError::Spawn(e) => e.into(),
-        QeError::Probe(e) => crate::probe::probe_error_ctx(e),
+        QeError::Probe(e) => ttp_ledger::probe::probe_error_ctx(e),
         e @ (QeError::Trace(_) | QeError::Blame(_)) => e.into(),
     }
 }

@@ -1,5 +1,5 @@
 //! The rounds of a run of commands: the Q@Cs' QEs interleaved through the
-//! one Q@C procedure (`protocol::ttpv2::procedure`: QE i of every Q@C
+//! one Q@C procedure (`ttp_ttpv2::procedure`: QE i of every Q@C
 //! before QE i + 1 of any, the first Q@C rotating; a Q@C restarted for a
 //! changed plan, Sec. 3.2.3, starts again at QE 1 while the others go on),
 //! each QE kept in its Q@C with the time span it ran in.
@@ -11,15 +11,13 @@ use super::{
     attempts::{CommandAttempts, Ran},
     plan::Plan,
 };
-use crate::{
-    protocol::ttpv2::{
-        classify,
-        model::{QcInput, QeRecord, WarmUp},
-        procedure::{self, Interleaved, Step},
-    },
-    sys::signals::StopFlag,
-    window::qe::{QeContext, QeError, QeOutcome},
+use ttp_sys::sys::signals::StopFlag;
+use ttp_ttpv2::{
+    classify,
+    model::{QcInput, QeRecord, WarmUp},
+    procedure::{self, Interleaved, Step},
 };
+use ttp_window::window::qe::{QeContext, QeError, QeOutcome};
 
 /// When a kept QE ran, on the ledger's clock (for the trace's QE
 /// slices): (QE number, start ns, end ns).
@@ -246,7 +244,7 @@ fn failed(qc: &mut QcInput, i: u32, e: QeError) -> anyhow::Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{error::UsageError, sys::spawn::SpawnError};
+    use ttp_sys::{error::UsageError, sys::spawn::SpawnError};
 
     fn qc() -> QcInput {
         QcInput {

@@ -11,9 +11,9 @@ use sha2::{Digest, Sha256};
 
 use super::study::HOST_LABEL;
 use super::{Lab, queue::err, spec::LabSpec};
-use crate::error::UsageError;
-use crate::protocol::ttpv2::model::{QeRecord, qc_name};
-use crate::protocol::ttpv2::study::{StudyHeader, StudyQc};
+use ttp_sys::error::UsageError;
+use ttp_ttpv2::model::{QeRecord, qc_name};
+use ttp_ttpv2::study::{StudyHeader, StudyQc};
 
 /// The worker name imported Q@Cs are recorded under.
 pub(crate) const IMPORT_WORKER: &str = "import";
@@ -146,7 +146,7 @@ pub fn import(
             .and_then(|c| c.parse().ok());
         let payload = serde_json::json!({ "imported_from": source, "command": qc.qc.command });
         let mut result = serde_json::json!({
-            "schema": crate::protocol::ttpv2::analysis::RUN_SCHEMA,
+            "schema": ttp_ttpv2::analysis::RUN_SCHEMA,
             "labels": labels,
             "command": qc.qc.command,
             "setup": qc.qc.setup,
@@ -197,7 +197,7 @@ pub fn import(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::ttpv2::model::{QcInput, Setup};
+    use ttp_ttpv2::model::{QcInput, Setup};
 
     fn labelled(pairs: &[(&str, &str)]) -> StudyQc {
         let qc = QcInput {

@@ -18,7 +18,8 @@ use std::time::Duration;
 use tokio::runtime::Runtime;
 use tokio_postgres::{Client, NoTls};
 
-use crate::{error::UsageError, pg::session};
+use crate::pg::session;
+use ttp_sys::error::UsageError;
 
 /// A connection to the lab database, driven from synchronous code.
 pub struct Lab {

@@ -5,7 +5,7 @@
 use serde::Serialize;
 
 use super::{Lab, spec::LabSpec};
-use crate::error::UsageError;
+use ttp_sys::error::UsageError;
 
 /// What `submit` did.
 #[derive(Debug, PartialEq, Eq)]

@@ -4,7 +4,7 @@
 //! command refuses a schema that is missing, older or newer than this
 //! binary's (docs/lab.md, "Schema").
 use super::Lab;
-use crate::error::UsageError;
+use ttp_sys::error::UsageError;
 
 /// The migrations, in order; a migration is never edited once released,
 /// a change is a new entry.

@@ -117,7 +117,7 @@ pub struct TaskSpec {
 /// The task key of a query at a cardinality: its labels as a Q@C name
 /// (`cardinality=1000 query=q1`), the key `lab import` gives such a Q@C.
 pub(crate) fn query_key(q: &QueryTask) -> String {
-    crate::protocol::ttpv2::model::qc_name(&q.labels(), None)
+    ttp_ttpv2::model::qc_name(&q.labels(), None)
 }
 
 /// Keys of an `experiment` spec, which a query spec is.

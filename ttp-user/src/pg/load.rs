@@ -16,7 +16,7 @@ use super::{
     script::Script,
     session::{describe, parse_config},
 };
-use crate::protocol::load::{
+use ttp_load::{
     clock::{Clock, ClockKind},
     pool::Pool,
     schedule::SplitMix64,

@@ -15,10 +15,8 @@ pub use error::PgError;
 pub use qc::{PgFacts, QcEnd, QcRun, Runner, RunnerOptions};
 pub use session::{Pg, Session};
 
-use crate::{
-    collect::machine::MachineFacts,
-    window::session::{MeasurementSession, SessionOptions},
-};
+use ttp_ledger::collect::machine::MachineFacts;
+use ttp_window::window::session::{MeasurementSession, SessionOptions};
 
 /// Opens the measurement session of a PostgreSQL run or experiment, with
 /// the machine facts of its report: the session's own and how measuring

@@ -13,17 +13,15 @@ use super::{
     restart::Restart,
     session::{Pg, Prepared, Session},
 };
-use crate::{
-    probe::ProbeError,
-    protocol::ttpv2::model::{Labels, QcInput, QeRecord, Setup, WarmUp},
-    sys::signals::StopFlag,
-    window::{
-        qe::QeContext,
-        target::{Roles, Target, measure_target},
-    },
+use ttp_ledger::probe::ProbeError;
+use ttp_sys::sys::signals::StopFlag;
+use ttp_ttpv2::model::{Labels, QcInput, QeRecord, Setup, WarmUp};
+use ttp_window::window::{
+    qe::QeContext,
+    target::{Roles, Target, measure_target},
 };
 
-use crate::protocol::ttpv2::procedure::{self, Attempt, Interleaved};
+use ttp_ttpv2::procedure::{self, Attempt, Interleaved};
 
 /// A prepared statement executed by its session's backend: the backend
 /// is the query process, the postmaster and its other children utilities
@@ -65,7 +63,7 @@ pub struct RunnerOptions {
     /// `run --cpu LIST`: the backend serving the measuring connection is
     /// pinned to these CPUs before each QE (sched_setaffinity on its pid;
     /// a backend of a new connection is pinned before its first QE).
-    pub cpu: Option<crate::sys::affinity::CpuList>,
+    pub cpu: Option<ttp_sys::sys::affinity::CpuList>,
     /// `run --warmup N`: the statement executed N times before QE 1, each
     /// after the same steps as a QE (restart and cold cache, the plan) and
     /// measured, then kept only in the Q@C's `setup.warmup`.
@@ -99,7 +97,7 @@ pub enum QcEnd {
     /// Ctrl-C: the QEs measured before are kept.
     Interrupted,
     /// A transient error persisted past
-    /// [`MAX_RETRIES`](crate::protocol::ttpv2::recovery::MAX_RETRIES) back-offs, or the
+    /// [`MAX_RETRIES`](ttp_ttpv2::recovery::MAX_RETRIES) back-offs, or the
     /// plan kept changing: the run pauses with what it measured.
     Paused(String),
 }
@@ -160,7 +158,7 @@ pub struct Runner<'a> {
     prepared: Option<(String, Prepared)>,
     stop: StopFlag,
     /// With a cold cache: the Sec. 3.1 procedure's files.
-    cold: Option<std::rc::Rc<crate::window::cold_cache::ColdCache>>,
+    cold: Option<std::rc::Rc<ttp_window::window::cold_cache::ColdCache>>,
 }
 
 impl<'a> Runner<'a> {
@@ -174,7 +172,7 @@ impl<'a> Runner<'a> {
         }
         let cold = opts
             .cold_cache
-            .then(|| std::rc::Rc::new(crate::window::cold_cache::ColdCache::new()));
+            .then(|| std::rc::Rc::new(ttp_window::window::cold_cache::ColdCache::new()));
         let r = Runner {
             pg,
             opts,
@@ -288,7 +286,8 @@ impl<'a> Runner<'a> {
                 user_hz: (1_000_000_000 / ctx.tick_ns.max(1)) as u32,
                 // What the overall /proc/stat counters sum over, not the
                 // affinity- or cgroup-limited available_parallelism().
-                cpus: crate::collect::machine::online_cpus(std::path::Path::new("/")).unwrap_or(1),
+                cpus: ttp_ledger::collect::machine::online_cpus(std::path::Path::new("/"))
+                    .unwrap_or(1),
                 timeout_ms: self.opts.statement_timeout.map(|t| t.as_millis() as u64),
                 query_process: None,
                 utilities: Vec::new(),

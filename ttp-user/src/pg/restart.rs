@@ -144,7 +144,7 @@ fn tempfile_in_tmp() -> std::io::Result<std::fs::File> {
     let path: PathBuf = Path::new("/tmp").join(format!(
         "ttp-pg-restart-{}-{}.log",
         std::process::id(),
-        crate::sys::clock::monotonic_ns()
+        ttp_sys::sys::clock::monotonic_ns()
     ));
     let f = std::fs::OpenOptions::new()
         .read(true)

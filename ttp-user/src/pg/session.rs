@@ -9,8 +9,8 @@ use tokio::runtime::Runtime;
 use tokio_postgres::{Client, Config, NoTls, SimpleQueryMessage, Statement, types::ToSql};
 
 use super::error::PgError;
-use crate::collect::proc_pid::ProcImage;
-use crate::sys::signals::StopFlag;
+use ttp_ledger::collect::proc_pid::ProcImage;
+use ttp_sys::sys::signals::StopFlag;
 
 /// A parsed connection string and the runtime its sessions use.
 pub struct Pg {

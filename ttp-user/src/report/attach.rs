@@ -4,21 +4,19 @@ use std::collections::{BTreeSet, HashMap};
 
 use serde_json::Value;
 
-use crate::{
-    accounts::{ClosedWindow, ExitedGroup, ProcKey, ProcessDelta, Window},
-    report::{
-        exit_stats::{ExitRecords, window_counters},
-        render::attach::{
-            ATTACH_SCHEMA, AgreementView, AttachDoc, CpuView, LostView, MachineView, OverallView,
-            ProcessView, TextOptions, WindowView,
-        },
-        units::{bytes, ms},
+use crate::report::{
+    exit_stats::{ExitRecords, window_counters},
+    render::attach::{
+        ATTACH_SCHEMA, AgreementView, AttachDoc, CpuView, LostView, MachineView, OverallView,
+        ProcessView, TextOptions, WindowView,
     },
-    window::{
-        bracket::WindowReads,
-        crosscheck::{self, Agreement},
-        procs::{self, ProcEntry, ProcSet},
-    },
+    units::{bytes, ms},
+};
+use ttp_ledger::accounts::{ClosedWindow, ExitedGroup, ProcKey, ProcessDelta, Window};
+use ttp_window::window::{
+    bracket::WindowReads,
+    crosscheck::{self, Agreement},
+    procs::{self, ProcEntry, ProcSet},
 };
 
 /// Which processes a session reports on.
@@ -279,8 +277,8 @@ impl Summary {
         refs: &References,
         notes: Vec<String>,
     ) -> Self {
-        let user_hz = crate::collect::clock::user_hz().unwrap_or(100);
-        let hz = crate::collect::clock::kernel_hz(
+        let user_hz = ttp_ledger::collect::clock::user_hz().unwrap_or(100);
+        let hz = ttp_ledger::collect::clock::kernel_hz(
             std::path::Path::new("/proc"),
             std::path::Path::new("/boot"),
         )
@@ -300,7 +298,7 @@ impl Summary {
         // A row whose leader was not seen falls back on order: the counters
         // before belong to the pid's first row, those after to its last.
         let boot_offset =
-            crate::sys::clock::boottime_ns().saturating_sub(crate::sys::clock::monotonic_ns());
+            ttp_sys::sys::clock::boottime_ns().saturating_sub(ttp_sys::sys::clock::monotonic_ns());
         let same = |k: &ProcKey, e: &ProcEntry| {
             let t = e.process.starttime_ticks;
             k.start_ns == t || (k.start_ns.saturating_add(boot_offset) / tick_ns).abs_diff(t) <= 1

@@ -10,10 +10,8 @@
 //! the record of its one thread, whose pid is the tgid, is the process.
 use std::collections::HashMap;
 
-use crate::{
-    collect::taskstats::{Scope, Taskstats, TaskstatsRecord},
-    window::procs::TaskstatsCounters,
-};
+use ttp_ledger::collect::taskstats::{Scope, Taskstats, TaskstatsRecord};
+use ttp_window::window::procs::TaskstatsCounters;
 
 /// The fields of an exit record the cross-check compares
 /// ([`window_counters`]), in [`ExitCounters::FIELDS`] order, `u64::MAX`

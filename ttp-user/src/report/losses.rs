@@ -2,7 +2,7 @@
 //! lost, how much, and which figures it makes short. Every counter of
 //! `KernelStats` (probe/read.rs) and the programs' recursion misses
 //! (probe/cost.rs) appears here, so a text report never hides one.
-use crate::probe::KernelStats;
+use ttp_ledger::probe::KernelStats;
 
 /// Which figures of a report a loss can change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,9 +1,7 @@
 //! The probes' own cost (probe/cost.rs) in words, for the text reports.
-use crate::{
-    probe::cost::ProbeCost,
-    protocol::ttpv2::paragraph::sig2,
-    report::units::{grouped, ms},
-};
+use crate::report::units::{grouped, ms};
+use ttp_ledger::probe::cost::ProbeCost;
+use ttp_ttpv2::paragraph::sig2;
 
 /// The per-program name a reader knows the runs by.
 fn runs_of(program: &str) -> &'static str {
@@ -52,7 +50,7 @@ pub fn lines(c: &ProbeCost, window_name: &str) -> String {
         c.window_ns as f64 / 1e9,
         c.sample_windows,
         if c.sample_windows == 1 { "" } else { "s" },
-        crate::probe::cost::SAMPLE.as_millis(),
+        ttp_ledger::probe::cost::SAMPLE.as_millis(),
         if c.means_since_load {
             ", none inside this window"
         } else {
@@ -91,14 +89,14 @@ pub fn lines(c: &ProbeCost, window_name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::probe::cost::ProbeCost;
+    use ttp_ledger::probe::cost::ProbeCost;
 
     /// Catches the cost line losing its arithmetic (runs × ns = ms), its
     /// share, the sampling it comes from, or listing programs that did not
     /// run.
     #[test]
     fn cost_in_words() {
-        let row = |program: &str, runs: u64, ns: f64| crate::probe::cost::ProgramCost {
+        let row = |program: &str, runs: u64, ns: f64| ttp_ledger::probe::cost::ProgramCost {
             program: program.into(),
             runs,
             runs_counted: true,

@@ -2,7 +2,7 @@
 //! shared paper 002): the victim's blocked time per resource and its split
 //! into the causes of eq. 5, the most blamed processes and the
 //! highest-ranked explanations (Sec. 4.2). The analysis that fills these
-//! types is `protocol::blame`; they are defined here, with the QE record
+//! types is `ttp_blame`; they are defined here, with the QE record
 //! (window/record.rs) that carries them, and re-exported there.
 use std::collections::BTreeMap;
 

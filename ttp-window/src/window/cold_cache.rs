@@ -27,7 +27,8 @@ use std::{
 
 use serde::{Deserialize, Serialize};
 
-use crate::{probe::Ledger, sys::clock};
+use ttp_ledger::probe::Ledger;
+use ttp_sys::sys::clock;
 
 /// The cold-cache procedure of Sec. 3.1 as done before one QE, in its
 /// order: the disk and controller caches filled by reading unrelated data
@@ -123,7 +124,7 @@ impl ColdCache {
         );
         let check = self.check_path();
         let cached = ensure_file(&check, CHECK_BYTES).and_then(|_| read_all(&check));
-        crate::sys::page_cache::drop_page_cache()?;
+        ttp_sys::sys::page_cache::drop_page_cache()?;
         step.drop_unix_ns = clock::realtime_ns();
         log::info!("cold cache: page cache dropped");
         if cached.is_ok() {

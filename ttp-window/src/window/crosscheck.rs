@@ -9,7 +9,7 @@ use super::{
     bracket::Bracket,
     procs::{ProcCounters, TaskstatsCounters},
 };
-use crate::{
+use ttp_ledger::{
     accounts::{CpuTimes, LedgerMeasures},
     collect::proc_stat::StatDelta,
 };

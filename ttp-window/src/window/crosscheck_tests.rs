@@ -159,7 +159,7 @@ fn buffered_writes_are_informational() {
 fn reaped_childrens_io_is_not_the_processs_own() {
     let rows = |ledger: u64, whole: u64, threads: u64| {
         let k = LedgerMeasures {
-            io: crate::accounts::IoMeasures {
+            io: ttp_ledger::accounts::IoMeasures {
                 read_bytes: ledger,
                 ..Default::default()
             },
@@ -212,7 +212,7 @@ fn reaped_childrens_io_is_not_the_processs_own() {
 fn read_bytes_are_compared_at_the_ledgers_reads() {
     let rows = |ledger: u64| {
         let k = LedgerMeasures {
-            io: crate::accounts::IoMeasures {
+            io: ttp_ledger::accounts::IoMeasures {
                 read_bytes: ledger,
                 ..Default::default()
             },

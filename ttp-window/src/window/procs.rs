@@ -16,7 +16,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::collect::{
+use ttp_ledger::collect::{
     proc_pid::ProcImage,
     proc_stat::{StatDelta, StatImage},
     taskstats::{Taskstats, TaskstatsClient},
@@ -65,7 +65,7 @@ impl ProcSet {
 
     /// Every pid in /proc.
     pub fn all_pids() -> BTreeSet<u32> {
-        crate::collect::proc_pid::list_pids(Path::new("/proc"))
+        ttp_ledger::collect::proc_pid::list_pids(Path::new("/proc"))
             .unwrap_or_default()
             .into_iter()
             .map(|p| p as u32)

@@ -12,25 +12,24 @@ use std::{
 
 use ttp_common::ExitRecord;
 
-use crate::{
+use crate::window::{
+    procs::{self, ProcSet},
+    record::{
+        Measures, OverallMeasures, ProcKey, ProcessClass, ProcessMeasures, ProcessSets, QeRecord,
+    },
+    target::{BesideQe, HeldCommand, Roles, RunningBeside, measure_target},
+};
+use ttp_ledger::{
     accounts::{Image, LedgerColumns, ThreadKey, Window},
     collect::{
         proc_stat::StatImage,
         taskstats::{Scope as TsScope, TaskstatsRecord},
     },
     probe::{Ledger, ProbeError},
-    sys::{
-        clock,
-        spawn::{HeldChild, RunAs, SpawnError},
-    },
-    window::{
-        procs::{self, ProcSet},
-        record::{
-            Measures, OverallMeasures, ProcKey, ProcessClass, ProcessMeasures, ProcessSets,
-            QeRecord,
-        },
-        target::{BesideQe, HeldCommand, Roles, RunningBeside, measure_target},
-    },
+};
+use ttp_sys::sys::{
+    clock,
+    spawn::{HeldChild, RunAs, SpawnError},
 };
 
 /// Follows a QE's command from the moment it is held, before it executes
@@ -205,7 +204,7 @@ pub(super) fn measure_with<R>(
     rec.plan = plan;
     rec.probe_cost = cost_before
         .zip(cost_after)
-        .map(|(b, a)| crate::probe::cost::ProbeCost::between(&b, &a));
+        .map(|(b, a)| ttp_ledger::probe::cost::ProbeCost::between(&b, &a));
     rec.overall = overall(stat_before.as_ref(), stat_after.as_ref(), &window);
     let query_tgids = fill_processes(
         ctx,
@@ -506,7 +505,8 @@ fn fill_processes(
             // before-image had already counted. Taskstats carries no guest
             // time, so guest and cguest stay unknown (X3 says so).
             let since =
-                |total: Option<u64>, f: fn(&crate::collect::proc_pid::Counters) -> Option<u64>| {
+                |total: Option<u64>,
+                 f: fn(&ttp_ledger::collect::proc_pid::Counters) -> Option<u64>| {
                     total.map(|t| t.saturating_sub(before.and_then(f).unwrap_or(0)))
                 };
             m.minflt = since(g.minflt, |c| c.minflt);
@@ -609,7 +609,7 @@ fn continuing_pids(
 
 /// Process `pid` with start time `start_ticks` exists and is not a zombie.
 fn still_alive(pid: u32, start_ticks: u64) -> bool {
-    match crate::collect::proc_pid::ProcImage::read_process(
+    match ttp_ledger::collect::proc_pid::ProcImage::read_process(
         std::path::Path::new("/proc"),
         pid as i32,
     ) {

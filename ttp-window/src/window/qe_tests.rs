@@ -4,7 +4,7 @@ use super::*;
 use crate::window::target::classify;
 
 fn thread_exit(tid: u32, tgid: u32, utime_us: u64, stime_us: u64, rt_ns: u64) -> TaskstatsRecord {
-    use crate::collect::taskstats::{Origin, Taskstats};
+    use ttp_ledger::collect::taskstats::{Origin, Taskstats};
     let mut b = vec![0u8; 416];
     b[0..2].copy_from_slice(&16u16.to_ne_bytes());
     b[72..80].copy_from_slice(&rt_ns.to_ne_bytes());
@@ -48,7 +48,7 @@ fn exited_thread_group_sums_its_threads() {
 }
 
 fn entry(pid: u32, state: char) -> crate::window::procs::ProcEntry {
-    use crate::collect::proc_pid::{Counters, ProcImage, Scope};
+    use ttp_ledger::collect::proc_pid::{Counters, ProcImage, Scope};
     crate::window::procs::ProcEntry {
         process: ProcImage {
             scope: Scope::Process,
@@ -71,7 +71,7 @@ fn entry(pid: u32, state: char) -> crate::window::procs::ProcEntry {
 
 /// App. B: a process in the after-image that is gone when listening
 /// stops, with no exit record, is not Continuing (nor Stopped), so QE1
-/// finds it as P_y or P_z (protocol/ttpv2/ephemeral.rs,
+/// finds it as P_y or P_z (ttp-ttpv2/src/ephemeral.rs,
 /// `observed_continuing_exposes_py_and_pz`). A zombie of M2 and a process
 /// whose exit was recorded after M2 are stopped, not continuing. Catches
 /// Continuing taken as "not a zombie in M2", with which P_y and P_z could

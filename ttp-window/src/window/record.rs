@@ -2,8 +2,8 @@
 //! (window/qe.rs) fills it: every process seen with its class (Sec. 4) and
 //! its measures over the QE (Sec. 3.5), the overall /proc/stat measures
 //! (Sec. 3.6), the process sets of App. B and, where the eBPF ledger ran,
-//! the exact measures in ns. The protocols read it (`protocol::ttpv2`
-//! checks and analyses it, `protocol::emp` reads its runs off it); it lives
+//! the exact measures in ns. The protocols read it (`ttp_ttpv2`
+//! checks and analyses it, `ttp_emp` reads its runs off it); it lives
 //! here, below them, because the window that measures it builds it.
 //!
 //! Every measure is the change over the QE (after image − before image; the
@@ -11,10 +11,8 @@
 //! could not be read is `None`: absent is not zero.
 use serde::{Deserialize, Serialize};
 
-use crate::{
-    accounts::LedgerColumns,
-    window::{blame_record::BlameSummary, cold_cache::ColdCacheStep},
-};
+use crate::window::{blame_record::BlameSummary, cold_cache::ColdCacheStep};
+use ttp_ledger::accounts::LedgerColumns;
 
 /// The role of a process in a QE (Sec. 4: query, utility and daemon
 /// processes; Sec. 3.3: the EXECUTOR doing the timing).
@@ -349,7 +347,7 @@ pub struct QeRecord {
     pub blame_error: Option<String>,
     /// The ledger probes' own cost over this QE (kernel BPF statistics).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub probe_cost: Option<crate::probe::cost::ProbeCost>,
+    pub probe_cost: Option<ttp_ledger::probe::cost::ProbeCost>,
     /// The most threads of the query that were alive and ran at once
     /// (kernel ledger): how many CPUs the query could use together.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -14,15 +14,15 @@ use std::{collections::HashMap, sync::mpsc::Receiver};
 
 use anyhow::Context;
 
-use crate::{
+use crate::window::qe::QeContext;
+use ttp_ledger::{
     collect::{
         machine::MachineFacts,
         taskstats::{ExitListener, TaskstatsError, TaskstatsRecord},
     },
     probe::{AttachOptions, Ledger, SeedThread, probe_error_ctx, seed},
-    sys::{delayacct::DelayAcct, signals::StopFlag, spawn::RunAs},
-    window::qe::QeContext,
 };
+use ttp_sys::sys::{delayacct::DelayAcct, signals::StopFlag, spawn::RunAs};
 
 /// How the ledger's block-I/O wait relates to /proc's; stated in every
 /// TTPv2 report as a deviation (Sec. 9 (6)).
@@ -50,7 +50,7 @@ pub struct SessionOptions {
     /// postmaster pid (`statements`).
     pub statements_of: Option<u32>,
     /// With `statements_of`: boundaries at the client socket.
-    pub statements_socket: Option<crate::probe::SocketStatements>,
+    pub statements_socket: Option<ttp_ledger::probe::SocketStatements>,
     /// Leave the ledger's own programs unattached (and unseeded).
     pub no_ledger_programs: bool,
     /// Leave the kernel's BPF statistics off.
@@ -99,7 +99,7 @@ impl MeasurementSession {
     }
 
     fn open_ledger(options: SessionOptions, blame_detail: bool) -> anyhow::Result<Self> {
-        crate::sys::privileges::require_bpf()?;
+        ttp_sys::sys::privileges::require_bpf()?;
         // Either way, what a SIGKILLed instance left is put back first
         // (sys/run_state.rs) and said on stderr.
         let delay_accounting = if options.delay_accounting {
@@ -108,10 +108,10 @@ impl MeasurementSession {
             StopFlag::install().context("installing signal handlers")?;
             DelayAcct::enable()
         } else {
-            crate::sys::run_state::restore_leftovers_and_say();
+            ttp_sys::sys::run_state::restore_leftovers_and_say();
             None
         };
-        let attach_started_ns = crate::sys::clock::monotonic_ns();
+        let attach_started_ns = ttp_sys::sys::clock::monotonic_ns();
         let mut ledger = if blame_detail {
             Ledger::attach_blame()
         } else {
@@ -148,7 +148,7 @@ impl MeasurementSession {
             listener_error,
             ledger,
             delay_accounting,
-            user_hz: crate::collect::clock::user_hz().unwrap_or(100),
+            user_hz: ttp_ledger::collect::clock::user_hz().unwrap_or(100),
             existing_threads,
             seeded,
             attach_started_ns,
@@ -205,14 +205,14 @@ impl MeasurementSession {
     /// Step 0 check snapshot (sampling CPU use and steal for
     /// [`SETUP_SAMPLE`]).
     pub fn machine_facts(&self, cold_cache: bool) -> MachineFacts {
-        let mut machine = crate::collect::machine::facts();
+        let mut machine = ttp_ledger::collect::machine::facts();
         machine.delay_accounting_switched_on = self.delay_accounting_switched_on();
         machine.cold_cache = Some(cold_cache);
         // Step 0 (Sec. 8.1) as `check` finds it, with delay accounting as
         // the measurement has it (the snapshot EMP records too).
-        machine.setup_check = Some(crate::sys::setup_check::run_checks(
+        machine.setup_check = Some(ttp_sys::sys::setup_check::run_checks(
             std::path::PathBuf::from("/"),
-            &crate::sys::setup_check::live::LiveProbes,
+            &ttp_sys::sys::setup_check::live::LiveProbes,
             SETUP_SAMPLE,
         ));
         machine.deviations.push(BLOCK_IO_DEVIATION.into());

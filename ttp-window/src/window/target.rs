@@ -11,19 +11,17 @@
 //! the whole QE (`run --blame`) plugs in through [`BesideQe`].
 use std::{collections::BTreeSet, time::Duration};
 
-use crate::{
-    probe::ProbeError,
-    sys::spawn::{HeldChild, RunningChild, SpawnError},
-    window::blame_record::BlameSummary,
-    window::{
-        qe::{QeContext, QeOutcome, measure_with},
-        record::ProcessClass,
-    },
+use crate::window::{
+    blame_record::BlameSummary,
+    qe::{QeContext, QeOutcome, measure_with},
+    record::ProcessClass,
 };
+use ttp_ledger::probe::ProbeError;
+use ttp_sys::sys::spawn::{HeldChild, RunningChild, SpawnError};
 
 /// A measurement that runs beside each QE's command from the moment it is
 /// held until it has exited (`run --blame`: the contention blame of
-/// `protocol::blame::qe`). The protocol that provides it sits above this
+/// `ttp_blame::qe`). The protocol that provides it sits above this
 /// window, so the window sees it only through this seam.
 pub trait BesideQe {
     /// Starts on the held command `pid` (not yet released); an error means

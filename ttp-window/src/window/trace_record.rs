@@ -12,11 +12,11 @@ use std::{
     time::Duration,
 };
 
-use crate::{
+use ttp_ledger::{
     accounts::comm,
     probe::{KernelStats, Ledger, ProbeError, ThreadState, TraceEvent, trace::TraceReader},
-    sys::clock::monotonic_ns,
 };
+use ttp_sys::sys::clock::monotonic_ns;
 
 /// How often the reader thread drains the ring buffer. The kernel does not
 /// wake it (records are sent without wakeups, which keeps them cheap), and

@@ -174,11 +174,11 @@ fn one_window(
         CostUnavailable(format!("cannot read the programs' BPF statistics: {e}"))
     };
     let on = enable_stats()?;
-    let t0 = crate::sys::clock::monotonic_ns();
+    let t0 = ttp_sys::sys::clock::monotonic_ns();
     let before = read_all(programs).map_err(unreadable)?;
     pause();
     let after = read_all(programs).map_err(unreadable)?;
-    let t1 = crate::sys::clock::monotonic_ns();
+    let t1 = ttp_sys::sys::clock::monotonic_ns();
     drop(on);
     let rows = programs
         .iter()
@@ -242,7 +242,7 @@ fn sample_loop(shared: &(Mutex<Shared>, Condvar)) {
         let result = one_window(&programs, || {
             wait_unless_stopped(lock, wake, SAMPLE);
         });
-        let end = crate::sys::clock::monotonic_ns();
+        let end = ttp_sys::sys::clock::monotonic_ns();
         {
             let mut s = guard(lock);
             match result {

@@ -8,7 +8,8 @@ use std::path::PathBuf;
 use clap::Parser;
 
 use super::*;
-use crate::{cli::Cli, cli::Command, error::exit_code};
+use crate::cli::{Cli, Command};
+use ttp_sys::error::exit_code;
 
 fn example() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/examples/blame-recording.json")

@@ -3,10 +3,8 @@
 use clap::Parser;
 
 use super::*;
-use crate::{
-    cli::{Cli, Command},
-    protocol::load::output::OutputFiles,
-};
+use crate::cli::{Cli, Command};
+use ttp_load::output::OutputFiles;
 
 /// Both models against the simulated queue on the virtual clock, with a
 /// hiccup and a latency limit so every line of the phase summaries
@@ -46,8 +44,7 @@ fn report_of_a_load_file_prints_what_load_printed() {
     let shown = crate::report::render::load(doc.clone()).unwrap().text();
     assert_eq!(shown, printed);
     // Read back by the type that wrote it, nothing is lost or added.
-    let back: crate::protocol::load::document::LoadDocument =
-        serde_json::from_value(doc.clone()).unwrap();
+    let back: ttp_load::document::LoadDocument = serde_json::from_value(doc.clone()).unwrap();
     assert_eq!(serde_json::to_value(back).unwrap(), doc);
     assert!(printed.contains("load: simulated SickStore queue (capacity 125 req/s"));
     assert!(printed.contains("closed:"), "{printed}");

@@ -113,7 +113,7 @@ fn invalid_options_are_usage_errors() {
             .validate()
             .err()
             .unwrap_or_else(|| panic!("{args:?} accepted"));
-        assert_eq!(crate::error::exit_code(&err), 2, "{args:?}: {err:#}");
+        assert_eq!(ttp_sys::error::exit_code(&err), 2, "{args:?}: {err:#}");
     }
     // And clap itself refuses a run without a target or with two.
     assert!(Cli::try_parse_from(["ttp-ebpf", "load", "--rate", "1", "--duration", "1s"]).is_err());
@@ -161,7 +161,7 @@ fn script_problems_are_usage_errors() {
         let Err(err) = parse(&args).validate() else {
             panic!("{file:?} accepted");
         };
-        assert_eq!(crate::error::exit_code(&err), 2, "{err:#}");
+        assert_eq!(ttp_sys::error::exit_code(&err), 2, "{err:#}");
         assert!(format!("{err:#}").contains(what), "{err:#}");
     }
     let with = |extra: &[&str]| {

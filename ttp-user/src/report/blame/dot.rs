@@ -3,7 +3,7 @@
 //! Factor (Sec. 4.2). Render with `dot -Tsvg blame.dot > blame.svg`.
 use std::fmt::Write;
 
-use crate::protocol::blame::{
+use ttp_blame::{
     cause::CauseKind,
     fmt_ns,
     graph::{Graph, Level},

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use super::{blame_text, dot, summary_text};
-use crate::protocol::blame::{self, BlameReport, Recording};
+use ttp_blame::{BlameReport, Recording};
 
 fn example() -> Recording {
     let path =
@@ -12,7 +12,7 @@ fn example() -> Recording {
 }
 
 fn analysed(rec: &Recording) -> BlameReport {
-    blame::analyze(rec, &Default::default()).unwrap()
+    ttp_blame::analyze(rec, &Default::default()).unwrap()
 }
 
 /// The victim's exit is said in words only when it exited in the window.
@@ -43,7 +43,7 @@ fn explanations_and_both_answers_are_listed() {
     }
     let mut by_overlap: Vec<_> = report.culprits.iter().collect();
     by_overlap.sort_by(|a, b| b.overlap_blame_ns.total_cmp(&a.overlap_blame_ns));
-    let listed = |c: &blame::report::CulpritSummary| {
+    let listed = |c: &ttp_blame::report::CulpritSummary| {
         let name: String = c.process.chars().take(17).collect();
         let pid = c.pid.map_or("-".to_string(), |p| p.to_string());
         text.lines()
@@ -104,7 +104,7 @@ fn the_per_qe_summary_names_resources_and_top_explanations() {
     assert!(
         first.starts_with(&format!(
             "  QE 3: blocked {}",
-            blame::fmt_ns(summary.blocked_ns() as f64)
+            ttp_blame::fmt_ns(summary.blocked_ns() as f64)
         )),
         "{text}"
     );
@@ -118,7 +118,7 @@ fn the_per_qe_summary_names_resources_and_top_explanations() {
         let named = format!(
             "{} {}",
             r.resource.name(),
-            blame::fmt_ns(r.blocked_ns as f64)
+            ttp_blame::fmt_ns(r.blocked_ns as f64)
         );
         assert!(first.contains(&named), "{named} missing: {text}");
     }

@@ -1,7 +1,7 @@
 //! The terminal report, and the compact one kept per QE of `run --blame`.
 use std::fmt::Write;
 
-use crate::protocol::blame::{
+use ttp_blame::{
     cause::CauseKind,
     fmt_ns,
     report::{BlameReport, CulpritSummary, ResourceSummary},

@@ -3,8 +3,8 @@
 pub mod svg;
 mod vprofile;
 
-use crate::protocol::compare::{CompareDocument, Comparison, MeasureComparison, stats::MwuMethod};
 use crate::report::render::Table;
+use ttp_compare::{CompareDocument, Comparison, MeasureComparison, stats::MwuMethod};
 
 /// What the compared results are, in words.
 fn kind_name(schema: &str) -> &'static str {
@@ -337,7 +337,7 @@ pub fn markdown(doc: &CompareDocument) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::compare::{Config, Measure, Side, compare, stats::Centre};
+    use ttp_compare::{Config, Measure, Side, compare, stats::Centre};
 
     fn side(xs: &[f64], kernel: &str) -> Side {
         Side {

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 
 use plotters::prelude::*;
 
-use crate::protocol::compare::{CompareDocument, MeasureComparison};
 use crate::report::render::{RenderError, write_plot};
+use ttp_compare::{CompareDocument, MeasureComparison};
 
 const WIDTH: u32 = 860;
 const ROW_HEIGHT: u32 = 90;
@@ -204,7 +204,7 @@ pub(crate) fn write_svgs(doc: &CompareDocument, dir: &Path) -> Result<Vec<PathBu
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::compare::{Config, Measure, Side, compare, stats::Centre};
+    use ttp_compare::{Config, Measure, Side, compare, stats::Centre};
 
     fn side(xs: &[f64]) -> Side {
         let m = |name: &str| Measure {

@@ -1,7 +1,7 @@
 //! The vprofile part of a comparison shown: the root's mean and variance
 //! with their tests and intervals, and the factor shares side by side.
-use crate::protocol::compare::{Comparison, vprofile::VprofileComparison};
 use crate::report::render::Table;
+use ttp_compare::{Comparison, vprofile::VprofileComparison};
 
 /// What the factor table is, and is not.
 pub(crate) const FACTORS_NOTE: &str = "factor shares of Var(root) and contributions (share × Var(root), ns²; VProfiler Sec. 3), largest change first: descriptive only — the files hold no per-invocation samples, so no test or interval of a share";

@@ -6,14 +6,12 @@ pub mod terminal;
 
 use std::path::Path;
 
-use crate::{
-    protocol::emp::{EmpError, EmpOutcome, Profile},
-    report::atomic,
-};
+use crate::report::atomic;
+use ttp_emp::{EmpError, EmpOutcome, Profile};
 
 fn write_svg(dir: &Path, name: &str, svg: &str) -> Result<std::path::PathBuf, EmpError> {
     let path = dir.join(name);
-    crate::sys::atomic::create_dir_all(dir)
+    ttp_sys::sys::atomic::create_dir_all(dir)
         .and_then(|_| atomic::write(&path, svg.as_bytes()))
         .map_err(|e| EmpError::Plot {
             what: "file",
@@ -61,7 +59,7 @@ pub(crate) fn write_calibration_plots(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::emp::{
+    use ttp_emp::{
         EmpConfig, apply,
         calibrate::{CalibrationConfig, analyze, build_profile, tests::synthetic_runs},
     };

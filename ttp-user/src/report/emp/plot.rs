@@ -5,11 +5,11 @@
 //! the daemon rule, squares for ±2σ).
 use plotters::{coord::Shift, prelude::*};
 
-use crate::protocol::emp::{
+use crate::report::chart::{self, Key};
+use ttp_emp::{
     EmpError, EmpOutcome, Verdict,
     calibrate::{CalibrationAnalysis, PairKind},
 };
-use crate::report::chart::{self, Key};
 
 /// Width of the legend column beside each plot, px.
 const LEGEND_WIDTH: u32 = 300;

@@ -1,6 +1,6 @@
 //! The SVGs are well-formed XML with one marker per plotted item.
 use super::*;
-use crate::protocol::emp::{
+use ttp_emp::{
     EmpConfig, apply,
     calibrate::{CalibrationConfig, analyze, tests::synthetic_runs},
 };
@@ -33,7 +33,7 @@ fn dual_execution_plot_has_one_circle_per_pair() {
 fn series_plot_marks_dropped_runs() {
     let runs = synthetic_runs();
     let a = analyze(&[], &runs, &CalibrationConfig::default()).unwrap();
-    let profile = crate::protocol::emp::calibrate::build_profile(a, None, 2.0);
+    let profile = ttp_emp::calibrate::build_profile(a, None, 2.0);
     let o = apply(&runs, Some(&profile), &EmpConfig::default()).unwrap();
     let retained = o.runs.iter().filter(|r| r.verdict.is_retained()).count();
     assert!(o.dropped.daemon_cutoff > 0);
@@ -53,7 +53,7 @@ fn legends_beside_the_points_and_whole_runs_on_the_axis() {
     use crate::report::chart::tests::drawn;
     let runs = synthetic_runs();
     let a = analyze(&[], &runs, &CalibrationConfig::default()).unwrap();
-    let profile = crate::protocol::emp::calibrate::build_profile(a.clone(), None, 2.0);
+    let profile = ttp_emp::calibrate::build_profile(a.clone(), None, 2.0);
     let o = apply(&runs, Some(&profile), &EmpConfig::default()).unwrap();
     let d = drawn(&series_svg(&o).unwrap());
     let rightmost = d.circles.iter().map(|c| c.0).fold(0.0, f64::max);

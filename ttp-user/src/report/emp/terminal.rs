@@ -3,7 +3,7 @@
 //! sample-size study (EMPv6).
 use std::fmt::Write;
 
-use crate::protocol::emp::{
+use ttp_emp::{
     EmpOutcome, PtSource, SampleSizeReport, Verdict,
     calibrate::{CalibrationAnalysis, PeriodKind},
     outliers::Side,
@@ -309,7 +309,7 @@ fn render_analysis(s: &mut String, a: &CalibrationAnalysis) {
         ms(a.fence.upper_ns),
         a.runs
             .iter()
-            .filter(|r| r.class == crate::protocol::emp::calibrate::RunClass::LSample)
+            .filter(|r| r.class == ttp_emp::calibrate::RunClass::LSample)
             .count(),
         k = a.fence.k
     );
@@ -458,9 +458,7 @@ pub(crate) fn render_sample_size(r: &SampleSizeReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::emp::{
-        EmpConfig, EmpRun, EmpSetup, ProgramTime, RunFlags, apply, setup::VERSIONS,
-    };
+    use ttp_emp::{EmpConfig, EmpRun, EmpSetup, ProgramTime, RunFlags, apply, setup::VERSIONS};
 
     fn outcome(daemons_item: &str) -> EmpOutcome {
         let runs: Vec<EmpRun> = (0..10u64)

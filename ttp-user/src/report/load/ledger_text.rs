@@ -1,6 +1,6 @@
 //! The server's ledger per second of a `load --attach-pid` phase, beside
 //! the phase's latency timeline, as `load` prints it after the phases.
-use crate::protocol::load::{Model, histograms::SecondRow};
+use ttp_load::{Model, histograms::SecondRow};
 
 /// The ledger rows of a phase beside its latency timeline, for the
 /// terminal. Ledger row `s` covers [s − 1, s) seconds, timeline row `s − 1`.

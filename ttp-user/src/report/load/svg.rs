@@ -3,7 +3,7 @@
 //! distribution, so the models can be compared over the whole tail.
 use plotters::prelude::*;
 
-use crate::protocol::load::{
+use ttp_load::{
     histograms::{new_histogram, spectrum_points},
     output::{LoadReport, Series},
 };

@@ -12,18 +12,18 @@ use super::{
     table::{ms3, num},
     write_plot,
 };
-use crate::{
+use crate::report::{
+    chart::{self, Key},
+    losses::{self, Affects},
+};
+use ttp_ledger::{
     accounts::{CpuTimes, ExitedGroup, LedgerMeasures},
     collect::proc_stat::{CpuLine, CpuTicks},
     probe::{KernelStats, cost::ProbeCost},
-    report::{
-        chart::{self, Key},
-        losses::{self, Affects},
-    },
-    window::{
-        crosscheck::Agreement,
-        procs::{ProcCounters, TaskstatsCounters},
-    },
+};
+use ttp_window::window::{
+    crosscheck::Agreement,
+    procs::{ProcCounters, TaskstatsCounters},
 };
 
 /// Schema of the attach summary.

@@ -9,13 +9,11 @@
 //! tail is summed; as test runners do, the comparisons are tallied first
 //! and only the failures listed (docs/attach.md, "The summary").
 use super::attach::{AgreementView, AttachDoc, ProcessView};
-use crate::{
-    accounts::LedgerMeasures,
-    report::{
-        losses::{self, Affects, Loss},
-        units::{bytes, grouped, ms},
-    },
+use crate::report::{
+    losses::{self, Affects, Loss},
+    units::{bytes, grouped, ms},
 };
+use ttp_ledger::accounts::LedgerMeasures;
 
 /// How much of the summary to print.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

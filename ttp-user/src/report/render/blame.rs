@@ -3,10 +3,8 @@
 use std::path::{Path, PathBuf};
 
 use super::{RenderError, Rendered, Table, table::ms3, write_plot};
-use crate::{
-    protocol::blame::BlameReport,
-    report::blame::{blame_text, dot},
-};
+use crate::report::blame::{blame_text, dot};
+use ttp_blame::BlameReport;
 
 pub struct Blame {
     pub report: BlameReport,

@@ -4,8 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use super::{RenderError, Rendered, Table};
-use crate::protocol::compare::CompareDocument;
 use crate::report::compare::{markdown, svg::write_svgs, text};
+use ttp_compare::CompareDocument;
 
 pub struct Compared(pub CompareDocument);
 

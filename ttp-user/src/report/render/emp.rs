@@ -4,10 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use super::{RenderError, Rendered, Table, table::ms3};
-use crate::{
-    protocol::emp::{EmpOutcome, Profile, SampleSizeReport, Verdict},
-    report::emp::{terminal, write_calibration_plots, write_run_plots},
-};
+use crate::report::emp::{terminal, write_calibration_plots, write_run_plots};
+use ttp_emp::{EmpOutcome, Profile, SampleSizeReport, Verdict};
 
 pub struct Outcome(pub EmpOutcome);
 pub struct Calibration(pub Profile);
@@ -43,7 +41,7 @@ impl Rendered for Outcome {
         let o = &self.0;
         format!(
             "ttp run (EMP, {}): {}, {} runs",
-            crate::protocol::emp::version_label(o.setup.as_ref()),
+            ttp_emp::version_label(o.setup.as_ref()),
             if o.command.is_empty() {
                 "command not recorded".to_string()
             } else {

@@ -6,7 +6,7 @@
 //! The file keeps summaries, not histograms, so the latency plot of `load
 //! --svg` cannot be redrawn from it; the `.hgrm` files it lists can.
 use super::{Rendered, Table};
-use crate::protocol::load::{
+use ttp_load::{
     Model,
     clock::ClockKind,
     document::{LoadDocument, PhaseDocument},
@@ -57,7 +57,7 @@ fn columns(doc: &LoadDocument) -> Vec<(String, String, &Stats)> {
                 .map(|(k, s)| (model_name(p.model).to_string(), k.clone(), s))
         })
         .collect();
-    // The order `load` prints them in (protocol/load/output.rs).
+    // The order `load` prints them in (ttp-load/src/output.rs).
     let rank = |series: &str| match series {
         "open_latency" => 0,
         "closed_uncorrected" => 1,
@@ -73,7 +73,7 @@ fn columns(doc: &LoadDocument) -> Vec<(String, String, &Stats)> {
 }
 
 /// A phase's counts, errors, send lag and sender thread, worded as
-/// `load` words them (protocol/load/output.rs `render_phase_summary`).
+/// `load` words them (ttp-load/src/output.rs `render_phase_summary`).
 fn phase_summary(doc: &LoadDocument, p: &PhaseDocument) -> String {
     let name = match p.model {
         Model::Open => "open:  ",
@@ -181,7 +181,7 @@ impl Rendered for LoadDocument {
             clock
         );
         let cols = columns(self);
-        // The two header lines of `load` (protocol/load/output.rs).
+        // The two header lines of `load` (ttp-load/src/output.rs).
         let w = 18;
         let closed = match self.connections {
             Some(n) => format!("closed ({n} conn.)"),

@@ -139,9 +139,7 @@ pub fn load(v: Value) -> Result<Box<dyn Rendered>, RenderError> {
         "ttp.emp-sample-size/1" => Box::new(emp::SampleSize(typed(s, v)?)),
         "ttp.blame/1" => Box::new(blame::Blame::new(typed(s, v)?)),
         "ttp.compare/1" => Box::new(compare::Compared(typed(s, v)?)),
-        "ttp.load/1" => Box::new(typed::<crate::protocol::load::document::LoadDocument>(
-            s, v,
-        )?),
+        "ttp.load/1" => Box::new(typed::<ttp_load::document::LoadDocument>(s, v)?),
         "ttp.trace/1" => Box::new(trace::TraceSummary::from_value(v)?),
         "ttp.vprofile/1" => Box::new(vprofile::Vprofile(typed(s, v)?)),
         "ttp.emp-runs/1" => Box::new(recorded::Runs(typed(s, v)?)),
@@ -160,7 +158,7 @@ pub fn load(v: Value) -> Result<Box<dyn Rendered>, RenderError> {
 /// Writes `text` to `dir/name`, creating `dir`.
 pub(crate) fn write_plot(dir: &Path, name: &str, text: &str) -> Result<PathBuf, RenderError> {
     let path = dir.join(name);
-    crate::sys::atomic::create_dir_all(dir)
+    ttp_sys::sys::atomic::create_dir_all(dir)
         .and_then(|_| crate::report::atomic::write(&path, text.as_bytes()))
         .map_err(|source| RenderError::Write {
             path: path.clone(),

@@ -5,10 +5,8 @@
 //! each, used by both); the runs are shown as recorded — applying EMP to
 //! them is `analyze`'s work.
 use super::{Rendered, Table, table::ms3};
-use crate::{
-    protocol::emp::{inc::IncReport, input::EmpRuns},
-    sys::setup_check::{CheckReport, Status},
-};
+use ttp_emp::{inc::IncReport, input::EmpRuns};
+use ttp_sys::sys::setup_check::{CheckReport, Status};
 
 pub struct Runs(pub EmpRuns);
 pub struct Check(pub CheckReport);

@@ -172,7 +172,7 @@ fn saved_attach_document_round_trips() {
             continue;
         }
         assert!(
-            path.contains(".kernel.") && crate::accounts::LedgerColumns::NAMES.contains(&name),
+            path.contains(".kernel.") && ttp_ledger::accounts::LedgerColumns::NAMES.contains(&name),
             "{path} added"
         );
         assert_eq!(v, &Value::from(0.0), "{path}");

@@ -3,10 +3,8 @@
 use std::path::{Path, PathBuf};
 
 use super::{RenderError, Rendered, Table, write_plot};
-use crate::{
-    protocol::statements::document::StatementsReport,
-    report::statements::{svg::stacked, text},
-};
+use crate::report::statements::{svg::stacked, text};
+use ttp_statements::document::StatementsReport;
 
 /// Groups shown in the text and the chart.
 pub const TOP: usize = 20;

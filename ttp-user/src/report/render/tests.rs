@@ -6,14 +6,14 @@ use std::path::PathBuf;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::protocol::ttpv2::{
+use ttp_ttpv2::{
     analyse,
     analysis::{ANALYZE_SCHEMA, AnalyzeDocument, RunDocument},
     import::read_qe_csv,
     model::Setup,
 };
 
-fn table_ix() -> Vec<crate::protocol::ttpv2::QcInput> {
+fn table_ix() -> Vec<ttp_ttpv2::QcInput> {
     let path =
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/ttpv2/table_ix.csv");
     read_qe_csv(&path, &Setup::default()).expect("Table IX fixture")
@@ -175,9 +175,9 @@ fn attach_summary_renders_every_format() {
 /// them.
 #[test]
 fn trace_file_summarises_threads() {
-    use crate::probe::{BlockPhase, ThreadState, TraceBody, TraceEvent};
     use crate::report::trace::Trace;
-    use crate::window::trace_record::{Recording, Seed};
+    use ttp_ledger::probe::{BlockPhase, ThreadState, TraceBody, TraceEvent};
+    use ttp_window::window::trace_record::{Recording, Seed};
     let t0 = 5_000_000_000;
     let ev = |ts, body| TraceEvent {
         ts_ns: t0 + ts,
@@ -278,7 +278,7 @@ fn table_escapes_csv_and_markdown() {
 /// dropped run lost in the table.
 #[test]
 fn emp_outcome_renders_with_its_module() {
-    use crate::protocol::emp::{
+    use ttp_emp::{
         EmpConfig, apply,
         calibrate::{CalibrationConfig, analyze, build_profile, tests::synthetic_runs},
     };
@@ -307,7 +307,7 @@ fn emp_outcome_renders_with_its_module() {
 /// retained. Catches "mean of 0 retained runs:  ms, sd  ms.".
 #[test]
 fn emp_markdown_headline_with_and_without_retained_runs() {
-    use crate::protocol::emp::{
+    use ttp_emp::{
         EmpConfig, apply,
         calibrate::{CalibrationConfig, analyze, build_profile, tests::synthetic_runs},
     };
@@ -337,11 +337,11 @@ fn emp_markdown_headline_with_and_without_retained_runs() {
 /// same report and one row per culprit; its graph goes out as DOT.
 #[test]
 fn blame_report_renders_with_its_module() {
-    use crate::protocol::blame::{self, Recording};
+    use ttp_blame::Recording;
     let path =
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/examples/blame-recording.json");
     let rec: Recording = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let report = blame::analyze(&rec, &Default::default()).unwrap();
+    let report = ttp_blame::analyze(&rec, &Default::default()).unwrap();
     let r = load(serde_json::to_value(&report).unwrap()).unwrap();
     assert_eq!(r.text(), crate::report::blame::blame_text(&report, 10));
     assert_eq!(r.table().rows.len(), report.culprits.len());

@@ -3,11 +3,11 @@
 use std::path::{Path, PathBuf};
 
 use super::{RenderError, Rendered, Table, table::num, write_plot};
-use crate::protocol::ttpv2::{
+use crate::report::ttpv2::{scan_svg::render_scan_svg, svg::render_svg, text::render};
+use ttp_ttpv2::{
     analysis::{Analysis, AnalyzeDocument, QcDocument, RunDocument},
     model::QeRecord,
 };
-use crate::report::ttpv2::{scan_svg::render_scan_svg, svg::render_svg, text::render};
 
 pub struct Run(pub RunDocument);
 pub struct Analyze(pub AnalyzeDocument);
@@ -147,8 +147,8 @@ impl Rendered for Run {
 impl Analyze {
     /// A `run` of several commands (Q@Cs labelled `name=…`): each command
     /// compared with the first, as `run` printed it (compare's defaults).
-    fn comparison(&self) -> Option<crate::protocol::compare::CompareDocument> {
-        use crate::protocol::compare::{Config, compare, sides_by_name};
+    fn comparison(&self) -> Option<ttp_compare::CompareDocument> {
+        use ttp_compare::{Config, compare, sides_by_name};
         let d = &self.0;
         let sides = sides_by_name(&d.schema, d.machine.as_ref(), &d.qcs).ok()?;
         if sides.len() < 2 {

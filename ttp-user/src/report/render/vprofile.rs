@@ -4,10 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use super::{RenderError, Rendered, Table, write_plot};
-use crate::{
-    protocol::vprofile::document::VprofileReport,
-    report::vprofile::{icicle, vprofile_text},
-};
+use crate::report::vprofile::{icicle, vprofile_text};
+use ttp_vprofile::document::VprofileReport;
 
 pub struct Vprofile(pub VprofileReport);
 

@@ -3,10 +3,8 @@ pub mod svg;
 
 use std::fmt::Write as _;
 
-use crate::{
-    protocol::statements::document::StatementsReport,
-    report::units::{grouped, ms},
-};
+use crate::report::units::{grouped, ms};
+use ttp_statements::document::StatementsReport;
 
 /// The terminal report: the top `top` groups by elapsed time.
 pub fn text(r: &StatementsReport, top: usize) -> String {
@@ -108,7 +106,7 @@ pub fn text(r: &StatementsReport, top: usize) -> String {
         "p50",
         "p99"
     );
-    let w = |g: &crate::protocol::statements::Group, k: &str| {
+    let w = |g: &ttp_statements::Group, k: &str| {
         g.waits
             .get(k)
             .map_or_else(|| "n/a".to_string(), |w| ms(w.wait_ns))
@@ -306,7 +304,7 @@ pub fn text(r: &StatementsReport, top: usize) -> String {
 }
 
 /// PostgreSQL 18's plan ids of a group, with their calls.
-fn plan_ids(g: &crate::protocol::statements::Group) -> String {
+fn plan_ids(g: &ttp_statements::Group) -> String {
     let ids: Vec<String> = g
         .plan_ids
         .iter()
@@ -324,12 +322,12 @@ fn plan_ids(g: &crate::protocol::statements::Group) -> String {
 
 #[cfg(test)]
 mod tests {
-    use crate::protocol::statements::{
+    use ttp_common::statements::{PARTS, WAITS, part, wait};
+    use ttp_statements::{
         GroupBy, SCHEMA, Statement,
         document::{ProbeAvailability, ProbeCounts, StatementsReport},
         group,
     };
-    use ttp_common::statements::{PARTS, WAITS, part, wait};
 
     fn report() -> StatementsReport {
         let mut avail = [true; WAITS];

@@ -1,13 +1,11 @@
 //! Stacked time per statement group: one horizontal bar per group, as long
 //! as its summed elapsed time, split into on-CPU, run-queue wait, iowait,
 //! lock and LWLock waits, other sleep and the unattributed rest (the
-//! disjoint split of eq. 1, protocol/statements).
+//! disjoint split of eq. 1, ttp-statements).
 use plotters::prelude::*;
 
-use crate::{
-    protocol::statements::{Group, document::StatementsReport},
-    report::chart::{self, Key},
-};
+use crate::report::chart::{self, Key};
+use ttp_statements::{Group, document::StatementsReport};
 
 const WIDTH: u32 = 1200;
 const ROW: u32 = 28;

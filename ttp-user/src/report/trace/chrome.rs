@@ -15,7 +15,7 @@ use super::{
     QeSlice,
     timeline::{IoRequest, MarkKind, StateSlice, Timeline},
 };
-use crate::probe::ThreadState;
+use ttp_ledger::probe::ThreadState;
 
 /// Track ids ttp makes up start here: above PID_MAX_LIMIT (2^22), so they
 /// never collide with a real pid or tid.

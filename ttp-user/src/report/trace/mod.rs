@@ -40,7 +40,8 @@ pub use timeline::{
     CpuCounter, Flow, IoRequest, Mark, MarkKind, StateSlice, Timeline, TimelineStats, Waker,
 };
 
-use crate::{probe::trace::SAMPLE_HZ, window::trace_record::Recording};
+use ttp_ledger::probe::trace::SAMPLE_HZ;
+use ttp_window::window::trace_record::Recording;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TraceError {
@@ -250,7 +251,7 @@ pub(crate) struct TraceMetadata {
     pub undecodable: u64,
     pub cpu_sample_hz: u64,
     pub timeline: TimelineStats,
-    pub kernel: crate::probe::KernelStats,
+    pub kernel: ttp_ledger::probe::KernelStats,
     pub qes: u64,
     pub warnings: Vec<String>,
 }

@@ -3,8 +3,8 @@
 use serde_json::Value;
 
 use super::*;
-use crate::probe::{BlockPhase, KernelStats, ThreadState, TraceBody, TraceEvent};
-use crate::window::trace_record::Seed;
+use ttp_ledger::probe::{BlockPhase, KernelStats, ThreadState, TraceBody, TraceEvent};
+use ttp_window::window::trace_record::Seed;
 
 const T0: u64 = 1_000_000_000; // trace start, ns
 const END: u64 = T0 + 100_000; // trace end, ns

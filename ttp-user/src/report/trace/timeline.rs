@@ -10,8 +10,8 @@
 //! running) and marked as inferred.
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use crate::probe::{BlockPhase, ThreadState, TraceBody, TraceEvent};
-use crate::window::trace_record::Seed;
+use ttp_ledger::probe::{BlockPhase, ThreadState, TraceBody, TraceEvent};
+use ttp_window::window::trace_record::Seed;
 
 /// The task that woke a thread (sched_waking, in its context).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -11,11 +11,11 @@ use std::collections::BTreeMap;
 use plotters::prelude::*;
 
 use super::svg::SvgError;
-use crate::protocol::ttpv2::{
+use crate::report::chart::{self, Key};
+use ttp_ttpv2::{
     analysis::{Analysis, QcDocument},
     model::NAME_LABEL,
 };
-use crate::report::chart::{self, Key};
 
 const WIDTH: u32 = 860;
 const HEIGHT: u32 = 420;
@@ -86,7 +86,7 @@ fn point(qc: &QcDocument, x: f64) -> Point {
         .filter(|e| e.record.spawn_error.is_none() && e.record.timed_out != Some(true))
         .filter_map(|e| e.calc.time_exact_ms)
         .collect();
-    let median_exact = crate::protocol::ttpv2::stats::Summary::of(&exact).map(|s| s.median);
+    let median_exact = ttp_ttpv2::stats::Summary::of(&exact).map(|s| s.median);
     Point {
         x,
         calc,
@@ -239,9 +239,9 @@ pub(crate) fn render_scan_svg(a: &Analysis) -> Result<Option<String>, SvgError> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::ttpv2::analysis::analyse;
-    use crate::protocol::ttpv2::model::QcInput;
-    use crate::protocol::ttpv2::testutil::clean_qc;
+    use ttp_ttpv2::analysis::analyse;
+    use ttp_ttpv2::model::QcInput;
+    use ttp_ttpv2::testutil::clean_qc;
 
     fn scan_qc(rows: &str, name: Option<&str>, extra_u: u64) -> QcInput {
         let mut qc = clean_qc(8);
@@ -257,7 +257,7 @@ mod tests {
             q.time_meas_ms += extra_u as f64 * 10.0;
             q.time_meas_ns = q.time_meas_ns.map(|t| t + extra_u * 10_000_000);
             for p in &mut q.processes {
-                if p.class == crate::protocol::ttpv2::model::ProcessClass::Query {
+                if p.class == ttp_ttpv2::model::ProcessClass::Query {
                     p.m.u_ticks = p.m.u_ticks.map(|u| u + extra_u);
                 }
             }

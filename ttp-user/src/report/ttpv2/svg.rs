@@ -3,10 +3,8 @@
 //! the Q@C's median Time_calc as a line.
 use plotters::prelude::*;
 
-use crate::{
-    protocol::ttpv2::analysis::{Analysis, QcDocument},
-    report::chart::{self, Area, Key},
-};
+use crate::report::chart::{self, Area, Key};
+use ttp_ttpv2::analysis::{Analysis, QcDocument};
 
 #[derive(Debug, thiserror::Error)]
 #[error("cannot draw the chart: {0}")]
@@ -85,16 +83,15 @@ fn panel(area: &Area<'_>, d: &QcDocument) -> Result<(), SvgError> {
         .draw()
         .map_err(err)?;
 
-    let series =
-        |f: fn(&crate::protocol::ttpv2::analysis::QeEntry) -> Option<f64>| -> Vec<(f64, f64)> {
-            d.qes
-                .iter()
-                .filter_map(|e| {
-                    f(e).filter(|&v| drawable(v))
-                        .map(|v| (f64::from(e.record.qe), v))
-                })
-                .collect()
-        };
+    let series = |f: fn(&ttp_ttpv2::analysis::QeEntry) -> Option<f64>| -> Vec<(f64, f64)> {
+        d.qes
+            .iter()
+            .filter_map(|e| {
+                f(e).filter(|&v| drawable(v))
+                    .map(|v| (f64::from(e.record.qe), v))
+            })
+            .collect()
+    };
     let lines: [Line; 3] = [
         (
             "Time_meas",
@@ -180,8 +177,8 @@ pub(crate) fn render_svg(a: &Analysis) -> Result<String, SvgError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::ttpv2::analysis::analyse;
-    use crate::protocol::ttpv2::testutil::clean_qc;
+    use ttp_ttpv2::analysis::analyse;
+    use ttp_ttpv2::testutil::clean_qc;
 
     /// Catches an empty or broken document: it is SVG, has one caption per
     /// Q@C and marks the dropped QE.

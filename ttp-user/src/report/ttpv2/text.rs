@@ -3,7 +3,7 @@
 //! Sec. 9 paragraph, all as the protocol computed them.
 use std::fmt::Write as _;
 
-use crate::protocol::ttpv2::{
+use ttp_ttpv2::{
     analysis::{Analysis, QcDocument},
     checks::{CheckResult, SPECS},
     correlations::CorrelationRow,
@@ -306,8 +306,8 @@ pub fn render(a: &Analysis, correlations: Option<&[CorrelationRow]>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::ttpv2::analysis::{RunDocument, analyse};
-    use crate::protocol::ttpv2::testutil::clean_qc;
+    use ttp_ttpv2::analysis::{RunDocument, analyse};
+    use ttp_ttpv2::testutil::clean_qc;
 
     /// The report names each dropped QE with the checks that dropped it,
     /// says when the Q@C is dropped and why, and gives no result for it.
@@ -336,14 +336,14 @@ mod tests {
         for qe in &mut qc.qes {
             qe.time_meas_ms = 0.8;
             qe.processes
-                .retain(|p| p.class == crate::protocol::ttpv2::model::ProcessClass::Query);
+                .retain(|p| p.class == ttp_ttpv2::model::ProcessClass::Query);
             qe.overall.user_ticks = Some(0);
             qe.overall.system_ticks = Some(0);
             qe.overall.iowait_ticks = Some(0);
             let q = qe
                 .processes
                 .iter_mut()
-                .find(|p| p.class == crate::protocol::ttpv2::model::ProcessClass::Query)
+                .find(|p| p.class == ttp_ttpv2::model::ProcessClass::Query)
                 .unwrap();
             q.m.u_ticks = Some(0);
             q.m.s_ticks = Some(0);

@@ -1,6 +1,6 @@
 //! The output of `vprofile` (VProfiler, shared paper 004): the text report
 //! and the icicle chart of a `ttp.vprofile/1` document
-//! (protocol/vprofile/document.rs), live and read back alike.
+//! (ttp-vprofile/src/document.rs), live and read back alike.
 mod svg;
 mod text;
 

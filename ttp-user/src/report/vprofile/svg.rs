@@ -9,7 +9,7 @@ use plotters::{
     style::{IntoFont, RGBColor, ShapeStyle, WHITE},
 };
 
-use crate::protocol::vprofile::document::VprofileReport;
+use ttp_vprofile::document::VprofileReport;
 
 const WIDTH: u32 = 1200;
 const ROW: u32 = 44;

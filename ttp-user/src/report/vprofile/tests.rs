@@ -1,8 +1,8 @@
 //! The text, chart and saved form of a vprofile report, on the hand-built
-//! call graph of protocol/vprofile/fake_graph.rs (every number known in
+//! call graph of ttp-vprofile/src/fake_graph.rs (every number known in
 //! advance) and on the vprof-target fixture.
 use super::icicle;
-use crate::protocol::vprofile::{
+use ttp_vprofile::{
     document::SCHEMA,
     fake_graph::{CONFIG, report, run},
     fixture::Variant,

@@ -4,7 +4,7 @@
 //! `ttp.vprofile/1` file alike.
 use std::fmt::Write as _;
 
-use crate::protocol::vprofile::document::VprofileReport;
+use ttp_vprofile::document::VprofileReport;
 
 /// The text report: header, selected factors, the ranking, the tree
 /// (nodes below `min_share` of Var(root) folded into one line per parent).
