@@ -23,11 +23,12 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     Options,
-    cause::{CauseKind, Classifier},
+    cause::Classifier,
     input::{Recording, Sources, Window},
 };
+use ttp_window::window::blame_record::CauseKind;
 
-pub use ttp_window::window::blame_record::Resource;
+use ttp_window::window::blame_record::Resource;
 
 // What the recording says about each resource (the enum and its names
 // are in window/blame_record.rs, beside the per-QE summary that holds it).

@@ -8,10 +8,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{
-    cause::{CauseKind, Classifier},
-    input::Recording,
-};
+use super::{cause::Classifier, input::Recording};
+use ttp_window::window::blame_record::CauseKind;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OverlapEntry {

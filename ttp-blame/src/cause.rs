@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::input::TaskInfo;
 
-pub use ttp_window::window::blame_record::CauseKind;
+use ttp_window::window::blame_record::CauseKind;
 
 /// What the top level of the graph groups culprit processes by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

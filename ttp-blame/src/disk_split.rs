@@ -9,10 +9,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{
-    attribute::{Resource, Row},
-    cause::{CauseKind, Classifier},
-};
+use super::{attribute::Row, cause::Classifier};
+use ttp_window::window::blame_record::{CauseKind, Resource};
 
 /// The split over all windows, units and victim threads.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

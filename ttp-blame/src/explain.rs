@@ -4,12 +4,13 @@
 use std::collections::BTreeMap;
 
 use super::{
-    attribute::{Attribution, Resource},
-    cause::{CauseKind, Classifier, UNKNOWN},
+    attribute::Attribution,
+    cause::{Classifier, UNKNOWN},
     fmt_ns,
 };
+use ttp_window::window::blame_record::{CauseKind, Resource};
 
-pub use ttp_window::window::blame_record::Explanation;
+use ttp_window::window::blame_record::Explanation;
 
 /// All explanations, highest blame first.
 pub fn explain(attr: &Attribution, cls: &Classifier) -> Vec<Explanation> {

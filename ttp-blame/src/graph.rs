@@ -15,9 +15,10 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    attribute::{Attribution, Resource, UnitKey},
-    cause::{CauseKind, Classifier, UNKNOWN},
+    attribute::{Attribution, UnitKey},
+    cause::{Classifier, UNKNOWN},
 };
+use ttp_window::window::blame_record::{CauseKind, Resource};
 
 /// Level of a node. Paper levels (Sec. 4.1): victim = Level-0 (the victim
 /// query; its stages, Level-1, collapse into it), resource = Level-2,

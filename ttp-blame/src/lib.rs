@@ -26,11 +26,10 @@ pub mod summary;
 #[cfg(test)]
 mod tests;
 
-pub use attribute::{DiskMeasure, Resource};
-pub use cause::{CauseKind, GroupBy};
+pub use attribute::DiskMeasure;
+pub use cause::GroupBy;
 pub use input::{Recording, VictimSpec};
 pub use report::BlameReport;
-pub use summary::BlameSummary;
 
 /// Errors of the blame analysis.
 #[derive(Debug, thiserror::Error)]

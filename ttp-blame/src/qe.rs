@@ -19,9 +19,10 @@ use std::{
 };
 
 use crate::{
-    BlameSummary, Options, Recording, VictimSpec,
+    Options, Recording, VictimSpec,
     source::{self, SourceError},
 };
+use ttp_window::window::blame_record::BlameSummary;
 use ttp_window::window::{
     session::MeasurementSession,
     target::{BesideQe, RunningBeside},

@@ -6,15 +6,15 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     Options,
-    attribute::{self, Attribution, Check, DiskMeasure, Resource, Row},
+    attribute::{self, Attribution, Check, DiskMeasure, Row},
     baseline::Baseline,
-    cause::{CauseKind, Classifier, GroupBy, UNKNOWN},
-    explain::Explanation,
+    cause::{Classifier, GroupBy, UNKNOWN},
     graph::{self, Graph},
     input::{Recording, Sources},
 };
+use ttp_window::window::blame_record::{CauseKind, Explanation, Resource};
 
-pub use ttp_window::window::blame_record::{
+use ttp_window::window::blame_record::{
     CulpritSummary, ResourceSummary, SlowdownSummary, UnitSummary,
 };
 

@@ -4,7 +4,7 @@
 //! ttp-user's `report::blame` prints it under its QE.
 use super::BlameReport;
 
-pub use ttp_window::window::blame_record::BlameSummary;
+use ttp_window::window::blame_record::BlameSummary;
 
 impl BlameReport {
     /// The summary kept per QE: every resource, the `top` culprits and

@@ -10,10 +10,12 @@ use super::checks::qe::{literal_checks, qe_checks};
 use super::checks::{CheckResult, LiteralResult, aggregate};
 use super::correlations::CorrelationRow;
 use super::drops::{Step3Drop, step2, step3};
-use super::model::{Labels, QcInput, QeRecord, Setup};
-use super::paragraph::{MachineFacts, ParagraphInput, paragraph};
+use super::model::{Labels, QcInput, Setup};
+use super::paragraph::{ParagraphInput, paragraph};
 use super::post::{Refined, post_checks};
 use super::stats::Summary;
+use ttp_ledger::collect::machine::MachineFacts;
+use ttp_window::window::record::QeRecord;
 
 pub const RUN_SCHEMA: &str = "ttp.run/1";
 pub const ANALYZE_SCHEMA: &str = "ttp.analyze/1";
@@ -443,8 +445,8 @@ pub struct AnalyzeDocument {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{ProcKey, ProcessClass, ProcessSets};
     use crate::testutil::{clean_qc, proc_of};
+    use ttp_window::window::record::{ProcKey, ProcessClass, ProcessSets};
 
     /// A run JSON written and read back is the same document, and `analyze`
     /// recovers exactly the measured records from it. Catches a field that

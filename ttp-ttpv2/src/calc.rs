@@ -4,7 +4,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::ephemeral::{Ephemeral, ephemeral};
-use super::model::{Measures, ProcessClass, QeRecord, Setup};
+use super::model::Setup;
+use ttp_window::window::record::{Measures, ProcessClass, QeRecord};
 
 /// Eq. 1 (Sec. 8.5): `IO_calc = BlockIO_query − 0.5 × IOWait`, in ticks.
 /// 0.5 is the paper's assumption that during an IOWait tick exactly one

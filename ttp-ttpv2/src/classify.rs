@@ -1,7 +1,7 @@
 //! Which process is the query process (Sec. 7.2) when it is chosen by name.
 use std::collections::BTreeMap;
 
-use super::model::{ProcKey, ProcessClass, QeRecord};
+use ttp_window::window::record::{ProcKey, ProcessClass, QeRecord};
 
 /// Sec. 7.2: among the processes named `name`, the one that appears in
 /// every QE and has the highest total U + S over the Q@C is the query
@@ -41,7 +41,8 @@ pub fn identify_query_process(qes: &mut [QeRecord], name: &str) -> Option<ProcKe
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{model::ProcessMeasures, testutil::proc_of};
+    use crate::testutil::proc_of;
+    use ttp_window::window::record::ProcessMeasures;
 
     fn proc(pid: u32, comm: &str, class: ProcessClass, u: u64, s: u64) -> ProcessMeasures {
         ProcessMeasures {

@@ -6,8 +6,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::model::{ProcessClass, QcInput, QeRecord};
+use super::model::QcInput;
 use super::stats::pearson;
+use ttp_window::window::record::{ProcessClass, QeRecord};
 
 /// A per-type measure of the model.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -104,8 +104,8 @@ pub(crate) fn step3(qc: &QcInput, qc_flags: &[&str], dropped_by: &[Vec<String>])
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::ProcessClass;
     use crate::testutil::clean_qc;
+    use ttp_window::window::record::ProcessClass;
 
     fn rules(d: &[Step3Drop]) -> Vec<&str> {
         d.iter().map(|d| d.rule.as_str()).collect()

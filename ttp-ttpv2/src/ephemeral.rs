@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
-use super::model::{ProcKey, ProcessSets};
+use ttp_window::window::record::{ProcKey, ProcessSets};
 
 /// The three kinds of ephemeral process of App. B (Fig. 9).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -22,12 +22,12 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::analysis::{RUN_SCHEMA, SavedRun};
-use super::model::{
-    CARDINALITY_LABEL, Measures, OverallMeasures, ProcessClass, ProcessDetail, ProcessMeasures,
-    QcInput, QeRecord, Setup,
-};
-use super::paragraph::MachineFacts;
+use super::model::{CARDINALITY_LABEL, QcInput, Setup};
 use ttp_ledger::accounts::LedgerColumns;
+use ttp_ledger::collect::machine::MachineFacts;
+use ttp_window::window::record::{
+    Measures, OverallMeasures, ProcessClass, ProcessDetail, ProcessMeasures, QeRecord,
+};
 
 /// Measure columns besides U, S and BlockIO ticks and the ledger's
 /// ([`LedgerColumns::NAMES`]).

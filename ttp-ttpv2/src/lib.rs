@@ -37,8 +37,4 @@ mod worked_example;
 
 pub use analysis::{Analysis, AnalyzeDocument, QcResult, RunDocument, analyse};
 pub use classify::identify_query_process;
-pub use model::{
-    Measures, OverallMeasures, ProcKey, ProcessClass, ProcessDetail, ProcessMeasures, ProcessSets,
-    QcInput, QeRecord, Setup,
-};
-pub use paragraph::MachineFacts;
+pub use model::{QcInput, Setup};

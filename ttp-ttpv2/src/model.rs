@@ -2,8 +2,8 @@
 //! ([`Setup`]), its labels and one [`QeRecord`] per query execution (QE).
 //! The QE record itself — per-process measures (Sec. 3.5), overall
 //! /proc/stat measures (Sec. 3.6), the process sets of App. B — is defined
-//! in window/record.rs, where the Fig. 5 sequence that fills it lives, and
-//! re-exported here.
+//! in `ttp_window::window::record`, where the Fig. 5 sequence that fills it
+//! lives, and is imported from there by every crate that reads it.
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -19,13 +19,7 @@ pub const CARDINALITY_LABEL: &str = "cardinality";
 /// (`run --command-name`).
 pub const NAME_LABEL: &str = "name";
 
-pub use ttp_window::window::{
-    cold_cache::ColdCacheStep,
-    record::{
-        Measures, OverallMeasures, ProcKey, ProcessClass, ProcessDetail, ProcessMeasures,
-        ProcessSets, QeRecord,
-    },
-};
+use ttp_window::window::record::QeRecord;
 
 /// How the Q@C was run; what the checks need to know beyond the records.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -192,6 +186,7 @@ pub fn qc_name(labels: &Labels, source: Option<&str>) -> String {
 mod tests {
     use super::*;
     use crate::testutil::proc_of;
+    use ttp_window::window::record::{Measures, ProcessClass};
 
     /// Catches a class sum that treats an unknown measure as zero.
     #[test]

@@ -6,7 +6,7 @@ use super::model::QcInput;
 use super::paragraph_deviations::cold_cache_shortfalls;
 use super::paragraph_deviations::{query_tree, setup_check_warnings, steal_measured};
 
-pub use ttp_ledger::collect::machine::MachineFacts;
+use ttp_ledger::collect::machine::MachineFacts;
 
 /// Everything the paragraph states.
 pub struct ParagraphInput<'a> {
@@ -59,7 +59,8 @@ pub fn deviations(machine: Option<&MachineFacts>, qcs: &[QcInput]) -> Vec<String
         // alternative to eq. 1's 0.5 (calc.rs, others_fraction_measured).
         let share_known = qcs.iter().flat_map(|q| &q.qes).any(|qe| {
             qe.processes.iter().any(|p| {
-                p.class == super::model::ProcessClass::Query && p.m.ledger.iowait_share_ns.is_some()
+                p.class == ttp_window::window::record::ProcessClass::Query
+                    && p.m.ledger.iowait_share_ns.is_some()
             })
         });
         d.push(format!(
@@ -421,7 +422,7 @@ mod tests {
         // says Time_calc from it is reported beside eq. 1's.
         let mut qc = crate::testutil::clean_qc(3);
         for p in qc.qes.iter_mut().flat_map(|q| &mut q.processes) {
-            if p.class == crate::model::ProcessClass::Query {
+            if p.class == ttp_window::window::record::ProcessClass::Query {
                 p.m.ledger.iowait_share_ns = Some(1_000_000);
             }
         }
@@ -518,8 +519,8 @@ mod tests {
     /// The Sec. 3.1 procedure as `run --cold-cache` records it when all of
     /// it was done: 64 MiB read with O_DIRECT, the drop, a 1 MiB re-read
     /// that reached the device.
-    fn full_cold_step() -> crate::model::ColdCacheStep {
-        crate::model::ColdCacheStep {
+    fn full_cold_step() -> ttp_window::window::cold_cache::ColdCacheStep {
+        ttp_window::window::cold_cache::ColdCacheStep {
             fill_start_unix_ns: Some(1),
             fill_bytes: 64 << 20,
             fill_skipped: None,

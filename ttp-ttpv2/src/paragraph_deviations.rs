@@ -2,9 +2,10 @@
 //! machine facts: the cold-cache procedure as done (Sec. 3.1), the steal
 //! time measured, the Step 0 check snapshot's warnings (Sec. 8.1), and a
 //! query measured as a process tree (Sec. 7.2).
-use super::model::{ProcessClass, QcInput};
+use super::model::QcInput;
 use ttp_ledger::collect::machine::MachineFacts;
 use ttp_sys::sys::setup_check::Status;
+use ttp_window::window::record::ProcessClass;
 
 /// What of Sec. 3.1's cold-cache procedure (disk and controller caches
 /// filled with 64 MB of unrelated data, then the page cache dropped) was

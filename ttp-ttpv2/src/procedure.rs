@@ -192,7 +192,7 @@ mod tests {
     use std::cell::RefCell;
 
     use super::*;
-    use crate::model::QeRecord;
+    use ttp_window::window::record::QeRecord;
 
     /// Catches an order that does not interleave (QE i of every Q@C before
     /// QE i + 1 of any) or does not rotate the first Q@C every round.

@@ -17,7 +17,7 @@ use std::{
 use serde::{Deserialize, Serialize};
 
 use super::model::QcInput;
-use super::paragraph::MachineFacts;
+use ttp_ledger::collect::machine::MachineFacts;
 
 pub const STUDY_SCHEMA: &str = "ttp.study/1";
 

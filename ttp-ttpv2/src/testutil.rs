@@ -1,7 +1,7 @@
 //! Builders of constructed QEs for the unit tests.
-use super::model::{
-    Measures, OverallMeasures, ProcessClass, ProcessDetail, ProcessMeasures, ProcessSets, QcInput,
-    QeRecord, Setup,
+use super::model::{QcInput, Setup};
+use ttp_window::window::record::{
+    Measures, OverallMeasures, ProcessClass, ProcessDetail, ProcessMeasures, ProcessSets, QeRecord,
 };
 
 /// A process of `class` with U, S and BlockIO ticks and everything else known.

@@ -348,7 +348,11 @@ fn no_crate_re_exports_another() {
             }
         }
     }
-    assert!(found.is_empty(), "re-exports of other crates:\n{}", found.join("\n"));
+    assert!(
+        found.is_empty(),
+        "re-exports of other crates:\n{}",
+        found.join("\n")
+    );
 }
 
 /// Catches a protocol crate that depends on another protocol: only

@@ -3,8 +3,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use ttp_ttpv2::{
-    Measures, OverallMeasures, ProcessClass, ProcessMeasures, QcInput, QeRecord, RunDocument, Setup,
+use ttp_ttpv2::{QcInput, RunDocument, Setup};
+use ttp_window::window::record::{
+    Measures, OverallMeasures, ProcessClass, ProcessMeasures, QeRecord,
 };
 
 fn bin() -> Command {

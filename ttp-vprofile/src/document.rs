@@ -2,8 +2,9 @@
 //! `ttp.vprofile/1`); its text form and chart are in report/vprofile/.
 use super::{
     breakdown::{Breakdown, BreakdownConfig, RoundSummary},
-    elf::{ElfKind, SymbolSource},
+    elf::ElfKind,
 };
+use ttp_ledger::probe::symbols::SymbolSource;
 use ttp_variance::Term;
 
 pub const SCHEMA: &str = "ttp.vprofile/1";

@@ -23,7 +23,7 @@ use object::{
     SectionKind, SymbolKind, elf,
     read::elf::{Dyn as _, ElfFile64, FileHeader as _, ProgramHeader as _, SectionHeader as _},
 };
-pub use ttp_ledger::probe::symbols::SymbolSource;
+use ttp_ledger::probe::symbols::SymbolSource;
 use ttp_ledger::probe::symbols::{DebugIds, DebugSearch, find_debug_file};
 
 /// How the file is loaded: at fixed addresses, or anywhere (then the

@@ -1,7 +1,7 @@
 //! Errors about the binary given to `vprofile`; each says what to do next.
 use std::path::PathBuf;
 
-use super::elf::SymbolSource;
+use ttp_ledger::probe::symbols::SymbolSource;
 
 /// Errors about the binary itself; each says what to do next.
 #[derive(Debug, thiserror::Error)]

@@ -7,8 +7,9 @@ use super::{
     breakdown::{Breakdown, BreakdownConfig, CallGraphView},
     callgraph::{Child, ChildKey},
     document::{BinaryInfo, MeasurementInfo, VprofileReport},
-    elf::{ElfKind, SymbolSource},
+    elf::ElfKind,
 };
+use ttp_ledger::probe::symbols::SymbolSource;
 use ttp_variance::{ChildTable, Invocation};
 
 /// R calls A and B; A calls C and D. Heights: C, D, B = 0; A = 1; R = 2.

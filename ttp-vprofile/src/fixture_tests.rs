@@ -5,9 +5,10 @@ use std::{path::Path, process::Command};
 
 use super::{
     callgraph::{CallGraph, Callee, ChildKey},
-    elf::{ElfError, ElfImage, ElfKind, SymbolSource},
+    elf::{ElfError, ElfImage, ElfKind},
     fixture::{self, Variant},
 };
+use ttp_ledger::probe::symbols::SymbolSource;
 
 const LIBC: &str = "/lib/x86_64-linux-gnu/libc.so.6";
 

@@ -9,10 +9,11 @@ use std::path::{Path, PathBuf};
 use super::{
     breakdown::{Breakdown, BreakdownConfig},
     callgraph::CallGraph,
-    elf::{ElfImage, SymbolSource},
+    elf::ElfImage,
     fixture::{self, Records},
 };
 use ttp_ledger::probe::symbols::DebugSearch;
+use ttp_ledger::probe::symbols::SymbolSource;
 
 /// A debug directory that holds nothing: the search runs, finds only
 /// what is next to the binary.

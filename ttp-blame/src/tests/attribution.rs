@@ -1,6 +1,7 @@
 //! Eq. 1–10 on small constructed windows.
 use super::*;
-use crate::{BlameError, CauseKind, Options, Resource};
+use crate::{BlameError, Options};
+use ttp_window::window::blame_record::{CauseKind, Resource};
 
 const SEC: u64 = 1_000_000_000;
 

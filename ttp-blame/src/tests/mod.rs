@@ -152,7 +152,7 @@ pub fn close(a: f64, b: f64) -> bool {
 /// Blame per (pid or None for unknown, resource) over all rows.
 pub(crate) fn blame_by_pid(
     report: &super::BlameReport,
-) -> BTreeMap<(Option<u32>, super::Resource), f64> {
+) -> BTreeMap<(Option<u32>, ttp_window::window::blame_record::Resource), f64> {
     let mut m = BTreeMap::new();
     for c in &report.culprits {
         for (r, ns) in &c.by_resource {

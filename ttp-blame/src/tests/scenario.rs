@@ -3,10 +3,11 @@
 //! sleeper that uses nothing, and a kworker (a known cause).
 use super::*;
 use crate::{
-    CauseKind, Options, Resource,
+    Options,
     attribute::Check,
     cause::{GROUP_KERNEL, UNKNOWN},
 };
+use ttp_window::window::blame_record::{CauseKind, Resource};
 
 pub(crate) const VICTIM: u32 = 100;
 pub(crate) const READER_A: u32 = 200;

@@ -4,9 +4,10 @@ use std::sync::atomic::AtomicBool;
 
 use super::*;
 use crate::{
-    Options, Resource,
+    Options,
     source::{self, SourceError, StopReason, WindowSource},
 };
+use ttp_window::window::blame_record::Resource;
 
 /// Yields scripted windows, then `None` as the ledger does once the victim
 /// has exited.

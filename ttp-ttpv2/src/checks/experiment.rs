@@ -5,7 +5,8 @@ use std::collections::BTreeSet;
 
 use super::{CheckResult, Verdict, aggregate};
 use crate::calc::QeCalc;
-use crate::model::{Measures, ProcessClass, ProcessDetail, QcInput, QeRecord};
+use crate::model::QcInput;
+use ttp_window::window::record::{Measures, ProcessClass, ProcessDetail, QeRecord};
 
 /// Server (query) process names of DBMSes, as `comm` shows them (15 bytes).
 const DBMS_SERVERS: &[&str] = &[
@@ -247,7 +248,10 @@ fn x3(qcs: &[QcInput], calcs: &[Vec<QeCalc>]) -> CheckResult {
 type Required<'a> = [(&'a str, Get, bool)];
 
 /// The names of the required measures process `p` lacks.
-fn missing<'a>(p: &crate::model::ProcessMeasures, required: &Required<'a>) -> Vec<&'a str> {
+fn missing<'a>(
+    p: &ttp_window::window::record::ProcessMeasures,
+    required: &Required<'a>,
+) -> Vec<&'a str> {
     // A process seen only through exit records: stopped, and no guest time.
     let exit_records_only = p.stopped && p.m.guest_ticks.is_none() && p.m.cguest_ticks.is_none();
     required

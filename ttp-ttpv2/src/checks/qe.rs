@@ -23,8 +23,9 @@
 //! check ([`literal_checks`]), never dropping a QE.
 use super::Verdict;
 use crate::calc::QeCalc;
-use crate::model::{ProcessClass, ProcessDetail, QcInput, QeRecord};
+use crate::model::QcInput;
 use crate::stats::{mean, sample_sd};
+use ttp_window::window::record::{ProcessClass, ProcessDetail, QeRecord};
 
 /// Ids of the query-execution checks, in order.
 ///
@@ -218,7 +219,7 @@ fn check_one(id: &str, qe: &QeRecord, c: &QeCalc, qc: &QcInput) -> Verdict {
 
 /// The paper's QE9 as written: overall IOWait ticks (all CPUs) beyond the
 /// query's BlockIO ticks.
-fn qe9_literal(qe: &QeRecord, q: Option<&crate::model::Measures>) -> Verdict {
+fn qe9_literal(qe: &QeRecord, q: Option<&ttp_window::window::record::Measures>) -> Verdict {
     match (q.map(|q| q.blkio_ticks), qe.overall.iowait_ticks) {
         (None, _) => Verdict::na(NO_QUERY),
         (Some(Some(b)), Some(w)) => Verdict::from_bool(w > b),
@@ -227,7 +228,11 @@ fn qe9_literal(qe: &QeRecord, q: Option<&crate::model::Measures>) -> Verdict {
 }
 
 /// The paper's QE4 as written: query U + S + BlockIO ticks beyond Time_meas.
-fn qe4_literal(qe: &QeRecord, q: Option<&crate::model::Measures>, tick_ms: f64) -> Verdict {
+fn qe4_literal(
+    qe: &QeRecord,
+    q: Option<&ttp_window::window::record::Measures>,
+    tick_ms: f64,
+) -> Verdict {
     match q.map(|q| q.process_ticks()) {
         None => Verdict::na(NO_QUERY),
         Some(None) => Verdict::na("query U, S or BlockIO missing"),
@@ -251,7 +256,7 @@ pub(crate) fn literal_checks(
     calcs: &[QeCalc],
 ) -> Vec<(&'static str, &'static str, Vec<Verdict>)> {
     let tick_ms = qc.setup.tick_ms();
-    let per = |f: &dyn Fn(&QeRecord, Option<&crate::model::Measures>) -> Verdict| {
+    let per = |f: &dyn Fn(&QeRecord, Option<&ttp_window::window::record::Measures>) -> Verdict| {
         qc.qes
             .iter()
             .zip(calcs)
@@ -315,8 +320,8 @@ fn context_switch_verdicts(qc: &QcInput) -> Vec<Verdict> {
 mod tests {
     use super::*;
     use crate::calc::calc_qe;
-    use crate::model::{Measures, ProcKey, ProcessSets};
     use crate::testutil::{clean_qc, proc_of, query_proc};
+    use ttp_window::window::record::{Measures, ProcKey, ProcessSets};
 
     /// Runs every QE check on `qc` and returns the verdict of `id` per QE.
     fn verdicts(qc: &QcInput, id: &str) -> Vec<Verdict> {

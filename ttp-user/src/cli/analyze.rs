@@ -4,10 +4,11 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
+use crate::report::render::Analyze;
 use crate::report::ttpv2::svg::render_svg;
-use crate::report::{atomic::write_json, render::Analyze};
 use ttp_ledger::collect::machine::MachineFacts;
 use ttp_sys::error::UsageError;
+use ttp_sys::sys::atomic::write_json;
 use ttp_ttpv2::analysis::{ANALYZE_SCHEMA, Analysis, AnalyzeDocument, analyse};
 use ttp_ttpv2::correlations::{CorrelationRow, retained_correlations};
 use ttp_ttpv2::import::{read_qe_csv, read_run_json};
@@ -170,7 +171,7 @@ pub(super) fn write_outputs(
 ) -> anyhow::Result<()> {
     if let Some(path) = svg {
         let svg = render_svg(&shown.analysis())?;
-        crate::report::atomic::write(path, svg.as_bytes())
+        ttp_sys::sys::atomic::write(path, svg.as_bytes())
             .with_context(|| format!("writing {}", path.display()))?;
     }
     if let Some(path) = json {

@@ -5,9 +5,9 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use clap::Args;
 
-use crate::report::atomic::write_json;
 use ttp_emp::{Profile, SampleSizeConfig, sample_size};
 use ttp_sys::error::UsageError;
+use ttp_sys::sys::atomic::write_json;
 
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "EMP sample size (EMPv6)")]

@@ -9,7 +9,7 @@ use std::{
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::report::{atomic, blame::dot, render};
+use crate::report::{blame::dot, render};
 use ttp_blame::{
     BlameError, DiskMeasure, GroupBy, Options, Recording, VictimSpec,
     source::{self, SourceError, StopReason},
@@ -119,14 +119,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     render::print(&shown);
     let report = shown.report;
     if let Some(path) = &args.json {
-        atomic::write_json(path, &report).with_context(|| format!("writing {}", path.display()))?;
+        ttp_sys::sys::atomic::write_json(path, &report)
+            .with_context(|| format!("writing {}", path.display()))?;
     }
     if let Some(path) = &args.dot {
         let title = format!(
             "ttp blame: pid {} {}",
             report.victim.pid, report.victim.comm
         );
-        atomic::write(path, dot::render(&report.graph, &title).as_bytes())
+        ttp_sys::sys::atomic::write(path, dot::render(&report.graph, &title).as_bytes())
             .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())
@@ -223,7 +224,8 @@ fn measure(args: &Args) -> anyhow::Result<Recording> {
         );
     }
     if let Some(path) = &args.record {
-        atomic::write_json(path, &rec).with_context(|| format!("writing {}", path.display()))?;
+        ttp_sys::sys::atomic::write_json(path, &rec)
+            .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(rec)
 }

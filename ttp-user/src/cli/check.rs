@@ -3,7 +3,7 @@ use std::{path::PathBuf, time::Duration};
 
 use clap::Args as ClapArgs;
 
-use crate::report::atomic::write_json;
+use ttp_sys::sys::atomic::write_json;
 use ttp_sys::sys::{
     run_state::restore_leftovers,
     setup_check::{Status, fix, live::LiveProbes, run_checks},

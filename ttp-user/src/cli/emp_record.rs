@@ -19,7 +19,7 @@ pub(crate) fn write_record(
         command: &'a [String],
         runs: &'a [EmpRun],
     }
-    crate::report::atomic::write_json(
+    ttp_sys::sys::atomic::write_json(
         path,
         &Record {
             schema: ttp_emp::input::RUNS_SCHEMA,

@@ -66,7 +66,7 @@ fn seed_from_clock() -> u64 {
 fn open_study(
     path: &Path,
     spec: &mut Spec,
-    machine: &ttp_ttpv2::paragraph::MachineFacts,
+    machine: &ttp_ledger::collect::machine::MachineFacts,
 ) -> anyhow::Result<(Study, u64, Done)> {
     if path.exists() {
         let (study, header, done) = Study::open(path).map_err(|e| {

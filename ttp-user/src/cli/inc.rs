@@ -3,8 +3,8 @@ use std::path::PathBuf;
 
 use clap::Args as ClapArgs;
 
-use crate::report::atomic::write_json;
 use ttp_emp::inc;
+use ttp_sys::sys::atomic::write_json;
 
 /// Run INC, the compute-bound program under test of the EMP paper (Fig. 7):
 /// a nested loop that increments a counter, no I/O.

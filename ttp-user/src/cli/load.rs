@@ -9,7 +9,7 @@ use std::{
 use anyhow::Context;
 use clap::ArgGroup;
 
-use crate::report::{atomic, load::svg};
+use crate::report::load::svg;
 use ttp_load::{
     LoadError, Model, PhasePlan,
     analytic::expected_open_latencies_ns,
@@ -538,7 +538,7 @@ pub fn run(args: LoadArgs) -> anyhow::Result<()> {
     if let Some(path) = &args.svg {
         match svg::render(&report) {
             Ok(text) => {
-                atomic::write(path, text.as_bytes())
+                ttp_sys::sys::atomic::write(path, text.as_bytes())
                     .with_context(|| format!("writing {}", path.display()))?;
                 files.svg = Some(path.clone());
             }
@@ -547,7 +547,8 @@ pub fn run(args: LoadArgs) -> anyhow::Result<()> {
     }
     if let Some(path) = &args.json {
         doc.files = files;
-        atomic::write_json(path, &doc).with_context(|| format!("writing {}", path.display()))?;
+        ttp_sys::sys::atomic::write_json(path, &doc)
+            .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())
 }

@@ -18,11 +18,12 @@ use crate::{
         render::{self, Rendered},
     },
 };
+use ttp_ledger::collect::machine::MachineFacts;
 use ttp_sys::{
     error::{UsageError, parse_duration, usage},
     sys::{affinity::CpuList, invoker::Invoker, signals::StopFlag, spawn::RunAs},
 };
-use ttp_ttpv2::{analysis::RunDocument, model::QcInput, paragraph::MachineFacts};
+use ttp_ttpv2::{analysis::RunDocument, model::QcInput};
 use ttp_window::window::session::{MeasurementSession, SessionOptions};
 
 /// Run a command repeatedly and time it with the Tucson Timing Protocol v2:
@@ -478,8 +479,8 @@ fn measure(
 /// it). Rewritten after every QE, so an interrupted run keeps its QEs.
 fn save(path: &Path, qcs: &[QcInput], machine: &MachineFacts) -> anyhow::Result<()> {
     match qcs {
-        [qc] => atomic::write_json(path, &RunDocument::new(qc, Some(machine))),
-        _ => atomic::write_json(path, &super::run_several::document(qcs, machine)),
+        [qc] => ttp_sys::sys::atomic::write_json(path, &RunDocument::new(qc, Some(machine))),
+        _ => ttp_sys::sys::atomic::write_json(path, &super::run_several::document(qcs, machine)),
     }
     .with_context(|| format!("writing {}", path.display()))
 }
@@ -563,8 +564,9 @@ fn finish_one(
 mod tests {
     use ttp_ttpv2::{
         analysis::RunDocument,
-        model::{QcInput, QeRecord, WarmUp},
+        model::{QcInput, WarmUp},
     };
+    use ttp_window::window::record::QeRecord;
 
     /// The warm-up execution is its own slice on the protocol track,
     /// named as a warm-up and marked not kept, before QE 1's; each QE keeps

@@ -219,7 +219,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         if let Some(path) = &args.json
             && let Ok(o) = outcome(runs, profile.as_ref(), &cfg, &args, &setup)
         {
-            atomic::write_json(path, &o).with_context(|| format!("writing {}", path.display()))?;
+            ttp_sys::sys::atomic::write_json(path, &o)
+                .with_context(|| format!("writing {}", path.display()))?;
         }
         Ok(())
     })?;

@@ -82,7 +82,8 @@ pub fn run(args: &RunArgs, commands: &[NamedCommand]) -> anyhow::Result<()> {
             && let Ok(o) = outcome_of(i, runs)
         {
             let p = json_path(path, i);
-            atomic::write_json(&p, &o).with_context(|| format!("writing {}", p.display()))?;
+            ttp_sys::sys::atomic::write_json(&p, &o)
+                .with_context(|| format!("writing {}", p.display()))?;
         }
         Ok(())
     })?;

@@ -9,6 +9,7 @@ use crate::{
     pg::{Pg, PgError, PgFacts, QcEnd, Runner, RunnerOptions, restart::Restart},
     report::atomic,
 };
+use ttp_ledger::collect::machine::MachineFacts;
 use ttp_sys::{
     error::{UsageError, usage},
     sys::signals::StopFlag,
@@ -16,7 +17,6 @@ use ttp_sys::{
 use ttp_ttpv2::{
     analysis::RunDocument,
     model::{Labels, QcInput},
-    paragraph::MachineFacts,
 };
 
 /// A PostgreSQL error at the command line: what the user can fix (the
@@ -143,7 +143,7 @@ pub fn run(args: RunArgs, conninfo: &str) -> anyhow::Result<()> {
         if let Some(path) = &json
             && write_err.is_none()
             && let Err(e) = run_json(qc, facts, &machine)
-                .and_then(|(_, v)| atomic::write_json(path, &v).map_err(Into::into))
+                .and_then(|(_, v)| ttp_sys::sys::atomic::write_json(path, &v).map_err(Into::into))
         {
             write_err = Some(e.context(format!("writing {}", path.display())));
         }

@@ -65,7 +65,7 @@ impl Default for RunArgs {
 pub(crate) const SEPARATOR: &str = ":::";
 
 /// The label that names a command's Q@Cs (`--command-name`).
-pub use ttp_ttpv2::model::NAME_LABEL;
+use ttp_ttpv2::model::NAME_LABEL;
 
 /// Most Q@Cs a scan may make; more is almost surely a mistyped step.
 const MAX_VALUES: usize = 1000;

@@ -8,10 +8,10 @@ use anyhow::Context;
 use super::run::RunArgs;
 use crate::{commands::Plan, report::atomic};
 use ttp_compare::{CompareDocument, Config};
+use ttp_ledger::collect::machine::MachineFacts;
 use ttp_ttpv2::{
     analysis::{ANALYZE_SCHEMA, AnalyzeDocument, analyse},
     model::QcInput,
-    paragraph::MachineFacts,
 };
 
 /// The run as one `ttp.analyze/1` document: its Q@Cs labelled by command

@@ -11,7 +11,6 @@ use std::{
 
 use anyhow::Context;
 
-use crate::report::atomic;
 use ttp_ledger::probe::{probe_error_ctx, symbols::DebugSearch};
 use ttp_sys::{
     error::{UsageError, usage},
@@ -353,11 +352,12 @@ pub(crate) fn run_with(
     crate::report::render::print(&shown);
     let report = shown.0;
     if let Some(path) = &args.json {
-        atomic::write_json(path, &report).with_context(|| format!("writing {}", path.display()))?;
+        ttp_sys::sys::atomic::write_json(path, &report)
+            .with_context(|| format!("writing {}", path.display()))?;
     }
     if let Some(path) = &args.svg {
         let chart = crate::report::vprofile::icicle(&report)?;
-        atomic::write(path, chart.as_bytes())
+        ttp_sys::sys::atomic::write(path, chart.as_bytes())
             .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(report)

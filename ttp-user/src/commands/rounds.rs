@@ -14,10 +14,11 @@ use super::{
 use ttp_sys::sys::signals::StopFlag;
 use ttp_ttpv2::{
     classify,
-    model::{QcInput, QeRecord, WarmUp},
+    model::{QcInput, WarmUp},
     procedure::{self, Interleaved, Step},
 };
 use ttp_window::window::qe::{QeContext, QeError, QeOutcome};
+use ttp_window::window::record::QeRecord;
 
 /// When a kept QE ran, on the ledger's clock (for the trace's QE
 /// slices): (QE number, start ns, end ns).

@@ -12,8 +12,9 @@ use sha2::{Digest, Sha256};
 use super::study::HOST_LABEL;
 use super::{Lab, queue::err, spec::LabSpec};
 use ttp_sys::error::UsageError;
-use ttp_ttpv2::model::{QeRecord, qc_name};
+use ttp_ttpv2::model::qc_name;
 use ttp_ttpv2::study::{StudyHeader, StudyQc};
+use ttp_window::window::record::QeRecord;
 
 /// The worker name imported Q@Cs are recorded under.
 pub(crate) const IMPORT_WORKER: &str = "import";

@@ -12,10 +12,11 @@ use std::collections::BTreeSet;
 use serde::Deserialize;
 
 use super::Lab;
+use ttp_ledger::collect::machine::MachineFacts;
 use ttp_sys::error::UsageError;
-use ttp_ttpv2::model::{Labels, QcInput, QeRecord, Setup};
-use ttp_ttpv2::paragraph::MachineFacts;
+use ttp_ttpv2::model::{Labels, QcInput, Setup};
 use ttp_ttpv2::study::{STUDY_SCHEMA, StudyHeader, StudyQc};
+use ttp_window::window::record::QeRecord;
 
 /// The label a lab Q@C carries its host label in.
 pub(crate) const HOST_LABEL: &str = "host_label";

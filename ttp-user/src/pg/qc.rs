@@ -15,7 +15,8 @@ use super::{
 };
 use ttp_ledger::probe::ProbeError;
 use ttp_sys::sys::signals::StopFlag;
-use ttp_ttpv2::model::{Labels, QcInput, QeRecord, Setup, WarmUp};
+use ttp_ttpv2::model::{Labels, QcInput, Setup, WarmUp};
+use ttp_window::window::record::QeRecord;
 use ttp_window::window::{
     qe::QeContext,
     target::{Roles, Target, measure_target},

@@ -7,7 +7,7 @@ use std::{
     path::{Path, PathBuf},
 };
 
-pub use ttp_sys::sys::atomic::{write, write_json};
+use ttp_sys::sys::atomic::{write, write_json};
 
 /// A result file that could not be written; shown as "writing PATH: cause".
 #[derive(Debug, thiserror::Error)]

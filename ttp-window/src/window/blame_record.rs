@@ -3,7 +3,8 @@
 //! into the causes of eq. 5, the most blamed processes and the
 //! highest-ranked explanations (Sec. 4.2). The analysis that fills these
 //! types is `ttp_blame`; they are defined here, with the QE record
-//! (window/record.rs) that carries them, and re-exported there.
+//! (window/record.rs) that carries them, and imported from here by
+//! `ttp_blame` and the reports.
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};

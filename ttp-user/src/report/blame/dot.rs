@@ -4,10 +4,10 @@
 use std::fmt::Write;
 
 use ttp_blame::{
-    cause::CauseKind,
     fmt_ns,
     graph::{Graph, Level},
 };
+use ttp_window::window::blame_record::CauseKind;
 
 /// The graph as DOT text.
 pub fn render(graph: &Graph, title: &str) -> String {

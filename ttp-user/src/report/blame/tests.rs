@@ -43,7 +43,7 @@ fn explanations_and_both_answers_are_listed() {
     }
     let mut by_overlap: Vec<_> = report.culprits.iter().collect();
     by_overlap.sort_by(|a, b| b.overlap_blame_ns.total_cmp(&a.overlap_blame_ns));
-    let listed = |c: &ttp_blame::report::CulpritSummary| {
+    let listed = |c: &ttp_window::window::blame_record::CulpritSummary| {
         let name: String = c.process.chars().take(17).collect();
         let pid = c.pid.map_or("-".to_string(), |p| p.to_string());
         text.lines()

@@ -1,12 +1,8 @@
 //! The terminal report, and the compact one kept per QE of `run --blame`.
 use std::fmt::Write;
 
-use ttp_blame::{
-    cause::CauseKind,
-    fmt_ns,
-    report::{BlameReport, CulpritSummary, ResourceSummary},
-    summary::BlameSummary,
-};
+use ttp_blame::{fmt_ns, report::BlameReport};
+use ttp_window::window::blame_record::{BlameSummary, CauseKind, CulpritSummary, ResourceSummary};
 
 /// The report for people; `top` limits the explanations and culprits.
 pub(crate) fn blame_text(report: &BlameReport, top: usize) -> String {

@@ -6,13 +6,12 @@ pub mod terminal;
 
 use std::path::Path;
 
-use crate::report::atomic;
 use ttp_emp::{EmpError, EmpOutcome, Profile};
 
 fn write_svg(dir: &Path, name: &str, svg: &str) -> Result<std::path::PathBuf, EmpError> {
     let path = dir.join(name);
     ttp_sys::sys::atomic::create_dir_all(dir)
-        .and_then(|_| atomic::write(&path, svg.as_bytes()))
+        .and_then(|_| ttp_sys::sys::atomic::write(&path, svg.as_bytes()))
         .map_err(|e| EmpError::Plot {
             what: "file",
             detail: format!("cannot write {}: {e}", path.display()),

@@ -159,7 +159,7 @@ pub fn load(v: Value) -> Result<Box<dyn Rendered>, RenderError> {
 pub(crate) fn write_plot(dir: &Path, name: &str, text: &str) -> Result<PathBuf, RenderError> {
     let path = dir.join(name);
     ttp_sys::sys::atomic::create_dir_all(dir)
-        .and_then(|_| crate::report::atomic::write(&path, text.as_bytes()))
+        .and_then(|_| ttp_sys::sys::atomic::write(&path, text.as_bytes()))
         .map_err(|source| RenderError::Write {
             path: path.clone(),
             source,

@@ -4,10 +4,8 @@ use std::path::{Path, PathBuf};
 
 use super::{RenderError, Rendered, Table, table::num, write_plot};
 use crate::report::ttpv2::{scan_svg::render_scan_svg, svg::render_svg, text::render};
-use ttp_ttpv2::{
-    analysis::{Analysis, AnalyzeDocument, QcDocument, RunDocument},
-    model::QeRecord,
-};
+use ttp_ttpv2::analysis::{Analysis, AnalyzeDocument, QcDocument, RunDocument};
+use ttp_window::window::record::QeRecord;
 
 pub struct Run(pub RunDocument);
 pub struct Analyze(pub AnalyzeDocument);

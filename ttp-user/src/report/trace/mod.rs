@@ -190,7 +190,7 @@ impl Trace {
 
     /// Writes the trace to `path` atomically.
     pub fn write(&self, path: &Path) -> Result<(), TraceError> {
-        crate::report::atomic::write(path, &self.to_bytes()).map_err(|source| TraceError::Write {
+        ttp_sys::sys::atomic::write(path, &self.to_bytes()).map_err(|source| TraceError::Write {
             path: path.display().to_string(),
             source,
         })

@@ -257,7 +257,7 @@ mod tests {
             q.time_meas_ms += extra_u as f64 * 10.0;
             q.time_meas_ns = q.time_meas_ns.map(|t| t + extra_u * 10_000_000);
             for p in &mut q.processes {
-                if p.class == ttp_ttpv2::model::ProcessClass::Query {
+                if p.class == ttp_window::window::record::ProcessClass::Query {
                     p.m.u_ticks = p.m.u_ticks.map(|u| u + extra_u);
                 }
             }

@@ -336,14 +336,14 @@ mod tests {
         for qe in &mut qc.qes {
             qe.time_meas_ms = 0.8;
             qe.processes
-                .retain(|p| p.class == ttp_ttpv2::model::ProcessClass::Query);
+                .retain(|p| p.class == ttp_window::window::record::ProcessClass::Query);
             qe.overall.user_ticks = Some(0);
             qe.overall.system_ticks = Some(0);
             qe.overall.iowait_ticks = Some(0);
             let q = qe
                 .processes
                 .iter_mut()
-                .find(|p| p.class == ttp_ttpv2::model::ProcessClass::Query)
+                .find(|p| p.class == ttp_window::window::record::ProcessClass::Query)
                 .unwrap();
             q.m.u_ticks = Some(0);
             q.m.s_ticks = Some(0);
