@@ -10,7 +10,9 @@
 //!
 //! ```no_run
 //! # fn demo() -> anyhow::Result<()> {
-//! use ttp_user::{probe::{AttachOptions, Ledger}, report::trace::{QeSlice, Trace}, window::trace_record::Recorder};
+//! use ttp_ledger::probe::{AttachOptions, Ledger};
+//! use ttp_user::report::trace::{QeSlice, Trace};
+//! use ttp_window::window::trace_record::Recorder;
 //! let mut ledger = Ledger::attach_with(&AttachOptions { trace: true, ..Default::default() })?;
 //! let mut rec = Recorder::start(&mut ledger, &[])?;
 //! // for each QE: start its process held before exec, then
