@@ -10,18 +10,18 @@
 //! it as text and DOT).
 //! [`source`] is where windows come from; [`live`] measures them; [`qe`]
 //! measures them beside each QE of `run --blame`.
-pub mod attribute;
-pub mod baseline;
-pub mod cause;
-pub mod disk_split;
-pub mod explain;
+pub(crate) mod attribute;
+pub(crate) mod baseline;
+pub(crate) mod cause;
+pub(crate) mod disk_split;
+pub(crate) mod explain;
 pub mod graph;
 pub mod input;
 mod live;
 pub mod qe;
 pub mod report;
 pub mod source;
-pub mod summary;
+pub(crate) mod summary;
 
 #[cfg(test)]
 mod tests;

@@ -19,7 +19,7 @@ use super::elf::ElfImage;
 
 /// Where a call goes.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum Callee {
+pub(crate) enum Callee {
     /// A function this file defines (called directly or through its PLT).
     Local(usize),
     /// A function of another file (a shared library), through the PLT/GOT.
@@ -32,7 +32,7 @@ pub enum Callee {
 
 /// One `call` instruction.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CallSite {
+pub(crate) struct CallSite {
     /// Virtual address of the `call` instruction.
     pub call_address: u64,
     /// Virtual address of the instruction after it (where the callee returns).
@@ -42,7 +42,7 @@ pub struct CallSite {
 
 /// What the machine code of one function calls.
 #[derive(Debug, Clone, Default)]
-pub struct FunctionCalls {
+pub(crate) struct FunctionCalls {
     pub call_sites: Vec<CallSite>,
     /// Functions entered by `jmp` from this one (their time is in `img_F`).
     pub tail_calls: Vec<Callee>,
@@ -290,22 +290,19 @@ impl<'a> CallGraph<'a> {
     pub fn elf(&self) -> &'a ElfImage {
         self.elf
     }
-    pub fn root(&self) -> usize {
+    pub(crate) fn root(&self) -> usize {
         self.root
     }
     /// Number of functions reachable from the root (the root included).
-    pub fn reachable(&self) -> usize {
+    pub(crate) fn reachable(&self) -> usize {
         self.calls.len()
-    }
-    pub fn calls(&self, function: usize) -> Option<&FunctionCalls> {
-        self.calls.get(&FnId::Local(function))
     }
 
     /// Height in the call graph: 0 for a function that calls nothing
     /// measurable, else 1 + the largest height of its children; imported
     /// functions count as leaves (their code is in another file).
     /// Functions on a recursive cycle share the height of the cycle.
-    pub fn height(&self, key: &ChildKey) -> u32 {
+    pub(crate) fn height(&self, key: &ChildKey) -> u32 {
         match key {
             ChildKey::Import(_) => 0,
             k => self.heights.get(&to_id(k)).copied().unwrap_or(0),
@@ -318,7 +315,7 @@ impl<'a> CallGraph<'a> {
     }
 
     /// The function a display name stands for.
-    pub fn key(&self, name: &str) -> Option<ChildKey> {
+    pub(crate) fn key(&self, name: &str) -> Option<ChildKey> {
         self.names.get(name).cloned()
     }
 
@@ -342,7 +339,7 @@ impl<'a> CallGraph<'a> {
     /// site. Calls that cannot be measured are not children: they are part
     /// of `img_function`. Calls to code without a symbol are children only
     /// when the graph was built with `unnamed_children`. An import has none.
-    pub fn children_of(&self, function: &ChildKey) -> Vec<Child> {
+    pub(crate) fn children_of(&self, function: &ChildKey) -> Vec<Child> {
         self.children_where(function, self.unnamed_children, |_| true)
     }
 

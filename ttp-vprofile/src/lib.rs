@@ -16,7 +16,7 @@ pub mod elf;
 mod elf_error;
 mod extent;
 pub mod plan;
-pub mod select;
+pub(crate) mod select;
 mod symbols;
 pub mod uprobe;
 
