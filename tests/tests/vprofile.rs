@@ -163,10 +163,14 @@ fn uprobes_match_the_programs_own_clock() {
             .unwrap_or_else(|| panic!("no fixture record starts near {start}"));
         let unc = used.uncertainty_ns(units);
         let run_delay = row[col("run_delay")] as f64;
+        // One disruption (an interrupt, the host taking the vCPU) lands in
+        // the root's interval and in the child's it happened in: what is
+        // counted is invocations with any interval beyond its bound.
+        let mut beyond = Vec::new();
         let mut check = |probe: u64, own: u64, what: &str| {
             let d = probe as f64 - own as f64;
             if d < -(unc + 20_000.0) || d > unc + run_delay + 20_000.0 {
-                outside.push(format!(
+                beyond.push(format!(
                     "{what}: probe {probe} ns vs the program's own {own} ns (± {unc:.0}, run-queue wait {run_delay})"
                 ));
             }
@@ -176,6 +180,9 @@ fn uprobes_match_the_programs_own_clock() {
             if let Some(c) = names.iter().position(|n| n == &s.function) {
                 check(inv.children_ns[slot], row[c], &s.function);
             }
+        }
+        if !beyond.is_empty() {
+            outside.push(beyond.join("; "));
         }
         excess.push(inv.root_ns as f64 - row[col("root")] as f64);
         uncertainty.push(unc);
@@ -201,9 +208,9 @@ fn uprobes_match_the_programs_own_clock() {
     };
     let (med_excess, med_unc) = (median(&mut excess), median(&mut uncertainty));
     eprintln!(
-        "probe − own: median {med_excess:.0} ns (uncertainty {med_unc:.0} ns); {} of {} intervals outside their bound",
+        "probe − own: median {med_excess:.0} ns (uncertainty {med_unc:.0} ns); {} of {} invocations with an interval outside its bound",
         outside.len(),
-        matched_probe.len() * (1 + table.slots.len())
+        matched_probe.len()
     );
     assert!(
         med_excess.abs() <= med_unc + 20_000.0,
