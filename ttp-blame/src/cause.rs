@@ -27,7 +27,7 @@ pub(crate) const GROUP_VICTIM: &str = "[victim]";
 /// Group label of kernel threads.
 pub(crate) const GROUP_KERNEL: &str = "[kernel threads]";
 /// Label of the unknown cause.
-pub(crate) const UNKNOWN: &str = "[unknown]";
+pub const UNKNOWN: &str = "[unknown]";
 
 /// Classifies the threads of one recording.
 #[derive(Debug, Clone)]
@@ -55,7 +55,7 @@ impl Classifier {
         }
     }
 
-    pub(crate) fn task(&self, id: u32) -> Option<&TaskInfo> {
+    pub fn task(&self, id: u32) -> Option<&TaskInfo> {
         self.tasks.get(&id)
     }
 
@@ -63,11 +63,11 @@ impl Classifier {
         self.victim.contains(&id)
     }
 
-    pub(crate) fn victim_ids(&self) -> &BTreeSet<u32> {
+    pub fn victim_ids(&self) -> &BTreeSet<u32> {
         &self.victim
     }
 
-    pub(crate) fn tasks(&self) -> impl Iterator<Item = &TaskInfo> {
+    pub fn tasks(&self) -> impl Iterator<Item = &TaskInfo> {
         self.tasks.values()
     }
 
@@ -84,7 +84,7 @@ impl Classifier {
     }
 
     /// Category of task `id` as a cause of the victim's blocked time.
-    pub(crate) fn kind(&self, id: u32) -> CauseKind {
+    pub fn kind(&self, id: u32) -> CauseKind {
         let Some(t) = self.tasks.get(&id) else {
             return CauseKind::Unknown;
         };
@@ -103,7 +103,7 @@ impl Classifier {
     }
 
     /// The group (graph top level) of task `id`.
-    pub(crate) fn group(&self, id: u32) -> String {
+    pub fn group(&self, id: u32) -> String {
         let Some(t) = self.tasks.get(&id) else {
             return UNKNOWN.to_string();
         };

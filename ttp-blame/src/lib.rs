@@ -10,18 +10,18 @@
 //! it as text and DOT).
 //! [`source`] is where windows come from; [`live`] measures them; [`qe`]
 //! measures them beside each QE of `run --blame`.
-pub(crate) mod attribute;
-pub(crate) mod baseline;
-pub(crate) mod cause;
-pub(crate) mod disk_split;
-pub(crate) mod explain;
+pub mod attribute;
+pub mod baseline;
+pub mod cause;
+pub mod disk_split;
+pub mod explain;
 pub mod graph;
 pub mod input;
 mod live;
 pub mod qe;
 pub mod report;
 pub mod source;
-pub(crate) mod summary;
+pub mod summary;
 
 #[cfg(test)]
 mod tests;

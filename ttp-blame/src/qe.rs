@@ -69,7 +69,7 @@ impl QeBlame {
     /// Starts measuring process `pid` (held, not yet released) and its
     /// children in windows of `window_ns`; returns once the first window
     /// has begun, or why the source could not open.
-    pub(crate) fn start(pid: u32, window_ns: u64) -> Result<QeBlame, String> {
+    pub fn start(pid: u32, window_ns: u64) -> Result<QeBlame, String> {
         let stop = Arc::new(AtomicBool::new(false));
         let (opened_tx, opened_rx) = mpsc::sync_channel(1);
         let victim = VictimSpec {
@@ -121,7 +121,7 @@ impl QeBlame {
 
     /// After the command has exited: waits for its last windows, then
     /// analyses them. An error is kept in the QE's record as text.
-    pub(crate) fn finish(mut self) -> Result<BlameSummary, String> {
+    pub fn finish(mut self) -> Result<BlameSummary, String> {
         let Some(handle) = self.handle.take() else {
             return Err("the blame measurement was already finished".into());
         };

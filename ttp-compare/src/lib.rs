@@ -21,7 +21,7 @@ pub use input::{InputError, Measure, Side, side_of};
 use stats::{BootstrapCi, Centre, MannWhitney, Welch};
 pub use ttpv2::sides_by_name;
 
-pub const COMPARE_SCHEMA: &str = "ttp.compare/1";
+pub(crate) const COMPARE_SCHEMA: &str = "ttp.compare/1";
 
 /// How the comparison is made; every field is reported.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -602,6 +602,6 @@ fn verdict(r: &MeasureComparison, who: &str, family: usize, cfg: &Config) -> Ver
 }
 
 /// The unit at the end of a measure's name ("time_calc_ms" → "ms").
-pub(crate) fn unit(measure: &str) -> &str {
+pub fn unit(measure: &str) -> &str {
     measure.rsplit('_').next().unwrap_or("")
 }

@@ -115,7 +115,7 @@ pub enum PtSource {
 
 impl ProgramTime {
     /// PT in ns from the chosen source (`Auto` is resolved by the caller).
-    pub(crate) fn ns(&self, source: PtSource) -> Option<u64> {
+    pub fn ns(&self, source: PtSource) -> Option<u64> {
         match source {
             PtSource::Taskstats => self.taskstats_us.map(|us| us.saturating_mul(1_000)),
             PtSource::Ledger => self.ledger_on_cpu_ns,

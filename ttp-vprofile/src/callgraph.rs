@@ -19,7 +19,7 @@ use super::elf::ElfImage;
 
 /// Where a call goes.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(crate) enum Callee {
+pub enum Callee {
     /// A function this file defines (called directly or through its PLT).
     Local(usize),
     /// A function of another file (a shared library), through the PLT/GOT.
@@ -32,7 +32,7 @@ pub(crate) enum Callee {
 
 /// One `call` instruction.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct CallSite {
+pub struct CallSite {
     /// Virtual address of the `call` instruction.
     pub call_address: u64,
     /// Virtual address of the instruction after it (where the callee returns).
@@ -42,7 +42,7 @@ pub(crate) struct CallSite {
 
 /// What the machine code of one function calls.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct FunctionCalls {
+pub struct FunctionCalls {
     pub call_sites: Vec<CallSite>,
     /// Functions entered by `jmp` from this one (their time is in `img_F`).
     pub tail_calls: Vec<Callee>,
@@ -290,19 +290,22 @@ impl<'a> CallGraph<'a> {
     pub fn elf(&self) -> &'a ElfImage {
         self.elf
     }
-    pub(crate) fn root(&self) -> usize {
+    pub fn root(&self) -> usize {
         self.root
     }
     /// Number of functions reachable from the root (the root included).
-    pub(crate) fn reachable(&self) -> usize {
+    pub fn reachable(&self) -> usize {
         self.calls.len()
+    }
+    pub fn calls(&self, function: usize) -> Option<&FunctionCalls> {
+        self.calls.get(&FnId::Local(function))
     }
 
     /// Height in the call graph: 0 for a function that calls nothing
     /// measurable, else 1 + the largest height of its children; imported
     /// functions count as leaves (their code is in another file).
     /// Functions on a recursive cycle share the height of the cycle.
-    pub(crate) fn height(&self, key: &ChildKey) -> u32 {
+    pub fn height(&self, key: &ChildKey) -> u32 {
         match key {
             ChildKey::Import(_) => 0,
             k => self.heights.get(&to_id(k)).copied().unwrap_or(0),
@@ -315,7 +318,7 @@ impl<'a> CallGraph<'a> {
     }
 
     /// The function a display name stands for.
-    pub(crate) fn key(&self, name: &str) -> Option<ChildKey> {
+    pub fn key(&self, name: &str) -> Option<ChildKey> {
         self.names.get(name).cloned()
     }
 
@@ -339,7 +342,7 @@ impl<'a> CallGraph<'a> {
     /// site. Calls that cannot be measured are not children: they are part
     /// of `img_function`. Calls to code without a symbol are children only
     /// when the graph was built with `unnamed_children`. An import has none.
-    pub(crate) fn children_of(&self, function: &ChildKey) -> Vec<Child> {
+    pub fn children_of(&self, function: &ChildKey) -> Vec<Child> {
         self.children_where(function, self.unnamed_children, |_| true)
     }
 

@@ -69,7 +69,7 @@ pub struct Function {
 }
 
 impl Function {
-    pub(crate) fn contains(&self, address: u64) -> bool {
+    pub fn contains(&self, address: u64) -> bool {
         address >= self.address && address - self.address < self.size_bytes
     }
 }
@@ -77,7 +77,7 @@ impl Function {
 /// What a GOT slot (reached through a PLT stub or `call *slot(%rip)`) is
 /// bound to at run time.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Import {
+pub struct Import {
     pub name: String,
     pub version: Option<String>,
     /// Index into [`ElfImage::functions`] when this file itself defines the
@@ -375,14 +375,14 @@ impl ElfImage {
     pub fn path(&self) -> &Path {
         &self.path
     }
-    pub(crate) fn kind(&self) -> ElfKind {
+    pub fn kind(&self) -> ElfKind {
         self.kind
     }
     pub(crate) fn symbol_source(&self) -> SymbolSource {
         self.source
     }
     /// The separate debug file that named the functions, if one did.
-    pub(crate) fn symbol_file(&self) -> Option<&Path> {
+    pub fn symbol_file(&self) -> Option<&Path> {
         self.symbol_file.as_deref()
     }
     /// All functions, sorted by address.

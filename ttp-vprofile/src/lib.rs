@@ -16,7 +16,7 @@ pub mod elf;
 mod elf_error;
 mod extent;
 pub mod plan;
-pub(crate) mod select;
+pub mod select;
 mod symbols;
 pub mod uprobe;
 

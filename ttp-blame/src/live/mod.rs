@@ -71,7 +71,7 @@ impl LiveSource {
     /// Takes the first edge of the session's ledger, which carries the
     /// blame detail ([`MeasurementSession::open_blame`]: privileges checked,
     /// a dead instance's leftovers restored, the ledger seeded).
-    pub(crate) fn open(
+    pub fn open(
         session: MeasurementSession,
         victim: &VictimSpec,
         window_ns: u64,

@@ -100,7 +100,7 @@ pub struct Symmetry {
 }
 
 /// Classifies runs by the fence (Step 3).
-pub(crate) fn classify(runs: &[&EmpRun], k: f64) -> (EtFence, Vec<ClassifiedRun>) {
+pub fn classify(runs: &[&EmpRun], k: f64) -> (EtFence, Vec<ClassifiedRun>) {
     let mut ets: Vec<f64> = runs.iter().map(|r| r.et_ns as f64).collect();
     ets.sort_by(f64::total_cmp);
     let q1 = quantile_sorted(&ets, 0.25).unwrap_or(0.0);
@@ -137,7 +137,7 @@ pub(crate) fn classify(runs: &[&EmpRun], k: f64) -> (EtFence, Vec<ClassifiedRun>
 /// Step 2: pairs runs (i, i+1) for i = first, first+2, … where `first` is
 /// the index of the measurement's first run (usable or not); a pair whose
 /// two runs are not both usable is left out. `classes` is sorted by index.
-pub(crate) fn pair(classes: &[ClassifiedRun], first: u32) -> Vec<DualExecution> {
+pub fn pair(classes: &[ClassifiedRun], first: u32) -> Vec<DualExecution> {
     let by_index: std::collections::BTreeMap<u32, &ClassifiedRun> =
         classes.iter().map(|c| (c.index, c)).collect();
     let Some(last) = classes.last().map(|c| c.index) else {
@@ -167,7 +167,7 @@ pub(crate) fn pair(classes: &[ClassifiedRun], first: u32) -> Vec<DualExecution> 
     out
 }
 
-pub(crate) fn l_shape(pairs: &[DualExecution]) -> LShape {
+pub fn l_shape(pairs: &[DualExecution]) -> LShape {
     let count = |k: PairKind| pairs.iter().filter(|p| p.kind == k).count();
     let (first_high, second_high, both_high) = (
         count(PairKind::FirstHigh),
@@ -193,7 +193,7 @@ pub(crate) fn l_shape(pairs: &[DualExecution]) -> LShape {
     }
 }
 
-pub(crate) fn symmetry(pairs: &[DualExecution]) -> Option<Symmetry> {
+pub fn symmetry(pairs: &[DualExecution]) -> Option<Symmetry> {
     let central: Vec<(f64, f64)> = pairs
         .iter()
         .filter(|p| p.kind == PairKind::Central)

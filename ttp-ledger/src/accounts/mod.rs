@@ -68,7 +68,7 @@ impl WaitClocks for SnapshotClocks<'_> {
 /// the clock adds nothing there; an account built by hand closes by the
 /// clock. The open run-queue wait is not in the kernel's run_delay until
 /// the switch-in ends it: as of now it shows only as wake latency.
-pub(crate) fn close(a: &ThreadAccount, snap: &Snapshot) -> ThreadAccount {
+pub fn close(a: &ThreadAccount, snap: &Snapshot) -> ThreadAccount {
     let mut c = *a;
     let how = Closing {
         on_cpu_by_clock: true,

@@ -80,7 +80,7 @@ impl UserNames {
         Self::parse(&text)
     }
 
-    pub(crate) fn parse(text: &str) -> Self {
+    pub fn parse(text: &str) -> Self {
         Self(
             text.lines()
                 .filter_map(|l| {

@@ -67,8 +67,7 @@ impl CpuTicks {
 
     /// All ten fields added up: the ticks this CPU (or all CPUs) accounted.
     /// Guest ticks are already inside user/nice, so they are left out.
-    #[cfg(test)]
-    fn accounted(&self) -> Option<u64> {
+    pub fn accounted(&self) -> Option<u64> {
         [
             self.user,
             self.nice,
@@ -148,7 +147,7 @@ impl StatImage {
     }
 
     /// Parses the text of /proc/stat.
-    pub(crate) fn parse(text: &str) -> Result<StatImage, procfs::ProcError> {
+    pub fn parse(text: &str) -> Result<StatImage, procfs::ProcError> {
         // Ticks per second only feed procfs's ms conversions, unused here.
         let info = ExplicitSystemInfo {
             boot_time_secs: 0,

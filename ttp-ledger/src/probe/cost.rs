@@ -49,7 +49,7 @@ pub struct CostUnavailable(pub String);
 pub const SAMPLE: Duration = Duration::from_millis(200);
 /// A sampling window begins every PERIOD (the first right at start): the
 /// statistics are on 10 % of the time, ~2 ns a run on average.
-pub(crate) const PERIOD: Duration = Duration::from_secs(2);
+pub const PERIOD: Duration = Duration::from_secs(2);
 
 /// Enables the kernel's BPF run-time statistics for as long as the returned
 /// fd is open.

@@ -113,7 +113,7 @@ const POLL_MS: i32 = 50;
 impl ExitDrain {
     /// `fixed`: a queue of [`queue_records`]`(ring_bytes)` reserved now,
     /// else one that grows up to [`QUEUE_LIMIT`].
-    pub(crate) fn start(ring: RingBuf<MapData>, ring_bytes: u32, fixed: bool) -> Self {
+    pub fn start(ring: RingBuf<MapData>, ring_bytes: u32, fixed: bool) -> Self {
         let fd = ring.as_raw_fd();
         let queue = if fixed {
             Queue::fixed(queue_records(ring_bytes))

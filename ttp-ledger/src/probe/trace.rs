@@ -33,14 +33,14 @@ pub(crate) fn page_size() -> u32 {
 }
 
 /// The trace maps of a ledger loaded with tracing on.
-pub struct TraceMaps {
+pub(crate) struct TraceMaps {
     traced: HashMap<MapData, u32, u32>,
     /// Taken by the reader ([`Ledger::trace_reader`]).
     events: Option<RingBuf<MapData>>,
 }
 
 /// Loads and attaches the tracing-only programs and takes the trace maps.
-pub fn attach(ebpf: &mut Ebpf, btf: &Btf) -> Result<TraceMaps, ProbeError> {
+pub(crate) fn attach(ebpf: &mut Ebpf, btf: &Btf) -> Result<TraceMaps, ProbeError> {
     let prog_err = |program: &str, tracepoint: &str| {
         let (program, tracepoint) = (program.to_string(), tracepoint.to_string());
         move |source| ProbeError::Program {
@@ -92,6 +92,11 @@ pub fn attach(ebpf: &mut Ebpf, btf: &Btf) -> Result<TraceMaps, ProbeError> {
 }
 
 impl Ledger {
+    /// True when the ledger was loaded with tracing on.
+    pub fn tracing(&self) -> bool {
+        self.trace.is_some()
+    }
+
     /// Starts tracing process `tgid` (its threads, and processes it forks
     /// from now on).
     pub fn trace_process(&mut self, tgid: u32) -> Result<(), ProbeError> {
@@ -261,7 +266,7 @@ fn read<T: Copy>(bytes: &[u8]) -> Option<T> {
 
 /// Decodes one ring-buffer record; None for a short record or an unknown
 /// kind.
-pub(crate) fn decode(bytes: &[u8]) -> Option<TraceEvent> {
+pub fn decode(bytes: &[u8]) -> Option<TraceEvent> {
     let h: Header = read(bytes)?;
     let body = match Kind::from_u32(h.kind)? {
         k @ (Kind::SwitchIn | Kind::SwitchOut) => {

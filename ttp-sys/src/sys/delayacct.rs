@@ -141,8 +141,7 @@ impl DelayAcct {
     }
 
     /// What a dead instance had left and this one restored on the way in.
-    #[cfg(test)]
-    pub(crate) fn leftover(&self) -> Option<&Leftover> {
+    pub fn leftover(&self) -> Option<&Leftover> {
         self.leftover.as_ref()
     }
 }

@@ -77,7 +77,7 @@ impl Invoker {
     }
 
     /// The current real user and group.
-    pub(crate) fn current() -> Invoker {
+    pub fn current() -> Invoker {
         // SAFETY: getuid/getgid cannot fail.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
         Invoker {
@@ -97,7 +97,7 @@ impl Invoker {
 
     /// Supplementary groups of the user (getgrouplist), always including the
     /// primary group; just the primary group when the name is unknown.
-    pub(crate) fn groups(&self) -> Vec<u32> {
+    pub fn groups(&self) -> Vec<u32> {
         let Some(name) = self.user.as_deref().and_then(|u| CString::new(u).ok()) else {
             return vec![self.gid];
         };

@@ -25,7 +25,7 @@ pub(crate) enum Capability {
 }
 
 impl Capability {
-    pub(crate) fn bit(self) -> u32 {
+    pub fn bit(self) -> u32 {
         self as u32
     }
 
@@ -64,7 +64,7 @@ impl Privileges {
         })
     }
 
-    pub(crate) fn has(&self, cap: Capability) -> bool {
+    pub fn has(&self, cap: Capability) -> bool {
         self.cap_eff & (1u64 << cap.bit()) != 0
     }
 

@@ -37,6 +37,7 @@ pub struct SysctlGuard {
     name: String,
     path: PathBuf,
     previous: String,
+    value: String,
     changed: bool,
 }
 
@@ -67,6 +68,7 @@ impl SysctlGuard {
             name: name.into(),
             path,
             previous,
+            value,
             changed,
         })
     }
@@ -78,9 +80,13 @@ impl SysctlGuard {
     }
 
     /// The value before the guard was created.
-    #[cfg(test)]
-    fn previous(&self) -> &str {
+    pub fn previous(&self) -> &str {
         &self.previous
+    }
+
+    /// The value the guard set.
+    pub fn value(&self) -> &str {
+        &self.value
     }
 
     pub fn name(&self) -> &str {
@@ -88,8 +94,7 @@ impl SysctlGuard {
     }
 
     /// Restores the previous value now, reporting failure (drop only logs it).
-    #[cfg(test)]
-    fn restore(mut self) -> Result<(), SysctlError> {
+    pub fn restore(mut self) -> Result<(), SysctlError> {
         let result = self.write_back();
         self.changed = false;
         result

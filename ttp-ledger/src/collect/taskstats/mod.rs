@@ -171,7 +171,7 @@ where
 /// Whether the kernel currently measures block-I/O and swap-in delays
 /// (`kernel.task_delayacct`, Linux 5.14+). Kernels without the sysctl had
 /// delay accounting on unless booted with `nodelayacct`.
-pub(crate) fn delayacct_on() -> bool {
+pub fn delayacct_on() -> bool {
     std::fs::read_to_string("/proc/sys/kernel/task_delayacct").map_or(true, |v| v.trim() != "0")
 }
 
@@ -206,6 +206,11 @@ impl TaskstatsClient {
             .map_err(|e| TaskstatsError::Netlink(e.to_string()))?;
         let family = resolve_family(&router)?;
         Ok(TaskstatsClient { router, family })
+    }
+
+    /// The numeric id of the TASKSTATS family on this kernel.
+    pub fn family(&self) -> u16 {
+        self.family
     }
 
     /// Statistics of one task (thread) `pid` (TASKSTATS_CMD_ATTR_PID).

@@ -83,7 +83,7 @@ impl CostSampler {
     /// Checks that the kernel lets ttp enable the statistics (on and off
     /// again at once) and starts the thread; its first window begins when
     /// [`CostSampler::set_programs`] first names programs.
-    pub(crate) fn start() -> Result<CostSampler, CostUnavailable> {
+    pub fn start() -> Result<CostSampler, CostUnavailable> {
         drop(enable_stats()?);
         let shared = Arc::new((Mutex::new(Shared::default()), Condvar::new()));
         let s = shared.clone();

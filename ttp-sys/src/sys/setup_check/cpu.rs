@@ -5,7 +5,7 @@ use super::{CheckItem, Fix, Status, read::Root, read::parse_cpu_list};
 
 const SYS_CPU: &str = "sys/devices/system/cpu";
 
-pub(crate) fn items(r: &Root) -> Vec<CheckItem> {
+pub fn items(r: &Root) -> Vec<CheckItem> {
     let online = r
         .line(&format!("{SYS_CPU}/online"))
         .and_then(|s| parse_cpu_list(&s));
