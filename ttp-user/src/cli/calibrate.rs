@@ -224,8 +224,11 @@ fn measure(
         quiet: true,
     };
     let mut last_write: Option<Instant> = None;
-    let bar = crate::report::progress::bar(plan.runs_of(1), "runs");
-    let live = emp_runs::measure(&plan, stop, &bar, |runs| {
+    let bar = crate::report::progress::Progress::new(plan.runs_of(1), "runs");
+    let live = emp_runs::measure(&plan, stop, &|m| bar.notice(m), |runs| {
+        if let Some(run) = runs.last() {
+            bar.set_message(emp_runs::progress_message(run, None));
+        }
         if let Some(path) = record {
             let last = runs.len() as u32 == phase.runs + 1;
             if last || last_write.is_none_or(|t| t.elapsed() >= RECORD_EVERY) {
@@ -233,8 +236,11 @@ fn measure(
                 last_write = Some(Instant::now());
             }
         }
+        bar.inc(1);
         Ok(())
-    })?;
+    });
+    bar.finish_and_clear();
+    let live = live?;
     if let Some(path) = record
         && !live.runs.is_empty()
     {

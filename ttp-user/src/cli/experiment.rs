@@ -137,14 +137,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let (mut study, seed, mut done) = open_study(&path, &mut spec, &machine)?;
     let n = spec.n;
     let total_qcs = spec.cardinalities.len() * spec.queries.len();
-    let bar = crate::report::progress::bar((total_qcs as u64) * u64::from(n), "QE");
+    let bar = crate::report::progress::Progress::new((total_qcs as u64) * u64::from(n), "QE");
     bar.set_position(done.len() as u64 * u64::from(n));
     bar.reset_eta();
     if done.len() < total_qcs {
         // A study started before holds the table unless it was lost.
         ensure_max_table(&mut runner, &spec, seed, done.is_empty(), &bar)?;
     }
-    let notify = |m: String| bar.println(m);
+    let notify = |m: String| bar.notice(m);
     let mut paused = None;
     'cards: for &card in &spec.cardinalities {
         let todo: Vec<_> = spec
@@ -261,7 +261,7 @@ fn ensure_max_table(
     spec: &Spec,
     seed: u64,
     new_study: bool,
-    bar: &indicatif::ProgressBar,
+    bar: &crate::report::progress::Progress,
 ) -> anyhow::Result<()> {
     let s = runner.session_mut().map_err(pg_error)?;
     if !new_study && max_table_ready(s, spec).map_err(pg_error)? {

@@ -451,14 +451,8 @@ fn measure(
     machine: &MachineFacts,
     stop: &StopFlag,
 ) -> anyhow::Result<commands::Measured> {
-    let bar = crate::report::progress::bar(u64::from(plan.n) * qcs.len() as u64, "QE");
-    let notify = |m: String| {
-        if bar.is_hidden() {
-            eprintln!("{m}");
-        } else {
-            bar.println(m);
-        }
-    };
+    let bar = crate::report::progress::Progress::new(u64::from(plan.n) * qcs.len() as u64, "QE");
+    let notify = |m: String| bar.notice(m);
     let mut on_qe = |qcs: &[QcInput], j: usize, who: &str| {
         bar.set_position(qcs.iter().map(|q| q.qes.len() as u64).sum());
         if let Some(r) = qcs[j].qes.last() {

@@ -210,8 +210,11 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         run_as,
         quiet: false,
     };
-    let bar = crate::report::progress::bar(plan.runs_of(1), "runs");
-    let live = emp_runs::measure(&plan, &stop, &bar, |runs| {
+    let bar = crate::report::progress::Progress::new(plan.runs_of(1), "runs");
+    let live = emp_runs::measure(&plan, &stop, &|m| bar.notice(m), |runs| {
+        if let Some(run) = runs.last() {
+            bar.set_message(emp_runs::progress_message(run, None));
+        }
         if let Some(path) = &args.emp.record {
             emp_record::write_record(path, &args.command, runs)?;
         }
@@ -222,8 +225,11 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             ttp_sys::sys::atomic::write_json(path, &o)
                 .with_context(|| format!("writing {}", path.display()))?;
         }
+        bar.inc(1);
         Ok(())
-    })?;
+    });
+    bar.finish_and_clear();
+    let live = live?;
     if live.runs.is_empty() {
         return match live.failure {
             Some(e) => Err(e),

@@ -136,7 +136,7 @@ pub fn run(args: RunArgs, conninfo: &str) -> anyhow::Result<()> {
     if let Some(pin) = &pin {
         machine.deviations.push(pinned_statement(pin));
     }
-    let bar = crate::report::progress::bar(u64::from(args.n), "QE");
+    let bar = crate::report::progress::Progress::new(u64::from(args.n), "QE");
     let json = args.json.clone();
     let mut write_err: Option<anyhow::Error> = None;
     let mut on_qe = |qc: &QcInput, facts: &PgFacts| {
@@ -152,7 +152,7 @@ pub fn run(args: RunArgs, conninfo: &str) -> anyhow::Result<()> {
         }
         bar.set_position(qc.qes.len() as u64);
     };
-    let notify = |m: String| bar.println(m);
+    let notify = |m: String| bar.notice(m);
     let mut ctx = session.qe_context(ttp_sys::sys::spawn::RunAs::Current);
     let outcome = runner.run_qc(&mut ctx, sql, args.n, labels, &mut on_qe, &notify);
     drop(ctx);
