@@ -8,7 +8,7 @@ use std::{
 
 use anyhow::Context;
 
-use super::run_pg::pg_error;
+use crate::pg::error::pg_error;
 use crate::pg::{
     Pg, QcEnd, Runner, RunnerOptions,
     experiment::{Spec, build_max_table, max_table_ready, populate_table},

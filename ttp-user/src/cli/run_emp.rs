@@ -248,7 +248,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     };
     o.notes.extend(live.notes);
     if let Some(pin) = &pin {
-        o.notes.push(super::run::pinned_statement(pin));
+        o.notes.push(crate::commands::pinned_statement(pin));
     }
     if live.interrupted {
         o.notes.push(format!(

@@ -76,7 +76,7 @@ pub fn run(args: &RunArgs, commands: &[NamedCommand]) -> anyhow::Result<()> {
         super::run_emp::outcome(runs, profile.as_ref(), &cfg, args, &setup).map(|mut o| {
             o.command = commands[i].argv.clone();
             if let Some(p) = &pin {
-                o.notes.push(super::run::pinned_statement(p));
+                o.notes.push(crate::commands::pinned_statement(p));
             }
             o
         })

@@ -63,8 +63,9 @@ pub fn measure(
     notify: &dyn Fn(String),
     mut after_run: impl FnMut(&[EmpRun]) -> anyhow::Result<()>,
 ) -> anyhow::Result<LiveRuns> {
-    let mut all =
-        measure_interleaved(plan, &[plan.command], stop, notify, |_, runs| after_run(runs))?;
+    let mut all = measure_interleaved(plan, &[plan.command], stop, notify, |_, runs| {
+        after_run(runs)
+    })?;
     Ok(all.remove(0))
 }
 
