@@ -12,6 +12,7 @@ pub mod restart;
 pub mod script;
 pub mod session;
 pub mod statement;
+pub mod study;
 
 pub use error::PgError;
 pub use qc::{PgFacts, QcEnd, QcRun, Runner, RunnerOptions};
