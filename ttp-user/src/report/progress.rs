@@ -23,15 +23,27 @@ impl Progress {
     /// A bar of `len` `unit`s on stderr, hidden when stderr is not a
     /// terminal; notices go to stderr either way.
     pub fn new(len: u64, unit: &str) -> Progress {
-        let bar = ProgressBar::new(len);
+        Progress::styled(
+            Some(len),
+            &format!("{{bar:30}} {{pos}}/{{len}} {unit} {{msg}} [{{elapsed}}, eta {{eta}}]"),
+        )
+    }
+
+    /// A bar of `len` steps drawn with indicatif's `template`, or a
+    /// spinner when the length is not known; hidden as [`Progress::new`].
+    pub fn styled(len: Option<u64>, template: &str) -> Progress {
+        let bar = match len {
+            Some(len) => ProgressBar::new(len),
+            None => ProgressBar::new_spinner(),
+        };
         if !std::io::stderr().is_terminal() {
             bar.set_draw_target(ProgressDrawTarget::hidden());
         }
-        let style = ProgressStyle::with_template(&format!(
-            "{{bar:30}} {{pos}}/{{len}} {unit} {{msg}} [{{elapsed}}, eta {{eta}}]"
-        ))
-        .unwrap_or_else(|_| ProgressStyle::default_bar());
-        bar.set_style(style);
+        if let Ok(style) = ProgressStyle::with_template(template) {
+            bar.set_style(style);
+        } else if len.is_some() {
+            bar.set_style(ProgressStyle::default_bar());
+        }
         Progress::with(bar, Box::new(std::io::stderr()))
     }
 
