@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 
-use super::{emp_record, run::RunArgs};
+use super::run::RunArgs;
 use crate::{
     commands::emp::{self as emp_runs, LivePlan},
     report::{atomic, emp as emp_report},
@@ -216,7 +216,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             bar.set_message(emp_runs::progress_message(run, None));
         }
         if let Some(path) = &args.emp.record {
-            emp_record::write_record(path, &args.command, runs)?;
+            ttp_emp::EmpRuns::write(path, &args.command, runs)?;
         }
         // The result so far, once a run beyond the warm-up exists.
         if let Some(path) = &args.json
