@@ -459,6 +459,23 @@ mod tests {
         assert!(!a.cold_cache && a.command.is_empty());
     }
 
+    /// QEs the lab did not take are tried again, unless a newer hand-over
+    /// (which holds them too) came meanwhile. Catches QEs lost when a
+    /// write to the lab fails, and a stale set put over a newer one.
+    #[test]
+    fn pending_qes_keep_the_newest_hand_over() {
+        let p = Pending::default();
+        assert!(p.take().is_none());
+        p.publish(vec![(1, "a".into())]);
+        let first = p.take().expect("handed over");
+        assert!(p.take().is_none(), "taken once");
+        p.put_back(first.clone());
+        assert_eq!(p.take(), Some(first.clone()), "a failed write is retried");
+        p.publish(vec![(1, "a".into()), (2, "b".into())]);
+        p.put_back(first);
+        assert_eq!(p.take().map(|q| q.len()), Some(2), "the newer set stays");
+    }
+
     #[test]
     fn qes_are_read_from_the_run_json() {
         let doc = serde_json::json!({"qes": [{"qe": 1, "x": 2}, {"qe": 2}, {"nope": 1}]});
