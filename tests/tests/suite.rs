@@ -38,6 +38,7 @@ mod serve_postgres;
 mod serve_tls;
 mod statements;
 mod statements_fingerprint;
+mod statements_live;
 mod statements_parallel;
 mod statements_socket;
 mod stress;

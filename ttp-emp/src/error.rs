@@ -33,6 +33,34 @@ pub enum EmpError {
         found: String,
         expected: &'static str,
     },
+    #[error("writing {}", path.display())]
+    RunsWrite {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot read {}: {source}", path.display())]
+    RunsRead {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "{} is not a recorded run set ({source}); record one with `ttp-ebpf run --protocol emp --record FILE` or `ttp-ebpf calibrate --record FILE`",
+        path.display()
+    )]
+    RunsParse {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+    #[error(
+        "{} has schema {found:?}, expected {expected:?} (written by --record)",
+        path.display()
+    )]
+    RunsSchema {
+        path: PathBuf,
+        found: String,
+        expected: &'static str,
+    },
     #[error("cannot draw the {what} plot: {detail}")]
     Plot { what: &'static str, detail: String },
     #[error("invalid sample-size request: {detail}")]

@@ -7,7 +7,11 @@
 //! These types are filled by the live `run --protocol emp` and `calibrate`
 //! loops and can be recorded and read back (`ttp.emp-runs/1`) so every
 //! analysis here also works offline on measured data.
+use std::path::Path;
+
 use serde::{Deserialize, Serialize};
+
+use crate::error::EmpError;
 
 /// Schema tag of a recorded run set.
 pub const RUNS_SCHEMA: &str = "ttp.emp-runs/1";
@@ -92,6 +96,49 @@ impl EmpRuns {
             command,
             runs,
         }
+    }
+
+    /// Writes `runs` of `command` as a recorded run set (`ttp.emp-runs/1`,
+    /// this type's layout) atomically, without copying them: what `run
+    /// --protocol emp --record` and `calibrate --record` write.
+    pub fn write(path: &Path, command: &[String], runs: &[EmpRun]) -> Result<(), EmpError> {
+        #[derive(Serialize)]
+        struct Record<'a> {
+            schema: &'static str,
+            command: &'a [String],
+            runs: &'a [EmpRun],
+        }
+        let record = Record {
+            schema: RUNS_SCHEMA,
+            command,
+            runs,
+        };
+        ttp_sys::sys::atomic::write_json(path, &record).map_err(|source| EmpError::RunsWrite {
+            path: path.to_path_buf(),
+            source,
+        })
+    }
+
+    /// Reads a recorded run set (`ttp.emp-runs/1`), as `analyze` and
+    /// `calibrate --from` do.
+    pub fn load(path: &Path) -> Result<Self, EmpError> {
+        let bytes = std::fs::read(path).map_err(|source| EmpError::RunsRead {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let runs: EmpRuns =
+            serde_json::from_slice(&bytes).map_err(|source| EmpError::RunsParse {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        if runs.schema != RUNS_SCHEMA {
+            return Err(EmpError::RunsSchema {
+                path: path.to_path_buf(),
+                found: runs.schema,
+                expected: RUNS_SCHEMA,
+            });
+        }
+        Ok(runs)
     }
 }
 
@@ -222,5 +269,42 @@ mod tests {
     fn kworker_suffix_is_dropped() {
         assert_eq!(daemon_key("kworker/0:1-events"), "kworker/0:1");
         assert_eq!(daemon_key("rhsmcertd-worke"), "rhsmcertd-worke");
+    }
+
+    /// A recorded run set reads back as written, and a file that is not
+    /// one is refused with what to do. Catches a layout the reader does
+    /// not take, and a run file of another schema read as runs.
+    #[test]
+    fn a_recorded_run_set_reads_back_and_others_are_refused() {
+        let dir = std::env::temp_dir().join(format!("ttp-emp-runs-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("runs.json");
+        EmpRuns::write(&path, &["prog".to_string(), "-x".to_string()], &[]).unwrap();
+        let back = EmpRuns::load(&path).unwrap();
+        assert_eq!(
+            back,
+            EmpRuns::new(vec!["prog".into(), "-x".into()], Vec::new())
+        );
+
+        std::fs::write(
+            &path,
+            r#"{"schema": "ttp.run/1", "command": [], "runs": []}"#,
+        )
+        .unwrap();
+        let e = EmpRuns::load(&path).unwrap_err();
+        assert!(matches!(e, EmpError::RunsSchema { .. }), "{e}");
+        assert!(e.to_string().contains("written by --record"), "{e}");
+
+        std::fs::write(&path, "not json").unwrap();
+        let e = EmpRuns::load(&path).unwrap_err();
+        assert!(e.to_string().contains("is not a recorded run set"), "{e}");
+        assert!(
+            e.to_string().contains("--record FILE"),
+            "says how to make one: {e}"
+        );
+
+        let e = EmpRuns::load(&dir.join("missing.json")).unwrap_err();
+        assert!(e.to_string().starts_with("cannot read "), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

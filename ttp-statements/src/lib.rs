@@ -13,6 +13,7 @@ pub mod crosscheck;
 pub mod document;
 pub mod extended;
 pub mod fingerprint;
+pub mod follow;
 pub mod parallel;
 pub mod plans;
 pub mod session;

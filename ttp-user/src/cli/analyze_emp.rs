@@ -33,7 +33,7 @@ pub struct SampleSizeArgs {
 }
 
 pub fn run(path: &Path, args: &SampleSizeArgs, json: Option<&Path>) -> anyhow::Result<()> {
-    let recorded = super::emp_record::read_record(path)?;
+    let recorded = ttp_emp::EmpRuns::load(path).map_err(|e| UsageError::new(e.to_string()))?;
     let profile = match &args.cutoffs {
         Some(p) => Some(Profile::load(p).map_err(|e| UsageError::new(e.to_string()))?),
         None => None,
@@ -88,7 +88,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let rec = dir.join("runs.json");
         let out = dir.join("ss.json");
-        super::super::emp_record::write_record(&rec, &["prog".into()], &runs()).unwrap();
+        ttp_emp::EmpRuns::write(&rec, &["prog".into()], &runs()).unwrap();
         let a = SampleSizeArgs {
             sample_size: Some(rec.clone()),
             cutoffs: None,

@@ -1,15 +1,13 @@
 //! `ttp-ebpf blame`: which concurrent processes slowed a victim process, by
 //! how much and through which resource (iQCAR contention blame).
 use std::{
-    io::IsTerminal,
     path::{Path, PathBuf},
     time::Duration,
 };
 
 use anyhow::Context;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::report::{blame::dot, render};
+use crate::report::{blame::dot, progress::Progress, render};
 use ttp_blame::{
     BlameError, DiskMeasure, GroupBy, Options, Recording, VictimSpec,
     source::{self, SourceError, StopReason},
@@ -230,22 +228,12 @@ fn measure(args: &Args) -> anyhow::Result<Recording> {
     Ok(rec)
 }
 
-fn progress(limit_ns: Option<u64>, window_ns: u64) -> ProgressBar {
-    let bar = match limit_ns {
-        Some(l) => ProgressBar::new(l.div_ceil(window_ns.max(1))),
-        None => ProgressBar::new_spinner(),
-    };
-    if std::io::stderr().is_terminal() {
-        bar.set_draw_target(ProgressDrawTarget::stderr());
-        if let Ok(style) =
-            ProgressStyle::with_template("{spinner} {pos} windows {wide_bar} {elapsed}")
-        {
-            bar.set_style(style);
-        }
-    } else {
-        bar.set_draw_target(ProgressDrawTarget::hidden());
-    }
-    bar
+/// The windows measured so far, out of those `limit_ns` holds.
+fn progress(limit_ns: Option<u64>, window_ns: u64) -> Progress {
+    Progress::styled(
+        limit_ns.map(|l| l.div_ceil(window_ns.max(1))),
+        "{spinner} {pos} windows {wide_bar} {elapsed}",
+    )
 }
 
 fn duration_ns(d: Duration) -> u64 {

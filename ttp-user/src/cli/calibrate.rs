@@ -8,7 +8,6 @@ use std::{
 use anyhow::Context;
 use clap::Args as ClapArgs;
 
-use super::emp_record;
 use crate::{
     commands::emp::{self as emp_runs, LivePlan},
     report::{atomic, emp as emp_report},
@@ -224,21 +223,27 @@ fn measure(
         quiet: true,
     };
     let mut last_write: Option<Instant> = None;
-    let bar = crate::report::progress::bar(plan.runs_of(1), "runs");
-    let live = emp_runs::measure(&plan, stop, &bar, |runs| {
+    let bar = crate::report::progress::Progress::new(plan.runs_of(1), "runs");
+    let live = emp_runs::measure(&plan, stop, &|m| bar.notice(m), |runs| {
+        if let Some(run) = runs.last() {
+            bar.set_message(emp_runs::progress_message(run, None));
+        }
         if let Some(path) = record {
             let last = runs.len() as u32 == phase.runs + 1;
             if last || last_write.is_none_or(|t| t.elapsed() >= RECORD_EVERY) {
-                emp_record::write_record(path, &command, runs)?;
+                ttp_emp::EmpRuns::write(path, &command, runs)?;
                 last_write = Some(Instant::now());
             }
         }
+        bar.inc(1);
         Ok(())
-    })?;
+    });
+    bar.finish_and_clear();
+    let live = live?;
     if let Some(path) = record
         && !live.runs.is_empty()
     {
-        emp_record::write_record(path, &command, &live.runs)?;
+        ttp_emp::EmpRuns::write(path, &command, &live.runs)?;
         crate::report::atomic::announce(path);
     }
     if let Some(e) = live.failure {
@@ -309,7 +314,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         if args.runs.is_some_and(|n| (n as usize) < MIN_RUNS) {
             return usage(format!("--runs must be at least {MIN_RUNS}"));
         }
-        let r = emp_record::read_record(path)?;
+        let r = ttp_emp::EmpRuns::load(path).map_err(|e| UsageError::new(e.to_string()))?;
         let analysis = analysed(&r.command, r.runs)?;
         let profile = match short {
             Some(short) => build_profile(short, Some(analysis), sigma_k),
@@ -427,7 +432,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let rec = dir.join("runs.json");
         let out = dir.join("profile.json");
-        emp_record::write_record(&rec, &["prog".into()], &synthetic_runs()).unwrap();
+        ttp_emp::EmpRuns::write(&rec, &["prog".into()], &synthetic_runs()).unwrap();
         run(args(&rec, &out, false)).unwrap();
         let p = Profile::load(&out).unwrap();
         assert_eq!(p.calibrations.len(), 1);

@@ -1,14 +1,17 @@
 //! One task of `ttp-ebpf lab worker`, measured: the task becomes `run`'s
-//! own arguments (a query task: `run --postgres`, after its cardinality
-//! is made on the DBMS under test through `experiment`'s code), and while
-//! `run` measures, a thread records each QE as it lands in the run JSON
+//! typed plan (a command task: `commands::Plan`; a query task: the
+//! `pg::statement::StatementPlan` of `run --postgres`, after its
+//! cardinality is made on the DBMS under test through `experiment`'s
+//! code) and is measured by the function `run` calls. After each QE the
+//! task's callback hands the QEs to a thread that records them in the lab
 //! and renews the task's lease (the heartbeat; docs/lab.md, "Queue",
-//! "Leases"). Claiming, finishing and releasing tasks are the worker's
+//! "Leases"), and rewrites the run's JSON, which keeps them until the lab
+//! has them. Claiming, finishing and releasing tasks are the worker's
 //! loop (cli/lab_worker.rs).
 use std::{
-    path::{Path, PathBuf},
+    path::Path,
     sync::{
-        Arc,
+        Arc, Mutex,
         atomic::{AtomicBool, Ordering},
     },
     time::{Duration, Instant},
@@ -17,13 +20,26 @@ use std::{
 use anyhow::Context;
 
 use super::run::RunArgs;
-use crate::lab::{
-    Lab, is_transient,
-    queue::{self, Claimed},
-    retry::Backoff,
-    spec::{CommandSpec, Payload, QUERY_LABEL, QueryTask},
+use crate::{
+    commands,
+    lab::{
+        Lab, is_transient,
+        queue::{self, Claimed},
+        retry::Backoff,
+        spec::{CommandSpec, Payload, QUERY_LABEL, QueryTask},
+    },
+    pg::{
+        PgFacts,
+        statement::{self, run_json},
+    },
+    report::{
+        progress::Progress,
+        render::{self, Rendered},
+    },
 };
+use ttp_ledger::collect::machine::MachineFacts;
 use ttp_sys::sys::signals::StopFlag;
+use ttp_ttpv2::{analysis::RunDocument, model::QcInput};
 
 /// How often the lease is renewed: a tenth of it, so that nine
 /// heartbeats in a row can be late or lost before the task is taken over.
@@ -32,8 +48,8 @@ fn heartbeat_period(lease: Duration) -> Duration {
 }
 
 /// The `run` of a command task: `-n N [--cold-cache] --label K=V …
-/// --json FILE -- ARGV`, built as `run`'s own arguments.
-fn run_args(key: &str, c: &CommandSpec, json: &Path) -> RunArgs {
+/// -- ARGV`, built as `run`'s own arguments (its plan is `run`'s).
+fn run_args(key: &str, c: &CommandSpec) -> RunArgs {
     // The command's name labels its Q@C, unless its labels name the
     // query: then they are the Q@C's name, and commands of one query at
     // several cardinalities are one query for the monotonicity checks
@@ -47,7 +63,6 @@ fn run_args(key: &str, c: &CommandSpec, json: &Path) -> RunArgs {
         n: c.n,
         cold_cache: c.cold_cache,
         labels,
-        json: Some(json.to_path_buf()),
         command: c.argv.clone(),
         ..RunArgs::default()
     }
@@ -55,10 +70,9 @@ fn run_args(key: &str, c: &CommandSpec, json: &Path) -> RunArgs {
 
 /// The `run --postgres` of a query task, as `experiment` runs its Q@C:
 /// `-n N [--cold-cache [--restart-cmd CMD]] --backoff B --timeout T
-/// --label query=Q --label cardinality=C --json FILE --postgres CONN --sql
-/// SQL`, with `experiment`'s defaults (cli/experiment.rs), which are
-/// `run`'s too.
-fn query_run_args(q: &QueryTask, conn: &str, json: &Path) -> anyhow::Result<RunArgs> {
+/// --label query=Q --label cardinality=C --postgres CONN --sql SQL`, with
+/// `experiment`'s defaults (cli/experiment.rs), which are `run`'s too.
+fn query_run_args(q: &QueryTask, conn: &str) -> anyhow::Result<RunArgs> {
     let e = &q.experiment;
     let duration = |option: &str, given: &Option<String>, default: Duration| match given {
         Some(s) => ttp_sys::error::parse_duration(s)
@@ -77,7 +91,6 @@ fn query_run_args(q: &QueryTask, conn: &str, json: &Path) -> anyhow::Result<RunA
             .into_iter()
             .map(|(k, v)| format!("{k}={v}"))
             .collect(),
-        json: Some(json.to_path_buf()),
         postgres: Some(conn.to_string()),
         sql: Some(q.query.sql.clone()),
         // As `experiment`, whose specification has no warm-up: the QEs
@@ -125,24 +138,44 @@ pub(crate) fn qes_of(doc: &serde_json::Value) -> Vec<(i32, String)> {
         .unwrap_or_default()
 }
 
-pub(crate) fn read_doc(path: &Path) -> Option<serde_json::Value> {
-    serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()
+/// The QEs measured so far, handed from the measuring thread to the one
+/// that records them: each hand-over holds every QE of the run (the lab
+/// records a QE once), so only the newest waits.
+#[derive(Default)]
+struct Pending(Mutex<Option<Vec<(i32, String)>>>);
+
+impl Pending {
+    fn publish(&self, qes: Vec<(i32, String)>) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(qes);
+    }
+
+    fn take(&self) -> Option<Vec<(i32, String)>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+
+    /// Puts back QEs the lab did not take, unless newer ones came since.
+    fn put_back(&self, qes: Vec<(i32, String)>) {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_or_insert(qes);
+    }
 }
 
-/// While `run` measures a task, on a connection of its own: inserts the
-/// QEs of the run JSON as `run` rewrites it after each QE, and renews the
-/// task's lease every [`heartbeat_period`], until `done` is raised. A lab
-/// that cannot be reached is tried again with back-off; the QEs stay in
-/// the run JSON meanwhile.
+/// While a task is measured, on a connection of its own: inserts the QEs
+/// handed over after each QE, and renews the task's lease every
+/// [`heartbeat_period`], until `done` is raised. A lab that cannot be
+/// reached is tried again with back-off; the QEs stay in the run JSON
+/// meanwhile.
 struct Follower {
     url: String,
     worker: String,
     task: Claimed,
-    json: PathBuf,
+    qes: Arc<Pending>,
     lease: Duration,
     done: Arc<AtomicBool>,
     /// Raised with `stop` when a heartbeat finds the task taken over, so
-    /// that `run` ends after the QE in progress (which it does not keep).
+    /// that the run ends after the QE in progress (which it does not keep).
     lost: Arc<AtomicBool>,
     stop: StopFlag,
 }
@@ -180,8 +213,11 @@ impl Follower {
                         }
                         renewed = Instant::now();
                     }
-                    if let Some(doc) = read_doc(&self.json) {
-                        queue::record_qes(l, &self.task, &qes_of(&doc))?;
+                    if let Some(qes) = self.qes.take()
+                        && let Err(e) = queue::record_qes(l, &self.task, &qes)
+                    {
+                        self.qes.put_back(qes);
+                        return Err(e);
                     }
                     Ok(())
                 };
@@ -215,25 +251,37 @@ pub struct Executor<'a> {
     pub postgres: Option<&'a str>,
 }
 
+/// A task measured: how its run ended (`run`'s error for a failed task)
+/// and its run JSON document, holding the QEs measured (none when no QE
+/// was).
+pub struct Ran {
+    pub outcome: anyhow::Result<()>,
+    pub doc: Option<serde_json::Value>,
+}
+
 impl Executor<'_> {
-    /// Runs one task with `run` (a query task: `run --postgres` after its
-    /// cardinality is made), writing the run JSON to `json`, while a thread
-    /// records its QEs as they come and renews the lease; `lost` is raised
-    /// (with `stop`) when a heartbeat finds the task taken over.
-    pub fn run(
-        &self,
-        task: &Claimed,
-        json: &Path,
-        lost: &Arc<AtomicBool>,
-        stop: &StopFlag,
-    ) -> anyhow::Result<()> {
-        let payload: Payload = serde_json::from_str(&task.payload).context("the task's payload")?;
+    /// Measures one task as `run` measures it (a query task: `run
+    /// --postgres`, after its cardinality is made), rewriting the run JSON
+    /// `json` after each QE, while a thread records its QEs as they come
+    /// and renews the lease; `lost` is raised (with `stop`) when a
+    /// heartbeat finds the task taken over.
+    pub fn run(&self, task: &Claimed, json: &Path, lost: &Arc<AtomicBool>, stop: &StopFlag) -> Ran {
+        let payload: Payload = match serde_json::from_str(&task.payload) {
+            Ok(p) => p,
+            Err(e) => {
+                return Ran {
+                    outcome: Err(anyhow::Error::new(e).context("the task's payload")),
+                    doc: None,
+                };
+            }
+        };
         let done = Arc::new(AtomicBool::new(false));
+        let qes = Arc::new(Pending::default());
         let follower = Follower {
             url: self.lab.to_string(),
             worker: self.worker.to_string(),
             task: task.clone(),
-            json: json.to_path_buf(),
+            qes: qes.clone(),
             lease: self.lease,
             done: done.clone(),
             lost: lost.clone(),
@@ -242,60 +290,114 @@ impl Executor<'_> {
         // The heartbeat runs from here: making a large cardinality may take
         // longer than a lease.
         let follower = std::thread::spawn(move || follower.run());
-        let r = (|| {
-            let args = match &payload {
-                Payload::Command(c) => run_args(&task.key, c, json),
-                Payload::Query(q) => {
-                    let conn = self.postgres.unwrap_or(&q.experiment.connection);
-                    prepare_query(q, conn)?;
-                    query_run_args(q, conn, json)?
-                }
-            };
-            let _log = StdoutToStderr::new();
-            super::run::run(args)
-        })();
+        let mut out = Output {
+            json,
+            qes: &qes,
+            doc: None,
+        };
+        let outcome = match &payload {
+            Payload::Command(c) => measure_command(&task.key, c, stop, &mut out),
+            Payload::Query(q) => {
+                let conn = self.postgres.unwrap_or(&q.experiment.connection);
+                prepare_query(q, conn).and_then(|()| measure_query(q, conn, stop, &mut out))
+            }
+        };
         done.store(true, Ordering::SeqCst);
         let _ = follower.join();
-        r
+        Ran {
+            outcome,
+            doc: out.doc,
+        }
     }
 }
 
-/// While alive, the process's standard output goes to standard error:
-/// `run`'s report of each task is the worker's log, and standard output
-/// keeps only the worker's own summary (plain or `--json`).
-struct StdoutToStderr(Option<libc::c_int>);
+/// Where a task's run goes after each QE and at its end: the run JSON,
+/// the QEs handed to the follower, and the document kept for the result.
+struct Output<'a> {
+    json: &'a Path,
+    qes: &'a Pending,
+    doc: Option<serde_json::Value>,
+}
 
-impl StdoutToStderr {
-    fn new() -> Self {
-        use std::io::Write;
-        let _ = std::io::stdout().flush();
-        // SAFETY: dup and dup2 on the standard descriptors; no memory is
-        // involved. On failure nothing is redirected.
-        let saved = unsafe { libc::dup(libc::STDOUT_FILENO) };
-        if saved < 0 || unsafe { libc::dup2(libc::STDERR_FILENO, libc::STDOUT_FILENO) } < 0 {
-            if saved >= 0 {
-                // SAFETY: closing the descriptor dup returned.
-                unsafe { libc::close(saved) };
-            }
-            return StdoutToStderr(None);
-        }
-        StdoutToStderr(Some(saved))
+impl Output<'_> {
+    /// The run's document as it stands: its QEs to the lab, the whole to
+    /// the run JSON (rewritten after every QE, as `run --json` does).
+    fn update(&mut self, doc: serde_json::Value) -> anyhow::Result<()> {
+        self.qes.publish(qes_of(&doc));
+        let written = ttp_sys::sys::atomic::write_json(self.json, &doc)
+            .with_context(|| format!("writing {}", self.json.display()));
+        self.doc = Some(doc);
+        written
     }
 }
 
-impl Drop for StdoutToStderr {
-    fn drop(&mut self) {
-        use std::io::Write;
-        let _ = std::io::stdout().flush();
-        if let Some(fd) = self.0.take() {
-            // SAFETY: puts back the descriptor saved in `new` and closes
-            // the copy.
-            unsafe {
-                libc::dup2(fd, libc::STDOUT_FILENO);
-                libc::close(fd);
-            }
-        }
+/// A command task: `run`'s plan of its arguments, measured by
+/// `commands::measure`; `run`'s report of it goes to standard error, the
+/// worker's log (standard output keeps only the worker's summary).
+fn measure_command(
+    key: &str,
+    c: &CommandSpec,
+    stop: &StopFlag,
+    out: &mut Output<'_>,
+) -> anyhow::Result<()> {
+    let plan = super::run::plan(&run_args(key, c))?;
+    let bar = Progress::new(u64::from(plan.n) * plan.qcs.len() as u64, "QE");
+    let mut on_qe = |qcs: &[QcInput], _: usize, _: &str, machine: &MachineFacts| {
+        bar.set_position(qcs.iter().map(|q| q.qes.len() as u64).sum());
+        out.update(super::run::document(qcs, machine)?)
+    };
+    let run = commands::measure(&plan, stop, &mut on_qe, &|m| bar.notice(m));
+    bar.finish_and_clear();
+    let commands::Run {
+        mut qcs,
+        machine,
+        measured,
+        ..
+    } = run?;
+    let failure = super::run::reportable(&mut qcs, measured.failure)?;
+    out.update(super::run::document(&qcs, &machine)?)?;
+    if let [qc] = &qcs[..] {
+        eprint!(
+            "{}",
+            render::Run(RunDocument::new(qc, Some(&machine))).text()
+        );
     }
+    match failure {
+        Some(e) => Err(super::run::could_not_run(e)),
+        None => Ok(()),
+    }
+}
+
+/// A query task: `run --postgres`'s plan of its arguments, measured by
+/// `pg::statement::measure`; its report goes to standard error, as a
+/// command task's.
+fn measure_query(
+    q: &QueryTask,
+    conn: &str,
+    stop: &StopFlag,
+    out: &mut Output<'_>,
+) -> anyhow::Result<()> {
+    let plan = super::run_pg::plan(&query_run_args(q, conn)?, conn)?;
+    let bar = Progress::new(u64::from(plan.n), "QE");
+    let mut write_err: Option<anyhow::Error> = None;
+    let mut on_qe = |qc: &QcInput, facts: &PgFacts, machine: &MachineFacts| {
+        bar.set_position(qc.qes.len() as u64);
+        if let Err(e) = run_json(qc, facts, machine).and_then(|(_, v)| out.update(v)) {
+            write_err.get_or_insert(e);
+        }
+    };
+    let outcome = statement::measure(&plan, stop, &mut on_qe, &|m| bar.notice(m));
+    bar.finish_and_clear();
+    if let Some(e) = write_err {
+        return Err(e);
+    }
+    let (run, machine) = outcome?;
+    super::run_pg::nothing_measured(&run)?;
+    let (doc, value) = run_json(&run.qc, &run.facts, &machine)?;
+    out.update(value)?;
+    eprint!("{}", super::run_pg::header(&run.facts, &run.qc));
+    eprintln!("{}", render::Run(doc).text());
+    super::run_pg::ended(&run, Some(out.json))
 }
 
 #[cfg(test)]
@@ -311,12 +413,12 @@ mod tests {
             cold_cache: true,
             labels: [("size".to_string(), "3".to_string())].into(),
         };
-        let a = run_args("spin", &c, Path::new("/tmp/x.json"));
+        let a = run_args("spin", &c);
         assert_eq!(a.n, 4);
         assert!(a.cold_cache);
         assert_eq!(a.command, ["/bin/sleep", "0.1"]);
         assert_eq!(a.labels, ["command=spin", "size=3"]);
-        assert_eq!(a.json.as_deref(), Some(Path::new("/tmp/x.json")));
+        assert_eq!(a.json, None);
     }
 
     /// A command whose labels name its query is labelled by them alone,
@@ -334,7 +436,7 @@ mod tests {
             ]
             .into(),
         };
-        let a = run_args("s20", &c, Path::new("/tmp/x.json"));
+        let a = run_args("s20", &c);
         assert_eq!(a.labels, ["cardinality=20", "query=spin"]);
     }
 
@@ -347,7 +449,7 @@ mod tests {
         let Payload::Query(q) = &spec.tasks()[0].payload else {
             panic!("a query task")
         };
-        let a = query_run_args(q, "host=/x port=7", Path::new("/tmp/x.json")).unwrap();
+        let a = query_run_args(q, "host=/x port=7").unwrap();
         assert_eq!(a.n, 3);
         assert_eq!(a.postgres.as_deref(), Some("host=/x port=7"));
         assert_eq!(a.sql.as_deref(), Some("SELECT 2"));
@@ -355,6 +457,23 @@ mod tests {
         assert_eq!(a.timeout, Duration::from_secs(5));
         assert_eq!(a.backoff, Duration::from_millis(100));
         assert!(!a.cold_cache && a.command.is_empty());
+    }
+
+    /// QEs the lab did not take are tried again, unless a newer hand-over
+    /// (which holds them too) came meanwhile. Catches QEs lost when a
+    /// write to the lab fails, and a stale set put over a newer one.
+    #[test]
+    fn pending_qes_keep_the_newest_hand_over() {
+        let p = Pending::default();
+        assert!(p.take().is_none());
+        p.publish(vec![(1, "a".into())]);
+        let first = p.take().expect("handed over");
+        assert!(p.take().is_none(), "taken once");
+        p.put_back(first.clone());
+        assert_eq!(p.take(), Some(first.clone()), "a failed write is retried");
+        p.publish(vec![(1, "a".into()), (2, "b".into())]);
+        p.put_back(first);
+        assert_eq!(p.take().map(|q| q.len()), Some(2), "the newer set stays");
     }
 
     #[test]

@@ -15,7 +15,7 @@ use std::{
 
 use anyhow::Context;
 
-use super::lab_task::{Executor, qes_of, read_doc};
+use super::lab_task::{Executor, Ran, qes_of};
 use crate::lab::{
     Lab, is_transient,
     queue::{self, Claimed},
@@ -308,8 +308,8 @@ fn run_one(
             lease: a.lease,
             postgres: a.postgres.as_deref(),
         };
-        let outcome = exec.run(&task, &json, &lost, s.stop);
-        (outcome, read_doc(&json))
+        let Ran { outcome, doc } = exec.run(&task, &json, &lost, s.stop);
+        (outcome, doc)
     };
     let qes = doc.as_ref().map(qes_of).unwrap_or_default();
     // Until the lab has them, the QEs stay in the run's JSON.

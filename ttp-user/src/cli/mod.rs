@@ -14,7 +14,6 @@ pub mod calibrate;
 pub mod check;
 pub mod compare;
 mod dist_assets;
-mod emp_record;
 pub mod experiment;
 pub mod inc;
 pub mod lab;

@@ -15,6 +15,7 @@ use crate::{
     commands::{self, Plan},
     report::{
         atomic,
+        progress::Progress,
         render::{self, Rendered},
     },
 };
@@ -24,7 +25,6 @@ use ttp_sys::{
     sys::{affinity::CpuList, invoker::Invoker, signals::StopFlag, spawn::RunAs},
 };
 use ttp_ttpv2::{analysis::RunDocument, model::QcInput};
-use ttp_window::window::session::{MeasurementSession, SessionOptions};
 
 /// Run a command repeatedly and time it with the Tucson Timing Protocol v2:
 /// per-process user, system and block-I/O time from /proc and the kernel
@@ -231,15 +231,6 @@ pub(crate) fn cpu_list(list: &str) -> anyhow::Result<CpuList> {
     CpuList::parse_within(list, &allowed).or_else(|e| usage(e.to_string()))
 }
 
-/// The sentence the Sec. 9 paragraph (6) carries for `--cpu`.
-pub(crate) fn pinned_statement(pin: &CpuList) -> String {
-    let n = pin.cpus().len();
-    format!(
-        "the command was pinned to CPU{} {pin} with sched_setaffinity before exec (--cpu), the other CPUs staying online",
-        if n == 1 { "" } else { "s" }
-    )
-}
-
 /// Whether the command line asks for several commands or a scan (which
 /// `--postgres` does not measure; `--protocol emp` measures several
 /// commands, not scans).
@@ -253,7 +244,7 @@ fn asks_for_several(args: &RunArgs) -> bool {
 /// The command line of a TTPv2 `run` of commands, validated once into the
 /// plan that `commands::measure` runs (as hyperfine's
 /// `Options::from_cli_arguments`).
-fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
+pub(crate) fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
     let labels = parse_labels(&args.labels)?;
     let commands = run_plan::split_commands(&args.command, &args.command_names)?;
     for c in &commands {
@@ -310,6 +301,9 @@ fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
             .cold_cache
             .then(ttp_window::window::cold_cache::ColdCache::new),
         warmup: args.warmup(),
+        trace: args.trace.is_some(),
+        wake_latency: args.wake_latency,
+        blame_window: args.blame.then_some(args.blame_window),
     })
 }
 
@@ -372,51 +366,52 @@ fn route(args: &RunArgs) -> anyhow::Result<Route> {
     Ok(Route::Commands)
 }
 
-/// TTPv2 over the plan's commands: one session, the Q@Cs' QEs interleaved,
-/// then the report of one Q@C or of several.
+/// TTPv2 over the plan's commands (`commands::measure`), with a progress
+/// bar and the JSON rewritten after every QE so that an interrupted run
+/// keeps its QEs, then the report of one Q@C or of several.
 fn run_commands(args: RunArgs) -> anyhow::Result<()> {
     let plan = plan(&args)?;
     let stop = StopFlag::install().context("installing signal handlers")?;
-    let mut session = MeasurementSession::open(SessionOptions {
-        trace: args.trace.is_some(),
-        delay_accounting: true,
-        taskstats_exits: true,
-        wake_latency: args.wake_latency,
-        ..Default::default()
-    })?;
-    let mut recorder = match &args.trace {
-        Some(_) => Some(
-            ttp_window::window::trace_record::Recorder::start(&mut session.ledger, &[])
-                .context("starting the trace")?,
-        ),
-        None => None,
+    let bar = Progress::new(u64::from(plan.n) * plan.qcs.len() as u64, "QE");
+    let mut on_qe = |qcs: &[QcInput], j: usize, who: &str, machine: &MachineFacts| {
+        bar.set_position(qcs.iter().map(|q| q.qes.len() as u64).sum());
+        if let Some(r) = qcs[j].qes.last() {
+            bar.set_message(format!("{who}: {:.1} ms", r.time_meas_ms));
+        }
+        match &args.json {
+            Some(path) => save(path, qcs, machine),
+            None => Ok(()),
+        }
     };
-    let mut machine = session.machine_facts(args.cold_cache);
-    if let Some(pin) = &plan.pin {
-        machine.deviations.push(pinned_statement(pin));
-    }
-    let mut qcs = plan.qc_inputs(session.user_hz as u32, &machine);
-    let blame = args.blame.then(|| ttp_blame::qe::QeBlameStarter {
-        window_ns: u64::try_from(args.blame_window.as_nanos()).unwrap_or(u64::MAX),
-    });
-    let mut ctx = session.qe_context(plan.run_as.clone());
-    ctx.recorder = recorder
-        .as_mut()
-        .map(|r| r as &mut dyn ttp_window::window::qe::FollowProcess);
-    plan.configure(&mut ctx);
-    ctx.beside = blame
-        .as_ref()
-        .map(|b| b as &dyn ttp_window::window::target::BesideQe);
-    let measured = measure(&mut ctx, &args, &plan, &mut qcs, &machine, &stop)?;
+    let run = commands::measure(&plan, &stop, &mut on_qe, &|m| bar.notice(m));
+    bar.finish_and_clear();
+    let commands::Run {
+        mut qcs,
+        machine,
+        measured,
+        recording,
+    } = run?;
     let (failure, spans, warmups) = (measured.failure, measured.spans, measured.warmups);
-    drop(ctx);
-    let recording = match recorder {
-        Some(r) => Some(r.finish(&session.ledger).context("finishing the trace")?),
-        None => None,
-    };
-    drop(session);
-    // A command that could not start at all: the error alone, no report.
-    for qc in &mut qcs {
+    let failure = reportable(&mut qcs, failure)?;
+    if qcs.len() > 1 {
+        super::run_several::finish(&args, &plan, &qcs, &machine)?;
+    } else {
+        finish_one(&args, &qcs[0], &machine, recording, &spans, &warmups)?;
+    }
+    match failure {
+        Some(e) => Err(could_not_run(e)),
+        None => Ok(()),
+    }
+}
+
+/// The Q@Cs to report, and the failure that ended the run: a command
+/// that could not start at all leaves the error alone, no report (its
+/// Q@C's QEs are cleared); nothing left to report is the error.
+pub(crate) fn reportable(
+    qcs: &mut [QcInput],
+    failure: Option<anyhow::Error>,
+) -> anyhow::Result<Option<anyhow::Error>> {
+    for qc in qcs.iter_mut() {
         if qc.qes.iter().all(|q| q.spawn_error.is_some()) {
             qc.qes.clear();
         }
@@ -427,51 +422,23 @@ fn run_commands(args: RunArgs) -> anyhow::Result<()> {
             None => usage("interrupted before the first execution: nothing measured"),
         };
     }
-    if qcs.len() > 1 {
-        super::run_several::finish(&args, &plan, &qcs, &machine)?;
-    } else {
-        finish_one(&args, &qcs[0], &machine, recording, &spans, &warmups)?;
-    }
-    match failure {
-        Some(e) => {
-            Err(e.context("the command could not be run; the executions measured before are kept"))
-        }
-        None => Ok(()),
-    }
+    Ok(failure)
 }
 
-/// The plan's rounds (`commands::measure`) with a progress bar, the JSON
-/// rewritten after every QE so that an interrupted run keeps its QEs, and
-/// restarts and retries said whether or not the bar is drawn.
-fn measure(
-    ctx: &mut ttp_window::window::qe::QeContext<'_>,
-    args: &RunArgs,
-    plan: &Plan,
-    qcs: &mut [QcInput],
+/// The error of a run a failure ended, after its report.
+pub(crate) fn could_not_run(e: anyhow::Error) -> anyhow::Error {
+    e.context("the command could not be run; the executions measured before are kept")
+}
+
+/// The run's JSON document as `save` writes it, as a value.
+pub(crate) fn document(
+    qcs: &[QcInput],
     machine: &MachineFacts,
-    stop: &StopFlag,
-) -> anyhow::Result<commands::Measured> {
-    let bar = crate::report::progress::bar(u64::from(plan.n) * qcs.len() as u64, "QE");
-    let notify = |m: String| {
-        if bar.is_hidden() {
-            eprintln!("{m}");
-        } else {
-            bar.println(m);
-        }
-    };
-    let mut on_qe = |qcs: &[QcInput], j: usize, who: &str| {
-        bar.set_position(qcs.iter().map(|q| q.qes.len() as u64).sum());
-        if let Some(r) = qcs[j].qes.last() {
-            bar.set_message(format!("{who}: {:.1} ms", r.time_meas_ms));
-        }
-        match &args.json {
-            Some(path) => save(path, qcs, machine),
-            None => Ok(()),
-        }
-    };
-    let end = commands::measure(ctx, plan, qcs, stop, &mut on_qe, &notify);
-    bar.finish_and_clear();
-    end
+) -> anyhow::Result<serde_json::Value> {
+    Ok(match qcs {
+        [qc] => serde_json::to_value(RunDocument::new(qc, Some(machine)))?,
+        _ => serde_json::to_value(super::run_several::document(qcs, machine))?,
+    })
 }
 
 /// Writes the run's JSON: one Q@C as `ttp.run/1`, several as

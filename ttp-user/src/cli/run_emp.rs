@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 
-use super::{emp_record, run::RunArgs};
+use super::run::RunArgs;
 use crate::{
     commands::emp::{self as emp_runs, LivePlan},
     report::{atomic, emp as emp_report},
@@ -210,10 +210,13 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         run_as,
         quiet: false,
     };
-    let bar = crate::report::progress::bar(plan.runs_of(1), "runs");
-    let live = emp_runs::measure(&plan, &stop, &bar, |runs| {
+    let bar = crate::report::progress::Progress::new(plan.runs_of(1), "runs");
+    let live = emp_runs::measure(&plan, &stop, &|m| bar.notice(m), |runs| {
+        if let Some(run) = runs.last() {
+            bar.set_message(emp_runs::progress_message(run, None));
+        }
         if let Some(path) = &args.emp.record {
-            emp_record::write_record(path, &args.command, runs)?;
+            ttp_emp::EmpRuns::write(path, &args.command, runs)?;
         }
         // The result so far, once a run beyond the warm-up exists.
         if let Some(path) = &args.json
@@ -222,8 +225,11 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             ttp_sys::sys::atomic::write_json(path, &o)
                 .with_context(|| format!("writing {}", path.display()))?;
         }
+        bar.inc(1);
         Ok(())
-    })?;
+    });
+    bar.finish_and_clear();
+    let live = live?;
     if live.runs.is_empty() {
         return match live.failure {
             Some(e) => Err(e),
@@ -242,7 +248,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     };
     o.notes.extend(live.notes);
     if let Some(pin) = &pin {
-        o.notes.push(super::run::pinned_statement(pin));
+        o.notes.push(crate::commands::pinned_statement(pin));
     }
     if live.interrupted {
         o.notes.push(format!(

@@ -33,12 +33,8 @@ pub(crate) fn json_path(file: &Path, i: usize) -> PathBuf {
     file.with_file_name(format!("{stem}-{}{ext}", ttp_compare::label(i)))
 }
 
-pub fn run(args: &RunArgs, commands: &[NamedCommand]) -> anyhow::Result<()> {
-    if args.emp.record.is_some() || args.emp.plot.is_some() {
-        return usage(
-            "--record and --plot follow one program: with several commands under --protocol emp, leave them out (report each program's --json file with --plot)",
-        );
-    }
+/// Refuses a command that cannot run and two commands of one name.
+fn check_commands(commands: &[NamedCommand]) -> anyhow::Result<()> {
     let mut names = std::collections::BTreeSet::new();
     for c in commands {
         super::run::check_command(&c.argv)?;
@@ -49,6 +45,16 @@ pub fn run(args: &RunArgs, commands: &[NamedCommand]) -> anyhow::Result<()> {
             ));
         }
     }
+    Ok(())
+}
+
+pub fn run(args: &RunArgs, commands: &[NamedCommand]) -> anyhow::Result<()> {
+    if args.emp.record.is_some() || args.emp.plot.is_some() {
+        return usage(
+            "--record and --plot follow one program: with several commands under --protocol emp, leave them out (report each program's --json file with --plot)",
+        );
+    }
+    check_commands(commands)?;
     // Fig. 8 Step 1, once for the whole run, before the first program.
     let super::run_emp::EmpStart {
         profile,
@@ -70,14 +76,19 @@ pub fn run(args: &RunArgs, commands: &[NamedCommand]) -> anyhow::Result<()> {
         super::run_emp::outcome(runs, profile.as_ref(), &cfg, args, &setup).map(|mut o| {
             o.command = commands[i].argv.clone();
             if let Some(p) = &pin {
-                o.notes.push(super::run::pinned_statement(p));
+                o.notes.push(crate::commands::pinned_statement(p));
             }
             o
         })
     };
     let argvs: Vec<&[String]> = commands.iter().map(|c| &c.argv[..]).collect();
-    let bar = crate::report::progress::bar(plan.runs_of(argvs.len()), "runs");
-    let lives = emp_runs::measure_interleaved(&plan, &argvs, &stop, &bar, |i, runs| {
+    let bar = crate::report::progress::Progress::new(plan.runs_of(argvs.len()), "runs");
+    let several = argvs.len() > 1;
+    let notify = |m: String| bar.notice(m);
+    let lives = emp_runs::measure_interleaved(&plan, &argvs, &stop, &notify, |i, runs| {
+        if let Some(run) = runs.last() {
+            bar.set_message(emp_runs::progress_message(run, several.then_some(i)));
+        }
         if let Some(path) = &args.json
             && let Ok(o) = outcome_of(i, runs)
         {
@@ -85,8 +96,11 @@ pub fn run(args: &RunArgs, commands: &[NamedCommand]) -> anyhow::Result<()> {
             ttp_sys::sys::atomic::write_json(&p, &o)
                 .with_context(|| format!("writing {}", p.display()))?;
         }
+        bar.inc(1);
         Ok(())
-    })?;
+    });
+    bar.finish_and_clear();
+    let lives = lives?;
     let mut failure = None;
     let mut outcomes: Vec<(String, EmpOutcome)> = Vec::new();
     for (i, live) in lives.into_iter().enumerate() {

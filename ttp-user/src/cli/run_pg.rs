@@ -2,60 +2,22 @@
 //! executed by a PostgreSQL server of this machine. The query process is
 //! the backend serving ttp's connection (`pg_backend_pid()`); the
 //! postmaster and its other children are utilities; the rest are daemons.
+use std::path::Path;
+
 use anyhow::Context;
 
 use super::run::RunArgs;
 use crate::{
-    pg::{Pg, PgError, PgFacts, QcEnd, Runner, RunnerOptions, restart::Restart},
-    report::atomic,
+    pg::{
+        PgFacts, QcEnd, QcRun, RunnerOptions,
+        restart::Restart,
+        statement::{self, StatementPlan, run_json},
+    },
+    report::{atomic, progress::Progress},
 };
 use ttp_ledger::collect::machine::MachineFacts;
-use ttp_sys::{
-    error::{UsageError, usage},
-    sys::signals::StopFlag,
-};
-use ttp_ttpv2::{
-    analysis::RunDocument,
-    model::{Labels, QcInput},
-};
-
-/// A PostgreSQL error at the command line: what the user can fix (the
-/// connection string, the SQL, where ttp runs) is a usage error (exit 2).
-pub(crate) fn pg_error(e: PgError) -> anyhow::Error {
-    match e {
-        PgError::BadConnString { .. }
-        | PgError::Connect { .. }
-        | PgError::Sql { .. }
-        | PgError::Parameters
-        | PgError::NotLocal { .. }
-        | PgError::NoRestart { .. } => UsageError::new(e.to_string()).into(),
-        other => anyhow::Error::new(other),
-    }
-}
-
-/// The run JSON (`ttp.run/1`) with the `postgres` object beside it.
-pub(crate) fn run_json(
-    qc: &QcInput,
-    facts: &PgFacts,
-    machine: &MachineFacts,
-) -> anyhow::Result<(RunDocument, serde_json::Value)> {
-    let doc = RunDocument::new(qc, Some(machine));
-    let mut v = serde_json::to_value(&doc)?;
-    if let Some(o) = v.as_object_mut() {
-        o.insert("postgres".into(), serde_json::to_value(facts)?);
-    }
-    Ok((doc, v))
-}
-
-/// The sentence the Sec. 9 paragraph (6) carries for `--cpu` with
-/// `--postgres`: the query process is the backend, not a command ttp starts.
-fn pinned_statement(pin: &ttp_sys::sys::affinity::CpuList) -> String {
-    let n = pin.cpus().len();
-    format!(
-        "the backend serving the measuring connection (the query process) was pinned to CPU{} {pin} with sched_setaffinity before each QE (--cpu); the postmaster and other processes were not, and the other CPUs stayed online",
-        if n == 1 { "" } else { "s" }
-    )
-}
+use ttp_sys::{error::usage, sys::signals::StopFlag};
+use ttp_ttpv2::model::{Labels, QcInput};
 
 /// One line per fact a reader of the report needs about the server.
 pub(crate) fn header(facts: &PgFacts, qc: &QcInput) -> String {
@@ -97,7 +59,9 @@ pub(crate) fn header(facts: &PgFacts, qc: &QcInput) -> String {
     s
 }
 
-pub fn run(args: RunArgs, conninfo: &str) -> anyhow::Result<()> {
+/// The command line of a `run --postgres`, validated once into the plan
+/// that `pg::statement::measure` runs.
+pub(crate) fn plan(args: &RunArgs, conninfo: &str) -> anyhow::Result<StatementPlan> {
     let Some(sql) = args.sql.as_deref().filter(|s| !s.trim().is_empty()) else {
         return usage("--postgres needs --sql \"SELECT …\" (the statement to measure)");
     };
@@ -119,30 +83,32 @@ pub fn run(args: RunArgs, conninfo: &str) -> anyhow::Result<()> {
         Some(list) => Some(super::run::cpu_list(list)?),
         None => None,
     };
-    ttp_sys::sys::privileges::require_bpf()?;
-    let pg = Pg::new(conninfo).map_err(pg_error)?;
+    Ok(StatementPlan {
+        conninfo: conninfo.to_string(),
+        sql: sql.to_string(),
+        n: args.n,
+        labels,
+        runner: RunnerOptions {
+            cold_cache: args.cold_cache,
+            restart: args.restart_cmd.clone().map(Restart::Command),
+            backoff: args.backoff,
+            statement_timeout: Some(args.timeout),
+            cpu: pin,
+            warmup: args.warmup(),
+        },
+    })
+}
+
+pub fn run(args: RunArgs, conninfo: &str) -> anyhow::Result<()> {
+    let plan = plan(&args, conninfo)?;
     let stop = StopFlag::install().context("installing signal handlers")?;
-    let opts = RunnerOptions {
-        cold_cache: args.cold_cache,
-        restart: args.restart_cmd.clone().map(Restart::Command),
-        backoff: args.backoff,
-        statement_timeout: Some(args.timeout),
-        cpu: pin.clone(),
-        warmup: args.warmup(),
-    };
-    let mut runner = Runner::start(&pg, opts, stop).map_err(pg_error)?;
-    runner.check_sql(sql).map_err(pg_error)?;
-    let (mut session, mut machine) = crate::pg::open_session(args.cold_cache)?;
-    if let Some(pin) = &pin {
-        machine.deviations.push(pinned_statement(pin));
-    }
-    let bar = crate::report::progress::bar(u64::from(args.n), "QE");
+    let bar = Progress::new(u64::from(args.n), "QE");
     let json = args.json.clone();
     let mut write_err: Option<anyhow::Error> = None;
-    let mut on_qe = |qc: &QcInput, facts: &PgFacts| {
+    let mut on_qe = |qc: &QcInput, facts: &PgFacts, machine: &MachineFacts| {
         if let Some(path) = &json
             && write_err.is_none()
-            && let Err(e) = run_json(qc, facts, &machine)
+            && let Err(e) = run_json(qc, facts, machine)
                 .and_then(|(_, v)| ttp_sys::sys::atomic::write_json(path, &v).map_err(Into::into))
         {
             write_err = Some(e.context(format!("writing {}", path.display())));
@@ -152,30 +118,13 @@ pub fn run(args: RunArgs, conninfo: &str) -> anyhow::Result<()> {
         }
         bar.set_position(qc.qes.len() as u64);
     };
-    let notify = |m: String| bar.println(m);
-    let mut ctx = session.qe_context(ttp_sys::sys::spawn::RunAs::Current);
-    let outcome = runner.run_qc(&mut ctx, sql, args.n, labels, &mut on_qe, &notify);
-    drop(ctx);
+    let outcome = statement::measure(&plan, &stop, &mut on_qe, &|m| bar.notice(m));
     bar.finish_and_clear();
     if let Some(e) = write_err {
         return Err(e);
     }
-    let run = match outcome {
-        Ok(r) => r,
-        Err(crate::pg::qc::QcError::Probe(e)) => return Err(ttp_ledger::probe::probe_error_ctx(e)),
-        Err(e) => {
-            return Err(
-                anyhow::Error::new(e).context("the Q@C stopped; the QEs measured before are kept")
-            );
-        }
-    };
-    drop(session);
-    if run.qc.qes.is_empty() {
-        return match run.end {
-            QcEnd::Paused(why) => anyhow::bail!("paused before the first QE was measured: {why}"),
-            _ => usage("interrupted before the first execution: nothing measured"),
-        };
-    }
+    let (run, machine) = outcome?;
+    nothing_measured(&run)?;
     let (doc, value) = run_json(&run.qc, &run.facts, &machine)?;
     if let Some(path) = &args.json {
         atomic::write_json_result(path, &value)?;
@@ -190,13 +139,28 @@ pub fn run(args: RunArgs, conninfo: &str) -> anyhow::Result<()> {
         let svg = crate::report::ttpv2::svg::render_svg(&analysis).context("drawing the chart")?;
         atomic::write_result(path, svg.as_bytes())?;
     }
-    match run.end {
+    ended(&run, args.json.as_deref())
+}
+
+/// A Q@C that ended before its first QE: what stopped it, as the error.
+pub(crate) fn nothing_measured(run: &QcRun) -> anyhow::Result<()> {
+    if !run.qc.qes.is_empty() {
+        return Ok(());
+    }
+    match &run.end {
+        QcEnd::Paused(why) => anyhow::bail!("paused before the first QE was measured: {why}"),
+        _ => usage("interrupted before the first execution: nothing measured"),
+    }
+}
+
+/// How the Q@C ended, said: a pause is the error (the QEs kept in
+/// `json`), an interruption a line on stderr.
+pub(crate) fn ended(run: &QcRun, json: Option<&Path>) -> anyhow::Result<()> {
+    match &run.end {
         QcEnd::Paused(why) => Err(anyhow::anyhow!(
             "paused: {why}; the {} QE(s) measured are kept{}",
             run.qc.qes.len(),
-            args.json
-                .as_ref()
-                .map(|p| format!(" in {}", p.display()))
+            json.map(|p| format!(" in {}", p.display()))
                 .unwrap_or_default()
         )),
         QcEnd::Interrupted => {
@@ -263,11 +227,17 @@ mod tests {
             message: "syntax error".into(),
             detail: String::new(),
         };
-        assert_eq!(ttp_sys::error::exit_code(&super::pg_error(usage)), 2);
+        assert_eq!(
+            ttp_sys::error::exit_code(&crate::pg::error::pg_error(usage)),
+            2
+        );
         let lost = PgError::Lost {
             statement: "x".into(),
             reason: "closed".into(),
         };
-        assert_eq!(ttp_sys::error::exit_code(&super::pg_error(lost)), 1);
+        assert_eq!(
+            ttp_sys::error::exit_code(&crate::pg::error::pg_error(lost)),
+            1
+        );
     }
 }

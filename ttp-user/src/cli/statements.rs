@@ -1,19 +1,15 @@
 //! `ttp-ebpf statements`: every statement of a live PostgreSQL server, timed
 //! and explained through the server's own USDT probes (docs/statements.md).
-use std::{
-    path::PathBuf,
-    time::{Duration, Instant},
-};
+use std::{path::PathBuf, time::Duration};
 
 use super::statements_sums;
 use crate::report::{
     atomic,
     render::{self, statements::Statements},
-    statements::svg,
+    statements::{self, svg},
 };
-use ttp_ledger::probe::statements::StatementProbes;
 use ttp_statements::{
-    Detail, GroupBy, Statement, crosscheck, group, parallel, requested_waits,
+    Detail, GroupBy, Statement, crosscheck, follow, group, parallel, requested_waits,
     session::{self, Server},
 };
 use ttp_sys::sys::signals::StopFlag;
@@ -170,12 +166,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let pgss_from_ns = ttp_sys::sys::clock::monotonic_ns();
     let window_start_ns = ttp_sys::sys::clock::monotonic_ns();
     announce(&args, &server, sp.links());
-    let mut statements = collect(
-        &mut sp,
-        args.live.then_some((args.by, args.top)),
-        args.duration,
-        &stop,
-    );
+    let mut live =
+        |groups: &[_], statements, secs| statements::live::show(groups, statements, args.top, secs);
+    let mut statements = follow::records(&mut sp, window(&args, &stop, &mut live));
     let window_end_ns = ttp_sys::sys::clock::monotonic_ns();
     let after = read_pgss(&pgss_session);
     sp.drain(|r| statements.push(Statement::from(r)));
@@ -251,6 +244,21 @@ fn announce(args: &Args, server: &Server, links: usize) {
     );
 }
 
+/// The window `args` ask for: their duration (or until Ctrl-C), their
+/// grouping, and `--live`'s screen every second.
+pub(super) fn window<'a>(
+    args: &Args,
+    stop: &'a StopFlag,
+    live: &'a mut follow::EachSecond<'a>,
+) -> follow::Window<'a> {
+    follow::Window {
+        duration: args.duration,
+        stop,
+        by: args.by,
+        each_second: args.live.then_some(live),
+    }
+}
+
 /// The text report, then the JSON and SVG where asked, written atomically.
 fn write_outputs(args: &Args, doc: Statements) -> anyhow::Result<()> {
     render::print(&doc);
@@ -262,98 +270,4 @@ fn write_outputs(args: &Args, doc: Statements) -> anyhow::Result<()> {
         atomic::write_result(path, text.as_bytes())?;
     }
     Ok(())
-}
-
-/// Drains records until the duration ends or Ctrl-C.
-/// With `live`, every second the groups of the last second are shown, top
-/// first, on a cleared terminal (a `top`-like view); the final report
-/// covers the whole window as without it.
-fn collect(
-    sp: &mut StatementProbes,
-    live: Option<(GroupBy, usize)>,
-    duration: Option<Duration>,
-    stop: &StopFlag,
-) -> Vec<Statement> {
-    let started = Instant::now();
-    let mut out = Vec::new();
-    let mut shown = (Instant::now(), 0usize);
-    // Workers' shares drained before their leader's statement: joined in a
-    // later second.
-    let mut waiting: Vec<Statement> = Vec::new();
-    loop {
-        sp.drain(|r| out.push(Statement::from(r)));
-        if let Some((by, top)) = live
-            && shown.0.elapsed() >= Duration::from_secs(1)
-        {
-            let mut last = std::mem::take(&mut waiting);
-            last.extend(out[shown.1..].iter().filter(|s| s.is_statement()).cloned());
-            let (last, unjoined) = parallel::join(last);
-            // A share waits at most a minute for its leader's statement.
-            let now = ttp_sys::sys::clock::monotonic_ns();
-            waiting = unjoined
-                .into_iter()
-                .filter(|w| now.saturating_sub(w.done_ns()) < 60_000_000_000)
-                .collect();
-            let secs = shown.0.elapsed().as_secs_f64();
-            let groups = group(&last, by, &sp.available);
-            print!(
-                "\x1b[2J\x1b[H{}",
-                live_text(&groups, last.len() as u64, top, secs)
-            );
-            shown = (Instant::now(), out.len());
-        }
-        if stop.raised() || duration.is_some_and(|d| started.elapsed() >= d) {
-            break;
-        }
-        let left = duration.map_or(Duration::from_millis(100), |d| {
-            d.saturating_sub(started.elapsed())
-                .min(Duration::from_millis(100))
-        });
-        stop.sleep(left);
-    }
-    sp.drain(|r| out.push(Statement::from(r)));
-    out
-}
-
-/// One screen of `--live`: calls per second and time per call of the
-/// groups of the last interval.
-pub(super) fn live_text(
-    groups: &[ttp_statements::Group],
-    statements: u64,
-    top: usize,
-    secs: f64,
-) -> String {
-    use std::fmt::Write as _;
-    let mut o = String::new();
-    let _ = writeln!(
-        o,
-        "ttp statements --live: {statements} statements in the last {secs:.1} s (Ctrl-C ends and prints the whole window)"
-    );
-    let _ = writeln!(
-        o,
-        "{:>9} {:>10} {:>10} {:>10} {:>10}  statement",
-        "calls/s", "ms/call", "on-CPU", "runq", "iowait"
-    );
-    for g in groups.iter().take(top) {
-        let per = |v: u64| v as f64 / 1e6 / g.calls.max(1) as f64;
-        let mut key = g.key.clone();
-        if key.len() > 70 {
-            let mut cut = 67;
-            while !key.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            key.truncate(cut);
-            key.push_str("...");
-        }
-        let _ = writeln!(
-            o,
-            "{:>9.1} {:>10.3} {:>10.3} {:>10.3} {:>10.3}  {key}",
-            g.calls as f64 / secs,
-            per(g.elapsed_ns),
-            per(g.on_cpu_ns),
-            per(g.runq_wait_ns),
-            per(g.iowait_ns),
-        );
-    }
-    o
 }

@@ -1,17 +1,18 @@
 //! `statements` from the sums the kernel keeps per statement key (the
 //! default at the socket; `--each` sends a record a statement instead):
 //! the map is read at the window's edges, at the pg_stat_statements reads
-//! and every second of `--live`; the key texts are drained every 100 ms.
+//! and every second of `--live`; the key texts are drained every 100 ms
+//! (`ttp_statements::follow::sums`).
 //! Nothing here grows with the statements: what is held is bounded by the
 //! keys (docs/statements.md, "Summed in the kernel"). The reading and the
 //! document are the statements session's (ttp-statements/src/session.rs).
-use std::time::{Duration, Instant};
-
-use super::statements::{Args, live_text, read_pgss};
+use super::statements::{Args, read_pgss, window};
+use crate::report::statements::live;
 use ttp_ledger::probe::statements::StatementProbes;
 use ttp_statements::{
-    GroupBy, crosscheck,
+    Group, GroupBy, crosscheck,
     document::StatementsReport,
+    follow::{self, SumsWindow},
     session::{self, Server, SumsReader},
     sums,
 };
@@ -31,48 +32,14 @@ pub(super) fn measure(
 ) -> anyhow::Result<StatementsReport> {
     let mut reader = SumsReader::default();
     let before = read_pgss(pgss);
-    let at_before = reader.read(sp);
-    let window_start_ns = ttp_sys::sys::clock::monotonic_ns();
-    announce(sp.links());
-    let started = Instant::now();
-    let mut shown = (Instant::now(), at_before.clone());
-    let mut evicted = Instant::now();
-    loop {
-        reader.drain_texts(sp);
-        if args.by == GroupBy::Backend && evicted.elapsed() >= Duration::from_secs(1) {
-            reader.evict_exited(sp);
-            evicted = Instant::now();
-        }
-        if args.live && shown.0.elapsed() >= Duration::from_secs(1) {
-            let now = reader.read(sp);
-            let last = now.since(&shown.1);
-            let groups = sums::groups(&last, &reader.texts, args.by, &sp.available);
-            let secs = shown.0.elapsed().as_secs_f64();
-            print!(
-                "\x1b[2J\x1b[H{}",
-                live_text(&groups, last.calls(), args.top, secs)
-            );
-            shown = (Instant::now(), now);
-        }
-        if stop.raised() || args.duration.is_some_and(|d| started.elapsed() >= d) {
-            break;
-        }
-        let left = args.duration.map_or(Duration::from_millis(100), |d| {
-            d.saturating_sub(started.elapsed())
-                .min(Duration::from_millis(100))
-        });
-        stop.sleep(left);
-    }
-    let window_end_ns = ttp_sys::sys::clock::monotonic_ns();
-    if args.by == GroupBy::Backend {
-        reader.evict_exited(sp);
-    }
-    let at_end = reader.read(sp);
+    let mut show =
+        |groups: &[Group], statements, secs| live::show(groups, statements, args.top, secs);
+    let SumsWindow {
+        window,
+        start_ns: window_start_ns,
+        end_ns: window_end_ns,
+    } = follow::sums(&mut reader, sp, window(args, stop, &mut show), announce);
     let after = read_pgss(pgss);
-    // The window's statements: what the keys added between its two reads
-    // (statements that ended between the attach and the window's start
-    // are not in it).
-    let window = at_end.since(&at_before);
     let mut report = session::sums_report(
         server,
         args.by,

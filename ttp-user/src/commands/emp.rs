@@ -6,8 +6,6 @@
 //! through the one Q@C procedure's `interleave`.
 use std::{ops::ControlFlow, process::Command, time::Duration};
 
-use indicatif::ProgressBar;
-
 use ttp_emp::{EmpRun, live as emp_runs};
 use ttp_sys::sys::{signals::StopFlag, spawn::RunAs};
 use ttp_ttpv2::procedure::{self, Interleaved};
@@ -56,16 +54,18 @@ impl LivePlan<'_> {
 }
 
 /// Runs `plan.command` 1 + `plan.runs` times. After every completed run,
-/// `after_run` gets all runs so far (to write results); `bar` (of
-/// [`LivePlan::runs_of`] runs) shows the progress. A run interrupted by
-/// Ctrl-C is not kept.
+/// `after_run` gets all runs so far (to write results and show progress,
+/// [`progress_message`]); `notify` gets what the user must read (a run
+/// interrupted). A run interrupted by Ctrl-C is not kept.
 pub fn measure(
     plan: &LivePlan<'_>,
     stop: &StopFlag,
-    bar: &ProgressBar,
+    notify: &dyn Fn(String),
     mut after_run: impl FnMut(&[EmpRun]) -> anyhow::Result<()>,
 ) -> anyhow::Result<LiveRuns> {
-    let mut all = measure_interleaved(plan, &[plan.command], stop, bar, |_, runs| after_run(runs))?;
+    let mut all = measure_interleaved(plan, &[plan.command], stop, notify, |_, runs| {
+        after_run(runs)
+    })?;
     Ok(all.remove(0))
 }
 
@@ -80,7 +80,7 @@ pub fn measure_interleaved(
     plan: &LivePlan<'_>,
     commands: &[&[String]],
     stop: &StopFlag,
-    bar: &ProgressBar,
+    notify: &dyn Fn(String),
     mut after_run: impl FnMut(usize, &[EmpRun]) -> anyhow::Result<()>,
 ) -> anyhow::Result<Vec<LiveRuns>> {
     let mut session = MeasurementSession::open(SessionOptions {
@@ -127,7 +127,7 @@ pub fn measure_interleaved(
                     }
                 };
             if stop.raised() {
-                bar.println(format!(
+                notify(format!(
                     "run {index} interrupted: not kept (runs 0–{} kept)",
                     index.saturating_sub(1)
                 ));
@@ -141,16 +141,13 @@ pub fn measure_interleaved(
             out.notes.extend(losses_note(index, &outcome.window));
             let first = *first_start_ns[j].get_or_insert(outcome.window.start_ns);
             let run = emp_runs::emp_run(index, &outcome, first, index == 0);
-            bar.set_message(progress_message(&run, (k > 1).then_some(j)));
             out.runs.push(run);
             after_run(j, &out.runs)?;
-            bar.inc(1);
             anyhow::Ok(ControlFlow::Continue(()))
         },
     )?;
     // Ctrl-C between or during runs; a failure is kept with its command.
     let ended = matches!(end, Interleaved::Stopped | Interleaved::Ended(true));
-    bar.finish_and_clear();
     for (out, missing) in outs.iter_mut().zip(taskstats_missing) {
         out.interrupted = ended;
         if listening && missing > 0 {
@@ -207,7 +204,7 @@ fn losses_note(index: u32, window: &ttp_ledger::accounts::Window) -> Option<Stri
 }
 
 /// The progress line after a run: the command's label when several run.
-fn progress_message(run: &EmpRun, label: Option<usize>) -> String {
+pub fn progress_message(run: &EmpRun, label: Option<usize>) -> String {
     let pt = run.pt.ledger_on_cpu_ns.map(|n| n as f64 / 1e6);
     format!(
         "{}run {}{}: ET {:.1} ms, PT {}",

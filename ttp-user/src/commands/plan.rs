@@ -49,6 +49,12 @@ pub struct Plan {
     /// `--warmup N`: executions of each Q@C's command before its QE 1,
     /// measured, shown and not kept.
     pub warmup: u32,
+    /// `--trace`: the ledger records the command's processes.
+    pub trace: bool,
+    /// `--wake-latency`: the ledger measures wake latency.
+    pub wake_latency: bool,
+    /// `--blame`: each QE's blame, over windows of this δt.
+    pub blame_window: Option<Duration>,
 }
 
 impl Plan {

@@ -22,6 +22,20 @@ fn transient_sqlstate(code: &str) -> bool {
 /// SQLSTATE of a statement cancelled by `statement_timeout` (QE13).
 pub(crate) const QUERY_CANCELED: &str = "57014";
 
+/// A PostgreSQL error as the command's error: what the user can fix (the
+/// connection string, the SQL, where ttp runs) is a usage error (exit 2).
+pub(crate) fn pg_error(e: PgError) -> anyhow::Error {
+    match e {
+        PgError::BadConnString { .. }
+        | PgError::Connect { .. }
+        | PgError::Sql { .. }
+        | PgError::Parameters
+        | PgError::NotLocal { .. }
+        | PgError::NoRestart { .. } => ttp_sys::error::UsageError::new(e.to_string()).into(),
+        other => anyhow::Error::new(other),
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum PgError {
     #[error(

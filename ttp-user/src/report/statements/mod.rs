@@ -1,4 +1,6 @@
-//! The `statements` result as text and as a stacked bar chart (SVG).
+//! The `statements` result as text and as a stacked bar chart (SVG), and
+//! the screens of `--live` (`live.rs`).
+pub mod live;
 pub mod svg;
 
 use std::fmt::Write as _;
