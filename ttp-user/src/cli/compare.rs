@@ -3,7 +3,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
-use crate::report::{atomic::write_json_result, compare as show};
+use crate::report::{compare as show, format};
 use ttp_compare::{Config, Side};
 use ttp_sys::error::{UsageError, usage};
 use ttp_ttpv2::{
@@ -185,7 +185,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let doc = shown.0;
     if let Some(path) = &args.json {
-        write_json_result(path, &doc).with_context(|| "the comparison is printed above")?;
+        format::write(path, &format::json::Json(&doc))
+            .with_context(|| "the comparison is printed above")?;
     }
     if let Some(dir) = &args.svg {
         let written = show::svg::write_svgs(&doc, dir)?;

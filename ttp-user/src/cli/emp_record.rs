@@ -1,8 +1,8 @@
 //! EMP's recorded run sets (`ttp.emp-runs/1`): what `run --protocol emp
 //! --record` and `calibrate --record` write, and `analyze` and `calibrate
 //! --from` read.
-use anyhow::Context;
 
+use crate::report::format;
 use ttp_emp::EmpRun;
 use ttp_sys::error::UsageError;
 
@@ -19,15 +19,14 @@ pub(crate) fn write_record(
         command: &'a [String],
         runs: &'a [EmpRun],
     }
-    ttp_sys::sys::atomic::write_json(
+    Ok(format::write_unannounced_file(
         path,
-        &Record {
+        &format::json::Json(&Record {
             schema: ttp_emp::input::RUNS_SCHEMA,
             command,
             runs,
-        },
-    )
-    .with_context(|| format!("writing {}", path.display()))
+        }),
+    )?)
 }
 
 /// Reads a recorded run set (`ttp.emp-runs/1`).

@@ -14,8 +14,8 @@ use super::run_plan;
 use crate::{
     commands::{self, Plan},
     report::{
-        atomic,
-        render::{self, Rendered},
+        format::{self, json::Json},
+        render,
     },
 };
 use ttp_ledger::collect::machine::MachineFacts;
@@ -478,11 +478,12 @@ fn measure(
 /// `ttp.analyze/1` (what `analyze` writes, so `report` and `compare` read
 /// it). Rewritten after every QE, so an interrupted run keeps its QEs.
 fn save(path: &Path, qcs: &[QcInput], machine: &MachineFacts) -> anyhow::Result<()> {
-    match qcs {
-        [qc] => ttp_sys::sys::atomic::write_json(path, &RunDocument::new(qc, Some(machine))),
-        _ => ttp_sys::sys::atomic::write_json(path, &super::run_several::document(qcs, machine)),
-    }
-    .with_context(|| format!("writing {}", path.display()))
+    Ok(match qcs {
+        [qc] => format::write_unannounced_file(path, &Json(&RunDocument::new(qc, Some(machine)))),
+        _ => {
+            format::write_unannounced_file(path, &Json(&super::run_several::document(qcs, machine)))
+        }
+    }?)
 }
 
 /// The protocol track's slices of a run of one Q@C: each warm-up
@@ -535,27 +536,24 @@ fn finish_one(
 ) -> anyhow::Result<()> {
     let doc = RunDocument::new(qc, Some(machine));
     if let Some(path) = &args.json {
-        atomic::write_json_result(path, &doc)?;
+        format::write(path, &Json(&doc))?;
     }
     if let (Some(path), Some(recording)) = (&args.trace, recording) {
         let mut trace = crate::report::trace::Trace::new(recording, "ttp run (TTPv2)");
         for slice in qe_slices(&doc, spans, warmups) {
             trace.add_qe(slice)?;
         }
-        trace.write(path)?;
-        crate::report::atomic::announce(path);
+        format::write(path, &format::chrome::Chrome(&trace))?;
     }
     // The report `report` shows for the saved file, with `--blame`'s
     // section when the QEs carry blame (report/render/ttpv2.rs).
     let shown = render::Run(doc);
     render::print(&shown);
     if let Some(path) = &args.svg {
-        let svg = crate::report::ttpv2::svg::render_svg(&shown.0.to_analysis())
-            .context("drawing the chart")?;
-        atomic::write_result(path, svg.as_bytes())?;
+        format::write(path, &format::svg::Svg::Ttpv2(&shown.0.to_analysis()))?;
     }
     if let Some(path) = &args.export_markdown {
-        atomic::write_result(path, shown.markdown().as_bytes())?;
+        format::write(path, &format::text::Markdown(&shown))?;
     }
     Ok(())
 }

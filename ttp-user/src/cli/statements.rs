@@ -7,9 +7,8 @@ use std::{
 
 use super::statements_sums;
 use crate::report::{
-    atomic,
+    format::{Outputs, json::Json, svg::Svg},
     render::{self, statements::Statements},
-    statements::svg,
 };
 use ttp_ledger::probe::statements::StatementProbes;
 use ttp_statements::{
@@ -254,13 +253,10 @@ fn announce(args: &Args, server: &Server, links: usize) {
 /// The text report, then the JSON and SVG where asked, written atomically.
 fn write_outputs(args: &Args, doc: Statements) -> anyhow::Result<()> {
     render::print(&doc);
-    if let Some(path) = &args.json {
-        atomic::write_json_result(path, &doc.0)?;
-    }
-    if let Some(path) = &args.svg {
-        let text = svg::stacked(&doc.0, args.top).map_err(anyhow::Error::msg)?;
-        atomic::write_result(path, text.as_bytes())?;
-    }
+    Outputs::default()
+        .add(args.json.as_deref(), Json(&doc.0))
+        .add(args.svg.as_deref(), Svg::Statements(&doc.0, args.top))
+        .write()?;
     Ok(())
 }
 
