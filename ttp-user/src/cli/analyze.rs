@@ -123,7 +123,11 @@ impl Inputs {
         if let Some(m) = self.machine.as_mut() {
             merge_cache(m, &self.caches);
         }
-        let analysis = analyse(&self.qcs, self.machine.as_ref());
+        let analysis = analyse(
+            &self.qcs,
+            self.machine.as_ref(),
+            crate::report::ttpv2::paragraph::text,
+        );
         let correlations = correlations.then(|| retained_correlations(&self.qcs, &analysis));
         document(self.machine, analysis, correlations)
     }

@@ -104,7 +104,11 @@ impl Args {
 fn analysed_study(path: &Path) -> anyhow::Result<serde_json::Value> {
     let (qcs, machine) =
         read_study(path).map_err(|e| UsageError::new(format!("{}: {e}", path.display())))?;
-    let a = analyse(&qcs, machine.as_ref());
+    let a = analyse(
+        &qcs,
+        machine.as_ref(),
+        crate::report::ttpv2::paragraph::text,
+    );
     Ok(serde_json::to_value(AnalyzeDocument {
         schema: ANALYZE_SCHEMA.into(),
         machine,

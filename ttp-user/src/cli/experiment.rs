@@ -226,7 +226,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     eprintln!("{total_qcs} Q@Cs in {}", path.display());
     let (qcs, machine) = read_study(&path)?;
-    let analysis = analyse(&qcs, machine.as_ref());
+    let analysis = analyse(
+        &qcs,
+        machine.as_ref(),
+        crate::report::ttpv2::paragraph::text,
+    );
     super::analyze::show(
         args.svg.as_deref(),
         args.json.as_deref(),

@@ -479,7 +479,14 @@ fn measure(
 /// it). Rewritten after every QE, so an interrupted run keeps its QEs.
 fn save(path: &Path, qcs: &[QcInput], machine: &MachineFacts) -> anyhow::Result<()> {
     Ok(match qcs {
-        [qc] => format::write_unannounced_file(path, &Json(&RunDocument::new(qc, Some(machine)))),
+        [qc] => format::write_unannounced_file(
+            path,
+            &Json(&RunDocument::new(
+                qc,
+                Some(machine),
+                crate::report::ttpv2::paragraph::text,
+            )),
+        ),
         _ => {
             format::write_unannounced_file(path, &Json(&super::run_several::document(qcs, machine)))
         }
@@ -534,7 +541,7 @@ fn finish_one(
     spans: &[(u32, u64, u64)],
     warmups: &[(u32, u64, u64)],
 ) -> anyhow::Result<()> {
-    let doc = RunDocument::new(qc, Some(machine));
+    let doc = RunDocument::new(qc, Some(machine), crate::report::ttpv2::paragraph::text);
     if let Some(path) = &args.json {
         format::write(path, &Json(&doc))?;
     }
@@ -585,7 +592,7 @@ mod tests {
             s_ticks: None,
             time_exact_ms: None,
         });
-        let doc = RunDocument::new(&qc, None);
+        let doc = RunDocument::new(&qc, None, crate::report::ttpv2::paragraph::text);
         let slices = super::qe_slices(&doc, &[(1, 300, 400), (2, 500, 610)], &[(1, 100, 250)]);
         let names: Vec<&str> = slices.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["warm-up 1", "QE 1", "QE 2"]);

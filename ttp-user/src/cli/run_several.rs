@@ -17,7 +17,7 @@ use ttp_ttpv2::{
 /// name and parameter value, which `report` renders and `compare` reads
 /// (one file: its commands compared; two files: Q@Cs matched by labels).
 pub fn document(qcs: &[QcInput], machine: &MachineFacts) -> AnalyzeDocument {
-    let a = analyse(qcs, Some(machine));
+    let a = analyse(qcs, Some(machine), crate::report::ttpv2::paragraph::text);
     AnalyzeDocument {
         schema: ANALYZE_SCHEMA.into(),
         machine: Some(machine.clone()),
