@@ -5,7 +5,7 @@
 //!
 //! | file | format | results |
 //! |---|---|---|
-//! | `json.rs` | pretty JSON and a newline | every `--json` document |
+//! | `json.rs` | pretty JSON and a newline; JSON Lines | every `--json` document; `lab export`'s study files |
 //! | `text.rs` | the terminal report, Markdown | every [`Rendered`](crate::report::render::Rendered) result |
 //! | `svg.rs` | SVG charts | TTPv2, vprofile, statements, load |
 //! | `dot.rs` | Graphviz DOT | blame's graph |
