@@ -11,7 +11,7 @@ use ttp_ledger::{
     accounts::{Image, ThreadKey},
     probe::{AttachOptions, Ledger, seed},
 };
-use ttp_user::report::trace::Trace;
+use ttp_user::report::{format::chrome::Chrome, trace::Trace};
 use ttp_window::window::trace_record::Recorder;
 
 /// The account of thread `tid` in `img`.
@@ -111,7 +111,8 @@ fn trace_of_sleep_compute_and_direct_reads_matches_the_ledger() {
 
     let path = std::env::temp_dir().join(format!("ttp-trace-test-{pid}.json"));
     let trace = Trace::new(recording, "ttp test");
-    trace.write(&path).expect("write the trace");
+    ttp_user::report::format::write_unannounced_file(&path, &Chrome(&trace))
+        .expect("write the trace");
     let doc: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).expect("JSON");
     std::fs::remove_file(&path).ok();
     let events = doc["traceEvents"].as_array().expect("traceEvents array");

@@ -6,12 +6,7 @@ use std::path::{Path, PathBuf};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
-use super::{
-    Model, PhasePlan,
-    clock::ClockKind,
-    driver::PhaseResult,
-    histograms::{self, Stats},
-};
+use super::{Model, PhasePlan, clock::ClockKind, driver::PhaseResult, histograms::Stats};
 
 /// One latency distribution a run can produce.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -142,29 +137,28 @@ impl LoadReport {
         cols
     }
 
-    /// Writes the `.hgrm` files: `path` gets the run's headline distribution
-    /// (the open model's latency, else the closed model's YCSB-intended
-    /// latency), and every distribution goes to `<path stem>.<series>.hgrm`.
-    pub fn write_hgrm(&self, path: &Path) -> std::io::Result<Vec<PathBuf>> {
-        let mut written = Vec::new();
+    /// The `.hgrm` files of `path`: `path` gets the run's headline
+    /// distribution (the open model's latency, else the closed model's
+    /// YCSB-intended latency), and every distribution goes to
+    /// `<path stem>.<series>.hgrm` (ttp-user's `report/format/hgrm.rs`
+    /// writes them).
+    pub fn hgrm_files(&self, path: &Path) -> Vec<(PathBuf, &Histogram<u64>)> {
         let all: Vec<(Series, &Histogram<u64>)> =
             self.phases.iter().flat_map(|ph| ph.series()).collect();
         let headline = all
             .iter()
             .find(|(s, _)| *s == Series::OpenLatency)
             .or_else(|| all.iter().find(|(s, _)| *s == Series::ClosedIntended));
-        if let Some((_, h)) = headline {
-            ttp_sys::sys::atomic::write(path, histograms::hgrm_text(h).as_bytes())?;
-            written.push(path.to_path_buf());
-        }
+        let mut files: Vec<(PathBuf, &Histogram<u64>)> = headline
+            .map(|(_, h)| (path.to_path_buf(), *h))
+            .into_iter()
+            .collect();
         let s = path.to_string_lossy();
         let stem = s.strip_suffix(".hgrm").unwrap_or(&s);
         for (series, h) in all {
-            let p = PathBuf::from(format!("{stem}.{}.hgrm", series.key()));
-            ttp_sys::sys::atomic::write(&p, histograms::hgrm_text(h).as_bytes())?;
-            written.push(p);
+            files.push((PathBuf::from(format!("{stem}.{}.hgrm", series.key())), h));
         }
-        Ok(written)
+        files
     }
 }
 

@@ -11,7 +11,7 @@ use super::checks::{CheckResult, LiteralResult, aggregate};
 use super::correlations::CorrelationRow;
 use super::drops::{Step3Drop, step2, step3};
 use super::model::{Labels, QcInput, Setup};
-use super::paragraph::{ParagraphInput, paragraph};
+use super::paragraph::{Paragraph, ParagraphInput, Wording};
 use super::post::{Refined, post_checks};
 use super::stats::Summary;
 use ttp_ledger::collect::machine::MachineFacts;
@@ -124,6 +124,7 @@ impl QcDocument {
 pub struct Analysis {
     pub qcs: Vec<QcDocument>,
     pub checks: Vec<CheckResult>,
+    /// Sec. 9's paragraph, as the wording given to [`analyse`] put it.
     pub paragraph: String,
 }
 
@@ -228,8 +229,9 @@ fn why_no_result(dropped_by: &[Vec<String>]) -> Option<String> {
     (!parts.is_empty()).then(|| parts.join("; "))
 }
 
-/// Applies Steps 1–5 of TTPv2 to the Q@Cs of one experiment.
-pub fn analyse(qcs: &[QcInput], machine: Option<&MachineFacts>) -> Analysis {
+/// Applies Steps 1–5 of TTPv2 to the Q@Cs of one experiment; the Sec. 9
+/// paragraph's facts are worded by `wording` (ttp-user's report layer).
+pub fn analyse(qcs: &[QcInput], machine: Option<&MachineFacts>, wording: Wording) -> Analysis {
     // Step 4's per-QE values are needed by the checks of Step 1.
     let calcs: Vec<Vec<QeCalc>> = qcs
         .iter()
@@ -340,7 +342,7 @@ pub fn analyse(qcs: &[QcInput], machine: Option<&MachineFacts>) -> Analysis {
         .flat_map(|d| &d.qes)
         .filter(|q| !q.dropped_by.is_empty())
         .count();
-    let text = paragraph(&ParagraphInput {
+    let facts = Paragraph::of(&ParagraphInput {
         machine,
         qcs,
         checks: &checks,
@@ -352,7 +354,7 @@ pub fn analyse(qcs: &[QcInput], machine: Option<&MachineFacts>) -> Analysis {
     Analysis {
         qcs: docs,
         checks,
-        paragraph: text,
+        paragraph: wording(&facts),
     }
 }
 
@@ -372,8 +374,8 @@ pub struct RunDocument {
 impl RunDocument {
     /// Applies the protocol to the Q@C measured so far. Call it after every
     /// QE and write the result, so an interrupted run keeps its QEs.
-    pub fn new(qc: &QcInput, machine: Option<&MachineFacts>) -> RunDocument {
-        let mut a = analyse(std::slice::from_ref(qc), machine);
+    pub fn new(qc: &QcInput, machine: Option<&MachineFacts>, wording: Wording) -> RunDocument {
+        let mut a = analyse(std::slice::from_ref(qc), machine, wording);
         RunDocument {
             schema: RUN_SCHEMA.into(),
             qc: a.qcs.remove(0),
@@ -445,7 +447,7 @@ pub struct AnalyzeDocument {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testutil::{clean_qc, proc_of};
+    use crate::testutil::{clean_qc, facts_json, proc_of};
     use ttp_window::window::record::{ProcKey, ProcessClass, ProcessSets};
 
     /// A run JSON written and read back is the same document, and `analyze`
@@ -478,7 +480,7 @@ mod tests {
             cores: Some(2),
             ..MachineFacts::default()
         };
-        let doc = RunDocument::new(&qc, Some(&machine));
+        let doc = RunDocument::new(&qc, Some(&machine), facts_json);
         assert_eq!(doc.qc.qes[2].dropped_by, vec!["QE9".to_string()]);
         assert_eq!(doc.qc.qes[3].dropped_by, vec!["QE1".to_string()]);
         let text = serde_json::to_string_pretty(&doc).unwrap();
@@ -523,20 +525,25 @@ mod tests {
         let mut qc = clean_qc(7);
         qc.qes[0].timed_out = Some(true);
         qc.qes[1].timed_out = Some(true);
-        let a = analyse(&[qc], None);
+        let a = analyse(&[qc], None, facts_json);
         let r = &a.qcs[0].result;
         assert_eq!(r.time_calc_ms, None);
         assert_eq!(r.retained, 0);
         assert!(r.dropped_reason.as_ref().unwrap().contains("(iv)"));
         assert_eq!(r.stats.time_calc_ms.as_ref().unwrap().n, 5);
-        assert!(a.paragraph.contains("100% of the queries-at-cardinality"));
+        assert!(a.paragraph.contains(r#""qcs":1,"#), "{}", a.paragraph);
+        assert!(
+            a.paragraph.contains(r#""qcs_dropped":1,"#),
+            "{}",
+            a.paragraph
+        );
     }
 
     /// Hand-computed: clean QEs 1..8 have Time_calc (U + 40) × 10 with
     /// U = 151,152,153,150,151,152,153,150 → median 1915 ms.
     #[test]
     fn clean_qc_result() {
-        let a = analyse(&[clean_qc(8)], None);
+        let a = analyse(&[clean_qc(8)], None, facts_json);
         let r = &a.qcs[0].result;
         assert_eq!(r.time_calc_ms, Some(1915.0));
         assert_eq!(r.time_meas_ms, Some(2500.0));

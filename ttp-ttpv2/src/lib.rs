@@ -5,7 +5,8 @@
 //! Data flows: [`model`] (what was measured per QE) → [`calc`] (Step 4 per
 //! QE: eq. 1–3 and the exact ledger time) → [`checks`] (Step 1) →
 //! [`drops`] (Steps 2–3) → [`post`] (Step 5) → [`analysis`] (the result and
-//! the JSON documents) → [`paragraph`] (Sec. 9). [`import`] reads saved
+//! the JSON documents) → [`paragraph`] (Sec. 9: its facts and figures, which
+//! ttp-user's report layer words and hands back as a [`paragraph::Wording`]). [`import`] reads saved
 //! runs and external CSV data; [`correlations`] tests the causal model of
 //! Sec. 5. The terminal report and the charts are drawn in ttp-user's
 //! `report::ttpv2`.
@@ -13,7 +14,8 @@
 //! The `run` command fills a [`model::QcInput`] (one [`model::QeRecord`] per
 //! QE) and [`paragraph::MachineFacts`] (with
 //! [`classify::identify_query_process`] for `--query-process NAME`), then calls
-//! [`analysis::RunDocument::new`] after each QE and writes it.
+//! [`analysis::RunDocument::new`] (with the paragraph's wording) after each
+//! QE and writes it.
 pub mod analysis;
 pub mod calc;
 pub mod checks;
@@ -24,7 +26,7 @@ pub mod ephemeral;
 pub mod import;
 pub mod model;
 pub mod paragraph;
-pub(crate) mod paragraph_deviations;
+pub mod paragraph_deviations;
 pub mod post;
 pub mod procedure;
 pub mod recovery;

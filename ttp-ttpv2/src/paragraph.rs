@@ -1,10 +1,17 @@
 //! The reporting paragraph of Sec. 9: the nine pieces of information a
-//! paper using TTPv2 states, filled in from the machine and the results.
+//! paper using TTPv2 states, as the facts and figures filled in from the
+//! machine and the results ([`Paragraph`]). The protocol says what is
+//! stated; ttp-user's `report/ttpv2/paragraph.rs` words it, and that text
+//! is the `paragraph` of the run and analyze JSON.
+
+use serde::{Deserialize, Serialize};
 
 use super::checks::{CheckResult, Scope};
 use super::model::QcInput;
-use super::paragraph_deviations::cold_cache_shortfalls;
-use super::paragraph_deviations::{query_tree, setup_check_warnings, steal_measured};
+use super::paragraph_deviations::{
+    ColdCacheShortfall, SetupItem, cold_cache_shortfalls, query_tree, setup_check_items,
+    steal_measured,
+};
 
 use ttp_ledger::collect::machine::MachineFacts;
 
@@ -20,42 +27,179 @@ pub struct ParagraphInput<'a> {
     pub exact_reported: bool,
 }
 
-/// A value to two significant digits (Sec. 9 (8), (9)).
-pub fn sig2(x: f64) -> String {
-    if x == 0.0 || !x.is_finite() {
-        return "0".into();
-    }
-    let mag = x.abs().log10().floor() as i32;
-    let rounded = {
-        let f = 10f64.powi(1 - mag);
-        (x * f).round() / f
-    };
-    // Rounding may carry into the next decade (9.96 → 10).
-    let mag = rounded.abs().log10().floor() as i32;
-    let decimals = (1 - mag).max(0) as usize;
-    format!("{rounded:.decimals$}")
+/// How the reporting paragraph is worded from its facts: ttp-user's report
+/// layer passes its wording to [`super::analysis::analyse`].
+pub type Wording = fn(&Paragraph) -> String;
+
+/// The facts and figures of Sec. 9's paragraph, in its order: (1) the
+/// protocol and the tool, (2) the hardware, (3) the operating system, (4)
+/// the QEs per Q@C and the cache, (5) what was computed, (6) the
+/// deviations, (7) the experiment-wide checks, (8) what was dropped, (9)
+/// the first three post checks.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Paragraph {
+    /// (1) The tool that measured ("ttp-ebpf 0.1.0").
+    pub tool: Option<String>,
+    /// (2)
+    pub cpu_model: Option<String>,
+    pub cores: Option<u32>,
+    pub memory_bytes: Option<u64>,
+    pub disk: Option<String>,
+    /// (3)
+    pub os: Option<String>,
+    pub kernel: Option<String>,
+    /// (4) The QEs of each Q@C (requested, else measured): each number
+    /// once, ascending.
+    pub qes_per_qc: Vec<usize>,
+    pub cache: Option<Cache>,
+    pub qcs: usize,
+    /// (5) The ledger's exact time was reported beside Time_calc.
+    pub exact_reported: bool,
+    /// What measuring cost the measured (Sec. 9 asks for the tool that
+    /// measured; its cost belongs beside it).
+    pub probe_cost: Option<ProbeCostFigures>,
+    /// (6) Empty when the protocol was used exactly as specified.
+    pub deviations: Vec<Deviation>,
+    /// (7)
+    pub experiment_checks: ExperimentChecks,
+    /// (8)
+    pub qes_total: usize,
+    pub qes_dropped: usize,
+    pub qcs_dropped: usize,
+    /// (9) POST1: the percentage of Q@Cs with excessive variation; `None`
+    /// when no Q@C was retained.
+    pub excessive_variation_percent: Option<f64>,
+    /// POST3 and POST2: the percentages of Q@Cs that violated relaxed and
+    /// strict monotonicity; `None` when they were not examined.
+    pub monotonicity_percent: Option<Monotonicity>,
 }
 
-fn pct(part: usize, whole: usize) -> String {
-    if whole == 0 {
-        "0".into()
-    } else {
-        sig2(part as f64 * 100.0 / whole as f64)
-    }
+/// The page cache before each QE (Sec. 3.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Cache {
+    /// The whole cold-cache procedure ran and the drop was shown to work
+    /// before every QE.
+    Cold,
+    /// The page cache was dropped, but part of the procedure was skipped or
+    /// not shown to work (the deviations say what).
+    Dropped,
+    Warm,
+}
+
+/// The ledger probes' CPU time per QE against its Time_meas, from the
+/// kernel's BPF statistics (probe/cost.rs).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ProbeCostFigures {
+    pub median_percent: f64,
+    pub max_percent: f64,
+    /// `None` when the switch program's runs were not counted.
+    pub ns_per_switch: Option<f64>,
+    pub events_missed: u64,
+}
+
+/// The experiment-wide sanity checks (scope X).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ExperimentChecks {
+    /// How many there are.
+    pub total: usize,
+    /// (id, name, violations) of each violated one.
+    pub violated: Vec<(String, String, u64)>,
+    /// The ids of those that could not be applied to this data.
+    pub not_applicable: Vec<String>,
+}
+
+/// Relaxed (POST3) and strict (POST2) monotonicity violations, in %.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Monotonicity {
+    pub relaxed: f64,
+    pub strict: f64,
+}
+
+/// A deviation from the protocol as specified (Sec. 8.1 Step 0, Sec. 9
+/// (6)).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Deviation {
+    /// More than one CPU core enabled: overall ticks summed over them.
+    Cores {
+        cores: u32,
+    },
+    /// Eq. 1 and QE9 take the overall IOWait unscaled (docs/ttpv2.md, "More
+    /// than one CPU"); `share_known`: the ledger's share of it was measured
+    /// and Time_calc from it is reported beside (calc.rs).
+    IowaitUnscaled {
+        cores: u32,
+        share_known: bool,
+    },
+    /// ttp and the query pinned by their affinity mask.
+    Pinned {
+        cpus: Vec<u32>,
+        online: Option<u32>,
+    },
+    /// A cgroup's CPU quota.
+    CgroupQuota {
+        cgroup: String,
+        cpus: f64,
+        quota_us: u64,
+        period_us: u64,
+        online: Option<u32>,
+    },
+    /// A virtual machine, as `collect/machine.rs` names it (older files
+    /// hold the bare hypervisor name).
+    VirtualMachine {
+        hypervisor: String,
+    },
+    /// QEs with steal time, QEs with it measured, steal ticks summed.
+    Steal {
+        qes: usize,
+        of: usize,
+        ticks: u64,
+    },
+    /// The Step 0 check snapshot: the items that did not pass.
+    SetupCheck {
+        items: Vec<SetupItem>,
+    },
+    /// CPU time accounted at CONFIG_HZ and reported in USER_HZ ticks.
+    ClockRates {
+        config_hz: u32,
+        user_hz: u32,
+    },
+    DelayAccountingSwitchedOn,
+    WarmCache,
+    /// Part of the cold-cache procedure not done or not shown to work.
+    ColdCache(ColdCacheShortfall),
+    /// The query is the command's whole process tree (Sec. 7.2): at most
+    /// `most` processes in one QE.
+    QueryTree {
+        most: usize,
+    },
+    /// Warm-up executions before each query's first QE.
+    Warmups {
+        n: usize,
+    },
+    /// USER_HZ other than 100.
+    UserHz {
+        hz: u32,
+    },
+    /// QE10 and QC2 judge a QE against the spread of its Q@C's others.
+    Qe10Spread,
+    /// A statement given as it is: the machine's own deviations, and the
+    /// self-recovery of a Q@C (recovery.rs).
+    Stated {
+        text: String,
+    },
 }
 
 /// Deviations from the protocol as specified (Sec. 8.1 Step 0, Sec. 9 (6)).
-pub fn deviations(machine: Option<&MachineFacts>, qcs: &[QcInput]) -> Vec<String> {
+pub fn deviations(machine: Option<&MachineFacts>, qcs: &[QcInput]) -> Vec<Deviation> {
     let mut d = Vec::new();
     let cpus = machine
         .and_then(|m| m.cores)
         .or_else(|| qcs.iter().map(|q| q.setup.cpus).max());
     if let Some(c) = cpus.filter(|&c| c > 1) {
-        d.push(format!(
-            "{c} CPU cores were enabled instead of one (overall ticks are summed over them; checks QE6 and QE7 allow {c} × Time_meas)"
-        ));
-        // Eq. 1 and QE9 take the overall IOWait unscaled (docs/ttpv2.md,
-        // "More than one CPU"); the ledger's share of it is the measured
+        d.push(Deviation::Cores { cores: c });
+        // The ledger's share of the overall IOWait is the measured
         // alternative to eq. 1's 0.5 (calc.rs, others_fraction_measured).
         let share_known = qcs.iter().flat_map(|q| &q.qes).any(|qe| {
             qe.processes.iter().any(|p| {
@@ -63,116 +207,101 @@ pub fn deviations(machine: Option<&MachineFacts>, qcs: &[QcInput]) -> Vec<String
                     && p.m.ledger.iowait_share_ns.is_some()
             })
         });
-        d.push(format!(
-            "eq. 1 halves, and QE9 compares, the IOWait summed over all {c} CPUs, unscaled, so another process's I/O wait on an idle CPU counts as if it were the query's{}",
-            if share_known {
-                "; Time_calc with the query's own share of that IOWait (the ledger's iowait_share_ns) in place of the half is reported beside it"
-            } else {
-                ""
-            }
-        ));
+        d.push(Deviation::IowaitUnscaled {
+            cores: c,
+            share_known,
+        });
     }
     if let Some(m) = machine {
         d.extend(cpu_restrictions(m));
         if let Some(v) = &m.virtualization {
-            // collect/machine.rs already words it "virtual machine (kvm)";
-            // older files hold the bare hypervisor name.
-            let what = if v.starts_with("virtual machine") {
-                v.clone()
-            } else {
-                format!("virtual machine ({v})")
-            };
-            d.push(format!("the machine is a {what}, so steal time may occur"));
+            d.push(Deviation::VirtualMachine {
+                hypervisor: v.clone(),
+            });
         }
         if m.virtualization.is_some() || steal_measured(qcs).is_some_and(|(n, _, _)| n > 0) {
-            d.extend(steal_measured(qcs).map(|(n, k, ticks)| {
-                if n == 0 {
-                    format!("no steal time was measured during the {k} QEs")
-                } else {
-                    format!("steal time was measured during {n} of {k} QEs ({ticks} ticks in all; X5 counts them)")
-                }
-            }));
+            d.extend(
+                steal_measured(qcs).map(|(qes, of, ticks)| Deviation::Steal { qes, of, ticks }),
+            );
         }
-        d.extend(setup_check_warnings(m));
+        d.extend(setup_check_items(m).map(|items| Deviation::SetupCheck { items }));
         if let (Some(h), Some(u)) = (m.config_hz, m.user_hz)
             && h != u
         {
-            d.push(format!(
-                "the kernel accounts CPU time at CONFIG_HZ={h} and reports it in USER_HZ={u} ticks"
-            ));
+            d.push(Deviation::ClockRates {
+                config_hz: h,
+                user_hz: u,
+            });
         }
         if m.delay_accounting_switched_on {
-            d.push("delay accounting (kernel.task_delayacct) was switched on for the measurement and restored afterwards".into());
+            d.push(Deviation::DelayAccountingSwitchedOn);
         }
         if m.cold_cache == Some(false) {
-            d.push("warm-cache measurement (the page cache was not dropped before each QE)".into());
+            d.push(Deviation::WarmCache);
         }
         if m.cold_cache == Some(true) {
-            d.extend(cold_cache_shortfalls(qcs));
+            d.extend(
+                cold_cache_shortfalls(qcs)
+                    .into_iter()
+                    .map(Deviation::ColdCache),
+            );
         }
-        d.extend(m.deviations.iter().cloned());
+        d.extend(
+            m.deviations
+                .iter()
+                .map(|t| Deviation::Stated { text: t.clone() }),
+        );
     }
-    d.extend(query_tree(qcs));
+    d.extend(query_tree(qcs).map(|most| Deviation::QueryTree { most }));
     if let Some(n) = qcs
         .iter()
         .map(|q| q.setup.warmup.len())
         .max()
         .filter(|&n| n > 0)
     {
-        d.push(format!(
-            "{n} warm-up execution(s) of each query ran before its first QE, after the same steps as a QE, and were measured and not kept"
-        ));
+        d.push(Deviation::Warmups { n });
     }
     d.extend(qcs.iter().filter_map(|q| {
         let name = (qcs.len() > 1).then(|| q.name());
-        q.setup.recovery.statement(name.as_deref())
+        q.setup
+            .recovery
+            .statement(name.as_deref())
+            .map(|text| Deviation::Stated { text })
     }));
     if let Some(hz) = qcs.iter().map(|q| q.setup.user_hz).find(|&h| h != 100) {
-        d.push(format!(
-            "/proc ticks are {} ms (USER_HZ={hz}), not 10 ms",
-            1000 / hz.max(1)
-        ));
+        d.push(Deviation::UserHz { hz });
     }
-    d.push("QE10 and QC2 judge a QE against the spread of the other QEs of its Q@C".into());
+    d.push(Deviation::Qe10Spread);
     d
 }
 
 /// Sec. 9 (2)/(6): when ttp — and so the query it starts — could use fewer
 /// CPUs than the overall /proc/stat counters sum over (`cores`, the online
-/// CPUs), by its affinity mask or a cgroup's CPU quota, say so: those
-/// counters (eq. 1's overall IOWait, QE6, QE9) still cover every online CPU
-/// (docs/ttpv2.md, "Which CPU count").
-pub(crate) fn cpu_restrictions(m: &MachineFacts) -> Vec<String> {
+/// CPUs), by its affinity mask or a cgroup's CPU quota (docs/ttpv2.md,
+/// "Which CPU count").
+pub fn cpu_restrictions(m: &MachineFacts) -> Vec<Deviation> {
     let mut d = Vec::new();
-    let online = m
-        .cores
-        .map(|c| format!(" of the {c} online CPUs"))
-        .unwrap_or_default();
     if let Some(list) = &m.affinity_cpus {
-        let cpus: Vec<String> = list.iter().map(u32::to_string).collect();
-        d.push(format!(
-            "ttp and the query it started were pinned to CPU{} {} ({}{online}, by their affinity mask); the overall /proc/stat counters still sum over every online CPU",
-            if list.len() == 1 { "" } else { "s" },
-            cpus.join(","),
-            list.len()
-        ));
+        d.push(Deviation::Pinned {
+            cpus: list.clone(),
+            online: m.cores,
+        });
     }
     if let Some(l) = &m.cgroup_cpu_limit {
-        d.push(format!(
-            "ttp and the query it started ran in cgroup {}, whose CPU quota limits them to {} CPUs' worth of time ({} µs per {} µs){online}; the overall /proc/stat counters still sum over every online CPU",
-            l.cgroup,
-            sig2(l.cpus()),
-            l.quota_us,
-            l.period_us
-        ));
+        d.push(Deviation::CgroupQuota {
+            cgroup: l.cgroup.clone(),
+            cpus: l.cpus(),
+            quota_us: l.quota_us,
+            period_us: l.period_us,
+            online: m.cores,
+        });
     }
     d
 }
 
 /// What measuring cost the measured: the ledger probes' CPU time per QE
 /// against its Time_meas, from the kernel's BPF statistics (probe/cost.rs).
-/// Sec. 9 asks for the tool that measured; its cost belongs beside it.
-fn probe_cost_sentence(qcs: &[QcInput]) -> Option<String> {
+fn probe_cost(qcs: &[QcInput]) -> Option<ProbeCostFigures> {
     let costs: Vec<&ttp_ledger::probe::cost::ProbeCost> = qcs
         .iter()
         .flat_map(|q| &q.qes)
@@ -195,404 +324,74 @@ fn probe_cost_sentence(qcs: &[QcInput]) -> Option<String> {
         .fold((0u64, 0u64), |(r, t), p| {
             (r.saturating_add(p.runs), t.saturating_add(p.run_time_ns))
         });
-    let per_switch = if runs > 0 {
-        format!("; {} ns per context switch", sig2(ns as f64 / runs as f64))
-    } else {
-        String::new()
-    };
-    let missed: u64 = costs
-        .iter()
-        .fold(0u64, |a, c| a.saturating_add(c.lost_events()));
-    let missed = if missed > 0 {
-        format!("; {missed} events never reached the probes")
-    } else {
-        String::new()
-    };
-    Some(format!(
-        " By the kernel's BPF statistics, the ledger's probes used a median of {}% of Time_meas in CPU time per execution (at most {}%{per_switch}{missed}).",
-        sig2(median),
-        sig2(shares[n - 1])
-    ))
+    Some(ProbeCostFigures {
+        median_percent: median,
+        max_percent: shares[n - 1],
+        ns_per_switch: (runs > 0).then(|| ns as f64 / runs as f64),
+        events_missed: costs
+            .iter()
+            .fold(0u64, |a, c| a.saturating_add(c.lost_events())),
+    })
 }
 
-/// The two paragraphs of Sec. 9.
-pub fn paragraph(p: &ParagraphInput) -> String {
-    let m = p.machine;
-    let get = |f: fn(&MachineFacts) -> Option<String>| m.and_then(f);
-    // (1) protocol, (2) hardware, (3) operating system.
-    let mut s = String::from(
-        "The measurements were collected using Tucson Timing Protocol Version 2 (TTPv2) [Currim, Snodgrass, Suh, Zhang, ACM TODS 2016]",
-    );
-    if let Some(tool) = get(|m| m.tool.clone()) {
-        s += &format!(" as implemented by {tool}");
-    }
-    let mut hw = Vec::new();
-    if let Some(cpu) = get(|m| m.cpu_model.clone()) {
-        let cores = m
-            .and_then(|m| m.cores)
-            .map(|c| format!(" ({c} cores)"))
-            .unwrap_or_default();
-        hw.push(format!("an {cpu}{cores}"));
-    }
-    if let Some(mem) = m.and_then(|m| m.memory_bytes) {
-        hw.push(format!(
-            "{:.1} GiB of memory",
-            mem as f64 / (1u64 << 30) as f64
-        ));
-    }
-    if let Some(disk) = get(|m| m.disk.clone()) {
-        hw.push(format!("disk {disk}"));
-    }
-    if hw.is_empty() {
-        s += " (the hardware was not recorded)";
-    } else {
-        s += &format!(" on {}", hw.join(", "));
-    }
-    match (get(|m| m.os.clone()), get(|m| m.kernel.clone())) {
-        (Some(os), Some(k)) => s += &format!(", running {os} with the {k} kernel"),
-        (Some(os), None) => s += &format!(", running {os}"),
-        (None, Some(k)) => s += &format!(", running Linux {k}"),
-        (None, None) => {}
-    }
-    // (4) QEs per Q@C, (5) computed measures and units.
-    let mut per: Vec<usize> = p
-        .qcs
-        .iter()
-        .map(|q| q.setup.qes_requested.map_or(q.qes.len(), |r| r as usize))
-        .collect();
-    per.sort();
-    per.dedup();
-    let times = match per.as_slice() {
-        [n] => format!("{n} times"),
-        _ => format!(
-            "{} times",
-            per.iter()
-                .map(|n| n.to_string())
-                .collect::<Vec<_>>()
-                .join(" or ")
-        ),
-    };
-    let cache = match m.and_then(|m| m.cold_cache) {
-        Some(true) if cold_cache_shortfalls(p.qcs).is_empty() => " with a cold cache",
-        Some(true) => " with the page cache dropped before each QE",
-        Some(false) => " with a warm cache",
-        None => "",
-    };
-    s += &format!(
-        ". The protocol executed the query {times} at each cardinality{cache} ({} Q@C{}) and provided calculated query evaluation time, including computation and I/O time, in msec, as the median over the retained executions",
-        p.qcs.len(),
-        if p.qcs.len() == 1 { "" } else { "s" }
-    );
-    if p.exact_reported {
-        s += ", reported beside the exact on-CPU plus own-I/O time measured by an in-kernel eBPF ledger";
-    }
-    s += ".";
-    if let Some(cost) = probe_cost_sentence(p.qcs) {
-        s += &cost;
-    }
-    // (6) deviations.
-    let dev = deviations(m, p.qcs);
-    if dev.is_empty() {
-        s += " The protocol was utilized exactly as specified.";
-    } else {
-        s += &format!(" Deviations from the protocol: {}.", dev.join("; "));
-    }
-
-    // (7) experiment-wide checks.
-    s += "\n\n";
-    let x: Vec<&CheckResult> = p
-        .checks
-        .iter()
-        .filter(|c| c.scope == Scope::Experiment)
-        .collect();
-    let violated: Vec<String> = x
-        .iter()
-        .filter(|c| c.violated())
-        .map(|c| {
-            format!(
-                "{} ({}: {})",
-                c.id,
-                c.name.trim_start_matches("Number of "),
-                c.violations.unwrap_or(0)
-            )
-        })
-        .collect();
-    let na: Vec<&str> = x
-        .iter()
-        .filter(|c| c.is_na())
-        .map(|c| c.id.as_str())
-        .collect();
-    if !x.is_empty() && na.len() == x.len() {
-        s += "The experiment-wide sanity checks could not be applied to this data";
-    } else if violated.is_empty() {
-        s += "No runs violated the experiment-wide sanity checks";
-    } else {
-        s += &format!(
-            "The experiment-wide sanity checks found violations: {}",
-            violated.join(", ")
-        );
-    }
-    if !na.is_empty() && na.len() < x.len() {
-        s += &format!(" ({} could not be applied to this data)", na.join(", "));
-    }
-    // (8) QEs and Q@Cs dropped.
-    s += &format!(
-        ". Approximately {}% of the query executions and {}% of the queries-at-cardinality (Q@Cs) were dropped due to query execution and Q@C sanity checks.",
-        pct(p.qes_dropped, p.qes_total),
-        pct(p.qcs_dropped, p.qcs.len())
-    );
-    // (9) the first three post checks.
-    let post = |id: &str| p.checks.iter().find(|c| c.id == id);
-    match post("POST1").and_then(|c| c.percent) {
-        Some(v) => {
-            s += &format!(
-                " As a result, excessive variation in calculated query time was observed in {}% of the Q@Cs.",
-                sig2(v)
-            )
-        }
-        None => s += " No Q@C was retained, so the post checks could not be applied.",
-    }
-    match (
-        post("POST3").and_then(|c| c.percent),
-        post("POST2").and_then(|c| c.percent),
-    ) {
-        (Some(r), Some(st)) => {
-            s += &format!(
-                " A total of {}% of the Q@Cs violated relaxed monotonicity and {}% violated strict monotonicity (of the Q@Cs compared with the next higher cardinality of their query, as Table XII counts them; relaxed: the lower cardinality still took longer after each Q@C's time was moved by half its own standard deviation toward the other's; App. E QC (4) does not say whose standard deviation, so this reading is ttp's own).",
-                sig2(r),
-                sig2(st)
-            )
-        }
-        _ => {
-            s += " Monotonicity was not examined: the retained Q@Cs do not cover two cardinalities of one query."
-        }
-    }
-    s
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::testutil::clean_qc;
-
-    /// Catches rounding to a fixed number of decimals instead of two
-    /// significant digits (Sec. 9 (8)).
-    #[test]
-    fn two_significant_digits() {
-        assert_eq!(sig2(7.18), "7.2");
-        assert_eq!(sig2(0.253), "0.25");
-        assert_eq!(sig2(4.0), "4.0");
-        assert_eq!(sig2(25.0), "25");
-        assert_eq!(sig2(9.96), "10");
-        assert_eq!(sig2(100.0), "100");
-        assert_eq!(sig2(0.0), "0");
-    }
-
-    /// `taskset -c 0` on 2 CPUs: 2 online CPUs, pinned to CPU 0; a cgroup
-    /// quota of half a CPU. Catches a pinned run reported as unrestricted,
-    /// or an unrestricted one as pinned.
-    #[test]
-    fn pinning_and_cgroup_limits_are_stated() {
-        use ttp_ledger::collect::machine::CgroupCpuLimit;
-        let free = MachineFacts {
-            cores: Some(2),
-            ..MachineFacts::default()
-        };
-        assert!(cpu_restrictions(&free).is_empty());
-        let pinned = MachineFacts {
-            affinity_cpus: Some(vec![0]),
-            cgroup_cpu_limit: Some(CgroupCpuLimit {
-                cgroup: "/limited".into(),
-                quota_us: 50_000,
-                period_us: 100_000,
-            }),
-            ..free
-        };
-        let d = deviations(Some(&pinned), &[]).join("\n");
-        for needle in [
-            "2 CPU cores were enabled",
-            "eq. 1 halves, and QE9 compares, the IOWait summed over all 2 CPUs, unscaled",
-            "pinned to CPU 0 (1 of the 2 online CPUs, by their affinity mask)",
-            "cgroup /limited, whose CPU quota limits them to 0.50 CPUs' worth of time (50000 µs per 100000 µs) of the 2 online CPUs",
-        ] {
-            assert!(d.contains(needle), "missing {needle:?} in:\n{d}");
-        }
-        assert!(!d.contains("iowait_share_ns"), "no ledger share given: {d}");
-        // With the query's ledger share of IOWait measured, the paragraph
-        // says Time_calc from it is reported beside eq. 1's.
-        let mut qc = crate::testutil::clean_qc(3);
-        for p in qc.qes.iter_mut().flat_map(|q| &mut q.processes) {
-            if p.class == ttp_window::window::record::ProcessClass::Query {
-                p.m.ledger.iowait_share_ns = Some(1_000_000);
-            }
-        }
-        let d = deviations(Some(&pinned), &[qc]).join("\n");
-        assert!(
-            d.contains("(the ledger's iowait_share_ns) in place of the half is reported beside it"),
-            "{d}"
-        );
-    }
-
-    /// The paragraph states the machine, the counts and the deviations it
-    /// was given. Catches a dropped sentence or a wrong percentage.
-    #[test]
-    fn paragraph_mentions_every_piece() {
-        let machine = MachineFacts {
-            tool: Some("ttp-ebpf 0.1.0".into()),
-            cpu_model: Some("AMD EPYC 7B13".into()),
-            cores: Some(2),
-            memory_bytes: Some(4 << 30),
-            disk: Some("virtio vda".into()),
-            os: Some("Debian GNU/Linux 13".into()),
-            kernel: Some("6.18.0".into()),
-            config_hz: Some(250),
-            user_hz: Some(100),
-            virtualization: Some("kvm".into()),
-            delay_accounting_switched_on: true,
-            cold_cache: Some(true),
-            deviations: vec!["sshd left running".into()],
-            ..MachineFacts::default()
-        };
-        let mut qcs = vec![clean_qc(10)];
-        for qe in &mut qcs[0].qes {
-            qe.cold_cache = Some(full_cold_step());
-        }
-        // The probes' cost of QEs 1–3: 0.2 %, 0.4 % and 0.3 % of a 1 s
-        // Time_meas, 95 ns a switch.
-        for (qe, switches) in qcs[0].qes.iter_mut().zip([21_053u64, 42_105, 31_579]) {
-            use ttp_ledger::probe::cost::{CostSnapshot, ProbeCost, ProgramSnapshot, Sampled};
-            // One sampling window inside, at 95 ns a run.
-            let at = |at_ns, n: u64, windows: u64| CostSnapshot {
-                at_ns,
-                programs: vec![(
-                    "sched_switch".into(),
-                    ProgramSnapshot {
-                        runs: n,
-                        counted: true,
-                        sampled: Sampled {
-                            runs: 100 * windows,
-                            run_time_ns: 9_500 * windows,
-                            windows,
-                            mean_sum: 95.0 * windows as f64,
-                            mean_sq_sum: 9_025.0 * windows as f64,
-                            runs_scaled: 0.0,
-                        },
-                        ..ProgramSnapshot::default()
-                    },
-                )],
-                windows,
-                stats_on_ns: 0,
-            };
-            qe.probe_cost = Some(ProbeCost::between(
-                &at(0, 0, 0),
-                &at(1_000_000_000, switches, 1),
-            ));
-        }
-        let text = paragraph(&ParagraphInput {
-            machine: Some(&machine),
-            qcs: &qcs,
-            checks: &[],
-            qes_total: 10,
-            qes_dropped: 1,
-            qcs_dropped: 0,
-            exact_reported: true,
+impl Paragraph {
+    /// The facts of Sec. 9's paragraph.
+    pub fn of(p: &ParagraphInput) -> Paragraph {
+        let m = p.machine;
+        let get = |f: fn(&MachineFacts) -> Option<String>| m.and_then(f);
+        let mut qes_per_qc: Vec<usize> = p
+            .qcs
+            .iter()
+            .map(|q| q.setup.qes_requested.map_or(q.qes.len(), |r| r as usize))
+            .collect();
+        qes_per_qc.sort();
+        qes_per_qc.dedup();
+        let cache = m.and_then(|m| m.cold_cache).map(|cold| match cold {
+            true if cold_cache_shortfalls(p.qcs).is_empty() => Cache::Cold,
+            true => Cache::Dropped,
+            false => Cache::Warm,
         });
-        for needle in [
-            "TTPv2",
-            "AMD EPYC 7B13 (2 cores)",
-            "4.0 GiB",
-            "Debian GNU/Linux 13 with the 6.18.0 kernel",
-            "10 times",
-            "cold cache",
-            "2 CPU cores",
-            "kvm",
-            "CONFIG_HZ=250",
-            "task_delayacct",
-            "sshd left running",
-            "10% of the query executions and 0% of the queries-at-cardinality",
-            "ledger's probes used a median of 0.30% of Time_meas in CPU time per execution (at most 0.40%; 95 ns per context switch)",
-        ] {
-            assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
-        }
-    }
-
-    /// The Sec. 3.1 procedure as `run --cold-cache` records it when all of
-    /// it was done: 64 MiB read with O_DIRECT, the drop, a 1 MiB re-read
-    /// that reached the device.
-    fn full_cold_step() -> ttp_window::window::cold_cache::ColdCacheStep {
-        ttp_window::window::cold_cache::ColdCacheStep {
-            fill_start_unix_ns: Some(1),
-            fill_bytes: 64 << 20,
-            fill_skipped: None,
-            drop_unix_ns: 2,
-            check_file_bytes: 1 << 20,
-            check_device_bytes: Some(1 << 20),
-        }
-    }
-
-    /// "With a cold cache" only when the whole Sec. 3.1 procedure ran and
-    /// the drop was shown to work before every QE; otherwise the paragraph
-    /// says the page cache was dropped and names what was skipped or
-    /// failed. Catches the claim made for a skipped fill, a drop that did
-    /// not reach the device, or a file that predates the record.
-    #[test]
-    fn cold_cache_claimed_only_for_the_full_procedure() {
-        let machine = MachineFacts {
-            cold_cache: Some(true),
-            ..MachineFacts::default()
+        let x: Vec<&CheckResult> = p
+            .checks
+            .iter()
+            .filter(|c| c.scope == Scope::Experiment)
+            .collect();
+        let experiment_checks = ExperimentChecks {
+            total: x.len(),
+            violated: x
+                .iter()
+                .filter(|c| c.violated())
+                .map(|c| (c.id.clone(), c.name.clone(), c.violations.unwrap_or(0)))
+                .collect(),
+            not_applicable: x
+                .iter()
+                .filter(|c| c.is_na())
+                .map(|c| c.id.clone())
+                .collect(),
         };
-        let text = |qcs: &[QcInput]| {
-            paragraph(&ParagraphInput {
-                machine: Some(&machine),
-                qcs,
-                checks: &[],
-                qes_total: 6,
-                qes_dropped: 0,
-                qcs_dropped: 0,
-                exact_reported: false,
-            })
-        };
-        let mut qc = clean_qc(6);
-        for qe in &mut qc.qes {
-            qe.cold_cache = Some(full_cold_step());
-        }
-        let t = text(std::slice::from_ref(&qc));
-        assert!(t.contains("with a cold cache"), "{t}");
-        assert!(cold_cache_shortfalls(std::slice::from_ref(&qc)).is_empty());
-        let step = qc.qes[1].cold_cache.as_mut().unwrap();
-        step.fill_skipped = Some("reading /var/tmp/x with O_DIRECT failed: EINVAL".into());
-        step.fill_bytes = 0;
-        qc.qes[2].cold_cache.as_mut().unwrap().check_device_bytes = Some(4096);
-        qc.qes[3].cold_cache = None;
-        let t = text(std::slice::from_ref(&qc));
-        assert!(!t.contains("with a cold cache"), "{t}");
-        for needle in [
-            "with the page cache dropped before each QE",
-            "fill (Sec. 3.1: 64 MB of unrelated data) was skipped or cut short before 1 QE(s): reading /var/tmp/x with O_DIRECT failed: EINVAL",
-            "did not reach the device before 1 QE(s)",
-            "not recorded for 1 of 6 QEs",
-        ] {
-            assert!(t.contains(needle), "missing {needle:?} in:\n{t}");
-        }
-    }
-
-    /// The hypervisor as collect/machine.rs words it is named once: "the
-    /// machine is a virtual machine (kvm)", as is a bare name from an
-    /// older file. Catches "virtual machine (virtual machine (…))".
-    #[test]
-    fn a_virtual_machine_is_named_once() {
-        for v in ["virtual machine (kvm)", "kvm"] {
-            let m = MachineFacts {
-                virtualization: Some(v.into()),
-                ..Default::default()
-            };
-            let d = deviations(Some(&m), &[]);
-            assert!(
-                d.contains(
-                    &"the machine is a virtual machine (kvm), so steal time may occur".into()
-                ),
-                "{d:?}"
-            );
+        let post = |id: &str| p.checks.iter().find(|c| c.id == id).and_then(|c| c.percent);
+        Paragraph {
+            tool: get(|m| m.tool.clone()),
+            cpu_model: get(|m| m.cpu_model.clone()),
+            cores: m.and_then(|m| m.cores),
+            memory_bytes: m.and_then(|m| m.memory_bytes),
+            disk: get(|m| m.disk.clone()),
+            os: get(|m| m.os.clone()),
+            kernel: get(|m| m.kernel.clone()),
+            qes_per_qc,
+            cache,
+            qcs: p.qcs.len(),
+            exact_reported: p.exact_reported,
+            probe_cost: probe_cost(p.qcs),
+            deviations: deviations(m, p.qcs),
+            experiment_checks,
+            qes_total: p.qes_total,
+            qes_dropped: p.qes_dropped,
+            qcs_dropped: p.qcs_dropped,
+            excessive_variation_percent: post("POST1"),
+            monotonicity_percent: post("POST3")
+                .zip(post("POST2"))
+                .map(|(relaxed, strict)| Monotonicity { relaxed, strict }),
         }
     }
 }

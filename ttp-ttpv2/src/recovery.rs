@@ -208,7 +208,7 @@ mod tests {
     fn recovery_is_in_the_json_and_the_paragraph() {
         let mut qc = crate::testutil::clean_qc(8);
         qc.setup.recovery.check_plan(Some("a"), Some("b"), 4, 3);
-        let doc = crate::RunDocument::new(&qc, None);
+        let doc = crate::RunDocument::new(&qc, None, crate::testutil::facts_json);
         let v = serde_json::to_value(&doc).unwrap();
         assert_eq!(v["setup"]["recovery"]["plan_restarts"], 1, "{}", v["setup"]);
         assert_eq!(v["setup"]["recovery"]["restarts"][0]["discarded"], 3);

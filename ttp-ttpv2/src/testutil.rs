@@ -35,7 +35,7 @@ pub(crate) fn proc_of(
     }
 }
 
-pub(crate) fn query_proc(pid: u32, u: u64, s: u64, blkio: u64) -> ProcessMeasures {
+pub fn query_proc(pid: u32, u: u64, s: u64, blkio: u64) -> ProcessMeasures {
     proc_of(ProcessClass::Query, pid, u, s, blkio)
 }
 
@@ -104,4 +104,10 @@ pub fn clean_qc(n: u32) -> QcInput {
         },
         qes: (1..=n).map(|i| clean_qe(i, u64::from(i % 4))).collect(),
     }
+}
+
+/// The paragraph's facts as JSON: the wording the protocol's own tests
+/// give [`crate::analysis::analyse`] (ttp-user words them in English).
+pub fn facts_json(p: &crate::paragraph::Paragraph) -> String {
+    serde_json::to_string(p).unwrap_or_default()
 }

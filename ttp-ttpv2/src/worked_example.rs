@@ -24,7 +24,7 @@ fn round1(x: f64) -> f64 {
 fn table_ix_gives_table_xv() {
     let qcs = read_qe_csv(&fixture(), &Setup::default()).expect("fixture reads");
     assert_eq!(qcs.len(), 1);
-    let a = analyse(&qcs, None);
+    let a = analyse(&qcs, None, crate::testutil::facts_json);
     let d = &a.qcs[0];
     let qe_numbers: Vec<u32> = d.qes.iter().map(|e| e.record.qe).collect();
     assert_eq!(qe_numbers, vec![1, 2, 3, 5, 6, 8, 9, 10]);
@@ -86,7 +86,7 @@ fn table_ix_gives_table_xv() {
 #[test]
 fn table_ix_checks() {
     let qcs = read_qe_csv(&fixture(), &Setup::default()).unwrap();
-    let a = analyse(&qcs, None);
+    let a = analyse(&qcs, None, crate::testutil::facts_json);
     let by_id = |id: &str| a.checks.iter().find(|c| c.id == id).unwrap();
     for id in [
         "QE2", "QE3", "QE4", "QE7", "QE8", "QE9", "QE12", "QC1", "QC2",

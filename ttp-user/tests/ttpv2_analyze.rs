@@ -138,7 +138,11 @@ fn saved_runs_get_monotonicity_checks() {
     let mut files = Vec::new();
     for (card, u) in [(100, 50), (200, 200), (300, 150)] {
         let path = dir.join(&format!("run-{card}.json"));
-        let doc = RunDocument::new(&run_at(card, u), None);
+        let doc = RunDocument::new(
+            &run_at(card, u),
+            None,
+            ttp_user::report::ttpv2::paragraph::text,
+        );
         std::fs::write(&path, serde_json::to_string_pretty(&doc).unwrap()).unwrap();
         files.push(path);
     }

@@ -17,7 +17,7 @@ use super::web::WebConfig;
 pub(crate) struct Reply {
     pub status: u16,
     pub content_type: &'static str,
-    pub body: String,
+    pub body: Vec<u8>,
 }
 
 /// What serve answers to a GET of `path` with this `Accept` header.

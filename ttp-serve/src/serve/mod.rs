@@ -37,7 +37,10 @@ use openmetrics::{Exposition, Format, Shared};
 use web::WebConfig;
 
 use ttp_ledger::{accounts::Image, probe::probe_error_ctx};
-use ttp_sys::error::{parse_duration, usage};
+use ttp_sys::{
+    error::{parse_duration, usage},
+    sys::export::Exporter,
+};
 use ttp_window::window::session::{MeasurementSession, SessionOptions};
 
 /// The default `--top`: enough for the services of a database host, few
@@ -374,15 +377,18 @@ fn answer(
     let text = |status, body: String| Reply {
         status,
         content_type: TEXT,
-        body,
+        body: body.into_bytes(),
     };
     match path {
         "/metrics" => {
             let format = Format::from_accept(accept);
-            Reply {
-                status: 200,
-                content_type: format.content_type(),
-                body: openmetrics::encode(registry, format),
+            match (openmetrics::Scrape { registry, format }).serialize() {
+                Ok(body) => Reply {
+                    status: 200,
+                    content_type: format.content_type(),
+                    body,
+                },
+                Err(e) => text(500, format!("{e}\n")),
             }
         }
         "/metrics.json" => {
@@ -390,7 +396,7 @@ fn answer(
             Reply {
                 status: 200,
                 content_type: "application/json",
-                body: openmetrics::json(&x).to_string(),
+                body: openmetrics::json(&x).to_string().into_bytes(),
             }
         }
         "/healthz" => {

@@ -88,6 +88,19 @@ pub(crate) fn registry(shared: Shared) -> Registry {
     r
 }
 
+/// A scrape of the registry in one wire format: `GET /metrics`'s body,
+/// through the one trait every output format of ttp implements.
+pub(crate) struct Scrape<'a> {
+    pub registry: &'a Registry,
+    pub format: Format,
+}
+
+impl ttp_sys::sys::export::Exporter for Scrape<'_> {
+    fn serialize(&self) -> Result<Vec<u8>, ttp_sys::sys::export::ExportError> {
+        Ok(encode(self.registry, self.format).into_bytes())
+    }
+}
+
 /// The exposition in `format`.
 pub(crate) fn encode(registry: &Registry, format: Format) -> String {
     let mut out = String::new();

@@ -19,6 +19,17 @@ use super::{
     pg_metrics::histograms,
 };
 
+/// An export request as OTLP/HTTP's binary protobuf body (`serve --otlp`
+/// pushes it), through the one trait every output format of ttp implements.
+pub(crate) struct Otlp(pub ExportMetricsServiceRequest);
+
+impl ttp_sys::sys::export::Exporter for Otlp {
+    fn serialize(&self) -> Result<Vec<u8>, ttp_sys::sys::export::ExportError> {
+        use prost::Message;
+        Ok(self.0.encode_to_vec())
+    }
+}
+
 /// The OTLP content type of a protobuf-encoded request (OTLP/HTTP spec,
 /// "Binary Protobuf Encoding").
 pub(crate) const CONTENT_TYPE: &str = "application/x-protobuf";

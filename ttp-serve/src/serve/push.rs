@@ -10,13 +10,11 @@ use std::{
     time::{Duration, Instant, SystemTime},
 };
 
-use prost::Message;
-
 use super::{
     openmetrics::{PushCounts, Shared},
     otlp::{self, Stamps},
 };
-use ttp_sys::error::usage;
+use ttp_sys::{error::usage, sys::export::Exporter};
 
 /// The path of the metrics signal under a collector's base URL (OTLP/HTTP
 /// spec, "OTLP/HTTP Request").
@@ -105,9 +103,11 @@ impl Pusher {
                             start_unix_ns,
                             read_unix_ns: x.read_unix_ns,
                         };
-                        (otlp::request(&x, &host, at).encode_to_vec(), x.otlp)
+                        (otlp::Otlp(otlp::request(&x, &host, at)).serialize(), x.otlp)
                     };
-                    let outcome = push(&agent, &url, &body);
+                    let outcome = body
+                        .map_err(|e| e.to_string())
+                        .and_then(|body| push(&agent, &url, &body));
                     let mut counts = counts.unwrap_or_default();
                     match outcome {
                         Ok(()) => {

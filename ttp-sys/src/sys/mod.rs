@@ -5,6 +5,7 @@ pub mod atomic;
 pub mod clock;
 pub mod delayacct;
 pub mod executable;
+pub mod export;
 pub mod invoker;
 pub mod logging;
 pub mod malloc;

@@ -2,13 +2,10 @@
 //! and to external per-QE measurements in CSV.
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
-
+use crate::report::format::{Outputs, json::Json, svg::Svg};
 use crate::report::render::Analyze;
-use crate::report::ttpv2::svg::render_svg;
 use ttp_ledger::collect::machine::MachineFacts;
 use ttp_sys::error::UsageError;
-use ttp_sys::sys::atomic::write_json;
 use ttp_ttpv2::analysis::{ANALYZE_SCHEMA, Analysis, AnalyzeDocument, analyse};
 use ttp_ttpv2::correlations::{CorrelationRow, retained_correlations};
 use ttp_ttpv2::import::{read_qe_csv, read_run_json};
@@ -126,7 +123,11 @@ impl Inputs {
         if let Some(m) = self.machine.as_mut() {
             merge_cache(m, &self.caches);
         }
-        let analysis = analyse(&self.qcs, self.machine.as_ref());
+        let analysis = analyse(
+            &self.qcs,
+            self.machine.as_ref(),
+            crate::report::ttpv2::paragraph::text,
+        );
         let correlations = correlations.then(|| retained_correlations(&self.qcs, &analysis));
         document(self.machine, analysis, correlations)
     }
@@ -169,14 +170,11 @@ pub(super) fn write_outputs(
     svg: Option<&Path>,
     json: Option<&Path>,
 ) -> anyhow::Result<()> {
-    if let Some(path) = svg {
-        let svg = render_svg(&shown.analysis())?;
-        ttp_sys::sys::atomic::write(path, svg.as_bytes())
-            .with_context(|| format!("writing {}", path.display()))?;
-    }
-    if let Some(path) = json {
-        write_json(path, &shown.0).with_context(|| format!("writing {}", path.display()))?;
-    }
+    let analysis = shown.analysis();
+    Outputs::default()
+        .add_unannounced(svg, Svg::Ttpv2(&analysis))
+        .add_unannounced(json, Json(&shown.0))
+        .write()?;
     Ok(())
 }
 

@@ -2,12 +2,10 @@
 //! EMP measurement recorded with `--record`.
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
 use clap::Args;
 
 use ttp_emp::{Profile, SampleSizeConfig, sample_size};
 use ttp_sys::error::UsageError;
-use ttp_sys::sys::atomic::write_json;
 
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "EMP sample size (EMPv6)")]
@@ -48,7 +46,10 @@ pub fn run(path: &Path, args: &SampleSizeArgs, json: Option<&Path>) -> anyhow::R
     crate::report::render::print(&shown);
     let report = shown.0;
     if let Some(path) = json {
-        write_json(path, &report).with_context(|| format!("writing {}", path.display()))?;
+        crate::report::format::write_unannounced_file(
+            path,
+            &crate::report::format::json::Json(&report),
+        )?;
     }
     Ok(())
 }

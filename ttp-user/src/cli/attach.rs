@@ -131,11 +131,11 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
         all_checks: args.checks,
     });
     if let Some(path) = &args.json {
-        report::atomic::write_json_result(path, &summary.json())?;
+        report::format::write(path, &report::format::json::Json(&summary.json()))?;
     }
     if let (Some(path), Some(rec)) = (&args.trace, start.recorder) {
         let t = trace::Trace::new(rec.finish(&session.ledger)?, "ttp attach");
-        t.write(path)?;
+        report::format::write_unannounced_file(path, &report::format::chrome::Chrome(&t))?;
         for w in t.warnings() {
             eprintln!("trace: {w}");
         }

@@ -7,7 +7,11 @@ use std::{
 
 use anyhow::Context;
 
-use crate::report::{blame::dot, progress::Progress, render};
+use crate::report::{
+    format::{Outputs, dot::Dot, json::Json},
+    progress::Progress,
+    render,
+};
 use ttp_blame::{
     BlameError, DiskMeasure, GroupBy, Options, Recording, VictimSpec,
     source::{self, SourceError, StopReason},
@@ -116,18 +120,20 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     render::print(&shown);
     let report = shown.report;
-    if let Some(path) = &args.json {
-        ttp_sys::sys::atomic::write_json(path, &report)
-            .with_context(|| format!("writing {}", path.display()))?;
-    }
-    if let Some(path) = &args.dot {
-        let title = format!(
-            "ttp blame: pid {} {}",
-            report.victim.pid, report.victim.comm
-        );
-        ttp_sys::sys::atomic::write(path, dot::render(&report.graph, &title).as_bytes())
-            .with_context(|| format!("writing {}", path.display()))?;
-    }
+    let title = format!(
+        "ttp blame: pid {} {}",
+        report.victim.pid, report.victim.comm
+    );
+    Outputs::default()
+        .add_unannounced(args.json.as_deref(), Json(&report))
+        .add_unannounced(
+            args.dot.as_deref(),
+            Dot {
+                graph: &report.graph,
+                title,
+            },
+        )
+        .write()?;
     Ok(())
 }
 
@@ -222,8 +228,7 @@ fn measure(args: &Args) -> anyhow::Result<Recording> {
         );
     }
     if let Some(path) = &args.record {
-        ttp_sys::sys::atomic::write_json(path, &rec)
-            .with_context(|| format!("writing {}", path.display()))?;
+        crate::report::format::write_unannounced_file(path, &Json(&rec))?;
     }
     Ok(rec)
 }

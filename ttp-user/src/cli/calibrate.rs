@@ -10,7 +10,7 @@ use clap::Args as ClapArgs;
 
 use crate::{
     commands::emp::{self as emp_runs, LivePlan},
-    report::{atomic, emp as emp_report},
+    report::{emp as emp_report, format},
 };
 use ttp_emp::{
     EmpRun, Profile,
@@ -273,7 +273,7 @@ fn analysed(
 
 /// Writes and prints the profile.
 fn finish(args: &Args, profile: Profile, notes: &[String]) -> anyhow::Result<()> {
-    atomic::write_json_result(&args.out, &profile)?;
+    format::write(&args.out, &format::json::Json(&profile))?;
     let shown = crate::report::render::Calibration(profile);
     crate::report::render::print(&shown);
     let profile = shown.0;
@@ -362,7 +362,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         if k + 1 < phases.len() && !interrupted {
             // Step 1's profile is saved before Step 7's long runs.
-            atomic::write_json_result(&args.out, &profile)?;
+            format::write(&args.out, &format::json::Json(&profile))?;
             short = profile.calibrations.into_iter().next();
             continue;
         }

@@ -3,7 +3,6 @@ use std::{path::PathBuf, time::Duration};
 
 use clap::Args as ClapArgs;
 
-use ttp_sys::sys::atomic::write_json;
 use ttp_sys::sys::{
     run_state::restore_leftovers,
     setup_check::{Status, fix, live::LiveProbes, run_checks},
@@ -70,8 +69,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     crate::report::render::print(&shown);
     let report = shown.0;
     if let Some(path) = &args.json {
-        write_json(path, &report)
-            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+        crate::report::format::write_unannounced_file(
+            path,
+            &crate::report::format::json::Json(&report),
+        )?;
     }
     let failed = report.count(Status::Fail);
     if failed > 0 {

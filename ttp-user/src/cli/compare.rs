@@ -3,7 +3,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
-use crate::report::{atomic::write_json_result, compare as show};
+use crate::report::{compare as show, format};
 use ttp_compare::{Config, Side};
 use ttp_sys::error::{UsageError, usage};
 use ttp_ttpv2::{
@@ -104,7 +104,11 @@ impl Args {
 fn analysed_study(path: &Path) -> anyhow::Result<serde_json::Value> {
     let (qcs, machine) =
         read_study(path).map_err(|e| UsageError::new(format!("{}: {e}", path.display())))?;
-    let a = analyse(&qcs, machine.as_ref());
+    let a = analyse(
+        &qcs,
+        machine.as_ref(),
+        crate::report::ttpv2::paragraph::text,
+    );
     Ok(serde_json::to_value(AnalyzeDocument {
         schema: ANALYZE_SCHEMA.into(),
         machine,
@@ -185,7 +189,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let doc = shown.0;
     if let Some(path) = &args.json {
-        write_json_result(path, &doc).with_context(|| "the comparison is printed above")?;
+        format::write(path, &format::json::Json(&doc))
+            .with_context(|| "the comparison is printed above")?;
     }
     if let Some(dir) = &args.svg {
         let written = show::svg::write_svgs(&doc, dir)?;

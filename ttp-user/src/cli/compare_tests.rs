@@ -19,7 +19,12 @@ const BASE_TICKS: [i64; 12] = [160, 163, 158, 165, 161, 156, 162, 159, 164, 157,
 /// is applied to it as `run` does.
 fn scaled_run(scale: f64) -> Value {
     let (qc, machine) = scaled_qc(scale);
-    serde_json::to_value(RunDocument::new(&qc, machine.as_ref())).unwrap()
+    serde_json::to_value(RunDocument::new(
+        &qc,
+        machine.as_ref(),
+        crate::report::ttpv2::paragraph::text,
+    ))
+    .unwrap()
 }
 
 fn scaled_qc(
@@ -80,7 +85,11 @@ fn scaled_analysis(scale: f64, order: [u32; 2]) -> Value {
         qcs.push(qc);
         machine = m;
     }
-    let a = analyse(&qcs, machine.as_ref());
+    let a = analyse(
+        &qcs,
+        machine.as_ref(),
+        crate::report::ttpv2::paragraph::text,
+    );
     serde_json::to_value(AnalyzeDocument {
         schema: ANALYZE_SCHEMA.into(),
         machine,
@@ -570,7 +579,12 @@ fn dropped_commands_are_compared_on_the_exact_time_of_every_qe() {
         let path = write(
             dir.path(),
             &format!("{name}.json"),
-            &serde_json::to_value(RunDocument::new(&qc, m.as_ref())).unwrap(),
+            &serde_json::to_value(RunDocument::new(
+                &qc,
+                m.as_ref(),
+                crate::report::ttpv2::paragraph::text,
+            ))
+            .unwrap(),
         );
         let e = read_side(&path).unwrap_err();
         assert_eq!(ttp_sys::error::exit_code(&e), 2, "{e}");

@@ -67,7 +67,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     eprintln!("{} Q@Cs in {}", ended.total, path.display());
     let (qcs, machine) = read_study(&path)?;
-    let analysis = analyse(&qcs, machine.as_ref());
+    let analysis = analyse(
+        &qcs,
+        machine.as_ref(),
+        crate::report::ttpv2::paragraph::text,
+    );
     super::analyze::show(
         args.svg.as_deref(),
         args.json.as_deref(),

@@ -3,8 +3,8 @@ use std::path::PathBuf;
 
 use clap::Args as ClapArgs;
 
+use crate::report::format;
 use ttp_emp::inc;
-use ttp_sys::sys::atomic::write_json;
 
 /// Run INC, the compute-bound program under test of the EMP paper (Fig. 7):
 /// a nested loop that increments a counter, no I/O.
@@ -53,8 +53,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     crate::report::render::print(&shown);
     let r = shown.0;
     if let Some(path) = &args.json {
-        write_json(path, &r)
-            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+        format::write_unannounced_file(path, &format::json::Json(&r))?;
     }
     Ok(())
 }

@@ -96,8 +96,13 @@ pub fn export(a: ExportArgs) -> anyhow::Result<()> {
     })?;
     let mut written = Vec::new();
     for (path, s) in planned {
-        ttp_sys::sys::atomic::write(&path, s.to_jsonl()?.as_bytes())
-            .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
+        crate::report::format::write_unannounced_file(
+            &path,
+            &crate::report::format::json::JsonLines {
+                header: &s.header,
+                rows: &s.qcs,
+            },
+        )?;
         written.push(serde_json::json!({
             "host_label": s.host_label,
             "qcs": s.qcs.len(),

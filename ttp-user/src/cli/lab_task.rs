@@ -359,7 +359,12 @@ fn measure_command(
     if let [qc] = &qcs[..] {
         eprint!(
             "{}",
-            render::Run(RunDocument::new(qc, Some(&machine))).text()
+            render::Run(RunDocument::new(
+                qc,
+                Some(&machine),
+                crate::report::ttpv2::paragraph::text
+            ))
+            .text()
         );
     }
     match failure {

@@ -6,10 +6,9 @@ use std::{
     time::{Duration, SystemTime, UNIX_EPOCH},
 };
 
-use anyhow::Context;
 use clap::ArgGroup;
 
-use crate::report::load::svg;
+use crate::report::format;
 use ttp_load::{
     LoadError, Model, PhasePlan,
     analytic::expected_open_latencies_ns,
@@ -531,24 +530,20 @@ pub fn run(args: LoadArgs) -> anyhow::Result<()> {
     crate::report::render::print(&doc);
     let mut files = OutputFiles::default();
     if let Some(path) = &args.hgrm {
-        files.hgrm = report
-            .write_hgrm(path)
-            .with_context(|| format!("writing {}", path.display()))?;
+        files.hgrm = format::hgrm::write_all(&report, path)?;
     }
     if let Some(path) = &args.svg {
-        match svg::render(&report) {
-            Ok(text) => {
-                ttp_sys::sys::atomic::write(path, text.as_bytes())
-                    .with_context(|| format!("writing {}", path.display()))?;
-                files.svg = Some(path.clone());
+        match format::write_unannounced_file(path, &format::svg::Svg::Load(&report)) {
+            Ok(()) => files.svg = Some(path.clone()),
+            Err(format::OutputError::Export(e)) => {
+                log::warn!("{} not written: {e}", path.display())
             }
-            Err(e) => log::warn!("{} not written: {e}", path.display()),
+            Err(e) => return Err(e.into()),
         }
     }
     if let Some(path) = &args.json {
         doc.files = files;
-        ttp_sys::sys::atomic::write_json(path, &doc)
-            .with_context(|| format!("writing {}", path.display()))?;
+        format::write_unannounced_file(path, &format::json::Json(&doc))?;
     }
     Ok(())
 }

@@ -14,9 +14,9 @@ use super::run_plan;
 use crate::{
     commands::{self, Plan},
     report::{
-        atomic,
+        format::{self, json::Json},
         progress::Progress,
-        render::{self, Rendered},
+        render,
     },
 };
 use ttp_ledger::collect::machine::MachineFacts;
@@ -436,7 +436,11 @@ pub(crate) fn document(
     machine: &MachineFacts,
 ) -> anyhow::Result<serde_json::Value> {
     Ok(match qcs {
-        [qc] => serde_json::to_value(RunDocument::new(qc, Some(machine)))?,
+        [qc] => serde_json::to_value(RunDocument::new(
+            qc,
+            Some(machine),
+            crate::report::ttpv2::paragraph::text,
+        ))?,
         _ => serde_json::to_value(super::run_several::document(qcs, machine))?,
     })
 }
@@ -445,11 +449,19 @@ pub(crate) fn document(
 /// `ttp.analyze/1` (what `analyze` writes, so `report` and `compare` read
 /// it). Rewritten after every QE, so an interrupted run keeps its QEs.
 fn save(path: &Path, qcs: &[QcInput], machine: &MachineFacts) -> anyhow::Result<()> {
-    match qcs {
-        [qc] => ttp_sys::sys::atomic::write_json(path, &RunDocument::new(qc, Some(machine))),
-        _ => ttp_sys::sys::atomic::write_json(path, &super::run_several::document(qcs, machine)),
-    }
-    .with_context(|| format!("writing {}", path.display()))
+    Ok(match qcs {
+        [qc] => format::write_unannounced_file(
+            path,
+            &Json(&RunDocument::new(
+                qc,
+                Some(machine),
+                crate::report::ttpv2::paragraph::text,
+            )),
+        ),
+        _ => {
+            format::write_unannounced_file(path, &Json(&super::run_several::document(qcs, machine)))
+        }
+    }?)
 }
 
 /// The protocol track's slices of a run of one Q@C: each warm-up
@@ -500,29 +512,26 @@ fn finish_one(
     spans: &[(u32, u64, u64)],
     warmups: &[(u32, u64, u64)],
 ) -> anyhow::Result<()> {
-    let doc = RunDocument::new(qc, Some(machine));
+    let doc = RunDocument::new(qc, Some(machine), crate::report::ttpv2::paragraph::text);
     if let Some(path) = &args.json {
-        atomic::write_json_result(path, &doc)?;
+        format::write(path, &Json(&doc))?;
     }
     if let (Some(path), Some(recording)) = (&args.trace, recording) {
         let mut trace = crate::report::trace::Trace::new(recording, "ttp run (TTPv2)");
         for slice in qe_slices(&doc, spans, warmups) {
             trace.add_qe(slice)?;
         }
-        trace.write(path)?;
-        crate::report::atomic::announce(path);
+        format::write(path, &format::chrome::Chrome(&trace))?;
     }
     // The report `report` shows for the saved file, with `--blame`'s
     // section when the QEs carry blame (report/render/ttpv2.rs).
     let shown = render::Run(doc);
     render::print(&shown);
     if let Some(path) = &args.svg {
-        let svg = crate::report::ttpv2::svg::render_svg(&shown.0.to_analysis())
-            .context("drawing the chart")?;
-        atomic::write_result(path, svg.as_bytes())?;
+        format::write(path, &format::svg::Svg::Ttpv2(&shown.0.to_analysis()))?;
     }
     if let Some(path) = &args.export_markdown {
-        atomic::write_result(path, shown.markdown().as_bytes())?;
+        format::write(path, &format::text::Markdown(&shown))?;
     }
     Ok(())
 }
@@ -554,7 +563,7 @@ mod tests {
             s_ticks: None,
             time_exact_ms: None,
         });
-        let doc = RunDocument::new(&qc, None);
+        let doc = RunDocument::new(&qc, None, crate::report::ttpv2::paragraph::text);
         let slices = super::qe_slices(&doc, &[(1, 300, 400), (2, 500, 610)], &[(1, 100, 250)]);
         let names: Vec<&str> = slices.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["warm-up 1", "QE 1", "QE 2"]);

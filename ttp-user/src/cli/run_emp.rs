@@ -13,7 +13,7 @@ use clap::{Args, ValueEnum};
 use super::run::RunArgs;
 use crate::{
     commands::emp::{self as emp_runs, LivePlan},
-    report::{atomic, emp as emp_report},
+    report::{emp as emp_report, format},
 };
 use ttp_emp::{EmpConfig, EmpOutcome, EmpRun, EmpSetup, Profile, PtSource, apply};
 use ttp_sys::{
@@ -222,8 +222,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         if let Some(path) = &args.json
             && let Ok(o) = outcome(runs, profile.as_ref(), &cfg, &args, &setup)
         {
-            ttp_sys::sys::atomic::write_json(path, &o)
-                .with_context(|| format!("writing {}", path.display()))?;
+            format::write_unannounced_file(path, &format::json::Json(&o))?;
         }
         bar.inc(1);
         Ok(())
@@ -258,7 +257,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         ));
     }
     if let Some(path) = &args.json {
-        atomic::write_json_result(path, &o)?;
+        format::write(path, &format::json::Json(&o))?;
     }
     if let Some(path) = &args.emp.record {
         crate::report::atomic::announce(path);

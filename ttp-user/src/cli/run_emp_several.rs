@@ -7,12 +7,10 @@
 //! means, as EMP reports).
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
-
 use super::{run::RunArgs, run_plan::NamedCommand};
 use crate::{
     commands::emp::{self as emp_runs, LivePlan},
-    report::{atomic, compare as show, emp as emp_report},
+    report::{compare as show, emp as emp_report, format},
 };
 use ttp_compare::Config;
 use ttp_emp::EmpOutcome;
@@ -92,9 +90,7 @@ pub fn run(args: &RunArgs, commands: &[NamedCommand]) -> anyhow::Result<()> {
         if let Some(path) = &args.json
             && let Ok(o) = outcome_of(i, runs)
         {
-            let p = json_path(path, i);
-            ttp_sys::sys::atomic::write_json(&p, &o)
-                .with_context(|| format!("writing {}", p.display()))?;
+            format::write_unannounced_file(&json_path(path, i), &format::json::Json(&o))?;
         }
         bar.inc(1);
         Ok(())
@@ -129,7 +125,7 @@ pub fn run(args: &RunArgs, commands: &[NamedCommand]) -> anyhow::Result<()> {
             }
         };
         if let Some(path) = &args.json {
-            atomic::write_json_result(&json_path(path, i), &o)?;
+            format::write(&json_path(path, i), &format::json::Json(&o))?;
         }
         println!("{} — {name}:", ttp_compare::label(i));
         print!("{}", emp_report::terminal::render_outcome(&o));
@@ -152,7 +148,8 @@ pub fn run(args: &RunArgs, commands: &[NamedCommand]) -> anyhow::Result<()> {
                 println!("Comparison of the commands (interleaved runs, the first command as A):");
                 print!("{}", show::text(&doc));
                 if let Some(path) = &args.export_markdown {
-                    atomic::write_result(path, show::markdown(&doc).as_bytes())?;
+                    let shown = crate::report::render::Compared(doc);
+                    format::write(path, &format::text::Markdown(&shown))?;
                 }
             }
             Err(why) => println!("The commands are not compared: {why}"),

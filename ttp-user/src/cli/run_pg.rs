@@ -13,7 +13,7 @@ use crate::{
         restart::Restart,
         statement::{self, StatementPlan, run_json},
     },
-    report::{atomic, progress::Progress},
+    report::{format, progress::Progress},
 };
 use ttp_ledger::collect::machine::MachineFacts;
 use ttp_sys::{error::usage, sys::signals::StopFlag};
@@ -109,9 +109,15 @@ pub fn run(args: RunArgs, conninfo: &str) -> anyhow::Result<()> {
         if let Some(path) = &json
             && write_err.is_none()
             && let Err(e) = run_json(qc, facts, machine)
-                .and_then(|(_, v)| ttp_sys::sys::atomic::write_json(path, &v).map_err(Into::into))
+                .with_context(|| format!("writing {}", path.display()))
+                .and_then(|(_, v)| {
+                    Ok(format::write_unannounced_file(
+                        path,
+                        &format::json::Json(&v),
+                    )?)
+                })
         {
-            write_err = Some(e.context(format!("writing {}", path.display())));
+            write_err = Some(e);
         }
         if let Some(r) = qc.qes.last() {
             bar.set_message(format!("QE {}: {:.1} ms", r.qe, r.time_meas_ms));
@@ -127,7 +133,7 @@ pub fn run(args: RunArgs, conninfo: &str) -> anyhow::Result<()> {
     nothing_measured(&run)?;
     let (doc, value) = run_json(&run.qc, &run.facts, &machine)?;
     if let Some(path) = &args.json {
-        atomic::write_json_result(path, &value)?;
+        format::write(path, &format::json::Json(&value))?;
     }
     // The session facts, then the report `report` shows for the saved file.
     print!("{}", header(&run.facts, &run.qc));
@@ -136,8 +142,7 @@ pub fn run(args: RunArgs, conninfo: &str) -> anyhow::Result<()> {
     println!();
     let analysis = shown.0.to_analysis();
     if let Some(path) = &args.svg {
-        let svg = crate::report::ttpv2::svg::render_svg(&analysis).context("drawing the chart")?;
-        atomic::write_result(path, svg.as_bytes())?;
+        format::write(path, &format::svg::Svg::Ttpv2(&analysis))?;
     }
     ended(&run, args.json.as_deref())
 }

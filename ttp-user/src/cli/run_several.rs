@@ -3,10 +3,9 @@
 //! `analyze` applies them to an experiment, so the checks across Q@Cs
 //! (QC3/QC4, POST2/POST3 over the scanned parameter) are evaluated; then,
 //! with several commands, each compared with the first (ttp-compare).
-use anyhow::Context;
 
 use super::run::RunArgs;
-use crate::{commands::Plan, report::atomic};
+use crate::{commands::Plan, report::format};
 use ttp_compare::{CompareDocument, Config};
 use ttp_ledger::collect::machine::MachineFacts;
 use ttp_ttpv2::{
@@ -18,7 +17,7 @@ use ttp_ttpv2::{
 /// name and parameter value, which `report` renders and `compare` reads
 /// (one file: its commands compared; two files: Q@Cs matched by labels).
 pub fn document(qcs: &[QcInput], machine: &MachineFacts) -> AnalyzeDocument {
-    let a = analyse(qcs, Some(machine));
+    let a = analyse(qcs, Some(machine), crate::report::ttpv2::paragraph::text);
     AnalyzeDocument {
         schema: ANALYZE_SCHEMA.into(),
         machine: Some(machine.clone()),
@@ -45,7 +44,7 @@ pub(super) fn finish(
 ) -> anyhow::Result<()> {
     let doc = document(qcs, machine);
     if let Some(path) = &args.json {
-        atomic::write_json_result(path, &doc)?;
+        format::write(path, &format::json::Json(&doc))?;
     }
     let analysis = ttp_ttpv2::analysis::Analysis {
         qcs: doc.qcs.clone(),
@@ -63,11 +62,10 @@ pub(super) fn finish(
         println!("The commands are not compared: {why}");
     }
     if let Some(path) = &args.svg {
-        let svg = crate::report::ttpv2::svg::render_svg(&analysis).context("drawing the chart")?;
-        atomic::write_result(path, svg.as_bytes())?;
+        format::write(path, &format::svg::Svg::Ttpv2(&analysis))?;
     }
     if let Some(path) = &args.export_markdown {
-        atomic::write_result(path, shown.markdown().as_bytes())?;
+        format::write(path, &format::text::Markdown(shown.as_ref()))?;
     }
     if let (Some(_), Some(path)) = (&plan.parameter, &args.json) {
         println!(

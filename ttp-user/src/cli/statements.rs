@@ -4,9 +4,9 @@ use std::{path::PathBuf, time::Duration};
 
 use super::statements_sums;
 use crate::report::{
-    atomic,
+    format::{Outputs, json::Json, svg::Svg},
     render::{self, statements::Statements},
-    statements::{self, svg},
+    statements,
 };
 use ttp_statements::{
     Detail, GroupBy, Statement, crosscheck, follow, group, parallel, requested_waits,
@@ -262,12 +262,9 @@ pub(super) fn window<'a>(
 /// The text report, then the JSON and SVG where asked, written atomically.
 fn write_outputs(args: &Args, doc: Statements) -> anyhow::Result<()> {
     render::print(&doc);
-    if let Some(path) = &args.json {
-        atomic::write_json_result(path, &doc.0)?;
-    }
-    if let Some(path) = &args.svg {
-        let text = svg::stacked(&doc.0, args.top).map_err(anyhow::Error::msg)?;
-        atomic::write_result(path, text.as_bytes())?;
-    }
+    Outputs::default()
+        .add(args.json.as_deref(), Json(&doc.0))
+        .add(args.svg.as_deref(), Svg::Statements(&doc.0, args.top))
+        .write()?;
     Ok(())
 }

@@ -11,6 +11,8 @@ use std::{
 
 use anyhow::Context;
 
+use crate::report::format::{Outputs, json::Json, svg::Svg};
+
 use ttp_ledger::probe::{probe_error_ctx, symbols::DebugSearch};
 use ttp_sys::{
     error::{UsageError, usage},
@@ -351,15 +353,10 @@ pub(crate) fn run_with(
     let shown = crate::report::render::Vprofile(report);
     crate::report::render::print(&shown);
     let report = shown.0;
-    if let Some(path) = &args.json {
-        ttp_sys::sys::atomic::write_json(path, &report)
-            .with_context(|| format!("writing {}", path.display()))?;
-    }
-    if let Some(path) = &args.svg {
-        let chart = crate::report::vprofile::icicle(&report)?;
-        ttp_sys::sys::atomic::write(path, chart.as_bytes())
-            .with_context(|| format!("writing {}", path.display()))?;
-    }
+    Outputs::default()
+        .add_unannounced(args.json.as_deref(), Json(&report))
+        .add_unannounced(args.svg.as_deref(), Svg::Vprofile(&report))
+        .write()?;
     Ok(report)
 }
 

@@ -30,17 +30,6 @@ pub(crate) struct LabStudy {
 }
 
 impl LabStudy {
-    /// The study file's text: the header line, then one line per Q@C.
-    pub(crate) fn to_jsonl(&self) -> anyhow::Result<String> {
-        let mut text = serde_json::to_string(&self.header)?;
-        text.push('\n');
-        for qc in &self.qcs {
-            text.push_str(&serde_json::to_string(qc)?);
-            text.push('\n');
-        }
-        Ok(text)
-    }
-
     /// The Q@Cs and machine as `analyze` reads a study file
     /// (`read_study`): each Q@C named after where it came from.
     pub(crate) fn for_analysis(&self, source: &str) -> (Vec<QcInput>, Option<MachineFacts>) {

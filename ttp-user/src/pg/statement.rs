@@ -80,7 +80,7 @@ pub fn run_json(
     facts: &PgFacts,
     machine: &MachineFacts,
 ) -> anyhow::Result<(RunDocument, serde_json::Value)> {
-    let doc = RunDocument::new(qc, Some(machine));
+    let doc = RunDocument::new(qc, Some(machine), crate::report::ttpv2::paragraph::text);
     let mut v = serde_json::to_value(&doc)?;
     if let Some(o) = v.as_object_mut() {
         o.insert("postgres".into(), serde_json::to_value(facts)?);

@@ -1,7 +1,7 @@
 //! The probes' own cost (probe/cost.rs) in words, for the text reports.
+use crate::report::ttpv2::paragraph::sig2;
 use crate::report::units::{grouped, ms};
 use ttp_ledger::probe::cost::ProbeCost;
-use ttp_ttpv2::paragraph::sig2;
 
 /// The per-program name a reader knows the runs by.
 fn runs_of(program: &str) -> &'static str {

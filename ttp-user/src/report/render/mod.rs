@@ -2,8 +2,9 @@
 //! any command is read back by the module of its `"schema"` and shown as
 //! the terminal report, a Markdown table, CSV, or the plots of its kind.
 //!
-//! Adding a result kind is one arm in [`load`] and one [`Rendered`] impl,
-//! next to the module that writes the kind.
+//! Adding a result kind is one row of [`SCHEMAS`] (its name, what writes
+//! it, how it loads; docs/report.md's table names the same) and one
+//! [`Rendered`] impl, next to the module that writes the kind.
 pub mod attach;
 mod attach_text;
 pub mod blame;
@@ -11,6 +12,7 @@ mod compare;
 mod emp;
 mod load_report;
 pub mod recorded;
+mod schemas;
 pub mod statements;
 mod table;
 mod trace;
@@ -19,6 +21,7 @@ mod vprofile;
 
 use std::path::{Path, PathBuf};
 
+pub use schemas::{SCHEMAS, Schema};
 use serde_json::Value;
 pub use table::Table;
 
@@ -96,63 +99,20 @@ pub fn print(doc: &dyn Rendered) {
     print!("{}", doc.text());
 }
 
-/// Schemas [`load`] knows, for the error message.
-pub const SCHEMAS: &[&str] = &[
-    "ttp.attach/1",
-    "ttp.run/1",
-    "ttp.analyze/1",
-    "ttp.emp/1",
-    "ttp.emp-profile/1",
-    "ttp.emp-sample-size/1",
-    "ttp.blame/1",
-    "ttp.compare/1",
-    "ttp.load/1",
-    "ttp.trace/1",
-    "ttp.vprofile/1",
-    "ttp.emp-runs/1",
-    "ttp.check/1",
-    "ttp.inc/1",
-    "ttp.statements/1",
-];
-
-fn typed<T: serde::de::DeserializeOwned>(schema: &str, v: Value) -> Result<T, RenderError> {
-    serde_json::from_value(v).map_err(|source| RenderError::Invalid {
-        schema: schema.into(),
-        source,
-    })
-}
-
-/// The renderer of a saved result, chosen by its `"schema"`.
+/// The renderer of a saved result, chosen by its `"schema"` in
+/// [`SCHEMAS`].
 pub fn load(v: Value) -> Result<Box<dyn Rendered>, RenderError> {
-    let schema = v
+    let name = v
         .get("schema")
         .and_then(Value::as_str)
-        .ok_or(RenderError::NoSchema)?
-        .to_string();
-    let s = schema.as_str();
-    Ok(match s {
-        "ttp.attach/1" => Box::new(typed::<attach::AttachDoc>(s, v)?),
-        "ttp.run/1" => Box::new(ttpv2::Run(typed(s, v)?)),
-        "ttp.analyze/1" => Box::new(ttpv2::Analyze(typed(s, v)?)),
-        "ttp.emp/1" => Box::new(emp::Outcome(typed(s, v)?)),
-        "ttp.emp-profile/1" => Box::new(emp::Calibration(typed(s, v)?)),
-        "ttp.emp-sample-size/1" => Box::new(emp::SampleSize(typed(s, v)?)),
-        "ttp.blame/1" => Box::new(blame::Blame::new(typed(s, v)?)),
-        "ttp.compare/1" => Box::new(compare::Compared(typed(s, v)?)),
-        "ttp.load/1" => Box::new(typed::<ttp_load::document::LoadDocument>(s, v)?),
-        "ttp.trace/1" => Box::new(trace::TraceSummary::from_value(v)?),
-        "ttp.vprofile/1" => Box::new(vprofile::Vprofile(typed(s, v)?)),
-        "ttp.emp-runs/1" => Box::new(recorded::Runs(typed(s, v)?)),
-        "ttp.check/1" => Box::new(recorded::Check(typed(s, v)?)),
-        "ttp.inc/1" => Box::new(recorded::Inc(typed(s, v)?)),
-        "ttp.statements/1" => Box::new(statements::Statements(typed(s, v)?, statements::TOP)),
-        _ => {
-            return Err(RenderError::UnknownSchema {
-                schema,
-                known: SCHEMAS.join(", "),
-            });
-        }
-    })
+        .ok_or(RenderError::NoSchema)?;
+    match schemas::schema(name) {
+        Some(s) => (s.load)(v),
+        None => Err(RenderError::UnknownSchema {
+            schema: name.to_string(),
+            known: schemas::known(),
+        }),
+    }
 }
 
 /// Writes `text` to `dir/name`, creating `dir`.

@@ -30,7 +30,7 @@ fn tmpdir(tag: &str) -> PathBuf {
 /// reads the wrong field, a dispatch on the wrong schema, and rows lost.
 #[test]
 fn analyze_document_renders_table_xv() {
-    let a = analyse(&table_ix(), None);
+    let a = analyse(&table_ix(), None, crate::report::ttpv2::paragraph::text);
     let doc = AnalyzeDocument {
         schema: ANALYZE_SCHEMA.into(),
         machine: None,
@@ -63,7 +63,7 @@ fn analyze_document_renders_table_xv() {
 /// is not written where --plot says.
 #[test]
 fn run_document_renders_and_plots() {
-    let doc = RunDocument::new(&table_ix()[0], None);
+    let doc = RunDocument::new(&table_ix()[0], None, crate::report::ttpv2::paragraph::text);
     let r = load(serde_json::to_value(&doc).unwrap()).unwrap();
     assert_eq!(r.table().rows.len(), 8);
     let csv = r.table().csv();
@@ -92,11 +92,19 @@ fn run_document_renders_and_plots() {
 /// saved report, or printed for a run that did not measure blame.
 #[test]
 fn run_document_shows_blame_only_when_measured() {
-    let plain = RunDocument::new(&table_ix()[0], None);
+    let plain = RunDocument::new(&table_ix()[0], None, crate::report::ttpv2::paragraph::text);
     assert!(!Run(plain).text().contains("Contention blame per QE"));
     let mut qc = table_ix()[0].clone();
     qc.qes[1].blame_error = Some("the victim exited before the first window".into());
-    let shown = load(serde_json::to_value(RunDocument::new(&qc, None)).unwrap()).unwrap();
+    let shown = load(
+        serde_json::to_value(RunDocument::new(
+            &qc,
+            None,
+            crate::report::ttpv2::paragraph::text,
+        ))
+        .unwrap(),
+    )
+    .unwrap();
     let text = shown.text();
     let at = text
         .find("Contention blame per QE")

@@ -7,7 +7,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::{RenderError, Rendered, Table, table::ms3};
-use crate::report::trace::{IO_TID_BASE, PROTOCOL_PID, SYNTHETIC_ID_BASE, TraceMetadata};
+use crate::report::format::chrome::{IO_TID_BASE, PROTOCOL_PID, SYNTHETIC_ID_BASE};
+use crate::report::trace::TraceMetadata;
 
 const STATES: [&str; 5] = ["Running", "Runnable", "Sleeping", "Blocked", "I/O wait"];
 

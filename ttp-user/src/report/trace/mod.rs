@@ -4,7 +4,7 @@
 //! The data flows probe → `window::trace_record::Recorder` (ring buffer
 //! drained on a thread) → [`Recording`] → [`Timeline`] (states, I/O, wakeups, counters) →
 //! [`Trace`] (plus the protocol's QE slices) → Chrome Trace Event Format
-//! JSON, written atomically.
+//! JSON (`report/format/chrome.rs`), written atomically.
 //!
 //! How a command uses it:
 //!
@@ -28,16 +28,15 @@
 //!     time_calc_ms: Some(1.9),
 //!     dropped: None,
 //! })?;
-//! trace.write(std::path::Path::new("run.trace.json"))?;
+//! use ttp_user::report::format::{chrome::Chrome, write};
+//! write(std::path::Path::new("run.trace.json"), &Chrome(&trace))?;
 //! # Ok(()) }
 //! ```
-mod chrome;
 mod timeline;
 
-use std::{collections::HashMap, path::Path};
+use std::collections::HashMap;
 
-pub use chrome::us;
-pub(crate) use chrome::{IO_TID_BASE, PROTOCOL_PID, SYNTHETIC_ID_BASE};
+use crate::report::format::chrome;
 pub use timeline::{
     CpuCounter, Flow, IoRequest, Mark, MarkKind, StateSlice, Timeline, TimelineStats, Waker,
 };
@@ -52,12 +51,6 @@ pub enum TraceError {
         name: String,
         start_ns: u64,
         end_ns: u64,
-    },
-    #[error("writing the trace to {path}: {source}")]
-    Write {
-        path: String,
-        #[source]
-        source: std::io::Error,
     },
 }
 
@@ -188,14 +181,6 @@ impl Trace {
             warnings: self.warnings(),
         }
         .to_bytes()
-    }
-
-    /// Writes the trace to `path` atomically.
-    pub fn write(&self, path: &Path) -> Result<(), TraceError> {
-        ttp_sys::sys::atomic::write(path, &self.to_bytes()).map_err(|source| TraceError::Write {
-            path: path.display().to_string(),
-            source,
-        })
     }
 }
 

@@ -3,6 +3,7 @@
 use serde_json::Value;
 
 use super::*;
+use crate::report::format::chrome::{IO_TID_BASE, PROTOCOL_PID};
 use ttp_ledger::probe::{BlockPhase, KernelStats, ThreadState, TraceBody, TraceEvent};
 use ttp_window::window::trace_record::Seed;
 
@@ -280,7 +281,7 @@ fn metadata_names_counters_and_losses() {
         })
         .collect();
     assert_eq!(points, [(1_000_000.0, 3), (1_000_000.01, 4)]);
-    assert_eq!(rq[0]["pid"], super::chrome::CPUS_PID);
+    assert_eq!(rq[0]["pid"], crate::report::format::chrome::CPUS_PID);
     let io = find(&doc, |e| e["ph"] == "C" && e["name"] == "cpu1 iowait");
     assert_eq!(io[0]["args"]["tasks"], 1);
     let warn = find(&doc, |e| e["ph"] == "i" && e["s"] == "g");

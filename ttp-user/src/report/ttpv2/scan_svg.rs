@@ -278,7 +278,7 @@ mod tests {
                 [("1000", 0), ("2000", 100), ("4000", 300)].map(|(r, u)| scan_qc(r, Some(n), u))
             })
             .collect();
-        let a = analyse(&qcs, None);
+        let a = analyse(&qcs, None, crate::report::ttpv2::paragraph::text);
         let retained: usize = a.qcs.iter().map(|q| q.result.retained).sum();
         assert_eq!(
             retained,
@@ -302,9 +302,13 @@ mod tests {
             ]
         );
         assert!(
-            render_scan_svg(&analyse(&[clean_qc(8)], None))
-                .unwrap()
-                .is_none()
+            render_scan_svg(&analyse(
+                &[clean_qc(8)],
+                None,
+                crate::report::ttpv2::paragraph::text
+            ))
+            .unwrap()
+            .is_none()
         );
     }
 }

@@ -189,7 +189,12 @@ mod tests {
         a.qes[2].timed_out = Some(true);
         let mut b = clean_qc(8);
         b.labels.insert("cardinality".into(), "20".into());
-        let svg = render_svg(&analyse(&[a, b], None)).unwrap();
+        let svg = render_svg(&analyse(
+            &[a, b],
+            None,
+            crate::report::ttpv2::paragraph::text,
+        ))
+        .unwrap();
         assert!(svg.starts_with("<svg"));
         assert!(svg.contains("cardinality=10") && svg.contains("cardinality=20"));
         assert!(svg.contains("dropped in Step 2"));
@@ -205,7 +210,7 @@ mod tests {
         use crate::report::chart::tests::drawn;
         let mut a = clean_qc(8);
         a.qes[7].timed_out = Some(true);
-        let svg = render_svg(&analyse(&[a], None)).unwrap();
+        let svg = render_svg(&analyse(&[a], None, crate::report::ttpv2::paragraph::text)).unwrap();
         let d = drawn(&svg);
         let column = f64::from(WIDTH - LEGEND_WIDTH);
         // Time_meas and Time_calc of each QE (no ledger times in the fixture).

@@ -316,7 +316,10 @@ mod tests {
     fn dropped_qes_and_qc_are_explained() {
         let mut qc = clean_qc(6);
         qc.qes[1].overall.iowait_ticks = Some(41);
-        let text = render(&analyse(&[qc], None), None);
+        let text = render(
+            &analyse(&[qc], None, crate::report::ttpv2::paragraph::text),
+            None,
+        );
         assert!(text.contains("QE 2: QE9 IOWait Time Violations"), "{text}");
         assert!(
             text.contains("Q@C dropped — Step 3 (iv): 5 QE(s) retained"),
@@ -351,7 +354,7 @@ mod tests {
             q.m.ledger.on_cpu_ns = Some(500_000);
             q.m.ledger.iowait_own_ns = Some(0);
         }
-        let a = analyse(&[qc], None);
+        let a = analyse(&[qc], None, crate::report::ttpv2::paragraph::text);
         let text = render(&a, None);
         assert!(text.starts_with("TTPv2 — `echo hi` (6 QEs)"), "{text}");
         assert!(
@@ -372,7 +375,7 @@ mod tests {
     /// not know; rendering it must not panic.
     #[test]
     fn unknown_check_ids_render() {
-        let mut doc = RunDocument::new(&clean_qc(8), None);
+        let mut doc = RunDocument::new(&clean_qc(8), None, crate::report::ttpv2::paragraph::text);
         doc.qc.qes[0].dropped_by = vec!["QE99".into()];
         assert!(render(&doc.to_analysis(), None).contains("QE 1: QE99"));
     }

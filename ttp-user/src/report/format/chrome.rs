@@ -11,11 +11,19 @@
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-use super::{
-    QeSlice,
-    timeline::{IoRequest, MarkKind, StateSlice, Timeline},
-};
+use crate::report::trace::{IoRequest, MarkKind, QeSlice, StateSlice, Timeline, Trace};
 use ttp_ledger::probe::ThreadState;
+use ttp_sys::sys::export::{ExportError, Exporter};
+
+/// A `--trace` recording as a Chrome-format file (`run --trace`,
+/// `attach --trace`).
+pub struct Chrome<'a>(pub &'a Trace);
+
+impl Exporter for Chrome<'_> {
+    fn serialize(&self) -> Result<Vec<u8>, ExportError> {
+        Ok(self.0.to_bytes())
+    }
+}
 
 /// Track ids ttp makes up start here: above PID_MAX_LIMIT (2^22), so they
 /// never collide with a real pid or tid.
