@@ -22,7 +22,8 @@ use crate::{
         BtfTask, TASK_DEAD, TASK_INTERRUPTIBLE, TASK_NOLOAD, TASK_RUNNING, TASK_UNINTERRUPTIBLE,
         Task, wake_hook,
     },
-    ledger::{self, close_interval},
+    closing::close_interval,
+    ledger,
     now_ns, trace,
 };
 
