@@ -24,8 +24,8 @@ use crate::{
 };
 use ttp_window::window::blame_record::BlameSummary;
 use ttp_window::window::{
+    context::{BesideQe, RunningBeside},
     session::MeasurementSession,
-    target::{BesideQe, RunningBeside},
 };
 
 /// Explanations and culprits kept per QE.

@@ -17,14 +17,14 @@ use aya_ebpf::{macros::btf_tracepoint, programs::BtfTracePointContext};
 use ttp_common::{ThreadAccount, flag, stat, state};
 
 use crate::{
-    block, cpu, detail,
+    block,
+    closing::close_interval,
+    cpu, detail,
     kernel::{
         BtfTask, TASK_DEAD, TASK_INTERRUPTIBLE, TASK_NOLOAD, TASK_RUNNING, TASK_UNINTERRUPTIBLE,
         Task, wake_hook,
     },
-    closing::close_interval,
-    ledger,
-    now_ns, trace,
+    ledger, now_ns, trace,
 };
 
 /// sched_switch(bool preempt, struct task_struct *prev,

@@ -77,10 +77,6 @@ const KNOWN_RINGS: &[&[&str]] = &[
         "ttp-ledger/src/probe/trace.rs",
     ],
     &[
-        "ttp-window/src/window/qe.rs",
-        "ttp-window/src/window/target.rs",
-    ],
-    &[
         "ttp-ttpv2/src/analysis.rs",
         "ttp-ttpv2/src/correlations.rs",
         "ttp-ttpv2/src/post.rs",

@@ -402,11 +402,11 @@ fn run_commands(args: RunArgs) -> anyhow::Result<()> {
     let mut ctx = session.qe_context(plan.run_as.clone());
     ctx.recorder = recorder
         .as_mut()
-        .map(|r| r as &mut dyn ttp_window::window::qe::FollowProcess);
+        .map(|r| r as &mut dyn ttp_window::window::context::FollowProcess);
     plan.configure(&mut ctx);
     ctx.beside = blame
         .as_ref()
-        .map(|b| b as &dyn ttp_window::window::target::BesideQe);
+        .map(|b| b as &dyn ttp_window::window::context::BesideQe);
     let measured = measure(&mut ctx, &args, &plan, &mut qcs, &machine, &stop)?;
     let (failure, spans, warmups) = (measured.failure, measured.spans, measured.warmups);
     drop(ctx);
@@ -444,7 +444,7 @@ fn run_commands(args: RunArgs) -> anyhow::Result<()> {
 /// rewritten after every QE so that an interrupted run keeps its QEs, and
 /// restarts and retries said whether or not the bar is drawn.
 fn measure(
-    ctx: &mut ttp_window::window::qe::QeContext<'_>,
+    ctx: &mut ttp_window::window::context::QeContext<'_>,
     args: &RunArgs,
     plan: &Plan,
     qcs: &mut [QcInput],
