@@ -108,14 +108,6 @@ const KNOWN_RINGS: &[&[&str]] = &[
     ],
     &["ttp-blame/src/live/mod.rs", "ttp-blame/src/source.rs"],
     &[
-        "ttp-load/src/analytic.rs",
-        "ttp-load/src/driver.rs",
-        "ttp-load/src/histograms.rs",
-        "ttp-load/src/models.rs",
-        "ttp-load/src/output.rs",
-        "ttp-load/src/simulator.rs",
-    ],
-    &[
         "ttp-compare/src/input.rs",
         "ttp-compare/src/lib.rs",
         "ttp-compare/src/load.rs",
