@@ -77,11 +77,6 @@ const KNOWN_RINGS: &[&[&str]] = &[
         "ttp-ledger/src/probe/trace.rs",
     ],
     &[
-        "ttp-ttpv2/src/analysis.rs",
-        "ttp-ttpv2/src/correlations.rs",
-        "ttp-ttpv2/src/post.rs",
-    ],
-    &[
         "ttp-emp/src/calibrate/cutoffs.rs",
         "ttp-emp/src/calibrate/mod.rs",
         "ttp-emp/src/profile.rs",
