@@ -43,18 +43,6 @@ const CRATES: &[&str] = &[
 /// fails the test, and an entry no ring lies within fails it too.
 const KNOWN_RINGS: &[&[&str]] = &[
     &[
-        "ttp-sys/src/sys/delayacct.rs",
-        "ttp-sys/src/sys/run_state.rs",
-    ],
-    &[
-        "ttp-sys/src/sys/setup_check/clock.rs",
-        "ttp-sys/src/sys/setup_check/cpu.rs",
-        "ttp-sys/src/sys/setup_check/kernel.rs",
-        "ttp-sys/src/sys/setup_check/mod.rs",
-        "ttp-sys/src/sys/setup_check/procs.rs",
-        "ttp-sys/src/sys/setup_check/virt.rs",
-    ],
-    &[
         "ttp-ledger/src/accounts/image.rs",
         "ttp-ledger/src/accounts/mod.rs",
         "ttp-ledger/src/accounts/rows.rs",
