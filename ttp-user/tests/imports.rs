@@ -59,11 +59,6 @@ const KNOWN_RINGS: &[&[&str]] = &[
         "ttp-emp/src/profile.rs",
     ],
     &[
-        "ttp-vprofile/src/callgraph.rs",
-        "ttp-vprofile/src/extent.rs",
-    ],
-    &["ttp-vprofile/src/elf.rs", "ttp-vprofile/src/symbols.rs"],
-    &[
         "ttp-statements/src/lib.rs",
         "ttp-statements/src/parallel.rs",
     ],
