@@ -59,10 +59,6 @@ const KNOWN_RINGS: &[&[&str]] = &[
         "ttp-emp/src/profile.rs",
     ],
     &[
-        "ttp-statements/src/lib.rs",
-        "ttp-statements/src/parallel.rs",
-    ],
-    &[
         "ttp-blame/src/attribute.rs",
         "ttp-blame/src/baseline.rs",
         "ttp-blame/src/cause.rs",
