@@ -138,8 +138,8 @@ pub fn join(records: Vec<Statement>) -> (Vec<Statement>, Vec<Statement>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ttp_common::statements::PARTS;
     use object::ObjectSymbol;
+    use ttp_common::statements::PARTS;
 
     fn rec(tgid: u32, start: u64, elapsed: u64, cpu: u64, text: &str, flags: u32) -> Statement {
         let mut parts = [0; PARTS];

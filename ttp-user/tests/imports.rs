@@ -102,7 +102,6 @@ const KNOWN_RINGS: &[&[&str]] = &[
         "ttp-user/src/commands/mod.rs",
         "ttp-user/src/commands/rounds.rs",
     ],
-    &["ttp-user/src/pg/load.rs", "ttp-user/src/pg/script.rs"],
     &[
         "ttp-user/src/report/compare/mod.rs",
         "ttp-user/src/report/compare/svg.rs",
