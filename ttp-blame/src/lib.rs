@@ -17,7 +17,7 @@ pub mod disk_split;
 pub mod explain;
 pub mod graph;
 pub mod input;
-mod live;
+pub mod live;
 pub mod qe;
 pub mod report;
 pub mod source;

@@ -19,7 +19,7 @@ use std::{
 };
 
 use crate::{
-    Options, Recording, VictimSpec,
+    Options, Recording, VictimSpec, live,
     source::{self, SourceError},
 };
 use ttp_window::window::blame_record::BlameSummary;
@@ -90,7 +90,7 @@ impl QeBlame {
                         return Err(msg);
                     }
                 };
-                let mut src = match source::open_live(session, &victim, window_ns) {
+                let mut src = match live::open_live(session, &victim, window_ns) {
                     Ok(s) => s,
                     Err(e) => {
                         let msg = text(e);

@@ -69,7 +69,6 @@ const KNOWN_RINGS: &[&[&str]] = &[
         "ttp-blame/src/lib.rs",
         "ttp-blame/src/report.rs",
     ],
-    &["ttp-blame/src/live/mod.rs", "ttp-blame/src/source.rs"],
     &[
         "ttp-compare/src/input.rs",
         "ttp-compare/src/lib.rs",
