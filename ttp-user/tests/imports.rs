@@ -54,11 +54,6 @@ const KNOWN_RINGS: &[&[&str]] = &[
         "ttp-ledger/src/probe/trace.rs",
     ],
     &[
-        "ttp-emp/src/calibrate/cutoffs.rs",
-        "ttp-emp/src/calibrate/mod.rs",
-        "ttp-emp/src/profile.rs",
-    ],
-    &[
         "ttp-blame/src/attribute.rs",
         "ttp-blame/src/baseline.rs",
         "ttp-blame/src/cause.rs",
