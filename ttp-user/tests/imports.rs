@@ -65,13 +65,6 @@ const KNOWN_RINGS: &[&[&str]] = &[
         "ttp-blame/src/report.rs",
     ],
     &[
-        "ttp-compare/src/input.rs",
-        "ttp-compare/src/lib.rs",
-        "ttp-compare/src/load.rs",
-        "ttp-compare/src/ttpv2.rs",
-        "ttp-compare/src/vprofile.rs",
-    ],
-    &[
         "ttp-serve/src/serve/openmetrics.rs",
         "ttp-serve/src/serve/pg_metrics.rs",
     ],
