@@ -54,17 +54,6 @@ const KNOWN_RINGS: &[&[&str]] = &[
         "ttp-ledger/src/probe/trace.rs",
     ],
     &[
-        "ttp-blame/src/attribute.rs",
-        "ttp-blame/src/baseline.rs",
-        "ttp-blame/src/cause.rs",
-        "ttp-blame/src/disk_split.rs",
-        "ttp-blame/src/explain.rs",
-        "ttp-blame/src/graph.rs",
-        "ttp-blame/src/input.rs",
-        "ttp-blame/src/lib.rs",
-        "ttp-blame/src/report.rs",
-    ],
-    &[
         "ttp-serve/src/serve/openmetrics.rs",
         "ttp-serve/src/serve/pg_metrics.rs",
     ],
