@@ -98,20 +98,6 @@ const KNOWN_RINGS: &[&[&str]] = &[
         "ttp-user/src/report/trace/chrome.rs",
         "ttp-user/src/report/trace/mod.rs",
     ],
-    &[
-        "xtask/src/bench.rs",
-        "xtask/src/bench/floor.rs",
-        "xtask/src/bench/lab.rs",
-        "xtask/src/bench/overhead.rs",
-        "xtask/src/bench/paired.rs",
-        "xtask/src/bench/pg.rs",
-        "xtask/src/bench/serve.rs",
-        "xtask/src/bench/soak.rs",
-        "xtask/src/bench/statements.rs",
-        "xtask/src/bench/statements_memory.rs",
-        "xtask/src/bench/uprobe_floor.rs",
-        "xtask/src/bench/vprofile.rs",
-    ],
 ];
 
 fn workspace() -> PathBuf {
