@@ -2,11 +2,12 @@
 //! each other, directly or around a ring (docs/architecture.md, "Modules").
 //! A file imports another when it names a path into that file's module:
 //! `crate::a::b`, `super::x`, `self::y`, or a child module by its name
-//! (`qe::measure` in the file that declares `mod qe;`). A parent's `mod`
-//! declarations are not imports. The test builds each crate's module tree
-//! from its roots (lib.rs, main.rs, src/bin/), following `mod` and
-//! `#[path]`, and fails on every ring, listing its files and the paths that
-//! close it.
+//! (`child::f` in the file that declares `mod child;`). A parent's `mod`
+//! declarations are not imports, and `#[cfg(test)]` code is left out (a
+//! test of a type may use a helper that builds it). The test builds each
+//! crate's module tree from its roots (lib.rs, main.rs, src/bin/),
+//! following `mod` and `#[path]`, and fails on every ring, listing its
+//! files and the paths that close it.
 use std::{
     collections::{BTreeMap, BTreeSet},
     fs,
