@@ -47,7 +47,6 @@ const KNOWN_RINGS: &[&[&str]] = &[
     // part, and each part adds its methods to it (`impl Ledger`).
     &[
         "ttp-ledger/src/probe/cost.rs",
-        "ttp-ledger/src/probe/cost/sampler.rs",
         "ttp-ledger/src/probe/detail.rs",
         "ttp-ledger/src/probe/mod.rs",
         "ttp-ledger/src/probe/read.rs",
