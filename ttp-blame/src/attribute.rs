@@ -22,9 +22,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    Options,
     cause::Classifier,
     input::{Recording, Sources, Window},
+    options::{DiskMeasure, Options},
 };
 use ttp_window::window::blame_record::CauseKind;
 
@@ -59,14 +59,6 @@ pub fn consumption_measured(r: Resource, s: &Sources) -> bool {
         Resource::Disk => s.disk_io,
         Resource::Memory => s.mem_alloc,
     }
-}
-
-/// How disk consumption δr is counted (Sec. 5.2 uses bytes read).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DiskMeasure {
-    Bytes,
-    Requests,
 }
 
 /// One resource unit: the scope within which tasks contend.

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use super::{
     attribute::Attribution,
     cause::{Classifier, UNKNOWN},
-    fmt_ns,
+    units::fmt_ns,
 };
 use ttp_window::window::blame_record::{CauseKind, Resource};
 

@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use super::BlameError;
+use super::error::BlameError;
 
 /// Value of [`Recording::schema`].
 pub(crate) const RECORDING_SCHEMA: &str = "ttp.blame-input/1";

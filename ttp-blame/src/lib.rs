@@ -14,69 +14,27 @@ pub mod attribute;
 pub mod baseline;
 pub mod cause;
 pub mod disk_split;
+mod error;
 pub mod explain;
 pub mod graph;
 pub mod input;
-mod live;
+pub mod live;
+mod options;
 pub mod qe;
 pub mod report;
 pub mod source;
 pub mod summary;
+mod units;
 
 #[cfg(test)]
 mod tests;
 
-pub use attribute::DiskMeasure;
 pub use cause::GroupBy;
+pub use error::BlameError;
 pub use input::{Recording, VictimSpec};
+pub use options::{DiskMeasure, Options};
 pub use report::BlameReport;
-
-/// Errors of the blame analysis.
-#[derive(Debug, thiserror::Error)]
-pub enum BlameError {
-    #[error("the recording is not valid: {what}; re-record it with `ttp-ebpf blame --record`")]
-    InvalidRecording { what: String },
-    #[error(
-        "window {window} lists task {task}, which is not in the recording's tasks; \
-         every task a window refers to needs an entry in `tasks`"
-    )]
-    UnknownTask { window: usize, task: u32 },
-    #[error(
-        "no thread of pid {pid} in the recording; pass the victim's pid with --pid \
-         (the recording's tasks list the pids it saw)"
-    )]
-    NoVictim { pid: u32 },
-    #[error(
-        "the recording has no windows: the victim exited (or the measurement stopped) \
-         before the first window closed; use a shorter --window"
-    )]
-    NoWindows,
-    #[error(
-        "--window {asked_ns} ns is not a multiple of the recorded window {recorded_ns} ns; \
-         choose a multiple of it"
-    )]
-    WindowNotMultiple { asked_ns: u64, recorded_ns: u64 },
-}
-
-/// Choices left to the user.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Options {
-    pub disk_by: DiskMeasure,
-    pub group_by: GroupBy,
-    /// Process-name prefixes treated as known causes (Sec. 5.1), besides
-    /// kernel threads.
-    pub known_comms: Vec<String>,
-}
-
-impl Default for Options {
-    fn default() -> Self {
-        Self {
-            disk_by: DiskMeasure::Bytes,
-            group_by: GroupBy::Unit,
-            known_comms: Vec::new(),
-        }
-    }
-}
+pub use units::fmt_ns;
 
 /// Runs the whole analysis on a recording.
 pub fn analyze(rec: &Recording, opts: &Options) -> Result<BlameReport, BlameError> {
@@ -104,20 +62,4 @@ pub fn analyze(rec: &Recording, opts: &Options) -> Result<BlameReport, BlameErro
         explanations,
         baseline,
     ))
-}
-
-/// A duration in ns, for people: `1.20 s`, `12.3 ms`, `45 µs`.
-pub fn fmt_ns(ns: f64) -> String {
-    // −0.0 (an empty f64 sum) prints as 0.
-    let ns = if ns == 0.0 { 0.0 } else { ns };
-    let a = ns.abs();
-    if a >= 1e9 {
-        format!("{:.2} s", ns / 1e9)
-    } else if a >= 1e6 {
-        format!("{:.1} ms", ns / 1e6)
-    } else if a >= 1e3 {
-        format!("{:.0} µs", ns / 1e3)
-    } else {
-        format!("{ns:.0} ns")
-    }
 }

@@ -19,13 +19,13 @@ use std::{
 };
 
 use crate::{
-    Options, Recording, VictimSpec,
+    Options, Recording, VictimSpec, live,
     source::{self, SourceError},
 };
 use ttp_window::window::blame_record::BlameSummary;
 use ttp_window::window::{
+    context::{BesideQe, RunningBeside},
     session::MeasurementSession,
-    target::{BesideQe, RunningBeside},
 };
 
 /// Explanations and culprits kept per QE.
@@ -90,7 +90,7 @@ impl QeBlame {
                         return Err(msg);
                     }
                 };
-                let mut src = match source::open_live(session, &victim, window_ns) {
+                let mut src = match live::open_live(session, &victim, window_ns) {
                     Ok(s) => s,
                     Err(e) => {
                         let msg = text(e);

@@ -5,12 +5,12 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    Options,
-    attribute::{self, Attribution, Check, DiskMeasure, Row},
+    attribute::{self, Attribution, Check, Row},
     baseline::Baseline,
     cause::{Classifier, GroupBy, UNKNOWN},
     graph::{self, Graph},
     input::{Recording, Sources},
+    options::{DiskMeasure, Options},
 };
 use ttp_window::window::blame_record::{CauseKind, Explanation, Resource};
 

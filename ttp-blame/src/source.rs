@@ -1,5 +1,6 @@
 //! Where windows come from. [`WindowSource`] is implemented on top of the
-//! kernel ledger (per-window in-kernel aggregation, [`super::live`]); [`collect`] turns a
+//! kernel ledger (per-window in-kernel aggregation, [`super::live`], opened
+//! by `live::open_live`); [`collect`] turns a
 //! source into a [`Recording`], stopping when the victim exits, the
 //! duration is reached or the user interrupts.
 use std::{
@@ -8,7 +9,6 @@ use std::{
 };
 
 use super::input::{RECORDING_SCHEMA, Recording, Sources, TaskInfo, VictimSpec, Window};
-use ttp_window::window::session::MeasurementSession;
 
 /// A live producer of windows for one victim.
 pub trait WindowSource {
@@ -50,19 +50,6 @@ pub fn check_victim(proc_root: &Path, pid: u32) -> Result<(), SourceError> {
         return Err(SourceError::NoSuchProcess { pid });
     }
     Ok(())
-}
-
-/// Opens the live source for `victim` on a session opened with the blame
-/// detail ([`MeasurementSession::open_blame`]): its ledger read every
-/// `window_ns` (docs/blame.md, "Live measurement").
-pub fn open_live(
-    session: MeasurementSession,
-    victim: &VictimSpec,
-    window_ns: u64,
-) -> Result<Box<dyn WindowSource>, SourceError> {
-    Ok(Box::new(super::live::LiveSource::open(
-        session, victim, window_ns,
-    )?))
 }
 
 /// Reads windows from `source` until the victim exits, `limit_ns` of

@@ -7,6 +7,7 @@
 //! gives the method.
 pub mod input;
 mod load;
+mod sides;
 pub mod stats;
 #[cfg(test)]
 mod tests;
@@ -17,8 +18,9 @@ pub mod vprofile_tests;
 
 use serde::{Deserialize, Serialize};
 
-pub use input::{InputError, Measure, Side, side_of};
-use stats::{BootstrapCi, Centre, MannWhitney, Welch};
+pub use input::{InputError, Measure, Side};
+pub use sides::side_of;
+use stats::{BootstrapCi, Centre, MannWhitney, Welch, p_text};
 pub use ttpv2::sides_by_name;
 
 pub(crate) const COMPARE_SCHEMA: &str = "ttp.compare/1";
@@ -470,17 +472,6 @@ fn measure(spec: &Measure, b: &[f64], cfg: &Config) -> MeasureComparison {
             runs_needed: None,
             text: String::new(),
         },
-    }
-}
-
-/// p as people read it: "p = 0.002", "p < 0.001".
-pub(crate) fn p_text(p: f64) -> String {
-    if p < 0.001 {
-        "p < 0.001".into()
-    } else if p < 0.01 {
-        format!("p = {p:.3}")
-    } else {
-        format!("p = {p:.2}")
     }
 }
 

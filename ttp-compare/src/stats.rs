@@ -441,3 +441,14 @@ pub fn f_test(va: f64, na: f64, vb: f64, nb: f64, level: f64) -> Option<FTest> {
         ratio_ci: [f / dist.inverse_cdf(1.0 - tail), f / dist.inverse_cdf(tail)],
     })
 }
+
+/// p as people read it: "p = 0.002", "p < 0.001".
+pub(crate) fn p_text(p: f64) -> String {
+    if p < 0.001 {
+        "p < 0.001".into()
+    } else if p < 0.01 {
+        format!("p = {p:.3}")
+    } else {
+        format!("p = {p:.2}")
+    }
+}

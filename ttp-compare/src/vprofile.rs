@@ -14,31 +14,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
-use super::input::{InputError, Side};
+use super::input::{Factor, InputError, Side, Summary};
 use super::stats::{self, FTest, WelchSummary};
 use ttp_vprofile::document::VprofileReport;
-
-/// A factor of one file: its share of Var(root).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Factor {
-    pub factor: String,
-    pub share: f64,
-}
-
-/// What a vprofile file holds once, reduced to what is compared.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Summary {
-    pub root: String,
-    pub binary: String,
-    /// Invocations of the root in the last round: n of the tests.
-    pub invocations: usize,
-    pub mean_ns: f64,
-    /// Sample variance (n − 1) of the root's duration, ns².
-    pub variance_ns2: f64,
-    pub factors: Vec<Factor>,
-    /// Records the kernel could not deliver, all rounds.
-    pub lost_records: Option<u64>,
-}
 
 pub(crate) fn vprofile_side(r: VprofileReport) -> Result<Side, InputError> {
     if r.invocations < 2 {
@@ -256,9 +234,9 @@ pub fn verdicts(c: &mut VprofileComparison, who: &str, family: usize, alpha: f64
     let level = (level * 100.0).round();
     let holm = |p: f64| {
         if family > 1 {
-            format!("{}, Holm-adjusted over {family}", super::p_text(p))
+            format!("{}, Holm-adjusted over {family}", stats::p_text(p))
         } else {
-            super::p_text(p)
+            stats::p_text(p)
         }
     };
     let p = holm(c.p_mean_holm);

@@ -34,7 +34,8 @@
 // Built for the crates above too (feature `test-support`), where the
 // tests are left out and only the helpers are used.
 #![cfg_attr(not(test), allow(unused_imports, dead_code))]
-use super::vprofile::{Summary, compare_summaries};
+use super::input::Summary;
+use super::vprofile::compare_summaries;
 use super::*;
 use ttp_variance::{ChildTable, Invocation};
 use ttp_vprofile::{

@@ -158,7 +158,7 @@ static CPU_PEEK: aya_ebpf::maps::Array<u64> = aya_ebpf::maps::Array::with_max_en
 /// value one update old is fine.
 #[inline(always)]
 pub fn publish(cpu: u32, acct: *const CpuAccount) {
-    if !crate::trace::on() {
+    if !crate::config::trace_on() {
         return;
     }
     if let Some(slot) = CPU_PEEK.get_ptr_mut(cpu) {

@@ -8,13 +8,9 @@ use aya_ebpf::{
     macros::map,
     maps::{Array, HashMap, PerCpuArray, RingBuf},
 };
-use ttp_common::{
-    EXIT_RING_BYTES, ExitRecord, MAX_THREADS, ThreadAccount,
-    clocks::{Closing, WaitClocks},
-    flag, stat, state,
-};
+use ttp_common::{EXIT_RING_BYTES, ExitRecord, MAX_THREADS, ThreadAccount, flag, stat, state};
 
-use crate::{block, cpu, kernel::Task};
+use crate::kernel::Task;
 
 /// Allocated on insert (BPF_F_NO_PREALLOC): a preallocated 32768-entry map
 /// costs ~9 MiB and tens of ms at load; threads are created far less often
@@ -126,50 +122,6 @@ pub fn create(tid: u32, task: &Task, now: u64, parent_tgid: u32) -> Option<Acct>
         return None;
     }
     lookup(tid)
-}
-
-/// Closes the open interval of `a` at `now` by the shared rule
-/// (ttp_common::clocks, which userspace uses to close an image). A running
-/// interval adds nothing: on-CPU time is the kernel's runtime, taken at the
-/// switches (sched.rs). Ending an iowait interval reads its share of the
-/// CPU's iowait under the lock of the CPU the wait was counted on, and
-/// drops that CPU's count (no caller holds a lock: a program holds one at
-/// a time, lock.rs).
-#[inline(always)]
-pub fn close_interval(a: &mut ThreadAccount, now: u64) {
-    let how = Closing {
-        on_cpu_by_clock: false,
-        // No CONFIG_SCHED_INFO: the wall-clock wait stands in for
-        // run_delay (docs/ledger.md).
-        runq_by_clock: !crate::kernel::have_run_delay(),
-    };
-    a.close_interval(now, how, &mut KernelClocks);
-}
-
-/// The per-CPU and disk clocks as the programs hold them.
-struct KernelClocks;
-
-impl WaitClocks for KernelClocks {
-    #[inline(always)]
-    fn end_iowait_share(&mut self, cpu: u32, now: u64) -> Option<u64> {
-        // The CPU's time up to now is booked with the count that held
-        // until now (cpu.rs `settle`), then the count drops.
-        let acct = cpu::find(cpu)?;
-        let share = {
-            let c = cpu::lock_found(acct);
-            c.settle(now);
-            let c = c.get();
-            cpu::iowait_dec(c);
-            c.share_cum_ns
-        };
-        cpu::publish(cpu, acct);
-        Some(share)
-    }
-
-    #[inline(always)]
-    fn own_clock(&mut self, tgid: u32, now: u64) -> Option<u64> {
-        block::own_clock(tgid, now)
-    }
 }
 
 /// Sends the final account of a thread and forgets it.

@@ -10,6 +10,8 @@
 #![allow(internal_features)]
 
 mod block;
+mod closing;
+mod config;
 mod cpu;
 mod detail;
 mod kernel;

@@ -2,8 +2,10 @@
 //! sleep, blocked and iowait time, its switches and wakeups.
 //!
 //! On-CPU time and run-queue wait are the scheduler's own counters
-//! (`se.sum_exec_runtime`, `sched_info.run_delay`), read at the switches, so
-//! a switch the tracepoint missed cannot add or lose time. The wall-clock
+//! (`se.sum_exec_runtime`, `sched_info.run_delay`), read at the switches
+//! and taken by one rule (`ThreadAccount::take_sched_counters`,
+//! ttp_common::clocks), so a switch the tracepoint missed cannot add or
+//! lose time. The wall-clock
 //! states: a sleep (S), a block (D) or an iowait (D with `in_iowait`: delay
 //! accounting's blkio delay, TTPv2's BlockIO) runs from the switch-out to
 //! the wake-up. By default no program runs at wake-ups: the switch-in that
@@ -17,13 +19,14 @@ use aya_ebpf::{macros::btf_tracepoint, programs::BtfTracePointContext};
 use ttp_common::{ThreadAccount, flag, stat, state};
 
 use crate::{
-    block, cpu, detail,
+    block,
+    closing::close_interval,
+    cpu, detail,
     kernel::{
         BtfTask, TASK_DEAD, TASK_INTERRUPTIBLE, TASK_NOLOAD, TASK_RUNNING, TASK_UNINTERRUPTIBLE,
         Task, wake_hook,
     },
-    ledger::{self, close_interval},
-    now_ns, trace,
+    ledger, now_ns, trace,
 };
 
 /// sched_switch(bool preempt, struct task_struct *prev,
@@ -180,8 +183,8 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
     0
 }
 
-/// At a switch-out, the thread's on-CPU time and run-queue wait grow by what
-/// the scheduler's own counters grew since the last read. The tracepoint
+/// At a switch-out, the thread takes the scheduler's own counters
+/// (`ThreadAccount::take_sched_counters`, ttp_common::clocks). The tracepoint
 /// runs after `update_curr()` charged the ending run (put_prev_task /
 /// dequeue in `__schedule`), and every earlier wait was added to
 /// `run_delay` at the switch-in that ended it (`sched_info_arrive`, in
@@ -199,32 +202,25 @@ fn take_counters_at_switch_out(a: &mut ThreadAccount, task: &BtfTask, cpu_id: u3
         crate::count(stat::READ_FAILED);
         return;
     };
-    let run_delay = task.run_delay();
-    if a.flags & flag::SCHED_SNAP != 0 {
-        let ran = exec.saturating_sub(a.exec_snap_ns);
-        a.on_cpu_ns += ran;
-        if let Some(rd) = run_delay {
-            a.runq_wait_ns += rd.saturating_sub(a.run_delay_snap_ns);
-        }
-        if a.state != state::RUNNING && a.state != state::UNKNOWN && ran > 0 {
-            let ran = ran.min(now.saturating_sub(a.state_since_ns));
-            close_interval(a, now - ran);
-            a.state = state::RUNNING;
-            // The trace gets the switch-in the tracepoint missed, at the
-            // latest time it can have happened.
-            trace::switch_in(a, cpu_id, now - ran, 0);
-            crate::count(stat::SWITCH_UNSEEN);
-        }
+    if let Some(ran) = a.take_sched_counters(exec, task.run_delay())
+        && a.state != state::RUNNING
+        && a.state != state::UNKNOWN
+        && ran > 0
+    {
+        let ran = ran.min(now.saturating_sub(a.state_since_ns));
+        close_interval(a, now - ran);
+        a.state = state::RUNNING;
+        // The trace gets the switch-in the tracepoint missed, at the
+        // latest time it can have happened.
+        trace::switch_in(a, cpu_id, now - ran, 0);
+        crate::count(stat::SWITCH_UNSEEN);
     }
-    a.exec_snap_ns = exec;
-    a.run_delay_snap_ns = run_delay.unwrap_or(0);
-    a.flags |= flag::SCHED_SNAP;
 }
 
 /// A thread switching in that the ledger still has on a CPU: its last
 /// switch-out never reached the tracepoint. Its runtime and run-queue wait
-/// since the last read are taken now (the runtime is stable while it is
-/// off the CPU); the rest of the open interval (off the CPU, but waiting or
+/// since the last read are taken now (`take_sched_counters`; the runtime
+/// is stable while it is off the CPU); the rest of the open interval (off the CPU, but waiting or
 /// sleeping is unknown) is left unattributed rather than guessed.
 #[inline(always)]
 fn recover_unseen_switch_out(a: &mut ThreadAccount, task: &BtfTask) {
@@ -232,16 +228,7 @@ fn recover_unseen_switch_out(a: &mut ThreadAccount, task: &BtfTask) {
     let Ok(exec) = task.sum_exec_runtime() else {
         return;
     };
-    let run_delay = task.run_delay();
-    if a.flags & flag::SCHED_SNAP != 0 {
-        a.on_cpu_ns += exec.saturating_sub(a.exec_snap_ns);
-        if let Some(rd) = run_delay {
-            a.runq_wait_ns += rd.saturating_sub(a.run_delay_snap_ns);
-        }
-    }
-    a.exec_snap_ns = exec;
-    a.run_delay_snap_ns = run_delay.unwrap_or(0);
-    a.flags |= flag::SCHED_SNAP;
+    a.take_sched_counters(exec, task.run_delay());
     // Closed as nothing: the caller's close_interval of a RUNNING account
     // adds no time.
 }

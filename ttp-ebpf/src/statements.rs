@@ -466,7 +466,7 @@ fn query_done(tgid: u32, tid: u32, now: u64) {
     let mut end = MaybeUninit::uninit();
     let end = crate::words::zeroed_words::<PARTS>(&mut end);
     let flags = st.flags | counters(tid, end);
-    if flags & flag::WORKER != 0 && !crate::sums::each() {
+    if flags & flag::WORKER != 0 && !crate::config::statements_each() {
         // Summed in the kernel: the share goes into its leader's open
         // statement, summed with it at its end (sums.rs).
         to_leader(st, now, end, flags);

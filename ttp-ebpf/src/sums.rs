@@ -39,9 +39,6 @@ const TEXT_RING_BYTES: u32 = 1 << 20;
 /// How the statement key is chosen, see [`key_by`] (set by the loader).
 #[unsafe(no_mangle)]
 static STMT_KEY_BY: u32 = 0;
-/// 1: a record a statement too (`--each`, `--usdt`, serve).
-#[unsafe(no_mangle)]
-static STMT_EACH: u32 = 0;
 /// 0: no sums (a reader of the records alone, serve: its statements are
 /// not paid for twice).
 #[unsafe(no_mangle)]
@@ -75,12 +72,6 @@ fn global(v: &'static u32) -> u32 {
 #[inline(always)]
 pub(crate) fn on() -> bool {
     global(&STMT_SUMS_ON) != 0
-}
-
-/// Whether a record a statement is sent too.
-#[inline(always)]
-pub(crate) fn each() -> bool {
-    global(&STMT_EACH) != 0
 }
 
 /// What wire.rs knows of a statement at its end.

@@ -31,10 +31,6 @@ use crate::{
     now_ns,
 };
 
-/// 1 when the loader enabled tracing.
-#[unsafe(no_mangle)]
-static TRACE_ON: u32 = 0;
-
 /// Traced processes (tgid → 1), set by userspace; a process forked by a
 /// traced one is added at sched_process_fork.
 #[map]
@@ -53,16 +49,8 @@ static LAST_SAMPLE: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
 const BPF_RB_NO_WAKEUP: u64 = 1;
 
 #[inline(always)]
-pub(crate) fn on() -> bool {
-    // SAFETY: read of a global the loader wrote before load; volatile so the
-    // compiler does not fold the 0 it was declared with (the verifier does,
-    // from the frozen read-only map, when tracing is off).
-    unsafe { core::ptr::read_volatile(&TRACE_ON) != 0 }
-}
-
-#[inline(always)]
 fn traced(tgid: u32) -> bool {
-    on() && TRACED.get_ptr(tgid).is_some()
+    crate::config::trace_on() && TRACED.get_ptr(tgid).is_some()
 }
 
 #[inline(always)]
@@ -231,7 +219,7 @@ pub fn block(kind: Kind, rq: *const u8, tid: u32, tgid: u32, now: u64) {
 /// thread. Attached only when tracing.
 #[btf_tracepoint(function = "sched_waking")]
 pub fn sched_waking(ctx: BtfTracePointContext) -> i32 {
-    if !on() {
+    if !crate::config::trace_on() {
         return 0;
     }
     let p = Task(ctx.arg::<*const u8>(0));
@@ -262,7 +250,7 @@ pub fn sched_waking(ctx: BtfTracePointContext) -> i32 {
 /// tasks in iowait, sent when they changed since the last sample.
 #[perf_event]
 pub fn cpu_sample(_ctx: PerfEventContext) -> u32 {
-    if !on() {
+    if !crate::config::trace_on() {
         return 0;
     }
     let cpu_id = smp_id();

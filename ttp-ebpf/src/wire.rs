@@ -553,7 +553,7 @@ fn close(
         }
     }
     // A record a statement only with `--each` (and for `serve`).
-    if crate::sums::each() {
+    if crate::config::statements_each() {
         // SAFETY (inside): reserved ring-buffer memory of the size of
         // Record; `fill` writes every field but the text, which is written
         // up to `text_len` (userspace reads no further).

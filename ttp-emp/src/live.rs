@@ -1,5 +1,5 @@
 //! One EMP run from one measured execution (EMP Sec. 3.3, Fig. 5–6): the
-//! execution is measured once by [`qe::measure`](ttp_window::window::qe::measure) (the
+//! execution is measured once by [`target::measure`](ttp_window::window::target::measure) (the
 //! ledger window, /proc images, taskstats exit records, every process with
 //! its class), and this module reads off what EMP needs:
 //!
@@ -21,7 +21,7 @@ use std::{collections::BTreeMap, sync::mpsc::Receiver, time::Duration};
 
 use super::{DaemonExec, EmpRun, ProgramTime, RunFlags};
 use ttp_ledger::collect::taskstats::{Scope, TaskstatsRecord};
-use ttp_window::window::{qe::QeOutcome, record::ProcessClass};
+use ttp_window::window::{context::QeOutcome, record::ProcessClass};
 
 /// A process of the program under test in one execution.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

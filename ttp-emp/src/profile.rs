@@ -6,7 +6,7 @@ use std::{collections::BTreeMap, path::Path};
 
 use serde::{Deserialize, Serialize};
 
-use super::{calibrate::CalibrationAnalysis, error::EmpError};
+use super::{calibrate::analysis::CalibrationAnalysis, error::EmpError};
 
 pub(crate) const PROFILE_SCHEMA: &str = "ttp.emp-profile/1";
 

@@ -75,17 +75,6 @@ pub fn expected_open_latencies_ns(params: &SimParams, plan: &PhasePlan) -> Optio
     Some(v)
 }
 
-/// The value at quantile `q` of sorted values, with HdrHistogram's rank rule
-/// (`value_at_quantile`: the smallest value with at least ⌈q·n⌉ values at or
-/// below it), so that exact and histogram percentiles are comparable.
-pub(crate) fn quantile_of_sorted(sorted: &[u64], q: f64) -> u64 {
-    if sorted.is_empty() {
-        return 0;
-    }
-    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
-    sorted[rank - 1]
-}
-
 #[cfg(test)]
 mod tests {
     use super::super::simulator::{Hiccup, SickStore};
@@ -141,15 +130,5 @@ mod tests {
         assert_eq!(l[30_001], 999_600_000);
         assert_eq!(l[34_998], 200_000);
         assert_eq!(l[34_999], 0);
-    }
-
-    /// Catches an off-by-one in the rank rule (HdrHistogram's is ⌈q·n⌉).
-    #[test]
-    fn quantile_rank_rule() {
-        let v: Vec<u64> = (1..=1000).collect();
-        assert_eq!(quantile_of_sorted(&v, 0.5), 500);
-        assert_eq!(quantile_of_sorted(&v, 0.999), 999);
-        assert_eq!(quantile_of_sorted(&v, 0.9999), 1000);
-        assert_eq!(quantile_of_sorted(&v, 0.0), 1);
     }
 }

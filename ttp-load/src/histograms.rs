@@ -300,12 +300,7 @@ impl Stats {
             max_ns: sorted.last().copied().unwrap_or(0),
             percentiles_ns: REPORTED_PERCENTILES
                 .iter()
-                .map(|&p| {
-                    (
-                        percentile_key(p),
-                        super::analytic::quantile_of_sorted(sorted, p / 100.0),
-                    )
-                })
+                .map(|&p| (percentile_key(p), quantile_of_sorted(sorted, p / 100.0)))
                 .collect(),
         }
     }
@@ -339,9 +334,30 @@ pub fn spectrum_points(h: &Histogram<u64>) -> Vec<(f64, f64)> {
         .collect()
 }
 
+/// The value at quantile `q` of sorted values, with HdrHistogram's rank rule
+/// (`value_at_quantile`: the smallest value with at least ⌈q·n⌉ values at or
+/// below it), so that exact and histogram percentiles are comparable.
+pub(crate) fn quantile_of_sorted(sorted: &[u64], q: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Catches an off-by-one in the rank rule (HdrHistogram's is ⌈q·n⌉).
+    #[test]
+    fn quantile_rank_rule() {
+        let v: Vec<u64> = (1..=1000).collect();
+        assert_eq!(quantile_of_sorted(&v, 0.5), 500);
+        assert_eq!(quantile_of_sorted(&v, 0.999), 999);
+        assert_eq!(quantile_of_sorted(&v, 0.9999), 1000);
+        assert_eq!(quantile_of_sorted(&v, 0.0), 1);
+    }
 
     /// Catches latencies measured from the send instead of the intended time,
     /// and warm-up or post-duration requests leaking into the histograms.

@@ -8,10 +8,10 @@ use std::{
 
 use super::{
     Model, PhasePlan,
-    analytic::{expected_open_latencies_ns, quantile_of_sorted},
+    analytic::expected_open_latencies_ns,
     clock::ClockKind,
     driver::{PhaseHooks, PhaseResult, run_phase},
-    histograms::Stats,
+    histograms::{Stats, quantile_of_sorted},
     schedule::Arrivals,
     simulator::{Hiccup, SimParams, SimulateFactory},
     targets::{ExecFactory, TargetFactory},

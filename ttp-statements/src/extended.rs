@@ -24,8 +24,6 @@ use std::path::Path;
 
 use object::SymbolKind;
 
-use super::symbol_address;
-
 /// The global that points at the text of the statement being run.
 pub(crate) const QUERY_TEXT_GLOBAL: &str = "debug_query_string";
 
@@ -35,7 +33,7 @@ pub(crate) const QUERY_TEXT_GLOBAL: &str = "debug_query_string";
 pub fn query_text_global(binary: &Path) -> Option<u64> {
     let data = std::fs::read(binary).ok()?;
     let file = object::File::parse(&*data).ok()?;
-    symbol_address(&file, QUERY_TEXT_GLOBAL, SymbolKind::Data)
+    ttp_ledger::probe::symbols::defined_address(&file, QUERY_TEXT_GLOBAL, Some(SymbolKind::Data))
 }
 
 #[cfg(test)]

@@ -16,9 +16,9 @@ use std::{collections::HashMap, path::Path};
 
 use object::{Object, ObjectSegment, SymbolKind};
 use serde::{Deserialize, Serialize};
-use ttp_common::statements::{PARTS, flag, part};
+use ttp_common::statements::{flag, part};
 
-use super::{Statement, symbol_address};
+use super::statement::{Statement, Workers};
 use ttp_ledger::probe::statements::{WORKER_FUNCTION, WorkerSite};
 
 /// The global pointing at a background worker's registration.
@@ -29,7 +29,9 @@ pub(crate) const WORKER_REGISTRATION: &str = "MyBgworkerEntry";
 pub fn worker_site(binary: &Path) -> Option<WorkerSite> {
     let data = std::fs::read(binary).ok()?;
     let file = object::File::parse(&*data).ok()?;
-    let find = |name: &str, kind: SymbolKind| symbol_address(&file, name, kind);
+    let find = |name: &str, kind: SymbolKind| {
+        ttp_ledger::probe::symbols::defined_address(&file, name, Some(kind))
+    };
     let entry = find(WORKER_FUNCTION, SymbolKind::Text)?;
     let global = find(WORKER_REGISTRATION, SymbolKind::Data)?;
     let entry_offset = file.segments().find_map(|seg| {
@@ -49,29 +51,6 @@ pub(crate) fn leader_of(name: &str) -> Option<u32> {
         .trim()
         .parse()
         .ok()
-}
-
-/// The parallel workers' shares joined to one statement.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Workers {
-    pub count: u32,
-    /// Shares the ledger had no account for (their ledger parts are 0).
-    pub without_account: u32,
-    /// Summed time from each worker's start of its share to its end.
-    pub elapsed_ns: u64,
-    /// Summed account components (`part`).
-    pub parts: [u64; PARTS],
-}
-
-impl Workers {
-    fn add(&mut self, w: &Statement) {
-        self.count += 1;
-        self.without_account += u32::from(w.flags & flag::NO_ACCOUNT != 0);
-        self.elapsed_ns += w.elapsed_ns;
-        for (a, b) in self.parts.iter_mut().zip(w.parts) {
-            *a += b;
-        }
-    }
 }
 
 /// A group's parallel workers, summed over its statements.
@@ -160,6 +139,7 @@ pub fn join(records: Vec<Statement>) -> (Vec<Statement>, Vec<Statement>) {
 mod tests {
     use super::*;
     use object::ObjectSymbol;
+    use ttp_common::statements::PARTS;
 
     fn rec(tgid: u32, start: u64, elapsed: u64, cpu: u64, text: &str, flags: u32) -> Statement {
         let mut parts = [0; PARTS];

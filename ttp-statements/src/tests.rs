@@ -1,4 +1,5 @@
 use super::*;
+use ttp_common::statements::PARTS;
 
 fn stmt(text: &str, elapsed: u64, cpu: u64, lock: u64) -> Statement {
     let mut parts = [0; PARTS];

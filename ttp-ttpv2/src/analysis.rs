@@ -8,7 +8,7 @@ use super::checks::experiment::experiment_checks;
 use super::checks::qc::qc_checks;
 use super::checks::qe::{literal_checks, qe_checks};
 use super::checks::{CheckResult, LiteralResult, aggregate};
-use super::correlations::CorrelationRow;
+use super::correlations::{CorrelationRow, correlations};
 use super::drops::{Step3Drop, step2, step3};
 use super::model::{Labels, QcInput, Setup};
 use super::paragraph::{Paragraph, ParagraphInput, Wording};
@@ -442,6 +442,24 @@ pub struct AnalyzeDocument {
     pub paragraph: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub correlations: Option<Vec<CorrelationRow>>,
+}
+
+/// Correlations over the QEs the protocol retained: kept by Step 2, in a
+/// Q@C kept by Step 3. `qcs` and `analysis.qcs` are in the same order.
+pub fn retained_correlations(qcs: &[QcInput], analysis: &Analysis) -> Vec<CorrelationRow> {
+    let pairs: Vec<(&QcInput, &QeRecord)> = qcs
+        .iter()
+        .zip(&analysis.qcs)
+        .filter(|(_, d)| d.result.dropped_reason.is_none())
+        .flat_map(|(qc, d)| {
+            qc.qes
+                .iter()
+                .zip(&d.qes)
+                .filter(|(_, e)| e.dropped_by.is_empty())
+                .map(move |(qe, _)| (qc, qe))
+        })
+        .collect();
+    correlations(&pairs)
 }
 
 #[cfg(test)]

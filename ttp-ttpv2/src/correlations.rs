@@ -356,27 +356,6 @@ pub fn correlations(qes: &[(&QcInput, &QeRecord)]) -> Vec<CorrelationRow> {
         .collect()
 }
 
-/// Correlations over the QEs the protocol retained: kept by Step 2, in a
-/// Q@C kept by Step 3. `qcs` and `analysis.qcs` are in the same order.
-pub fn retained_correlations(
-    qcs: &[QcInput],
-    analysis: &super::analysis::Analysis,
-) -> Vec<CorrelationRow> {
-    let pairs: Vec<(&QcInput, &QeRecord)> = qcs
-        .iter()
-        .zip(&analysis.qcs)
-        .filter(|(_, d)| d.result.dropped_reason.is_none())
-        .flat_map(|(qc, d)| {
-            qc.qes
-                .iter()
-                .zip(&d.qes)
-                .filter(|(_, e)| e.dropped_by.is_empty())
-                .map(move |(qe, _)| (qc, qe))
-        })
-        .collect();
-    correlations(&pairs)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

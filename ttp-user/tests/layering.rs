@@ -11,6 +11,8 @@ use std::{
     path::{Path, PathBuf},
 };
 
+use crate::common::rust_files;
+
 /// The layers, lowest first. Equal numbers share a layer.
 const LAYERS: &[(&str, u32)] = &[
     ("error", 0),
@@ -82,17 +84,6 @@ fn all_files() -> Vec<(PathBuf, Option<&'static str>, PathBuf)> {
         out.extend(files.into_iter().map(|f| (src.clone(), whole, f)));
     }
     out
-}
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for e in fs::read_dir(dir).unwrap_or_else(|e| panic!("reading {}: {e}", dir.display())) {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            rust_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
 }
 
 /// The top-level module a file belongs to (`None` for lib.rs and main.rs

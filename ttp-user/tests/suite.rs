@@ -4,6 +4,7 @@
 mod common;
 
 mod collect_live;
+mod imports;
 mod layering;
 mod malformed_input;
 mod sizes;

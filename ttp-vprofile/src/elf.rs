@@ -17,7 +17,9 @@ use std::{
 };
 
 pub use super::elf_error::ElfError;
-use super::symbols::{RawSymbol, group_functions, levenshtein, split_version};
+use super::symbols::{
+    CodeSection, Function, RawSymbol, group_functions, levenshtein, split_version,
+};
 use object::{
     Object, ObjectSection, ObjectSymbol, ObjectSymbolTable, RelocationFlags, RelocationTarget,
     SectionKind, SymbolKind, elf,
@@ -49,31 +51,6 @@ impl ElfKind {
     }
 }
 
-/// One function of the file; `address` is its virtual address in the file.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct Function {
-    /// Preferred name, without version (see [`ElfImage::load`] for the choice).
-    pub name: String,
-    /// Version of the preferred name (`GLIBC_2.2.5`), if versioned.
-    pub version: Option<String>,
-    /// Other names at the same address.
-    pub aliases: Vec<String>,
-    pub address: u64,
-    pub size_bytes: u64,
-    /// The symbol had size 0: the size runs to the next function or the end
-    /// of its section.
-    pub size_inferred: bool,
-    /// `STT_GNU_IFUNC`: the symbol is a resolver that picks the real code at
-    /// load time, so its own body is not what callers run.
-    pub ifunc: bool,
-}
-
-impl Function {
-    pub fn contains(&self, address: u64) -> bool {
-        address >= self.address && address - self.address < self.size_bytes
-    }
-}
-
 /// What a GOT slot (reached through a PLT stub or `call *slot(%rip)`) is
 /// bound to at run time.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,13 +61,6 @@ pub struct Import {
     /// symbol (an exported function called through its own PLT, or an ifunc
     /// resolved by an `R_X86_64_IRELATIVE` relocation).
     pub local: Option<usize>,
-}
-
-#[derive(Debug, Clone, Copy)]
-pub(super) struct CodeSection {
-    pub address: u64,
-    pub size: u64,
-    pub file_offset: u64,
 }
 
 #[derive(Debug, Clone, Copy)]

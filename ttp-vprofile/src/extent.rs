@@ -12,7 +12,7 @@ use std::collections::HashSet;
 use iced_x86::{Decoder, DecoderOptions, Instruction, Mnemonic, OpKind};
 
 use super::{
-    callgraph::{CallSite, Callee, FunctionCalls, resolve_operand},
+    calls::{CallSite, Callee, FunctionCalls, resolve_operand},
     elf::ElfImage,
 };
 

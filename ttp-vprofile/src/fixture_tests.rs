@@ -4,7 +4,8 @@
 use std::{path::Path, process::Command};
 
 use super::{
-    callgraph::{CallGraph, Callee, ChildKey},
+    callgraph::{CallGraph, ChildKey},
+    calls::Callee,
     elf::{ElfError, ElfImage, ElfKind},
     fixture::{self, Variant},
 };
@@ -58,7 +59,7 @@ fn objdump_calls(binary: &Path, start: u64, end: u64) -> Vec<ObjdumpCall> {
 /// and each resolved target agrees with objdump's label.
 fn assert_matches_objdump(elf: &ElfImage, binary: &Path, function: usize) {
     let f = &elf.functions()[function];
-    let ours = super::callgraph::function_calls(elf, function);
+    let ours = super::calls::function_calls(elf, function);
     let theirs = objdump_calls(binary, f.address, f.address + f.size_bytes);
     let our_addrs: Vec<u64> = ours.call_sites.iter().map(|c| c.call_address).collect();
     let their_addrs: Vec<u64> = theirs.iter().map(|c| c.0).collect();
@@ -283,7 +284,7 @@ fn libc_unnamed_callees_become_children() {
     let libc = Path::new(LIBC);
     let elf = ElfImage::load(libc).unwrap();
     let perror = elf.lookup("perror").unwrap();
-    let unnamed_targets: Vec<u64> = super::callgraph::function_calls(&elf, perror)
+    let unnamed_targets: Vec<u64> = super::calls::function_calls(&elf, perror)
         .call_sites
         .iter()
         .filter_map(|c| match c.callee {

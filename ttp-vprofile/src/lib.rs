@@ -10,6 +10,7 @@
 //! are rendered in report/vprofile/.
 pub mod breakdown;
 pub mod callgraph;
+pub mod calls;
 pub mod document;
 pub mod driver;
 pub mod elf;
@@ -17,7 +18,7 @@ mod elf_error;
 mod extent;
 pub mod plan;
 pub mod select;
-mod symbols;
+pub mod symbols;
 pub mod uprobe;
 
 #[cfg(test)]

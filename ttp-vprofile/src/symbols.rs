@@ -1,7 +1,37 @@
 //! Symbol names: versions (`memcpy@@GLIBC_2.14`), aliases (several
 //! symbols at one address are one function), sizes missing from the symbol
 //! table, and "did you mean" suggestions.
-use super::elf::{CodeSection, Function};
+/// One function of the file; `address` is its virtual address in the file.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Function {
+    /// Preferred name, without version (see [`ElfImage::load`](super::elf::ElfImage::load) for the choice).
+    pub name: String,
+    /// Version of the preferred name (`GLIBC_2.2.5`), if versioned.
+    pub version: Option<String>,
+    /// Other names at the same address.
+    pub aliases: Vec<String>,
+    pub address: u64,
+    pub size_bytes: u64,
+    /// The symbol had size 0: the size runs to the next function or the end
+    /// of its section.
+    pub size_inferred: bool,
+    /// `STT_GNU_IFUNC`: the symbol is a resolver that picks the real code at
+    /// load time, so its own body is not what callers run.
+    pub ifunc: bool,
+}
+
+impl Function {
+    pub fn contains(&self, address: u64) -> bool {
+        address >= self.address && address - self.address < self.size_bytes
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(super) struct CodeSection {
+    pub address: u64,
+    pub size: u64,
+    pub file_offset: u64,
+}
 
 pub(super) struct RawSymbol {
     pub name: String,

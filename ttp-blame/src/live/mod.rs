@@ -9,6 +9,7 @@
 //! [`EXIT_POLL`]) rather than at the next edge.
 mod edge;
 mod identity;
+
 #[cfg(test)]
 mod tests;
 
@@ -362,4 +363,15 @@ impl WindowSource for LiveSource {
             })
             .collect()
     }
+}
+
+/// Opens the live source for `victim` on a session opened with the blame
+/// detail ([`MeasurementSession::open_blame`]): its ledger read every
+/// `window_ns` (docs/blame.md, "Live measurement").
+pub fn open_live(
+    session: MeasurementSession,
+    victim: &VictimSpec,
+    window_ns: u64,
+) -> Result<Box<dyn WindowSource>, SourceError> {
+    Ok(Box::new(LiveSource::open(session, victim, window_ns)?))
 }

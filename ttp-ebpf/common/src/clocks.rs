@@ -141,6 +141,34 @@ impl ThreadAccount {
         }
         self.state_since_ns = now;
     }
+
+    /// Takes the scheduler's own counters of the thread, read now: its
+    /// runtime `exec` (`se.sum_exec_runtime`, /proc/TID/schedstat's first
+    /// field) and run-queue wait `run_delay` (`sched_info.run_delay`, the
+    /// second; None without CONFIG_SCHED_INFO). On-CPU time and run-queue
+    /// wait grow by what the counters grew since the last read
+    /// ([`flag::SCHED_SNAP`]), never by wall time; the read becomes the
+    /// next one's base. Returns the runtime's growth, None on the first
+    /// read (nothing to grow from). The kernel takes them at the switches
+    /// (ttp-ebpf/src/sched.rs), a reader for the threads on a CPU when it
+    /// closes an image (ttp-ledger/src/probe/read.rs).
+    #[inline(always)]
+    pub fn take_sched_counters(&mut self, exec: u64, run_delay: Option<u64>) -> Option<u64> {
+        let ran = if self.flags & flag::SCHED_SNAP != 0 {
+            let ran = exec.saturating_sub(self.exec_snap_ns);
+            self.on_cpu_ns += ran;
+            if let Some(rd) = run_delay {
+                self.runq_wait_ns += rd.saturating_sub(self.run_delay_snap_ns);
+            }
+            Some(ran)
+        } else {
+            None
+        };
+        self.exec_snap_ns = exec;
+        self.run_delay_snap_ns = run_delay.unwrap_or(0);
+        self.flags |= flag::SCHED_SNAP;
+        ran
+    }
 }
 
 #[cfg(test)]

@@ -24,7 +24,10 @@
 //!   Table IX (bash 1 ms), which Table XVII keeps.
 use std::collections::BTreeSet;
 
-use super::{CalibrationAnalysis, PeriodKind, Periodicity};
+use super::{
+    analysis::CalibrationAnalysis,
+    daemons::{PeriodKind, Periodicity},
+};
 use crate::profile::{Applies, CutoffBasis, CutoffCase, DaemonCutoff, PROFILE_SCHEMA, Profile};
 
 /// Share of a daemon's period that defines its task time (Step 8 (3)).

@@ -3,7 +3,10 @@
 // tests are left out and only the helpers are used.
 #![cfg_attr(not(test), allow(unused_imports, dead_code))]
 use super::*;
-use crate::input::{DaemonExec, ProgramTime, RunFlags};
+use crate::{
+    error::EmpError,
+    input::{DaemonExec, EmpRun, ProgramTime, RunFlags},
+};
 
 const MS: u64 = 1_000_000;
 

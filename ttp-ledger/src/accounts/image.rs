@@ -4,27 +4,12 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use serde::{Deserialize, Serialize};
 use ttp_common::{ExitRecord, ThreadAccount};
 
-use super::{LedgerMeasures, ThreadKey, close, close_cpu, comm};
+use super::{
+    close::{CpuTimes, close, close_cpu},
+    keys::{ThreadKey, comm},
+    measures::LedgerMeasures,
+};
 use crate::probe::{KernelStats, Snapshot};
-
-/// One CPU's time, as /proc/stat splits it: busy (not idle), idle, and
-/// iowait (idle while tasks that slept on it wait for block I/O).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CpuTimes {
-    pub busy_ns: u64,
-    pub idle_ns: u64,
-    pub iowait_ns: u64,
-}
-
-impl CpuTimes {
-    pub fn since(&self, e: &Self) -> Self {
-        Self {
-            busy_ns: self.busy_ns.saturating_sub(e.busy_ns),
-            idle_ns: self.idle_ns.saturating_sub(e.idle_ns),
-            iowait_ns: self.iowait_ns.saturating_sub(e.iowait_ns),
-        }
-    }
-}
 
 /// Every thread account closed at `at_ns`.
 #[derive(Debug, Clone, Default)]

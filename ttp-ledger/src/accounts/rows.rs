@@ -12,7 +12,7 @@
 //! at the start) make it grow.
 use std::collections::HashMap;
 
-use super::{ProcKey, ProcessDelta};
+use super::{image::ProcessDelta, keys::ProcKey};
 
 const NIL: u32 = u32::MAX;
 

@@ -24,21 +24,14 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use serde::{Deserialize, Serialize};
 use ttp_common::{ExitRecord, ThreadAccount};
 
-use super::{CpuTimes, Image, LedgerMeasures, ProcessDelta, ThreadKey, rows::Rows};
+use super::{
+    close::CpuTimes,
+    image::{Image, ProcessDelta},
+    keys::{ProcKey, ThreadKey},
+    measures::LedgerMeasures,
+    rows::Rows,
+};
 use crate::probe::KernelStats;
-
-/// A process instance: its tgid and its leader's start time as the ledger
-/// keys threads (CLOCK_MONOTONIC ns; /proc starttime ticks for a leader
-/// older than the probes, seeded from /proc; 0 when its leader was never
-/// seen, e.g. one that exited before the window while other threads ran
-/// on). Only its order matters: a later process of a tgid has a larger key.
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
-)]
-pub struct ProcKey {
-    pub tgid: u32,
-    pub start_ns: u64,
-}
 
 /// Ended processes of one command name, summed (beyond `keep_exited`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

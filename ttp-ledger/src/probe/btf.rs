@@ -5,7 +5,7 @@ use std::path::Path;
 
 use btf_rs::{Btf, BtfType, Type};
 
-use super::ProbeError;
+use super::error::ProbeError;
 
 pub(crate) const VMLINUX_BTF: &str = "/sys/kernel/btf/vmlinux";
 

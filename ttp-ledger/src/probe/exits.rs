@@ -38,7 +38,7 @@ pub(crate) const RECORD_BYTES: u64 = size_of::<ExitRecord>() as u64 + 8;
 /// 1 s × 256 B = 10.2 MB → 16 MiB.
 pub fn ring_bytes(rate: u64, stall_ms: u64) -> u32 {
     let need = rate.saturating_mul(stall_ms).saturating_mul(RECORD_BYTES) / 1000;
-    let page = super::trace::page_size() as u64;
+    let page = page_size() as u64;
     need.max(page).next_power_of_two().min(1 << 30) as u32
 }
 
@@ -224,6 +224,13 @@ fn move_ring_to_queue(shared: &Shared) {
     }
 }
 
+/// The system's page size (4096 if it cannot be read).
+pub(crate) fn page_size() -> u32 {
+    // SAFETY: sysconf without side effects.
+    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if n > 0 { n as u32 } else { 4096 }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -235,7 +242,7 @@ mod tests {
     fn ring_is_sized_from_rate_and_stall() {
         // The smallest power of two holding rate × stall records, at least
         // a page.
-        let page = super::super::trace::page_size() as u64;
+        let page = super::page_size() as u64;
         for (rate, stall_ms) in [(DESIGN_EXIT_RATE, DESIGN_STALL_MS), (4_096, 1_000), (1, 10)] {
             let need = rate * stall_ms * RECORD_BYTES / 1000;
             let r = u64::from(ring_bytes(rate, stall_ms));

@@ -8,6 +8,7 @@ pub mod btf;
 pub mod capacity;
 pub mod cost;
 pub mod detail;
+mod error;
 pub mod exits;
 pub mod pg_status;
 mod read;
@@ -24,6 +25,7 @@ use aya::{
     maps::{Array, HashMap, MapData, PerCpuArray},
     programs::BtfTracePoint,
 };
+pub use error::ProbeError;
 use trace::TraceMaps;
 use ttp_common::{CpuAccount, DiskAccount, ProcDisk, ThreadAccount};
 
@@ -58,65 +60,6 @@ const STATEMENTS_SOCKET_PROGRAMS: &[(&str, &str)] = &[
     ("stmt_sock_send", "sock_send_length"),
     ("stmt_exit", "sched_process_exit"),
 ];
-
-#[derive(Debug, thiserror::Error)]
-pub enum ProbeError {
-    #[error(
-        "no kernel BTF at {path}: ttp needs a kernel built with CONFIG_DEBUG_INFO_BTF=y (check `ttp-ebpf check`)"
-    )]
-    NoBtf { path: String },
-    #[error("cannot parse kernel BTF at {path}: {reason}")]
-    BadBtf { path: String, reason: String },
-    #[error("kernel BTF has no field {field}: this kernel's layout is not supported")]
-    MissingField { field: String },
-    #[error(
-        "this ttp-ebpf was built without its eBPF object (AYA_BUILD_SKIP); rebuild with `cargo build -p ttp-user`"
-    )]
-    NoObject,
-    #[error(
-        "loading the eBPF programs was refused ({source}): run as root (sudo) or grant CAP_BPF and CAP_PERFMON"
-    )]
-    NotPermitted {
-        #[source]
-        source: Box<aya::EbpfError>,
-    },
-    #[error("loading the eBPF object failed")]
-    Load(#[source] Box<aya::EbpfError>),
-    #[error("program {program} missing from the eBPF object")]
-    MissingProgram { program: String },
-    #[error("map {map} missing from the eBPF object")]
-    MissingMap { map: String },
-    #[error("program {program} (tracepoint {tracepoint}) failed to load or attach")]
-    Program {
-        program: String,
-        tracepoint: String,
-        #[source]
-        source: Box<aya::programs::ProgramError>,
-    },
-    #[error("tracing was not enabled when the ledger was loaded")]
-    TraceOff,
-    #[error(
-        "cannot trace process {tgid}: {source} (at most {max} processes are traced at once)",
-        max = ttp_common::trace::MAX_TRACED
-    )]
-    Traced {
-        tgid: u32,
-        #[source]
-        source: Box<aya::maps::MapError>,
-    },
-    #[error("attaching the trace sampler to CPU {cpu} failed")]
-    Sampler {
-        cpu: u32,
-        #[source]
-        source: Box<aya::programs::ProgramError>,
-    },
-    #[error("map {map}: {source}")]
-    Map {
-        map: String,
-        #[source]
-        source: Box<aya::maps::MapError>,
-    },
-}
 
 /// Loads the eBPF object (every program of the ledger, the trace, the
 /// blame detail and vprofile) with `loader`'s globals; a refusal for want
@@ -290,12 +233,12 @@ impl Ledger {
         }
         if !options.trace {
             // Ring buffers are allocated at load: one page when unused.
-            loader.map_max_entries(trace::EVENTS_MAP, trace::page_size());
+            loader.map_max_entries(trace::EVENTS_MAP, exits::page_size());
         }
         // vprofile loads the object with a loader of its own
         // (ttp-vprofile/src/uprobe.rs): here its ring (4 MiB, zeroed at
         // load) and its preallocated thread map (8 MB) are never used.
-        loader.map_max_entries("VPROF_RECORDS", trace::page_size());
+        loader.map_max_entries("VPROF_RECORDS", exits::page_size());
         loader.map_max_entries("VPROF_THREADS", 1);
         let tid_slots = capacity::tid_slots(capacity::pid_max(), options.max_threads, blame);
         let thread_capacity = match tid_slots {
@@ -325,14 +268,14 @@ impl Ledger {
         loader.map_max_entries("EXITS", exit_ring_bytes);
         if options.statements_of.is_none() {
             // Allocated at load: the smallest sizes when unused.
-            loader.map_max_entries("STMT_RECORDS", trace::page_size());
+            loader.map_max_entries("STMT_RECORDS", exits::page_size());
             loader.map_max_entries("STMT_THREADS", 1);
             loader.map_max_entries("STMT_TRANCHES", 1);
         }
         if options.statements_socket.is_some_and(|s| !s.each) {
             // Sums only: no record a statement (parallel workers' shares
             // are summed into their leaders' statements too).
-            loader.map_max_entries("STMT_RECORDS", trace::page_size());
+            loader.map_max_entries("STMT_RECORDS", exits::page_size());
         }
         if options.statements_socket.is_some_and(|s| s.sums) {
             // The statement keys and `other`, and a text of each.
@@ -340,7 +283,7 @@ impl Ledger {
             loader.map_max_entries("STMT_TEXTS", statements::text_ring_bytes());
         } else {
             loader.map_max_entries("STMT_SUMS", 1);
-            loader.map_max_entries("STMT_TEXTS", trace::page_size());
+            loader.map_max_entries("STMT_TEXTS", exits::page_size());
         }
         match &plan {
             Some(p) => p.configure(&mut loader),

@@ -301,22 +301,16 @@ pub fn schedstat(tid: u32) -> Option<(u64, u64)> {
 }
 
 /// Closes the open interval of every thread the ledger has on a CPU with the
-/// kernel's own counters as of now: its on-CPU time grows by what its
-/// runtime grew since the last switch, never by wall time, so a thread
-/// whose switch-out the tracepoint missed is never charged the CPU's idle
-/// time. A thread that is gone adds nothing (its exit record carries it).
+/// kernel's own counters as of now, by the rule the kernel takes them with
+/// at the switches (`ThreadAccount::take_sched_counters`,
+/// ttp_common::clocks): a thread whose switch-out the tracepoint missed is
+/// never charged the CPU's idle time. A thread that is gone adds nothing (its exit record carries it).
 /// The caller moves `state_since_ns` to the snapshot's instant.
 fn take_running_counters(threads: &mut [ThreadAccount]) {
     for a in threads.iter_mut().filter(|a| a.state == state::RUNNING) {
         let Some((exec, run_delay)) = schedstat(a.tid) else {
             continue;
         };
-        if a.flags & flag::SCHED_SNAP != 0 {
-            a.on_cpu_ns += exec.saturating_sub(a.exec_snap_ns);
-            a.runq_wait_ns += run_delay.saturating_sub(a.run_delay_snap_ns);
-        }
-        a.exec_snap_ns = exec;
-        a.run_delay_snap_ns = run_delay;
-        a.flags |= flag::SCHED_SNAP;
+        a.take_sched_counters(exec, Some(run_delay));
     }
 }

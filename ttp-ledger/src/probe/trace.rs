@@ -26,12 +26,6 @@ pub(crate) const EVENTS_MAP: &str = "TRACE_EVENTS";
 /// sample is sent only when they changed).
 pub const SAMPLE_HZ: u64 = 100;
 
-pub(crate) fn page_size() -> u32 {
-    // SAFETY: sysconf without side effects.
-    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if n > 0 { n as u32 } else { 4096 }
-}
-
 /// The trace maps of a ledger loaded with tracing on.
 pub(crate) struct TraceMaps {
     traced: HashMap<MapData, u32, u32>,

@@ -9,20 +9,13 @@
 //! So instances hold a shared lock on /run/ttp/delayacct.lock; the first one
 //! records the previous value in /run/ttp/delayacct.json and then switches
 //! accounting on, the last one out restores it.
-use std::{fs::File, path::PathBuf};
+use std::fs::File;
 
 use super::run_state::{self, Leftover, Tracked, flock};
 
-const SYSCTL: &str = "/proc/sys/kernel/task_delayacct";
-
 /// kernel.task_delayacct as a tracked setting of this machine.
 pub fn tracked() -> Tracked {
-    Tracked {
-        id: "delayacct",
-        setting: "kernel.task_delayacct",
-        path: PathBuf::from(SYSCTL),
-        dir: run_state::run_dir().to_path_buf(),
-    }
+    run_state::task_delayacct()
 }
 
 pub struct DelayAcct {

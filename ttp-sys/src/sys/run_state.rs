@@ -332,9 +332,20 @@ impl Tracked {
     }
 }
 
+/// kernel.task_delayacct as a tracked setting of this machine (switched
+/// on for a measurement by sys/delayacct.rs).
+pub(crate) fn task_delayacct() -> Tracked {
+    Tracked {
+        id: "delayacct",
+        setting: "kernel.task_delayacct",
+        path: PathBuf::from("/proc/sys/kernel/task_delayacct"),
+        dir: run_dir().to_path_buf(),
+    }
+}
+
 /// Every setting ttp may change, as it is on this machine.
 pub fn tracked() -> Vec<Tracked> {
-    vec![super::delayacct::tracked()]
+    vec![task_delayacct()]
 }
 
 /// Restores what dead instances left (see the module documentation); what

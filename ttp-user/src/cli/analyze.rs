@@ -7,10 +7,10 @@ use crate::report::render::Analyze;
 use ttp_ledger::collect::machine::MachineFacts;
 use ttp_sys::error::UsageError;
 use ttp_ttpv2::analysis::{ANALYZE_SCHEMA, Analysis, AnalyzeDocument, analyse};
-use ttp_ttpv2::correlations::{CorrelationRow, retained_correlations};
 use ttp_ttpv2::import::{read_qe_csv, read_run_json};
 use ttp_ttpv2::model::{QcInput, Setup};
 use ttp_ttpv2::study::{is_study, read_study};
+use ttp_ttpv2::{analysis::retained_correlations, correlations::CorrelationRow};
 
 /// Apply the Tucson Timing Protocol v2 to saved runs or external data.
 ///

@@ -13,7 +13,7 @@ use crate::report::{
     render,
 };
 use ttp_blame::{
-    BlameError, DiskMeasure, GroupBy, Options, Recording, VictimSpec,
+    BlameError, DiskMeasure, GroupBy, Options, Recording, VictimSpec, live,
     source::{self, SourceError, StopReason},
 };
 use ttp_ledger::probe::probe_error_ctx;
@@ -203,7 +203,7 @@ fn measure(args: &Args) -> anyhow::Result<Recording> {
     }
     let session = MeasurementSession::open_blame()?;
     let stop = session.stop_flag()?;
-    let mut src = match source::open_live(session, &victim, duration_ns(window)) {
+    let mut src = match live::open_live(session, &victim, duration_ns(window)) {
         Ok(s) => s,
         Err(e) => return no_victim(e),
     };

@@ -411,7 +411,7 @@ impl LoadArgs {
                 let params = self
                     .param
                     .iter()
-                    .map(|p| crate::pg::load::ParamSpec::parse(p))
+                    .map(|p| crate::pg::script::ParamSpec::parse(p))
                     .collect::<Result<Vec<_>, _>>()
                     .or_else(usage)?;
                 crate::pg::load::PgFactory::new(

@@ -12,10 +12,13 @@ use anyhow::Context;
 use super::plan::{Plan, QcSpec};
 use ttp_sys::sys::spawn::{HeldChild, RunAs, SpawnError};
 use ttp_ttpv2::procedure::{self, Attempt};
-use ttp_window::window::qe::{self, QeError};
+use ttp_window::window::{
+    context::{QeContext, QeError, QeOutcome},
+    target,
+};
 
 /// One attempt's QE: measured, or a failure of the ledger or of the start.
-pub(super) type Ran = Result<qe::QeOutcome, QeError>;
+pub(super) type Ran = Result<QeOutcome, QeError>;
 
 /// A `--plan-cmd` or `--prepare` that did not succeed.
 #[derive(Debug, thiserror::Error)]
@@ -84,7 +87,7 @@ fn transient_shell(e: &ShellError, codes: &[i32]) -> bool {
 /// The QEs of a command's Q@C, for
 /// [`ttp_ttpv2::procedure::next_qe`].
 pub(super) struct CommandAttempts<'c, 'x> {
-    pub ctx: &'c mut qe::QeContext<'x>,
+    pub ctx: &'c mut QeContext<'x>,
     pub plan: &'c Plan,
     pub spec: &'c QcSpec,
 }
@@ -101,7 +104,7 @@ impl procedure::Attempts for CommandAttempts<'_, '_> {
 /// One attempt at QE `i` of Q@C `spec` (Fig. 5 and Sec. 3.1: the plan, then
 /// the preparation, and the cache clearing last, right before the QE).
 fn one_qe(
-    ctx: &mut qe::QeContext<'_>,
+    ctx: &mut QeContext<'_>,
     plan: &Plan,
     spec: &QcSpec,
     i: u32,
@@ -156,7 +159,7 @@ fn one_qe(
         // stack: no allocation or lock between fork and exec.
         unsafe { cmd.pre_exec(move || pin.pin_self()) };
     }
-    let mut out = qe::measure(ctx, i, cmd, plan_text);
+    let mut out = target::measure(ctx, i, cmd, plan_text);
     if let Ok(o) = &mut out {
         o.record.cold_cache = cold;
     }

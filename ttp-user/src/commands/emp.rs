@@ -1,7 +1,7 @@
 //! EMP's runs of commands, shared by `run --protocol emp` and `calibrate`:
 //! one discarded warm-up execution (EMP Sec. 4: "the very first measurement
 //! is thrown out due to code and input read"), then N executions, each
-//! measured once by [`qe::measure`] under the kernel ledger and turned into
+//! measured once by [`target::measure`] under the kernel ledger and turned into
 //! an [`EmpRun`] (ttp-emp/src/live.rs), several commands interleaved
 //! through the one Q@C procedure's `interleave`.
 use std::{ops::ControlFlow, process::Command, time::Duration};
@@ -10,8 +10,8 @@ use ttp_emp::{EmpRun, live as emp_runs};
 use ttp_sys::sys::{signals::StopFlag, spawn::RunAs};
 use ttp_ttpv2::procedure::{self, Interleaved};
 use ttp_window::window::{
-    qe,
     session::{MeasurementSession, SessionOptions},
+    target,
 };
 
 /// How long to wait after a run for taskstats exit records still on their
@@ -119,7 +119,7 @@ pub fn measure_interleaved(
             let out = &mut outs[j];
             let index = out.runs.len() as u32;
             let mut outcome =
-                match qe::measure(&mut ctx, index + 1, command_of(plan, commands[j]), None) {
+                match target::measure(&mut ctx, index + 1, command_of(plan, commands[j]), None) {
                     Ok(o) => o,
                     Err(e) => {
                         out.failure = Some(super::qe_failure(e));

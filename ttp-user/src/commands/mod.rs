@@ -18,7 +18,7 @@ pub use rounds::{Measured, QeSpan};
 pub use run::{OnQe, Run, measure, pinned_statement};
 
 use ttp_sys::error::UsageError;
-use ttp_window::window::qe::QeError;
+use ttp_window::window::context::QeError;
 
 /// A QE that could not be measured, as the error that ends the run: a
 /// start the user can fix (not found, not executable) is a usage error.

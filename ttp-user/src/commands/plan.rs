@@ -6,7 +6,7 @@ use std::time::Duration;
 use ttp_ledger::collect::machine::MachineFacts;
 use ttp_sys::sys::{affinity::CpuList, spawn::RunAs};
 use ttp_ttpv2::model::{Labels, QcInput, Setup};
-use ttp_window::window::{cold_cache::ColdCache, qe::QeContext};
+use ttp_window::window::{cold_cache::ColdCache, context::QeContext};
 
 /// One Q@C of the run: a command at one value of the scanned parameter,
 /// with `{NAME}` already substituted.

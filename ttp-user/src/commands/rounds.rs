@@ -17,7 +17,7 @@ use ttp_ttpv2::{
     model::{QcInput, WarmUp},
     procedure::{self, Interleaved, Step},
 };
-use ttp_window::window::qe::{QeContext, QeError, QeOutcome};
+use ttp_window::window::context::{QeContext, QeError, QeOutcome};
 use ttp_window::window::record::QeRecord;
 
 /// When a kept QE ran, on the ledger's clock (for the trace's QE

@@ -13,9 +13,8 @@ use ttp_ledger::collect::machine::MachineFacts;
 use ttp_sys::sys::{affinity::CpuList, signals::StopFlag};
 use ttp_ttpv2::model::QcInput;
 use ttp_window::window::{
-    qe::FollowProcess,
+    context::{BesideQe, FollowProcess},
     session::{MeasurementSession, SessionOptions},
-    target::BesideQe,
     trace_record::{Recorder, Recording},
 };
 

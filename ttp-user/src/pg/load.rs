@@ -13,7 +13,7 @@ use tokio_postgres::{
 };
 
 use super::{
-    script::Script,
+    script::{ParamSpec, Script},
     session::{describe, parse_config},
 };
 use ttp_load::{
@@ -26,54 +26,6 @@ use ttp_load::{
 /// Default most connections of the pool (PostgreSQL's default
 /// max_connections is 100).
 pub const DEFAULT_POOL: usize = 16;
-
-/// `--param NAME=uniform:LO:HI`: the value of one `$n` of the statement,
-/// drawn per request (pgbench's `\set NAME random(LO, HI)`).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub(crate) struct ParamSpec {
-    pub name: String,
-    pub distribution: &'static str,
-    pub lo: i64,
-    pub hi: i64,
-}
-
-impl ParamSpec {
-    pub fn parse(text: &str) -> Result<Self, String> {
-        let bad = || {
-            format!(
-                "--param {text}: expected NAME=uniform:LO:HI with integers LO <= HI, e.g. aid=uniform:1:100000"
-            )
-        };
-        let (name, dist) = text.split_once('=').ok_or_else(bad)?;
-        let mut parts = dist.split(':');
-        let (Some("uniform"), Some(lo), Some(hi), None) =
-            (parts.next(), parts.next(), parts.next(), parts.next())
-        else {
-            return Err(bad());
-        };
-        let (lo, hi): (i64, i64) = (
-            lo.trim().parse().map_err(|_| bad())?,
-            hi.trim().parse().map_err(|_| bad())?,
-        );
-        if name.trim().is_empty() || lo > hi {
-            return Err(bad());
-        }
-        Ok(Self {
-            name: name.trim().to_string(),
-            distribution: "uniform",
-            lo,
-            hi,
-        })
-    }
-
-    /// A value uniform on [lo, hi] (Lemire's multiply-shift: the bias is
-    /// below range/2^64).
-    fn draw(&self, rng: &mut SplitMix64) -> i64 {
-        let range = (self.hi as i128 - self.lo as i128 + 1) as u128;
-        let off = (u128::from(rng.next_u64()) * range) >> 64;
-        (self.lo as i128 + off as i128) as i64
-    }
-}
 
 /// `--postgres CONNSTR (--sql SQL [--param …] | -f SCRIPT) [--pool-size N]`.
 #[derive(Debug, Clone)]

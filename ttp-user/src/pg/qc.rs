@@ -18,8 +18,8 @@ use ttp_sys::sys::signals::StopFlag;
 use ttp_ttpv2::model::{Labels, QcInput, Setup, WarmUp};
 use ttp_window::window::record::QeRecord;
 use ttp_window::window::{
-    qe::QeContext,
-    target::{Roles, Target, measure_target},
+    context::{QeContext, Roles},
+    target::{Target, measure_target},
 };
 
 use ttp_ttpv2::procedure::{self, Attempt, Interleaved};

@@ -2,6 +2,8 @@
 //! burns a known CPU time, then waits to be told to exit.
 #![allow(dead_code)]
 
+pub mod module_graph;
+
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 /// True when the test may go on. Tests that need root skip (with a note)
@@ -122,5 +124,19 @@ impl Spinner {
 impl Drop for Spinner {
     fn drop(&mut self) {
         self.reap();
+    }
+}
+
+/// Every `.rs` file under `dir`, recursively (unsorted).
+pub fn rust_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+    let entries =
+        std::fs::read_dir(dir).unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()));
+    for e in entries {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
     }
 }

@@ -4,9 +4,10 @@
 pub mod blame_record;
 pub mod bracket;
 pub mod cold_cache;
+pub mod context;
 pub mod crosscheck;
 pub mod procs;
-pub mod qe;
+mod qe;
 pub mod record;
 pub mod session;
 pub mod target;

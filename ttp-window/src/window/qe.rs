@@ -3,9 +3,10 @@
 //! (/proc/stat) → time → execute → time → overall image → processes that
 //! stopped in between (ledger exit records, taskstats exit records) →
 //! per-process image. Every process seen is kept with its class (Sec. 4).
+//! Private to `window`: what runs a QE goes through window/target.rs
+//! (`measure_target`, or `measure` for a command).
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap},
-    process::Command,
     sync::mpsc::Receiver,
     time::Duration,
 };
@@ -13,11 +14,11 @@ use std::{
 use ttp_common::ExitRecord;
 
 use crate::window::{
+    context::{QeContext, QeOutcome, Roles},
     procs::{self, ProcSet},
     record::{
         Measures, OverallMeasures, ProcKey, ProcessClass, ProcessMeasures, ProcessSets, QeRecord,
     },
-    target::{BesideQe, HeldCommand, Roles, RunningBeside, measure_target},
 };
 use ttp_ledger::{
     accounts::{Image, LedgerColumns, ThreadKey, Window},
@@ -25,104 +26,12 @@ use ttp_ledger::{
         proc_stat::StatImage,
         taskstats::{Scope as TsScope, TaskstatsRecord},
     },
-    probe::{Ledger, ProbeError},
+    probe::ProbeError,
 };
-use ttp_sys::sys::{
-    clock,
-    spawn::{HeldChild, RunAs, SpawnError},
-};
-
-/// Follows a QE's command from the moment it is held, before it executes
-/// (`--trace`: `report::trace::Recorder` adds it to the traced processes).
-pub trait FollowProcess {
-    fn follow(
-        &mut self,
-        ledger: &mut Ledger,
-        tgid: u32,
-    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>>;
-}
-
-/// What stays the same across the QEs of a run.
-pub struct QeContext<'a> {
-    pub ledger: &'a mut Ledger,
-    /// With `--trace`: each QE's command is added to the traced processes
-    /// while it is held, so its whole life is in the trace.
-    pub recorder: Option<&'a mut dyn FollowProcess>,
-    pub taskstats_exits: Option<&'a Receiver<TaskstatsRecord>>,
-    pub own_tgid: u32,
-    /// Names of utility processes (`--utility`).
-    pub utilities: &'a [String],
-    /// With `--query-process NAME` the command's own tree is a utility and
-    /// the query process is chosen by name afterwards (Sec. 7.2).
-    pub query_by_name: bool,
-    pub tick_ns: u64,
-    pub timeout: Option<Duration>,
-    pub run_as: RunAs,
-    /// With `run --blame`: each QE's contention blame, measured beside it.
-    pub beside: Option<&'a dyn BesideQe>,
-}
-
-/// A measured QE: the protocol's record, the ledger's window, and the
-/// taskstats exit records received during it (EMP's PT is summed from them).
-pub struct QeOutcome {
-    /// CLOCK_MONOTONIC ns of the two time reads around the execution
-    /// (Time_meas = t1 − t0).
-    pub t0_ns: u64,
-    pub t1_ns: u64,
-    pub record: QeRecord,
-    pub window: Window,
-    pub taskstats_exits: Vec<TaskstatsRecord>,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum QeError {
-    #[error(transparent)]
-    Spawn(#[from] SpawnError),
-    #[error(transparent)]
-    Probe(#[from] ProbeError),
-    #[error(transparent)]
-    Trace(Box<dyn std::error::Error + Send + Sync>),
-    #[error("--blame cannot measure the command: {0}")]
-    Blame(String),
-}
+use ttp_sys::sys::clock;
 
 fn ticks_to_ns(t: u64, tick_ns: u64) -> u64 {
     t * tick_ns
-}
-
-/// Runs `cmd` once and measures it. A command that cannot be started is
-/// recorded (spawn_error, counted by X1) and reported as the error too.
-pub fn measure(
-    ctx: &mut QeContext<'_>,
-    qe: u32,
-    cmd: Command,
-    plan: Option<String>,
-) -> Result<QeOutcome, QeError> {
-    let held = HeldChild::spawn(cmd, ctx.run_as.clone())?;
-    if let Some(rec) = ctx.recorder.as_deref_mut() {
-        rec.follow(ctx.ledger, held.pid()).map_err(QeError::Trace)?;
-    }
-    let blame = match ctx.beside {
-        Some(b) => Some(b.start(held.pid()).map_err(QeError::Blame)?),
-        None => None,
-    };
-    let timeout = ctx.timeout;
-    let (mut out, ran) = measure_target(ctx, qe, plan, HeldCommand { held, timeout })?;
-    let (child, timed_out) = ran?;
-    // Reaped only now, after the per-process after-image.
-    let exit = child.wait()?.status;
-    let rec = &mut out.record;
-    rec.timed_out = Some(timed_out);
-    rec.query_is_tree = Some(!ctx.query_by_name);
-    use std::os::unix::process::ExitStatusExt;
-    rec.exit_code = exit.code();
-    rec.signal = exit.signal();
-    match blame.map(RunningBeside::finish) {
-        Some(Ok(summary)) => rec.blame = Some(summary),
-        Some(Err(e)) => rec.blame_error = Some(e),
-        None => {}
-    }
-    Ok(out)
 }
 
 /// Measures one QE whose execution is `execute` (Fig. 5, steps 3–15):
@@ -345,37 +254,6 @@ impl GroupExit {
             _ => (Some(u), Some(s)),
         }
     }
-}
-
-/// Blocks until process `pid` (our child) has exited, leaving it
-/// unreaped; kills it after `timeout`. Returns whether it was killed.
-pub(super) fn wait_exited(pid: u32, timeout: Option<Duration>) -> bool {
-    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
-    let fired = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let watchdog = timeout.map(|t| {
-        let fired = fired.clone();
-        std::thread::spawn(move || {
-            if done_rx.recv_timeout(t).is_err() {
-                fired.store(true, std::sync::atomic::Ordering::SeqCst);
-                // SAFETY: our own child, not reaped until this thread ends.
-                unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-            }
-        })
-    });
-    loop {
-        // SAFETY: zeroed siginfo is a valid out-parameter.
-        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-        // SAFETY: waitid on our own child with a valid pointer.
-        let r = unsafe { libc::waitid(libc::P_PID, pid, &mut info, libc::WEXITED | libc::WNOWAIT) };
-        if r == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-            break;
-        }
-    }
-    let _ = done_tx.send(());
-    if let Some(w) = watchdog {
-        let _ = w.join();
-    }
-    fired.load(std::sync::atomic::Ordering::SeqCst)
 }
 
 fn overall(b: Option<&StatImage>, a: Option<&StatImage>, w: &Window) -> OverallMeasures {

@@ -1,7 +1,7 @@
 //! Tests of window/qe.rs: exit records summed per thread group, the roles
 //! of a QE's processes (window/target.rs), App. B's sets.
 use super::*;
-use crate::window::target::classify;
+use crate::window::context::classify;
 
 fn thread_exit(tid: u32, tgid: u32, utime_us: u64, stime_us: u64, rt_ns: u64) -> TaskstatsRecord {
     use ttp_ledger::collect::taskstats::{Origin, Taskstats};

@@ -14,7 +14,7 @@ use std::{collections::HashMap, sync::mpsc::Receiver};
 
 use anyhow::Context;
 
-use crate::window::qe::QeContext;
+use crate::window::context::QeContext;
 use ttp_ledger::{
     collect::{
         machine::MachineFacts,

@@ -9,98 +9,14 @@
 //! `run --protocol emp`, `calibrate`) and a statement a PostgreSQL backend
 //! executes (`pg::qc`, `run --postgres`). What runs beside a command for
 //! the whole QE (`run --blame`) plugs in through [`BesideQe`].
-use std::{collections::BTreeSet, time::Duration};
+use std::{process::Command, time::Duration};
 
 use crate::window::{
-    blame_record::BlameSummary,
-    qe::{QeContext, QeOutcome, measure_with},
-    record::ProcessClass,
+    context::{QeContext, QeError, QeOutcome, Roles, RunningBeside},
+    qe::measure_with,
 };
 use ttp_ledger::probe::ProbeError;
 use ttp_sys::sys::spawn::{HeldChild, RunningChild, SpawnError};
-
-/// A measurement that runs beside each QE's command from the moment it is
-/// held until it has exited (`run --blame`: the contention blame of
-/// `ttp_blame::qe`). The protocol that provides it sits above this
-/// window, so the window sees it only through this seam.
-pub trait BesideQe {
-    /// Starts on the held command `pid` (not yet released); an error means
-    /// the QE cannot be measured as asked.
-    fn start(&self, pid: u32) -> Result<Box<dyn RunningBeside>, String>;
-}
-
-/// A measurement started by [`BesideQe::start`]; dropped without
-/// [`RunningBeside::finish`] (the QE failed) it stops.
-pub trait RunningBeside {
-    /// After the command has exited: its blame, or why there is none (kept
-    /// in the QE's record as text).
-    fn finish(self: Box<Self>) -> Result<BlameSummary, String>;
-}
-
-/// Who plays which role in a QE (Sec. 4), known before it starts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Roles {
-    /// A measured command: its process tree is the query (a utility with
-    /// `--query-process NAME`, which picks the query process afterwards).
-    CommandTree { root: u32 },
-    /// A statement executed by a server (a DBMS): `query` is the process
-    /// executing it (PostgreSQL's backend, `pg_backend_pid()`), `server` and
-    /// its other descendants are utilities (Sec. 3.3).
-    Server { query: u32, server: u32 },
-}
-
-impl Roles {
-    pub(super) fn tree_root(&self) -> u32 {
-        match *self {
-            Roles::CommandTree { root } => root,
-            Roles::Server { server, .. } => server,
-        }
-    }
-
-    /// The class of process `pid` (`tree`: the tree root's descendants).
-    pub(super) fn classify(
-        &self,
-        ctx: &QeContext<'_>,
-        pid: u32,
-        comm: &str,
-        tree: &BTreeSet<u32>,
-    ) -> ProcessClass {
-        classify(
-            *self,
-            ctx.own_tgid,
-            ctx.utilities,
-            ctx.query_by_name,
-            (pid, comm),
-            tree,
-        )
-    }
-}
-
-pub(super) fn classify(
-    roles: Roles,
-    own_tgid: u32,
-    utilities: &[String],
-    query_by_name: bool,
-    (pid, comm): (u32, &str),
-    tree: &BTreeSet<u32>,
-) -> ProcessClass {
-    if pid == own_tgid {
-        return ProcessClass::Executor;
-    }
-    match roles {
-        Roles::CommandTree { .. } if tree.contains(&pid) => {
-            if query_by_name {
-                ProcessClass::Utility
-            } else {
-                ProcessClass::Query
-            }
-        }
-        Roles::Server { query, .. } if pid == query => ProcessClass::Query,
-        Roles::Server { .. } if tree.contains(&pid) => ProcessClass::Utility,
-        _ if utilities.iter().any(|u| u == comm) => ProcessClass::Utility,
-        _ => ProcessClass::Daemon,
-    }
-}
 
 /// One execution of something measured as a QE.
 pub trait Target {
@@ -125,6 +41,41 @@ pub fn measure_target<T: Target>(
     measure_with(ctx, qe, plan, roles, move || target.execute())
 }
 
+/// Runs `cmd` once and measures it. A command that cannot be started is
+/// recorded (spawn_error, counted by X1) and reported as the error too.
+pub fn measure(
+    ctx: &mut QeContext<'_>,
+    qe: u32,
+    cmd: Command,
+    plan: Option<String>,
+) -> Result<QeOutcome, QeError> {
+    let held = HeldChild::spawn(cmd, ctx.run_as.clone())?;
+    if let Some(rec) = ctx.recorder.as_deref_mut() {
+        rec.follow(ctx.ledger, held.pid()).map_err(QeError::Trace)?;
+    }
+    let blame = match ctx.beside {
+        Some(b) => Some(b.start(held.pid()).map_err(QeError::Blame)?),
+        None => None,
+    };
+    let timeout = ctx.timeout;
+    let (mut out, ran) = measure_target(ctx, qe, plan, HeldCommand { held, timeout })?;
+    let (child, timed_out) = ran?;
+    // Reaped only now, after the per-process after-image.
+    let exit = child.wait()?.status;
+    let rec = &mut out.record;
+    rec.timed_out = Some(timed_out);
+    rec.query_is_tree = Some(!ctx.query_by_name);
+    use std::os::unix::process::ExitStatusExt;
+    rec.exit_code = exit.code();
+    rec.signal = exit.signal();
+    match blame.map(RunningBeside::finish) {
+        Some(Ok(summary)) => rec.blame = Some(summary),
+        Some(Err(e)) => rec.blame_error = Some(e),
+        None => {}
+    }
+    Ok(out)
+}
+
 /// A command held before `execve` (sys/spawn.rs): its process tree is the
 /// query (Sec. 7.2). `execute` releases it and waits for its exit without
 /// reaping it, so the query process stays in /proc as a zombie and the
@@ -147,7 +98,38 @@ impl Target for HeldCommand {
 
     fn execute(self) -> Self::Ran {
         let child = self.held.release()?;
-        let timed_out = super::qe::wait_exited(child.pid(), self.timeout);
+        let timed_out = wait_exited(child.pid(), self.timeout);
         Ok((child, timed_out))
     }
+}
+
+/// Blocks until process `pid` (our child) has exited, leaving it
+/// unreaped; kills it after `timeout`. Returns whether it was killed.
+fn wait_exited(pid: u32, timeout: Option<Duration>) -> bool {
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let fired = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watchdog = timeout.map(|t| {
+        let fired = fired.clone();
+        std::thread::spawn(move || {
+            if done_rx.recv_timeout(t).is_err() {
+                fired.store(true, std::sync::atomic::Ordering::SeqCst);
+                // SAFETY: our own child, not reaped until this thread ends.
+                unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            }
+        })
+    });
+    loop {
+        // SAFETY: zeroed siginfo is a valid out-parameter.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: waitid on our own child with a valid pointer.
+        let r = unsafe { libc::waitid(libc::P_PID, pid, &mut info, libc::WEXITED | libc::WNOWAIT) };
+        if r == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            break;
+        }
+    }
+    let _ = done_tx.send(());
+    if let Some(w) = watchdog {
+        let _ = w.join();
+    }
+    fired.load(std::sync::atomic::Ordering::SeqCst)
 }

@@ -180,7 +180,7 @@ fn seeds_of(threads: &[ttp_common::ThreadAccount], tgids: &[u32]) -> Vec<Seed> {
         .collect()
 }
 
-impl crate::window::qe::FollowProcess for Recorder {
+impl crate::window::context::FollowProcess for Recorder {
     fn follow(
         &mut self,
         ledger: &mut Ledger,

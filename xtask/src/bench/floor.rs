@@ -14,7 +14,7 @@ use std::{path::PathBuf, process::Command};
 
 use anyhow::Context;
 
-use super::{Tracer, start_ready};
+use super::procs::{Tracer, start_ready};
 use crate::{setup, util};
 
 /// Which empty programs a floor loads (their source in xtask/floor/).

@@ -10,7 +10,10 @@ use std::{
 
 use anyhow::{Context, bail};
 
-use super::{Sleeper, cost, floor, median, prefixed, sched_pipe, start_ready, start_tracer};
+use super::{
+    cost, floor,
+    procs::{Sleeper, median, prefixed, sched_pipe, start_ready, start_tracer},
+};
 use crate::{setup, util};
 
 pub(super) fn overhead(

@@ -32,9 +32,8 @@ use std::{
 use anyhow::{Context, bail};
 
 use super::{
-    cpu_ticks, interrupt, median,
     pg::{Server, children, server_ticks, ticks_per_second},
-    start_tracer,
+    procs::{cpu_ticks, interrupt, median, start_tracer},
     statements::{Load, Round, start_server, tpcb_reset},
 };
 use crate::util;

@@ -224,7 +224,10 @@ pub(super) fn children(pm: u32) -> Vec<u32> {
 pub(super) fn server_ticks(pm: u32) -> u64 {
     let f = stat_fields(pm);
     let own: u64 = (11..15).map(|i| f.get(i).copied().unwrap_or(0)).sum();
-    own + children(pm).into_iter().map(super::cpu_ticks).sum::<u64>()
+    own + children(pm)
+        .into_iter()
+        .map(super::procs::cpu_ticks)
+        .sum::<u64>()
 }
 
 /// `kernel.task_delayacct` switched on for a round, put back as it was

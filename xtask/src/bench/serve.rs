@@ -13,7 +13,10 @@ use std::{
 
 use anyhow::Context;
 
-use super::{Tracer, cpu_ticks, pg, start_tracer};
+use super::{
+    pg,
+    procs::{Tracer, cpu_ticks, start_tracer},
+};
 use crate::util;
 
 /// One `GET /metrics` as Prometheus sends it; returns the body's size and

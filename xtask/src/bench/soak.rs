@@ -25,7 +25,7 @@ use std::{
 
 use plotters::prelude::*;
 
-use super::{Tracer, cpu_ticks, start_tracer};
+use super::procs::{Tracer, cpu_ticks, start_tracer};
 use crate::util;
 
 #[path = "../../../ttp-user/src/report/chart.rs"]

@@ -55,11 +55,9 @@ use std::{
 use anyhow::{Context, bail};
 
 use super::{
-    cpu_ticks,
     floor::{Floor, Hook},
-    interrupt, median,
     pg::{Delayacct, Server, children, server_ticks, ticks_per_second},
-    start_tracer,
+    procs::{cpu_ticks, interrupt, median, start_tracer},
     uprobe_floor::UprobeFloor,
 };
 use crate::{setup, util};

@@ -21,7 +21,12 @@ use std::{
 
 use anyhow::Context;
 
-use super::{interrupt, pg, serve::vm_kib, start_tracer, statements::start_server};
+use super::{
+    pg,
+    procs::{interrupt, start_tracer},
+    serve::vm_kib,
+    statements::start_server,
+};
 use crate::util;
 
 /// One second's sample: seconds since pgbench started, statements so far

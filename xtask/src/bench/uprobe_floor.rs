@@ -9,7 +9,7 @@ use std::{
 
 use anyhow::{Context, bail};
 
-use super::interrupt;
+use super::procs::interrupt;
 
 /// bpftrace counting the hits of uprobes at `--usdt --simple-only`'s two
 /// USDT sites: the trap and an empty-ish program, nothing of ttp.

@@ -27,7 +27,7 @@ use std::{
 
 use anyhow::{Context, bail};
 
-use super::{Sleeper, libc_kill, median};
+use super::procs::{Sleeper, libc_kill, median};
 use crate::{setup, util};
 
 /// Probe hits per root invocation, for both tools.

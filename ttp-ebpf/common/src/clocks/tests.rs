@@ -165,3 +165,21 @@ fn the_disk_clock_splits_service_among_the_processes_in_it() {
     let idle = ProcDisk { inflight: 0, ..p };
     assert_eq!(idle.own_at(d.g_cum_ns), 50);
 }
+
+/// Catches the scheduler's counters taken as totals rather than growth, a
+/// first read that adds its whole count, or a missing run-queue count
+/// taken as zero growth's base wrongly: on-CPU and run-queue wait grow by
+/// the counters' differences between reads.
+#[test]
+fn scheduler_counters_grow_by_their_differences() {
+    let mut a = ThreadAccount::zeroed();
+    assert_eq!(a.take_sched_counters(5_000, Some(700)), None);
+    assert_eq!((a.on_cpu_ns, a.runq_wait_ns), (0, 0));
+    assert_eq!(a.take_sched_counters(8_000, Some(1_000)), Some(3_000));
+    assert_eq!((a.on_cpu_ns, a.runq_wait_ns), (3_000, 300));
+    // Without CONFIG_SCHED_INFO: no run-queue wait, the runtime still grows.
+    assert_eq!(a.take_sched_counters(9_500, None), Some(1_500));
+    assert_eq!((a.on_cpu_ns, a.runq_wait_ns), (4_500, 300));
+    assert_eq!((a.exec_snap_ns, a.run_delay_snap_ns), (9_500, 0));
+    assert_ne!(a.flags & flag::SCHED_SNAP, 0);
+}

@@ -25,8 +25,9 @@ use neli::socket::synchronous::NlSocketHandle;
 use neli::utils::Groups;
 
 use super::{
-    Genl, Origin, TaskstatsError, TaskstatsRecord, decode_message, delayacct_on, family_id,
-    get_command, uapi,
+    client::{Genl, TaskstatsRecord, decode_message, delayacct_on, family_id, get_command, uapi},
+    error::TaskstatsError,
+    record::Origin,
 };
 
 /// Receive buffer asked for (SO_RCVBUFFORCE, which root may use beyond

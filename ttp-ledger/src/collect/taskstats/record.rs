@@ -9,7 +9,7 @@
 //! Rust twin of the C struct.
 use serde::Serialize;
 
-use super::TaskstatsError;
+use super::error::TaskstatsError;
 
 /// Byte offsets of the fields read, from the UAPI header.
 mod off {

@@ -8,7 +8,9 @@ use std::{
     sync::{Arc, Condvar, Mutex},
 };
 
-use super::{CostUnavailable, PERIOD, ProgramCounters, SAMPLE, enable_stats, program_counters};
+use super::counters::{
+    CostUnavailable, PERIOD, ProgramCounters, SAMPLE, enable_stats, program_counters,
+};
 
 /// What the sampling windows saw of one program, summed since load: the
 /// runs and run time inside the windows, the windows in which it ran, and

@@ -1,6 +1,9 @@
 //! Clock synchronisation (EMPv2, Sec. 4.2 and App. D: with the NTP daemon
 //! active, PT varies less; TTPv2 Step 0 (3e)).
-use super::{CheckItem, Probes, Status, read::ProcSample};
+use super::{
+    item::{CheckItem, Probes, Status},
+    read::ProcSample,
+};
 
 /// adjtimex(2) `timex.status` bit: clock not synchronised.
 const STA_UNSYNC: i32 = 0x0040;

@@ -1,7 +1,11 @@
 //! CPU items: online CPUs and SMT (TTPv2 Step 0 (3a): one core), the
 //! cpufreq governor and frequency range (EMPv3, Sec. 4.3: SpeedStep off),
 //! turbo/boost (EMPv3; TTPv2 Step 0 (3b)).
-use super::{CheckItem, Fix, Status, read::Root, read::parse_cpu_list};
+use super::{
+    item::{CheckItem, Fix, Status},
+    read::Root,
+    read::parse_cpu_list,
+};
 
 const SYS_CPU: &str = "sys/devices/system/cpu";
 

@@ -3,7 +3,11 @@
 //! which restores what it changes, `--fix` leaves them in place.
 use std::{ffi::CString, fs, path::Path};
 
-use super::{CheckItem, Fix, FixOutcome, read::Root};
+use super::{
+    FixOutcome,
+    item::{CheckItem, Fix},
+    read::Root,
+};
 
 /// Applies every fix offered by `items` under `root`.
 pub fn apply(root: &Path, items: &[CheckItem]) -> Vec<FixOutcome> {

@@ -3,7 +3,11 @@
 //! (Sec. 3.2).
 use std::collections::BTreeMap;
 
-use super::{CheckItem, Fix, Probes, Status, read::Root, read::kernel_version};
+use super::{
+    item::{CheckItem, Fix, Probes, Status},
+    read::Root,
+    read::kernel_version,
+};
 
 /// ttp's ledger attaches to the block_io_start / block_io_done tracepoints,
 /// new in 6.5.

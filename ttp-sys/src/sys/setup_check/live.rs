@@ -1,7 +1,7 @@
 //! The live [`Probes`]: system calls and helper programs.
 use std::{mem, os::fd::FromRawFd, process::Command, time::Duration};
 
-use super::{ClockState, Probes};
+use super::item::{ClockState, Probes};
 
 pub struct LiveProbes;
 

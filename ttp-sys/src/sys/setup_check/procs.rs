@@ -4,7 +4,7 @@
 use std::{collections::BTreeMap, time::Duration};
 
 use super::{
-    CheckItem, Probes, Status,
+    item::{CheckItem, Probes, Status},
     read::{CpuTicks, ProcSample, Root, parse_proc_stat, processes},
 };
 

@@ -1,7 +1,11 @@
 //! Virtualisation and steal time. A hypervisor can take the CPU away from
 //! the guest (steal time) and change its frequency unseen: EMP's set-up
 //! (Sec. 4, a dedicated machine) assumes neither.
-use super::{CheckItem, Probes, Status, procs::Window, read::Root};
+use super::{
+    item::{CheckItem, Probes, Status},
+    procs::Window,
+    read::Root,
+};
 
 /// DMI vendor / product strings of virtual machines.
 const DMI_VM: &[&str] = &[
