@@ -75,10 +75,6 @@ const KNOWN_RINGS: &[&[&str]] = &[
         "ttp-user/src/cli/statements_sums.rs",
     ],
     &[
-        "ttp-user/src/commands/mod.rs",
-        "ttp-user/src/commands/rounds.rs",
-    ],
-    &[
         "ttp-user/src/report/compare/mod.rs",
         "ttp-user/src/report/compare/svg.rs",
         "ttp-user/src/report/compare/vprofile.rs",
@@ -89,13 +85,14 @@ const KNOWN_RINGS: &[&[&str]] = &[
         "ttp-user/src/report/render/emp.rs",
         "ttp-user/src/report/render/mod.rs",
         "ttp-user/src/report/render/recorded.rs",
+        "ttp-user/src/report/render/schemas.rs",
         "ttp-user/src/report/render/statements.rs",
         "ttp-user/src/report/render/trace.rs",
         "ttp-user/src/report/render/ttpv2.rs",
         "ttp-user/src/report/render/vprofile.rs",
     ],
     &[
-        "ttp-user/src/report/trace/chrome.rs",
+        "ttp-user/src/report/format/chrome.rs",
         "ttp-user/src/report/trace/mod.rs",
     ],
 ];

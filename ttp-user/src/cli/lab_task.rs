@@ -387,7 +387,9 @@ fn measure_query(
     let mut write_err: Option<anyhow::Error> = None;
     let mut on_qe = |qc: &QcInput, facts: &PgFacts, machine: &MachineFacts| {
         bar.set_position(qc.qes.len() as u64);
-        if let Err(e) = run_json(qc, facts, machine).and_then(|(_, v)| out.update(v)) {
+        if let Err(e) = run_json(qc, facts, machine, crate::report::ttpv2::paragraph::text)
+            .and_then(|(_, v)| out.update(v))
+        {
             write_err.get_or_insert(e);
         }
     };
@@ -398,7 +400,12 @@ fn measure_query(
     }
     let (run, machine) = outcome?;
     super::run_pg::nothing_measured(&run)?;
-    let (doc, value) = run_json(&run.qc, &run.facts, &machine)?;
+    let (doc, value) = run_json(
+        &run.qc,
+        &run.facts,
+        &machine,
+        crate::report::ttpv2::paragraph::text,
+    )?;
     out.update(value)?;
     eprint!("{}", super::run_pg::header(&run.facts, &run.qc));
     eprintln!("{}", render::Run(doc).text());

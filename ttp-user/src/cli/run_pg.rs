@@ -108,7 +108,7 @@ pub fn run(args: RunArgs, conninfo: &str) -> anyhow::Result<()> {
     let mut on_qe = |qc: &QcInput, facts: &PgFacts, machine: &MachineFacts| {
         if let Some(path) = &json
             && write_err.is_none()
-            && let Err(e) = run_json(qc, facts, machine)
+            && let Err(e) = run_json(qc, facts, machine, crate::report::ttpv2::paragraph::text)
                 .with_context(|| format!("writing {}", path.display()))
                 .and_then(|(_, v)| {
                     Ok(format::write_unannounced_file(
@@ -131,7 +131,12 @@ pub fn run(args: RunArgs, conninfo: &str) -> anyhow::Result<()> {
     }
     let (run, machine) = outcome?;
     nothing_measured(&run)?;
-    let (doc, value) = run_json(&run.qc, &run.facts, &machine)?;
+    let (doc, value) = run_json(
+        &run.qc,
+        &run.facts,
+        &machine,
+        crate::report::ttpv2::paragraph::text,
+    )?;
     if let Some(path) = &args.json {
         format::write(path, &format::json::Json(&value))?;
     }

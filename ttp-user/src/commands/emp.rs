@@ -122,7 +122,7 @@ pub fn measure_interleaved(
                 match target::measure(&mut ctx, index + 1, command_of(plan, commands[j]), None) {
                     Ok(o) => o,
                     Err(e) => {
-                        out.failure = Some(super::qe_failure(e));
+                        out.failure = Some(super::failure::qe_failure(e));
                         return Ok(ControlFlow::Break(false));
                     }
                 };

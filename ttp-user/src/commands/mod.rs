@@ -9,6 +9,7 @@
 //! `calibrate`'s arguments into plans; nothing here reads them.
 mod attempts;
 pub mod emp;
+mod failure;
 mod plan;
 mod rounds;
 mod run;
@@ -16,17 +17,3 @@ mod run;
 pub use plan::{Plan, QcSpec};
 pub use rounds::{Measured, QeSpan};
 pub use run::{OnQe, Run, measure, pinned_statement};
-
-use ttp_sys::error::UsageError;
-use ttp_window::window::context::QeError;
-
-/// A QE that could not be measured, as the error that ends the run: a
-/// start the user can fix (not found, not executable) is a usage error.
-fn qe_failure(e: QeError) -> anyhow::Error {
-    match e {
-        QeError::Spawn(e) if e.is_usage() => UsageError::new(e.to_string()).into(),
-        QeError::Spawn(e) => e.into(),
-        QeError::Probe(e) => ttp_ledger::probe::probe_error_ctx(e),
-        e @ (QeError::Trace(_) | QeError::Blame(_)) => e.into(),
-    }
-}

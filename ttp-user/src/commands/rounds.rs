@@ -239,7 +239,7 @@ fn failed(qc: &mut QcInput, i: u32, e: QeError) -> anyhow::Error {
         rec.spawn_error = Some(e.to_string());
         qc.qes.push(rec);
     }
-    super::qe_failure(e)
+    super::failure::qe_failure(e)
 }
 
 #[cfg(test)]

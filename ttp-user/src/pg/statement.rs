@@ -9,6 +9,7 @@ use ttp_sys::sys::{affinity::CpuList, signals::StopFlag, spawn::RunAs};
 use ttp_ttpv2::{
     analysis::RunDocument,
     model::{Labels, QcInput},
+    paragraph::Wording,
 };
 
 use super::{
@@ -74,13 +75,15 @@ pub fn measure(
     }
 }
 
-/// The run JSON (`ttp.run/1`) with the `postgres` object beside it.
+/// The run JSON (`ttp.run/1`) with the `postgres` object beside it; its
+/// Sec. 9 paragraph worded by `wording` (the report layer's).
 pub fn run_json(
     qc: &QcInput,
     facts: &PgFacts,
     machine: &MachineFacts,
+    wording: Wording,
 ) -> anyhow::Result<(RunDocument, serde_json::Value)> {
-    let doc = RunDocument::new(qc, Some(machine), crate::report::ttpv2::paragraph::text);
+    let doc = RunDocument::new(qc, Some(machine), wording);
     let mut v = serde_json::to_value(&doc)?;
     if let Some(o) = v.as_object_mut() {
         o.insert("postgres".into(), serde_json::to_value(facts)?);
