@@ -34,7 +34,7 @@ use ttp_window::window::blame_record::Resource;
 // are in window/blame_record.rs, beside the per-QE summary that holds it).
 
 /// Unit in which consumption δr of `r` is counted.
-pub fn consumption_unit(r: Resource, disk_by: DiskMeasure) -> &'static str {
+pub(crate) fn consumption_unit(r: Resource, disk_by: DiskMeasure) -> &'static str {
     match (r, disk_by) {
         (Resource::Cpu, _) => "ns",
         (Resource::Disk, DiskMeasure::Bytes) => "bytes",
@@ -44,7 +44,7 @@ pub fn consumption_unit(r: Resource, disk_by: DiskMeasure) -> &'static str {
 }
 
 /// Whether the recording measured the victim's blocked time on `r`.
-pub fn blocked_measured(r: Resource, s: &Sources) -> bool {
+pub(crate) fn blocked_measured(r: Resource, s: &Sources) -> bool {
     match r {
         Resource::Cpu => s.runq_wait,
         Resource::Disk => s.iowait,
@@ -53,7 +53,7 @@ pub fn blocked_measured(r: Resource, s: &Sources) -> bool {
 }
 
 /// Whether the recording measured every thread's consumption of `r`.
-pub fn consumption_measured(r: Resource, s: &Sources) -> bool {
+pub(crate) fn consumption_measured(r: Resource, s: &Sources) -> bool {
     match r {
         Resource::Cpu => s.cpu_time,
         Resource::Disk => s.disk_io,
@@ -208,7 +208,7 @@ pub struct Attribution {
 }
 
 /// Attributes the victim's blocked time in every window of `rec`.
-pub fn attribute(rec: &Recording, cls: &Classifier, opts: &Options) -> Attribution {
+pub(crate) fn attribute(rec: &Recording, cls: &Classifier, opts: &Options) -> Attribution {
     let mut checks = InputChecks::new();
     let mut rows = Vec::new();
     for (i, w) in rec.windows.iter().enumerate() {

@@ -27,7 +27,7 @@ pub(crate) const GROUP_VICTIM: &str = "[victim]";
 /// Group label of kernel threads.
 pub(crate) const GROUP_KERNEL: &str = "[kernel threads]";
 /// Label of the unknown cause.
-pub const UNKNOWN: &str = "[unknown]";
+pub(crate) const UNKNOWN: &str = "[unknown]";
 
 /// Classifies the threads of one recording.
 #[derive(Debug, Clone)]
@@ -55,7 +55,7 @@ impl Classifier {
         }
     }
 
-    pub fn task(&self, id: u32) -> Option<&TaskInfo> {
+    pub(crate) fn task(&self, id: u32) -> Option<&TaskInfo> {
         self.tasks.get(&id)
     }
 
@@ -63,11 +63,11 @@ impl Classifier {
         self.victim.contains(&id)
     }
 
-    pub fn victim_ids(&self) -> &BTreeSet<u32> {
+    pub(crate) fn victim_ids(&self) -> &BTreeSet<u32> {
         &self.victim
     }
 
-    pub fn tasks(&self) -> impl Iterator<Item = &TaskInfo> {
+    pub(crate) fn tasks(&self) -> impl Iterator<Item = &TaskInfo> {
         self.tasks.values()
     }
 

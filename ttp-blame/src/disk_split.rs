@@ -41,7 +41,7 @@ pub struct DiskSplitCulprit {
 
 /// The split of the disk rows, or `None` when it was not measured (no
 /// disk row carries it).
-pub fn summarize(rows: &[Row], cls: &Classifier) -> Option<DiskSplit> {
+pub(crate) fn summarize(rows: &[Row], cls: &Classifier) -> Option<DiskSplit> {
     let disk: Vec<&Row> = rows
         .iter()
         .filter(|r| r.unit.resource == Resource::Disk && r.own_service_ns.is_some())

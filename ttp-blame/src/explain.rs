@@ -13,7 +13,7 @@ use ttp_window::window::blame_record::{CauseKind, Resource};
 use ttp_window::window::blame_record::Explanation;
 
 /// All explanations, highest blame first.
-pub fn explain(attr: &Attribution, cls: &Classifier) -> Vec<Explanation> {
+pub(crate) fn explain(attr: &Attribution, cls: &Classifier) -> Vec<Explanation> {
     let mut per_resource: BTreeMap<Resource, f64> = BTreeMap::new();
     // (kind, pid, resource, unit) → (blame, Σ β̂)
     type Key = (CauseKind, Option<u32>, Resource, String);

@@ -231,7 +231,7 @@ fn ratio(a: f64, b: f64) -> f64 {
 }
 
 impl Graph {
-    pub fn node(&self, id: &str) -> Option<&Node> {
+    pub(crate) fn node(&self, id: &str) -> Option<&Node> {
         self.nodes.iter().find(|n| n.id == id)
     }
 }

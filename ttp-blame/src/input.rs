@@ -45,7 +45,7 @@ pub struct VictimSpec {
 impl VictimSpec {
     /// The victim's processes: `pid` and, with `children`, every process
     /// of `tasks` whose parent chain reaches it.
-    pub fn processes(&self, tasks: &[TaskInfo]) -> BTreeSet<u32> {
+    pub(crate) fn processes(&self, tasks: &[TaskInfo]) -> BTreeSet<u32> {
         let mut pids = BTreeSet::from([self.pid]);
         if self.children {
             // Fixed point over ppid links: each pass adds one generation.
@@ -126,7 +126,7 @@ pub struct TaskInfo {
 
 impl TaskInfo {
     /// The process name shown in reports.
-    pub fn process_name(&self) -> &str {
+    pub(crate) fn process_name(&self) -> &str {
         self.process_comm.as_deref().unwrap_or(&self.comm)
     }
 }

@@ -10,12 +10,12 @@
 //! it as text and DOT).
 //! [`source`] is where windows come from; [`live`] measures them; [`qe`]
 //! measures them beside each QE of `run --blame`.
-pub mod attribute;
-pub mod baseline;
-pub mod cause;
-pub mod disk_split;
+pub(crate) mod attribute;
+pub(crate) mod baseline;
+pub(crate) mod cause;
+pub(crate) mod disk_split;
 mod error;
-pub mod explain;
+pub(crate) mod explain;
 pub mod graph;
 pub mod input;
 pub mod live;
@@ -23,7 +23,7 @@ mod options;
 pub mod qe;
 pub mod report;
 pub mod source;
-pub mod summary;
+pub(crate) mod summary;
 mod units;
 
 #[cfg(test)]

@@ -23,7 +23,7 @@ pub use sides::side_of;
 use stats::{BootstrapCi, Centre, MannWhitney, Welch, p_text};
 pub use ttpv2::sides_by_name;
 
-pub(crate) const COMPARE_SCHEMA: &str = "ttp.compare/1";
+pub const COMPARE_SCHEMA: &str = "ttp.compare/1";
 
 /// How the comparison is made; every field is reported.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -593,6 +593,6 @@ fn verdict(r: &MeasureComparison, who: &str, family: usize, cfg: &Config) -> Ver
 }
 
 /// The unit at the end of a measure's name ("time_calc_ms" → "ms").
-pub fn unit(measure: &str) -> &str {
+pub(crate) fn unit(measure: &str) -> &str {
     measure.rsplit('_').next().unwrap_or("")
 }

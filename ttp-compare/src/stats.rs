@@ -36,12 +36,12 @@ impl Centre {
     }
 }
 
-pub fn mean(xs: &[f64]) -> f64 {
+pub(crate) fn mean(xs: &[f64]) -> f64 {
     xs.iter().sum::<f64>() / xs.len() as f64
 }
 
 /// Sample standard deviation (n − 1); 0 for fewer than two values.
-pub fn sd(xs: &[f64]) -> f64 {
+pub(crate) fn sd(xs: &[f64]) -> f64 {
     if xs.len() < 2 {
         return 0.0;
     }
@@ -49,7 +49,7 @@ pub fn sd(xs: &[f64]) -> f64 {
     (xs.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / (xs.len() - 1) as f64).sqrt()
 }
 
-pub fn median(xs: &[f64]) -> f64 {
+pub(crate) fn median(xs: &[f64]) -> f64 {
     let mut v = xs.to_vec();
     v.sort_by(f64::total_cmp);
     quantile_sorted(&v, 0.5)
@@ -138,7 +138,7 @@ pub struct MannWhitney {
 /// no ties and one side has at most 8 values, otherwise the normal
 /// approximation with the tie-corrected variance and a continuity
 /// correction of ½.
-pub fn mann_whitney(a: &[f64], b: &[f64]) -> MannWhitney {
+pub(crate) fn mann_whitney(a: &[f64], b: &[f64]) -> MannWhitney {
     let (n1, n2) = (a.len(), b.len());
     let mut all: Vec<(f64, bool)> = a
         .iter()
@@ -232,7 +232,7 @@ pub struct Welch {
 
 /// Welch's unequal-variance t-test (Welch 1947), two-sided; `None` when
 /// both sides have no spread (t is undefined).
-pub fn welch(a: &[f64], b: &[f64]) -> Option<Welch> {
+pub(crate) fn welch(a: &[f64], b: &[f64]) -> Option<Welch> {
     let (na, nb) = (a.len() as f64, b.len() as f64);
     let (va, vb) = (sd(a).powi(2) / na, sd(b).powi(2) / nb);
     let se2 = va + vb;
@@ -252,7 +252,7 @@ pub fn welch(a: &[f64], b: &[f64]) -> Option<Welch> {
 /// Cliff's delta (Cliff 1993): P(b > a) − P(b < a) over all pairs, in
 /// [−1, 1]; the effect size that belongs with the rank test. Negative: B
 /// tends to be smaller (faster).
-pub fn cliffs_delta(a: &[f64], b: &[f64]) -> f64 {
+pub(crate) fn cliffs_delta(a: &[f64], b: &[f64]) -> f64 {
     let mut more = 0i64;
     for &y in b {
         for &x in a {
@@ -308,7 +308,14 @@ fn standard_normal() -> Normal {
 /// test decides. At least 2, and for the rank test at least the smallest
 /// n per side whose most extreme outcome (all of one side below all of the
 /// other, two-sided p = 2 / C(2n, n)) reaches `alpha`: 4 at α = 0.05.
-pub fn runs_needed(sd: f64, centre_a: f64, rel: f64, alpha: f64, power: f64, rank: bool) -> u64 {
+pub(crate) fn runs_needed(
+    sd: f64,
+    centre_a: f64,
+    rel: f64,
+    alpha: f64,
+    power: f64,
+    rank: bool,
+) -> u64 {
     let delta = (rel * centre_a).abs();
     if delta <= 0.0 {
         return u64::MAX;
@@ -424,7 +431,7 @@ pub struct FTest {
 /// [F / F₁₋α/₂, F / F_α/₂] of that distribution. Exact only for normal
 /// data: docs/compare.md says why it is still shown and how to read it.
 /// `None` when v_a is 0 or a side has fewer than 2 values.
-pub fn f_test(va: f64, na: f64, vb: f64, nb: f64, level: f64) -> Option<FTest> {
+pub(crate) fn f_test(va: f64, na: f64, vb: f64, nb: f64, level: f64) -> Option<FTest> {
     if na < 2.0 || nb < 2.0 || va <= 0.0 || vb < 0.0 {
         return None;
     }

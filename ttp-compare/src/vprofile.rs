@@ -230,7 +230,13 @@ fn factor_changes(a: &Summary, b: &Summary) -> Vec<FactorChange> {
 /// means is claimed only when the corrected p is below alpha and Fieller's
 /// interval excludes 1; of the variances, when the corrected F-test p is
 /// below alpha (its interval then excludes 1 too).
-pub fn verdicts(c: &mut VprofileComparison, who: &str, family: usize, alpha: f64, level: f64) {
+pub(crate) fn verdicts(
+    c: &mut VprofileComparison,
+    who: &str,
+    family: usize,
+    alpha: f64,
+    level: f64,
+) {
     let level = (level * 100.0).round();
     let holm = |p: f64| {
         if family > 1 {

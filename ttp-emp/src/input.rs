@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::EmpError;
 
 /// Schema tag of a recorded run set.
-pub const RUNS_SCHEMA: &str = "ttp.emp-runs/1";
+pub(crate) const RUNS_SCHEMA: &str = "ttp.emp-runs/1";
 
 /// The program's process time (PT) in one run, from the three sources ttp
 /// has. Any may be absent; absent is not zero.
@@ -162,7 +162,7 @@ pub enum PtSource {
 
 impl ProgramTime {
     /// PT in ns from the chosen source (`Auto` is resolved by the caller).
-    pub fn ns(&self, source: PtSource) -> Option<u64> {
+    pub(crate) fn ns(&self, source: PtSource) -> Option<u64> {
         match source {
             PtSource::Taskstats => self.taskstats_us.map(|us| us.saturating_mul(1_000)),
             PtSource::Ledger => self.ledger_on_cpu_ns,

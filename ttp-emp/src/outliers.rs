@@ -372,7 +372,7 @@ impl SigmaBand {
     /// Which side of the band `x` lies on, if outside. Strict inequalities,
     /// as in the set definition of Sec. 4.5.2:
     /// {P_i | P_i > P̄ + 2σ(P) or P_i < P̄ − 2σ(P)}.
-    pub fn outside(&self, x: f64) -> Option<Side> {
+    pub(crate) fn outside(&self, x: f64) -> Option<Side> {
         if x > self.upper_ns {
             Some(Side::Above)
         } else if x < self.lower_ns {

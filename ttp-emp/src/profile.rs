@@ -25,7 +25,7 @@ pub enum Applies {
 }
 
 impl Applies {
-    pub fn matches(&self, program_ns: u64) -> bool {
+    pub(crate) fn matches(&self, program_ns: u64) -> bool {
         match *self {
             Applies::Always => true,
             Applies::ShorterThan { task_time_ns } => program_ns < task_time_ns,
@@ -68,7 +68,7 @@ pub enum CutoffBasis {
 }
 
 impl CutoffBasis {
-    pub fn cutoff_ns(&self) -> u64 {
+    pub(crate) fn cutoff_ns(&self) -> u64 {
         match *self {
             CutoffBasis::Midpoint { cutoff_ns, .. }
             | CutoffBasis::CentralPlusTwoSd { cutoff_ns, .. } => cutoff_ns,

@@ -196,7 +196,7 @@ pub(crate) fn recommend(similar: usize) -> usize {
 
 /// Step 3: marks which subsets keep the whole set's standard deviation and
 /// outliers, and returns the smallest that keeps both.
-pub fn judge(
+pub(crate) fn judge(
     full: &SizeRow,
     rows: &mut [SizeRow],
     sd_tolerance: f64,

@@ -107,7 +107,7 @@ impl EmpSetup {
     }
 
     /// EMPv1–v4 all hold: the measurement is EMPv5.
-    pub fn met(&self) -> bool {
+    pub(crate) fn met(&self) -> bool {
         self.versions.iter().all(VersionState::met)
     }
 

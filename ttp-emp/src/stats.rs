@@ -40,7 +40,7 @@ impl Summary {
 }
 
 /// Arithmetic mean (0 for an empty set; callers check emptiness first).
-pub fn mean(values: impl Iterator<Item = f64> + Clone) -> f64 {
+pub(crate) fn mean(values: impl Iterator<Item = f64> + Clone) -> f64 {
     let (sum, n) = values.fold((0.0, 0usize), |(s, n), v| (s + v, n + 1));
     if n == 0 { 0.0 } else { sum / n as f64 }
 }
@@ -69,7 +69,7 @@ pub(crate) fn quantile_sorted(sorted: &[f64], q: f64) -> Option<f64> {
 }
 
 /// Median of unsorted values.
-pub fn median(values: &[f64]) -> Option<f64> {
+pub(crate) fn median(values: &[f64]) -> Option<f64> {
     let mut v = values.to_vec();
     v.sort_by(f64::total_cmp);
     quantile_sorted(&v, 0.5)

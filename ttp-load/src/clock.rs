@@ -76,7 +76,7 @@ impl Clock {
     }
 
     /// Nanoseconds since this clock was created.
-    pub fn now_ns(&self) -> u64 {
+    pub(crate) fn now_ns(&self) -> u64 {
         match self {
             Clock::Real { origin, .. } => {
                 u64::try_from(origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
@@ -86,7 +86,7 @@ impl Clock {
     }
 
     /// A future that completes once `now_ns() >= deadline_ns`.
-    pub fn sleep_until(&self, deadline_ns: u64) -> Sleep {
+    pub(crate) fn sleep_until(&self, deadline_ns: u64) -> Sleep {
         match self {
             Clock::Real { origin, .. } => Sleep::Real(Box::pin(tokio::time::sleep_until(
                 *origin + Duration::from_nanos(deadline_ns),
@@ -111,7 +111,7 @@ impl Clock {
 }
 
 /// See [`Clock::sleep_until`].
-pub enum Sleep {
+pub(crate) enum Sleep {
     Real(Pin<Box<tokio::time::Sleep>>),
     Virtual {
         rt: Arc<VirtualRuntime>,
@@ -219,7 +219,7 @@ impl VirtualRuntime {
         Clock::Virtual(self.clone())
     }
 
-    pub fn now_ns(&self) -> u64 {
+    pub(crate) fn now_ns(&self) -> u64 {
         self.now_ns.load(Ordering::Acquire)
     }
 
@@ -263,7 +263,7 @@ impl VirtualRuntime {
 
     /// Runs `fut` to completion on virtual time, with every task it spawns.
     /// Tasks still pending when `fut` completes are dropped.
-    pub fn block_on<F>(self: &Arc<Self>, fut: F) -> Result<F::Output, ClockError>
+    pub(crate) fn block_on<F>(self: &Arc<Self>, fut: F) -> Result<F::Output, ClockError>
     where
         F: Future + Send + 'static,
         F::Output: Send + 'static,

@@ -109,7 +109,7 @@ impl Recorder {
 
     /// Whether a request intended at `intended_ns` is measured (not warm-up,
     /// within the duration).
-    pub fn measured(&self, intended_ns: u64) -> bool {
+    pub(crate) fn measured(&self, intended_ns: u64) -> bool {
         intended_ns >= self.warmup_ns && intended_ns < self.end_ns
     }
 
@@ -305,7 +305,8 @@ impl Stats {
         }
     }
 
-    pub fn percentile(&self, p: f64) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn percentile(&self, p: f64) -> u64 {
         self.percentiles_ns
             .get(&percentile_key(p))
             .copied()

@@ -62,7 +62,7 @@ impl PhaseResult {
         }
     }
 
-    pub fn error_total(&self) -> u64 {
+    pub(crate) fn error_total(&self) -> u64 {
         self.recorder
             .errors
             .values()
@@ -73,12 +73,12 @@ impl PhaseResult {
     /// duration, stretched to the last measured completion if that came
     /// later), so a generator that only caught up in the grace period does
     /// not claim the requested rate.
-    pub fn achieved_rate_per_s(&self) -> f64 {
+    pub(crate) fn achieved_rate_per_s(&self) -> f64 {
         per_second(self.recorder.ok, self.recorder.measured_span_ns())
     }
 
     /// Measured requests sent per second of the measured duration.
-    pub fn sent_rate_per_s(&self) -> f64 {
+    pub(crate) fn sent_rate_per_s(&self) -> f64 {
         per_second(self.recorder.sent, self.plan.duration_ns)
     }
 }
@@ -113,28 +113,6 @@ pub struct OutputFiles {
 impl LoadReport {
     pub(crate) fn expected_stats(&self) -> Option<Stats> {
         self.expected_ns.as_deref().map(Stats::of_sorted)
-    }
-
-    /// All distributions of the run, in display order.
-    pub fn columns(&self) -> Vec<(Series, Stats)> {
-        let mut cols = Vec::new();
-        for ph in &self.phases {
-            for (s, h) in ph.series() {
-                cols.push((s, Stats::of(h)));
-            }
-        }
-        // Open latency first, then the closed model's two, then service time.
-        cols.sort_by_key(|(s, _)| match s {
-            Series::OpenLatency => 0,
-            Series::ClosedUncorrected => 1,
-            Series::ClosedIntended => 2,
-            Series::OpenServiceTime => 3,
-            Series::Expected => 4,
-        });
-        if let Some(e) = self.expected_stats() {
-            cols.push((Series::Expected, e));
-        }
-        cols
     }
 
     /// The `.hgrm` files of `path`: `path` gets the run's headline

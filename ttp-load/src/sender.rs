@@ -66,7 +66,7 @@ pub struct SenderStats {
 }
 
 /// The calling thread's voluntary context switches so far.
-pub fn voluntary_switches() -> Option<u64> {
+pub(crate) fn voluntary_switches() -> Option<u64> {
     let s = std::fs::read_to_string("/proc/thread-self/status").ok()?;
     s.lines()
         .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))?
@@ -135,7 +135,7 @@ impl PreciseSleeper {
     }
 
     /// Returns at `deadline` or later (at once if it has passed).
-    pub fn sleep_until(&mut self, deadline: Instant) {
+    pub(crate) fn sleep_until(&mut self, deadline: Instant) {
         let now = Instant::now();
         if now >= deadline {
             return;
@@ -189,7 +189,7 @@ pub(crate) struct ThreadSchedstat {
 impl ThreadSchedstat {
     /// Opens /proc/thread-self/schedstat of the calling thread; None on a
     /// kernel without schedstats.
-    pub fn open() -> Option<Self> {
+    pub(crate) fn open() -> Option<Self> {
         let file = File::open("/proc/thread-self/schedstat").ok()?;
         let mut s = Self { file, buf: [0; 96] };
         s.run_delay_ns()?;
@@ -197,7 +197,7 @@ impl ThreadSchedstat {
     }
 
     /// The thread's total run-queue wait so far, ns.
-    pub fn run_delay_ns(&mut self) -> Option<u64> {
+    pub(crate) fn run_delay_ns(&mut self) -> Option<u64> {
         self.read().map(|(_, wait)| wait)
     }
 

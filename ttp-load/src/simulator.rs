@@ -31,7 +31,7 @@ pub struct Hiccup {
 /// The state of eq. 1–2: the counter C of outstanding requests after the
 /// last arrival, and that arrival's time.
 #[derive(Debug, Clone)]
-pub struct SickStore {
+pub(crate) struct SickStore {
     params: SimParams,
     /// C(t_{i−1}) + 1: the counter after the previous request was added.
     backlog: f64,
@@ -51,7 +51,7 @@ impl SickStore {
 
     /// A request arrives at `t_ns` (non-decreasing); returns its waiting time
     /// T_i in nanoseconds.
-    pub fn arrive(&mut self, t_ns: u64) -> u64 {
+    pub(crate) fn arrive(&mut self, t_ns: u64) -> u64 {
         let lambda = self.params.capacity_per_s;
         // Eq. 1: C(t_i) = max(0, C(t_{i−1}) − λ_max·Δ_{i−1,i}); for the first
         // request C is 0.

@@ -21,7 +21,7 @@ use super::{
 };
 
 /// Default most connections of the pool.
-pub const DEFAULT_POOL: usize = 16;
+pub(crate) const DEFAULT_POOL: usize = 16;
 
 /// The validated `--tcp ADDR [--send LINE] [--pool-size N]`.
 #[derive(Debug, Clone)]

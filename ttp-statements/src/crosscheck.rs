@@ -12,7 +12,7 @@ pub const PGSS_QUERY: &str = "SELECT string_agg(calls::text || chr(31) || total_
 
 /// The key [`parse_pgss`] files a row under by its `queryid`, beside its
 /// fingerprint: a group that has a query id joins by it.
-pub fn queryid_key(queryid: i64) -> String {
+pub(crate) fn queryid_key(queryid: i64) -> String {
     format!("\u{0}queryid {queryid}")
 }
 

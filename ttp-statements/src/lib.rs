@@ -15,7 +15,7 @@ pub mod extended;
 pub mod fingerprint;
 pub mod follow;
 pub mod parallel;
-pub mod plans;
+pub(crate) mod plans;
 pub mod session;
 mod statement;
 pub mod sums;
@@ -88,7 +88,7 @@ impl Detail {
 }
 
 /// The `--detail` name that attaches wait pair `label`, if it is opt-in.
-pub fn detail_of(label: &str) -> Option<&'static str> {
+pub(crate) fn detail_of(label: &str) -> Option<&'static str> {
     DETAIL_WAITS
         .iter()
         .find(|(l, _)| *l == label)
@@ -297,7 +297,7 @@ pub(crate) fn variance_split(s: &Statement) -> [u64; 6] {
 /// `--detail` did not ask for it) is no term of its own: its time stays in
 /// `other_sleep`, so no component is shown as a zero it was never measured
 /// to be.
-pub fn variance(statements: &[&Statement], available: &[bool; WAITS]) -> Option<Variance> {
+pub(crate) fn variance(statements: &[&Statement], available: &[bool; WAITS]) -> Option<Variance> {
     let keep: Vec<usize> = (0..VARIANCE_PARTS.len())
         .filter(|&i| match VARIANCE_PARTS[i] {
             "lock_wait" => available[wait::LOCK],

@@ -41,7 +41,7 @@ impl Plans {
     }
 
     /// The slots of one CPU's sums.
-    pub fn add_sums(&mut self, s: &Sums) {
+    pub(crate) fn add_sums(&mut self, s: &Sums) {
         for i in 0..PLAN_SLOTS {
             if s.plan_ids[i] != 0 && s.plan_calls[i] > 0 {
                 *self.calls.entry(s.plan_ids[i]).or_default() += s.plan_calls[i];
@@ -50,7 +50,7 @@ impl Plans {
         self.other += s.plans_other;
     }
 
-    pub fn add(&mut self, o: &Plans) {
+    pub(crate) fn add(&mut self, o: &Plans) {
         for (id, n) in &o.calls {
             *self.calls.entry(*id).or_default() += n;
         }
@@ -74,7 +74,7 @@ impl Plans {
     }
 
     /// The plan ids, most calls first (then by id).
-    pub fn list(&self) -> Vec<PlanCalls> {
+    pub(crate) fn list(&self) -> Vec<PlanCalls> {
         let mut v: Vec<PlanCalls> = self
             .calls
             .iter()
@@ -88,7 +88,8 @@ impl Plans {
     }
 
     /// Statements with a plan id, listed or not.
-    pub fn with_plan_id(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn with_plan_id(&self) -> u64 {
         self.calls.values().sum::<u64>() + self.other
     }
 }

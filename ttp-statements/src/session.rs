@@ -48,7 +48,7 @@ use ttp_sys::error::usage;
 /// replaced since the process started cannot be read for its symbols).
 /// A server in another mount namespace (a container) is read through
 /// `/proc/PID/root` (ttp_sys::sys::executable).
-pub fn server_binary(pid: u32) -> anyhow::Result<PathBuf> {
+pub(crate) fn server_binary(pid: u32) -> anyhow::Result<PathBuf> {
     use ttp_sys::sys::executable::{Executable, of_process};
     match of_process(pid) {
         Ok(Executable::Path(p)) => Ok(p),
@@ -63,7 +63,7 @@ pub fn server_binary(pid: u32) -> anyhow::Result<PathBuf> {
 }
 
 /// How the kernel keys the sums for `--by`.
-pub fn key_by(by: GroupBy) -> u32 {
+pub(crate) fn key_by(by: GroupBy) -> u32 {
     match by {
         GroupBy::Fingerprint => kernel_key_by::QUERY,
         GroupBy::Text => kernel_key_by::TEXT,
@@ -198,7 +198,7 @@ impl Server {
 
 /// Exited backends whose totals are kept under their own key (`--by
 /// backend`); the statements of those beyond are summed under `other`.
-pub const EXITED_BACKENDS_KEPT: usize = 4096;
+pub(crate) const EXITED_BACKENDS_KEPT: usize = 4096;
 
 /// The sums of one attached session and their keys' texts. What it holds
 /// is bounded by the keys (the kernel's map has at most 4 096 and `other`;
@@ -249,7 +249,7 @@ impl SumsReader {
     /// `other`). Beyond [`EXITED_BACKENDS_KEPT`] exited backends their
     /// statements are summed under `other`. A pid reused by a new backend
     /// before this runs is summed with its predecessor, as before.
-    pub fn evict_exited(&mut self, sp: &mut StatementProbes) {
+    pub(crate) fn evict_exited(&mut self, sp: &mut StatementProbes) {
         let mut gone: Vec<(SumKey, Totals)> = Vec::new();
         self.read_with(sp, |key, per_cpu| {
             if key.kind == ttp_common::sums::key_kind::BACKEND

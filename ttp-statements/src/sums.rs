@@ -116,7 +116,7 @@ impl Totals {
     }
 
     /// Adds `o` (another key merged into the same group).
-    pub fn add(&mut self, o: &Totals) {
+    pub(crate) fn add(&mut self, o: &Totals) {
         self.calls += o.calls;
         self.errors += o.errors;
         self.extended += o.extended;
@@ -225,12 +225,13 @@ impl Snapshot {
     }
 
     /// Statements in all keys.
-    pub fn calls(&self) -> u64 {
+    pub(crate) fn calls(&self) -> u64 {
         self.0.values().map(|t| t.calls).sum()
     }
 
     /// Statements summed under the `other` key.
-    pub fn other_calls(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn other_calls(&self) -> u64 {
         self.0
             .iter()
             .filter(|(k, _)| k.kind == key_kind::OTHER)
@@ -525,7 +526,7 @@ fn latency(t: &Totals) -> Latency {
 /// in `other_sleep`, as in [`super::variance`]).
 // Index loops: a symmetric matrix filled from its upper triangle.
 #[allow(clippy::needless_range_loop)]
-pub fn variance(t: &Totals, available: &[bool; WAITS]) -> Option<Variance> {
+pub(crate) fn variance(t: &Totals, available: &[bool; WAITS]) -> Option<Variance> {
     let n = t.calls as f64;
     if t.calls < 2 {
         return None;

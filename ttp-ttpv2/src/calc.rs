@@ -10,7 +10,7 @@ use ttp_window::window::record::{Measures, ProcessClass, QeRecord};
 /// Eq. 1 (Sec. 8.5): `IO_calc = BlockIO_query − 0.5 × IOWait`, in ticks.
 /// 0.5 is the paper's assumption that during an IOWait tick exactly one
 /// other process waits, so half of those ticks serve someone else.
-pub fn io_calc_ticks(blkio_query_ticks: u64, iowait_ticks: u64) -> f64 {
+pub(crate) fn io_calc_ticks(blkio_query_ticks: u64, iowait_ticks: u64) -> f64 {
     io_calc_with_others_fraction(blkio_query_ticks, iowait_ticks, 0.5)
 }
 
@@ -27,7 +27,7 @@ pub(crate) fn io_calc_with_others_fraction(
 
 /// Eq. 2 (Sec. 8.5): `Time_calc = (S_query + U_query + IO_calc) × tick`,
 /// tick = 10 ms at USER_HZ 100.
-pub fn time_calc_ms(su_query_ticks: u64, io_calc_ticks: f64, tick_ms: f64) -> f64 {
+pub(crate) fn time_calc_ms(su_query_ticks: u64, io_calc_ticks: f64, tick_ms: f64) -> f64 {
     (su_query_ticks as f64 + io_calc_ticks) * tick_ms
 }
 
@@ -48,14 +48,14 @@ pub(crate) fn others_fraction_eq3(blkio_query: u64, blkio_utility: u64, blkio_da
 /// iowait that was not the query's share (ledger `iowait_share_ns` of the
 /// query over the machine's iowait ns). `None` when the machine had no
 /// measured iowait (the fraction is undefined).
-pub fn others_fraction_measured(query_share_ns: u64, machine_iowait_ns: u64) -> Option<f64> {
+pub(crate) fn others_fraction_measured(query_share_ns: u64, machine_iowait_ns: u64) -> Option<f64> {
     (machine_iowait_ns > 0)
         .then(|| 1.0 - (query_share_ns as f64 / machine_iowait_ns as f64).min(1.0))
 }
 
 /// The exact query time from the ledger: CPU time plus the time the query
 /// waited while the disk served its own I/O, which is what eq. 1 estimates.
-pub fn time_exact_ms(on_cpu_ns: u64, iowait_own_ns: u64) -> f64 {
+pub(crate) fn time_exact_ms(on_cpu_ns: u64, iowait_own_ns: u64) -> f64 {
     (on_cpu_ns as f64 + iowait_own_ns as f64) / 1e6
 }
 

@@ -61,7 +61,7 @@ impl Measure {
 
     /// The value in one QE; per-type measures are summed over the class.
     /// Overall user ticks include low-priority (nice) ticks, as App. E (5).
-    pub fn value(self, qe: &QeRecord) -> Option<f64> {
+    pub(crate) fn value(self, qe: &QeRecord) -> Option<f64> {
         let v = match self {
             Of(c, k) => {
                 let t = qe.class_totals(c);
@@ -288,7 +288,7 @@ pub(crate) const SIGNIFICANCE: f64 = 0.05;
 /// Two-sided p-value of the null hypothesis ρ = 0 for a Pearson r over `n`
 /// pairs: t = r √((n − 2)/(1 − r²)) has Student's t distribution with n − 2
 /// degrees of freedom under it. `None` below 3 pairs; |r| = 1 gives 0.
-pub fn p_value(r: f64, n: usize) -> Option<f64> {
+pub(crate) fn p_value(r: f64, n: usize) -> Option<f64> {
     use statrs::distribution::{ContinuousCDF, StudentsT};
     if n < 3 || !r.is_finite() {
         return None;

@@ -30,7 +30,7 @@ impl Ephemeral {
 /// with which P_y and P_z are empty by construction; a separately observed
 /// set of processes still alive when listening stopped makes them
 /// detectable.
-pub fn ephemeral(sets: &ProcessSets) -> Ephemeral {
+pub(crate) fn ephemeral(sets: &ProcessSets) -> Ephemeral {
     let m1: BTreeSet<ProcKey> = sets.m1.iter().copied().collect();
     let m2: BTreeSet<ProcKey> = sets.m2.iter().copied().collect();
     let stopped: BTreeSet<ProcKey> = sets.stopped.iter().copied().collect();

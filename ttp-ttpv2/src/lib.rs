@@ -17,19 +17,19 @@
 //! [`analysis::RunDocument::new`] (with the paragraph's wording) after each
 //! QE and writes it.
 pub mod analysis;
-pub mod calc;
+pub(crate) mod calc;
 pub mod checks;
 pub mod classify;
 pub mod correlations;
-pub mod drops;
-pub mod ephemeral;
+pub(crate) mod drops;
+pub(crate) mod ephemeral;
 pub mod import;
 pub mod model;
 pub mod paragraph;
 pub mod paragraph_deviations;
-pub mod post;
+pub(crate) mod post;
 pub mod procedure;
-pub mod recovery;
+pub(crate) mod recovery;
 pub mod stats;
 pub mod study;
 #[cfg(any(test, feature = "test-support"))]

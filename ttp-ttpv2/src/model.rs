@@ -13,7 +13,7 @@ pub type Labels = BTreeMap<String, String>;
 
 /// The label whose numeric value orders the Q@Cs of one query for the
 /// monotonicity checks (QC3/QC4, POST2/POST3).
-pub const CARDINALITY_LABEL: &str = "cardinality";
+pub(crate) const CARDINALITY_LABEL: &str = "cardinality";
 
 /// The label that names the command of a Q@C when one run measures several
 /// (`run --command-name`).
@@ -111,7 +111,7 @@ impl Default for Setup {
 
 impl Setup {
     /// Length of one /proc tick in ms (10 ms in the paper, Sec. 3.7).
-    pub fn tick_ms(&self) -> f64 {
+    pub(crate) fn tick_ms(&self) -> f64 {
         1000.0 / f64::from(self.user_hz.max(1))
     }
 

@@ -26,7 +26,7 @@ use ttp_sys::sys::signals::StopFlag;
 /// starting one further each round, so that no Q@C always runs first
 /// (after a cache-cold start, or right after the same neighbour) and a
 /// drift of the machine during the run is spread over all of them.
-pub fn round_order(round: u32, qcs: usize) -> impl Iterator<Item = usize> {
+pub(crate) fn round_order(round: u32, qcs: usize) -> impl Iterator<Item = usize> {
     let start = if qcs == 0 {
         0
     } else {

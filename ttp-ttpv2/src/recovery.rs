@@ -21,11 +21,11 @@ use serde::{Deserialize, Serialize};
 
 /// Sec. 3.2.3: "If the exception happens more than the ten-time threshold,
 /// then the ongoing experiment is automatically paused".
-pub const MAX_RETRIES: u32 = 10;
+pub(crate) const MAX_RETRIES: u32 = 10;
 /// Q@C restarts for a changed plan before the run is paused (the paper
 /// restarts without a bound; a plan that never settles would loop). ttp's
 /// own bound, the same ten as for exceptions.
-pub const MAX_PLAN_RESTARTS: u32 = 10;
+pub(crate) const MAX_PLAN_RESTARTS: u32 = 10;
 
 /// One restart of a Q@C for a changed plan.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -52,7 +52,7 @@ pub struct Recovery {
 
 /// What to do when QE `qe` shows a plan that differs from QE 1's.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PlanVerdict {
+pub(crate) enum PlanVerdict {
     /// The plan is QE 1's (or the first): measure the QE.
     Same,
     /// Discard the Q@C's QEs and start again at QE 1.
@@ -62,14 +62,14 @@ pub enum PlanVerdict {
 }
 
 impl Recovery {
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.plan_restarts == 0 && self.retried_errors.is_empty()
     }
 
     /// Compares the plan captured before QE `qe` with QE 1's (`first`,
     /// `None` before QE 1 or when no plan is captured) and records a
     /// restart; `measured` is how many QEs the restart discards.
-    pub fn check_plan(
+    pub(crate) fn check_plan(
         &mut self,
         first: Option<&str>,
         plan: Option<&str>,
@@ -99,7 +99,12 @@ impl Recovery {
     /// the same QE and returns how long to wait before the next one
     /// (`first`, doubled each retry), or `None` when the ten retries are
     /// spent and the run pauses.
-    pub fn retry(&mut self, what: String, attempt: u32, first: Duration) -> Option<Duration> {
+    pub(crate) fn retry(
+        &mut self,
+        what: String,
+        attempt: u32,
+        first: Duration,
+    ) -> Option<Duration> {
         if attempt >= MAX_RETRIES {
             return None;
         }
@@ -138,7 +143,7 @@ impl Recovery {
 
 /// The wait before retry `attempt` (0-based): `first × 2^attempt`
 /// (Sec. 3.2.3, "each successively doubling the backoff time").
-pub fn backoff(first: Duration, attempt: u32) -> Duration {
+pub(crate) fn backoff(first: Duration, attempt: u32) -> Duration {
     first.saturating_mul(2u32.saturating_pow(attempt))
 }
 

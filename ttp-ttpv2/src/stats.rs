@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 
 /// Median; the mean of the two central values for an even count (Sec. 10:
 /// "the median is the average of the two central times").
-pub fn median(xs: &[f64]) -> Option<f64> {
+pub(crate) fn median(xs: &[f64]) -> Option<f64> {
     if xs.is_empty() {
         return None;
     }
@@ -18,7 +18,7 @@ pub fn median(xs: &[f64]) -> Option<f64> {
     })
 }
 
-pub fn mean(xs: &[f64]) -> Option<f64> {
+pub(crate) fn mean(xs: &[f64]) -> Option<f64> {
     (!xs.is_empty()).then(|| xs.iter().sum::<f64>() / xs.len() as f64)
 }
 

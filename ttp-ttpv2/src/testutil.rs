@@ -108,6 +108,7 @@ pub fn clean_qc(n: u32) -> QcInput {
 
 /// The paragraph's facts as JSON: the wording the protocol's own tests
 /// give [`crate::analysis::analyse`] (ttp-user words them in English).
-pub fn facts_json(p: &crate::paragraph::Paragraph) -> String {
+#[cfg(test)]
+pub(crate) fn facts_json(p: &crate::paragraph::Paragraph) -> String {
     serde_json::to_string(p).unwrap_or_default()
 }

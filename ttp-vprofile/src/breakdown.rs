@@ -186,7 +186,7 @@ impl Breakdown {
 
     /// Measures only the named children of the root (the others' time is
     /// then part of img_root).
-    pub fn only_root_children(mut self, names: Vec<String>) -> Self {
+    pub(crate) fn only_root_children(mut self, names: Vec<String>) -> Self {
         self.root_children = Some(names);
         self
     }
@@ -401,30 +401,30 @@ impl Breakdown {
     pub(crate) fn is_done(&self) -> bool {
         self.pending.is_empty() && self.reopen.is_empty() && self.last.is_some()
     }
-    pub fn config(&self) -> &BreakdownConfig {
+    pub(crate) fn config(&self) -> &BreakdownConfig {
         &self.config
     }
-    pub fn table(&self) -> &ChildTable {
+    pub(crate) fn table(&self) -> &ChildTable {
         &self.table
     }
-    pub fn rounds(&self) -> &[RoundSummary] {
+    pub(crate) fn rounds(&self) -> &[RoundSummary] {
         &self.rounds
     }
     /// The last round's tree.
-    pub fn tree(&self) -> Option<&VarianceTree> {
+    pub(crate) fn tree(&self) -> Option<&VarianceTree> {
         self.last.as_ref().map(|l| &l.0)
     }
     /// The last round's factors, ranked by responsibility.
-    pub fn factors(&self) -> &[Factor] {
+    pub(crate) fn factors(&self) -> &[Factor] {
         self.last.as_ref().map_or(&[], |l| &l.1)
     }
     /// Indices into [`Self::factors`] of the selected ones (s*).
-    pub fn selected(&self) -> &[usize] {
+    pub(crate) fn selected(&self) -> &[usize] {
         self.last.as_ref().map_or(&[], |l| &l.2)
     }
     /// Indices into [`Self::factors`] that Algorithm 1 as printed (line 21's
     /// `break`) would have selected from the last round's ranking.
-    pub fn literal_selected(&self) -> &[usize] {
+    pub(crate) fn literal_selected(&self) -> &[usize] {
         &self.literal
     }
     pub(crate) fn adjustments(&self) -> &Adjustments {

@@ -162,22 +162,18 @@ impl<'a> CallGraph<'a> {
     pub fn elf(&self) -> &'a ElfImage {
         self.elf
     }
-    pub fn root(&self) -> usize {
+    pub(crate) fn root(&self) -> usize {
         self.root
     }
     /// Number of functions reachable from the root (the root included).
-    pub fn reachable(&self) -> usize {
+    pub(crate) fn reachable(&self) -> usize {
         self.calls.len()
     }
-    pub fn calls(&self, function: usize) -> Option<&FunctionCalls> {
-        self.calls.get(&FnId::Local(function))
-    }
-
     /// Height in the call graph: 0 for a function that calls nothing
     /// measurable, else 1 + the largest height of its children; imported
     /// functions count as leaves (their code is in another file).
     /// Functions on a recursive cycle share the height of the cycle.
-    pub fn height(&self, key: &ChildKey) -> u32 {
+    pub(crate) fn height(&self, key: &ChildKey) -> u32 {
         match key {
             ChildKey::Import(_) => 0,
             k => self.heights.get(&to_id(k)).copied().unwrap_or(0),
@@ -214,7 +210,7 @@ impl<'a> CallGraph<'a> {
     /// site. Calls that cannot be measured are not children: they are part
     /// of `img_function`. Calls to code without a symbol are children only
     /// when the graph was built with `unnamed_children`. An import has none.
-    pub fn children_of(&self, function: &ChildKey) -> Vec<Child> {
+    pub(crate) fn children_of(&self, function: &ChildKey) -> Vec<Child> {
         self.children_where(function, self.unnamed_children, |_| true)
     }
 

@@ -9,7 +9,7 @@ use super::elf::ElfImage;
 
 /// Where a call goes.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum Callee {
+pub(crate) enum Callee {
     /// A function this file defines (called directly or through its PLT).
     Local(usize),
     /// A function of another file (a shared library), through the PLT/GOT.
@@ -22,7 +22,7 @@ pub enum Callee {
 
 /// One `call` instruction.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CallSite {
+pub(crate) struct CallSite {
     /// Virtual address of the `call` instruction.
     pub call_address: u64,
     /// Virtual address of the instruction after it (where the callee returns).
@@ -32,7 +32,7 @@ pub struct CallSite {
 
 /// What the machine code of one function calls.
 #[derive(Debug, Clone, Default)]
-pub struct FunctionCalls {
+pub(crate) struct FunctionCalls {
     pub call_sites: Vec<CallSite>,
     /// Functions entered by `jmp` from this one (their time is in `img_F`).
     pub tail_calls: Vec<Callee>,

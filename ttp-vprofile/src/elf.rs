@@ -54,7 +54,7 @@ impl ElfKind {
 /// What a GOT slot (reached through a PLT stub or `call *slot(%rip)`) is
 /// bound to at run time.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Import {
+pub(crate) struct Import {
     pub name: String,
     pub version: Option<String>,
     /// Index into [`ElfImage::functions`] when this file itself defines the
@@ -352,7 +352,7 @@ impl ElfImage {
         self.source
     }
     /// The separate debug file that named the functions, if one did.
-    pub fn symbol_file(&self) -> Option<&Path> {
+    pub(crate) fn symbol_file(&self) -> Option<&Path> {
         self.symbol_file.as_deref()
     }
     /// All functions, sorted by address.

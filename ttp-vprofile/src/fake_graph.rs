@@ -54,7 +54,7 @@ impl CallGraphView for Fake {
 
 /// Durations (ns) of 8 invocations: C carries almost all of the variance;
 /// D, B and the bodies are nearly constant.
-pub fn invocations(table: &ChildTable) -> Vec<Invocation> {
+pub(crate) fn invocations(table: &ChildTable) -> Vec<Invocation> {
     let c = [100u64, 900, 300, 700, 200, 800, 400, 600];
     (0..8)
         .map(|i| {

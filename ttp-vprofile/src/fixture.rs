@@ -65,8 +65,9 @@ pub fn build(variant: Variant) -> PathBuf {
 /// (tests/fixtures/vprof-target/build-split.sh): its functions below the
 /// roots static and named only by `debug`, `binary` stripped with a
 /// `.gnu_debuglink` to it.
+#[cfg(test)]
 #[derive(Debug, Clone)]
-pub struct Split {
+pub(crate) struct Split {
     pub binary: PathBuf,
     pub debug: PathBuf,
 }
@@ -102,14 +103,15 @@ pub struct Records {
 impl Records {
     /// The same readings with column `from` called `to` (a function the
     /// binary under test names differently, e.g. `sub_ADDR`).
-    pub fn renamed(mut self, from: &str, to: &str) -> Self {
+    #[cfg(test)]
+    pub(crate) fn renamed(mut self, from: &str, to: &str) -> Self {
         if let Some(c) = self.columns.remove(from) {
             self.columns.insert(to.to_owned(), c);
         }
         self
     }
 
-    pub fn column(&self, name: &str) -> &[u64] {
+    pub(crate) fn column(&self, name: &str) -> &[u64] {
         self.columns
             .get(name)
             .unwrap_or_else(|| panic!("fixture has no column {name}"))
@@ -120,7 +122,7 @@ impl Records {
     /// fixture is called from one parent only), or 0 for functions the
     /// fixture does not time (clock_gettime: its time then falls into
     /// img of the parent, as for any unmeasured code).
-    pub fn invocations(&self, table: &ChildTable) -> Vec<Invocation> {
+    pub(crate) fn invocations(&self, table: &ChildTable) -> Vec<Invocation> {
         let root = self.column("root");
         (0..self.invocations)
             .map(|i| Invocation {

@@ -10,14 +10,14 @@
 //! are rendered in report/vprofile/.
 pub mod breakdown;
 pub mod callgraph;
-pub mod calls;
+pub(crate) mod calls;
 pub mod document;
 pub mod driver;
 pub mod elf;
 mod elf_error;
 mod extent;
 pub mod plan;
-pub mod select;
+pub(crate) mod select;
 pub mod symbols;
 pub mod uprobe;
 

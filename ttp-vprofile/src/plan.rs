@@ -29,7 +29,7 @@ pub struct SiteProbe {
 
 impl SiteProbe {
     /// The attachment cookie of both probes of this site.
-    pub fn cookie(&self) -> u64 {
+    pub(crate) fn cookie(&self) -> u64 {
         let call_len = (self.return_address - self.call_address) as u32;
         vprofile::cookie(self.site, call_len, self.parent, self.slot)
     }
@@ -109,7 +109,7 @@ impl ProbePlan {
 
     /// The invocation a probe record describes (its first `slots` columns),
     /// as the probes timed it.
-    pub fn invocation(&self, record: &Record) -> Invocation {
+    pub(crate) fn invocation(&self, record: &Record) -> Invocation {
         Invocation {
             root_ns: record.root_ns,
             children_ns: record.children_ns[..self.slots.min(MAX_SLOTS)].to_vec(),
@@ -185,7 +185,7 @@ impl ProbeCost {
         self.uncertainty_per_hit_ns * f64::from(units)
     }
     /// `ns` less `overhead`, never below 0.
-    pub fn subtract(&self, ns: u64, overhead: f64) -> u64 {
+    pub(crate) fn subtract(&self, ns: u64, overhead: f64) -> u64 {
         (ns as f64 - overhead.max(0.0)).max(0.0).round() as u64
     }
 }

@@ -11,7 +11,7 @@ use ttp_variance::{FnName, Term, VarianceTree};
 
 /// What Algorithm 2 changes in the tree before a selection.
 #[derive(Debug, Clone, Default)]
-pub struct Adjustments {
+pub(crate) struct Adjustments {
     /// Variance instances (by path from the root) whose contribution is set
     /// to 0 because one of their children explains at least the
     /// `min_child_share` of them (Algorithm 2, lines 13–14).
@@ -23,7 +23,7 @@ pub struct Adjustments {
 
 /// One factor with its ranking (Algorithm 1, lines 11–14).
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct Factor {
+pub(crate) struct Factor {
     pub term: Term,
     /// Node ids of its instances in the tree.
     pub instances: Vec<usize>,
@@ -43,7 +43,7 @@ pub struct Factor {
 
 /// Groups the tree's nodes into factors and ranks them by responsibility,
 /// highest first (pinned factors first of all).
-pub fn factors(
+pub(crate) fn factors(
     tree: &VarianceTree,
     height: &dyn Fn(&str) -> u32,
     root_height: u32,
@@ -127,7 +127,7 @@ pub(crate) fn rank_order(a: &Factor, b: &Factor) -> std::cmp::Ordering {
 /// Applying d before taking the k most responsible keeps eq. 3's preference
 /// for specific functions among the factors that matter, and only those
 /// (docs/vprofile.md, "Which reading of Algorithm 1").
-pub fn select(ranked: &[Factor], k: usize, threshold_share: f64) -> Vec<usize> {
+pub(crate) fn select(ranked: &[Factor], k: usize, threshold_share: f64) -> Vec<usize> {
     ranked
         .iter()
         .enumerate()

@@ -21,7 +21,7 @@ pub struct Function {
 }
 
 impl Function {
-    pub fn contains(&self, address: u64) -> bool {
+    pub(crate) fn contains(&self, address: u64) -> bool {
         address >= self.address && address - self.address < self.size_bytes
     }
 }

@@ -17,7 +17,7 @@ use ttp_ledger::{
 /// An interval still open at an edge — a thread running, or waiting in a
 /// run queue — and the CPU it is charged to so far.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Open {
+pub(crate) struct Open {
     pub cpu: u32,
     pub since_ns: u64,
     /// Its length up to the edge.
@@ -58,7 +58,7 @@ pub(crate) struct ThreadEdge {
 
 /// Every thread's counters and the machine's at one instant.
 #[derive(Debug, Clone, Default)]
-pub struct Edge {
+pub(crate) struct Edge {
     /// When every open interval was closed: the window boundary.
     pub at_ns: u64,
     /// How long its reads took, up to `at_ns` (set by the sampler).

@@ -50,7 +50,7 @@ impl Procs {
     /// process already gone gets what the caller knows (`parent_hint`, the
     /// parent the ledger saw at fork); a kernel thread is also recognised
     /// by its parent, kthreadd.
-    pub fn get(&mut self, tgid: u32, parent_hint: Option<u32>) -> &ProcInfo {
+    pub(crate) fn get(&mut self, tgid: u32, parent_hint: Option<u32>) -> &ProcInfo {
         let root = &self.proc_root;
         let users = &self.users;
         self.cache.entry(tgid).or_insert_with(|| {
@@ -66,7 +66,7 @@ impl Procs {
     }
 
     /// Drops what is known of `tgid` (a new process reuses the pid).
-    pub fn forget(&mut self, tgid: u32) {
+    pub(crate) fn forget(&mut self, tgid: u32) {
         self.cache.remove(&tgid);
     }
 
@@ -86,7 +86,7 @@ impl Procs {
     }
 
     /// Whether process `tgid` exists and is not a zombie.
-    pub fn alive(&self, tgid: u32) -> bool {
+    pub(crate) fn alive(&self, tgid: u32) -> bool {
         match std::fs::read_to_string(self.proc_root.join(tgid.to_string()).join("stat")) {
             Ok(text) => stat_fields(&text).is_some_and(|f| !matches!(f[0], "Z" | "X" | "x")),
             Err(_) => false,
@@ -161,7 +161,7 @@ fn parse_passwd(text: &str) -> HashMap<u32, String> {
 /// Block device names by kernel dev_t, from `sys_root`/dev/block/MAJ:MIN
 /// (normally /sys), cached.
 #[derive(Debug)]
-pub struct DeviceNames {
+pub(crate) struct DeviceNames {
     sys_root: PathBuf,
     cache: HashMap<u32, String>,
 }

@@ -72,7 +72,7 @@ impl LiveSource {
     /// Takes the first edge of the session's ledger, which carries the
     /// blame detail ([`MeasurementSession::open_blame`]: privileges checked,
     /// a dead instance's leftovers restored, the ledger seeded).
-    pub fn open(
+    pub(crate) fn open(
         session: MeasurementSession,
         victim: &VictimSpec,
         window_ns: u64,

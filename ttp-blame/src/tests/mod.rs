@@ -11,7 +11,7 @@ mod graph;
 mod scenario;
 mod source;
 
-pub const MS: u64 = 1_000_000;
+pub(crate) const MS: u64 = 1_000_000;
 pub(crate) const MIB: u64 = 1 << 20;
 
 pub(crate) fn all_sources() -> Sources {
@@ -55,7 +55,7 @@ pub(crate) fn kthread(pid: u32, comm: &str) -> TaskInfo {
     }
 }
 
-pub fn recording(
+pub(crate) fn recording(
     victim: u32,
     window_ns: u64,
     tasks: Vec<TaskInfo>,
@@ -87,7 +87,7 @@ pub fn window(i: u64, len: u64) -> Window {
     }
 }
 
-pub fn cpu(cpu: u32, idle_ns: Option<u64>, steal_ns: Option<u64>) -> CpuWindow {
+pub(crate) fn cpu(cpu: u32, idle_ns: Option<u64>, steal_ns: Option<u64>) -> CpuWindow {
     CpuWindow {
         cpu,
         idle_ns,
@@ -95,7 +95,7 @@ pub fn cpu(cpu: u32, idle_ns: Option<u64>, steal_ns: Option<u64>) -> CpuWindow {
     }
 }
 
-pub fn device(name: &str, bytes: Option<u64>, requests: Option<u64>) -> DeviceWindow {
+pub(crate) fn device(name: &str, bytes: Option<u64>, requests: Option<u64>) -> DeviceWindow {
     DeviceWindow {
         device: name.into(),
         bytes,
@@ -113,15 +113,15 @@ impl Tw {
             ..Default::default()
         })
     }
-    pub fn on_cpu(mut self, cpu: u32, ns: u64) -> Self {
+    pub(crate) fn on_cpu(mut self, cpu: u32, ns: u64) -> Self {
         self.0.on_cpu_ns.insert(cpu, ns);
         self
     }
-    pub fn wait(mut self, cpu: u32, ns: u64) -> Self {
+    pub(crate) fn wait(mut self, cpu: u32, ns: u64) -> Self {
         self.0.runq_wait_ns.insert(cpu, ns);
         self
     }
-    pub fn iowait(mut self, dev: &str, ns: u64) -> Self {
+    pub(crate) fn iowait(mut self, dev: &str, ns: u64) -> Self {
         self.0.iowait_ns.insert(dev.into(), ns);
         self
     }
@@ -129,17 +129,17 @@ impl Tw {
         self.0.iowait_own_ns.insert(dev.into(), ns);
         self
     }
-    pub fn io(mut self, dev: &str, bytes: u64, requests: u64) -> Self {
+    pub(crate) fn io(mut self, dev: &str, bytes: u64, requests: u64) -> Self {
         self.0.disk_bytes.insert(dev.into(), bytes);
         self.0.disk_requests.insert(dev.into(), requests);
         self
     }
-    pub fn mem(mut self, stall_ns: u64, pages: u64) -> Self {
+    pub(crate) fn mem(mut self, stall_ns: u64, pages: u64) -> Self {
         self.0.mem_stall_ns = stall_ns;
         self.0.mem_alloc_pages = pages;
         self
     }
-    pub fn done(self) -> TaskWindow {
+    pub(crate) fn done(self) -> TaskWindow {
         self.0
     }
 }

@@ -13,7 +13,7 @@ pub(crate) const VICTIM: u32 = 100;
 pub(crate) const READER_A: u32 = 200;
 pub(crate) const READER_B: u32 = 300;
 pub(crate) const BURNER: u32 = 400;
-pub const SLEEPER: u32 = 500;
+pub(crate) const SLEEPER: u32 = 500;
 pub(crate) const KWORKER: u32 = 50;
 pub(crate) const WINDOWS: u64 = 20;
 
@@ -23,7 +23,7 @@ pub(crate) const WINDOWS: u64 = 20;
 /// burner runs 26 ms on cpu0; a kworker runs 2 ms on cpu0 and writes 1 MiB;
 /// cpu0 is never idle (2 ms of it go to no thread: steal), cpu1 idles 43 ms;
 /// vda completes 0.5 MiB more than the threads account for.
-pub fn scenario(a_mib: impl Fn(u64) -> f64) -> Recording {
+pub(crate) fn scenario(a_mib: impl Fn(u64) -> f64) -> Recording {
     let tasks = vec![
         proc_task(VICTIM, "victim"),
         proc_task(READER_A, "reader_a"),

@@ -83,7 +83,7 @@ pub struct InfrequentDaemon {
 }
 
 /// Step 4 over the central runs.
-pub fn central_daemons(
+pub(crate) fn central_daemons(
     runs: &BTreeMap<u32, &EmpRun>,
     classes: &[ClassifiedRun],
 ) -> BTreeMap<String, CentralDaemon> {
@@ -114,7 +114,7 @@ pub fn central_daemons(
 }
 
 /// Step 5 (and Step 6's L-only daemons) over the L-samples.
-pub fn long_executions(
+pub(crate) fn long_executions(
     runs: &BTreeMap<u32, &EmpRun>,
     classes: &[ClassifiedRun],
     central: &BTreeMap<String, CentralDaemon>,

@@ -4,7 +4,7 @@
 //! is the run loop's; [`analyze`] does Steps 2–6 on its runs; Step 7 is a
 //! second, longer calibration analysed the same way; [`build_profile`]
 //! does Step 8 and yields the profile `run --protocol emp` applies.
-pub(crate) mod analysis;
+pub mod analysis;
 mod cutoffs;
 mod daemons;
 mod pairs;

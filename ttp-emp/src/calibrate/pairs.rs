@@ -137,7 +137,7 @@ pub fn classify(runs: &[&EmpRun], k: f64) -> (EtFence, Vec<ClassifiedRun>) {
 /// Step 2: pairs runs (i, i+1) for i = first, first+2, … where `first` is
 /// the index of the measurement's first run (usable or not); a pair whose
 /// two runs are not both usable is left out. `classes` is sorted by index.
-pub fn pair(classes: &[ClassifiedRun], first: u32) -> Vec<DualExecution> {
+pub(crate) fn pair(classes: &[ClassifiedRun], first: u32) -> Vec<DualExecution> {
     let by_index: std::collections::BTreeMap<u32, &ClassifiedRun> =
         classes.iter().map(|c| (c.index, c)).collect();
     let Some(last) = classes.last().map(|c| c.index) else {
@@ -167,7 +167,7 @@ pub fn pair(classes: &[ClassifiedRun], first: u32) -> Vec<DualExecution> {
     out
 }
 
-pub fn l_shape(pairs: &[DualExecution]) -> LShape {
+pub(crate) fn l_shape(pairs: &[DualExecution]) -> LShape {
     let count = |k: PairKind| pairs.iter().filter(|p| p.kind == k).count();
     let (first_high, second_high, both_high) = (
         count(PairKind::FirstHigh),
@@ -193,7 +193,7 @@ pub fn l_shape(pairs: &[DualExecution]) -> LShape {
     }
 }
 
-pub fn symmetry(pairs: &[DualExecution]) -> Option<Symmetry> {
+pub(crate) fn symmetry(pairs: &[DualExecution]) -> Option<Symmetry> {
     let central: Vec<(f64, f64)> = pairs
         .iter()
         .filter(|p| p.kind == PairKind::Central)

@@ -18,7 +18,7 @@ const NIL: u32 = u32::MAX;
 
 /// One process instance's row.
 #[derive(Debug, Clone, Default)]
-pub struct Row {
+pub(crate) struct Row {
     pub key: ProcKey,
     /// Its measures; `delta.comm` stays empty here (no allocation per row):
     /// the name is `comm` until [`Rows::into_sorted`].
@@ -39,7 +39,7 @@ impl Row {
 
 /// The rows, by process instance.
 #[derive(Debug)]
-pub struct Rows {
+pub(crate) struct Rows {
     slab: Vec<Row>,
     free: Vec<u32>,
     /// tgid → slot of its newest instance.
@@ -48,7 +48,7 @@ pub struct Rows {
 
 impl Rows {
     /// A store with room for `n` rows, every page of it written now.
-    pub fn with_capacity(n: usize) -> Self {
+    pub(crate) fn with_capacity(n: usize) -> Self {
         let slab = vec![Row::default(); n];
         let free: Vec<u32> = (0..n as u32).rev().collect();
         let mut newest = HashMap::with_capacity(n);
@@ -63,11 +63,11 @@ impl Rows {
 
     /// Rows in use.
     #[cfg(test)]
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.slab.len() - self.free.len()
     }
 
-    pub fn has_tgid(&self, tgid: u32) -> bool {
+    pub(crate) fn has_tgid(&self, tgid: u32) -> bool {
         self.newest.contains_key(&tgid)
     }
 
@@ -92,7 +92,7 @@ impl Rows {
     }
 
     /// The row of `key`, made (empty, `delta.tgid` set) if there is none.
-    pub fn get_or_insert(&mut self, key: ProcKey) -> &mut Row {
+    pub(crate) fn get_or_insert(&mut self, key: ProcKey) -> &mut Row {
         let found = self
             .chain(key.tgid)
             .find(|&s| self.slab[s as usize].key == key);
@@ -131,7 +131,7 @@ impl Rows {
     }
 
     /// Takes the row of `key` out; its slot is free again.
-    pub fn remove(&mut self, key: ProcKey) -> Option<Row> {
+    pub(crate) fn remove(&mut self, key: ProcKey) -> Option<Row> {
         let mut before = NIL;
         let mut slot = NIL;
         for s in self.chain(key.tgid) {
@@ -159,7 +159,7 @@ impl Rows {
     }
 
     /// The rows in use, in slot order.
-    pub fn iter(&self) -> impl Iterator<Item = &Row> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Row> {
         self.slab.iter().filter(|r| r.used)
     }
 

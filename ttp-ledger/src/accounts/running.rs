@@ -152,10 +152,6 @@ impl RunningWindow {
         }
     }
 
-    pub fn start_ns(&self) -> u64 {
-        self.first.at_ns
-    }
-
     /// Folds `records` (read after `img` was taken) and the ones pending.
     pub fn fold(&mut self, img: &Image, records: Vec<ExitRecord>) {
         self.fold_with(img, records, false);

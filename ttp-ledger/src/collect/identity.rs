@@ -80,7 +80,7 @@ impl UserNames {
         Self::parse(&text)
     }
 
-    pub fn parse(text: &str) -> Self {
+    pub(crate) fn parse(text: &str) -> Self {
         Self(
             text.lines()
                 .filter_map(|l| {

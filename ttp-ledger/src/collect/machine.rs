@@ -129,7 +129,7 @@ pub(crate) fn restricted_affinity(status: &str, online: &[u32]) -> Option<Vec<u3
 /// system — and cgroup v1 `cpu.cfs_quota_us` / `cpu.cfs_period_us` (−1 is
 /// no limit) on the hierarchy that holds the `cpu` controller. `None` when
 /// no level sets a quota.
-pub fn cgroup_cpu_limit(cgroup_root: &Path, proc_cgroup: &str) -> Option<CgroupCpuLimit> {
+pub(crate) fn cgroup_cpu_limit(cgroup_root: &Path, proc_cgroup: &str) -> Option<CgroupCpuLimit> {
     let mut found = Vec::new();
     for line in proc_cgroup.lines() {
         let mut f = line.splitn(3, ':');

@@ -67,7 +67,8 @@ impl CpuTicks {
 
     /// All ten fields added up: the ticks this CPU (or all CPUs) accounted.
     /// Guest ticks are already inside user/nice, so they are left out.
-    pub fn accounted(&self) -> Option<u64> {
+    #[cfg(test)]
+    pub(crate) fn accounted(&self) -> Option<u64> {
         [
             self.user,
             self.nice,
@@ -147,7 +148,7 @@ impl StatImage {
     }
 
     /// Parses the text of /proc/stat.
-    pub fn parse(text: &str) -> Result<StatImage, procfs::ProcError> {
+    pub(crate) fn parse(text: &str) -> Result<StatImage, procfs::ProcError> {
         // Ticks per second only feed procfs's ms conversions, unused here.
         let info = ExplicitSystemInfo {
             boot_time_secs: 0,

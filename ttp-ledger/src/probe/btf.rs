@@ -37,7 +37,7 @@ impl KernelBtf {
         }
     }
 
-    pub fn from_path(path: &Path) -> Result<Self, ProbeError> {
+    pub(crate) fn from_path(path: &Path) -> Result<Self, ProbeError> {
         if !path.exists() {
             return Err(ProbeError::NoBtf {
                 path: path.display().to_string(),
@@ -54,7 +54,7 @@ impl KernelBtf {
 
     /// Position of `path` (e.g. `["bi_iter", "bi_size"]`) inside struct
     /// `name`, looking through anonymous struct/union members.
-    pub fn field(&self, name: &str, path: &[&str]) -> Result<FieldPos, ProbeError> {
+    pub(crate) fn field(&self, name: &str, path: &[&str]) -> Result<FieldPos, ProbeError> {
         let missing = || ProbeError::MissingField {
             field: format!("{name}.{}", path.join(".")),
         };

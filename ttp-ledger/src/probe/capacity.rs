@@ -32,7 +32,7 @@ pub(crate) fn tid_slots(pid_max: Option<u64>, requested: Option<u32>, blame: boo
 }
 
 /// `/proc/sys/kernel/pid_max`: tids are below it.
-pub fn pid_max() -> Option<u64> {
+pub(crate) fn pid_max() -> Option<u64> {
     std::fs::read_to_string("/proc/sys/kernel/pid_max")
         .ok()?
         .trim()

@@ -4,10 +4,10 @@
 //! [`Ledger`] owns the loaded object: dropping it detaches every program and
 //! frees every map (the RAII guard for everything the probes change).
 mod batch;
-pub mod btf;
-pub mod capacity;
+pub(crate) mod btf;
+pub(crate) mod capacity;
 pub mod cost;
-pub mod detail;
+pub(crate) mod detail;
 mod error;
 pub mod exits;
 pub mod pg_status;

@@ -46,7 +46,7 @@ pub struct StatusLayout {
 impl StatusLayout {
     /// The highest `BackendState` value this version defines
     /// (`STATE_DISABLED`).
-    pub fn max_state(&self) -> u32 {
+    pub(crate) fn max_state(&self) -> u32 {
         6 + self.state_shift
     }
 }
@@ -88,7 +88,7 @@ pub const NEWEST_KNOWN: u32 = 18;
 
 /// The layout of `PgBackendStatus` in PostgreSQL `major` on x86-64, for
 /// the versions ttp knows.
-pub fn layout(major: u32) -> Option<StatusLayout> {
+pub(crate) fn layout(major: u32) -> Option<StatusLayout> {
     match major {
         14..=17 => Some(PG14_TO_17),
         18 => Some(PG18),
@@ -97,7 +97,7 @@ pub fn layout(major: u32) -> Option<StatusLayout> {
 }
 
 /// The global every backend points at its entry with.
-pub const ENTRY_GLOBAL: &str = "MyBEEntry";
+pub(crate) const ENTRY_GLOBAL: &str = "MyBEEntry";
 
 /// Where the entries are, for one running server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

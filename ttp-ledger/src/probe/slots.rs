@@ -50,7 +50,7 @@ impl<T: Slot> SlotView<T> {
     /// (kernel/bpf/arraymap.c, `elem_size`).
     const STRIDE: usize = size_of::<T>().next_multiple_of(8);
 
-    pub fn map(array: &Array<MapData, T>) -> io::Result<Self> {
+    pub(crate) fn map(array: &Array<MapData, T>) -> io::Result<Self> {
         let slots = array.len() as usize;
         // SAFETY: sysconf has no preconditions.
         let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
@@ -80,7 +80,7 @@ impl<T: Slot> SlotView<T> {
 
     /// The values the slots hold: a slot holds one when its id is its
     /// index (0 marks it free).
-    pub fn values(&self) -> Vec<T> {
+    pub(crate) fn values(&self) -> Vec<T> {
         let mut out = Vec::new();
         for i in 1..self.slots {
             // SAFETY: slot i lies inside the mapping, 8-aligned (page-aligned

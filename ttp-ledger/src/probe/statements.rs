@@ -66,14 +66,14 @@ pub enum StatementsProbeError {
 }
 
 /// Most statement keys the kernel sums at once.
-pub const MAX_SUM_KEYS: u32 = 4096;
+pub(crate) const MAX_SUM_KEYS: u32 = 4096;
 /// Kernel memory the sums map may take: its entries are preallocated, a
 /// value per CPU each.
-pub const SUM_MAP_BYTES: u64 = 64 << 20;
+pub(crate) const SUM_MAP_BYTES: u64 = 64 << 20;
 
 /// Keys of the sums map on this machine: [`MAX_SUM_KEYS`], fewer where a
 /// value per CPU each would exceed [`SUM_MAP_BYTES`] (at least 256).
-pub fn sum_keys() -> u32 {
+pub(crate) fn sum_keys() -> u32 {
     let cpus = aya::util::nr_cpus().unwrap_or(1).max(1) as u64;
     let per_key = (std::mem::size_of::<Sums>() + std::mem::size_of::<SumKey>()) as u64 * cpus;
     (SUM_MAP_BYTES / per_key).clamp(256, u64::from(MAX_SUM_KEYS)) as u32
@@ -82,7 +82,7 @@ pub fn sum_keys() -> u32 {
 /// Bytes of the text ring: room for a text of every key from every CPU
 /// (a key's text goes out at most once a CPU, and keys are never
 /// evicted), so a burst of new keys between two drains loses none.
-pub fn text_ring_bytes() -> u32 {
+pub(crate) fn text_ring_bytes() -> u32 {
     let cpus = aya::util::nr_cpus().unwrap_or(1).max(1) as u64;
     let record = (std::mem::size_of::<TextRecord>() + 8) as u64;
     let need = (u64::from(sum_keys()) + 1) * cpus * record;

@@ -27,14 +27,14 @@ pub(crate) const EVENTS_MAP: &str = "TRACE_EVENTS";
 pub const SAMPLE_HZ: u64 = 100;
 
 /// The trace maps of a ledger loaded with tracing on.
-pub(crate) struct TraceMaps {
+pub struct TraceMaps {
     traced: HashMap<MapData, u32, u32>,
     /// Taken by the reader ([`Ledger::trace_reader`]).
     events: Option<RingBuf<MapData>>,
 }
 
 /// Loads and attaches the tracing-only programs and takes the trace maps.
-pub(crate) fn attach(ebpf: &mut Ebpf, btf: &Btf) -> Result<TraceMaps, ProbeError> {
+pub fn attach(ebpf: &mut Ebpf, btf: &Btf) -> Result<TraceMaps, ProbeError> {
     let prog_err = |program: &str, tracepoint: &str| {
         let (program, tracepoint) = (program.to_string(), tracepoint.to_string());
         move |source| ProbeError::Program {
@@ -86,11 +86,6 @@ pub(crate) fn attach(ebpf: &mut Ebpf, btf: &Btf) -> Result<TraceMaps, ProbeError
 }
 
 impl Ledger {
-    /// True when the ledger was loaded with tracing on.
-    pub fn tracing(&self) -> bool {
-        self.trace.is_some()
-    }
-
     /// Starts tracing process `tgid` (its threads, and processes it forks
     /// from now on).
     pub fn trace_process(&mut self, tgid: u32) -> Result<(), ProbeError> {
@@ -260,7 +255,7 @@ fn read<T: Copy>(bytes: &[u8]) -> Option<T> {
 
 /// Decodes one ring-buffer record; None for a short record or an unknown
 /// kind.
-pub fn decode(bytes: &[u8]) -> Option<TraceEvent> {
+pub(crate) fn decode(bytes: &[u8]) -> Option<TraceEvent> {
     let h: Header = read(bytes)?;
     let body = match Kind::from_u32(h.kind)? {
         k @ (Kind::SwitchIn | Kind::SwitchOut) => {

@@ -26,7 +26,7 @@ pub enum CpuListError {
 
 impl CpuList {
     /// Parses a cpulist (`0-2,5`), without checking the CPUs exist.
-    pub fn parse(s: &str) -> Result<Self, CpuListError> {
+    pub(crate) fn parse(s: &str) -> Result<Self, CpuListError> {
         let bad = || CpuListError::Syntax(s.to_string());
         let mut cpus = Vec::new();
         for part in s.split(',') {

@@ -134,7 +134,8 @@ impl DelayAcct {
     }
 
     /// What a dead instance had left and this one restored on the way in.
-    pub fn leftover(&self) -> Option<&Leftover> {
+    #[cfg(test)]
+    pub(crate) fn leftover(&self) -> Option<&Leftover> {
         self.leftover.as_ref()
     }
 }

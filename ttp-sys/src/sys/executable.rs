@@ -29,7 +29,7 @@ pub fn of_process(pid: u32) -> std::io::Result<Executable> {
 /// namespace and the same root. Unreadable (the process is gone, or
 /// no permission): taken as the same, the plain path being the best
 /// guess.
-pub fn same_view(pid: u32) -> bool {
+pub(crate) fn same_view(pid: u32) -> bool {
     let ns = |p: &str| std::fs::read_link(format!("/proc/{p}/ns/mnt")).ok();
     let root = |p: &str| std::fs::read_link(format!("/proc/{p}/root")).ok();
     let me = "self";
@@ -44,7 +44,7 @@ pub fn same_view(pid: u32) -> bool {
 /// The path that names `link` (what `/proc/PID/exe` reads) from ttp's
 /// side: itself when the process sees the files as ttp does, else the
 /// same path under `/proc/PID/root`.
-pub fn resolve(pid: u32, link: &Path, same_view: bool) -> Executable {
+pub(crate) fn resolve(pid: u32, link: &Path, same_view: bool) -> Executable {
     let s = link.to_string_lossy();
     let (path, replaced) = match s.strip_suffix(" (deleted)") {
         Some(p) => (PathBuf::from(p), true),

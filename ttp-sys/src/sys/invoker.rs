@@ -77,7 +77,7 @@ impl Invoker {
     }
 
     /// The current real user and group.
-    pub fn current() -> Invoker {
+    pub(crate) fn current() -> Invoker {
         // SAFETY: getuid/getgid cannot fail.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
         Invoker {

@@ -24,7 +24,7 @@ impl PidExit {
     }
 
     /// Waits up to `d`; true once the process has exited.
-    pub fn wait(&self, d: Duration) -> bool {
+    pub(crate) fn wait(&self, d: Duration) -> bool {
         let mut p = libc::pollfd {
             fd: self.0.as_raw_fd(),
             events: libc::POLLIN,

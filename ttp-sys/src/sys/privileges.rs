@@ -25,7 +25,7 @@ pub(crate) enum Capability {
 }
 
 impl Capability {
-    pub fn bit(self) -> u32 {
+    pub(crate) fn bit(self) -> u32 {
         self as u32
     }
 
@@ -64,7 +64,7 @@ impl Privileges {
         })
     }
 
-    pub fn has(&self, cap: Capability) -> bool {
+    pub(crate) fn has(&self, cap: Capability) -> bool {
         self.cap_eff & (1u64 << cap.bit()) != 0
     }
 

@@ -38,7 +38,7 @@ pub const SCHEMA: &str = "ttp.changed/1";
 
 /// One change ttp made, as recorded before it was made.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Change {
+pub(crate) struct Change {
     pub schema: String,
     /// The setting's name (`kernel.task_delayacct`).
     pub setting: String,
@@ -179,7 +179,7 @@ impl Tracked {
 
     /// The recorded change, if any. A file that cannot be parsed (cut short
     /// by a full disk, or written by hand) is reported as an error.
-    pub fn recorded(&self) -> io::Result<Option<Change>> {
+    pub(crate) fn recorded(&self) -> io::Result<Option<Change>> {
         match std::fs::read(self.state_path()) {
             Ok(bytes) => serde_json::from_slice(&bytes)
                 .map(Some)
@@ -228,14 +228,14 @@ impl Tracked {
         Ok(true)
     }
 
-    pub fn forget(&self) -> io::Result<()> {
+    pub(crate) fn forget(&self) -> io::Result<()> {
         match std::fs::remove_file(self.state_path()) {
             Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
             _ => Ok(()),
         }
     }
 
-    pub fn current(&self) -> io::Result<String> {
+    pub(crate) fn current(&self) -> io::Result<String> {
         Ok(std::fs::read_to_string(&self.path)?.trim().to_string())
     }
 

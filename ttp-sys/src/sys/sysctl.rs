@@ -37,7 +37,6 @@ pub struct SysctlGuard {
     name: String,
     path: PathBuf,
     previous: String,
-    value: String,
     changed: bool,
 }
 
@@ -68,7 +67,6 @@ impl SysctlGuard {
             name: name.into(),
             path,
             previous,
-            value,
             changed,
         })
     }
@@ -80,13 +78,9 @@ impl SysctlGuard {
     }
 
     /// The value before the guard was created.
-    pub fn previous(&self) -> &str {
+    #[cfg(test)]
+    pub(crate) fn previous(&self) -> &str {
         &self.previous
-    }
-
-    /// The value the guard set.
-    pub fn value(&self) -> &str {
-        &self.value
     }
 
     pub fn name(&self) -> &str {
@@ -94,7 +88,8 @@ impl SysctlGuard {
     }
 
     /// Restores the previous value now, reporting failure (drop only logs it).
-    pub fn restore(mut self) -> Result<(), SysctlError> {
+    #[cfg(test)]
+    pub(crate) fn restore(mut self) -> Result<(), SysctlError> {
         let result = self.write_back();
         self.changed = false;
         result

@@ -2,8 +2,8 @@
 //! experiment-wide (Table X), query-execution (Table XI) and Q@C (Table
 //! XII) — and the shape of every check result, shared with the post checks
 //! of Step 5 (Table XIV).
-pub mod experiment;
-pub mod qc;
+pub(crate) mod experiment;
+pub(crate) mod qc;
 pub mod qe;
 
 use serde::{Deserialize, Serialize};
@@ -372,7 +372,7 @@ impl CheckResult {
     }
 
     /// A counted check: `violations` out of `evaluated`.
-    pub fn counted(
+    pub(crate) fn counted(
         id: &str,
         violations: u64,
         evaluated: u64,
@@ -388,7 +388,7 @@ impl CheckResult {
     }
 
     /// A check that cannot apply, and why.
-    pub fn na(id: &str, reason: impl Into<String>) -> CheckResult {
+    pub(crate) fn na(id: &str, reason: impl Into<String>) -> CheckResult {
         CheckResult {
             na_reason: Some(reason.into()),
             ..Self::base(id)
@@ -435,7 +435,7 @@ impl Verdict {
         }
     }
 
-    pub fn na(reason: impl Into<String>) -> Verdict {
+    pub(crate) fn na(reason: impl Into<String>) -> Verdict {
         Verdict::NotApplicable(reason.into())
     }
 }
@@ -443,7 +443,7 @@ impl Verdict {
 /// Folds verdicts over items (each with a name for the offender list) into
 /// one result: n/a when no item could be evaluated, with a note when some
 /// could not.
-pub fn aggregate<'a>(
+pub(crate) fn aggregate<'a>(
     id: &str,
     items: impl IntoIterator<Item = (String, &'a Verdict)>,
 ) -> CheckResult {

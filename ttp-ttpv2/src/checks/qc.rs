@@ -145,7 +145,7 @@ fn query_group(qc: &QcInput) -> String {
 /// hold two cardinalities of one query but the Q@Cs without a point leave
 /// no pair to compare (e.g. "no Q@C retained"): the study had the
 /// cardinalities, so "needs two cardinalities" would mislead.
-pub fn monotonicity(
+pub(crate) fn monotonicity(
     ids: (&str, &str),
     qcs: &[QcInput],
     points: &[Option<(f64, f64)>],

@@ -131,7 +131,7 @@ impl SchedReads {
     /// thread missing before started in between (its counters were 0); a
     /// thread missing after is gone and adds nothing. None when the process
     /// is not in `after`.
-    pub fn slack(&self, after: &SchedReads, tgid: u32) -> Option<Slack> {
+    pub(crate) fn slack(&self, after: &SchedReads, tgid: u32) -> Option<Slack> {
         let post = after.0.get(&tgid)?;
         let pre = self.0.get(&tgid);
         let mut s = Slack::default();

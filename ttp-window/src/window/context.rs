@@ -111,7 +111,7 @@ impl Roles {
     }
 
     /// The class of process `pid` (`tree`: the tree root's descendants).
-    pub(crate) fn classify(
+    pub fn classify(
         &self,
         ctx: &QeContext<'_>,
         pid: u32,
@@ -129,7 +129,7 @@ impl Roles {
     }
 }
 
-pub(crate) fn classify(
+pub fn classify(
     roles: Roles,
     own_tgid: u32,
     utilities: &[String],

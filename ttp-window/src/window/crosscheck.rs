@@ -74,7 +74,7 @@ impl Agreement {
     /// window's start up to `start` ns of growth later (the reference's
     /// start is high, the difference low), at its end up to `end` ns later
     /// (the difference high). The ledger is compared with that range.
-    pub fn bracketed(mut self, start: u64, end: u64) -> Self {
+    pub(crate) fn bracketed(mut self, start: u64, end: u64) -> Self {
         if start == 0 && end == 0 {
             return self;
         }
@@ -117,7 +117,7 @@ const MS: u64 = 1_000_000;
 
 /// Why a whole-process /proc/PID/io figure is no reference for the
 /// process's own accounts.
-pub const REAPED_IO: &str = "/proc/PID/io adds the I/O of the children this process reaped and of its exited threads (wait_task_zombie, __exit_signal); its threads' own I/O is compared above";
+pub(crate) const REAPED_IO: &str = "/proc/PID/io adds the I/O of the children this process reaped and of its exited threads (wait_task_zombie, __exit_signal); its threads' own I/O is compared above";
 
 /// One process: ledger measures against /proc and taskstats.
 /// `delayacct_covers` is false when delay accounting was off when the
@@ -296,7 +296,7 @@ fn blkio_high(b: u64, k: &LedgerMeasures) -> u64 {
 }
 
 /// Why a delay-accounting figure cannot be the process's.
-pub const IMPOSSIBLE_DELAY: &str = "the kernel's blkio delay exceeds the window times the threads: a wait charged from time 0 (a delay record without its start, docs/ttpv2.md), not a wait of this window";
+pub(crate) const IMPOSSIBLE_DELAY: &str = "the kernel's blkio delay exceeds the window times the threads: a wait charged from time 0 (a delay record without its start, docs/ttpv2.md), not a wait of this window";
 
 /// The blkio delay comparisons of `rows` whose kernel figure no wait of
 /// the window can make: `threads` threads cannot have waited longer than

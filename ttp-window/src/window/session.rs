@@ -28,7 +28,7 @@ use ttp_sys::sys::{delayacct::DelayAcct, signals::StopFlag, spawn::RunAs};
 /// TTPv2 report as a deviation (Sec. 9 (6)).
 /// How long the Step 0 snapshot samples CPU use and steal time (the
 /// default of `ttp-ebpf check --sample`).
-pub const SETUP_SAMPLE: std::time::Duration = std::time::Duration::from_secs(1);
+pub(crate) const SETUP_SAMPLE: std::time::Duration = std::time::Duration::from_secs(1);
 
 const BLOCK_IO_DEVIATION: &str = "BlockIO is the kernel ledger's block-I/O wait (switch-out with in_iowait to wakeup), in ticks; /proc's delayacct_blkio_ticks is reported beside it as blkio_proc_ticks";
 
@@ -186,7 +186,7 @@ impl MeasurementSession {
     }
 
     /// Nanoseconds per USER_HZ tick.
-    pub fn tick_ns(&self) -> u64 {
+    pub(crate) fn tick_ns(&self) -> u64 {
         1_000_000_000 / self.user_hz
     }
 

@@ -118,7 +118,11 @@ impl Recorder {
 
     /// Traces one more process from now on (e.g. a QE's process that `run`
     /// started, before it executes the workload).
-    pub fn add_process(&mut self, ledger: &mut Ledger, tgid: u32) -> Result<(), RecordError> {
+    pub(crate) fn add_process(
+        &mut self,
+        ledger: &mut Ledger,
+        tgid: u32,
+    ) -> Result<(), RecordError> {
         ledger.trace_process(tgid)?;
         let snap = ledger.snapshot()?;
         self.seeds.extend(seeds_of(&snap.threads, &[tgid]));

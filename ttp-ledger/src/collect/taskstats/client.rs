@@ -142,11 +142,6 @@ impl TaskstatsClient {
         Ok(TaskstatsClient { router, family })
     }
 
-    /// The numeric id of the TASKSTATS family on this kernel.
-    pub fn family(&self) -> u16 {
-        self.family
-    }
-
     /// Statistics of one task (thread) `pid` (TASKSTATS_CMD_ATTR_PID).
     pub fn pid(&self, pid: u32) -> Result<Taskstats, TaskstatsError> {
         self.query(uapi::CMD_ATTR_PID, pid, Scope::Task)

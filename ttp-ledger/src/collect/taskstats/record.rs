@@ -13,7 +13,7 @@ use super::error::TaskstatsError;
 
 /// Byte offsets of the fields read, from the UAPI header.
 mod off {
-    pub const VERSION: usize = 0; // __u16
+    pub(crate) const VERSION: usize = 0; // __u16
     pub(crate) const AC_EXITCODE: usize = 4; // __u32
     pub(crate) const AC_FLAG: usize = 8; // __u8
     pub(crate) const AC_NICE: usize = 9; // __u8

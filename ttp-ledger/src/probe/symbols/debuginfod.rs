@@ -80,7 +80,7 @@ pub(crate) fn fetch(url: &str, hex: &str, cache: Option<&Path>) -> Result<PathBu
 
 /// Removes a cached file that is not what its name says (another build's
 /// debug file), so that the next server, and the next run, are asked.
-pub fn forget(path: &Path) {
+pub(crate) fn forget(path: &Path) {
     let _ = std::fs::remove_file(path);
 }
 
@@ -153,7 +153,7 @@ pub(super) mod test_server {
 
     /// Answers `path` with `body`, anything else with 404; returns its URL
     /// and the count of requests it served.
-    pub fn serve(
+    pub(crate) fn serve(
         path: String,
         body: Vec<u8>,
     ) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {

@@ -20,7 +20,7 @@ pub(crate) const SYNC_DAEMONS: &[&str] = &[
     "phc2sys",
 ];
 
-pub fn sync(probes: &dyn Probes, procs: &[ProcSample]) -> CheckItem {
+pub(crate) fn sync(probes: &dyn Probes, procs: &[ProcSample]) -> CheckItem {
     let (id, title) = ("clock_sync", "Clock synchronisation (NTP)");
     let src = "EMPv2 (Sec. 4.2): activate the NTP daemon; TTPv2 Step 0 (3e)";
     let daemons: Vec<String> = procs

@@ -9,7 +9,7 @@ use super::{
 
 const SYS_CPU: &str = "sys/devices/system/cpu";
 
-pub fn items(r: &Root) -> Vec<CheckItem> {
+pub(crate) fn items(r: &Root) -> Vec<CheckItem> {
     let online = r
         .line(&format!("{SYS_CPU}/online"))
         .and_then(|s| parse_cpu_list(&s));

@@ -13,7 +13,7 @@ use super::{
 /// new in 6.5.
 const MIN_KERNEL: (u32, u32) = (6, 5);
 
-pub fn release(release: Option<&str>) -> CheckItem {
+pub(crate) fn release(release: Option<&str>) -> CheckItem {
     let src = "EMPv4 (Sec. 4.4): an up-to-date kernel; TTPv2 Step 0 (3c)";
     let Some(rel) = release else {
         return CheckItem::new(
@@ -45,7 +45,7 @@ pub fn release(release: Option<&str>) -> CheckItem {
     }
 }
 
-pub fn btf(r: &Root) -> CheckItem {
+pub(crate) fn btf(r: &Root) -> CheckItem {
     let src = "ttp's eBPF probes (BTF tracepoints)";
     if r.exists("sys/kernel/btf/vmlinux") {
         CheckItem::new(
@@ -61,7 +61,7 @@ pub fn btf(r: &Root) -> CheckItem {
     }
 }
 
-pub fn tracefs(r: &Root) -> CheckItem {
+pub(crate) fn tracefs(r: &Root) -> CheckItem {
     let src = "classic tracepoints: perf, bpftrace, tracefs-based uprobes";
     let at = super::read::mounts_of(r, "tracefs");
     if let Some(m) = at.first() {
@@ -111,7 +111,7 @@ pub fn taskstats(probes: &dyn Probes, kconfig: Option<&BTreeMap<String, String>>
     }
 }
 
-pub fn delay_accounting(
+pub(crate) fn delay_accounting(
     r: &Root,
     release: Option<&str>,
     kconfig: Option<&BTreeMap<String, String>>,
@@ -149,7 +149,10 @@ pub fn delay_accounting(
     }
 }
 
-pub fn hz(probes: &dyn Probes, kconfig: Option<&(String, BTreeMap<String, String>)>) -> CheckItem {
+pub(crate) fn hz(
+    probes: &dyn Probes,
+    kconfig: Option<&(String, BTreeMap<String, String>)>,
+) -> CheckItem {
     let (id, title) = ("hz", "HZ and USER_HZ");
     let src = "EMP Sec. 3.2 and App. A; TTPv2 Sec. 3: tick granularity";
     let user_hz = probes.user_hz();
@@ -186,7 +189,7 @@ pub fn hz(probes: &dyn Probes, kconfig: Option<&(String, BTreeMap<String, String
 /// Whether ttp can report its probes' own cost: the kernel's per-program
 /// run counts and run times (BPF_ENABLE_STATS, kernel ≥ 5.8, root).
 /// Measuring works without it, so a refusal only warns.
-pub fn bpf_stats(r: &Root, probes: &dyn Probes) -> CheckItem {
+pub(crate) fn bpf_stats(r: &Root, probes: &dyn Probes) -> CheckItem {
     let src = "ttp: the probes' own cost in every result (kernel BPF statistics)";
     let sysctl = r
         .line("proc/sys/kernel/bpf_stats_enabled")

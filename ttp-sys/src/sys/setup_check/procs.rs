@@ -191,7 +191,7 @@ pub struct Window {
     pub after: Vec<ProcSample>,
 }
 
-pub fn sample(r: &Root, probes: &dyn Probes, d: Duration) -> Window {
+pub(crate) fn sample(r: &Root, probes: &dyn Probes, d: Duration) -> Window {
     let stat_before = r.read("proc/stat").as_deref().and_then(parse_proc_stat);
     let before = processes(r);
     let elapsed = probes.pause(d);
@@ -204,7 +204,7 @@ pub fn sample(r: &Root, probes: &dyn Probes, d: Duration) -> Window {
     }
 }
 
-pub fn daemons(procs: &[ProcSample]) -> CheckItem {
+pub(crate) fn daemons(procs: &[ProcSample]) -> CheckItem {
     let (id, title) = ("noncritical_daemons", "Non-critical daemons");
     let src = "EMPv1 (Sec. 4.1, App. C); TTPv2 Step 0 (3d), App. A";
     let mut found: BTreeMap<&str, (Vec<u32>, &KnownDaemon)> = BTreeMap::new();
@@ -245,7 +245,7 @@ pub fn daemons(procs: &[ProcSample]) -> CheckItem {
     ))
 }
 
-pub fn busy(w: &Window, probes: &dyn Probes) -> CheckItem {
+pub(crate) fn busy(w: &Window, probes: &dyn Probes) -> CheckItem {
     let (id, title) = ("busy_processes", "Other busy processes");
     let src = "EMPv1 (Sec. 4.1): other processes compete with the program";
     let user_hz = probes.user_hz().unwrap_or(100) as f64;

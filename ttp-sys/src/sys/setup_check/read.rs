@@ -3,7 +3,7 @@
 //! unreadable: absent is not zero.
 use std::{collections::BTreeMap, fs, io::Read, path::PathBuf};
 
-pub struct Root(pub PathBuf);
+pub(crate) struct Root(pub PathBuf);
 
 impl Root {
     pub fn path(&self, rel: &str) -> PathBuf {
@@ -15,12 +15,12 @@ impl Root {
     }
 
     /// First line, trimmed.
-    pub fn line(&self, rel: &str) -> Option<String> {
+    pub(crate) fn line(&self, rel: &str) -> Option<String> {
         self.read(rel)
             .map(|s| s.lines().next().unwrap_or("").trim().to_string())
     }
 
-    pub fn exists(&self, rel: &str) -> bool {
+    pub(crate) fn exists(&self, rel: &str) -> bool {
         self.path(rel).exists()
     }
 
@@ -49,7 +49,7 @@ impl Root {
     }
 
     /// Numeric entries of /proc.
-    pub fn pids(&self) -> Vec<u32> {
+    pub(crate) fn pids(&self) -> Vec<u32> {
         let mut v: Vec<u32> = fs::read_dir(self.path("proc"))
             .map(|it| {
                 it.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
@@ -92,7 +92,7 @@ pub fn parse_cpu_list(s: &str) -> Option<Vec<u32>> {
 
 /// The aggregate `cpu` line of /proc/stat, in USER_HZ ticks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct CpuTicks {
+pub(crate) struct CpuTicks {
     pub total: u64,
     pub steal: u64,
 }
@@ -115,7 +115,7 @@ pub(crate) fn parse_proc_stat(text: &str) -> Option<CpuTicks> {
 
 /// One process from /proc/<pid>/stat.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProcSample {
+pub(crate) struct ProcSample {
     pub pid: u32,
     pub comm: String,
     pub start_ticks: u64,
@@ -141,7 +141,7 @@ pub(crate) fn parse_pid_stat(pid: u32, text: &str) -> Option<ProcSample> {
 }
 
 /// Every process's sample (processes that vanish while reading are skipped).
-pub fn processes(root: &Root) -> Vec<ProcSample> {
+pub(crate) fn processes(root: &Root) -> Vec<ProcSample> {
     root.pids()
         .into_iter()
         .filter_map(|pid| parse_pid_stat(pid, &root.read(&format!("proc/{pid}/stat"))?))

@@ -26,7 +26,7 @@ const DMI_VM: &[&str] = &[
     "Cloud Hypervisor",
 ];
 
-pub fn virtualization(r: &Root, probes: &dyn Probes) -> CheckItem {
+pub(crate) fn virtualization(r: &Root, probes: &dyn Probes) -> CheckItem {
     let (id, title) = ("virtualization", "Virtualisation");
     let src = "EMP Sec. 4: a dedicated machine; steal time and host frequency changes are invisible to a guest";
     let mut evidence = Vec::new();
@@ -66,7 +66,7 @@ pub fn virtualization(r: &Root, probes: &dyn Probes) -> CheckItem {
     }
 }
 
-pub fn steal(w: &Window) -> CheckItem {
+pub(crate) fn steal(w: &Window) -> CheckItem {
     let (id, title) = ("steal_time", "Steal time");
     let src = "EMP Sec. 4.1: time taken away from the program shows in ET, not in PT";
     let (Some(b), Some(a)) = (w.stat_before, w.stat_after) else {
