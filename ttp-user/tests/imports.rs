@@ -74,10 +74,6 @@ const KNOWN_RINGS: &[&[&str]] = &[
         "ttp-user/src/cli/statements.rs",
         "ttp-user/src/cli/statements_sums.rs",
     ],
-    &[
-        "ttp-user/src/report/format/chrome.rs",
-        "ttp-user/src/report/trace/mod.rs",
-    ],
 ];
 
 fn workspace() -> PathBuf {
