@@ -58,21 +58,12 @@ const KNOWN_RINGS: &[&[&str]] = &[
         "ttp-serve/src/serve/pg_metrics.rs",
     ],
     &[
-        "ttp-user/src/cli/analyze.rs",
-        "ttp-user/src/cli/analyze_lab.rs",
-    ],
-    &["ttp-user/src/cli/dist_assets.rs", "ttp-user/src/cli/mod.rs"],
-    &[
         "ttp-user/src/cli/run.rs",
         "ttp-user/src/cli/run_emp.rs",
         "ttp-user/src/cli/run_emp_several.rs",
         "ttp-user/src/cli/run_pg.rs",
         "ttp-user/src/cli/run_plan.rs",
         "ttp-user/src/cli/run_several.rs",
-    ],
-    &[
-        "ttp-user/src/cli/statements.rs",
-        "ttp-user/src/cli/statements_sums.rs",
     ],
 ];
 

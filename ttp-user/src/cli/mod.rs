@@ -2,11 +2,12 @@
 //! argument struct (doc comments are the help text) and a `run` function.
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use ttp_serve::serve;
 
 pub mod analyze;
 mod analyze_emp;
+mod analyze_inputs;
 pub(crate) mod analyze_lab;
 pub mod attach;
 pub mod blame;
@@ -30,6 +31,7 @@ pub(crate) mod run_pg;
 mod run_plan;
 mod run_several;
 pub mod statements;
+mod statements_args;
 mod statements_sums;
 pub mod vprofile;
 
@@ -62,7 +64,7 @@ pub enum Command {
     Load(load::LoadArgs),
     Report(report::Args),
     Run(run::RunArgs),
-    Statements(statements::Args),
+    Statements(statements_args::Args),
     Serve(serve::ServeArgs),
     Vprofile(vprofile::Args),
 }
@@ -97,7 +99,7 @@ where
         Command::Calibrate(a) => calibrate::run(a),
         Command::Check(a) => check::run(a),
         Command::Compare(a) => compare::run(a),
-        Command::DistAssets(a) => dist_assets::run(a),
+        Command::DistAssets(a) => dist_assets::run(a, Cli::command()),
         Command::Experiment(a) => experiment::run(a),
         Command::Inc(a) => inc::run(a),
         Command::Lab(a) => lab::run(a),
