@@ -57,14 +57,6 @@ const KNOWN_RINGS: &[&[&str]] = &[
         "ttp-serve/src/serve/openmetrics.rs",
         "ttp-serve/src/serve/pg_metrics.rs",
     ],
-    &[
-        "ttp-user/src/cli/run.rs",
-        "ttp-user/src/cli/run_emp.rs",
-        "ttp-user/src/cli/run_emp_several.rs",
-        "ttp-user/src/cli/run_pg.rs",
-        "ttp-user/src/cli/run_plan.rs",
-        "ttp-user/src/cli/run_several.rs",
-    ],
 ];
 
 fn workspace() -> PathBuf {

@@ -25,13 +25,15 @@ pub(crate) mod lab_worker;
 pub mod load;
 pub mod report;
 pub mod run;
+pub mod run_args;
 pub(crate) mod run_emp;
 mod run_emp_several;
+mod run_emp_start;
 pub(crate) mod run_pg;
 mod run_plan;
 mod run_several;
 pub mod statements;
-mod statements_args;
+pub mod statements_args;
 mod statements_sums;
 pub mod vprofile;
 
@@ -63,7 +65,7 @@ pub enum Command {
     Lab(lab::Args),
     Load(load::LoadArgs),
     Report(report::Args),
-    Run(run::RunArgs),
+    Run(run_args::RunArgs),
     Statements(statements_args::Args),
     Serve(serve::ServeArgs),
     Vprofile(vprofile::Args),
