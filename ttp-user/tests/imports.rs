@@ -53,10 +53,6 @@ const KNOWN_RINGS: &[&[&str]] = &[
         "ttp-ledger/src/probe/statements.rs",
         "ttp-ledger/src/probe/trace.rs",
     ],
-    &[
-        "ttp-serve/src/serve/openmetrics.rs",
-        "ttp-serve/src/serve/pg_metrics.rs",
-    ],
 ];
 
 fn workspace() -> PathBuf {
