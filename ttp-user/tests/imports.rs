@@ -53,48 +53,6 @@ const KNOWN_RINGS: &[&[&str]] = &[
         "ttp-ledger/src/probe/statements.rs",
         "ttp-ledger/src/probe/trace.rs",
     ],
-    &[
-        "ttp-serve/src/serve/openmetrics.rs",
-        "ttp-serve/src/serve/pg_metrics.rs",
-    ],
-    &[
-        "ttp-user/src/cli/analyze.rs",
-        "ttp-user/src/cli/analyze_lab.rs",
-    ],
-    &["ttp-user/src/cli/dist_assets.rs", "ttp-user/src/cli/mod.rs"],
-    &[
-        "ttp-user/src/cli/run.rs",
-        "ttp-user/src/cli/run_emp.rs",
-        "ttp-user/src/cli/run_emp_several.rs",
-        "ttp-user/src/cli/run_pg.rs",
-        "ttp-user/src/cli/run_plan.rs",
-        "ttp-user/src/cli/run_several.rs",
-    ],
-    &[
-        "ttp-user/src/cli/statements.rs",
-        "ttp-user/src/cli/statements_sums.rs",
-    ],
-    &[
-        "ttp-user/src/report/compare/mod.rs",
-        "ttp-user/src/report/compare/svg.rs",
-        "ttp-user/src/report/compare/vprofile.rs",
-        "ttp-user/src/report/render/attach.rs",
-        "ttp-user/src/report/render/attach_text.rs",
-        "ttp-user/src/report/render/blame.rs",
-        "ttp-user/src/report/render/compare.rs",
-        "ttp-user/src/report/render/emp.rs",
-        "ttp-user/src/report/render/mod.rs",
-        "ttp-user/src/report/render/recorded.rs",
-        "ttp-user/src/report/render/schemas.rs",
-        "ttp-user/src/report/render/statements.rs",
-        "ttp-user/src/report/render/trace.rs",
-        "ttp-user/src/report/render/ttpv2.rs",
-        "ttp-user/src/report/render/vprofile.rs",
-    ],
-    &[
-        "ttp-user/src/report/format/chrome.rs",
-        "ttp-user/src/report/trace/mod.rs",
-    ],
 ];
 
 fn workspace() -> PathBuf {

@@ -18,6 +18,7 @@ use std::{
 use clap::Args;
 
 mod drop;
+mod family;
 mod fleet;
 mod http;
 mod openmetrics;

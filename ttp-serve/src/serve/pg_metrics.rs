@@ -10,7 +10,7 @@ use prometheus_client::{
 };
 
 use crate::serve::{
-    openmetrics::{Family, Labels, secs},
+    family::{Family, Labels, secs},
     postgres::{SeriesView, ServerView},
     statement_series::{LATENCY_BOUNDS_NS, StatementTotals},
 };

@@ -5,10 +5,12 @@
 //! go through `analyze`'s own code: the same as `analyze` of the exported
 //! files, all host labels together, or one analysis per host label, each
 //! with its machine's paragraph (TTPv2 Sec. 9), with --by-host.
+use std::path::Path;
+
 use crate::lab::{Lab, schema, study::read_experiment};
 use ttp_sys::error::usage;
 
-use super::analyze::{Args, Inputs, write_outputs};
+use super::analyze_inputs::{Inputs, write_outputs};
 
 /// The lab entry of `analyze`.
 #[derive(Debug, clap::Args)]
@@ -26,9 +28,15 @@ pub struct LabArgs {
     pub by_host: bool,
 }
 
-pub fn run(url: &str, args: &Args) -> anyhow::Result<()> {
-    let name = args.lab.experiment.as_deref().unwrap_or_default();
-    if args.lab.by_host && (args.svg.is_some() || args.json.is_some()) {
+pub fn run(
+    url: &str,
+    args: &LabArgs,
+    correlations: bool,
+    svg: Option<&Path>,
+    json: Option<&Path>,
+) -> anyhow::Result<()> {
+    let name = args.experiment.as_deref().unwrap_or_default();
+    if args.by_host && (svg.is_some() || json.is_some()) {
         return usage(
             "--by-host prints one analysis per host label; for --json or --svg per host label, `lab export` the studies and analyse each file",
         );
@@ -42,15 +50,15 @@ pub fn run(url: &str, args: &Args) -> anyhow::Result<()> {
         ));
     }
     let source = |label: &str| format!("lab experiment {name} on {label}");
-    if !args.lab.by_host {
+    if !args.by_host {
         let mut inputs = Inputs::default();
         for s in &studies {
             let (qcs, machine) = s.for_analysis(&source(&s.host_label));
             inputs.add(qcs, machine);
         }
-        let shown = inputs.analyse(args.correlations);
+        let shown = inputs.analyse(correlations);
         crate::report::render::print(&shown);
-        return write_outputs(&shown, args.svg.as_deref(), args.json.as_deref());
+        return write_outputs(&shown, svg, json);
     }
     for (i, s) in studies.iter().enumerate() {
         if i > 0 {
@@ -64,7 +72,7 @@ pub fn run(url: &str, args: &Args) -> anyhow::Result<()> {
         let mut inputs = Inputs::default();
         let (qcs, machine) = s.for_analysis(&source(&s.host_label));
         inputs.add(qcs, machine);
-        crate::report::render::print(&inputs.analyse(args.correlations));
+        crate::report::render::print(&inputs.analyse(correlations));
     }
     Ok(())
 }

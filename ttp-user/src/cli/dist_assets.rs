@@ -4,8 +4,6 @@
 //! parses with, for `cargo xtask dist` to package.
 use std::path::PathBuf;
 
-use clap::CommandFactory;
-
 /// Write man pages (DIR/man) and bash completion (DIR/completions).
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -13,12 +11,12 @@ pub struct Args {
     pub out: PathBuf,
 }
 
-pub fn run(args: Args) -> anyhow::Result<()> {
+/// `cmd` is the whole command line's definition (`Cli::command()`).
+pub fn run(args: Args, mut cmd: clap::Command) -> anyhow::Result<()> {
     let man = args.out.join("man");
     let completions = args.out.join("completions");
     std::fs::create_dir_all(&man)?;
     std::fs::create_dir_all(&completions)?;
-    let mut cmd = super::Cli::command();
     cmd.build();
     // One page per subcommand; `help SUBCOMMAND` would only repeat them.
     clap_mangen::generate_to(cmd.clone().disable_help_subcommand(true), &man)?;

@@ -72,7 +72,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         machine.as_ref(),
         crate::report::ttpv2::paragraph::text,
     );
-    super::analyze::show(
+    super::analyze_inputs::show(
         args.svg.as_deref(),
         args.json.as_deref(),
         machine,

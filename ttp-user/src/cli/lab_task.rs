@@ -19,7 +19,7 @@ use std::{
 
 use anyhow::Context;
 
-use super::run::RunArgs;
+use super::run_args::RunArgs;
 use crate::{
     commands,
     lab::{

@@ -2,11 +2,12 @@
 //! argument struct (doc comments are the help text) and a `run` function.
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use ttp_serve::serve;
 
 pub mod analyze;
 mod analyze_emp;
+mod analyze_inputs;
 pub(crate) mod analyze_lab;
 pub mod attach;
 pub mod blame;
@@ -24,12 +25,15 @@ pub(crate) mod lab_worker;
 pub mod load;
 pub mod report;
 pub mod run;
+pub mod run_args;
 pub(crate) mod run_emp;
 mod run_emp_several;
+mod run_emp_start;
 pub(crate) mod run_pg;
 mod run_plan;
 mod run_several;
 pub mod statements;
+pub mod statements_args;
 mod statements_sums;
 pub mod vprofile;
 
@@ -61,8 +65,8 @@ pub enum Command {
     Lab(lab::Args),
     Load(load::LoadArgs),
     Report(report::Args),
-    Run(run::RunArgs),
-    Statements(statements::Args),
+    Run(run_args::RunArgs),
+    Statements(statements_args::Args),
     Serve(serve::ServeArgs),
     Vprofile(vprofile::Args),
 }
@@ -97,7 +101,7 @@ where
         Command::Calibrate(a) => calibrate::run(a),
         Command::Check(a) => check::run(a),
         Command::Compare(a) => compare::run(a),
-        Command::DistAssets(a) => dist_assets::run(a),
+        Command::DistAssets(a) => dist_assets::run(a, Cli::command()),
         Command::Experiment(a) => experiment::run(a),
         Command::Inc(a) => inc::run(a),
         Command::Lab(a) => lab::run(a),

@@ -5,77 +5,15 @@
 //! kernel ledger, EMPv5's outlier removal (daemon cut-offs from a
 //! calibration profile, then ±2σ on PT, Sec. 4.5), and the average PT of the
 //! retained runs (Step 4).
-use std::path::PathBuf;
-
-use anyhow::Context;
-use clap::{Args, ValueEnum};
-
-use super::run::RunArgs;
+use super::{
+    run_args::RunArgs,
+    run_emp_start::{EmpStart, outcome},
+};
 use crate::{
     commands::emp::{self as emp_runs, LivePlan},
     report::{emp as emp_report, format},
 };
-use ttp_emp::{EmpConfig, EmpOutcome, EmpRun, EmpSetup, Profile, PtSource, apply};
-use ttp_sys::{
-    error::{UsageError, usage},
-    sys::{
-        invoker::Invoker,
-        setup_check::{live::LiveProbes, run_checks},
-        signals::StopFlag,
-        spawn::RunAs,
-    },
-};
-
-/// The measurement protocol of `run`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
-pub enum Protocol {
-    /// Tucson Timing Protocol v2: programs and queries that mix CPU and I/O.
-    #[default]
-    Ttpv2,
-    /// Execution-time Measurement Protocol: compute-bound programs, timed
-    /// by their process time (docs/emp.md).
-    Emp,
-}
-
-/// Options of `--protocol emp`.
-#[derive(Debug, Clone, Default, Args)]
-#[command(next_help_heading = "EMP (--protocol emp)")]
-pub struct EmpArgs {
-    /// Daemon cut-off profile from `ttp-ebpf calibrate` (EMPv5's first
-    /// sanity check); without it only the ±2σ check is applied.
-    #[arg(long, value_name = "PROFILE")]
-    pub cutoffs: Option<PathBuf>,
-    /// Write emp_series.svg (ET and PT per run, dropped runs marked) into DIR.
-    #[arg(long, value_name = "DIR")]
-    pub plot: Option<PathBuf>,
-    /// Write the raw runs (schema ttp.emp-runs/1: ET, PT from both sources,
-    /// every daemon's PT) to FILE after every run, for `analyze
-    /// --sample-size` and `calibrate --from`.
-    #[arg(long, value_name = "FILE")]
-    pub record: Option<PathBuf>,
-    /// Source of the program's PT: the scheduler's runtime (ns, steal
-    /// excluded), the kernel ledger's on-CPU time (ns) or taskstats
-    /// ac_utime plus ac_stime (µs, tick-sampled); auto takes the runtime,
-    /// then the ledger, then taskstats (docs/emp.md).
-    #[arg(long, value_enum, default_value_t = PtSource::Auto)]
-    pub pt_source: PtSource,
-}
-
-impl EmpArgs {
-    /// Refuses EMP options under `--protocol ttpv2`.
-    pub(crate) fn reject_outside_emp(&self) -> anyhow::Result<()> {
-        let given = [
-            ("--cutoffs", self.cutoffs.is_some()),
-            ("--plot", self.plot.is_some()),
-            ("--record", self.record.is_some()),
-            ("--pt-source", self.pt_source != PtSource::Auto),
-        ];
-        match given.iter().find(|(_, g)| *g) {
-            Some((name, _)) => usage(format!("{name} belongs to --protocol emp; add it")),
-            None => Ok(()),
-        }
-    }
-}
+use ttp_sys::error::usage;
 
 /// TTPv2 options that EMP does not use.
 fn reject_ttpv2_options(a: &RunArgs) -> anyhow::Result<()> {
@@ -118,70 +56,6 @@ fn reject_ttpv2_options(a: &RunArgs) -> anyhow::Result<()> {
             "{name} is a TTPv2 option ({why}); drop it or use --protocol ttpv2"
         )),
         None => Ok(()),
-    }
-}
-
-pub(super) fn outcome(
-    runs: &[EmpRun],
-    profile: Option<&Profile>,
-    cfg: &EmpConfig,
-    args: &RunArgs,
-    setup: &EmpSetup,
-) -> Result<EmpOutcome, ttp_emp::EmpError> {
-    let mut o = apply(runs, profile, cfg)?;
-    o.command = args.command.clone();
-    o.profile_path = args.emp.cutoffs.clone();
-    o.setup = Some(setup.clone());
-    Ok(o)
-}
-
-/// How long the set-up snapshot samples CPU use and steal time (the
-/// default of `ttp-ebpf check --sample`).
-pub(super) const SETUP_SAMPLE: std::time::Duration = std::time::Duration::from_secs(1);
-
-/// What an EMP run of one or several programs settles before the first
-/// of them runs: the calibration profile, who runs the programs, the PT
-/// source, Fig. 8 Step 1's set-up snapshot, the stop flag and the CPUs.
-pub(super) struct EmpStart {
-    pub profile: Option<Profile>,
-    pub run_as: RunAs,
-    pub cfg: EmpConfig,
-    pub setup: EmpSetup,
-    pub stop: StopFlag,
-    pub pin: Option<ttp_sys::sys::affinity::CpuList>,
-}
-
-impl EmpStart {
-    pub fn new(args: &RunArgs) -> anyhow::Result<EmpStart> {
-        let profile = match &args.emp.cutoffs {
-            Some(p) => Some(Profile::load(p).map_err(|e| UsageError::new(e.to_string()))?),
-            None => None,
-        };
-        let run_as = if args.as_root {
-            RunAs::Current
-        } else {
-            RunAs::User(Invoker::detect().map_err(|e| UsageError::new(e.to_string()))?)
-        };
-        let cfg = EmpConfig {
-            pt_source: args.emp.pt_source,
-            ..EmpConfig::default()
-        };
-        // Fig. 8 Step 1: the EMPv1–v4 set-up, as `check` reports it, before
-        // the first run (so the snapshot does not see the programs).
-        let setup = EmpSetup::from_check(run_checks(PathBuf::from("/"), &LiveProbes, SETUP_SAMPLE));
-        let stop = StopFlag::install().context("installing signal handlers")?;
-        let pin = match &args.cpu {
-            Some(list) => Some(super::run::cpu_list(list)?),
-            None => None,
-        };
-        Ok(EmpStart {
-            profile,
-            run_as,
-            cfg,
-            setup,
-            stop,
-            pin,
-        })
     }
 }
 

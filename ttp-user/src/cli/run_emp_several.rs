@@ -7,7 +7,11 @@
 //! means, as EMP reports).
 use std::path::{Path, PathBuf};
 
-use super::{run::RunArgs, run_plan::NamedCommand};
+use super::{
+    run_args::{RunArgs, check_command},
+    run_emp_start::{EmpStart, outcome},
+    run_plan::NamedCommand,
+};
 use crate::{
     commands::emp::{self as emp_runs, LivePlan},
     report::{compare as show, emp as emp_report, format},
@@ -35,7 +39,7 @@ pub(crate) fn json_path(file: &Path, i: usize) -> PathBuf {
 fn check_commands(commands: &[NamedCommand]) -> anyhow::Result<()> {
     let mut names = std::collections::BTreeSet::new();
     for c in commands {
-        super::run::check_command(&c.argv)?;
+        check_command(&c.argv)?;
         let name = c.name.clone().unwrap_or_else(|| c.argv.join(" "));
         if !names.insert(name.clone()) {
             return usage(format!(
@@ -54,14 +58,14 @@ pub fn run(args: &RunArgs, commands: &[NamedCommand]) -> anyhow::Result<()> {
     }
     check_commands(commands)?;
     // Fig. 8 Step 1, once for the whole run, before the first program.
-    let super::run_emp::EmpStart {
+    let EmpStart {
         profile,
         run_as,
         cfg,
         setup,
         stop,
         pin,
-    } = super::run_emp::EmpStart::new(args)?;
+    } = EmpStart::new(args)?;
     let plan = LivePlan {
         pin: pin.clone(),
         command: &commands[0].argv,
@@ -71,7 +75,7 @@ pub fn run(args: &RunArgs, commands: &[NamedCommand]) -> anyhow::Result<()> {
         quiet: !args.show_output,
     };
     let outcome_of = |i: usize, runs: &[ttp_emp::EmpRun]| {
-        super::run_emp::outcome(runs, profile.as_ref(), &cfg, args, &setup).map(|mut o| {
+        outcome(runs, profile.as_ref(), &cfg, args, &setup).map(|mut o| {
             o.command = commands[i].argv.clone();
             if let Some(p) = &pin {
                 o.notes.push(crate::commands::pinned_statement(p));

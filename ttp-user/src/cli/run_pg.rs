@@ -6,7 +6,7 @@ use std::path::Path;
 
 use anyhow::Context;
 
-use super::run::RunArgs;
+use super::run_args::{RunArgs, cpu_list, parse_labels};
 use crate::{
     pg::{
         PgFacts, QcEnd, QcRun, RunnerOptions,
@@ -78,9 +78,9 @@ pub(crate) fn plan(args: &RunArgs, conninfo: &str) -> anyhow::Result<StatementPl
     if args.restart_cmd.is_some() && !args.cold_cache {
         return usage("--restart-cmd restarts the server for a cold cache; add --cold-cache");
     }
-    let labels: Labels = super::run::parse_labels(&args.labels)?;
+    let labels: Labels = parse_labels(&args.labels)?;
     let pin = match &args.cpu {
-        Some(list) => Some(super::run::cpu_list(list)?),
+        Some(list) => Some(cpu_list(list)?),
         None => None,
     };
     Ok(StatementPlan {

@@ -7,7 +7,7 @@
 //! it was chosen.
 use std::time::Duration;
 
-use super::run::RunArgs;
+use super::run_args::RunArgs;
 use crate::commands::QcSpec;
 use ttp_sys::error::UsageError;
 use ttp_ttpv2::model::Labels;

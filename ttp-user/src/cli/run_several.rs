@@ -4,7 +4,7 @@
 //! (QC3/QC4, POST2/POST3 over the scanned parameter) are evaluated; then,
 //! with several commands, each compared with the first (ttp-compare).
 
-use super::run::RunArgs;
+use super::run_args::RunArgs;
 use crate::{commands::Plan, report::format};
 use ttp_compare::{CompareDocument, Config};
 use ttp_ledger::collect::machine::MachineFacts;

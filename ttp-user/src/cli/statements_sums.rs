@@ -6,7 +6,7 @@
 //! Nothing here grows with the statements: what is held is bounded by the
 //! keys (docs/statements.md, "Summed in the kernel"). The reading and the
 //! document are the statements session's (ttp-statements/src/session.rs).
-use super::statements::{Args, read_pgss, window};
+use super::statements_args::{Args, read_pgss, window};
 use crate::report::statements::live;
 use ttp_ledger::probe::statements::StatementProbes;
 use ttp_statements::{

@@ -3,7 +3,7 @@
 pub mod svg;
 mod vprofile;
 
-use crate::report::render::Table;
+use crate::report::render::table::Table;
 use ttp_compare::{CompareDocument, Comparison, MeasureComparison, stats::MwuMethod};
 
 /// What the compared results are, in words.

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use plotters::prelude::*;
 
-use crate::report::render::{RenderError, write_plot};
+use crate::report::render::rendered::{RenderError, write_plot};
 use ttp_compare::{CompareDocument, MeasureComparison};
 
 const WIDTH: u32 = 860;

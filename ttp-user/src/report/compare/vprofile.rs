@@ -1,6 +1,6 @@
 //! The vprofile part of a comparison shown: the root's mean and variance
 //! with their tests and intervals, and the factor shares side by side.
-use crate::report::render::Table;
+use crate::report::render::table::Table;
 use ttp_compare::{Comparison, vprofile::VprofileComparison};
 
 /// What the factor table is, and is not.

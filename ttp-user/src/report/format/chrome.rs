@@ -8,6 +8,8 @@
 //! events ("s" in the waker's running slice, "f" bound to the wakee's
 //! runnable slice). Timestamps are CLOCK_MONOTONIC, in µs with three
 //! decimals (the format's unit, ns precision).
+use std::collections::HashMap;
+
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
@@ -22,6 +24,48 @@ pub struct Chrome<'a>(pub &'a Trace);
 impl Exporter for Chrome<'_> {
     fn serialize(&self) -> Result<Vec<u8>, ExportError> {
         Ok(self.0.to_bytes())
+    }
+}
+
+impl Trace {
+    /// The Chrome Trace Event Format JSON text.
+    pub(crate) fn to_bytes(&self) -> Vec<u8> {
+        let devices = DeviceNames::default();
+        let lookup = |ma, mi| devices.name(ma, mi);
+        Document {
+            timeline: self.timeline(),
+            qes: self.qes(),
+            protocol: self.command(),
+            devices: &lookup,
+            metadata: self.metadata(),
+            warnings: self.warnings(),
+        }
+        .to_bytes()
+    }
+}
+
+/// Block device names from /sys/dev/block/MAJOR:MINOR/uevent (DEVNAME),
+/// read once per device.
+#[derive(Default)]
+struct DeviceNames {
+    cache: std::cell::RefCell<HashMap<(u32, u32), String>>,
+}
+
+impl DeviceNames {
+    fn name(&self, major: u32, minor: u32) -> String {
+        self.cache
+            .borrow_mut()
+            .entry((major, minor))
+            .or_insert_with(|| {
+                std::fs::read_to_string(format!("/sys/dev/block/{major}:{minor}/uevent"))
+                    .ok()
+                    .and_then(|u| {
+                        u.lines()
+                            .find_map(|l| l.strip_prefix("DEVNAME=").map(str::to_string))
+                    })
+                    .unwrap_or_else(|| format!("{major}:{minor}"))
+            })
+            .clone()
     }
 }
 

@@ -8,7 +8,7 @@
 //! machine. As `top` and `htop` do, the busiest come first and the idle
 //! tail is summed; as test runners do, the comparisons are tallied first
 //! and only the failures listed (docs/attach.md, "The summary").
-use super::attach::{AgreementView, AttachDoc, ProcessView};
+use super::attach_doc::{AgreementView, AttachDoc, ProcessView};
 use crate::report::{
     losses::{self, Affects, Loss},
     units::{bytes, grouped, ms},

@@ -2,7 +2,10 @@
 //! terminal report, a per-culprit table, and its graph in DOT.
 use std::path::{Path, PathBuf};
 
-use super::{RenderError, Rendered, Table, table::ms3, write_plot};
+use super::{
+    rendered::{RenderError, Rendered, write_plot},
+    table::{Table, ms3},
+};
 use crate::report::blame::{blame_text, dot};
 use ttp_blame::BlameReport;
 

@@ -3,7 +3,10 @@
 //! per candidate and measure.
 use std::path::{Path, PathBuf};
 
-use super::{RenderError, Rendered, Table};
+use super::{
+    rendered::{RenderError, Rendered},
+    table::Table,
+};
 use crate::report::compare::{markdown, svg::write_svgs, text};
 use ttp_compare::CompareDocument;
 

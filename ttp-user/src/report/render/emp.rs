@@ -3,7 +3,10 @@
 //! (report/emp), plus a per-run (or per-daemon, per-size) table.
 use std::path::{Path, PathBuf};
 
-use super::{RenderError, Rendered, Table, table::ms3};
+use super::{
+    rendered::{RenderError, Rendered},
+    table::{Table, ms3},
+};
 use crate::report::emp::{terminal, write_calibration_plots, write_run_plots};
 use ttp_emp::{EmpOutcome, Profile, SampleSizeReport, Verdict};
 

@@ -5,7 +5,7 @@
 //!
 //! The file keeps summaries, not histograms, so the latency plot of `load
 //! --svg` cannot be redrawn from it; the `.hgrm` files it lists can.
-use super::{Rendered, Table};
+use super::{rendered::Rendered, table::Table};
 use ttp_load::{
     Model,
     clock::ClockKind,

@@ -4,7 +4,10 @@
 //! The check and INC texts are the ones the commands print (one function
 //! each, used by both); the runs are shown as recorded — applying EMP to
 //! them is `analyze`'s work.
-use super::{Rendered, Table, table::ms3};
+use super::{
+    rendered::Rendered,
+    table::{Table, ms3},
+};
 use ttp_emp::{inc::IncReport, input::EmpRuns};
 use ttp_sys::sys::setup_check::{CheckReport, Status};
 

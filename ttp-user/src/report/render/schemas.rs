@@ -5,8 +5,9 @@
 use serde_json::Value;
 
 use super::{
-    RenderError, Rendered, attach, blame, compare, emp, recorded, statements, trace, ttpv2,
-    vprofile,
+    attach, blame, compare, emp, recorded,
+    rendered::{RenderError, Rendered},
+    statements, trace, ttpv2, vprofile,
 };
 
 /// One kind of saved result.

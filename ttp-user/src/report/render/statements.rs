@@ -2,7 +2,10 @@
 //! and one row per statement group.
 use std::path::{Path, PathBuf};
 
-use super::{RenderError, Rendered, Table, write_plot};
+use super::{
+    rendered::{RenderError, Rendered, write_plot},
+    table::Table,
+};
 use crate::report::statements::{svg::stacked, text};
 use ttp_statements::document::StatementsReport;
 

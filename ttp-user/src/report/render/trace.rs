@@ -6,7 +6,10 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{RenderError, Rendered, Table, table::ms3};
+use super::{
+    rendered::{RenderError, Rendered},
+    table::{Table, ms3},
+};
 use crate::report::format::chrome::{IO_TID_BASE, PROTOCOL_PID, SYNTHETIC_ID_BASE};
 use crate::report::trace::TraceMetadata;
 

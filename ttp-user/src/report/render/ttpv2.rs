@@ -2,7 +2,10 @@
 //! terminal report and chart (report/ttpv2), and a per-QE table.
 use std::path::{Path, PathBuf};
 
-use super::{RenderError, Rendered, Table, table::num, write_plot};
+use super::{
+    rendered::{RenderError, Rendered, write_plot},
+    table::{Table, num},
+};
 use crate::report::ttpv2::{scan_svg::render_scan_svg, svg::render_svg, text::render};
 use ttp_ttpv2::analysis::{Analysis, AnalyzeDocument, QcDocument, RunDocument};
 use ttp_window::window::record::QeRecord;

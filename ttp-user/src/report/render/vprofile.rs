@@ -3,7 +3,10 @@
 //! row per ranked factor.
 use std::path::{Path, PathBuf};
 
-use super::{RenderError, Rendered, Table, write_plot};
+use super::{
+    rendered::{RenderError, Rendered, write_plot},
+    table::Table,
+};
 use crate::report::vprofile::{icicle, vprofile_text};
 use ttp_vprofile::document::VprofileReport;
 

@@ -34,9 +34,6 @@
 //! ```
 mod timeline;
 
-use std::collections::HashMap;
-
-use crate::report::format::chrome;
 pub use timeline::{
     CpuCounter, Flow, IoRequest, Mark, MarkKind, StateSlice, Timeline, TimelineStats, Waker,
 };
@@ -103,6 +100,16 @@ impl Trace {
         &self.timeline
     }
 
+    /// The QE slices of the protocol track.
+    pub(crate) fn qes(&self) -> &[QeSlice] {
+        &self.qes
+    }
+
+    /// What recorded the trace (e.g. "ttp attach").
+    pub(crate) fn command(&self) -> &str {
+        &self.command
+    }
+
     /// Adds one QE slice to the protocol track.
     pub fn add_qe(&mut self, qe: QeSlice) -> Result<(), TraceError> {
         if qe.end_ns < qe.start_ns {
@@ -166,46 +173,6 @@ impl Trace {
         };
         // Through a Value: keys sorted, as the files have always been written.
         serde_json::to_value(m).unwrap_or_default()
-    }
-
-    /// The Chrome Trace Event Format JSON text.
-    pub(crate) fn to_bytes(&self) -> Vec<u8> {
-        let devices = DeviceNames::default();
-        let lookup = |ma, mi| devices.name(ma, mi);
-        chrome::Document {
-            timeline: &self.timeline,
-            qes: &self.qes,
-            protocol: &self.command,
-            devices: &lookup,
-            metadata: self.metadata(),
-            warnings: self.warnings(),
-        }
-        .to_bytes()
-    }
-}
-
-/// Block device names from /sys/dev/block/MAJOR:MINOR/uevent (DEVNAME),
-/// read once per device.
-#[derive(Default)]
-struct DeviceNames {
-    cache: std::cell::RefCell<HashMap<(u32, u32), String>>,
-}
-
-impl DeviceNames {
-    fn name(&self, major: u32, minor: u32) -> String {
-        self.cache
-            .borrow_mut()
-            .entry((major, minor))
-            .or_insert_with(|| {
-                std::fs::read_to_string(format!("/sys/dev/block/{major}:{minor}/uevent"))
-                    .ok()
-                    .and_then(|u| {
-                        u.lines()
-                            .find_map(|l| l.strip_prefix("DEVNAME=").map(str::to_string))
-                    })
-                    .unwrap_or_else(|| format!("{major}:{minor}"))
-            })
-            .clone()
     }
 }
 
