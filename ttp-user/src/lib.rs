@@ -7,7 +7,7 @@
 //! reports (/proc, schedstat, taskstats) for the cross-checks.
 
 pub mod cli;
-pub mod commands;
+pub(crate) mod commands;
 pub mod lab;
 pub mod pg;
 pub mod report;

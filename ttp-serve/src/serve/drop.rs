@@ -25,7 +25,7 @@ pub(crate) const DEFAULT_USER: &str = "nobody";
 
 /// The user (and its primary group) to become.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Target {
+pub(crate) struct Target {
     pub name: String,
     pub uid: u32,
     pub gid: u32,
@@ -33,7 +33,7 @@ pub struct Target {
 
 /// What was done, for the line serve prints.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Dropped {
+pub(crate) enum Dropped {
     /// Became this user, no capabilities left.
     ToUser(String),
     /// Started by a user other than root (with capabilities of its
@@ -45,7 +45,7 @@ pub enum Dropped {
 
 /// Looks `name` up in the user database (getpwnam_r); an unknown user is
 /// a usage error, said before anything is loaded.
-pub fn lookup(name: &str) -> anyhow::Result<Target> {
+pub(crate) fn lookup(name: &str) -> anyhow::Result<Target> {
     let Ok(cname) = CString::new(name) else {
         return usage(format!("bad --user {name:?}"));
     };

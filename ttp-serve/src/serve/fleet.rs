@@ -35,7 +35,7 @@ pub(crate) const OTHER: &str = "other";
 
 /// The group of a process whose group could not be found (it exited
 /// before it was seen and its parent is unknown).
-pub const UNKNOWN: &str = "unknown";
+pub(crate) const UNKNOWN: &str = "unknown";
 
 /// The rank of a group halves after this many refreshes without on-CPU
 /// time: at the default 10 s interval a group that stopped working leaves
@@ -70,7 +70,7 @@ pub enum GroupBy {
 
 impl GroupBy {
     /// The label the groups carry in the exposition.
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             GroupBy::Unit => "unit",
             GroupBy::Cgroup => "cgroup",
@@ -136,7 +136,7 @@ pub(crate) struct FleetView {
 
 impl Fleet {
     /// `top`: how many groups keep their own series (`None`: all).
-    pub fn new(top: Option<usize>) -> Self {
+    pub(crate) fn new(top: Option<usize>) -> Self {
         Self {
             top,
             ..Default::default()
@@ -145,7 +145,12 @@ impl Fleet {
 
     /// Adds what `image` and the exit records received after it show
     /// since the last refresh.
-    pub fn refresh(&mut self, image: &Image, exits: &[ExitRecord], groups: &mut impl Grouping) {
+    pub(crate) fn refresh(
+        &mut self,
+        image: &Image,
+        exits: &[ExitRecord],
+        groups: &mut impl Grouping,
+    ) {
         groups.begin();
         self.refreshes += 1;
         let now = self.refreshes;
@@ -239,7 +244,7 @@ impl Fleet {
     /// The series as of the last refresh: the named ones (a series whose
     /// group is out of the top N now is left out until it comes back), then
     /// `other`.
-    pub fn view(&self) -> FleetView {
+    pub(crate) fn view(&self) -> FleetView {
         let mut groups: Vec<(String, LedgerMeasures)> = self
             .series
             .iter()
@@ -284,7 +289,7 @@ const GONE_MEMORY: u64 = 8;
 const MAX_ANCESTORS: usize = 16;
 
 impl ProcGroups {
-    pub fn new(by: GroupBy, proc_root: impl Into<std::path::PathBuf>) -> Self {
+    pub(crate) fn new(by: GroupBy, proc_root: impl Into<std::path::PathBuf>) -> Self {
         Self {
             by,
             proc_root: proc_root.into(),

@@ -33,13 +33,13 @@ const HANDSHAKE_AND_HEADERS: Duration = Duration::from_secs(10);
 const CONNECTION_LIFE: Duration = Duration::from_secs(300);
 
 /// The server thread; [`Server::stop`] ends it and closes the socket.
-pub struct Server {
+pub(crate) struct Server {
     stop: Arc<Notify>,
     thread: JoinHandle<()>,
 }
 
 impl Server {
-    pub fn start(
+    pub(crate) fn start(
         listener: TcpListener,
         web: WebConfig,
         answer: Arc<Answer>,
@@ -92,7 +92,7 @@ impl Server {
     }
 
     /// Stops accepting, ends the connections, releases the port.
-    pub fn stop(self) {
+    pub(crate) fn stop(self) {
         self.stop.notify_one();
         let _ = self.thread.join();
     }

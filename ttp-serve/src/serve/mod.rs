@@ -52,7 +52,7 @@ pub const DEFAULT_TOP: usize = 30;
 /// own labels. 50 series and `other` make 51 × 23 samples (6 counters and
 /// a 17-bucket histogram) ≈ 1 200 time series a server (docs/serve.md,
 /// "Cardinality").
-pub const DEFAULT_PG_TOP: usize = 50;
+pub(crate) const DEFAULT_PG_TOP: usize = 50;
 
 /// How often `--postgres` drains each server's statement records, whatever
 /// the `--interval`: the kernel's ring holds about 8 900 records (4 MiB),

@@ -54,7 +54,7 @@ pub(crate) struct PushCounts {
 
 /// The wire formats of `GET /metrics`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
+pub(crate) enum Format {
     OpenMetrics,
     PrometheusText,
 }
@@ -79,7 +79,7 @@ impl Format {
 }
 
 /// The registry `serve` answers from; [`Shared`] is replaced at each refresh.
-pub type Shared = Arc<RwLock<Exposition>>;
+pub(crate) type Shared = Arc<RwLock<Exposition>>;
 
 /// A registry holding the exposition's collector and `ttp_build_info`.
 pub(crate) fn registry(shared: Shared) -> Registry {
@@ -122,7 +122,7 @@ pub(crate) fn encode(registry: &Registry, format: Format) -> String {
 /// The exposition as JSON (schema `ttp.serve/1`, `GET /metrics.json`):
 /// the same counters in the ledger's own units (ns, bytes, counts), for
 /// tools that do not speak OpenMetrics.
-pub fn json(x: &Exposition) -> serde_json::Value {
+pub(crate) fn json(x: &Exposition) -> serde_json::Value {
     serde_json::json!({
         "schema": "ttp.serve/1",
         "group_by": x.group_label,

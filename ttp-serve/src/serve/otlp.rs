@@ -79,7 +79,7 @@ pub(crate) struct Stamps {
 /// sample names of `/metrics` (`ttp_on_cpu_seconds_total`), so the same
 /// PromQL works on what a collector forwards to Prometheus; its
 /// translator adds no second unit or `_total` to a name that has them.
-pub fn request(x: &Exposition, host: &str, at: Stamps) -> ExportMetricsServiceRequest {
+pub(crate) fn request(x: &Exposition, host: &str, at: Stamps) -> ExportMetricsServiceRequest {
     let point = |labels: &[(&'static str, String)], value: f64| NumberDataPoint {
         attributes: labels.iter().map(|(k, v)| kv(k, v)).collect(),
         start_time_unix_nano: at.start_unix_ns,

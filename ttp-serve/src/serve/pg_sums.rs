@@ -126,7 +126,7 @@ pub(crate) struct ServerSums {
 }
 
 impl ServerSums {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self {
             reader: SumsReader::default(),
             last: HashMap::new(),
@@ -138,13 +138,13 @@ impl ServerSums {
 
     /// Takes in the key texts sent since (every tick: the text ring is
     /// small).
-    pub fn drain_texts(&mut self, sp: &mut StatementProbes) {
+    pub(crate) fn drain_texts(&mut self, sp: &mut StatementProbes) {
         self.reader.drain_texts(sp);
     }
 
     /// Reads the map: what each key added since the last read. `last`:
     /// the programs are about to be dropped, nothing is held back.
-    pub fn read(&mut self, sp: &mut StatementProbes, last: bool) -> Increments {
+    pub(crate) fn read(&mut self, sp: &mut StatementProbes, last: bool) -> Increments {
         let mut now: Vec<(SumKey, Reading)> = Vec::new();
         let map = self.map;
         self.reader.read_with(sp, |key, per_cpu| {
@@ -218,7 +218,7 @@ impl ServerSums {
     }
 
     /// Reads of the map that failed, and the last error.
-    pub fn read_errors(&self) -> (u64, Option<&str>) {
+    pub(crate) fn read_errors(&self) -> (u64, Option<&str>) {
         (self.reader.read_errors, self.reader.last_error.as_deref())
     }
 }

@@ -137,7 +137,7 @@ fn unix_ns() -> u64 {
 impl Server {
     /// `data`: the data directory (made absolute); `top`: series kept
     /// under their own labels.
-    pub fn new(data: PathBuf, top: usize) -> Self {
+    pub(crate) fn new(data: PathBuf, top: usize) -> Self {
         Self {
             data,
             attached: None,
@@ -163,7 +163,7 @@ impl Server {
     /// Follows the server one tick: see the module documentation. The
     /// postmaster is looked at once every [`FOLLOW_EVERY`]; the records are
     /// drained every tick.
-    pub fn tick(&mut self) {
+    pub(crate) fn tick(&mut self) {
         if self.followed_at.is_none_or(|t| t.elapsed() >= FOLLOW_EVERY) {
             self.followed_at = Some(Instant::now());
             self.follow();
@@ -313,12 +313,12 @@ impl Server {
 
     /// Counts what was drained since the last refresh (serve's interval),
     /// the kernel's sums read once.
-    pub fn refresh(&mut self) {
+    pub(crate) fn refresh(&mut self) {
         self.read_sums(false);
         self.series.refresh();
     }
 
-    pub fn view(&self) -> ServerView {
+    pub(crate) fn view(&self) -> ServerView {
         let name = |names: &HashMap<u32, String>, oid: u32| match (oid, names.get(&oid)) {
             (_, Some(n)) => n.clone(),
             (0, None) => String::new(),
@@ -428,7 +428,7 @@ pub(crate) struct Servers {
 impl Servers {
     /// `dirs`: the data directories given (an empty one: every server
     /// found). A directory that is not a data directory is a usage error.
-    pub fn new(dirs: &[String], top: usize) -> anyhow::Result<Self> {
+    pub(crate) fn new(dirs: &[String], top: usize) -> anyhow::Result<Self> {
         let mut servers: Vec<Server> = Vec::new();
         let mut find_running = false;
         for d in dirs {
@@ -460,7 +460,7 @@ impl Servers {
 
     /// Follows every server one tick (and, with `--postgres` alone, takes
     /// in the servers started since the last search, once a second).
-    pub fn tick(&mut self) {
+    pub(crate) fn tick(&mut self) {
         if self.find_running && self.searched_at.is_none_or(|t| t.elapsed() >= FOLLOW_EVERY) {
             self.searched_at = Some(Instant::now());
             for d in running_servers() {
@@ -475,7 +475,7 @@ impl Servers {
     }
 
     /// Counts what was drained since the last refresh; the servers' views.
-    pub fn refresh(&mut self) -> Vec<ServerView> {
+    pub(crate) fn refresh(&mut self) -> Vec<ServerView> {
         self.servers
             .iter_mut()
             .map(|s| {
@@ -486,7 +486,7 @@ impl Servers {
     }
 
     /// The data directories followed, for the start line.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let mut v: Vec<String> = self
             .servers
             .iter()

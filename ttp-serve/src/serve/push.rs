@@ -53,7 +53,7 @@ pub(crate) fn endpoint(url: &str) -> anyhow::Result<String> {
 
 /// The pause before the next attempt after `failures` failures in a row:
 /// the interval, doubled at each further failure, at most five minutes.
-pub fn backoff(interval: Duration, failures: u32) -> Duration {
+pub(crate) fn backoff(interval: Duration, failures: u32) -> Duration {
     let factor = 1u32 << failures.saturating_sub(1).min(16);
     interval
         .saturating_mul(factor)
@@ -68,7 +68,7 @@ pub(crate) struct Pusher {
 }
 
 impl Pusher {
-    pub fn start(url: String, interval: Duration, shared: Shared) -> anyhow::Result<Self> {
+    pub(crate) fn start(url: String, interval: Duration, shared: Shared) -> anyhow::Result<Self> {
         let start_unix_ns = unix_ns(SystemTime::now());
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
             .map(|h| h.trim().to_string())

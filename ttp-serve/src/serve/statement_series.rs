@@ -79,7 +79,7 @@ impl StatementTotals {
     /// series' tests add statements one at a time; serve adds the
     /// kernel's sums (pg_sums.rs).
     #[cfg(test)]
-    pub fn of(s: &ttp_statements::Statement) -> Self {
+    pub(crate) fn of(s: &ttp_statements::Statement) -> Self {
         use ttp_common::statements::{part, wait};
         let mut buckets = [0; BUCKETS];
         let i = LATENCY_BOUNDS_NS
@@ -130,7 +130,7 @@ pub(crate) struct StatementSeries {
 
 impl StatementSeries {
     /// `top`: how many series keep their own labels (at least 1).
-    pub fn new(top: usize) -> Self {
+    pub(crate) fn new(top: usize) -> Self {
         Self {
             top: top.max(1),
             ranks: HashMap::new(),
@@ -144,19 +144,19 @@ impl StatementSeries {
 
     /// Adds one statement (or a key's statements since the last read of
     /// the sums); it is counted at the next [`Self::refresh`].
-    pub fn add(&mut self, key: SeriesKey, t: StatementTotals) {
+    pub(crate) fn add(&mut self, key: SeriesKey, t: StatementTotals) {
         *self.growth.entry(key).or_default() += t;
     }
 
     /// Adds statements that have no series of their own (the kernel's map
     /// had no room for their key): they go to `other` at the next
     /// [`Self::refresh`].
-    pub fn add_other(&mut self, t: StatementTotals) {
+    pub(crate) fn add_other(&mut self, t: StatementTotals) {
         self.growth_other += t;
     }
 
     /// Ranks the series and counts what was added since the last refresh.
-    pub fn refresh(&mut self) {
+    pub(crate) fn refresh(&mut self) {
         let decay = 0.5f64.powf(1.0 / RANK_HALF_LIFE_REFRESHES);
         for r in self.ranks.values_mut() {
             *r *= decay;
@@ -186,7 +186,7 @@ impl StatementSeries {
     }
 
     /// The named series as of the last refresh, then `other` (`None`).
-    pub fn view(&self) -> Vec<(Option<SeriesKey>, StatementTotals)> {
+    pub(crate) fn view(&self) -> Vec<(Option<SeriesKey>, StatementTotals)> {
         let mut v: Vec<(Option<SeriesKey>, StatementTotals)> = self
             .series
             .iter()

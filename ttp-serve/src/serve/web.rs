@@ -63,7 +63,7 @@ impl std::fmt::Debug for WebConfig {
 impl WebConfig {
     /// Reads `path` and the files it names; every fault is one line
     /// naming the file, exit 2.
-    pub fn load(path: &Path) -> anyhow::Result<Self> {
+    pub(crate) fn load(path: &Path) -> anyhow::Result<Self> {
         let bad = |why: String| usage(format!("bad --web-config {}: {why}", path.display()));
         let text = match std::fs::read_to_string(path) {
             Ok(t) => t,
@@ -164,7 +164,7 @@ impl Users {
     /// configured user with the right password. The password is compared
     /// by bcrypt's own verification (a constant-time comparison of the
     /// hashes).
-    pub fn allows(&self, authorization: Option<&[u8]>) -> bool {
+    pub(crate) fn allows(&self, authorization: Option<&[u8]>) -> bool {
         let Some((user, password)) = authorization.and_then(basic_credentials) else {
             return false;
         };

@@ -17,7 +17,7 @@ use ttp_ttpv2::study::{is_study, read_study};
 /// Prints the per-QE table, dropped QEs, the result, every sanity check and
 /// the reporting paragraph of the paper's Sec. 9.
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Run JSON files written by `ttp-ebpf run --json`, or study files
     /// (JSON lines) written by `ttp-ebpf experiment`.
     #[arg(value_name = "FILE")]

@@ -9,7 +9,7 @@ use ttp_sys::error::UsageError;
 
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "EMP sample size (EMPv6)")]
-pub struct SampleSizeArgs {
+pub(crate) struct SampleSizeArgs {
     /// Choose the number of runs (EMPv6, Sec. 4.6) from a long EMP
     /// measurement recorded with `run --protocol emp --record FILE`
     /// (schema ttp.emp-runs/1): outliers and standard deviation of PT for

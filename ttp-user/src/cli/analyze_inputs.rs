@@ -21,7 +21,7 @@ pub(super) struct Inputs {
 impl Inputs {
     /// One file's Q@Cs and machine (a run JSON or a study): the first
     /// file's machine speaks for all, but for the cache ([`merge_cache`]).
-    pub fn add(&mut self, mut qcs: Vec<QcInput>, machine: Option<MachineFacts>) {
+    pub(crate) fn add(&mut self, mut qcs: Vec<QcInput>, machine: Option<MachineFacts>) {
         self.caches
             .push(machine.as_ref().and_then(|m| m.cold_cache));
         if self.machine.is_none() {
@@ -31,7 +31,7 @@ impl Inputs {
     }
 
     /// TTPv2 Steps 1–5 over every Q@C, as `analyze` shows it.
-    pub fn analyse(mut self, correlations: bool) -> Analyze {
+    pub(crate) fn analyse(mut self, correlations: bool) -> Analyze {
         if let Some(m) = self.machine.as_mut() {
             merge_cache(m, &self.caches);
         }

@@ -14,7 +14,7 @@ use super::analyze_inputs::{Inputs, write_outputs};
 
 /// The lab entry of `analyze`.
 #[derive(Debug, clap::Args)]
-pub struct LabArgs {
+pub(crate) struct LabArgs {
     /// Analyse an experiment of the lab database (key=value pairs or a
     /// postgresql:// URL; see `ttp-ebpf lab`) instead of files.
     #[arg(long, value_name = "URL", requires = "experiment")]

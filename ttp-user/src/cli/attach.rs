@@ -41,7 +41,7 @@ use ttp_window::window::{
 /// The summary cross-checks the ledger against schedstat, /proc and
 /// taskstats over the same window.
 #[derive(Debug, Args)]
-pub struct AttachArgs {
+pub(crate) struct AttachArgs {
     /// Process to attach to.
     #[arg(long, required_unless_present = "all", conflicts_with = "all")]
     pub pid: Option<u32>,

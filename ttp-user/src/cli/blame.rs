@@ -27,7 +27,7 @@ use ttp_window::window::session::MeasurementSession;
 /// Live (needs root): `sudo ttp-ebpf blame --pid PID --duration 10s`.
 /// Offline, without root: `ttp-ebpf blame --from recording.json`.
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// The victim process (required live; overrides the recording's victim
     /// with --from).
     #[arg(long)]
@@ -72,14 +72,14 @@ pub struct Args {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum GroupArg {
+pub(crate) enum GroupArg {
     Unit,
     Cgroup,
     User,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum DiskArg {
+pub(crate) enum DiskArg {
     Bytes,
     Requests,
 }

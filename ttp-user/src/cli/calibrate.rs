@@ -36,7 +36,7 @@ use ttp_sys::{
 /// computed from both calibrations (Step 8). With --pair this calibration
 /// is Step 7 alone, merged with the one already in --out.
 #[derive(Debug, ClapArgs)]
-pub struct Args {
+pub(crate) struct Args {
     /// Measured runs of Step 1, after one discarded warm-up run (default
     /// 800, the paper's; with --pair, 40, the paper's Step 7).
     #[arg(long)]

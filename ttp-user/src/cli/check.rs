@@ -16,7 +16,7 @@ use ttp_sys::sys::{
 /// Each item is pass, warn or fail, with its remedy. Nothing is changed
 /// unless --fix is given. Exit status 1 when an item fails.
 #[derive(Debug, ClapArgs)]
-pub struct Args {
+pub(crate) struct Args {
     /// Apply the fixes marked "fix:" (mount tracefs, enable delay
     /// accounting, performance governor, turbo off). They persist until
     /// reboot: ttp does not undo them. Needs root.

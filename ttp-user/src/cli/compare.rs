@@ -33,7 +33,7 @@ use ttp_ttpv2::{
 /// compared with a warning. Needs no privileges. docs/compare.md explains
 /// every number.
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Result files: the baseline first, then one or more candidates; or
     /// one `run --json` file of several commands.
     #[arg(value_name = "FILE", num_args = 1.., required = true)]

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 /// Write man pages (DIR/man) and bash completion (DIR/completions).
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
 }

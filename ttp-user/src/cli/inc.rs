@@ -14,7 +14,7 @@ use ttp_emp::inc;
 /// repeated measurements can pass --loops and skip the calibration.
 #[derive(Debug, ClapArgs)]
 #[command(group(clap::ArgGroup::new("amount").required(true).args(["seconds", "loops"])))]
-pub struct Args {
+pub(crate) struct Args {
     /// Target CPU time of the loop, in seconds.
     #[arg(long, value_name = "N")]
     pub seconds: Option<f64>,

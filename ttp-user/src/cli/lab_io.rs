@@ -65,7 +65,7 @@ fn file_part(s: &str) -> String {
         .collect()
 }
 
-pub fn export(a: ExportArgs) -> anyhow::Result<()> {
+pub(crate) fn export(a: ExportArgs) -> anyhow::Result<()> {
     let mut lab = Lab::connect(&a.lab)?;
     schema::require_current(&mut lab)?;
     let studies = read_experiment(&mut lab, &a.experiment)?;

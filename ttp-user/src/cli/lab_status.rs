@@ -41,7 +41,7 @@ pub struct StatusArgs {
     pub json: bool,
 }
 
-pub fn status(a: StatusArgs) -> anyhow::Result<()> {
+pub(crate) fn status(a: StatusArgs) -> anyhow::Result<()> {
     let mut lab = Lab::connect(&a.lab)?;
     schema::require_current(&mut lab)?;
     if let Some(e) = &a.experiment

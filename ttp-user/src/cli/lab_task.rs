@@ -241,7 +241,7 @@ impl Follower {
 }
 
 /// What measuring a task needs of its worker.
-pub struct Executor<'a> {
+pub(crate) struct Executor<'a> {
     /// The lab URL, for the follower's connection of its own.
     pub lab: &'a str,
     /// This worker's name in the lab.
@@ -254,7 +254,7 @@ pub struct Executor<'a> {
 /// A task measured: how its run ended (`run`'s error for a failed task)
 /// and its run JSON document, holding the QEs measured (none when no QE
 /// was).
-pub struct Ran {
+pub(crate) struct Ran {
     pub outcome: anyhow::Result<()>,
     pub doc: Option<serde_json::Value>,
 }

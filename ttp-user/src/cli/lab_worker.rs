@@ -141,7 +141,7 @@ impl Session<'_> {
     }
 }
 
-pub fn worker(a: WorkerArgs) -> anyhow::Result<()> {
+pub(crate) fn worker(a: WorkerArgs) -> anyhow::Result<()> {
     // A worker that cannot measure must not claim (and fail) tasks: the
     // privileges `run` needs are checked first.
     ttp_sys::sys::privileges::require_bpf()?;

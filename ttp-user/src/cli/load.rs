@@ -27,7 +27,7 @@ use ttp_sys::{
 
 /// Which load models to run; `all` runs the open model, then the closed one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ModelChoice {
+pub(crate) enum ModelChoice {
     /// Open system model: each request sent at its intended time.
     Open,
     /// Closed system model: YCSB's loop of N connections.
@@ -53,7 +53,7 @@ pub enum ModelChoice {
 #[derive(Debug, clap::Args)]
 #[command(group(ArgGroup::new("target").required(true).args(["simulate", "exec", "postgres", "tcp"])))]
 #[command(group(ArgGroup::new("statements").args(["sql", "file"])))]
-pub struct LoadArgs {
+pub(crate) struct LoadArgs {
     /// Requests per second to send (the open model's arrival rate, the
     /// closed model's target throughput).
     #[arg(long, value_name = "R")]
@@ -224,7 +224,7 @@ pub struct LoadArgs {
 }
 
 /// The options, checked once.
-pub struct LoadConfig {
+pub(crate) struct LoadConfig {
     pub plan: PhasePlan,
     pub models: Vec<Model>,
     pub clock: ClockKind,
@@ -241,7 +241,7 @@ fn nanos(d: Duration) -> u64 {
 const MAX_RATE_PER_S: f64 = 1e8;
 
 impl LoadArgs {
-    pub fn validate(&self) -> anyhow::Result<LoadConfig> {
+    pub(crate) fn validate(&self) -> anyhow::Result<LoadConfig> {
         self.check_limits()?;
         let seed = self.seed_or_clock();
         let (factory, sim, clock) = if self.simulate {

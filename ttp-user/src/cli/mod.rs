@@ -5,37 +5,37 @@ use std::process::ExitCode;
 use clap::{CommandFactory, Parser, Subcommand};
 use ttp_serve::serve;
 
-pub mod analyze;
+pub(crate) mod analyze;
 mod analyze_emp;
 mod analyze_inputs;
 pub(crate) mod analyze_lab;
-pub mod attach;
-pub mod blame;
-pub mod calibrate;
-pub mod check;
-pub mod compare;
+pub(crate) mod attach;
+pub(crate) mod blame;
+pub(crate) mod calibrate;
+pub(crate) mod check;
+pub(crate) mod compare;
 mod dist_assets;
 pub mod experiment;
-pub mod inc;
+pub(crate) mod inc;
 pub mod lab;
 pub(crate) mod lab_io;
 pub(crate) mod lab_status;
 pub(crate) mod lab_task;
 pub(crate) mod lab_worker;
-pub mod load;
+pub(crate) mod load;
 pub mod report;
 pub mod run;
-pub mod run_args;
+pub(crate) mod run_args;
 pub(crate) mod run_emp;
 mod run_emp_several;
 mod run_emp_start;
 pub(crate) mod run_pg;
 mod run_plan;
 mod run_several;
-pub mod statements;
-pub mod statements_args;
+pub(crate) mod statements;
+pub(crate) mod statements_args;
 mod statements_sums;
-pub mod vprofile;
+pub(crate) mod vprofile;
 
 /// ttp: how long a program or a database query really took, and why.
 ///
@@ -45,13 +45,13 @@ pub mod vprofile;
 /// CAP_PERFMON): run them with sudo.
 #[derive(Debug, Parser)]
 #[command(name = "ttp-ebpf", version, propagate_version = true)]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
     pub command: Command,
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     Analyze(analyze::Args),
     Attach(attach::AttachArgs),
     Blame(blame::Args),

@@ -1,8 +1,11 @@
 //! `ttp-ebpf report`: a saved result shown again, without root.
-use std::path::PathBuf;
+use std::{io::Write, path::PathBuf};
 
-use crate::report::render::{self, Format};
-use ttp_sys::error::usage;
+use crate::report::{
+    format::text,
+    render::{self, Format},
+};
+use ttp_sys::{error::usage, sys::export::Exporter};
 
 /// Show a saved ttp result again: the terminal report, a Markdown table for
 /// papers and notebooks, CSV of its per-process, per-QE or per-run
@@ -57,10 +60,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     all_checks: args.checks,
                 })
             ),
-            _ => print!("{}", doc.text()),
+            _ => print_exported(&text::Text(doc.as_ref()))?,
         },
         Format::Json => println!("{}", serde_json::to_string_pretty(&value)?),
-        Format::Markdown => print!("{}", doc.markdown()),
+        Format::Markdown => print_exported(&text::Markdown(doc.as_ref()))?,
         Format::Csv => print!("{}", doc.table().csv()),
     }
     if let Some(dir) = &args.plot {
@@ -72,6 +75,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             crate::report::atomic::announce(&f);
         }
     }
+    Ok(())
+}
+
+/// A format's bytes on stdout.
+fn print_exported(format: &dyn Exporter) -> anyhow::Result<()> {
+    std::io::stdout().write_all(&format.serialize()?)?;
     Ok(())
 }
 

@@ -48,7 +48,7 @@ pub(super) struct EmpStart {
 }
 
 impl EmpStart {
-    pub fn new(args: &RunArgs) -> anyhow::Result<EmpStart> {
+    pub(crate) fn new(args: &RunArgs) -> anyhow::Result<EmpStart> {
         let profile = match &args.emp.cutoffs {
             Some(p) => Some(Profile::load(p).map_err(|e| UsageError::new(e.to_string()))?),
             None => None,

@@ -16,7 +16,7 @@ use ttp_ttpv2::{
 /// The run as one `ttp.analyze/1` document: its Q@Cs labelled by command
 /// name and parameter value, which `report` renders and `compare` reads
 /// (one file: its commands compared; two files: Q@Cs matched by labels).
-pub fn document(qcs: &[QcInput], machine: &MachineFacts) -> AnalyzeDocument {
+pub(crate) fn document(qcs: &[QcInput], machine: &MachineFacts) -> AnalyzeDocument {
     let a = analyse(qcs, Some(machine), crate::report::ttpv2::paragraph::text);
     AnalyzeDocument {
         schema: ANALYZE_SCHEMA.into(),
@@ -30,7 +30,7 @@ pub fn document(qcs: &[QcInput], machine: &MachineFacts) -> AnalyzeDocument {
 
 /// The comparison of the commands of `doc` (the first is the baseline),
 /// with compare's default settings; `Err` says why there is none.
-pub fn comparison(doc: &AnalyzeDocument) -> Result<CompareDocument, String> {
+pub(crate) fn comparison(doc: &AnalyzeDocument) -> Result<CompareDocument, String> {
     let sides = ttp_compare::sides_by_name(&doc.schema, doc.machine.as_ref(), &doc.qcs)
         .map_err(|e| e.to_string())?;
     ttp_compare::compare(&sides, &Config::default()).map_err(|e| e.to_string())

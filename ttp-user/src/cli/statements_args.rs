@@ -19,7 +19,7 @@ use ttp_sys::sys::signals::StopFlag;
 ///
 /// Example: `sudo ttp-ebpf statements --pid $(head -1 /var/lib/postgresql/15/main/postmaster.pid) --duration 10s`
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// The postmaster (its backends, present and future, are measured).
     #[arg(long)]
     pub pid: u32,

@@ -41,7 +41,7 @@ use ttp_vprofile::{
 ///
 /// Example: `sudo ttp-ebpf vprofile --pid 4242 --root PortalRun --duration 20s`
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// The process to measure (else give a command after `--`).
     #[arg(long, conflicts_with = "command")]
     pub pid: Option<u32>,
@@ -205,7 +205,7 @@ fn spawn_error(e: SpawnError) -> anyhow::Error {
 
 /// Validated options with the binary's call graph.
 #[derive(Debug)]
-pub struct Prepared {
+pub(crate) struct Prepared {
     pub elf: ElfImage,
     pub root: usize,
     pub config: BreakdownConfig,

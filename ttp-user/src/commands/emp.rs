@@ -19,7 +19,7 @@ use ttp_window::window::{
 const TASKSTATS_GRACE: Duration = Duration::from_millis(500);
 
 /// What to measure.
-pub struct LivePlan<'a> {
+pub(crate) struct LivePlan<'a> {
     pub command: &'a [String],
     /// Measured runs after the warm-up.
     pub runs: u32,
@@ -34,7 +34,7 @@ pub struct LivePlan<'a> {
 }
 
 /// The runs measured, and why the loop ended early if it did.
-pub struct LiveRuns {
+pub(crate) struct LiveRuns {
     /// Run 0 is the warm-up (flagged), runs 1.. the measured ones.
     pub runs: Vec<EmpRun>,
     pub interrupted: bool,
@@ -48,7 +48,7 @@ pub struct LiveRuns {
 impl LivePlan<'_> {
     /// The runs of `commands` commands, warm-ups included: the progress
     /// bar's length.
-    pub fn runs_of(&self, commands: usize) -> u64 {
+    pub(crate) fn runs_of(&self, commands: usize) -> u64 {
         (u64::from(self.runs) + 1) * commands as u64
     }
 }
@@ -76,7 +76,7 @@ pub fn measure(
 /// runs of one command are numbered 0, 1, … as when it runs alone. A
 /// failure or Ctrl-C ends every command's runs; the failure is kept with
 /// the command that failed.
-pub fn measure_interleaved(
+pub(crate) fn measure_interleaved(
     plan: &LivePlan<'_>,
     commands: &[&[String]],
     stop: &StopFlag,
@@ -204,7 +204,7 @@ fn losses_note(index: u32, window: &ttp_ledger::accounts::Window) -> Option<Stri
 }
 
 /// The progress line after a run: the command's label when several run.
-pub fn progress_message(run: &EmpRun, label: Option<usize>) -> String {
+pub(crate) fn progress_message(run: &EmpRun, label: Option<usize>) -> String {
     let pt = run.pt.ledger_on_cpu_ns.map(|n| n as f64 / 1e6);
     format!(
         "{}run {}{}: ET {:.1} ms, PT {}",

@@ -8,12 +8,11 @@
 //! runs of commands (`emp.rs`). The command line parses `run`'s and
 //! `calibrate`'s arguments into plans; nothing here reads them.
 mod attempts;
-pub mod emp;
+pub(crate) mod emp;
 mod failure;
 mod plan;
 mod rounds;
 mod run;
 
 pub use plan::{Plan, QcSpec};
-pub use rounds::{Measured, QeSpan};
-pub use run::{OnQe, Run, measure, pinned_statement};
+pub use run::{Run, measure, pinned_statement};

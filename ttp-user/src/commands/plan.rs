@@ -59,7 +59,7 @@ pub struct Plan {
 
 impl Plan {
     /// One empty Q@C per spec, with the set-up every QE shares.
-    pub fn qc_inputs(&self, user_hz: u32, machine: &MachineFacts) -> Vec<QcInput> {
+    pub(crate) fn qc_inputs(&self, user_hz: u32, machine: &MachineFacts) -> Vec<QcInput> {
         self.qcs
             .iter()
             .map(|spec| QcInput {
@@ -84,7 +84,7 @@ impl Plan {
 
     /// What a QE of this plan tells the Fig. 5 sequence: the utility
     /// processes, whether the query process is found by name, the time-out.
-    pub fn configure<'x>(&'x self, ctx: &mut QeContext<'x>) {
+    pub(crate) fn configure<'x>(&'x self, ctx: &mut QeContext<'x>) {
         ctx.utilities = &self.utilities;
         ctx.query_by_name = self.query_process.is_some();
         ctx.timeout = Some(self.timeout);

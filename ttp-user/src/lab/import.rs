@@ -21,7 +21,7 @@ pub(crate) const IMPORT_WORKER: &str = "import";
 
 /// What `import` did.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Imported {
+pub(crate) enum Imported {
     /// This many Q@Cs were new (and the experiment, when `created`).
     New { qcs: usize, created: bool },
     /// Every Q@C was already in the lab, with the same QEs.
@@ -31,7 +31,7 @@ pub enum Imported {
 /// The hash an experiment's spec is known by: a lab command spec's own
 /// (`lab submit`'s, so a spec imported and then submitted is the same
 /// experiment), else SHA-256 of the spec's JSON.
-pub fn spec_hash(spec: &serde_json::Value) -> String {
+pub(crate) fn spec_hash(spec: &serde_json::Value) -> String {
     if let Ok(s) = serde_json::from_value::<LabSpec>(spec.clone()) {
         return s.hash();
     }
@@ -55,7 +55,7 @@ pub(crate) fn task_key(spec: Option<&LabSpec>, qc: &StudyQc) -> String {
 
 /// Brings the study (`header`, `qcs`, read from `source`) into the lab as
 /// experiment `name` on `host_label`.
-pub fn import(
+pub(crate) fn import(
     lab: &mut Lab,
     header: &StudyHeader,
     qcs: &[StudyQc],

@@ -4,14 +4,14 @@
 //! creates and migrates its tables, `spec` reads an experiment spec and
 //! expands it into tasks, `queue` submits, claims, records and reports.
 //! docs/lab.md explains the design.
-pub mod import;
-pub mod passfile;
+pub(crate) mod import;
+pub(crate) mod passfile;
 pub mod queue;
-pub mod retry;
+pub(crate) mod retry;
 pub mod schema;
 pub mod spec;
-pub mod study;
-pub mod tls;
+pub(crate) mod study;
+pub(crate) mod tls;
 
 use std::time::Duration;
 
@@ -133,7 +133,7 @@ impl Lab {
     /// Whether the connection still answers (`SELECT 1`): one the server
     /// closed (restart, idle timeout, terminated backend) does not, and
     /// the client only learns that by using it.
-    pub fn answers(&self) -> bool {
+    pub(crate) fn answers(&self) -> bool {
         self.rt
             .block_on(self.client.simple_query("SELECT 1"))
             .is_ok()

@@ -17,7 +17,7 @@ pub(crate) fn default_path() -> Option<PathBuf> {
 /// `None` when the file is missing, open to group or others, or has no
 /// matching line. A Unix-socket connection to the default socket
 /// directory matches `localhost`, as in libpq.
-pub fn lookup(path: &Path, host: &str, port: u16, db: &str, user: &str) -> Option<String> {
+pub(crate) fn lookup(path: &Path, host: &str, port: u16, db: &str, user: &str) -> Option<String> {
     use std::os::unix::fs::PermissionsExt;
     let meta = std::fs::metadata(path).ok()?;
     if meta.permissions().mode() & 0o077 != 0 {

@@ -274,7 +274,7 @@ pub fn finish(
 
 /// Tasks and QEs of one experiment on one host label.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct StatusRow {
+pub(crate) struct StatusRow {
     pub experiment: String,
     pub host_label: String,
     pub pending: i64,
@@ -302,7 +302,7 @@ pub struct StatusRow {
 
 /// Per experiment and host label, the tasks in each state and the QEs
 /// measured, optionally for one experiment.
-pub fn status(lab: &mut Lab, experiment: Option<&str>) -> anyhow::Result<Vec<StatusRow>> {
+pub(crate) fn status(lab: &mut Lab, experiment: Option<&str>) -> anyhow::Result<Vec<StatusRow>> {
     let q = "SELECT t.experiment, t.host_label, \
                count(*) FILTER (WHERE t.state = 'pending'), count(*) FILTER (WHERE t.state = 'running'), \
                count(*) FILTER (WHERE t.state = 'done'), count(*) FILTER (WHERE t.state = 'failed'), \
@@ -376,7 +376,7 @@ pub fn release(lab: &mut Lab, task: &Claimed, worker: &str) -> anyhow::Result<bo
 
 /// A task being measured now.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct RunningTask {
+pub(crate) struct RunningTask {
     pub task: i64,
     pub experiment: String,
     pub key: String,
@@ -390,7 +390,7 @@ pub struct RunningTask {
 }
 
 /// The tasks in state running, by whom and for how long.
-pub fn running(lab: &mut Lab, experiment: Option<&str>) -> anyhow::Result<Vec<RunningTask>> {
+pub(crate) fn running(lab: &mut Lab, experiment: Option<&str>) -> anyhow::Result<Vec<RunningTask>> {
     let q = "SELECT id, experiment, key, host_label, attempts, coalesce(claimed_by, ''), \
                extract(epoch FROM now() - started_at)::float8, extract(epoch FROM lease_until - now())::float8 \
              FROM ttp_lab_tasks WHERE state = 'running' AND ($1::text IS NULL OR experiment = $1) ORDER BY id";

@@ -17,7 +17,7 @@ pub(crate) struct Backoff {
 
 impl Backoff {
     /// Steps of `first`, 2 × `first`, … up to `cap`.
-    pub fn new(first: Duration, cap: Duration) -> Backoff {
+    pub(crate) fn new(first: Duration, cap: Duration) -> Backoff {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64);
@@ -45,7 +45,7 @@ impl Backoff {
     }
 
     /// Back to the first step (the lab answered).
-    pub fn reset(&mut self) {
+    pub(crate) fn reset(&mut self) {
         self.step = self.first;
     }
 }

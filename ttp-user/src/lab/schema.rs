@@ -91,7 +91,7 @@ ALTER TABLE ttp_lab_tasks ADD COLUMN no_run boolean NOT NULL DEFAULT false;
 ];
 
 /// The schema version this binary reads and writes.
-pub fn latest() -> i32 {
+pub(crate) fn latest() -> i32 {
     MIGRATIONS.last().map_or(0, |m| m.0)
 }
 

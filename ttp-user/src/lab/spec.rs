@@ -73,7 +73,7 @@ fn default_n() -> u32 {
 /// populate its DBMS under test and measure the Q@C with `run --postgres`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct QueryTask {
+pub(crate) struct QueryTask {
     pub query: QuerySpec,
     pub cardinality: u64,
     /// The experiment's spec: connection, data section, n, cold_cache,
@@ -84,7 +84,7 @@ pub struct QueryTask {
 impl QueryTask {
     /// The Q@C's labels, as `experiment` gives them (TTPv2 Fig. 2: one
     /// query at one cardinality).
-    pub fn labels(&self) -> BTreeMap<String, String> {
+    pub(crate) fn labels(&self) -> BTreeMap<String, String> {
         [
             (QUERY_LABEL.to_string(), self.query.name.clone()),
             (CARDINALITY_LABEL.to_string(), self.cardinality.to_string()),
@@ -94,13 +94,13 @@ impl QueryTask {
 }
 
 /// The label that names a query's cardinality.
-pub const CARDINALITY_LABEL: &str = "cardinality";
+pub(crate) const CARDINALITY_LABEL: &str = "cardinality";
 
 /// What a task runs, as stored in its payload. A command task's payload
 /// is the command itself, as it always was.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
-pub enum Payload {
+pub(crate) enum Payload {
     Query(Box<QueryTask>),
     Command(CommandSpec),
 }
@@ -108,7 +108,7 @@ pub enum Payload {
 /// One task of the queue: a command, or a query at a cardinality, on one
 /// host label.
 #[derive(Clone, Debug, PartialEq)]
-pub struct TaskSpec {
+pub(crate) struct TaskSpec {
     pub key: String,
     pub host_label: String,
     pub payload: Payload,
@@ -244,7 +244,7 @@ impl LabSpec {
     }
 
     /// SHA-256 of [`Self::canonical_json`], in hex.
-    pub fn hash(&self) -> String {
+    pub(crate) fn hash(&self) -> String {
         Sha256::digest(self.canonical_json().as_bytes())
             .iter()
             .map(|b| format!("{b:02x}"))
@@ -270,7 +270,7 @@ impl LabSpec {
     /// One task per command × host label, or per query × cardinality ×
     /// host label (cardinality by cardinality, in the spec's order, as
     /// `experiment` runs them).
-    pub fn tasks(&self) -> Vec<TaskSpec> {
+    pub(crate) fn tasks(&self) -> Vec<TaskSpec> {
         let mut work: Vec<(String, Payload)> = self
             .command
             .iter()

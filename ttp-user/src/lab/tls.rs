@@ -33,7 +33,7 @@ use tokio_postgres::config::SslMode as ClientSslMode;
 
 /// libpq's `sslmode`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SslMode {
+pub(crate) enum SslMode {
     Disable,
     Prefer,
     Require,
@@ -43,7 +43,7 @@ pub enum SslMode {
 
 /// The TLS settings of a connection string.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TlsSettings {
+pub(crate) struct TlsSettings {
     pub mode: SslMode,
     pub root_cert: Option<PathBuf>,
     /// `sslcert`: the client certificate (PEM, the chain after it).
@@ -60,7 +60,7 @@ const VARS: [&str; 4] = ["PGSSLMODE", "PGSSLROOTCERT", "PGSSLCERT", "PGSSLKEY"];
 /// connection string (libpq key=value pairs or a postgresql:// URL): the
 /// rest, for the client library, and the TLS settings. The error is one
 /// line.
-pub fn split(conninfo: &str) -> Result<(String, TlsSettings), String> {
+pub(crate) fn split(conninfo: &str) -> Result<(String, TlsSettings), String> {
     split_with_env(conninfo, |k| std::env::var(k).ok())
 }
 

@@ -181,7 +181,7 @@ fn io_kind(e: &tokio_postgres::Error) -> Option<std::io::ErrorKind> {
 }
 
 /// A statement shortened for messages.
-pub fn short(sql: &str) -> String {
+pub(crate) fn short(sql: &str) -> String {
     let one_line: String = sql.split_whitespace().collect::<Vec<_>>().join(" ");
     match one_line.char_indices().nth(80) {
         Some((i, _)) => format!("{}…", &one_line[..i]),

@@ -182,7 +182,7 @@ impl Spec {
     }
 
     /// Rows of the maximal table.
-    pub fn max_cardinality(&self) -> u64 {
+    pub(crate) fn max_cardinality(&self) -> u64 {
         self.data
             .max_cardinality
             .unwrap_or_else(|| self.cardinalities.iter().copied().max().unwrap_or(0))
@@ -190,7 +190,7 @@ impl Spec {
 
     /// What identifies the experiment in its study: everything but how to
     /// reach and restart the server (which may change between sessions).
-    pub fn identity(&self) -> serde_json::Value {
+    pub(crate) fn identity(&self) -> serde_json::Value {
         let mut s = self.clone();
         s.connection.clear();
         s.restart_cmd = None;

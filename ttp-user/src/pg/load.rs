@@ -25,7 +25,7 @@ use ttp_load::{
 
 /// Default most connections of the pool (PostgreSQL's default
 /// max_connections is 100).
-pub const DEFAULT_POOL: usize = 16;
+pub(crate) const DEFAULT_POOL: usize = 16;
 
 /// `--postgres CONNSTR (--sql SQL [--param …] | -f SCRIPT) [--pool-size N]`.
 #[derive(Debug, Clone)]
@@ -57,7 +57,7 @@ impl PgFactory {
         self
     }
 
-    pub fn new(conninfo: &str, sql: &str, pool_max: Option<usize>) -> Result<Self, String> {
+    pub(crate) fn new(conninfo: &str, sql: &str, pool_max: Option<usize>) -> Result<Self, String> {
         let config = parse_config(conninfo).map_err(|e| e.to_string())?;
         if sql.trim().is_empty() {
             return Err(

@@ -4,15 +4,15 @@
 //! generation of an experiment (Sec. 3.2.1), one statement's Q@C from its
 //! plan (`statement.rs`, `run --postgres` and the lab worker), and a pooled
 //! target for the load driver.
-pub mod error;
+pub(crate) mod error;
 pub mod experiment;
-pub mod load;
-pub mod qc;
-pub mod restart;
-pub mod script;
-pub mod session;
-pub mod statement;
-pub mod study;
+pub(crate) mod load;
+pub(crate) mod qc;
+pub(crate) mod restart;
+pub(crate) mod script;
+pub(crate) mod session;
+pub(crate) mod statement;
+pub(crate) mod study;
 
 pub use error::PgError;
 pub use qc::{PgFacts, QcEnd, QcRun, Runner, RunnerOptions};

@@ -166,7 +166,11 @@ impl<'a> Runner<'a> {
     /// Connects once, so a wrong connection string, a server that is down
     /// or one on another machine fail before anything is measured; for a
     /// cold cache, finds how to restart the server.
-    pub fn start(pg: &'a Pg, mut opts: RunnerOptions, stop: StopFlag) -> Result<Self, PgError> {
+    pub(crate) fn start(
+        pg: &'a Pg,
+        mut opts: RunnerOptions,
+        stop: StopFlag,
+    ) -> Result<Self, PgError> {
         let session = pg.connect()?;
         if opts.cold_cache && opts.restart.is_none() {
             opts.restart = Some(Restart::discover(session.postmaster_pid)?);
@@ -184,14 +188,6 @@ impl<'a> Runner<'a> {
         };
         r.configure()?;
         Ok(r)
-    }
-
-    pub fn session(&self) -> Option<&Session> {
-        self.session.as_ref()
-    }
-
-    pub fn options(&self) -> &RunnerOptions {
-        &self.opts
     }
 
     /// Prepares `sql` without measuring: a syntax error or a missing table

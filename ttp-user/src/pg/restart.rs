@@ -60,7 +60,7 @@ impl Restart {
     }
 
     /// For reports: the command that restarts the server.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match self {
             Restart::Command(c) => c.clone(),
             Restart::PgCtl {

@@ -41,7 +41,7 @@ pub(crate) struct Script {
 impl Script {
     /// `--sql SQL --param …`: one statement whose `$1`, `$2`, … are the
     /// params in order.
-    pub fn single(sql: &str, params: Vec<ParamSpec>) -> Self {
+    pub(crate) fn single(sql: &str, params: Vec<ParamSpec>) -> Self {
         Self {
             statements: vec![ScriptStatement {
                 sql: sql.to_string(),
@@ -53,7 +53,7 @@ impl Script {
     }
 
     /// Parses a script's text; `name` (the file) prefixes every error.
-    pub fn parse(name: &str, text: &str) -> Result<Self, String> {
+    pub(crate) fn parse(name: &str, text: &str) -> Result<Self, String> {
         let mut vars: Vec<ParamSpec> = Vec::new();
         let mut statements = Vec::new();
         for (i, raw) in text.lines().enumerate() {
@@ -208,7 +208,7 @@ pub(crate) struct ParamSpec {
 }
 
 impl ParamSpec {
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub(crate) fn parse(text: &str) -> Result<Self, String> {
         let bad = || {
             format!(
                 "--param {text}: expected NAME=uniform:LO:HI with integers LO <= HI, e.g. aid=uniform:1:100000"

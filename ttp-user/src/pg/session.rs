@@ -35,12 +35,8 @@ impl Pg {
         })
     }
 
-    pub fn config(&self) -> &Config {
-        &self.config
-    }
-
     /// host, port, user and database, without the password.
-    pub fn target(&self) -> &str {
+    pub(crate) fn target(&self) -> &str {
         &self.target
     }
 
@@ -89,7 +85,7 @@ pub(crate) fn parse_config(conninfo: &str) -> Result<Config, PgError> {
 }
 
 /// host, port, user and database of a configuration (no password).
-pub fn describe(c: &Config) -> String {
+pub(crate) fn describe(c: &Config) -> String {
     let hosts: Vec<String> = c
         .get_hosts()
         .iter()
@@ -154,7 +150,7 @@ pub struct Session {
 
 impl Session {
     /// Runs `sql` (one or more statements, no result kept).
-    pub fn batch(&self, sql: &str) -> Result<(), PgError> {
+    pub(crate) fn batch(&self, sql: &str) -> Result<(), PgError> {
         self.rt
             .block_on(self.client.batch_execute(sql))
             .map_err(|e| PgError::from_client(sql, e))
@@ -204,7 +200,7 @@ impl Session {
     /// without costs: the operator tree is the plan (Sec. 3.2.3); an
     /// estimate that changes with the cardinality does not make another
     /// plan, so Q@Cs of one plan are compared for monotonicity (QC3/QC4).
-    pub fn explain(&self, p: &Prepared) -> Result<String, PgError> {
+    pub(crate) fn explain(&self, p: &Prepared) -> Result<String, PgError> {
         let sql = format!("EXPLAIN (FORMAT JSON, COSTS OFF) EXECUTE {}", p.name);
         Ok(self.scalar(&sql)?.unwrap_or_default())
     }

@@ -19,7 +19,7 @@ use super::{
 };
 
 /// A `run --postgres`, validated once by the command line.
-pub struct StatementPlan {
+pub(crate) struct StatementPlan {
     /// key=value pairs or a postgresql:// URL.
     pub conninfo: String,
     /// The statement, prepared once and executed once per QE.
@@ -77,7 +77,7 @@ pub fn measure(
 
 /// The run JSON (`ttp.run/1`) with the `postgres` object beside it; its
 /// Sec. 9 paragraph worded by `wording` (the report layer's).
-pub fn run_json(
+pub(crate) fn run_json(
     qc: &QcInput,
     facts: &PgFacts,
     machine: &MachineFacts,

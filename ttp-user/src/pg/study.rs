@@ -22,7 +22,7 @@ use ttp_ttpv2::{
 };
 
 /// Who shows an experiment's progress, counted in QEs of the whole study.
-pub trait Shows {
+pub(crate) trait Shows {
     /// A resumed study: the QEs of the Q@Cs it had finished.
     fn resumed(&self, qes: u64);
     /// The QEs of the study measured so far.
@@ -34,7 +34,7 @@ pub trait Shows {
 }
 
 /// How an experiment ended.
-pub struct Ended {
+pub(crate) struct Ended {
     /// Q@Cs the study holds finished.
     pub done: usize,
     /// Q@Cs of the specification.

@@ -20,7 +20,7 @@ use ttp_window::window::{
 };
 
 /// Which processes a session reports on.
-pub struct Targets {
+pub(crate) struct Targets {
     pub pid: Option<u32>,
     pub children: bool,
     pub all: bool,
@@ -31,7 +31,7 @@ impl Targets {
     /// The target (and its descendants with --children), or every process
     /// but ttp itself with --all. `parents` maps tgid → parent for
     /// processes older than the probes.
-    pub fn of(&self, w: &Window, parents: &HashMap<u32, u32>) -> BTreeSet<u32> {
+    pub(crate) fn of(&self, w: &Window, parents: &HashMap<u32, u32>) -> BTreeSet<u32> {
         if self.all {
             return w
                 .processes
@@ -55,7 +55,7 @@ impl Targets {
     /// The rows of `w` this session reports on: the target instance(s)
     /// of its pid, with --children every row whose tgid descends from it,
     /// with --all every row but ttp's own.
-    pub fn select<'a>(
+    pub(crate) fn select<'a>(
         &self,
         w: &'a ClosedWindow,
         parents: &HashMap<u32, u32>,
@@ -84,7 +84,7 @@ impl Targets {
 
     /// The ended processes folded by command: with --all every group;
     /// otherwise none (they are the machine's, not the target's).
-    pub fn groups(&self, w: &ClosedWindow) -> Vec<ExitedGroup> {
+    pub(crate) fn groups(&self, w: &ClosedWindow) -> Vec<ExitedGroup> {
         if self.all {
             w.exited_groups.clone()
         } else {
@@ -131,7 +131,7 @@ fn terminal_columns() -> Option<usize> {
 }
 
 impl LiveTable {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         use std::io::IsTerminal;
         Self {
             tty: std::io::stdout().is_terminal(),
@@ -158,7 +158,7 @@ impl LiveTable {
         out
     }
 
-    pub fn print(&mut self, w: &Window, targets: &Targets, parents: &HashMap<u32, u32>) {
+    pub(crate) fn print(&mut self, w: &Window, targets: &Targets, parents: &HashMap<u32, u32>) {
         use std::io::Write;
         let block = interval_block(w, targets, parents);
         if self.tty {
@@ -252,12 +252,12 @@ fn from_exit_record(a: &mut Agreement, kernel_tick_ns: u64) {
 
 /// The attach summary: its document, built once from the window and the
 /// references; the terminal text and the JSON are both rendered from it.
-pub struct Summary {
+pub(crate) struct Summary {
     pub doc: AttachDoc,
 }
 
 /// What the summary compares the ledger with.
-pub struct References<'a> {
+pub(crate) struct References<'a> {
     pub before: &'a ProcSet,
     pub after: &'a ProcSet,
     pub exit_records: &'a ExitRecords,
@@ -270,7 +270,7 @@ pub struct References<'a> {
 }
 
 impl Summary {
-    pub fn build(
+    pub(crate) fn build(
         targets: &Targets,
         window: &ClosedWindow,
         parents: &HashMap<u32, u32>,
@@ -438,7 +438,7 @@ impl Summary {
     }
 
     /// Comparisons outside tolerance.
-    pub fn flagged(&self) -> usize {
+    pub(crate) fn flagged(&self) -> usize {
         self.doc
             .processes
             .iter()
@@ -450,12 +450,12 @@ impl Summary {
 
     /// The terminal summary, rendered from the document `--json` writes by
     /// the renderer `ttp-ebpf report` uses, so the two cannot drift apart.
-    pub fn print(&self, o: &TextOptions) {
+    pub(crate) fn print(&self, o: &TextOptions) {
         print!("{}", self.doc.text_with(o));
     }
 
     /// The summary as JSON (schema `ttp.attach/1`), keys sorted as written.
-    pub fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         self.doc.to_json()
     }
 }

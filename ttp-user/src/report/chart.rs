@@ -15,7 +15,7 @@ pub(crate) type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
 
 /// The glyph of a legend row.
 #[derive(Debug, Clone, Copy)]
-pub enum Key {
+pub(crate) enum Key {
     /// A line segment.
     Line(RGBColor),
     /// A thin, half-transparent line (a reference level).
@@ -34,14 +34,14 @@ pub enum Key {
 const ROW: i32 = 20;
 
 /// Splits `area` into the plot (left) and a legend column `width` px wide.
-pub fn split<'a>(area: &Area<'a>, width: u32) -> (Area<'a>, Area<'a>) {
+pub(crate) fn split<'a>(area: &Area<'a>, width: u32) -> (Area<'a>, Area<'a>) {
     let (w, _) = area.dim_in_pixel();
     area.split_horizontally(w.saturating_sub(width))
 }
 
 /// Draws `rows` top-down in `area` (a legend column from [`split`]),
 /// starting `top` px below its top edge.
-pub fn draw(area: &Area<'_>, rows: &[(String, Key)], top: i32) -> Result<(), String> {
+pub(crate) fn draw(area: &Area<'_>, rows: &[(String, Key)], top: i32) -> Result<(), String> {
     let e = |x: DrawingAreaErrorKind<_>| x.to_string();
     let font = ("sans-serif", 12).into_font().color(&BLACK);
     let style = font.pos(Pos::new(HPos::Left, VPos::Center));
@@ -70,15 +70,15 @@ pub fn draw(area: &Area<'_>, rows: &[(String, Key)], top: i32) -> Result<(), Str
 }
 
 #[cfg(test)]
-pub mod tests {
+pub(crate) mod tests {
     /// Every element of an SVG: (tag, x, y) of circles (cx, cy), texts and
     /// rects, and text contents, for layout assertions.
-    pub struct Drawn {
+    pub(crate) struct Drawn {
         pub circles: Vec<(f64, f64)>,
         pub texts: Vec<(f64, f64, String)>,
     }
 
-    pub fn drawn(svg: &str) -> Drawn {
+    pub(crate) fn drawn(svg: &str) -> Drawn {
         let doc = roxmltree::Document::parse(svg).expect("SVG is not well-formed XML");
         let num = |n: &roxmltree::Node, a: &str| n.attribute(a).and_then(|v| v.parse().ok());
         let mut d = Drawn {

@@ -18,7 +18,7 @@ use ttp_window::window::procs::TaskstatsCounters;
 /// standing for a field the record lacks: 72 bytes kept per ended process
 /// instead of the whole record (about 0.5 KiB), for as long as its row is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ExitCounters([u64; 9]);
+pub(crate) struct ExitCounters([u64; 9]);
 
 const ABSENT: u64 = u64::MAX;
 
@@ -36,7 +36,7 @@ impl ExitCounters {
         |t| t.nivcsw,
     ];
 
-    pub fn of(t: &Taskstats) -> Self {
+    pub(crate) fn of(t: &Taskstats) -> Self {
         // A counter at u64::MAX (never seen: 584 years of ns) reads as absent.
         Self(Self::FIELDS.map(|f| f(t).unwrap_or(ABSENT)))
     }
@@ -57,14 +57,14 @@ struct ExitEntry {
 
 /// The exit records of a window, by the tgid they may describe.
 #[derive(Debug, Clone, Default)]
-pub struct ExitRecords {
+pub(crate) struct ExitRecords {
     by_tgid: HashMap<u32, ExitEntry>,
 }
 
 impl ExitRecords {
     /// Room for `n` tgids, its memory written now (a long `attach` keeps
     /// about as many as it keeps rows: docs/attach.md).
-    pub fn with_capacity(n: usize) -> Self {
+    pub(crate) fn with_capacity(n: usize) -> Self {
         let mut by_tgid = HashMap::with_capacity(n);
         let blank = ExitEntry {
             counters: ExitCounters([ABSENT; 9]),
@@ -78,7 +78,7 @@ impl ExitRecords {
         Self { by_tgid }
     }
 
-    pub fn add(&mut self, r: TaskstatsRecord) {
+    pub(crate) fn add(&mut self, r: TaskstatsRecord) {
         let counters = ExitCounters::of(&r.stats);
         match r.scope {
             Scope::ThreadGroup => {
@@ -109,17 +109,17 @@ impl ExitRecords {
 
     /// Keeps the records of the tgids `keep` accepts (a long window drops
     /// those of processes it no longer compares).
-    pub fn retain(&mut self, mut keep: impl FnMut(u32) -> bool) {
+    pub(crate) fn retain(&mut self, mut keep: impl FnMut(u32) -> bool) {
         self.by_tgid.retain(|t, _| keep(*t));
     }
 
     /// Whether a record of `tgid` (its group's or its leader's) arrived.
-    pub fn has(&self, tgid: u32) -> bool {
+    pub(crate) fn has(&self, tgid: u32) -> bool {
         self.by_tgid.contains_key(&tgid)
     }
 
     /// Leader threads that exited: one per process whose leader exited.
-    pub fn leaders(&self) -> impl Iterator<Item = u32> + '_ {
+    pub(crate) fn leaders(&self) -> impl Iterator<Item = u32> + '_ {
         self.by_tgid
             .iter()
             .filter(|(_, e)| e.leader)
@@ -128,7 +128,7 @@ impl ExitRecords {
 
     /// The counters of the whole process `tgid`: its thread-group record's,
     /// or, for a process the ledger saw with one thread, its leader's.
-    pub fn process(&self, tgid: u32, threads: u32) -> Option<ExitCounters> {
+    pub(crate) fn process(&self, tgid: u32, threads: u32) -> Option<ExitCounters> {
         let e = self.by_tgid.get(&tgid)?;
         (e.group || (threads <= 1 && e.leader)).then_some(e.counters)
     }

@@ -6,7 +6,7 @@ use ttp_ledger::probe::KernelStats;
 
 /// Which figures of a report a loss can change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Affects {
+pub(crate) enum Affects {
     /// Per-process times (on-CPU, waits) and counts.
     Processes,
     /// Per-process disk I/O (requests, bytes, device and own-I/O time).
@@ -23,7 +23,7 @@ pub enum Affects {
 
 /// One non-zero counter, in words.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Loss {
+pub(crate) struct Loss {
     pub count: u64,
     pub text: String,
     pub affects: Affects,
@@ -31,7 +31,7 @@ pub struct Loss {
 
 /// What else the window lost besides the kernel's counters.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Extra {
+pub(crate) struct Extra {
     /// Threads in the first image that neither the last image nor an exit
     /// record shows (accounts/image.rs).
     pub vanished_threads: u64,
@@ -43,7 +43,7 @@ pub struct Extra {
 }
 
 /// Every non-zero loss or repair counter of a window, losses first.
-pub fn describe(k: &KernelStats, extra: &Extra) -> Vec<Loss> {
+pub(crate) fn describe(k: &KernelStats, extra: &Extra) -> Vec<Loss> {
     use Affects::*;
     let n = crate::report::units::grouped;
     let rows: [(u64, Affects, String); 16] = [
@@ -193,7 +193,7 @@ pub fn describe(k: &KernelStats, extra: &Extra) -> Vec<Loss> {
 
 /// The note beside a figure `affects` changes, if this window lost any of
 /// it: e.g. " [may be short: 3 events lost, see below]".
-pub fn mark(losses: &[Loss], affects: Affects) -> String {
+pub(crate) fn mark(losses: &[Loss], affects: Affects) -> String {
     let lost: u64 = losses
         .iter()
         .filter(|l| l.affects == affects)
@@ -210,7 +210,7 @@ pub fn mark(losses: &[Loss], affects: Affects) -> String {
 
 /// The lines of a text report: "lost: nothing" when nothing was lost or
 /// repaired, else one line per counter.
-pub fn lines(losses: &[Loss]) -> String {
+pub(crate) fn lines(losses: &[Loss]) -> String {
     if losses.is_empty() {
         return "lost in the kernel: nothing (no kernel event or record lost, nothing repaired)\n"
             .into();

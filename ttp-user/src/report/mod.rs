@@ -3,21 +3,21 @@
 //! announced through `atomic`), the terminal reports and charts of each
 //! kind of result (one folder per protocol), and saved results rendered
 //! again by schema (`render/`).
-pub mod atomic;
-pub mod attach;
-pub mod blame;
-pub mod chart;
-pub mod compare;
-pub mod emp;
+pub(crate) mod atomic;
+pub(crate) mod attach;
+pub(crate) mod blame;
+pub(crate) mod chart;
+pub(crate) mod compare;
+pub(crate) mod emp;
 pub(crate) mod exit_stats;
 pub mod format;
-pub mod load;
-pub mod losses;
-pub mod probe_cost;
-pub mod progress;
+pub(crate) mod load;
+pub(crate) mod losses;
+pub(crate) mod probe_cost;
+pub(crate) mod progress;
 pub mod render;
-pub mod statements;
+pub(crate) mod statements;
 pub mod trace;
 pub mod ttpv2;
-pub mod units;
-pub mod vprofile;
+pub(crate) mod units;
+pub(crate) mod vprofile;

@@ -18,7 +18,7 @@ fn runs_of(program: &str) -> &'static str {
 
 /// "ledger cost: 12 345 switches × 95 ns + … = 1.23 ms of CPU, 0.3 % of
 /// the 4.000 s window", then one line per program that ran.
-pub fn lines(c: &ProbeCost, window_name: &str) -> String {
+pub(crate) fn lines(c: &ProbeCost, window_name: &str) -> String {
     let ran: Vec<_> = c.programs.iter().filter(|p| p.runs > 0).collect();
     let terms: Vec<String> = ran
         .iter()

@@ -14,7 +14,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 /// A progress bar (its methods through `Deref`) and where its notices go
 /// while it is hidden.
-pub struct Progress {
+pub(crate) struct Progress {
     bar: ProgressBar,
     plain: Mutex<Box<dyn Write + Send>>,
 }
@@ -22,7 +22,7 @@ pub struct Progress {
 impl Progress {
     /// A bar of `len` `unit`s on stderr, hidden when stderr is not a
     /// terminal; notices go to stderr either way.
-    pub fn new(len: u64, unit: &str) -> Progress {
+    pub(crate) fn new(len: u64, unit: &str) -> Progress {
         Progress::styled(
             Some(len),
             &format!("{{bar:30}} {{pos}}/{{len}} {unit} {{msg}} [{{elapsed}}, eta {{eta}}]"),
@@ -31,7 +31,7 @@ impl Progress {
 
     /// A bar of `len` steps drawn with indicatif's `template`, or a
     /// spinner when the length is not known; hidden as [`Progress::new`].
-    pub fn styled(len: Option<u64>, template: &str) -> Progress {
+    pub(crate) fn styled(len: Option<u64>, template: &str) -> Progress {
         let bar = match len {
             Some(len) => ProgressBar::new(len),
             None => ProgressBar::new_spinner(),
@@ -57,7 +57,7 @@ impl Progress {
 
     /// Says `m` to the user: above the bar when it is drawn, as a line of
     /// its own when it is hidden.
-    pub fn notice(&self, m: impl AsRef<str>) {
+    pub(crate) fn notice(&self, m: impl AsRef<str>) {
         if self.bar.is_hidden() {
             let mut plain = self.plain.lock().unwrap_or_else(|e| e.into_inner());
             let _ = writeln!(plain, "{}", m.as_ref());
@@ -68,8 +68,13 @@ impl Progress {
     }
 
     /// Hides the bar's own `println`, which drops its line on a hidden
-    /// bar: a line given to the bar is a notice.
-    pub fn println(&self, m: impl AsRef<str>) {
+    /// bar: a line given to the bar is a notice. Nothing calls it today; it
+    /// is there so that a call through the bar cannot lose a notice again.
+    #[allow(
+        dead_code,
+        reason = "shadows ProgressBar::println, reached through Deref"
+    )]
+    pub(crate) fn println(&self, m: impl AsRef<str>) {
         self.notice(m);
     }
 }

@@ -1,13 +1,13 @@
 //! Human-readable numbers for terminal tables.
 
 /// Nanoseconds as milliseconds with two decimals ("12.34").
-pub fn ms(ns: u64) -> String {
+pub(crate) fn ms(ns: u64) -> String {
     format!("{:.2}", ns as f64 / 1e6)
 }
 
 /// An integer with its thousands set apart by spaces ("12 345"), as the
 /// text reports print counts.
-pub fn grouped(n: u64) -> String {
+pub(crate) fn grouped(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, c) in digits.chars().enumerate() {
@@ -20,7 +20,7 @@ pub fn grouped(n: u64) -> String {
 }
 
 /// Bytes with a binary unit ("4.0 MiB").
-pub fn bytes(b: u64) -> String {
+pub(crate) fn bytes(b: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
     let mut v = b as f64;
     let mut u = 0;

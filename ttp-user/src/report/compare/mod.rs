@@ -1,6 +1,6 @@
 //! `ttp-ebpf compare` shown: the terminal report, Markdown, and per-measure
 //! strip plots (svg.rs) of a `ttp.compare/1` document.
-pub mod svg;
+pub(crate) mod svg;
 mod vprofile;
 
 use crate::report::render::table::Table;
@@ -75,7 +75,7 @@ pub(crate) fn setup_note(c: &Comparison) -> String {
 }
 
 /// The measures of one comparison as a table (Markdown and text share it).
-pub fn table(c: &Comparison) -> Table {
+pub(crate) fn table(c: &Comparison) -> Table {
     let (a, x) = (&c.baseline, &c.candidate);
     let columns = [
         "measure".to_string(),
@@ -274,7 +274,7 @@ pub fn text(doc: &CompareDocument) -> String {
 }
 
 /// Markdown: the files, then per candidate its note, table and verdicts.
-pub fn markdown(doc: &CompareDocument) -> String {
+pub(crate) fn markdown(doc: &CompareDocument) -> String {
     let mut files = Table::new(&["label", "file", "measured", "retained"]);
     for f in &doc.files {
         files.push(vec![

@@ -137,7 +137,7 @@ pub(crate) fn factor_table(c: &Comparison, v: &VprofileComparison) -> Table {
 }
 
 /// The lines of a vprofile comparison: verdicts, the difference, losses.
-pub fn lines(c: &Comparison, v: &VprofileComparison, level: f64) -> Vec<String> {
+pub(crate) fn lines(c: &Comparison, v: &VprofileComparison, level: f64) -> Vec<String> {
     let mut out = vec![
         format!("root mean: {}", v.mean_verdict),
         format!("root variance: {}", v.variance_verdict),

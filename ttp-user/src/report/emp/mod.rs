@@ -1,8 +1,8 @@
 //! EMP output: the terminal report and the SVG plots. The JSON documents
 //! are the protocol's own result types serialised (`ttp.emp/1`,
 //! `ttp.emp-profile/1`, `ttp.emp-sample-size/1`).
-pub mod plot;
-pub mod terminal;
+pub(crate) mod plot;
+pub(crate) mod terminal;
 
 use std::path::Path;
 

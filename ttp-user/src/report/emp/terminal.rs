@@ -16,7 +16,7 @@ use ttp_emp::{
 pub(crate) const FULL_TABLE_RUNS: usize = 40;
 
 /// ns as ms with three decimals (µs resolution, that of taskstats).
-pub fn ms(ns: f64) -> String {
+pub(crate) fn ms(ns: f64) -> String {
     format!("{:.3}", ns / 1e6)
 }
 

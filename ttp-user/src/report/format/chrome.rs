@@ -83,7 +83,7 @@ pub(crate) const IO_TID_BASE: u32 = SYNTHETIC_ID_BASE + 0x1000;
 /// rounded and serde_json prints the shortest decimal that reads back as
 /// the same double, so the text carries the exact ns while they fit in 53
 /// bits (104 days of uptime).
-pub fn us(ns: u64) -> f64 {
+pub(crate) fn us(ns: u64) -> f64 {
     ns as f64 / 1000.0
 }
 
@@ -174,7 +174,7 @@ pub(crate) fn op_name(op: u32) -> &'static str {
 }
 
 /// Everything the writer needs besides the timeline.
-pub struct Document<'a> {
+pub(crate) struct Document<'a> {
     pub timeline: &'a Timeline,
     pub qes: &'a [QeSlice],
     /// Name of the protocol track (e.g. "ttp run (TTPv2)").

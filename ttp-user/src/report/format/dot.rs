@@ -3,7 +3,7 @@ use ttp_blame::graph::Graph;
 use ttp_sys::sys::export::{ExportError, Exporter};
 
 /// The graph under its title.
-pub struct Dot<'a> {
+pub(crate) struct Dot<'a> {
     pub graph: &'a Graph,
     pub title: String,
 }

@@ -8,7 +8,7 @@ use ttp_load::output::LoadReport;
 use ttp_sys::sys::export::{ExportError, Exporter};
 
 /// One distribution as a `.hgrm` file.
-pub struct Hgrm<'a>(pub &'a Histogram<u64>);
+pub(crate) struct Hgrm<'a>(pub &'a Histogram<u64>);
 
 impl Exporter for Hgrm<'_> {
     fn serialize(&self) -> Result<Vec<u8>, ExportError> {
@@ -18,7 +18,10 @@ impl Exporter for Hgrm<'_> {
 
 /// Writes the `.hgrm` files of `report` for `path` (atomically, without a
 /// `wrote` line, as `load` always has); returns their paths.
-pub fn write_all(report: &LoadReport, path: &Path) -> Result<Vec<PathBuf>, super::OutputError> {
+pub(crate) fn write_all(
+    report: &LoadReport,
+    path: &Path,
+) -> Result<Vec<PathBuf>, super::OutputError> {
     let mut written = Vec::new();
     for (p, h) in report.hgrm_files(path) {
         super::write_unannounced_file(&p, &Hgrm(h))?;

@@ -3,7 +3,7 @@
 use ttp_sys::sys::export::{ExportError, Exporter};
 
 /// A serialisable result as JSON.
-pub struct Json<'a, T: serde::Serialize + ?Sized>(pub &'a T);
+pub(crate) struct Json<'a, T: serde::Serialize + ?Sized>(pub &'a T);
 
 impl<T: serde::Serialize + ?Sized> Exporter for Json<'_, T> {
     fn serialize(&self) -> Result<Vec<u8>, ExportError> {
@@ -16,7 +16,7 @@ impl<T: serde::Serialize + ?Sized> Exporter for Json<'_, T> {
 
 /// JSON Lines: a header object on the first line, then one object per
 /// line (the study files of `lab export`, which `analyze` reads).
-pub struct JsonLines<'a, H: serde::Serialize, T: serde::Serialize> {
+pub(crate) struct JsonLines<'a, H: serde::Serialize, T: serde::Serialize> {
     pub header: &'a H,
     pub rows: &'a [T],
 }

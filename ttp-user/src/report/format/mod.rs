@@ -16,10 +16,10 @@
 //! in `ttp-serve` (`serve/openmetrics.rs`, `serve/otlp.rs`): that crate
 //! sits below this one.
 pub mod chrome;
-pub mod dot;
-pub mod hgrm;
-pub mod json;
-pub mod svg;
+pub(crate) mod dot;
+pub(crate) mod hgrm;
+pub(crate) mod json;
+pub(crate) mod svg;
 pub mod text;
 
 use std::path::Path;
@@ -38,7 +38,7 @@ pub enum OutputError {
 }
 
 /// Writes `format` to `path` atomically and announces `wrote PATH`.
-pub fn write(path: &Path, format: &dyn Exporter) -> Result<(), OutputError> {
+pub(crate) fn write(path: &Path, format: &dyn Exporter) -> Result<(), OutputError> {
     Ok(write_result(path, &format.serialize()?)?)
 }
 
@@ -53,13 +53,13 @@ pub fn write_unannounced_file(path: &Path, format: &dyn Exporter) -> Result<(), 
 /// `ExportManager`): a command adds a (format, path) pair for each file
 /// the user asked for and writes them all at once.
 #[derive(Default)]
-pub struct Outputs<'a> {
+pub(crate) struct Outputs<'a> {
     requests: Vec<(&'a Path, Box<dyn Exporter + 'a>, bool)>,
 }
 
 impl<'a> Outputs<'a> {
     /// Asks for `format` in `path`, when a path was given; announced.
-    pub fn add(&mut self, path: Option<&'a Path>, format: impl Exporter + 'a) -> &mut Self {
+    pub(crate) fn add(&mut self, path: Option<&'a Path>, format: impl Exporter + 'a) -> &mut Self {
         if let Some(p) = path {
             self.requests.push((p, Box::new(format), true));
         }
@@ -67,7 +67,7 @@ impl<'a> Outputs<'a> {
     }
 
     /// The same, without the `wrote PATH` line ([`write_unannounced_file`]).
-    pub fn add_unannounced(
+    pub(crate) fn add_unannounced(
         &mut self,
         path: Option<&'a Path>,
         format: impl Exporter + 'a,
@@ -79,7 +79,7 @@ impl<'a> Outputs<'a> {
     }
 
     /// Writes every requested file; stops at the first that fails.
-    pub fn write(&self) -> Result<(), OutputError> {
+    pub(crate) fn write(&self) -> Result<(), OutputError> {
         for (path, format, announce) in &self.requests {
             if *announce {
                 write(path, format.as_ref())?;

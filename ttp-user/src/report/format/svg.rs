@@ -7,7 +7,7 @@ use ttp_ttpv2::analysis::Analysis;
 use ttp_vprofile::document::VprofileReport;
 
 /// A chart of one result.
-pub enum Svg<'a> {
+pub(crate) enum Svg<'a> {
     /// TTPv2: each Q@C's QEs, Time_meas and Time_calc (`run --svg`,
     /// `analyze --svg`).
     Ttpv2(&'a Analysis),

@@ -6,7 +6,7 @@ use ttp_sys::sys::export::{ExportError, Exporter};
 use crate::report::render::Rendered;
 
 /// The terminal report.
-pub struct Text<'a>(pub &'a dyn Rendered);
+pub(crate) struct Text<'a>(pub &'a dyn Rendered);
 
 impl Exporter for Text<'_> {
     fn serialize(&self) -> Result<Vec<u8>, ExportError> {
@@ -15,7 +15,7 @@ impl Exporter for Text<'_> {
 }
 
 /// The Markdown table and headline.
-pub struct Markdown<'a>(pub &'a dyn Rendered);
+pub(crate) struct Markdown<'a>(pub &'a dyn Rendered);
 
 impl Exporter for Markdown<'_> {
     fn serialize(&self) -> Result<Vec<u8>, ExportError> {

@@ -156,7 +156,7 @@ pub struct AgreementView {
 
 impl AgreementView {
     /// Outside tolerance and not informational.
-    pub fn flagged(&self) -> bool {
+    pub(crate) fn flagged(&self) -> bool {
         !self.within && self.informational.is_none()
     }
 }

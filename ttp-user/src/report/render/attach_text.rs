@@ -144,7 +144,7 @@ pub(crate) fn by_on_cpu(d: &AttachDoc) -> Vec<&ProcessView> {
 /// The total over every process of the summary (`--children`: the tree;
 /// `--all`: the machine's processes).
 /// Ended processes folded by command (beyond `--keep-exited`) count too.
-pub fn total(d: &AttachDoc) -> LedgerMeasures {
+pub(crate) fn total(d: &AttachDoc) -> LedgerMeasures {
     let mut k = sum(&d.processes).1;
     for g in &d.exited_groups {
         k += g.kernel;

@@ -16,11 +16,11 @@ pub struct Blame {
 }
 
 /// Culprits and explanations shown, as `blame --top` defaults to.
-pub const TOP: usize = 10;
+pub(crate) const TOP: usize = 10;
 
 impl Blame {
     /// A saved report, shown with the default `--top`.
-    pub fn new(report: BlameReport) -> Self {
+    pub(crate) fn new(report: BlameReport) -> Self {
         Self { report, top: TOP }
     }
 }

@@ -5,17 +5,17 @@
 //! Adding a result kind is one row of [`SCHEMAS`] (its name, what writes
 //! it, how it loads; docs/report.md's table names the same) and one
 //! [`Rendered`] impl, next to the module that writes the kind.
-pub mod attach;
+pub(crate) mod attach;
 mod attach_doc;
 mod attach_text;
-pub mod blame;
+pub(crate) mod blame;
 mod compare;
 mod emp;
 mod load_report;
-pub mod recorded;
+pub(crate) mod recorded;
 pub(crate) mod rendered;
 mod schemas;
-pub mod statements;
+pub(crate) mod statements;
 pub(crate) mod table;
 mod trace;
 mod ttpv2;
@@ -51,13 +51,13 @@ pub enum Format {
 /// Prints a result's terminal report. A command prints what it has just
 /// measured through the same [`Rendered`] impl that `report` shows its saved
 /// file with, so the two cannot drift apart.
-pub fn print(doc: &dyn Rendered) {
+pub(crate) fn print(doc: &dyn Rendered) {
     print!("{}", doc.text());
 }
 
 /// The renderer of a saved result, chosen by its `"schema"` in
 /// [`SCHEMAS`].
-pub fn load(v: Value) -> Result<Box<dyn Rendered>, RenderError> {
+pub(crate) fn load(v: Value) -> Result<Box<dyn Rendered>, RenderError> {
     let name = v
         .get("schema")
         .and_then(Value::as_str)

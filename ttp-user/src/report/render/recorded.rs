@@ -11,8 +11,8 @@ use super::{
 use ttp_emp::{inc::IncReport, input::EmpRuns};
 use ttp_sys::sys::setup_check::{CheckReport, Status};
 
-pub struct Runs(pub EmpRuns);
-pub struct Check(pub CheckReport);
+pub(crate) struct Runs(pub EmpRuns);
+pub(crate) struct Check(pub CheckReport);
 pub struct Inc(pub IncReport);
 
 /// The line `inc` prints.

@@ -127,7 +127,7 @@ pub fn schema(name: &str) -> Option<&'static Schema> {
 }
 
 /// The known schemas' names, for the error message.
-pub fn known() -> String {
+pub(crate) fn known() -> String {
     SCHEMAS
         .iter()
         .map(|s| s.name)

@@ -10,9 +10,9 @@ use crate::report::statements::{svg::stacked, text};
 use ttp_statements::document::StatementsReport;
 
 /// Groups shown in the text and the chart.
-pub const TOP: usize = 20;
+pub(crate) const TOP: usize = 20;
 
-pub struct Statements(pub StatementsReport, pub usize);
+pub(crate) struct Statements(pub StatementsReport, pub usize);
 
 impl Rendered for Statements {
     fn title(&self) -> String {

@@ -8,21 +8,21 @@ pub struct Table {
 }
 
 impl Table {
-    pub fn new(columns: &[&str]) -> Self {
+    pub(crate) fn new(columns: &[&str]) -> Self {
         Self {
             columns: columns.iter().map(|c| c.to_string()).collect(),
             rows: Vec::new(),
         }
     }
 
-    pub fn push(&mut self, row: Vec<String>) {
+    pub(crate) fn push(&mut self, row: Vec<String>) {
         debug_assert_eq!(row.len(), self.columns.len());
         self.rows.push(row);
     }
 
     /// A GitHub-flavoured Markdown table; cells that look like numbers are
     /// right-aligned.
-    pub fn markdown(&self) -> String {
+    pub(crate) fn markdown(&self) -> String {
         let esc = |s: &str| s.replace('|', "\\|").replace('\n', " ");
         let numeric: Vec<bool> = (0..self.columns.len())
             .map(|i| {
@@ -57,7 +57,7 @@ impl Table {
 
     /// CSV with a header line; fields with a comma, quote or newline are
     /// quoted, quotes doubled.
-    pub fn csv(&self) -> String {
+    pub(crate) fn csv(&self) -> String {
         let field = |s: &str| {
             if s.contains([',', '"', '\n', '\r']) {
                 format!("\"{}\"", s.replace('"', "\"\""))
@@ -83,6 +83,6 @@ pub(crate) fn ms3(ns: Option<f64>) -> String {
 
 /// A measured number with three decimals ("5.410", "0.000"), "" when
 /// absent: every row of a column has the same precision (docs/report.md).
-pub fn num(v: Option<f64>) -> String {
+pub(crate) fn num(v: Option<f64>) -> String {
     v.map(|v| format!("{v:.3}")).unwrap_or_default()
 }

@@ -40,7 +40,7 @@ pub(crate) struct TraceSummary {
 }
 
 impl TraceSummary {
-    pub fn from_value(v: Value) -> Result<Self, RenderError> {
+    pub(crate) fn from_value(v: Value) -> Result<Self, RenderError> {
         let invalid = |what: &str| RenderError::Invalid {
             schema: "ttp.trace/1".into(),
             source: serde::de::Error::custom(what),

@@ -159,7 +159,7 @@ impl Analyze {
     }
 
     /// The analysis the document holds, for its report and chart.
-    pub fn analysis(&self) -> Analysis {
+    pub(crate) fn analysis(&self) -> Analysis {
         Analysis {
             qcs: self.0.qcs.clone(),
             checks: self.0.checks.clone(),

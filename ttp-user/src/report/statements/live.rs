@@ -5,7 +5,7 @@ use ttp_statements::Group;
 
 /// Shows one screen of `--live` on standard output, clearing the terminal
 /// first.
-pub fn show(groups: &[Group], statements: u64, top: usize, secs: f64) {
+pub(crate) fn show(groups: &[Group], statements: u64, top: usize, secs: f64) {
     print!("\x1b[2J\x1b[H{}", text(groups, statements, top, secs));
 }
 

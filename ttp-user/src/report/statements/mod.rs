@@ -1,7 +1,7 @@
 //! The `statements` result as text and as a stacked bar chart (SVG), and
 //! the screens of `--live` (`live.rs`).
-pub mod live;
-pub mod svg;
+pub(crate) mod live;
+pub(crate) mod svg;
 
 use std::fmt::Write as _;
 

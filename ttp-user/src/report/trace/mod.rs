@@ -6,10 +6,10 @@
 //! [`Trace`] (plus the protocol's QE slices) → Chrome Trace Event Format
 //! JSON (`report/format/chrome.rs`), written atomically.
 //!
-//! How a command uses it:
+//! How a command uses it (these items are the crate's own, so the example
+//! is not compiled as a doctest; `cli/run.rs` does the same):
 //!
-//! ```no_run
-//! # fn demo() -> anyhow::Result<()> {
+//! ```text
 //! use ttp_ledger::probe::{AttachOptions, Ledger};
 //! use ttp_user::report::trace::{QeSlice, Trace};
 //! use ttp_window::window::trace_record::Recorder;
@@ -30,7 +30,6 @@
 //! })?;
 //! use ttp_user::report::format::{chrome::Chrome, write};
 //! write(std::path::Path::new("run.trace.json"), &Chrome(&trace))?;
-//! # Ok(()) }
 //! ```
 mod timeline;
 
@@ -42,7 +41,7 @@ use ttp_ledger::probe::trace::SAMPLE_HZ;
 use ttp_window::window::trace_record::Recording;
 
 #[derive(Debug, thiserror::Error)]
-pub enum TraceError {
+pub(crate) enum TraceError {
     #[error("QE slice {name:?} ends at {end_ns} ns, before its start at {start_ns} ns")]
     BackwardsSlice {
         name: String,
@@ -53,7 +52,7 @@ pub enum TraceError {
 
 /// One query execution on the protocol track (the `run` command).
 #[derive(Debug, Clone, PartialEq)]
-pub struct QeSlice {
+pub(crate) struct QeSlice {
     /// Shown on the slice (e.g. "QE 3").
     pub name: String,
     /// CLOCK_MONOTONIC ns: the slice's extent (its duration should be the
@@ -96,7 +95,7 @@ impl Trace {
         }
     }
 
-    pub fn timeline(&self) -> &Timeline {
+    pub(crate) fn timeline(&self) -> &Timeline {
         &self.timeline
     }
 
@@ -111,7 +110,7 @@ impl Trace {
     }
 
     /// Adds one QE slice to the protocol track.
-    pub fn add_qe(&mut self, qe: QeSlice) -> Result<(), TraceError> {
+    pub(crate) fn add_qe(&mut self, qe: QeSlice) -> Result<(), TraceError> {
         if qe.end_ns < qe.start_ns {
             return Err(TraceError::BackwardsSlice {
                 name: qe.name,
@@ -124,7 +123,7 @@ impl Trace {
     }
 
     /// Lost or undecodable records, as sentences (empty: nothing lost).
-    pub fn warnings(&self) -> Vec<String> {
+    pub(crate) fn warnings(&self) -> Vec<String> {
         let r = &self.recording;
         let mut w = Vec::new();
         if r.stats.trace_events_lost > 0 {
@@ -150,7 +149,7 @@ impl Trace {
     }
 
     /// The trace's "metadata" object.
-    pub fn metadata(&self) -> serde_json::Value {
+    pub(crate) fn metadata(&self) -> serde_json::Value {
         let r = &self.recording;
         let m = TraceMetadata {
             schema: TRACE_SCHEMA.into(),

@@ -59,7 +59,7 @@ pub struct IoRequest {
 
 impl IoRequest {
     /// Its end on the timeline: completion, or the end of the trace.
-    pub fn end_ns(&self, trace_end_ns: u64) -> u64 {
+    pub(crate) fn end_ns(&self, trace_end_ns: u64) -> u64 {
         self.complete_ns.unwrap_or(trace_end_ns)
     }
 }
@@ -153,7 +153,7 @@ impl Timeline {
     /// Builds the timeline of `events` (any order) between `start_ns` and
     /// `end_ns`. `names` ((tgid, tid) → comm, e.g. from the ledger at the
     /// end) names threads the events do not.
-    pub fn build(
+    pub(crate) fn build(
         events: &[TraceEvent],
         seeds: &[Seed],
         names: &BTreeMap<(u32, u32), String>,
@@ -483,7 +483,7 @@ impl Timeline {
     }
 
     /// Processes in the timeline.
-    pub fn processes(&self) -> BTreeSet<u32> {
+    pub(crate) fn processes(&self) -> BTreeSet<u32> {
         self.threads.keys().map(|(tgid, _)| *tgid).collect()
     }
 

@@ -2,5 +2,5 @@
 //! report, and charts per Q@C and of time against a scanned parameter.
 pub mod paragraph;
 pub(crate) mod scan_svg;
-pub mod svg;
+pub(crate) mod svg;
 pub mod text;

@@ -6,7 +6,7 @@ use ttp_ttpv2::paragraph::{Cache, Deviation, Paragraph, ProbeCostFigures};
 use ttp_ttpv2::paragraph_deviations::{ColdCacheShortfall, SetupItem};
 
 /// A value to two significant digits (Sec. 9 (8), (9)).
-pub fn sig2(x: f64) -> String {
+pub(crate) fn sig2(x: f64) -> String {
     if x == 0.0 || !x.is_finite() {
         return "0".into();
     }
@@ -79,7 +79,7 @@ fn online(cores: Option<u32>) -> String {
 }
 
 /// One deviation (Sec. 9 (6)) as the paragraph states it.
-pub fn deviation_text(d: &Deviation) -> String {
+pub(crate) fn deviation_text(d: &Deviation) -> String {
     match d {
         Deviation::Cores { cores: c } => format!(
             "{c} CPU cores were enabled instead of one (overall ticks are summed over them; checks QE6 and QE7 allow {c} × Time_meas)"

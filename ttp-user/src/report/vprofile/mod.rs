@@ -4,9 +4,8 @@
 mod svg;
 mod text;
 
-pub use svg::SvgError;
-pub(crate) use svg::icicle;
-pub(crate) use text::vprofile_text;
+pub use svg::icicle;
+pub use text::vprofile_text;
 
 #[cfg(test)]
 mod tests;

@@ -35,7 +35,7 @@ fn color(term: &str, share: f64) -> RGBColor {
 }
 
 /// Renders the report's tree; selected factors' instances get a black frame.
-pub(crate) fn icicle(report: &VprofileReport) -> Result<String, SvgError> {
+pub fn icicle(report: &VprofileReport) -> Result<String, SvgError> {
     let depth = depth(report, 0);
     let height = TOP + ROW * (depth as u32 + 1) + 20;
     let mut out = String::new();

@@ -8,7 +8,7 @@ use ttp_vprofile::document::VprofileReport;
 
 /// The text report: header, selected factors, the ranking, the tree
 /// (nodes below `min_share` of Var(root) folded into one line per parent).
-pub(crate) fn vprofile_text(r: &VprofileReport, min_share: f64) -> String {
+pub fn vprofile_text(r: &VprofileReport, min_share: f64) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
