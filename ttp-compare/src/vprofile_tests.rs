@@ -37,10 +37,9 @@
 use super::input::Summary;
 use super::vprofile::compare_summaries;
 use super::*;
-use ttp_variance::{ChildTable, Invocation};
 use ttp_vprofile::{
     breakdown::Breakdown,
-    fake_graph::{CONFIG, Fake, report},
+    fake_graph::{CONFIG, Fake, invocations_with, report},
 };
 
 fn close(got: f64, want: f64, tol: f64, what: &str) {
@@ -193,30 +192,10 @@ fn degenerate_summaries_give_no_interval() {
 /// A vprofile report of the fake call graph (R → A, B; A → C, D) whose C
 /// takes `c[i]` ns in invocation i, the rest as in fake_graph.rs.
 pub fn profile(c: [u64; 8]) -> serde_json::Value {
-    let invocations = |table: &ChildTable| -> Vec<Invocation> {
-        (0..8)
-            .map(|i| {
-                let d = 50 + (i as u64 % 2);
-                let a = c[i] + d + 10;
-                let b = 40 + (i as u64 % 3);
-                let col = |f: &str| match f {
-                    "A" => a,
-                    "B" => b,
-                    "C" => c[i],
-                    "D" => d,
-                    _ => unreachable!(),
-                };
-                Invocation {
-                    root_ns: a + b + 5,
-                    children_ns: table.slots.iter().map(|s| col(&s.function)).collect(),
-                }
-            })
-            .collect()
-    };
     let g = Fake::default();
     let mut b = Breakdown::new("R", CONFIG);
     while let Some(table) = b.next_table(&g) {
-        let inv = invocations(table);
+        let inv = invocations_with(table, c);
         b.observe(&inv, &g).unwrap();
     }
     serde_json::to_value(report(&b)).unwrap()

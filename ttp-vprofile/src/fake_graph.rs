@@ -55,7 +55,12 @@ impl CallGraphView for Fake {
 /// Durations (ns) of 8 invocations: C carries almost all of the variance;
 /// D, B and the bodies are nearly constant.
 pub(crate) fn invocations(table: &ChildTable) -> Vec<Invocation> {
-    let c = [100u64, 900, 300, 700, 200, 800, 400, 600];
+    invocations_with(table, [100, 900, 300, 700, 200, 800, 400, 600])
+}
+
+/// The same 8 invocations with C's durations `c`: A = C + D + 10, the root
+/// A + B + 5.
+pub fn invocations_with(table: &ChildTable, c: [u64; 8]) -> Vec<Invocation> {
     (0..8)
         .map(|i| {
             let d = 50 + (i as u64 % 2);
