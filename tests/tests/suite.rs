@@ -22,6 +22,7 @@ mod ledger;
 mod ledger_wake;
 mod leftovers;
 mod load;
+mod page_reporting;
 mod pg_versions;
 mod postgres;
 mod probe_cost;

@@ -2,10 +2,11 @@
 //! that a ttp killed with SIGKILL (no destructor runs, no signal handler)
 //! does not leave the machine changed for good.
 //!
-//! Each setting ttp changes for the length of a measurement (today only
-//! `kernel.task_delayacct`: the BPF statistics switch is a file descriptor
-//! and the programs, links and uprobes are descriptors too, all closed by
-//! the kernel when the process dies) has, under `/run/ttp/`:
+//! Each setting ttp changes for the length of a measurement
+//! (`kernel.task_delayacct`, and free page reporting's order while `run`
+//! measures; the BPF statistics switch is a file descriptor and the
+//! programs, links and uprobes are descriptors too, all closed by the
+//! kernel when the process dies) has, under `/run/ttp/` (sys/held.rs):
 //!
 //! - `<id>.lock`: every live instance that relies on the change holds a
 //!   shared `flock` on it for as long as it measures; the kernel drops the
@@ -100,7 +101,8 @@ impl std::fmt::Display for Leftover {
             ),
             Outcome::Failed { error } => write!(
                 f,
-                "{what}: cannot restore it ({error}); run `sudo ttp-ebpf check`, or `sysctl -w {setting}={original}`"
+                "{what}: cannot restore it ({error}); run `sudo ttp-ebpf check`, or `{}`",
+                by_hand(setting, original)
             ),
         }
     }
@@ -243,6 +245,11 @@ impl Tracked {
         std::fs::write(&self.path, format!("{value}\n"))
     }
 
+    /// The command that sets it to `value` by hand.
+    pub(crate) fn by_hand(&self, value: &str) -> String {
+        by_hand(self.setting, value)
+    }
+
     /// With the directory locked and no live holder: puts back what a dead
     /// instance recorded, and forgets the record unless that failed.
     pub(crate) fn restore_abandoned(&self) -> Option<Leftover> {
@@ -343,9 +350,32 @@ pub(crate) fn task_delayacct() -> Tracked {
     }
 }
 
+/// Free page reporting's order (sys/page_reporting.rs), held at its
+/// largest while `run` measures.
+pub(crate) fn page_reporting_order() -> Tracked {
+    Tracked {
+        id: "page_reporting_order",
+        setting: "page_reporting.page_reporting_order",
+        path: PathBuf::from("/sys/module/page_reporting/parameters/page_reporting_order"),
+        dir: run_dir().to_path_buf(),
+    }
+}
+
 /// Every setting ttp may change, as it is on this machine.
 pub fn tracked() -> Vec<Tracked> {
-    vec![task_delayacct()]
+    vec![task_delayacct(), page_reporting_order()]
+}
+
+/// The command that sets `setting` to `value` by hand: a sysctl
+/// (`kernel.x`) through sysctl(8), a module parameter (`module.param`)
+/// through its file under /sys/module.
+fn by_hand(setting: &str, value: &str) -> String {
+    match setting.split_once('.') {
+        Some((module, param)) if module != "kernel" => {
+            format!("echo {value} > /sys/module/{module}/parameters/{param}")
+        }
+        _ => format!("sysctl -w {setting}={value}"),
+    }
 }
 
 /// Restores what dead instances left (see the module documentation); what

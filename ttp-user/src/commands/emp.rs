@@ -87,6 +87,7 @@ pub(crate) fn measure_interleaved(
         trace: false,
         delay_accounting: false,
         taskstats_exits: true,
+        hold_page_reporting: true,
         ..Default::default()
     })?;
     let mut notes = Vec::new();

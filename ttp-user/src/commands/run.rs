@@ -53,6 +53,7 @@ pub fn measure(
         trace: plan.trace,
         delay_accounting: true,
         taskstats_exits: true,
+        hold_page_reporting: true,
         wake_latency: plan.wake_latency,
         ..Default::default()
     })?;

@@ -29,6 +29,7 @@ pub(crate) fn open_session(cold_cache: bool) -> anyhow::Result<(MeasurementSessi
         trace: false,
         delay_accounting: true,
         taskstats_exits: true,
+        hold_page_reporting: true,
         ..Default::default()
     })?;
     let mut machine = session.machine_facts(cold_cache);

@@ -1,6 +1,7 @@
 //! A measurement session: what every command that measures with the kernel
 //! ledger sets up once and undoes on drop. It checks the privileges, turns
-//! delay accounting on (restored when the session ends), loads the ledger
+//! delay accounting on and, where asked, a VM's free page reporting off
+//! (both restored when the session ends), loads the ledger
 //! and seeds it with the threads already running (so their first switch is
 //! accounted, docs/ledger.md), listens for taskstats exit records, reads
 //! the tick rate of /proc's counters (USER_HZ) and the machine facts, and
@@ -9,7 +10,8 @@
 //! loaded ([`MeasurementSession::open_blame`]).
 //!
 //! Fields drop in declaration order: the exit listener, then the ledger
-//! (detaching its programs), then the delay-accounting guard.
+//! (detaching its programs), then the delay-accounting and page-reporting
+//! guards.
 use std::{collections::HashMap, sync::mpsc::Receiver};
 
 use anyhow::Context;
@@ -22,7 +24,9 @@ use ttp_ledger::{
     },
     probe::{AttachOptions, Ledger, SeedThread, probe_error_ctx, seed},
 };
-use ttp_sys::sys::{delayacct::DelayAcct, signals::StopFlag, spawn::RunAs};
+use ttp_sys::sys::{
+    delayacct::DelayAcct, page_reporting::PageReporting, signals::StopFlag, spawn::RunAs,
+};
 
 /// How the ledger's block-I/O wait relates to /proc's; stated in every
 /// TTPv2 report as a deviation (Sec. 9 (6)).
@@ -64,6 +68,10 @@ pub struct SessionOptions {
     /// A fixed exit-record queue, reserved at the start (`attach`: memory
     /// that does not grow with fork storms; probe/exits.rs).
     pub fixed_exit_queue: bool,
+    /// Hold a VM's free page reporting at its largest order for the
+    /// session (the commands that repeat executions; restored when the
+    /// session ends, sys/page_reporting.rs).
+    pub hold_page_reporting: bool,
 }
 
 /// One measurement session; see the module documentation.
@@ -73,6 +81,7 @@ pub struct MeasurementSession {
     pub listener_error: Option<TaskstatsError>,
     pub ledger: Ledger,
     delay_accounting: Option<DelayAcct>,
+    page_reporting: Option<PageReporting>,
     /// USER_HZ, the tick rate of /proc's counters (100 when unreadable).
     pub user_hz: u64,
     /// The threads /proc listed when the ledger was attached.
@@ -111,6 +120,13 @@ impl MeasurementSession {
             ttp_sys::sys::run_state::restore_leftovers_and_say();
             None
         };
+        let page_reporting = options.hold_page_reporting.then(|| {
+            // Its restore runs from the destructors, as delay accounting's.
+            StopFlag::install().map(|_| PageReporting::hold())
+        });
+        let page_reporting = page_reporting
+            .transpose()
+            .context("installing signal handlers")?;
         let attach_started_ns = ttp_sys::sys::clock::monotonic_ns();
         let mut ledger = if blame_detail {
             Ledger::attach_blame()
@@ -148,6 +164,7 @@ impl MeasurementSession {
             listener_error,
             ledger,
             delay_accounting,
+            page_reporting,
             user_hz: ttp_ledger::collect::clock::user_hz().unwrap_or(100),
             existing_threads,
             seeded,
@@ -216,6 +233,9 @@ impl MeasurementSession {
             SETUP_SAMPLE,
         ));
         machine.deviations.push(BLOCK_IO_DEVIATION.into());
+        if let Some(s) = self.page_reporting.as_ref().and_then(|p| p.statement()) {
+            machine.deviations.push(s);
+        }
         machine
     }
 

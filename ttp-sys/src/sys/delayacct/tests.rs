@@ -4,7 +4,7 @@
 use std::{fs::File, path::Path};
 
 use super::*;
-use crate::sys::run_state::{Outcome, Tracked};
+use crate::sys::run_state::{Outcome, Tracked, flock};
 
 fn setup(value: &str) -> (tempfile::TempDir, Tracked) {
     let dir = tempfile::tempdir().unwrap();

@@ -80,6 +80,7 @@ pub fn run_checks(root: PathBuf, probes: &dyn Probes, sample: Duration) -> Check
     items.push(clock::sync(probes, &window.after));
     items.push(virt::virtualization(&r, probes));
     items.push(virt::steal(&window));
+    items.push(virt::page_reporting(&r));
     items.push(procs::daemons(&window.after));
     items.push(procs::busy(&window, probes));
     CheckReport {

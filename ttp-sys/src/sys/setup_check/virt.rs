@@ -96,3 +96,60 @@ pub(crate) fn steal(w: &Window) -> CheckItem {
         )
     }
 }
+
+/// Free page reporting (sys/page_reporting.rs): memory a VM hands back to
+/// its hypervisor costs system time when it is touched again.
+pub(crate) fn page_reporting(r: &Root) -> CheckItem {
+    let (id, title) = ("page_reporting", "Free page reporting");
+    let src = "TTPv2 Step 0 (Sec. 8.1): the machine in the same state before every QE; memory the host took back is faulted in again as the guest's system time";
+    let Some(s) = crate::sys::page_reporting::state(&r.path("")) else {
+        return CheckItem::new(id, title, src, Status::Pass, "not in this kernel");
+    };
+    if !s.device {
+        return CheckItem::new(
+            id,
+            title,
+            src,
+            Status::Pass,
+            format!(
+                "built in (order {}), no device reports free memory",
+                s.order
+            ),
+        );
+    }
+    let held = r
+        .read("run/ttp/page_reporting_order.json")
+        .and_then(|j| serde_json::from_str::<serde_json::Value>(&j).ok())
+        .filter(|c| c["set_to"].as_str() == Some(s.order.as_str()));
+    if let Some(c) = held {
+        return CheckItem::new(
+            id,
+            title,
+            src,
+            Status::Pass,
+            format!(
+                "held at order {} by a ttp that measures (it was {})",
+                s.order,
+                c["original"].as_str().unwrap_or("?")
+            ),
+        );
+    }
+    let so_far = s
+        .reported_kib
+        .map(|k| format!(", {} MiB so far", k / 1024))
+        .unwrap_or_default();
+    CheckItem::new(
+        id,
+        title,
+        src,
+        Status::Warn,
+        format!(
+            "the VM hands free memory in blocks of order {} and larger back to its hypervisor (virtio-balloon free page reporting{so_far}); touching it again costs system time",
+            s.order
+        ),
+    )
+    .remedy(format!(
+        "`run` holds the order at its largest while it measures and restores it; for other measurements: echo 10 > /sys/module/page_reporting/parameters/page_reporting_order (and back to {} after)",
+        s.order
+    ))
+}
