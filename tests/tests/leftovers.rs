@@ -8,7 +8,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::*;
+use common::{
+    held::{check_after_kill, sigkill, wait_for},
+    *,
+};
 
 const DELAYACCT: &str = "/proc/sys/kernel/task_delayacct";
 const STATE: &str = "/run/ttp/delayacct.json";
@@ -20,26 +23,10 @@ fn delayacct() -> String {
         .to_string()
 }
 
-/// Whether some ttp instance holds delay accounting: the shared lock of
-/// this build and the lock file of earlier builds. Under the run
-/// directory's lock, as ttp tests it (sys/run_state.rs), so that a ttp
-/// starting meanwhile does not take this probe for a live instance.
+/// Whether some ttp instance holds delay accounting: the lock of this
+/// build and the lock file of earlier builds.
 fn held_by_a_live_ttp() -> bool {
-    use std::os::fd::AsRawFd;
-    let dir = std::fs::File::open("/run/ttp").ok();
-    if let Some(d) = &dir {
-        // SAFETY: flock on an open descriptor; closing it drops the lock.
-        unsafe { libc::flock(d.as_raw_fd(), libc::LOCK_EX) };
-    }
-    ["/run/ttp/delayacct.lock", "/run/ttp-delayacct.lock"]
-        .iter()
-        .any(|p| {
-            let Ok(f) = std::fs::File::open(p) else {
-                return false;
-            };
-            // SAFETY: flock on an open descriptor; closing it drops the lock.
-            unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) != 0 }
-        })
+    held::held_by_a_live_ttp(&["/run/ttp/delayacct.lock", "/run/ttp-delayacct.lock"])
 }
 
 /// Puts task_delayacct back to what it was before the test, whatever the
@@ -107,14 +94,6 @@ fn prog_loaded(id: u32) -> bool {
     std::io::Error::last_os_error().raw_os_error() != Some(libc::ENOENT)
 }
 
-fn wait_for(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !done() {
-        assert!(start.elapsed() < limit, "{what}: not within {limit:?}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// Switches delay accounting off for the test when it is on with no ttp
 /// holding it (switched on by hand, or left on by an earlier build): the
 /// restoring path is only exercised from "off". The guard puts the
@@ -153,20 +132,7 @@ fn while_measuring(pid: u32, start_value: &str) -> Vec<u32> {
 /// After ttp `pid` was killed: `check` finds the record, puts the value
 /// back and says so in words and in its JSON; the programs are unloaded.
 fn after_the_kill(pid: u32, start_value: &str, progs: &[u32]) {
-    let json = temp_path("leftovers-check.json");
-    let (code, out, err) = ttp(&[
-        "check",
-        "--sample",
-        "100ms",
-        "--json",
-        json.to_str().unwrap(),
-    ]);
-    assert!(
-        code == 0 || code == 1,
-        "check failed to run ({code}): {err}"
-    );
-    let report = json_file(&json);
-    let _ = std::fs::remove_file(&json);
+    let (report, out) = check_after_kill("leftovers-check.json");
     let leftovers = report["leftovers"].as_array().expect("leftovers in --json");
     if start_value == "0" && !held_by_a_live_ttp() {
         eprintln!("check reported: {leftovers:?}");
@@ -198,13 +164,6 @@ fn after_the_kill(pid: u32, start_value: &str, progs: &[u32]) {
         Duration::from_secs(10),
         || progs.iter().all(|&id| !prog_loaded(id)),
     );
-}
-
-fn sigkill(child: &mut std::process::Child) {
-    // SAFETY: kill of our own child.
-    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGKILL) };
-    let status = child.wait().expect("wait ttp");
-    assert!(!status.success());
 }
 
 /// Catches the leftover of issue 17: `kill -9` of `attach` left

@@ -7,22 +7,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::*;
-
-fn wait_for(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !done() {
-        assert!(start.elapsed() < limit, "{what}: not within {limit:?}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn sigkill(child: &mut std::process::Child) {
-    // SAFETY: kill of our own child.
-    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGKILL) };
-    let status = child.wait().expect("wait ttp");
-    assert!(!status.success());
-}
+use common::{
+    held::{check_after_kill, sigkill, wait_for},
+    *,
+};
 
 const REPORTING_ORDER: &str = "/sys/module/page_reporting/parameters/page_reporting_order";
 
@@ -53,19 +41,9 @@ fn balloon_reports() -> bool {
     })
 }
 
-/// Whether a live ttp holds the order (its shared lock, tested under the
-/// run directory's lock as ttp tests it).
+/// Whether a live ttp holds the order.
 fn reporting_held_by_a_live_ttp() -> bool {
-    use std::os::fd::AsRawFd;
-    let dir = std::fs::File::open("/run/ttp").ok();
-    if let Some(d) = &dir {
-        // SAFETY: flock on an open descriptor; closing it drops the lock.
-        unsafe { libc::flock(d.as_raw_fd(), libc::LOCK_EX) };
-    }
-    std::fs::File::open("/run/ttp/page_reporting_order.lock").is_ok_and(|f| {
-        // SAFETY: flock on an open descriptor; closing it drops the lock.
-        unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) != 0 }
-    })
+    held::held_by_a_live_ttp(&["/run/ttp/page_reporting_order.lock"])
 }
 
 /// Catches a `run` that lets the VM hand freed memory back to its host
@@ -190,20 +168,7 @@ fn run_holds_free_page_reporting_and_restores_it() {
         // SAFETY: the orphaned program of this test.
         unsafe { libc::kill(p as libc::pid_t, libc::SIGKILL) };
     }
-    let json = temp_path("page-reporting-check.json");
-    let (code, out, err) = ttp(&[
-        "check",
-        "--sample",
-        "100ms",
-        "--json",
-        json.to_str().unwrap(),
-    ]);
-    assert!(
-        code == 0 || code == 1,
-        "check failed to run ({code}): {err}"
-    );
-    let report = json_file(&json);
-    let _ = std::fs::remove_file(&json);
+    let (report, out) = check_after_kill("page-reporting-check.json");
     if !reporting_held_by_a_live_ttp() {
         assert_eq!(reporting_order(), start, "not restored after the kill");
         let l = report["leftovers"]

@@ -1,6 +1,7 @@
 //! Shared by the privileged integration tests.
 #![allow(dead_code)]
 mod beside;
+pub mod held;
 pub mod io_wake;
 pub mod lab;
 pub mod perf_own;

@@ -1,0 +1,60 @@
+//! What the tests of settings ttp holds (delay accounting, free page
+//! reporting) share: whether a live ttp holds one, killing a ttp, and the
+//! `check` that follows a kill.
+use std::time::{Duration, Instant};
+
+use super::{json_file, temp_path, ttp};
+
+/// Whether some live ttp holds one of these lock files (under /run/ttp,
+/// and of earlier builds): tested under the run directory's lock, as ttp
+/// tests it (sys/run_state.rs), so that a ttp starting meanwhile does not
+/// take this probe for a live instance.
+pub fn held_by_a_live_ttp(locks: &[&str]) -> bool {
+    use std::os::fd::AsRawFd;
+    let dir = std::fs::File::open("/run/ttp").ok();
+    if let Some(d) = &dir {
+        // SAFETY: flock on an open descriptor; closing it drops the lock.
+        unsafe { libc::flock(d.as_raw_fd(), libc::LOCK_EX) };
+    }
+    locks.iter().any(|p| {
+        let Ok(f) = std::fs::File::open(p) else {
+            return false;
+        };
+        // SAFETY: flock on an open descriptor; closing it drops the lock.
+        unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) != 0 }
+    })
+}
+
+pub fn wait_for(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(start.elapsed() < limit, "{what}: not within {limit:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+pub fn sigkill(child: &mut std::process::Child) {
+    // SAFETY: kill of our own child.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGKILL) };
+    let status = child.wait().expect("wait ttp");
+    assert!(!status.success());
+}
+
+/// `check` after a kill: its `--json` report and its text.
+pub fn check_after_kill(name: &str) -> (serde_json::Value, String) {
+    let json = temp_path(name);
+    let (code, out, err) = ttp(&[
+        "check",
+        "--sample",
+        "100ms",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(
+        code == 0 || code == 1,
+        "check failed to run ({code}): {err}"
+    );
+    let report = json_file(&json);
+    let _ = std::fs::remove_file(&json);
+    (report, out)
+}
