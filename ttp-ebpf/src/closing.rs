@@ -18,24 +18,57 @@ use crate::{block, cpu};
 /// a time, lock.rs).
 #[inline(always)]
 pub fn close_interval(a: &mut ThreadAccount, now: u64) {
+    close(a, now, None);
+}
+
+/// [`close_interval`] from `sched_switch` on CPU `cpu`, once that CPU's
+/// account is out of its idle state: a wait counted on this CPU ends
+/// without its lock (`KernelClocks`).
+#[inline(always)]
+pub fn close_interval_at_switch(a: &mut ThreadAccount, now: u64, cpu: u32) {
+    close(a, now, Some(cpu));
+}
+
+#[inline(always)]
+fn close(a: &mut ThreadAccount, now: u64, switching_cpu: Option<u32>) {
     let how = Closing {
         on_cpu_by_clock: false,
         // No CONFIG_SCHED_INFO: the wall-clock wait stands in for
         // run_delay (docs/ledger.md).
         runq_by_clock: !crate::kernel::have_run_delay(),
     };
-    a.close_interval(now, how, &mut KernelClocks);
+    a.close_interval(now, how, &mut KernelClocks { switching_cpu });
 }
 
 /// The per-CPU and disk clocks as the programs hold them.
-struct KernelClocks;
+struct KernelClocks {
+    /// The CPU whose `sched_switch` closes the interval, if any.
+    switching_cpu: Option<u32>,
+}
 
 impl WaitClocks for KernelClocks {
     #[inline(always)]
     fn end_iowait_share(&mut self, cpu: u32, now: u64) -> Option<u64> {
+        let acct = cpu::find(cpu)?;
+        if self.switching_cpu == Some(cpu) {
+            // The wait was counted on the CPU that is switching: that CPU
+            // is busy (sched_switch left its idle state first), so its share
+            // clock stands still and booking it up to `now` would only move
+            // busy time between two of its bookings (the same sum). Only
+            // the count drops, by an atomic add as every change of it; the
+            // clock is read without the lock, since another CPU's end of a
+            // wait books it only while it is idle (settle) and only this
+            // CPU leaves or enters that state.
+            // SAFETY: map value pointer, valid for the program's run.
+            let c = unsafe { &mut *acct };
+            cpu::iowait_dec(c);
+            // SAFETY: an aligned 64-bit load of a field of `c`.
+            let share = unsafe { core::ptr::read_volatile(&raw const c.share_cum_ns) };
+            cpu::publish(cpu, acct);
+            return Some(share);
+        }
         // The CPU's time up to now is booked with the count that held
         // until now (cpu.rs `settle`), then the count drops.
-        let acct = cpu::find(cpu)?;
         let share = {
             let c = cpu::lock_found(acct);
             c.settle(now);

@@ -55,20 +55,48 @@ pub fn cpu_idle(ctx: BtfTracePointContext) -> i32 {
     let Some(acct) = find(cpu_id as u32) else {
         return 0;
     };
-    {
-        let c = lock_found(acct);
-        c.settle(now);
-        c.get().idle = (state as u32 != PWR_EVENT_EXIT) as u32;
-    }
+    book_own(acct, now, (state as u32 != PWR_EVENT_EXIT) as u32);
     publish(cpu_id as u32, acct);
     0
 }
 
+/// Books CPU `acct`'s account up to `now` and gives it idle state `idle`,
+/// from an event of that CPU itself (its cpu_idle, its sched_switch).
+///
+/// Only the end of a wait counted on this CPU writes the account from
+/// another CPU, and only while the wait is counted: with no task counted
+/// (`nr_iowait` 0) none can, and only this CPU, which is here, raises the
+/// count. The account is then booked without the lock. The count is read
+/// by an atomic add of 0, a full barrier: what an end of a wait on another
+/// CPU booked under the lock before its decrement is seen here. With a
+/// task counted, the lock is taken (a plain read of the count decides
+/// first, so that path pays no atomic add).
+#[inline(always)]
+pub fn book_own(acct: *mut CpuAccount, now: u64, idle: u32) {
+    // SAFETY: map value pointer, valid for the program's run; an aligned
+    // 64-bit load, then the atomic add that confirms a 0.
+    let none = unsafe {
+        core::ptr::read_volatile(&raw const (*acct).nr_iowait) == 0
+            && atomic_xadd::<u64, u64, { SeqCst }>(&raw mut (*acct).nr_iowait, 0) == 0
+    };
+    if none {
+        // SAFETY: as above; no other CPU writes the account (see above).
+        let c = unsafe { &mut *acct };
+        c.advance(now);
+        c.idle = idle;
+        return;
+    }
+    let c = lock_found(acct);
+    c.settle(now);
+    c.get().idle = idle;
+}
+
 /// CPU `cpu`'s account, not locked. Only CPU `cpu` writes its
 /// `current_tid`, `switch_seen` and `last_switch_ns` (from its own
-/// sched_switch, which does not nest), so it needs no lock for them; every
-/// other field that is written is written under the lock, except
-/// `nr_iowait`, which only changes by atomic adds.
+/// sched_switch, which does not nest), so it needs no lock for them; the
+/// others are written under the lock, except by this CPU's own events when
+/// no task is counted ([`book_own`]) and `nr_iowait`, which only changes by
+/// atomic adds.
 #[inline(always)]
 pub fn find(cpu: u32) -> Option<*mut CpuAccount> {
     let acct = CPUS.get_ptr_mut(cpu);
@@ -125,7 +153,9 @@ pub fn iowait_inc(c: &mut CpuAccount) {
     unsafe { atomic_xadd::<u64, u64, { SeqCst }>(&raw mut c.nr_iowait, 1) };
 }
 
-/// One task fewer in iowait on the CPU (caller holds its lock).
+/// One task fewer in iowait on the CPU: by the end of a wait, under the
+/// CPU's lock, or without it at a switch of that CPU itself (see
+/// `closing::KernelClocks`).
 #[inline(always)]
 pub fn iowait_dec(c: &mut CpuAccount) {
     dec(&raw mut c.nr_iowait);

@@ -20,7 +20,7 @@ use ttp_common::{ThreadAccount, flag, stat, state};
 
 use crate::{
     block,
-    closing::close_interval,
+    closing::{close_interval, close_interval_at_switch},
     cpu, detail,
     kernel::{
         BtfTask, TASK_DEAD, TASK_INTERRUPTIBLE, TASK_NOLOAD, TASK_RUNNING, TASK_UNINTERRUPTIBLE,
@@ -61,13 +61,10 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
     let acct = cpu::find(cpu_id);
     if let Some(p) = acct {
         // SAFETY: map value pointer, valid for the program's run; `idle` is
-        // written only by this CPU (cpu_idle, this switch), under the lock.
+        // written only by this CPU (cpu_idle, this switch: cpu.rs
+        // `book_own`).
         if unsafe { (*p).idle != 0 || (*p).valid == 0 } {
-            {
-                let locked = cpu::lock_found(p);
-                locked.settle(now);
-                locked.get().idle = 0;
-            }
+            cpu::book_own(p, now, 0);
             cpu::publish(cpu_id, p);
         }
         // SAFETY: as above; the lock, if taken, is released.
@@ -89,7 +86,7 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
     {
         detail::switched_out(a, cpu_id, now);
         take_counters_at_switch_out(a, &prev, cpu_id, now);
-        close_interval(a, now);
+        close_interval_at_switch(a, now, cpu_id);
         if prev_state & TASK_DEAD != 0 {
             trace::exited(a, &prev.task(), cpu_id, now);
             if prev_tid == a.tgid {
@@ -160,14 +157,14 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
         match a.state {
             state::RUNNING => recover_unseen_switch_out(a, &next),
             state::SLEEPING | state::BLOCKED | state::IOWAIT => {
-                end_sleep_at_switch_in(a, &next, now)
+                end_sleep_at_switch_in(a, &next, cpu_id, now)
             }
             _ => {}
         }
         // After the sleep ended at its wake-up: the blame detail charges
         // the wait for the CPU from there (runnable since `woke`).
         detail::switched_in(a, cpu_id, now);
-        close_interval(a, now);
+        close_interval_at_switch(a, now, cpu_id);
         a.state = state::RUNNING;
         a.run_cpu = cpu_id;
         trace::switch_in(a, cpu_id, now, prev_tid);
@@ -208,7 +205,7 @@ fn take_counters_at_switch_out(a: &mut ThreadAccount, task: &BtfTask, cpu_id: u3
         && ran > 0
     {
         let ran = ran.min(now.saturating_sub(a.state_since_ns));
-        close_interval(a, now - ran);
+        close_interval_at_switch(a, now - ran, cpu_id);
         a.state = state::RUNNING;
         // The trace gets the switch-in the tracepoint missed, at the
         // latest time it can have happened.
@@ -242,7 +239,7 @@ fn recover_unseen_switch_out(a: &mut ThreadAccount, task: &BtfTask) {
 /// closed at the switch-in, so that `wake_latency_ns` holds only wall
 /// clock from seen wake-ups.
 #[inline(always)]
-fn end_sleep_at_switch_in(a: &mut ThreadAccount, task: &BtfTask, now: u64) {
+fn end_sleep_at_switch_in(a: &mut ThreadAccount, task: &BtfTask, cpu_id: u32, now: u64) {
     if wake_hook() {
         crate::count(stat::WAKEUP_UNSEEN);
         return;
@@ -254,7 +251,7 @@ fn end_sleep_at_switch_in(a: &mut ThreadAccount, task: &BtfTask, now: u64) {
         a.state = state::IOWAIT;
     }
     let woke = wake_instant(a, task, now);
-    close_interval(a, woke);
+    close_interval_at_switch(a, woke, cpu_id);
     a.wakeups += 1;
     a.state = state::RUNNABLE;
 }

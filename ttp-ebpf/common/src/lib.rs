@@ -281,6 +281,10 @@ pub struct CpuAccount {
     /// ∫ (idle ∧ nr_iowait > 0) / nr_iowait dt: each task in iowait on this
     /// CPU accrues the increase of this clock while it waits.
     pub share_cum_ns: u64,
+    /// More than a cache line between two CPUs' fields wherever the array's
+    /// values start, so that no line holds fields of two CPUs (each CPU
+    /// writes its own at every switch and idle event).
+    pub _pad: [u64; 14],
 }
 
 /// The machine's "whose I/O is the disk serving" clock.
@@ -419,7 +423,7 @@ pub mod stat {
 const _: () = assert!(core::mem::size_of::<IoAccount>() == 48);
 const _: () = assert!(core::mem::size_of::<ThreadAccount>() == 240);
 const _: () = assert!(core::mem::size_of::<ExitRecord>() == 248);
-const _: () = assert!(core::mem::size_of::<CpuAccount>() == 80);
+const _: () = assert!(core::mem::size_of::<CpuAccount>() == 192);
 const _: () = assert!(core::mem::size_of::<DiskAccount>() == 40);
 const _: () = assert!(core::mem::size_of::<bpf_spin_lock>() == 4);
 const _: () = assert!(core::mem::size_of::<ProcDisk>() == 32);
