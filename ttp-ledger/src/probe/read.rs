@@ -5,7 +5,8 @@ use std::collections::HashMap as StdHashMap;
 use aya::maps::MapError;
 use serde::{Deserialize, Serialize};
 use ttp_common::{
-    CpuAccount, DiskAccount, ExitRecord, ProcDisk, TASK_COMM_LEN, ThreadAccount, flag, stat, state,
+    CpuAccount, DiskAccount, ExitRecord, IrqClock, ProcDisk, TASK_COMM_LEN, ThreadAccount, flag,
+    stat, state,
 };
 
 use super::{Ledger, ProbeError, batch};
@@ -118,6 +119,9 @@ pub struct Snapshot {
     pub disk: DiskAccount,
     pub proc_disk: StdHashMap<u32, ProcDisk>,
     pub stats: KernelStats,
+    /// (cpu id, interrupt clock) of the online CPUs, read before the
+    /// accounts; empty without `--irq-time`.
+    pub irq: Vec<(u32, IrqClock)>,
 }
 
 fn map_err(map: &str) -> impl Fn(MapError) -> ProbeError + '_ {
@@ -131,6 +135,10 @@ impl Ledger {
     /// Reads every map. Entries that vanish while reading (a thread exits)
     /// are skipped: their exit record carries them.
     pub fn snapshot(&self) -> Result<Snapshot, ProbeError> {
+        // Before the accounts: a running thread's interrupt time is then
+        // taken up to an instant before its runtime is (never more than
+        // the run it is part of).
+        let irq = self.irq_clocks()?;
         let mut threads: Vec<ThreadAccount> = match &self.slots {
             Some(_) if self.slot_view.is_some() => self
                 .slot_view
@@ -151,6 +159,12 @@ impl Ledger {
         };
         take_running_counters(&mut threads);
         let cpus = self.cpu_accounts()?;
+        take_running_irq(
+            &mut threads,
+            &irq,
+            &cpus,
+            ttp_sys::sys::clock::monotonic_ns(),
+        );
         let disk = self.disk.get(&0, 0).map_err(map_err("DISK"))?;
         let proc_disk = match (&self.proc_slots, &self.proc_view) {
             (Some(_), Some(view)) => view.values().into_iter().map(|p| (p.tgid, p)).collect(),
@@ -181,7 +195,22 @@ impl Ledger {
             disk,
             proc_disk,
             stats: KernelStats::from_counters(&counters),
+            irq,
         })
+    }
+
+    /// (cpu id, interrupt clock) of the online CPUs; empty without
+    /// `--irq-time`.
+    pub fn irq_clocks(&self) -> Result<Vec<(u32, IrqClock)>, ProbeError> {
+        let Some(map) = &self.irq else {
+            return Ok(Vec::new());
+        };
+        let per_cpu = map.get(&0, 0).map_err(map_err("IRQ_CLOCK"))?;
+        let online = aya::util::online_cpus().unwrap_or_default();
+        Ok(online
+            .into_iter()
+            .filter_map(|cpu| Some((cpu, *per_cpu.get(cpu as usize)?)))
+            .collect())
     }
 
     /// (cpu id, account) of the online CPUs the ledger has seen.
@@ -298,6 +327,33 @@ pub fn schedstat(tid: u32) -> Option<(u64, u64)> {
     let text = std::fs::read_to_string(format!("/proc/{tid}/schedstat")).ok()?;
     let mut f = text.split_ascii_whitespace().map(|v| v.parse::<u64>().ok());
     Some((f.next()??, f.next()??))
+}
+
+/// Takes, for every thread the ledger has on a CPU that still shows it
+/// current, the interrupt time of its open run as of the clocks' read, by
+/// the rule the kernel takes it with at the switch-out
+/// (`ThreadAccount::take_irq_clock`, ttp_common::clocks). A thread whose
+/// switch-out was missed adds nothing: the CPU runs another.
+fn take_running_irq(
+    threads: &mut [ThreadAccount],
+    irq: &[(u32, IrqClock)],
+    cpus: &[(u32, CpuAccount)],
+    now: u64,
+) {
+    if irq.is_empty() {
+        return;
+    }
+    for a in threads.iter_mut().filter(|a| a.state == state::RUNNING) {
+        let current = cpus
+            .iter()
+            .any(|(id, c)| *id == a.run_cpu && c.current_tid == a.tid);
+        if let Some((_, clock)) = irq.iter().find(|(id, _)| *id == a.run_cpu)
+            && current
+            && a.flags & flag::IRQ_SNAP != 0
+        {
+            a.take_irq_clock(clock.total_ns, now.saturating_sub(a.state_since_ns));
+        }
+    }
 }
 
 /// Closes the open interval of every thread the ledger has on a CPU with the

@@ -54,6 +54,7 @@ pub fn measure(
         delay_accounting: true,
         taskstats_exits: true,
         wake_latency: plan.wake_latency,
+        irq_time: plan.irq_time,
         ..Default::default()
     })?;
     let mut recorder = match plan.trace {

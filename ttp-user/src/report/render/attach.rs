@@ -25,12 +25,19 @@ impl AttachDoc {
     /// The document as JSON: a measure not taken is null, not 0.
     pub(crate) fn to_json(&self) -> serde_json::Value {
         let mut v = serde_json::to_value(self).unwrap_or_default();
+        let mut not_taken = Vec::new();
         if self.wake_latency_measured == Some(false) {
-            for list in ["processes", "exited_groups"] {
-                if let Some(rows) = v.get_mut(list).and_then(|l| l.as_array_mut()) {
-                    for row in rows {
-                        if let Some(k) = row.get_mut("kernel").and_then(|k| k.as_object_mut()) {
-                            k.insert("wake_latency_ns".into(), serde_json::Value::Null);
+            not_taken.push("wake_latency_ns");
+        }
+        if self.irq_time_measured != Some(true) {
+            not_taken.push("irq_ns");
+        }
+        for list in ["processes", "exited_groups"] {
+            if let Some(rows) = v.get_mut(list).and_then(|l| l.as_array_mut()) {
+                for row in rows {
+                    if let Some(k) = row.get_mut("kernel").and_then(|k| k.as_object_mut()) {
+                        for name in &not_taken {
+                            k.insert((*name).into(), serde_json::Value::Null);
                         }
                     }
                 }
