@@ -9,11 +9,12 @@
 //! `irq_ns` (sched.rs calls [`switched_in`] and [`switched_out`]).
 //!
 //! Covered: device interrupt handlers (`irq_handler_*`, each action of the
-//! line) and softirqs, wherever they run (at an interrupt's exit, at a
-//! `local_bh_enable` in the task's own context, or in ksoftirqd, whose own
-//! runtime they then are). Not covered: the local timer and the IPIs,
-//! which have no `irq_handler_*` event (docs/ttpv2.md), and the interrupt
-//! entry and exit code around a handler.
+//! line), the local timer where the kernel has its event (x86's
+//! `irq_vectors:local_timer_*`), and softirqs, wherever they run (at an
+//! interrupt's exit, at a `local_bh_enable` in the task's own context, or
+//! in ksoftirqd, whose own runtime they then are). Not covered: the IPIs,
+//! and the interrupt entry and exit code around a handler
+//! (docs/ttpv2.md).
 //!
 //! Nothing here runs unless the loader set `IRQ_ON` and attached the
 //! programs; without it the verifier drops the calls in sched.rs.
@@ -74,6 +75,21 @@ pub fn irq_handler_entry(_ctx: BtfTracePointContext) -> i32 {
 /// irq_handler_exit(int irq, struct irqaction *action, int ret)
 #[btf_tracepoint(function = "irq_handler_exit")]
 pub fn irq_handler_exit(_ctx: BtfTracePointContext) -> i32 {
+    exit()
+}
+
+/// local_timer_entry(int vector) (x86): the local APIC timer, whose
+/// handler runs the tick and the expired hrtimers. It has no
+/// `irq_handler_*` event; the softirqs it raises run after its exit, as
+/// softirqs.
+#[btf_tracepoint(function = "local_timer_entry")]
+pub fn local_timer_entry(_ctx: BtfTracePointContext) -> i32 {
+    enter(false)
+}
+
+/// local_timer_exit(int vector) (x86)
+#[btf_tracepoint(function = "local_timer_exit")]
+pub fn local_timer_exit(_ctx: BtfTracePointContext) -> i32 {
     exit()
 }
 

@@ -16,5 +16,7 @@ EMPTY(irq_handler_entry)
 EMPTY(irq_handler_exit)
 EMPTY(softirq_entry)
 EMPTY(softirq_exit)
+EMPTY(local_timer_entry)
+EMPTY(local_timer_exit)
 
 char LICENSE[] SEC("license") = "GPL";

@@ -316,7 +316,8 @@ pub struct IrqClock {
     pub depth: u32,
     /// 1 while the outermost running handler is a softirq.
     pub outer_soft: u32,
-    /// Hard interrupt handler runs seen (irq_handler_entry).
+    /// Hard interrupt handler runs seen (irq_handler_entry, and
+    /// local_timer_entry where it is loaded).
     pub hard_count: u64,
     /// Softirq runs seen (softirq_entry), as /proc/softirqs counts them.
     pub soft_count: u64,

@@ -64,6 +64,13 @@ const IRQ_PROGRAMS: &[(&str, &str)] = &[
     ("softirq_entry", "softirq_entry"),
 ];
 
+/// The local timer (x86's `irq_vectors:local_timer_*`), exit first, when
+/// the kernel has it.
+const IRQ_TIMER_PROGRAMS: &[(&str, &str)] = &[
+    ("local_timer_exit", "local_timer_exit"),
+    ("local_timer_entry", "local_timer_entry"),
+];
+
 /// `statements`' boundaries at the client socket (ttp-ebpf/src/wire.rs).
 const STATEMENTS_SOCKET_PROGRAMS: &[(&str, &str)] = &[
     ("stmt_sock_recv", "sock_recv_length"),
@@ -332,6 +339,14 @@ impl Ledger {
         if options.irq_time {
             for (program, tracepoint) in IRQ_PROGRAMS {
                 attach_program(&mut ebpf, &btf, program, tracepoint)?;
+            }
+            // x86 only: elsewhere the local timer's time stays in the
+            // on-CPU time without interrupts (docs/ttpv2.md).
+            for (program, tracepoint) in IRQ_TIMER_PROGRAMS {
+                if let Err(e) = attach_program(&mut ebpf, &btf, program, tracepoint) {
+                    log::warn!("local timer not in the interrupt time: {e}");
+                    break;
+                }
             }
         }
         let trace = if options.trace {

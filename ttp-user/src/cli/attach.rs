@@ -100,9 +100,9 @@ pub(crate) struct AttachArgs {
     /// Also measure the interrupt time inside each process's on-CPU time
     /// (`irq_ns`: hard and soft interrupt handlers that ran while its
     /// threads were on a CPU, which this kernel charges to them) by
-    /// loading four programs on every interrupt of the machine; the
+    /// loading programs on every interrupt of the machine; the
     /// summary then gives the on-CPU time without interrupts beside the
-    /// kernel's (docs/ledger.md). The local timer and IPIs are not counted.
+    /// kernel's (docs/ledger.md). The local timer is counted (x86), IPIs are not.
     #[arg(long)]
     pub irq_time: bool,
 }
