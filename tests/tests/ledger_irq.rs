@@ -285,3 +285,70 @@ fn softirq_time_and_runs_match_the_kernels_counts() {
     );
     assert!(k.irq_ns > 0, "the sender's own softirqs not counted");
 }
+
+/// `attach --all --irq-time` over 2 s: every process has `irq_ns` as a
+/// number, at most its on-CPU time (the kernel's runtime, which includes
+/// it on this kernel), the interrupt programs appear in the probes' cost
+/// with runs, and the summary gives the on-CPU time without interrupts;
+/// without the option `irq_ns` is null, not 0, and the line is absent.
+/// Catches the option not reaching the loader, a measure shown as 0 when
+/// not taken, and interrupt time above the on-CPU time it is part of.
+#[test]
+fn attach_irq_time_reports_the_measure_only_when_taken() {
+    if !root_or_skip("attach_irq_time_reports_the_measure_only_when_taken") {
+        return;
+    }
+    let _serial = serial();
+    let json = temp_path("attach-irq-time.json");
+    let run = |irq: bool| {
+        let mut args = vec!["attach", "--all", "--duration", "2s", "--top", "3"];
+        if irq {
+            args.push("--irq-time");
+        }
+        args.extend(["--json", json.to_str().unwrap()]);
+        let (code, out, err) = ttp(&args);
+        assert_eq!(code, 0, "attach {args:?} failed: {err}");
+        let v = json_file(&json);
+        let _ = std::fs::remove_file(&json);
+        (out, v)
+    };
+    let (out, v) = run(true);
+    let procs = v["processes"].as_array().unwrap();
+    for p in procs {
+        let k = &p["kernel"];
+        let (irq, cpu) = (k["irq_ns"].as_u64(), k["on_cpu_ns"].as_u64().unwrap());
+        assert!(
+            irq.is_some_and(|i| i <= cpu),
+            "pid {}: irq_ns {} against on-CPU {cpu}",
+            p["pid"],
+            k["irq_ns"]
+        );
+    }
+    let total: u64 = procs
+        .iter()
+        .map(|p| p["kernel"]["irq_ns"].as_u64().unwrap())
+        .sum();
+    assert!(total > 0, "no interrupt time in 2 s of the whole machine");
+    for program in ["softirq_entry", "softirq_exit"] {
+        let runs = v["probe_cost"]["programs"]
+            .as_array()
+            .and_then(|ps| ps.iter().find(|p| p["program"] == program))
+            .map(|p| p["runs"].as_u64().unwrap_or(0));
+        assert!(
+            runs.is_some_and(|r| r > 0),
+            "{program} not in probe_cost: {}",
+            v["probe_cost"]
+        );
+    }
+    assert!(out.contains("on-CPU without interrupts"), "{out}");
+    let (out, v) = run(false);
+    assert!(
+        v["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|p| p["kernel"]["irq_ns"].is_null()),
+        "irq_ns written without --irq-time"
+    );
+    assert!(!out.contains("without interrupts"), "{out}");
+}
