@@ -201,7 +201,7 @@ impl Ledger {
 
     /// (cpu id, interrupt clock) of the online CPUs; empty without
     /// `--irq-time`.
-    pub fn irq_clocks(&self) -> Result<Vec<(u32, IrqClock)>, ProbeError> {
+    fn irq_clocks(&self) -> Result<Vec<(u32, IrqClock)>, ProbeError> {
         let Some(map) = &self.irq else {
             return Ok(Vec::new());
         };
