@@ -370,3 +370,74 @@ fn take_running_counters(threads: &mut [ThreadAccount]) {
         a.take_sched_counters(exec, Some(run_delay));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn running(tid: u32, cpu: u32, since: u64, snap: Option<u64>) -> ThreadAccount {
+        let mut a = ThreadAccount::zeroed();
+        a.tid = tid;
+        a.state = state::RUNNING;
+        a.run_cpu = cpu;
+        a.state_since_ns = since;
+        if let Some(s) = snap {
+            a.irq_snap_ns = s;
+            a.flags |= flag::IRQ_SNAP;
+        }
+        a
+    }
+
+    fn cpu_running(tid: u32) -> CpuAccount {
+        CpuAccount {
+            current_tid: tid,
+            switch_seen: 1,
+            valid: 1,
+            ..Default::default()
+        }
+    }
+
+    fn clock(total_ns: u64) -> IrqClock {
+        IrqClock {
+            total_ns,
+            ..Default::default()
+        }
+    }
+
+    /// Catches a running thread charged with interrupts of a CPU that no
+    /// longer runs it (its switch-out was missed), a thread without a
+    /// base charged with the CPU's whole history, a sleeping thread
+    /// charged at all, or the open run's share taken beyond its length:
+    /// only a thread its CPU shows current takes the clock's growth since
+    /// its switch-in, at most the run's wall clock.
+    #[test]
+    fn only_a_current_run_takes_its_interrupts() {
+        let mut threads = vec![
+            running(10, 0, 1_000, Some(500)),
+            // CPU 1 shows thread 99: 11's switch-out was missed.
+            running(11, 1, 1_000, Some(100)),
+            // Seeded as running from /proc: no base.
+            running(12, 3, 1_000, None),
+            // Its run began 100 ns before the read.
+            running(13, 2, 9_900, Some(0)),
+        ];
+        let mut asleep = running(14, 0, 1_000, Some(0));
+        asleep.state = state::SLEEPING;
+        threads.push(asleep);
+        let irq = [
+            (0, clock(2_500)),
+            (1, clock(9_000)),
+            (2, clock(5_000)),
+            (3, clock(7_000)),
+        ];
+        let cpus = [
+            (0, cpu_running(10)),
+            (1, cpu_running(99)),
+            (2, cpu_running(13)),
+            (3, cpu_running(12)),
+        ];
+        take_running_irq(&mut threads, &irq, &cpus, 10_000);
+        let got: Vec<u64> = threads.iter().map(|a| a.irq_ns).collect();
+        assert_eq!(got, [2_000, 0, 0, 100, 0]);
+    }
+}
