@@ -14,6 +14,7 @@ mod closing;
 mod config;
 mod cpu;
 mod detail;
+mod irq;
 mod kernel;
 mod ledger;
 mod lock;

@@ -21,7 +21,7 @@ use ttp_common::{ThreadAccount, flag, stat, state};
 use crate::{
     block,
     closing::{close_interval, close_interval_at_switch},
-    cpu, detail,
+    cpu, detail, irq,
     kernel::{
         BtfTask, TASK_DEAD, TASK_INTERRUPTIBLE, TASK_NOLOAD, TASK_RUNNING, TASK_UNINTERRUPTIBLE,
         Task, wake_hook,
@@ -84,6 +84,7 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
     if prev_tid != 0
         && let Some(a) = ledger::get_or_create(prev_tid, &prev.task(), now, 0)
     {
+        irq::switched_out(a, cpu_id, now);
         detail::switched_out(a, cpu_id, now);
         take_counters_at_switch_out(a, &prev, cpu_id, now);
         close_interval_at_switch(a, now, cpu_id);
@@ -167,6 +168,7 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
         close_interval_at_switch(a, now, cpu_id);
         a.state = state::RUNNING;
         a.run_cpu = cpu_id;
+        irq::switched_in(a);
         trace::switch_in(a, cpu_id, now, prev_tid);
     }
 

@@ -150,6 +150,7 @@ fn snapshot(at: u64, threads: Vec<ThreadAccount>, cpu0_idle_ns: u64) -> Snapshot
         disk: DiskAccount::default(),
         proc_disk: HashMap::new(),
         stats: KernelStats::default(),
+        irq: Vec::new(),
     }
 }
 

@@ -3,7 +3,7 @@
 //! image "as of" its instant (docs/ledger.md, "The two exact I/O
 //! measures"). Pure arithmetic on the shared records: what differs between
 //! the two sides (locks, maps, a copy or the live value) is passed in.
-use crate::{CpuAccount, DiskAccount, ProcDisk, ThreadAccount, flag, state};
+use crate::{CpuAccount, DiskAccount, IrqClock, ProcDisk, ThreadAccount, flag, state};
 
 impl CpuAccount {
     /// Books the account up to `now`: busy time, or, in the idle state,
@@ -38,6 +38,46 @@ impl CpuAccount {
             self.since_ns = now;
         }
         self.valid = 1;
+    }
+}
+
+impl IrqClock {
+    /// A handler enters at `now`: the outermost one starts the clock.
+    #[inline(always)]
+    pub fn enter(&mut self, now: u64, soft: bool) {
+        if self.depth == 0 {
+            self.entry_ns = now;
+            self.outer_soft = soft as u32;
+        }
+        // Bounded: an exit never seen (it cannot happen for these
+        // tracepoints, but a stuck count would stop the clock for good)
+        // only deepens the count so far.
+        if self.depth < 16 {
+            self.depth += 1;
+        }
+        if soft {
+            self.soft_count += 1;
+        } else {
+            self.hard_count += 1;
+        }
+    }
+
+    /// A handler exits at `now`: the outermost one adds its time. An exit
+    /// whose entry was not seen (the programs attached while a handler
+    /// ran) adds nothing.
+    #[inline(always)]
+    pub fn exit(&mut self, now: u64) {
+        if self.depth == 0 {
+            return;
+        }
+        self.depth -= 1;
+        if self.depth == 0 {
+            let dt = now.saturating_sub(self.entry_ns);
+            self.total_ns += dt;
+            if self.outer_soft != 0 {
+                self.soft_ns += dt;
+            }
+        }
     }
 }
 
@@ -168,6 +208,25 @@ impl ThreadAccount {
         self.run_delay_snap_ns = run_delay.unwrap_or(0);
         self.flags |= flag::SCHED_SNAP;
         ran
+    }
+
+    /// Takes the interrupt clock (`IrqClock::total_ns`) of the CPU the
+    /// thread runs on, read now: `irq_ns` grows by the clock's growth
+    /// since the switch-in that began the run ([`flag::IRQ_SNAP`]), and
+    /// the read becomes the next one's base. The kernel takes it at the
+    /// switch-out (the run's interrupts, all of them charged to the
+    /// thread's runtime on this kernel) and stores it at the switch-in; a
+    /// reader takes it for a thread on a CPU when it closes an image, as
+    /// it takes the runtime ([`ThreadAccount::take_sched_counters`]).
+    /// The growth is at most `run_ns`, the wall clock since the run
+    /// began: interrupt time inside a run is never longer than the run.
+    #[inline(always)]
+    pub fn take_irq_clock(&mut self, total_ns: u64, run_ns: u64) {
+        if self.flags & flag::IRQ_SNAP != 0 {
+            self.irq_ns += total_ns.saturating_sub(self.irq_snap_ns).min(run_ns);
+        }
+        self.irq_snap_ns = total_ns;
+        self.flags |= flag::IRQ_SNAP;
     }
 }
 

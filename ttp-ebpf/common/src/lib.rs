@@ -65,6 +65,10 @@ pub mod flag {
     /// `delays->blkio_delay` at the switch-out that began the open iowait
     /// interval (ttp-ebpf/src/sched.rs `wake_instant`).
     pub const BLKIO_SNAP: u32 = 16;
+    /// `irq_snap_ns` holds the interrupt clock (`IrqClock::total_ns`) of
+    /// `run_cpu` at the thread's switch-in: the open on-CPU interval's
+    /// interrupt time is that clock's growth since.
+    pub const IRQ_SNAP: u32 = 32;
 }
 
 /// The ledger's per-thread counters, declared once: every `u64` that only
@@ -118,6 +122,13 @@ macro_rules! for_each_ledger_counter {
                 involuntary_switches,
                 /// Times it was woken.
                 wakeups,
+                /// Part of `on_cpu_ns` the CPU spent in hard and soft
+                /// interrupt handlers (`irq:irq_handler_*`,
+                /// `irq:softirq_*`) between the thread's switch-in and
+                /// switch-out: this kernel charges them to the task they
+                /// interrupt. Measured only with the interrupt programs
+                /// loaded (`--irq-time`).
+                irq_ns,
             }
             io {
                 read_requests,
@@ -193,6 +204,9 @@ macro_rules! declare_accounts {
             /// at the switch-in, taken modulo 2^32 ns and placed in the
             /// interval, is when the wait ended.
             pub blkio_snap_lo: u32,
+            /// `IrqClock::total_ns` of `run_cpu` at the switch-in (valid
+            /// with [`flag::IRQ_SNAP`]).
+            pub irq_snap_ns: u64,
             pub comm: [u8; TASK_COMM_LEN],
         }
 
@@ -216,6 +230,7 @@ macro_rules! declare_accounts {
                     run_delay_snap_ns: 0,
                     run_cpu: 0,
                     blkio_snap_lo: 0,
+                    irq_snap_ns: 0,
                     comm: [0; TASK_COMM_LEN],
                 }
             }
@@ -285,6 +300,31 @@ pub struct CpuAccount {
     /// values start, so that no line holds fields of two CPUs (each CPU
     /// writes its own at every switch and idle event).
     pub _pad: [u64; 14],
+}
+
+/// One CPU's interrupt clock (a per-CPU map, loaded with `--irq-time`):
+/// the time its hard and soft interrupt handlers ran, from the outermost
+/// handler's entry tracepoint to its exit (`irq:irq_handler_entry/exit`,
+/// `irq:softirq_entry/exit`); a handler inside another (a hard interrupt
+/// during a softirq) is inside the outer one's time, counted once.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IrqClock {
+    /// Interrupt time so far.
+    pub total_ns: u64,
+    /// Part of `total_ns` whose outermost handler was a softirq.
+    pub soft_ns: u64,
+    /// When the outermost running handler entered.
+    pub entry_ns: u64,
+    /// Handlers running (nested), 0 outside interrupts.
+    pub depth: u32,
+    /// 1 while the outermost running handler is a softirq.
+    pub outer_soft: u32,
+    /// Hard interrupt handler runs seen (irq_handler_entry, and
+    /// local_timer_entry where it is loaded).
+    pub hard_count: u64,
+    /// Softirq runs seen (softirq_entry), as /proc/softirqs counts them.
+    pub soft_count: u64,
 }
 
 /// The machine's "whose I/O is the disk serving" clock.
@@ -421,8 +461,9 @@ pub mod stat {
 }
 
 const _: () = assert!(core::mem::size_of::<IoAccount>() == 48);
-const _: () = assert!(core::mem::size_of::<ThreadAccount>() == 240);
-const _: () = assert!(core::mem::size_of::<ExitRecord>() == 248);
+const _: () = assert!(core::mem::size_of::<ThreadAccount>() == 256);
+const _: () = assert!(core::mem::size_of::<ExitRecord>() == 264);
+const _: () = assert!(core::mem::size_of::<IrqClock>() == 48);
 const _: () = assert!(core::mem::size_of::<CpuAccount>() == 192);
 const _: () = assert!(core::mem::size_of::<DiskAccount>() == 40);
 const _: () = assert!(core::mem::size_of::<bpf_spin_lock>() == 4);
@@ -439,6 +480,7 @@ mod pod {
     unsafe impl aya::Pod for ExitRecord {}
     unsafe impl aya::Pod for CpuAccount {}
     unsafe impl aya::Pod for DiskAccount {}
+    unsafe impl aya::Pod for IrqClock {}
     unsafe impl aya::Pod for ProcDisk {}
     unsafe impl aya::Pod for RequestInfo {}
     unsafe impl aya::Pod for trace::Header {}

@@ -28,6 +28,7 @@ fn image(at: u64, threads: Vec<ThreadAccount>) -> Image {
         disk: DiskAccount::default(),
         proc_disk: HashMap::new(),
         stats: KernelStats::default(),
+        irq: Vec::new(),
     })
 }
 

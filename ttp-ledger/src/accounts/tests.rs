@@ -25,6 +25,7 @@ fn snap(at: u64, threads: Vec<ThreadAccount>) -> Snapshot {
         disk: DiskAccount::default(),
         proc_disk: HashMap::new(),
         stats: KernelStats::default(),
+        irq: Vec::new(),
     }
 }
 

@@ -14,7 +14,7 @@
 
 /// Accounts are kept in an array indexed by tid (`THREAD_SLOTS`, one
 /// preallocated account per possible tid, ledger.rs in ttp-ebpf) when
-/// `kernel.pid_max` is at most this: 65 536 × 248 B = 16 MiB. Beyond it
+/// `kernel.pid_max` is at most this: 65 536 × 256 B = 16 MiB. Beyond it
 /// (systemd's default pid_max is 4 194 304) the hash is used.
 pub(crate) const TID_INDEX_LIMIT: u64 = 1 << 16;
 

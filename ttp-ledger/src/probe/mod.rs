@@ -27,7 +27,7 @@ use aya::{
 };
 pub use error::ProbeError;
 use trace::TraceMaps;
-use ttp_common::{CpuAccount, DiskAccount, ProcDisk, ThreadAccount};
+use ttp_common::{CpuAccount, DiskAccount, IrqClock, ProcDisk, ThreadAccount};
 
 pub use detail::{DetailAvailability, DetailSnapshot, DetailStats, ThreadDetailKeys};
 pub use read::{KernelStats, SeedThread, Snapshot, schedstat};
@@ -52,6 +52,23 @@ const LEDGER_PROGRAMS: &[(&str, &str)] = &[
     ("block_io_start", "block_io_start"),
     ("block_rq_issue", "block_rq_issue"),
     ("block_io_done", "block_io_done"),
+];
+
+/// The interrupt clock of `--irq-time` (ttp-ebpf/src/irq.rs), exits first:
+/// an exit whose entry was not seen adds nothing, an entry whose exit
+/// could not yet be seen would leave its CPU's clock stopped.
+const IRQ_PROGRAMS: &[(&str, &str)] = &[
+    ("irq_handler_exit", "irq_handler_exit"),
+    ("softirq_exit", "softirq_exit"),
+    ("irq_handler_entry", "irq_handler_entry"),
+    ("softirq_entry", "softirq_entry"),
+];
+
+/// The local timer (x86's `irq_vectors:local_timer_*`), exit first, when
+/// the kernel has it.
+const IRQ_TIMER_PROGRAMS: &[(&str, &str)] = &[
+    ("local_timer_exit", "local_timer_exit"),
+    ("local_timer_entry", "local_timer_entry"),
 ];
 
 /// `statements`' boundaries at the client socket (ttp-ebpf/src/wire.rs).
@@ -111,6 +128,8 @@ pub struct Ledger {
     pub(crate) trace: Option<TraceMaps>,
     /// The blame detail, in blame mode only.
     detail: Option<detail::DetailMaps>,
+    /// The per-CPU interrupt clocks, with `--irq-time` only.
+    pub(crate) irq: Option<PerCpuArray<MapData, IrqClock>>,
     _ebpf: Ebpf,
     /// CLOCK_MONOTONIC ns when every program was attached.
     pub ready_ns: u64,
@@ -184,6 +203,7 @@ impl Ledger {
         }
         let wake_hook = options.wake_hook();
         globals.push(("WAKE_HOOK", wake_hook as u32));
+        globals.push(("IRQ_ON", u32::from(options.irq_time)));
         if let Some(postmaster) = options.statements_of {
             globals.push(("STMT_POSTMASTER", postmaster));
             globals.push((
@@ -316,6 +336,19 @@ impl Ledger {
         if wake_hook {
             attach_program(&mut ebpf, &btf, WAKEUP_PROGRAM, "sched_wakeup")?;
         }
+        if options.irq_time {
+            for (program, tracepoint) in IRQ_PROGRAMS {
+                attach_program(&mut ebpf, &btf, program, tracepoint)?;
+            }
+            // x86 only: elsewhere the local timer's time stays in the
+            // on-CPU time without interrupts (docs/ttpv2.md).
+            for (program, tracepoint) in IRQ_TIMER_PROGRAMS {
+                if let Err(e) = attach_program(&mut ebpf, &btf, program, tracepoint) {
+                    log::warn!("local timer not in the interrupt time: {e}");
+                    break;
+                }
+            }
+        }
         let trace = if options.trace {
             Some(trace::attach(&mut ebpf, &btf)?)
         } else {
@@ -362,6 +395,11 @@ impl Ledger {
             ),
             trace,
             detail,
+            irq: if options.irq_time {
+                Some(take(&mut ebpf, "IRQ_CLOCK")?)
+            } else {
+                None
+            },
             _ebpf: ebpf,
             ready_ns,
             thread_capacity,
@@ -381,6 +419,13 @@ impl Ledger {
     /// show it as not taken.
     pub fn wake_latency_measured(&self) -> bool {
         self.wake_hook
+    }
+
+    /// Whether `irq_ns` is measured (`--irq-time`: the interrupt programs
+    /// are loaded); without them the field holds no measure and reports
+    /// leave it out.
+    pub fn irq_time_measured(&self) -> bool {
+        self.irq.is_some()
     }
 
     /// Size in bytes of a loaded program as the verifier left it (what
@@ -480,6 +525,10 @@ pub struct AttachOptions {
     /// wall clock from each wake-up to the switch-in, is measured
     /// (`--wake-latency`); tracing loads it anyway.
     pub wake_latency: bool,
+    /// Load the interrupt programs (`--irq-time`, ttp-ebpf/src/irq.rs) so
+    /// that `irq_ns`, the interrupt time inside each thread's on-CPU
+    /// time, is measured.
+    pub irq_time: bool,
     /// Exit records wait in a queue of fixed size, reserved at load
     /// (exits.rs, [`exits::queue_records`]), instead of one that grows.
     pub fixed_exit_queue: bool,

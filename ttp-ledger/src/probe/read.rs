@@ -5,7 +5,8 @@ use std::collections::HashMap as StdHashMap;
 use aya::maps::MapError;
 use serde::{Deserialize, Serialize};
 use ttp_common::{
-    CpuAccount, DiskAccount, ExitRecord, ProcDisk, TASK_COMM_LEN, ThreadAccount, flag, stat, state,
+    CpuAccount, DiskAccount, ExitRecord, IrqClock, ProcDisk, TASK_COMM_LEN, ThreadAccount, flag,
+    stat, state,
 };
 
 use super::{Ledger, ProbeError, batch};
@@ -118,6 +119,9 @@ pub struct Snapshot {
     pub disk: DiskAccount,
     pub proc_disk: StdHashMap<u32, ProcDisk>,
     pub stats: KernelStats,
+    /// (cpu id, interrupt clock) of the online CPUs, read before the
+    /// accounts; empty without `--irq-time`.
+    pub irq: Vec<(u32, IrqClock)>,
 }
 
 fn map_err(map: &str) -> impl Fn(MapError) -> ProbeError + '_ {
@@ -131,6 +135,10 @@ impl Ledger {
     /// Reads every map. Entries that vanish while reading (a thread exits)
     /// are skipped: their exit record carries them.
     pub fn snapshot(&self) -> Result<Snapshot, ProbeError> {
+        // Before the accounts: a running thread's interrupt time is then
+        // taken up to an instant before its runtime is (never more than
+        // the run it is part of).
+        let irq = self.irq_clocks()?;
         let mut threads: Vec<ThreadAccount> = match &self.slots {
             Some(_) if self.slot_view.is_some() => self
                 .slot_view
@@ -151,6 +159,12 @@ impl Ledger {
         };
         take_running_counters(&mut threads);
         let cpus = self.cpu_accounts()?;
+        take_running_irq(
+            &mut threads,
+            &irq,
+            &cpus,
+            ttp_sys::sys::clock::monotonic_ns(),
+        );
         let disk = self.disk.get(&0, 0).map_err(map_err("DISK"))?;
         let proc_disk = match (&self.proc_slots, &self.proc_view) {
             (Some(_), Some(view)) => view.values().into_iter().map(|p| (p.tgid, p)).collect(),
@@ -181,7 +195,22 @@ impl Ledger {
             disk,
             proc_disk,
             stats: KernelStats::from_counters(&counters),
+            irq,
         })
+    }
+
+    /// (cpu id, interrupt clock) of the online CPUs; empty without
+    /// `--irq-time`.
+    fn irq_clocks(&self) -> Result<Vec<(u32, IrqClock)>, ProbeError> {
+        let Some(map) = &self.irq else {
+            return Ok(Vec::new());
+        };
+        let per_cpu = map.get(&0, 0).map_err(map_err("IRQ_CLOCK"))?;
+        let online = aya::util::online_cpus().unwrap_or_default();
+        Ok(online
+            .into_iter()
+            .filter_map(|cpu| Some((cpu, *per_cpu.get(cpu as usize)?)))
+            .collect())
     }
 
     /// (cpu id, account) of the online CPUs the ledger has seen.
@@ -300,6 +329,33 @@ pub fn schedstat(tid: u32) -> Option<(u64, u64)> {
     Some((f.next()??, f.next()??))
 }
 
+/// Takes, for every thread the ledger has on a CPU that still shows it
+/// current, the interrupt time of its open run as of the clocks' read, by
+/// the rule the kernel takes it with at the switch-out
+/// (`ThreadAccount::take_irq_clock`, ttp_common::clocks). A thread whose
+/// switch-out was missed adds nothing: the CPU runs another.
+fn take_running_irq(
+    threads: &mut [ThreadAccount],
+    irq: &[(u32, IrqClock)],
+    cpus: &[(u32, CpuAccount)],
+    now: u64,
+) {
+    if irq.is_empty() {
+        return;
+    }
+    for a in threads.iter_mut().filter(|a| a.state == state::RUNNING) {
+        let current = cpus
+            .iter()
+            .any(|(id, c)| *id == a.run_cpu && c.current_tid == a.tid);
+        if let Some((_, clock)) = irq.iter().find(|(id, _)| *id == a.run_cpu)
+            && current
+            && a.flags & flag::IRQ_SNAP != 0
+        {
+            a.take_irq_clock(clock.total_ns, now.saturating_sub(a.state_since_ns));
+        }
+    }
+}
+
 /// Closes the open interval of every thread the ledger has on a CPU with the
 /// kernel's own counters as of now, by the rule the kernel takes them with
 /// at the switches (`ThreadAccount::take_sched_counters`,
@@ -312,5 +368,76 @@ fn take_running_counters(threads: &mut [ThreadAccount]) {
             continue;
         };
         a.take_sched_counters(exec, Some(run_delay));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn running(tid: u32, cpu: u32, since: u64, snap: Option<u64>) -> ThreadAccount {
+        let mut a = ThreadAccount::zeroed();
+        a.tid = tid;
+        a.state = state::RUNNING;
+        a.run_cpu = cpu;
+        a.state_since_ns = since;
+        if let Some(s) = snap {
+            a.irq_snap_ns = s;
+            a.flags |= flag::IRQ_SNAP;
+        }
+        a
+    }
+
+    fn cpu_running(tid: u32) -> CpuAccount {
+        CpuAccount {
+            current_tid: tid,
+            switch_seen: 1,
+            valid: 1,
+            ..Default::default()
+        }
+    }
+
+    fn clock(total_ns: u64) -> IrqClock {
+        IrqClock {
+            total_ns,
+            ..Default::default()
+        }
+    }
+
+    /// Catches a running thread charged with interrupts of a CPU that no
+    /// longer runs it (its switch-out was missed), a thread without a
+    /// base charged with the CPU's whole history, a sleeping thread
+    /// charged at all, or the open run's share taken beyond its length:
+    /// only a thread its CPU shows current takes the clock's growth since
+    /// its switch-in, at most the run's wall clock.
+    #[test]
+    fn only_a_current_run_takes_its_interrupts() {
+        let mut threads = vec![
+            running(10, 0, 1_000, Some(500)),
+            // CPU 1 shows thread 99: 11's switch-out was missed.
+            running(11, 1, 1_000, Some(100)),
+            // Seeded as running from /proc: no base.
+            running(12, 3, 1_000, None),
+            // Its run began 100 ns before the read.
+            running(13, 2, 9_900, Some(0)),
+        ];
+        let mut asleep = running(14, 0, 1_000, Some(0));
+        asleep.state = state::SLEEPING;
+        threads.push(asleep);
+        let irq = [
+            (0, clock(2_500)),
+            (1, clock(9_000)),
+            (2, clock(5_000)),
+            (3, clock(7_000)),
+        ];
+        let cpus = [
+            (0, cpu_running(10)),
+            (1, cpu_running(99)),
+            (2, cpu_running(13)),
+            (3, cpu_running(12)),
+        ];
+        take_running_irq(&mut threads, &irq, &cpus, 10_000);
+        let got: Vec<u64> = threads.iter().map(|a| a.irq_ns).collect();
+        assert_eq!(got, [2_000, 0, 0, 100, 0]);
     }
 }

@@ -36,6 +36,10 @@ pub(crate) struct Exposition {
     /// default) `ttp_wake_latency_seconds_total` is not exposed, the
     /// measure not taken (docs/ledger.md).
     pub wake_latency: bool,
+    /// Whether the ledger has the interrupt programs loaded (`--irq-time`
+    /// of `run` and `attach`; serve does not load them): without them
+    /// `ttp_irq_seconds_total` is not exposed.
+    pub irq_time: bool,
     /// When the ledger was last read, ns since the Unix epoch.
     pub read_unix_ns: u64,
     /// The OTLP pushes so far, when serve pushes (`--otlp`).
@@ -160,6 +164,12 @@ fn group_families(x: &Exposition) -> Vec<Family> {
             |m| vec![(None, secs(m.on_cpu_ns))],
         ),
         (
+            "ttp_irq",
+            "Part of the on-CPU time spent in hard and soft interrupt handlers, which the kernel charges to the task they interrupt.",
+            s.clone(),
+            |m| vec![(None, secs(m.irq_ns))],
+        ),
+        (
             "ttp_runqueue_wait",
             "Time runnable, waiting for a CPU (the kernel's run_delay).",
             s.clone(),
@@ -251,6 +261,7 @@ fn group_families(x: &Exposition) -> Vec<Family> {
     ];
     defs.into_iter()
         .filter(|(name, ..)| x.wake_latency || *name != "ttp_wake_latency")
+        .filter(|(name, ..)| x.irq_time || *name != "ttp_irq")
         .map(|(name, help, unit, pick)| {
             let mut f = Family::counter(name, help, unit);
             for (group, m) in &x.fleet.groups {

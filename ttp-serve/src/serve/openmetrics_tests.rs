@@ -38,6 +38,7 @@ pub(crate) fn exposition() -> Exposition {
         )],
         thread_capacity: 4096,
         wake_latency: false,
+        irq_time: false,
         read_unix_ns: 2_000,
         otlp: Some(PushCounts {
             pushed: 2,
@@ -280,6 +281,7 @@ fn every_ledger_counter_is_exported() {
         let m: LedgerMeasures = serde_json::from_value(json).unwrap();
         let mut x = exposition();
         x.wake_latency = true;
+        x.irq_time = true;
         x.fleet.groups = vec![("probe".into(), m)];
         let want = if name.ends_with("_ns") { 123.0 } else { 123e9 };
         let carrying: Vec<&str> = families(&x)

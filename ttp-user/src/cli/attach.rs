@@ -97,6 +97,14 @@ pub(crate) struct AttachArgs {
     /// each sleep at the switch-in (docs/ledger.md). `--trace` implies it.
     #[arg(long)]
     pub wake_latency: bool,
+    /// Also measure the interrupt time inside each process's on-CPU time
+    /// (`irq_ns`: hard and soft interrupt handlers that ran while its
+    /// threads were on a CPU, which this kernel charges to them) by
+    /// loading programs on every interrupt of the machine; the
+    /// summary then gives the on-CPU time without interrupts beside the
+    /// kernel's (docs/ledger.md). The local timer is counted (x86), IPIs are not.
+    #[arg(long)]
+    pub irq_time: bool,
 }
 
 pub fn run(args: AttachArgs) -> anyhow::Result<()> {
@@ -120,6 +128,7 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
         max_threads: args.max_threads,
         statements_of: None,
         wake_latency: args.wake_latency,
+        irq_time: args.irq_time,
         fixed_exit_queue: true,
         ..Default::default()
     })?;
@@ -490,5 +499,6 @@ fn summarize(session: &MeasurementSession, st: &Start, f: Followed) -> Summary {
     );
     summary.doc.probe_cost = probe_cost;
     summary.doc.wake_latency_measured = Some(session.ledger.wake_latency_measured());
+    summary.doc.irq_time_measured = Some(session.ledger.irq_time_measured());
     summary
 }

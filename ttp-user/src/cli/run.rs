@@ -97,6 +97,7 @@ pub(crate) fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
         warmup: args.warmup(),
         trace: args.trace.is_some(),
         wake_latency: args.wake_latency,
+        irq_time: args.irq_time,
         blame_window: args.blame.then_some(args.blame_window),
     })
 }

@@ -128,6 +128,14 @@ pub struct RunArgs {
     /// it.
     #[arg(long, conflicts_with = "postgres")]
     pub wake_latency: bool,
+    /// Also measure the interrupt time inside the query's on-CPU time
+    /// (`irq_ns`: hard and soft interrupt handlers that ran while its
+    /// threads were on a CPU, which this kernel charges to them) by
+    /// loading programs on every interrupt of the machine; the report
+    /// then gives the on-CPU time without interrupts beside the kernel's
+    /// (docs/ttpv2.md). The local timer is counted (x86), IPIs are not.
+    #[arg(long, conflicts_with = "postgres")]
+    pub irq_time: bool,
     /// Run the command as root instead of the invoking user (SUDO_UID).
     #[arg(long)]
     pub as_root: bool,

@@ -39,6 +39,7 @@ impl Default for RunArgs {
             svg: None,
             trace: None,
             wake_latency: false,
+            irq_time: false,
             as_root: false,
             blame: false,
             blame_window: Duration::from_millis(50),

@@ -53,6 +53,8 @@ pub struct Plan {
     pub trace: bool,
     /// `--wake-latency`: the ledger measures wake latency.
     pub wake_latency: bool,
+    /// `--irq-time`: the ledger measures interrupt time inside on-CPU.
+    pub irq_time: bool,
     /// `--blame`: each QE's blame, over windows of this δt.
     pub blame_window: Option<Duration>,
 }

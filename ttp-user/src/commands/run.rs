@@ -55,6 +55,7 @@ pub fn measure(
         taskstats_exits: true,
         hold_page_reporting: true,
         wake_latency: plan.wake_latency,
+        irq_time: plan.irq_time,
         ..Default::default()
     })?;
     let mut recorder = match plan.trace {

@@ -432,6 +432,7 @@ impl Summary {
             taskstats_exit_records: refs.taskstats_exits,
             probe_cost: None,
             wake_latency_measured: Some(true),
+            irq_time_measured: None,
             notes,
         };
         Self { doc }

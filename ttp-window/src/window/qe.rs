@@ -411,6 +411,10 @@ fn fill_processes(
                 // left out, as a column not known is (docs/ledger.md).
                 m.ledger.wake_latency_ns = None;
             }
+            if !ctx.ledger.irq_time_measured() {
+                // Likewise without the interrupt programs (`--irq-time`).
+                m.ledger.irq_ns = None;
+            }
         }
         let key = key_of(pid);
         if is_stopped {

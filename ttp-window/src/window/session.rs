@@ -65,6 +65,9 @@ pub struct SessionOptions {
     /// Load the wake-up hook so that `wake_latency_ns` is measured
     /// (`--wake-latency`; the trace loads it anyway).
     pub wake_latency: bool,
+    /// Load the interrupt programs so that `irq_ns` is measured
+    /// (`--irq-time`).
+    pub irq_time: bool,
     /// A fixed exit-record queue, reserved at the start (`attach`: memory
     /// that does not grow with fork storms; probe/exits.rs).
     pub fixed_exit_queue: bool,
@@ -140,6 +143,7 @@ impl MeasurementSession {
                 no_bpf_stats: options.no_bpf_stats,
                 exit_ring_bytes: options.exit_ring_bytes,
                 wake_latency: options.wake_latency,
+                irq_time: options.irq_time,
                 fixed_exit_queue: options.fixed_exit_queue,
             })
         }

@@ -183,3 +183,43 @@ fn scheduler_counters_grow_by_their_differences() {
     assert_eq!((a.exec_snap_ns, a.run_delay_snap_ns), (9_500, 0));
     assert_ne!(a.flags & flag::SCHED_SNAP, 0);
 }
+
+/// Catches a hard interrupt inside a softirq counted twice, an exit
+/// without its entry (programs attached mid-handler) adding time from an
+/// old stamp, or the softirq part taken from the inner handler: the clock
+/// adds the outermost handler's span once.
+#[test]
+fn the_interrupt_clock_counts_nested_handlers_once() {
+    let mut c = IrqClock::default();
+    // An exit whose entry was never seen.
+    c.exit(500);
+    assert_eq!((c.total_ns, c.depth), (0, 0));
+    // A softirq from 1 000 to 4 000 with a hard interrupt inside it.
+    c.enter(1_000, true);
+    c.enter(2_000, false);
+    c.exit(2_500);
+    assert_eq!(c.total_ns, 0);
+    c.exit(4_000);
+    assert_eq!((c.total_ns, c.soft_ns), (3_000, 3_000));
+    // A hard interrupt alone, 10 000 to 10 400.
+    c.enter(10_000, false);
+    c.exit(10_400);
+    assert_eq!((c.total_ns, c.soft_ns), (3_400, 3_000));
+    assert_eq!((c.hard_count, c.soft_count, c.depth), (2, 1, 0));
+}
+
+/// Catches the clock's total taken instead of its growth, a first read
+/// (no base) that adds the CPU's whole history, or the base not moved:
+/// `irq_ns` grows by the clock's growth between reads.
+#[test]
+fn interrupt_time_grows_by_the_clocks_growth_since_the_switch_in() {
+    let mut a = ThreadAccount::zeroed();
+    a.take_irq_clock(90_000, u64::MAX);
+    assert_eq!(a.irq_ns, 0);
+    a.take_irq_clock(90_700, u64::MAX);
+    assert_eq!((a.irq_ns, a.irq_snap_ns), (700, 90_700));
+    // Never more than the run's wall clock.
+    a.take_irq_clock(91_000, 200);
+    assert_eq!((a.irq_ns, a.irq_snap_ns), (900, 91_000));
+    assert_ne!(a.flags & flag::IRQ_SNAP, 0);
+}

@@ -25,18 +25,32 @@ impl AttachDoc {
     /// The document as JSON: a measure not taken is null, not 0.
     pub(crate) fn to_json(&self) -> serde_json::Value {
         let mut v = serde_json::to_value(self).unwrap_or_default();
-        if self.wake_latency_measured == Some(false) {
-            for list in ["processes", "exited_groups"] {
-                if let Some(rows) = v.get_mut(list).and_then(|l| l.as_array_mut()) {
-                    for row in rows {
-                        if let Some(k) = row.get_mut("kernel").and_then(|k| k.as_object_mut()) {
-                            k.insert("wake_latency_ns".into(), serde_json::Value::Null);
+        let not_taken = self.not_taken();
+        for list in ["processes", "exited_groups"] {
+            if let Some(rows) = v.get_mut(list).and_then(|l| l.as_array_mut()) {
+                for row in rows {
+                    if let Some(k) = row.get_mut("kernel").and_then(|k| k.as_object_mut()) {
+                        for name in &not_taken {
+                            k.insert((*name).into(), serde_json::Value::Null);
                         }
                     }
                 }
             }
         }
         v
+    }
+
+    /// The counters the ledger did not measure in this window: null in
+    /// the JSON, empty in the tables.
+    fn not_taken(&self) -> Vec<&'static str> {
+        let mut not_taken = Vec::new();
+        if self.wake_latency_measured == Some(false) {
+            not_taken.push("wake_latency_ns");
+        }
+        if self.irq_time_measured != Some(true) {
+            not_taken.push("irq_ns");
+        }
+        not_taken
     }
 
     /// What the summary says of wake latency: the total over the rows, or
@@ -120,10 +134,12 @@ impl Rendered for AttachDoc {
         );
         let head: Vec<&str> = head.iter().map(String::as_str).collect();
         let mut t = Table::new(&head);
+        let not_taken = self.not_taken();
         for p in &self.processes {
             t.push(measures_row(
                 [p.pid.to_string(), p.comm.clone(), p.threads.to_string()],
                 &p.kernel,
+                &not_taken,
             ));
         }
         for g in &self.exited_groups {
@@ -134,6 +150,7 @@ impl Rendered for AttachDoc {
                     g.threads.to_string(),
                 ],
                 &g.kernel,
+                &not_taken,
             ));
         }
         t
@@ -160,6 +177,7 @@ impl Rendered for AttachDoc {
                     threads.to_string(),
                 ],
                 &super::attach_text::total(self),
+                &self.not_taken(),
             ));
         }
         format!(
@@ -188,10 +206,12 @@ impl Rendered for AttachDoc {
 
 /// One table row: the process columns, then every ledger counter from its
 /// one declaration (times in ms with three decimals).
-fn measures_row(head: [String; 3], k: &LedgerMeasures) -> Vec<String> {
+fn measures_row(head: [String; 3], k: &LedgerMeasures, not_taken: &[&str]) -> Vec<String> {
     let mut row = Vec::from(head);
     row.extend(k.named().into_iter().map(|(n, v)| {
-        if n.ends_with("_ns") {
+        if not_taken.contains(&n) {
+            String::new()
+        } else if n.ends_with("_ns") {
             ms3(Some(v as f64))
         } else {
             v.to_string()

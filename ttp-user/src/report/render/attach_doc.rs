@@ -54,6 +54,10 @@ pub struct AttachDoc {
     /// and their summary had no line about it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wake_latency_measured: Option<bool>,
+    /// Whether the interrupt programs were loaded (`attach --irq-time`):
+    /// without them every process's `kernel.irq_ns` is written as null.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub irq_time_measured: Option<bool>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

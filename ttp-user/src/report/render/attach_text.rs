@@ -188,7 +188,17 @@ fn groups_line(d: &AttachDoc) -> Option<String> {
     ))
 }
 
-fn process_lines(out: &mut String, p: &ProcessView, show_all: bool, losses: &[Loss]) {
+/// The on-CPU time without interrupts beside the kernel's (`--irq-time`).
+fn irq_line(k: &LedgerMeasures) -> String {
+    format!(
+        "    on-CPU without interrupts {} ms (the kernel's on-CPU {} ms less {} ms of interrupt handlers)\n",
+        ms(k.on_cpu_ns.saturating_sub(k.irq_ns)),
+        ms(k.on_cpu_ns),
+        ms(k.irq_ns),
+    )
+}
+
+fn process_lines(out: &mut String, p: &ProcessView, irq: bool, show_all: bool, losses: &[Loss]) {
     out.push_str(&format!(
         "pid {} ({}){}, {} thread(s): {}{}\n",
         p.pid,
@@ -198,6 +208,9 @@ fn process_lines(out: &mut String, p: &ProcessView, show_all: bool, losses: &[Lo
         times(&p.kernel),
         losses::mark(losses, Affects::Processes),
     ));
+    if irq {
+        out.push_str(&irq_line(&p.kernel));
+    }
     out.push_str(&format!(
         "    {}{}\n",
         io(&p.kernel),
@@ -232,7 +245,13 @@ pub fn text(d: &AttachDoc, o: &TextOptions, losses: &[Loss]) -> String {
     let rows = by_on_cpu(d);
     let shown = o.top.unwrap_or(usize::MAX).min(rows.len());
     for p in &rows[..shown] {
-        process_lines(&mut out, p, show_all, losses);
+        process_lines(
+            &mut out,
+            p,
+            d.irq_time_measured == Some(true),
+            show_all,
+            losses,
+        );
     }
     if shown < rows.len() {
         let (n, k) = sum(rows[shown..].iter().copied());
@@ -506,6 +525,29 @@ mod tests {
         assert!(
             d.text_with(&TextOptions::default())
                 .contains("wake latency (wall clock")
+        );
+    }
+
+    /// Catches interrupt time written as 0 when the interrupt programs
+    /// were not loaded, the line shown without them, or the on-CPU time
+    /// without interrupts computed from anything but the two counters.
+    #[test]
+    fn interrupt_time_only_when_measured() {
+        let mut d = doc(1);
+        d.processes[0].kernel.on_cpu_ns = 50_000_000;
+        d.processes[0].kernel.irq_ns = 2_500_000;
+        d.irq_time_measured = None;
+        assert!(d.to_json()["processes"][0]["kernel"]["irq_ns"].is_null());
+        let t = d.text_with(&TextOptions::default());
+        assert!(!t.contains("without interrupts"), "{t}");
+        d.irq_time_measured = Some(true);
+        let v = d.to_json();
+        assert_eq!(v["processes"][0]["kernel"]["irq_ns"], 2_500_000);
+        let back: AttachDoc = serde_json::from_value(v).unwrap();
+        let t = back.text_with(&TextOptions::default());
+        assert!(
+            t.contains("on-CPU without interrupts 47.50 ms (the kernel's on-CPU 50.00 ms less 2.50 ms of interrupt handlers)"),
+            "{t}"
         );
     }
 }

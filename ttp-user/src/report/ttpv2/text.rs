@@ -82,6 +82,7 @@ fn qc_section(out: &mut String, d: &QcDocument) {
             w.time_exact_ms.map_or("—".into(), |v| format!("{v:.1}")),
         );
     }
+    irq_lines(out, d);
     let dropped: Vec<_> = d.qes.iter().filter(|e| !e.dropped_by.is_empty()).collect();
     if !dropped.is_empty() {
         let _ = writeln!(out, "Dropped in Step 2:");
@@ -164,6 +165,42 @@ fn qc_section(out: &mut String, d: &QcDocument) {
         spread(&s.su_query_ticks, "ticks"),
         spread(&s.io_calc_ticks, "ticks")
     );
+}
+
+/// With `--irq-time`: each QE's on-CPU time of the query as the kernel
+/// charges it (the ledger's `on_cpu_ns`, the kernel's runtime) beside the
+/// same without the interrupt handlers that ran inside it (`irq_ns`).
+/// Nothing when the interrupts were not measured.
+fn irq_lines(out: &mut String, d: &QcDocument) {
+    let rows: Vec<(u32, u64, u64)> = d
+        .qes
+        .iter()
+        .filter_map(|e| {
+            let l = &e.calc.query.as_ref()?.ledger;
+            Some((e.record.qe, l.on_cpu_ns?, l.irq_ns?))
+        })
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "On-CPU of the query: the kernel's, and without interrupt handlers (--irq-time):"
+    );
+    for (qe, cpu, irq) in rows {
+        let _ = writeln!(
+            out,
+            "  QE {qe}: on-CPU {:.1} ms, without interrupts {:.1} ms (interrupts {:.1} ms, {:.1}%)",
+            cpu as f64 / 1e6,
+            cpu.saturating_sub(irq) as f64 / 1e6,
+            irq as f64 / 1e6,
+            if cpu > 0 {
+                irq as f64 * 100.0 / cpu as f64
+            } else {
+                0.0
+            }
+        );
+    }
 }
 
 /// For a query that ran threads on several CPUs at once (Sec. 3.4 assumes
@@ -369,6 +406,36 @@ mod tests {
         assert!(text.contains("exact (ledger) 0.5 ms"), "{text}");
         let s = &a.qcs[0].result.stats;
         assert_eq!(s.time_meas_all_ms.as_ref().unwrap().median, 0.8);
+    }
+
+    /// Catches the interrupt lines shown without the measure (a 0 that
+    /// was never measured) or the on-CPU time without interrupts taken
+    /// from anything but the query's two ledger counters.
+    #[test]
+    fn on_cpu_without_interrupts_only_when_measured() {
+        let mut qc = clean_qc(6);
+        let text = render(
+            &analyse(&[qc.clone()], None, crate::report::ttpv2::paragraph::text),
+            None,
+        );
+        assert!(!text.contains("without interrupts"), "{text}");
+        for qe in &mut qc.qes {
+            for p in &mut qe.processes {
+                p.m.ledger.on_cpu_ns = Some(40_000_000);
+                p.m.ledger.irq_ns = Some(1_000_000);
+            }
+        }
+        let a = analyse(&[qc], None, crate::report::ttpv2::paragraph::text);
+        let text = render(&a, None);
+        let q = a.qcs[0].qes[0].calc.query.as_ref().unwrap();
+        let (cpu, irq) = (q.ledger.on_cpu_ns.unwrap(), q.ledger.irq_ns.unwrap());
+        assert!(irq > 0 && cpu > irq);
+        let want = format!(
+            "  QE 1: on-CPU {:.1} ms, without interrupts {:.1} ms",
+            cpu as f64 / 1e6,
+            (cpu - irq) as f64 / 1e6
+        );
+        assert!(text.contains(&want), "{want}\n{text}");
     }
 
     /// A document read back from a file may name checks this version does
