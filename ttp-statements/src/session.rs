@@ -32,7 +32,7 @@ use ttp_common::{
 use super::{
     GroupBy, Statement, WAIT_PROBES, detail_of,
     document::{ProbeAvailability, ProbeCounts, StatementsReport, TrancheRow},
-    extended, group,
+    extended, group, parallel,
     sums::{self, Snapshot, Texts, Totals},
 };
 use ttp_ledger::probe::{
@@ -40,6 +40,7 @@ use ttp_ledger::probe::{
     pg_status::{self, StatusSource},
     probe_error_ctx,
     statements::{StatementProbes, StatementsProbeError, WORKER_FUNCTION, WorkerSite},
+    symbols::Image,
     usdt::{self, UsdtError, UsdtProbe},
 };
 use ttp_sys::error::usage;
@@ -89,15 +90,25 @@ pub struct Server {
     pub status_note: Option<String>,
     /// Lines for the user, said once by the caller (with its prefix).
     pub notes: Vec<String>,
+    /// Where parallel workers' shares are seen, when the binary has it.
+    pub worker: Option<WorkerSite>,
+    /// The address of the global pointing at the running statement's text
+    /// (extended.rs), when the binary has it.
+    pub query_text: Option<u64>,
 }
 
 impl Server {
     /// The server of postmaster `pid` running `binary` (default: its
-    /// executable). A bad pid or binary is a usage error in one line.
+    /// executable). A bad pid or binary is a usage error in one line. The
+    /// binary is read once; every lookup below parses those bytes.
     pub fn find(pid: u32, binary: Option<&Path>, socket: bool) -> anyhow::Result<Self> {
         let binary = match binary {
             Some(b) => b.to_path_buf(),
             None => server_binary(pid)?,
+        };
+        let image = match Image::read(&binary) {
+            Ok(i) => i,
+            Err(e) => return usage(format!("cannot read {} ({e})", binary.display())),
         };
         let mut s = Self {
             pid,
@@ -108,19 +119,21 @@ impl Server {
             query_ids: None,
             status_note: None,
             notes: Vec::new(),
+            worker: parallel::worker_site(&image),
+            query_text: extended::query_text_global(&image),
         };
         if socket {
-            if let Some(why) = pg_status::not_a_server(&s.binary) {
+            if let Some(why) = pg_status::not_a_server(&image) {
                 return usage(why);
             }
-            match pg_status::find(pid, &s.binary) {
+            match pg_status::find(pid, &image) {
                 Ok(st) => {
                     if st.assumed_from.is_some() {
                         s.notes.push(st.describe());
                     }
                     s.status_note = Some(st.describe());
                     s.status = Some(st);
-                    s.query_ids = pg_status::query_ids_computed(pid, &s.binary);
+                    s.query_ids = pg_status::query_ids_computed(pid, &image);
                 }
                 Err(e) => {
                     s.notes.push(format!(
@@ -130,7 +143,7 @@ impl Server {
                 }
             }
         }
-        s.probes = match usdt::read_probes(&s.binary) {
+        s.probes = match usdt::probes_of(&image) {
             Ok(p) => p,
             Err(UsdtError::NoNotes { .. }) if socket => Vec::new(),
             Err(
@@ -185,7 +198,7 @@ impl Server {
             &WAIT_PROBES,
             requested,
             worker,
-            extended::query_text_global(&self.binary),
+            self.query_text,
             self.socket,
         ) {
             Ok(sp) => Ok(sp),

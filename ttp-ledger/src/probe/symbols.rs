@@ -219,6 +219,39 @@ fn accept(
     })
 }
 
+/// A binary read once: what one `statements` session looks up in the
+/// server's binary (whether it is a server, its status entries' global,
+/// the query-id globals, its USDT notes, the parallel-worker site, the
+/// query-text global) is parsed from these bytes, not from a read of the
+/// whole file each.
+pub struct Image {
+    path: PathBuf,
+    data: Vec<u8>,
+}
+
+impl Image {
+    /// Reads `path` whole.
+    pub fn read(path: &Path) -> std::io::Result<Self> {
+        Ok(Self {
+            path: path.to_owned(),
+            data: std::fs::read(path)?,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn data(&self) -> &[u8] {
+        &self.data
+    }
+
+    /// The bytes parsed as an object file.
+    pub fn parse(&self) -> object::Result<object::File<'_>> {
+        object::File::parse(&*self.data)
+    }
+}
+
 /// The address of the defined symbol `name` of `kind` in `file` (its
 /// `.symtab`, then its `.dynsym`).
 pub fn defined_address(file: &object::File, name: &str, kind: Option<SymbolKind>) -> Option<u64> {
