@@ -179,6 +179,11 @@ impl Server {
             each: !summed,
             key_by: key_by(by),
             sums: summed,
+            // Where the server computes query ids, a statement without one
+            // is keyed by its text's hash: the groups merge it by the same
+            // fingerprint, and the program loads without the fingerprint
+            // machine (docs/statements.md, "The fingerprint in the kernel").
+            fingerprint: self.query_ids != Some(true),
         })
     }
 
