@@ -175,11 +175,15 @@ impl Totals {
                 .saturating_sub(earlier.workers_elapsed_ns),
             workers_parts: sub(&self.workers_parts, &earlier.workers_parts),
             plans: self.plans.since(&earlier.plans),
+            // The kernel's buckets are u32 a CPU and wrap: a sum of them
+            // over the CPUs is right modulo 2^32, and so is the difference
+            // of two such sums, which is then the exact count of a window
+            // that adds fewer than 2^32 statements to a bucket.
             hist: self
                 .hist
                 .iter()
                 .zip(&earlier.hist)
-                .map(|(a, b)| a.saturating_sub(*b))
+                .map(|(a, b)| u64::from((*a as u32).wrapping_sub(*b as u32)))
                 .collect(),
         }
     }
