@@ -25,7 +25,7 @@ use std::{
 };
 
 use ttp_common::{
-    statements::{WAITS, flag, wait},
+    statements::{Stats, WAITS, flag, wait},
     sums::{SumKey, Sums, key_by as kernel_key_by},
 };
 
@@ -327,6 +327,16 @@ fn read_c_string(pid: u32, addr: u64) -> Option<String> {
     Some(String::from_utf8_lossy(&buf[..end]).into_owned())
 }
 
+/// The probes' counters, or zeros and why they could not be read: a
+/// failed read of the counters never costs the window's document (the
+/// report shows the failure).
+fn read_stats(sp: &StatementProbes) -> (Stats, Option<String>) {
+    match sp.stats() {
+        Ok(s) => (s, None),
+        Err(e) => (Stats::default(), Some(e.to_string())),
+    }
+}
+
 /// The document of a window from records: `statements` (parallel workers'
 /// shares joined, `unjoined` of them left), grouped `by`, with the probes'
 /// counters, the LWLock tranches and which probes the binary has.
@@ -340,7 +350,32 @@ pub fn report(
     window_start_ns: u64,
     window_end_ns: u64,
 ) -> anyhow::Result<StatementsReport> {
-    let stats = sp.stats().map_err(probe_error_ctx)?;
+    let stats = read_stats(sp);
+    Ok(report_with(
+        server,
+        by,
+        sp,
+        statements,
+        unjoined,
+        window_start_ns,
+        window_end_ns,
+        stats,
+    ))
+}
+
+/// [`report`] with the counters already read (`stats`: as
+/// [`read_stats`] gives them).
+#[allow(clippy::too_many_arguments)]
+fn report_with(
+    server: &Server,
+    by: GroupBy,
+    sp: &StatementProbes,
+    statements: Vec<Statement>,
+    unjoined: u64,
+    window_start_ns: u64,
+    window_end_ns: u64,
+    (stats, stats_error): (Stats, Option<String>),
+) -> StatementsReport {
     let backends: BTreeSet<u32> = statements.iter().map(|s| s.tgid).collect();
     let groups = group(&statements, by, &sp.available);
     let mut names: HashMap<u64, String> = HashMap::new();
@@ -392,7 +427,7 @@ pub fn report(
         not_measured_without: None,
     });
     let socket = server.socket;
-    Ok(StatementsReport {
+    StatementsReport {
         schema: super::SCHEMA.into(),
         postmaster: server.pid,
         binary: server.binary.display().to_string(),
@@ -437,12 +472,14 @@ pub fn report(
             summed_other: 0,
             texts_lost: 0,
             sums_unread: 0,
+            counters_unread: u64::from(stats_error.is_some()),
+            counters_error: stats_error,
         },
         groups,
         tranches,
         cross_check: None,
         cross_check_note: None,
-    })
+    }
 }
 
 /// The document of a window from the sums: `window` is what the keys
@@ -458,8 +495,8 @@ pub fn sums_report(
     window_start_ns: u64,
     window_end_ns: u64,
 ) -> anyhow::Result<StatementsReport> {
-    let stats = sp.stats().map_err(probe_error_ctx)?;
-    let mut report = report(
+    let (stats, stats_error) = read_stats(sp);
+    let mut report = report_with(
         server,
         by,
         sp,
@@ -467,7 +504,8 @@ pub fn sums_report(
         stats.workers_unjoined,
         window_start_ns,
         window_end_ns,
-    )?;
+        (stats, stats_error),
+    );
     report.groups = sums::groups(window, &reader.texts, by, &sp.available);
     report.statements = window.calls();
     report.backends = stats.backends as usize;
