@@ -129,8 +129,12 @@ fn status_entry(c: &Cluster, major: u32, exe: &Path) {
         "st_plan_id"
     );
     if major == ttp_ledger::probe::pg_status::NEWEST_KNOWN {
-        let newer = ttp_ledger::probe::pg_status::find_as(pm, exe, major + 1)
-            .expect("the newest layout vouched for");
+        let newer = ttp_ledger::probe::pg_status::find_as(
+            pm,
+            &ttp_ledger::probe::symbols::Image::read(exe).expect("the server binary"),
+            major + 1,
+        )
+        .expect("the newest layout vouched for");
         assert_eq!(newer.assumed_from, Some(major));
         assert!(newer.checked_on.is_some());
         assert!(

@@ -196,6 +196,7 @@ fn extended_statement_after_an_error_is_timed_alone() {
 fn probes_on(pm: u32) -> (Ledger, StatementProbes) {
     let binary = std::fs::read_link(format!("/proc/{pm}/exe")).unwrap();
     let probes = usdt::read_probes(&binary).expect("postgres has USDT notes");
+    let image = ttp_ledger::probe::symbols::Image::read(&binary).expect("the server binary");
     let mut ledger = Ledger::attach_with(&AttachOptions {
         statements_of: Some(pm),
         ..Default::default()
@@ -207,8 +208,8 @@ fn probes_on(pm: u32) -> (Ledger, StatementProbes) {
         &probes,
         &WAIT_PROBES,
         &requested_waits(&[], false),
-        parallel::worker_site(&binary),
-        extended::query_text_global(&binary),
+        parallel::worker_site(&image),
+        extended::query_text_global(&image),
         false,
     )
     .expect("statement probes attach");

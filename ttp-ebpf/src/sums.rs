@@ -43,6 +43,13 @@ static STMT_KEY_BY: u32 = 0;
 /// not paid for twice).
 #[unsafe(no_mangle)]
 static STMT_SUMS_ON: u32 = 1;
+/// 1: a statement without a query id is keyed by its fingerprint,
+/// computed here; 0 (a server known to compute query ids, where a
+/// statement without one is rare): by the hash of its text, which
+/// userspace groups by the same fingerprint. With 0 the verifier drops
+/// the fingerprint machine, most of this program's verification.
+#[unsafe(no_mangle)]
+static STMT_FINGERPRINT: u32 = 1;
 
 #[map]
 static STMT_SUMS: PerCpuHashMap<SumKey, Sums> = PerCpuHashMap::with_max_entries(MAX_KEYS, 0);
@@ -286,7 +293,7 @@ pub(crate) fn add(e: &Ended) {
             } else if by == key_by::QUERY && query_id != 0 {
                 key.kind = key_kind::QUERY_ID;
                 key.id = query_id;
-            } else if by == key_by::QUERY {
+            } else if by == key_by::QUERY && global(&STMT_FINGERPRINT) != 0 {
                 // No query id: the fingerprint, computed here.
                 key.kind = key_kind::FINGERPRINT;
                 match fingerprint_text(text, rec) {

@@ -66,6 +66,13 @@ pub struct ProbeCounts {
     /// statements are missing from that read; a later read has them).
     #[serde(default)]
     pub sums_unread: u64,
+    /// Reads of the programs' counters that failed while the document
+    /// was built (then every count above is 0, not measured), and the
+    /// error.
+    #[serde(default)]
+    pub counters_unread: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counters_error: Option<String>,
 }
 
 /// One probe name's sites in the binary.

@@ -20,9 +20,8 @@
 //! execution time. A client that fetches a portal in pieces (Execute with
 //! a row limit, then Execute again) makes one statement per piece, where
 //! pg_stat_statements counts one call.
-use std::path::Path;
-
 use object::SymbolKind;
+use ttp_ledger::probe::symbols::Image;
 
 /// The global that points at the text of the statement being run.
 pub(crate) const QUERY_TEXT_GLOBAL: &str = "debug_query_string";
@@ -30,9 +29,8 @@ pub(crate) const QUERY_TEXT_GLOBAL: &str = "debug_query_string";
 /// The address of [`QUERY_TEXT_GLOBAL`] in `binary` (exported: extensions
 /// read it), `None` when it lacks the symbol (the statements are then
 /// still measured, without their text).
-pub fn query_text_global(binary: &Path) -> Option<u64> {
-    let data = std::fs::read(binary).ok()?;
-    let file = object::File::parse(&*data).ok()?;
+pub fn query_text_global(binary: &Image) -> Option<u64> {
+    let file = binary.parse().ok()?;
     ttp_ledger::probe::symbols::defined_address(&file, QUERY_TEXT_GLOBAL, Some(SymbolKind::Data))
 }
 
@@ -48,7 +46,7 @@ mod tests {
         let Some(bin) = crate::installed_server() else {
             return;
         };
-        let at = query_text_global(&bin).expect("debug_query_string");
+        let at = query_text_global(&Image::read(&bin).unwrap()).expect("debug_query_string");
         let data = std::fs::read(&bin).unwrap();
         let file = object::File::parse(&*data).unwrap();
         use object::{Object, ObjectSegment, ObjectSymbol};
@@ -63,6 +61,7 @@ mod tests {
                 .any(|s| s.address() <= at && at + 8 <= s.address() + s.size()),
             "inside a loaded segment"
         );
-        assert_eq!(query_text_global(Path::new("/bin/true")), None);
+        let not_a_server = Image::read(std::path::Path::new("/bin/true")).unwrap();
+        assert_eq!(query_text_global(&not_a_server), None);
     }
 }

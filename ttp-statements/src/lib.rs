@@ -387,34 +387,91 @@ pub fn group(statements: &[Statement], by: GroupBy, available: &[bool; WAITS]) -
     groups
 }
 
+/// A group's time split, from its summed elapsed time, parts and waits:
+/// the one arithmetic of the groups from records ([`summarise`]) and
+/// from the kernel's sums (`sums::group`).
+pub(crate) struct Split {
+    pub on_cpu_ns: u64,
+    pub runq_wait_ns: u64,
+    pub sleep_ns: u64,
+    pub blocked_ns: Option<u64>,
+    pub iowait_ns: u64,
+    pub iowait_own_ns: Option<u64>,
+    pub iowait_others_ns: Option<u64>,
+    pub iowait_share_ns: Option<u64>,
+    pub unattributed_ns: i64,
+    pub waits: BTreeMap<String, WaitSum>,
+}
+
+impl Split {
+    /// `parts`: summed per `part`; `waits[i]`: (waits, wait ns) of pair
+    /// `i`, shown where `available[i]`; `ledger`: whether any statement
+    /// had its ledger account (else its blocked and own-iowait parts are
+    /// not measured).
+    pub(crate) fn of(
+        elapsed_ns: u64,
+        parts: &[u64; ttp_common::statements::PARTS],
+        waits: impl Fn(usize) -> (u64, u64),
+        available: &[bool; WAITS],
+        ledger: bool,
+    ) -> Self {
+        let p = |i: usize| parts[i];
+        let (on_cpu, runq, sleep, blocked, iowait, own) = (
+            p(part::ON_CPU),
+            p(part::RUNQ),
+            p(part::SLEEP),
+            p(part::BLOCKED),
+            p(part::IOWAIT),
+            p(part::IOWAIT_OWN),
+        );
+        let mut sums = BTreeMap::new();
+        for (i, (label, _, _)) in WAIT_PROBES.iter().enumerate() {
+            if available[i] {
+                let (n, ns) = waits(i);
+                sums.insert(
+                    (*label).to_string(),
+                    WaitSum {
+                        waits: n,
+                        wait_ns: ns,
+                    },
+                );
+            }
+        }
+        let covered = on_cpu + runq + sleep + blocked + iowait;
+        let measured = |v: u64| ledger.then_some(v);
+        Split {
+            on_cpu_ns: on_cpu,
+            runq_wait_ns: runq,
+            sleep_ns: sleep,
+            blocked_ns: measured(blocked),
+            iowait_ns: iowait,
+            iowait_own_ns: measured(own),
+            iowait_others_ns: measured(iowait.saturating_sub(own)),
+            iowait_share_ns: measured(p(part::IOWAIT_SHARE)),
+            unattributed_ns: elapsed_ns as i64 - covered as i64,
+            waits: sums,
+        }
+    }
+}
+
 fn summarise(key: String, ss: &[&Statement], available: &[bool; WAITS]) -> Group {
     let sum = |f: &dyn Fn(&Statement) -> u64| ss.iter().map(|s| f(s)).sum::<u64>();
     let elapsed_ns = sum(&|s| s.elapsed_ns);
-    let p = |i: usize| sum(&|s| s.parts[i]);
-    let (on_cpu, runq, sleep, blocked, iowait, own) = (
-        p(part::ON_CPU),
-        p(part::RUNQ),
-        p(part::SLEEP),
-        p(part::BLOCKED),
-        p(part::IOWAIT),
-        p(part::IOWAIT_OWN),
-    );
-    let mut waits = BTreeMap::new();
-    for (i, (label, _, _)) in WAIT_PROBES.iter().enumerate() {
-        if available[i] {
-            waits.insert(
-                (*label).to_string(),
-                WaitSum {
-                    waits: ss.iter().map(|s| u64::from(s.waits[i])).sum(),
-                    wait_ns: sum(&|s| s.waits_ns[i]),
-                },
-            );
-        }
-    }
-    let covered = on_cpu + runq + sleep + blocked + iowait;
+    let parts = std::array::from_fn(|i| sum(&|s| s.parts[i]));
     // The ledger's parts exist where any statement had its account.
     let ledger = ss.iter().any(|s| s.flags & flag::NO_ACCOUNT == 0);
-    let measured = |v: u64| ledger.then_some(v);
+    let split = Split::of(
+        elapsed_ns,
+        &parts,
+        |i| {
+            (
+                ss.iter().map(|s| u64::from(s.waits[i])).sum(),
+                sum(&|s| s.waits_ns[i]),
+            )
+        },
+        available,
+        ledger,
+    );
     let queryid = ss
         .first()
         .map(|s| s.query_id)
@@ -434,18 +491,18 @@ fn summarise(key: String, ss: &[&Statement], available: &[bool; WAITS]) -> Group
         example: ss.first().map(|s| s.text.clone()).unwrap_or_default(),
         calls: ss.len() as u64,
         elapsed_ns,
-        on_cpu_ns: on_cpu,
-        runq_wait_ns: runq,
-        sleep_ns: sleep,
-        blocked_ns: measured(blocked),
-        iowait_ns: iowait,
-        iowait_own_ns: measured(own),
-        iowait_others_ns: measured(iowait.saturating_sub(own)),
-        iowait_share_ns: measured(p(part::IOWAIT_SHARE)),
+        on_cpu_ns: split.on_cpu_ns,
+        runq_wait_ns: split.runq_wait_ns,
+        sleep_ns: split.sleep_ns,
+        blocked_ns: split.blocked_ns,
+        iowait_ns: split.iowait_ns,
+        iowait_own_ns: split.iowait_own_ns,
+        iowait_others_ns: split.iowait_others_ns,
+        iowait_share_ns: split.iowait_share_ns,
         errors: ss.iter().filter(|s| s.flags & flag::ERROR != 0).count() as u64,
         extended: ss.iter().filter(|s| s.extended()).count() as u64,
-        unattributed_ns: elapsed_ns as i64 - covered as i64,
-        waits,
+        unattributed_ns: split.unattributed_ns,
+        waits: split.waits,
         latency: latency(ss),
         variance: variance(ss, available),
         truncated: ss.iter().filter(|s| s.flags & flag::TRUNCATED != 0).count() as u64,

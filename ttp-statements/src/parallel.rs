@@ -12,23 +12,25 @@
 //! for PID <leader>" (`BackgroundWorker.bgw_name`, the struct's first field,
 //! reached through the global `MyBgworkerEntry`). Here each share is added
 //! to the leader's statement that contains it in time.
-use std::{collections::HashMap, path::Path};
+use std::collections::HashMap;
 
 use object::{Object, ObjectSegment, SymbolKind};
 use serde::{Deserialize, Serialize};
 use ttp_common::statements::{flag, part};
 
 use super::statement::{Statement, Workers};
-use ttp_ledger::probe::statements::{WORKER_FUNCTION, WorkerSite};
+use ttp_ledger::probe::{
+    statements::{WORKER_FUNCTION, WorkerSite},
+    symbols::Image,
+};
 
 /// The global pointing at a background worker's registration.
 pub(crate) const WORKER_REGISTRATION: &str = "MyBgworkerEntry";
 
 /// Where `binary` lets parallel workers be seen: `None` when it lacks
 /// either symbol (then workers are reported as not measured).
-pub fn worker_site(binary: &Path) -> Option<WorkerSite> {
-    let data = std::fs::read(binary).ok()?;
-    let file = object::File::parse(&*data).ok()?;
+pub fn worker_site(binary: &Image) -> Option<WorkerSite> {
+    let file = binary.parse().ok()?;
     let find = |name: &str, kind: SymbolKind| {
         ttp_ledger::probe::symbols::defined_address(&file, name, Some(kind))
     };
@@ -203,7 +205,8 @@ mod tests {
         let Some(bin) = crate::installed_server() else {
             return;
         };
-        let site = worker_site(&bin).expect("ParallelWorkerMain and MyBgworkerEntry");
+        let site = worker_site(&Image::read(&bin).unwrap())
+            .expect("ParallelWorkerMain and MyBgworkerEntry");
         let data = std::fs::read(&bin).unwrap();
         let file = object::File::parse(&*data).unwrap();
         let f = file

@@ -25,14 +25,14 @@ use std::{
 };
 
 use ttp_common::{
-    statements::{WAITS, flag, wait},
+    statements::{Stats, WAITS, flag, wait},
     sums::{SumKey, Sums, key_by as kernel_key_by},
 };
 
 use super::{
     GroupBy, Statement, WAIT_PROBES, detail_of,
     document::{ProbeAvailability, ProbeCounts, StatementsReport, TrancheRow},
-    extended, group,
+    extended, group, parallel,
     sums::{self, Snapshot, Texts, Totals},
 };
 use ttp_ledger::probe::{
@@ -40,6 +40,7 @@ use ttp_ledger::probe::{
     pg_status::{self, StatusSource},
     probe_error_ctx,
     statements::{StatementProbes, StatementsProbeError, WORKER_FUNCTION, WorkerSite},
+    symbols::Image,
     usdt::{self, UsdtError, UsdtProbe},
 };
 use ttp_sys::error::usage;
@@ -89,15 +90,25 @@ pub struct Server {
     pub status_note: Option<String>,
     /// Lines for the user, said once by the caller (with its prefix).
     pub notes: Vec<String>,
+    /// Where parallel workers' shares are seen, when the binary has it.
+    pub worker: Option<WorkerSite>,
+    /// The address of the global pointing at the running statement's text
+    /// (extended.rs), when the binary has it.
+    pub query_text: Option<u64>,
 }
 
 impl Server {
     /// The server of postmaster `pid` running `binary` (default: its
-    /// executable). A bad pid or binary is a usage error in one line.
+    /// executable). A bad pid or binary is a usage error in one line. The
+    /// binary is read once; every lookup below parses those bytes.
     pub fn find(pid: u32, binary: Option<&Path>, socket: bool) -> anyhow::Result<Self> {
         let binary = match binary {
             Some(b) => b.to_path_buf(),
             None => server_binary(pid)?,
+        };
+        let image = match Image::read(&binary) {
+            Ok(i) => i,
+            Err(e) => return usage(format!("cannot read {} ({e})", binary.display())),
         };
         let mut s = Self {
             pid,
@@ -108,19 +119,21 @@ impl Server {
             query_ids: None,
             status_note: None,
             notes: Vec::new(),
+            worker: parallel::worker_site(&image),
+            query_text: extended::query_text_global(&image),
         };
         if socket {
-            if let Some(why) = pg_status::not_a_server(&s.binary) {
+            if let Some(why) = pg_status::not_a_server(&image) {
                 return usage(why);
             }
-            match pg_status::find(pid, &s.binary) {
+            match pg_status::find(pid, &image) {
                 Ok(st) => {
                     if st.assumed_from.is_some() {
                         s.notes.push(st.describe());
                     }
                     s.status_note = Some(st.describe());
                     s.status = Some(st);
-                    s.query_ids = pg_status::query_ids_computed(pid, &s.binary);
+                    s.query_ids = pg_status::query_ids_computed(pid, &image);
                 }
                 Err(e) => {
                     s.notes.push(format!(
@@ -130,7 +143,7 @@ impl Server {
                 }
             }
         }
-        s.probes = match usdt::read_probes(&s.binary) {
+        s.probes = match usdt::probes_of(&image) {
             Ok(p) => p,
             Err(UsdtError::NoNotes { .. }) if socket => Vec::new(),
             Err(
@@ -166,6 +179,11 @@ impl Server {
             each: !summed,
             key_by: key_by(by),
             sums: summed,
+            // Where the server computes query ids, a statement without one
+            // is keyed by its text's hash: the groups merge it by the same
+            // fingerprint, and the program loads without the fingerprint
+            // machine (docs/statements.md, "The fingerprint in the kernel").
+            fingerprint: self.query_ids != Some(true),
         })
     }
 
@@ -185,7 +203,7 @@ impl Server {
             &WAIT_PROBES,
             requested,
             worker,
-            extended::query_text_global(&self.binary),
+            self.query_text,
             self.socket,
         ) {
             Ok(sp) => Ok(sp),
@@ -309,6 +327,16 @@ fn read_c_string(pid: u32, addr: u64) -> Option<String> {
     Some(String::from_utf8_lossy(&buf[..end]).into_owned())
 }
 
+/// The probes' counters, or zeros and why they could not be read: a
+/// failed read of the counters never costs the window's document (the
+/// report shows the failure).
+fn read_stats(sp: &StatementProbes) -> (Stats, Option<String>) {
+    match sp.stats() {
+        Ok(s) => (s, None),
+        Err(e) => (Stats::default(), Some(e.to_string())),
+    }
+}
+
 /// The document of a window from records: `statements` (parallel workers'
 /// shares joined, `unjoined` of them left), grouped `by`, with the probes'
 /// counters, the LWLock tranches and which probes the binary has.
@@ -322,7 +350,32 @@ pub fn report(
     window_start_ns: u64,
     window_end_ns: u64,
 ) -> anyhow::Result<StatementsReport> {
-    let stats = sp.stats().map_err(probe_error_ctx)?;
+    let stats = read_stats(sp);
+    Ok(report_with(
+        server,
+        by,
+        sp,
+        statements,
+        unjoined,
+        window_start_ns,
+        window_end_ns,
+        stats,
+    ))
+}
+
+/// [`report`] with the counters already read (`stats`: as
+/// [`read_stats`] gives them).
+#[allow(clippy::too_many_arguments)]
+fn report_with(
+    server: &Server,
+    by: GroupBy,
+    sp: &StatementProbes,
+    statements: Vec<Statement>,
+    unjoined: u64,
+    window_start_ns: u64,
+    window_end_ns: u64,
+    (stats, stats_error): (Stats, Option<String>),
+) -> StatementsReport {
     let backends: BTreeSet<u32> = statements.iter().map(|s| s.tgid).collect();
     let groups = group(&statements, by, &sp.available);
     let mut names: HashMap<u64, String> = HashMap::new();
@@ -374,7 +427,7 @@ pub fn report(
         not_measured_without: None,
     });
     let socket = server.socket;
-    Ok(StatementsReport {
+    StatementsReport {
         schema: super::SCHEMA.into(),
         postmaster: server.pid,
         binary: server.binary.display().to_string(),
@@ -419,12 +472,14 @@ pub fn report(
             summed_other: 0,
             texts_lost: 0,
             sums_unread: 0,
+            counters_unread: u64::from(stats_error.is_some()),
+            counters_error: stats_error,
         },
         groups,
         tranches,
         cross_check: None,
         cross_check_note: None,
-    })
+    }
 }
 
 /// The document of a window from the sums: `window` is what the keys
@@ -440,8 +495,8 @@ pub fn sums_report(
     window_start_ns: u64,
     window_end_ns: u64,
 ) -> anyhow::Result<StatementsReport> {
-    let stats = sp.stats().map_err(probe_error_ctx)?;
-    let mut report = report(
+    let (stats, stats_error) = read_stats(sp);
+    let mut report = report_with(
         server,
         by,
         sp,
@@ -449,7 +504,8 @@ pub fn sums_report(
         stats.workers_unjoined,
         window_start_ns,
         window_end_ns,
-    )?;
+        (stats, stats_error),
+    );
     report.groups = sums::groups(window, &reader.texts, by, &sp.available);
     report.statements = window.calls();
     report.backends = stats.backends as usize;

@@ -21,7 +21,7 @@ use ttp_common::{
 };
 
 use super::{
-    Group, GroupBy, Latency, VARIANCE_PARTS, Variance, VarianceTerm, WAIT_PROBES, WaitSum,
+    Group, GroupBy, Latency, Split, VARIANCE_PARTS, Variance, VarianceTerm,
     fingerprint::fingerprint, parallel::GroupWorkers, plans::Plans,
 };
 use ttp_variance::{FnName, Term};
@@ -175,11 +175,15 @@ impl Totals {
                 .saturating_sub(earlier.workers_elapsed_ns),
             workers_parts: sub(&self.workers_parts, &earlier.workers_parts),
             plans: self.plans.since(&earlier.plans),
+            // The kernel's buckets are u32 a CPU and wrap: a sum of them
+            // over the CPUs is right modulo 2^32, and so is the difference
+            // of two such sums, which is then the exact count of a window
+            // that adds fewer than 2^32 statements to a bucket.
             hist: self
                 .hist
                 .iter()
                 .zip(&earlier.hist)
-                .map(|(a, b)| a.saturating_sub(*b))
+                .map(|(a, b)| u64::from((*a as u32).wrapping_sub(*b as u32)))
                 .collect(),
         }
     }
@@ -420,30 +424,13 @@ pub fn groups(
 
 /// One group from its totals (the fields `summarise` fills from records).
 pub fn group(key: String, example: String, t: &Totals, available: &[bool; WAITS]) -> Group {
-    let p = |i: usize| t.parts[i];
-    let (on_cpu, runq, sleep, blocked, iowait, own) = (
-        p(part::ON_CPU),
-        p(part::RUNQ),
-        p(part::SLEEP),
-        p(part::BLOCKED),
-        p(part::IOWAIT),
-        p(part::IOWAIT_OWN),
+    let split = Split::of(
+        t.elapsed_ns,
+        &t.parts,
+        |i| (t.waits[i], t.waits_ns[i]),
+        available,
+        t.without_account < t.calls,
     );
-    let mut waits = BTreeMap::new();
-    for (i, (label, _, _)) in WAIT_PROBES.iter().enumerate() {
-        if available[i] {
-            waits.insert(
-                (*label).to_string(),
-                WaitSum {
-                    waits: t.waits[i],
-                    wait_ns: t.waits_ns[i],
-                },
-            );
-        }
-    }
-    let covered = on_cpu + runq + sleep + blocked + iowait;
-    let ledger = t.without_account < t.calls;
-    let measured = |v: u64| ledger.then_some(v);
     Group {
         key,
         queryid: None,
@@ -454,18 +441,18 @@ pub fn group(key: String, example: String, t: &Totals, available: &[bool; WAITS]
         example,
         calls: t.calls,
         elapsed_ns: t.elapsed_ns,
-        on_cpu_ns: on_cpu,
-        runq_wait_ns: runq,
-        sleep_ns: sleep,
-        blocked_ns: measured(blocked),
-        iowait_ns: iowait,
-        iowait_own_ns: measured(own),
-        iowait_others_ns: measured(iowait.saturating_sub(own)),
-        iowait_share_ns: measured(p(part::IOWAIT_SHARE)),
+        on_cpu_ns: split.on_cpu_ns,
+        runq_wait_ns: split.runq_wait_ns,
+        sleep_ns: split.sleep_ns,
+        blocked_ns: split.blocked_ns,
+        iowait_ns: split.iowait_ns,
+        iowait_own_ns: split.iowait_own_ns,
+        iowait_others_ns: split.iowait_others_ns,
+        iowait_share_ns: split.iowait_share_ns,
         errors: t.errors,
         extended: t.extended,
-        unattributed_ns: t.elapsed_ns as i64 - covered as i64,
-        waits,
+        unattributed_ns: split.unattributed_ns,
+        waits: split.waits,
         latency: latency(t),
         variance: variance(t, available),
         truncated: 0,

@@ -100,7 +100,11 @@ pub fn entry_of(
     binary: &std::path::Path,
     backend: u32,
 ) -> (ttp_ledger::probe::pg_status::StatusSource, Entry) {
-    let src = ttp_ledger::probe::pg_status::find(pm, binary).expect("the status entries");
+    let src = ttp_ledger::probe::pg_status::find(
+        pm,
+        &ttp_ledger::probe::symbols::Image::read(binary).expect("the server binary"),
+    )
+    .expect("the status entries");
     (src, read_entry(&src, backend))
 }
 

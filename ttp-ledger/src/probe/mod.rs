@@ -227,6 +227,7 @@ impl Ledger {
                 globals.push(("STMT_EACH", u32::from(socket.each)));
                 globals.push(("STMT_KEY_BY", socket.key_by));
                 globals.push(("STMT_SUMS_ON", u32::from(socket.sums)));
+                globals.push(("STMT_FINGERPRINT", u32::from(socket.fingerprint)));
                 if let Some(s) = &socket.status {
                     globals.push(("STMT_HAVE_STATUS", 1));
                     globals.push(("STMT_OFF_STATE", s.layout.state));
@@ -548,6 +549,10 @@ pub struct SocketStatements {
     /// Whether the kernel sums the statements at all (a reader of the
     /// records alone, serve, leaves them off).
     pub sums: bool,
+    /// Whether a statement without a query id is keyed by the fingerprint
+    /// the kernel computes (else by its text's hash: a server known to
+    /// compute query ids).
+    pub fingerprint: bool,
 }
 
 impl AttachOptions {

@@ -20,6 +20,8 @@ use std::{
     path::Path,
 };
 
+use super::symbols::Image;
+
 /// Offsets of the fields read, in bytes from the entry's start, and how
 /// the version numbers its states.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -142,7 +144,7 @@ impl StatusSource {
 
 /// The status entries of the server whose postmaster is `postmaster`,
 /// running `binary`, or why they cannot be read (one line).
-pub fn find(postmaster: u32, binary: &Path) -> Result<StatusSource, String> {
+pub fn find(postmaster: u32, binary: &Image) -> Result<StatusSource, String> {
     let version_file = format!("/proc/{postmaster}/cwd/PG_VERSION");
     let major: u32 = std::fs::read_to_string(&version_file)
         .map_err(|e| format!("cannot read {version_file} ({e})"))?
@@ -154,7 +156,8 @@ pub fn find(postmaster: u32, binary: &Path) -> Result<StatusSource, String> {
 
 /// [`find`] for a server of version `major` (the tests take a known
 /// server for a newer one through it).
-pub fn find_as(postmaster: u32, binary: &Path, major: u32) -> Result<StatusSource, String> {
+pub fn find_as(postmaster: u32, image: &Image, major: u32) -> Result<StatusSource, String> {
+    let binary = image.path();
     let (layout, assumed_from) = match layout(major) {
         Some(l) => (l, None),
         None if major > NEWEST_KNOWN => (
@@ -183,8 +186,9 @@ pub fn find_as(postmaster: u32, binary: &Path, major: u32) -> Result<StatusSourc
             "the status entry of PostgreSQL {major} lies beyond what ttp copies"
         ));
     }
-    let data = std::fs::read(binary).map_err(|e| format!("reading {}: {e}", binary.display()))?;
-    let file = object::File::parse(&*data).map_err(|e| format!("{}: {e}", binary.display()))?;
+    let file = image
+        .parse()
+        .map_err(|e| format!("{}: {e}", binary.display()))?;
     let symbol = symbol(&file, ENTRY_GLOBAL)
         .ok_or_else(|| format!("{} has no symbol {ENTRY_GLOBAL}", binary.display()))?;
     let bias = load_bias(postmaster, binary, &file)?;
@@ -212,10 +216,9 @@ pub fn find_as(postmaster: u32, binary: &Path, major: u32) -> Result<StatusSourc
 /// pg_stat_statements does), both exported since PostgreSQL 14. `None`
 /// when they cannot be read. A session's own `SET compute_query_id` is
 /// not seen.
-pub fn query_ids_computed(postmaster: u32, binary: &Path) -> Option<bool> {
-    let data = std::fs::read(binary).ok()?;
-    let file = object::File::parse(&*data).ok()?;
-    let bias = load_bias(postmaster, binary, &file).ok()?;
+pub fn query_ids_computed(postmaster: u32, image: &Image) -> Option<bool> {
+    let file = image.parse().ok()?;
+    let bias = load_bias(postmaster, image.path(), &file).ok()?;
     let mem = std::fs::File::open(format!("/proc/{postmaster}/mem")).ok()?;
     let mut mode = [0u8; 4];
     mem.read_exact_at(&mut mode, bias + symbol(&file, "compute_query_id")?)
@@ -235,12 +238,9 @@ pub fn query_ids_computed(postmaster: u32, binary: &Path) -> Option<bool> {
 
 /// Why `binary` is not a PostgreSQL server binary (it has no
 /// [`ENTRY_GLOBAL`]), if it is not.
-pub fn not_a_server(binary: &Path) -> Option<String> {
-    let data = match std::fs::read(binary) {
-        Ok(d) => d,
-        Err(e) => return Some(format!("cannot read {} ({e})", binary.display())),
-    };
-    match object::File::parse(&*data) {
+pub fn not_a_server(image: &Image) -> Option<String> {
+    let binary = image.path();
+    match image.parse() {
         Ok(file) if symbol(&file, ENTRY_GLOBAL).is_some() => None,
         Ok(_) => Some(format!(
             "{} is not a PostgreSQL server binary (it has no {ENTRY_GLOBAL}): give the postmaster's pid (first line of postmaster.pid) or its binary with --binary",

@@ -219,6 +219,47 @@ fn accept(
     })
 }
 
+/// A binary mapped once: what one `statements` session looks up in the
+/// server's binary (whether it is a server, its status entries' global,
+/// the query-id globals, its USDT notes, the parallel-worker site, the
+/// query-text global) is parsed from this one mapping, not from a read of
+/// the whole file each; the parse touches only the pages it reads (the
+/// headers, symbol tables and notes, not the code).
+pub struct Image {
+    path: PathBuf,
+    map: memmap2::Mmap,
+}
+
+impl Image {
+    /// Maps `path` read-only.
+    pub fn read(path: &Path) -> std::io::Result<Self> {
+        let file = std::fs::File::open(path)?;
+        // SAFETY: a private read-only mapping. Its bytes change only if
+        // the file is written in place, which Linux refuses for the
+        // executable of a running process (ETXTBSY), the server's here;
+        // an upgrade replaces the file under a new inode and leaves this
+        // one as it is.
+        let map = unsafe { memmap2::Mmap::map(&file)? };
+        Ok(Self {
+            path: path.to_owned(),
+            map,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn data(&self) -> &[u8] {
+        &self.map
+    }
+
+    /// The bytes parsed as an object file.
+    pub fn parse(&self) -> object::Result<object::File<'_>> {
+        object::File::parse(&*self.map)
+    }
+}
+
 /// The address of the defined symbol `name` of `kind` in `file` (its
 /// `.symtab`, then its `.dynsym`).
 pub fn defined_address(file: &object::File, name: &str, kind: Option<SymbolKind>) -> Option<u64> {

@@ -96,6 +96,11 @@ pub fn read_probes(path: &Path) -> Result<Vec<UsdtProbe>, UsdtError> {
     parse_probes(&p, &data)
 }
 
+/// Every USDT probe of a binary already read.
+pub fn probes_of(image: &super::symbols::Image) -> Result<Vec<UsdtProbe>, UsdtError> {
+    parse_probes(&image.path().display().to_string(), image.data())
+}
+
 /// [`read_probes`] on the file's bytes.
 pub(crate) fn parse_probes(path: &str, data: &[u8]) -> Result<Vec<UsdtProbe>, UsdtError> {
     let file = object::File::parse(data).map_err(|e| UsdtError::NotElf {

@@ -242,3 +242,27 @@ fn a_key_folded_into_other_is_not_counted_twice() {
     assert_eq!(d.calls(), 10);
     assert_eq!(d.0[&other].elapsed_ns, new.elapsed_ns);
 }
+
+/// Catches a bucket that wrapped on one CPU between two readings: the
+/// window's count is still what that CPU added.
+#[test]
+fn a_wrapped_bucket_counts_what_came_between() {
+    // SAFETY: `Sums` is plain integers: all-zero bytes are valid.
+    let zero: Sums = unsafe { std::mem::zeroed() };
+    let (mut cpu0, mut cpu1) = (zero, zero);
+    cpu0.calls = 10;
+    cpu0.hist[7] = u32::MAX - 2;
+    cpu1.calls = 4;
+    cpu1.hist[7] = 4;
+    let before = Totals::of(&[cpu0, cpu1]);
+    // Five more on CPU 0 (its bucket wraps), one more on CPU 1.
+    cpu0.calls += 5;
+    cpu0.hist[7] = cpu0.hist[7].wrapping_add(5);
+    cpu1.calls += 1;
+    cpu1.hist[7] += 1;
+    let after = Totals::of(&[cpu0, cpu1]);
+    let window = after.since(&before);
+    assert_eq!(window.calls, 6);
+    assert_eq!(window.hist[7], 6);
+    assert_eq!(window.hist.iter().sum::<u64>(), 6);
+}

@@ -38,7 +38,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         ..Default::default()
     })?;
     let stop = session.stop_flag()?;
-    let worker = parallel::worker_site(&server.binary);
+    let worker = server.worker;
     let mut sp = server.attach(
         &mut session.ledger,
         &requested_waits(&args.detail, args.simple_only || server.socket),

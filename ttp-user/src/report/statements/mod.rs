@@ -249,6 +249,14 @@ pub fn text(r: &StatementsReport, top: usize) -> String {
             }
         );
     }
+    if c.counters_unread > 0 {
+        let _ = writeln!(
+            o,
+            "UNREAD: {} reads of the programs' counters failed ({}): the counts of this report are not measured",
+            grouped(c.counters_unread),
+            c.counters_error.as_deref().unwrap_or("no reason given")
+        );
+    }
     if c.sums_unread > 0 {
         let _ = writeln!(
             o,
