@@ -23,7 +23,7 @@ use aya_ebpf::{
     maps::PerCpuArray,
     programs::BtfTracePointContext,
 };
-use ttp_common::{IrqClock, ThreadAccount, flag, state};
+use ttp_common::{IrqClock, ThreadAccount, flag, stat, state};
 
 /// The CPU's interrupt clock; userspace reads every CPU's copy.
 #[map]
@@ -121,7 +121,9 @@ pub fn switched_out(a: &mut ThreadAccount, cpu_id: u32, now: u64) {
         && let Some(c) = clock()
     {
         // The open interval began at the switch-in.
-        a.take_irq_clock(c.total_ns, now.saturating_sub(a.state_since_ns));
+        if a.take_irq_clock(c.total_ns, now.saturating_sub(a.state_since_ns)) {
+            crate::count(stat::IRQ_CAPPED);
+        }
     }
     a.flags &= !flag::IRQ_SNAP;
 }

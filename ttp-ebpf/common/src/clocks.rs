@@ -220,13 +220,19 @@ impl ThreadAccount {
     /// it takes the runtime ([`ThreadAccount::take_sched_counters`]).
     /// The growth is at most `run_ns`, the wall clock since the run
     /// began: interrupt time inside a run is never longer than the run.
+    /// True when the growth was longer and was cut, which the clock's
+    /// rules rule out: the caller counts it (`stat::IRQ_CAPPED`).
     #[inline(always)]
-    pub fn take_irq_clock(&mut self, total_ns: u64, run_ns: u64) {
+    pub fn take_irq_clock(&mut self, total_ns: u64, run_ns: u64) -> bool {
+        let mut cut = false;
         if self.flags & flag::IRQ_SNAP != 0 {
-            self.irq_ns += total_ns.saturating_sub(self.irq_snap_ns).min(run_ns);
+            let grew = total_ns.saturating_sub(self.irq_snap_ns);
+            cut = grew > run_ns;
+            self.irq_ns += grew.min(run_ns);
         }
         self.irq_snap_ns = total_ns;
         self.flags |= flag::IRQ_SNAP;
+        cut
     }
 }
 

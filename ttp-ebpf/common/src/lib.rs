@@ -440,7 +440,11 @@ pub mod stat {
     pub const RUNS_IO_START: u32 = 22;
     pub const RUNS_RQ_ISSUE: u32 = 23;
     pub const RUNS_IO_DONE: u32 = 24;
-    pub const COUNT: u32 = 25;
+    /// With `--irq-time`: runs whose interrupt clock grew by more than the
+    /// run's wall clock, cut to it (`ThreadAccount::take_irq_clock`). The
+    /// clock's rules make it impossible; a count here is a fault.
+    pub const IRQ_CAPPED: u32 = 25;
+    pub const COUNT: u32 = 26;
 
     /// The counter of a program's runs, by the program's name.
     pub fn runs_of(program: &str) -> Option<u32> {

@@ -45,6 +45,10 @@ pub struct KernelStats {
     /// completion never reached the tracepoint (docs/ledger.md).
     #[serde(default)]
     pub requests_ended_at_reuse: u64,
+    /// With `--irq-time`: runs whose interrupt time was cut to the run's
+    /// wall clock (a fault of the interrupt clock).
+    #[serde(default)]
+    pub irq_capped: u64,
 }
 
 impl KernelStats {
@@ -66,6 +70,7 @@ impl KernelStats {
             trace_events: c[stat::TRACE_EVENTS as usize],
             traced_map_full: c[stat::TRACED_MAP_FULL as usize],
             requests_ended_at_reuse: c[stat::REQUEST_END_AT_REUSE as usize],
+            irq_capped: c[stat::IRQ_CAPPED as usize],
         }
     }
 
@@ -79,6 +84,7 @@ impl KernelStats {
             + self.cpu_out_of_range
             + self.trace_events_lost
             + self.traced_map_full
+            + self.irq_capped
     }
 
     /// Change since `earlier` (counters only grow).
@@ -104,6 +110,7 @@ impl KernelStats {
                 self.requests_ended_at_reuse,
                 earlier.requests_ended_at_reuse,
             ),
+            irq_capped: d(self.irq_capped, earlier.irq_capped),
         }
     }
 }
@@ -351,7 +358,9 @@ fn take_running_irq(
             && current
             && a.flags & flag::IRQ_SNAP != 0
         {
-            a.take_irq_clock(clock.total_ns, now.saturating_sub(a.state_since_ns));
+            // A cut here is the same fault the switch-out counts
+            // (`stat::IRQ_CAPPED`); this copy is not counted again.
+            let _cut = a.take_irq_clock(clock.total_ns, now.saturating_sub(a.state_since_ns));
         }
     }
 }

@@ -307,6 +307,7 @@ fn machine_families(x: &Exposition) -> Vec<Family> {
         ("request_map_full", st.request_map_full),
         ("proc_disk_map_full", st.proc_disk_map_full),
         ("request_end_at_reuse", st.requests_ended_at_reuse),
+        ("irq_capped", st.irq_capped),
         ("cpu_out_of_range", st.cpu_out_of_range),
         ("thread_vanished", x.fleet.vanished_threads),
     ] {

@@ -46,7 +46,7 @@ pub(crate) struct Extra {
 pub(crate) fn describe(k: &KernelStats, extra: &Extra) -> Vec<Loss> {
     use Affects::*;
     let n = crate::report::units::grouped;
-    let rows: [(u64, Affects, String); 16] = [
+    let rows: [(u64, Affects, String); 17] = [
         (
             k.exit_records_lost,
             Processes,
@@ -126,6 +126,14 @@ pub(crate) fn describe(k: &KernelStats, extra: &Extra) -> Vec<Loss> {
             format!(
                 "{} block requests whose end never reached the ledger (the kernel fired no completion event) ended late, when their request was reused: own-I/O times around them are approximate, and their device time is missing",
                 n(k.requests_ended_at_reuse)
+            ),
+        ),
+        (
+            k.irq_capped,
+            Processes,
+            format!(
+                "{} runs' interrupt time (--irq-time) came out longer than the run and was cut to it: on-CPU without interrupts may be high there",
+                n(k.irq_capped)
             ),
         ),
         (
@@ -253,6 +261,7 @@ mod tests {
             trace_events: 90,
             traced_map_full: 11,
             requests_ended_at_reuse: 15,
+            irq_capped: 16,
         };
         let extra = Extra {
             vanished_threads: 12,
@@ -260,14 +269,14 @@ mod tests {
             taskstats_overflows: 14,
         };
         let l = describe(&k, &extra);
-        assert_eq!(l.len(), 16, "{l:#?}");
+        assert_eq!(l.len(), 17, "{l:#?}");
         let text = lines(&l);
         assert!(
             text.contains("61 940 of 100 003 thread exits lost"),
             "{text}"
         );
         assert!(text.contains("10 of 100 trace events lost"), "{text}");
-        for n in 1..=15 {
+        for n in 1..=16 {
             assert!(
                 l.iter().any(|x| x.count == n),
                 "counter with value {n} missing"
@@ -285,7 +294,7 @@ mod tests {
             mark(&l, Affects::Processes),
             format!(
                 " [may be short: {} lost, see below]",
-                crate::report::units::grouped(61_940 + 12 + 1 + 2 + 13)
+                crate::report::units::grouped(61_940 + 12 + 1 + 2 + 13 + 16)
             )
         );
     }
