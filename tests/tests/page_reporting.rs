@@ -134,11 +134,30 @@ fn run_holds_free_page_reporting_and_restores_it() {
         .spawn()
         .expect("start ttp run");
     let pid = run.id();
-    wait_for("ttp held the order", Duration::from_secs(30), || {
-        std::fs::read_to_string("/run/ttp/page_reporting_order.json")
-            .is_ok_and(|s| s.contains(&format!("\"pid\": {pid}")))
-            || reporting_order().parse::<u32>().is_ok_and(|o| o > start_n)
-    });
+    // The measured program runs once the session holds the order.
+    let children = || -> Vec<u32> {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|p| {
+                std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|s| {
+                    let after = &s[s.rfind(')').unwrap_or(0) + 2..];
+                    after.split_whitespace().nth(1) == Some(&pid.to_string())
+                }) && std::fs::read_to_string(format!("/proc/{p}/comm"))
+                    .is_ok_and(|c| c.trim() == "sleep")
+            })
+            .collect()
+    };
+    let mut sleepers = Vec::new();
+    wait_for(
+        "the measured program started",
+        Duration::from_secs(30),
+        || {
+            sleepers = children();
+            !sleepers.is_empty()
+        },
+    );
     let held: u32 = reporting_order().parse().unwrap();
     assert!(
         held > start_n,
@@ -152,17 +171,6 @@ fn run_holds_free_page_reporting_and_restores_it() {
         assert_eq!(record["original"], start.as_str(), "{record}");
         assert_eq!(record["set_to"], held.to_string().as_str(), "{record}");
     }
-    let sleepers: Vec<u32> = std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|p| {
-            std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|s| {
-                let after = &s[s.rfind(')').unwrap_or(0) + 2..];
-                after.split_whitespace().nth(1) == Some(&pid.to_string())
-            })
-        })
-        .collect();
     sigkill(&mut run);
     for p in sleepers {
         // SAFETY: the orphaned program of this test.

@@ -172,18 +172,30 @@ impl Server {
     }
 
     /// What the socket programs are loaded with (`None` at the USDT
-    /// boundaries).
-    pub fn socket_statements(&self, summed: bool, by: GroupBy) -> Option<SocketStatements> {
+    /// boundaries). `bounded`: the session ends after a set window
+    /// (`statements --duration`); one that runs on (until Ctrl-C,
+    /// `serve`) loads the fingerprint machine whatever the server
+    /// computes now, since a reload or a role's setting can turn its
+    /// query ids off while it runs.
+    pub fn socket_statements(
+        &self,
+        summed: bool,
+        by: GroupBy,
+        bounded: bool,
+    ) -> Option<SocketStatements> {
         self.socket.then_some(SocketStatements {
             status: self.status,
             each: !summed,
             key_by: key_by(by),
             sums: summed,
             // Where the server computes query ids, a statement without one
-            // is keyed by its text's hash: the groups merge it by the same
-            // fingerprint, and the program loads without the fingerprint
-            // machine (docs/statements.md, "The fingerprint in the kernel").
-            fingerprint: self.query_ids != Some(true),
+            // is keyed, in a bounded window, by its text's hash: the groups
+            // merge it by the same fingerprint, and the program loads
+            // without the fingerprint machine (docs/statements.md, "The
+            // fingerprint in the kernel"). Without query ids, a distinct
+            // literal would be a key each, so a session that runs on keeps
+            // the machine.
+            fingerprint: !bounded || self.query_ids != Some(true),
         })
     }
 

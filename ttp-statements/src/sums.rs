@@ -153,8 +153,9 @@ impl Totals {
             }
             o
         }
+        let calls = self.calls.saturating_sub(earlier.calls);
         Totals {
-            calls: self.calls.saturating_sub(earlier.calls),
+            calls,
             errors: self.errors.saturating_sub(earlier.errors),
             extended: self.extended.saturating_sub(earlier.extended),
             without_account: self.without_account.saturating_sub(earlier.without_account),
@@ -178,12 +179,22 @@ impl Totals {
             // The kernel's buckets are u32 a CPU and wrap: a sum of them
             // over the CPUs is right modulo 2^32, and so is the difference
             // of two such sums, which is then the exact count of a window
-            // that adds fewer than 2^32 statements to a bucket.
+            // that adds fewer than 2^32 statements to a bucket. A bucket
+            // never gains more than the calls added: a larger difference
+            // is of two totals that do not only grow (`other` less the
+            // keys folded into it, `Snapshot::since`), taken plainly.
             hist: self
                 .hist
                 .iter()
                 .zip(&earlier.hist)
-                .map(|(a, b)| u64::from((*a as u32).wrapping_sub(*b as u32)))
+                .map(|(a, b)| {
+                    let wrapped = u64::from((*a as u32).wrapping_sub(*b as u32));
+                    if wrapped <= calls {
+                        wrapped
+                    } else {
+                        a.saturating_sub(*b)
+                    }
+                })
                 .collect(),
         }
     }

@@ -373,7 +373,7 @@ fn attach(pid: u32, data: &Path) -> anyhow::Result<Attached> {
     debug_assert!(summed, "serve always sums");
     let mut object = Ledger::attach_with(&AttachOptions {
         statements_of: Some(pid),
-        statements_socket: server.socket_statements(summed, GroupBy::Fingerprint),
+        statements_socket: server.socket_statements(summed, GroupBy::Fingerprint, false),
         no_ledger_programs: true,
         no_bpf_stats: true,
         exit_ring_bytes: Some(ttp_ledger::probe::exits::ring_bytes(1, 1)),

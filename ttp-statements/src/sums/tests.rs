@@ -266,3 +266,23 @@ fn a_wrapped_bucket_counts_what_came_between() {
     assert_eq!(window.hist[7], 6);
     assert_eq!(window.hist.iter().sum::<u64>(), 6);
 }
+
+/// Catches the modular difference applied to totals that do not only
+/// grow: `other`'s growth less a key folded into it can leave a bucket
+/// below 0, which must read 0, not ~2^32.
+#[test]
+fn a_bucket_below_zero_is_not_read_as_a_wrap() {
+    // SAFETY: `Sums` is plain integers: all-zero bytes are valid.
+    let zero: Sums = unsafe { std::mem::zeroed() };
+    let mut grown = zero;
+    grown.calls = 8;
+    grown.hist[3] = 8;
+    let mut folded = zero;
+    folded.calls = 5;
+    folded.hist[3] = 2;
+    folded.hist[4] = 3;
+    let d = Totals::of(&[grown]).since(&Totals::of(&[folded]));
+    assert_eq!(d.calls, 3);
+    assert_eq!(d.hist[3], 6);
+    assert_eq!(d.hist[4], 0, "a bucket below 0 read as a wrap");
+}

@@ -27,7 +27,7 @@ pub struct Held {
 
 impl Held {
     /// Holds `tracked` at the first of `wanted` the kernel accepts, unless
-    /// it already has one of them. None when it cannot (no such setting,
+    /// it already has the first. None when it cannot (no such setting,
     /// not root, the state cannot be recorded, no value accepted): the
     /// measurement goes on without it (`consequence` says what that costs,
     /// in the warning of a failure). A change a dead instance left is
@@ -71,31 +71,37 @@ impl Held {
         } else {
             tracked.recorded().ok().flatten()
         };
-        let held_at = if wanted.contains(&current.as_str()) {
+        // Already at the first value wanted: nothing to change (delay
+        // accounting found on). Any other value is changed, the record
+        // written before each try naming the value tried, so that a
+        // SIGKILL at any point leaves a record of what the setting may
+        // now hold (run_state.rs).
+        let held_at = if current == wanted[0] {
             current.clone()
         } else {
-            if recorded.is_none()
-                && let Err(e) = tracked.record(&current, wanted[0])
-            {
-                warn(
-                    &format!("cannot record {}", tracked.state_path().display()),
-                    e,
-                );
-                return None;
+            let mut took = None;
+            for w in wanted {
+                if recorded.is_none()
+                    && let Err(e) = tracked.record(&current, w)
+                {
+                    warn(
+                        &format!("cannot record {}", tracked.state_path().display()),
+                        e,
+                    );
+                    return None;
+                }
+                if tracked.set(w).is_ok() {
+                    took = Some(w.to_string());
+                    break;
+                }
             }
-            // Recorded before it is changed: a SIGKILL between the two
-            // leaves a record the next command reads (run_state.rs). The
-            // record names the value the kernel took.
-            let Some(took) = wanted.iter().find(|w| tracked.set(w).is_ok()) else {
+            let Some(took) = took else {
                 if recorded.is_none() {
                     let _ = tracked.forget();
                 }
                 return None;
             };
-            if recorded.is_none() && *took != wanted[0] {
-                let _ = tracked.record(&current, took);
-            }
-            took.to_string()
+            took
         };
         let previous = match recorded {
             Some(c) => c.original,

@@ -26,7 +26,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     // unless --ledger: no other process of the machine pays for them.
     let mut session = MeasurementSession::open(SessionOptions {
         statements_of: Some(args.pid),
-        statements_socket: server.socket_statements(summed, args.by),
+        statements_socket: server.socket_statements(summed, args.by, args.duration.is_some()),
         no_ledger_programs: server.socket && !args.ledger,
         no_bpf_stats: server.socket && !args.ledger,
         delay_accounting: server.socket,

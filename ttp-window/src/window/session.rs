@@ -112,15 +112,16 @@ impl MeasurementSession {
 
     fn open_ledger(options: SessionOptions, blame_detail: bool) -> anyhow::Result<Self> {
         ttp_sys::sys::privileges::require_bpf()?;
-        // Either way, what a SIGKILLed instance left is put back first
-        // (sys/run_state.rs) and said on stderr.
+        // What a SIGKILLed instance left of any setting is put back first
+        // (sys/run_state.rs) and said on stderr, whatever this session
+        // changes itself.
+        ttp_sys::sys::run_state::restore_leftovers_and_say();
         let delay_accounting = if options.delay_accounting {
             // A session that changes a setting ends through its destructors:
             // from here on a signal only raises the stop flag.
             StopFlag::install().context("installing signal handlers")?;
             DelayAcct::enable()
         } else {
-            ttp_sys::sys::run_state::restore_leftovers_and_say();
             None
         };
         let page_reporting = options.hold_page_reporting.then(|| {
