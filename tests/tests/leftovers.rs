@@ -9,7 +9,7 @@ use std::{
 };
 
 use common::{
-    held::{check_after_kill, sigkill, wait_for},
+    held::{check_after_kill, measured_program, sigkill, wait_for},
     *,
 };
 
@@ -279,29 +279,7 @@ fn sigkill_of_run_leaves_nothing_behind() {
         .spawn()
         .expect("start ttp run");
     let pid = run.id();
-    let children = || -> Vec<u32> {
-        std::fs::read_dir("/proc")
-            .unwrap()
-            .flatten()
-            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-            .filter(|p| {
-                std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|s| {
-                    let after = &s[s.rfind(')').unwrap_or(0) + 2..];
-                    after.split_whitespace().nth(1) == Some(&pid.to_string())
-                }) && std::fs::read_to_string(format!("/proc/{p}/comm"))
-                    .is_ok_and(|c| c.trim() == "sleep")
-            })
-            .collect()
-    };
-    let mut program = Vec::new();
-    wait_for(
-        "the measured program started",
-        Duration::from_secs(30),
-        || {
-            program = children();
-            !program.is_empty()
-        },
-    );
+    let program = measured_program(pid, "sleep");
     let progs = while_measuring(pid, &start_value);
     sigkill(&mut run);
     for p in &program {

@@ -8,7 +8,7 @@ use std::{
 };
 
 use common::{
-    held::{check_after_kill, sigkill, wait_for},
+    held::{check_after_kill, measured_program, sigkill},
     *,
 };
 
@@ -135,29 +135,7 @@ fn run_holds_free_page_reporting_and_restores_it() {
         .expect("start ttp run");
     let pid = run.id();
     // The measured program runs once the session holds the order.
-    let children = || -> Vec<u32> {
-        std::fs::read_dir("/proc")
-            .unwrap()
-            .flatten()
-            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-            .filter(|p| {
-                std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|s| {
-                    let after = &s[s.rfind(')').unwrap_or(0) + 2..];
-                    after.split_whitespace().nth(1) == Some(&pid.to_string())
-                }) && std::fs::read_to_string(format!("/proc/{p}/comm"))
-                    .is_ok_and(|c| c.trim() == "sleep")
-            })
-            .collect()
-    };
-    let mut sleepers = Vec::new();
-    wait_for(
-        "the measured program started",
-        Duration::from_secs(30),
-        || {
-            sleepers = children();
-            !sleepers.is_empty()
-        },
-    );
+    let sleepers = measured_program(pid, "sleep");
     let held: u32 = reporting_order().parse().unwrap();
     assert!(
         held > start_n,

@@ -58,3 +58,33 @@ pub fn check_after_kill(name: &str) -> (serde_json::Value, String) {
     let _ = std::fs::remove_file(&json);
     (report, out)
 }
+
+/// The children of `pid` whose command is `comm`.
+pub fn children_named(pid: u32, comm: &str) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|s| {
+                let after = &s[s.rfind(')').unwrap_or(0) + 2..];
+                after.split_whitespace().nth(1) == Some(&pid.to_string())
+            }) && std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == comm)
+        })
+        .collect()
+}
+
+/// Waits until `pid` (a `ttp run`) has started its measured program
+/// `comm`, and returns that program's pids.
+pub fn measured_program(pid: u32, comm: &str) -> Vec<u32> {
+    let mut program = Vec::new();
+    wait_for(
+        "the measured program started",
+        Duration::from_secs(30),
+        || {
+            program = children_named(pid, comm);
+            !program.is_empty()
+        },
+    );
+    program
+}
