@@ -67,6 +67,12 @@ impl EmpArgs {
 /// ledger, the paper's sanity checks and drops, Time_calc = (U + S + IO_calc)
 /// × tick with IO_calc = BlockIO − 0.5 × IOWait, the median over retained
 /// executions, and the exact time from the ledger beside it.
+///
+/// While it measures, delay accounting is switched on and, on a VM whose
+/// balloon hands free memory back to its host, that reporting is held off
+/// (its order at the largest the kernel takes), so that no QE pays for
+/// memory the host took back; both are restored when it ends, and by the
+/// next ttp command after a kill (docs/ttpv2.md, docs/check.md).
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// Measurement protocol.
