@@ -113,7 +113,27 @@ fn io_wakeups_without_the_hook_match_delay_accounting() {
                 String::new()
             }
         );
-        // The bound this comparison always had (5 % or 20 ms, the larger).
+        // Both ledgers split the same stretches, switch-out to switch-in,
+        // into the wait and the wake latency after it: the sums agree up
+        // to the two windows' edges (0.1–0.3 ms in four runs beside the
+        // load), allowed 1 % + 2 ms.
+        let (ks, hs) = (
+            (k.iowait_ns + k.wake_latency_ns) as f64,
+            (h.iowait_ns + h.wake_latency_ns) as f64,
+        );
+        assert!(
+            within(ks, hs, 0.01, 2e6),
+            "iowait + wake latency {ks} vs the hooked ledger's {hs}"
+        );
+        // Where the split falls: within the bound this comparison always
+        // had (5 % or 20 ms, the larger). A recorded wait ends where delay
+        // accounting ends it, before the hooked ledger's tracepoint on the
+        // target CPU; an unrecorded one at the wake-up's enqueue by the rq
+        // clock, also when the wake-up preempted the CPU's current task
+        // and the kernel skipped the clock's update (by the CPU's offset
+        // between the two clocks: docs/ledger.md). Before that case was
+        // placed, its resched stayed in the wait: 21.6 ms over 1 488
+        // unrecorded waits in one run beside the load.
         assert!(
             within(k.iowait_ns as f64, h.iowait_ns as f64, 0.05, 20e6),
             "iowait_ns {} vs the hooked ledger's {}",

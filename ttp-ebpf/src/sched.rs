@@ -158,7 +158,10 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
         match a.state {
             state::RUNNING => recover_unseen_switch_out(a, &next),
             state::SLEEPING | state::BLOCKED | state::IOWAIT => {
-                end_sleep_at_switch_in(a, &next, cpu_id, now)
+                // SAFETY: map value pointer; `clock_off_ns` is written only
+                // by this CPU's sched_switch.
+                let off = acct.map(|p| unsafe { &mut (*p).clock_off_ns });
+                end_sleep_at_switch_in(a, &next, cpu_id, now, off)
             }
             _ => {}
         }
@@ -241,7 +244,13 @@ fn recover_unseen_switch_out(a: &mut ThreadAccount, task: &BtfTask) {
 /// closed at the switch-in, so that `wake_latency_ns` holds only wall
 /// clock from seen wake-ups.
 #[inline(always)]
-fn end_sleep_at_switch_in(a: &mut ThreadAccount, task: &BtfTask, cpu_id: u32, now: u64) {
+fn end_sleep_at_switch_in(
+    a: &mut ThreadAccount,
+    task: &BtfTask,
+    cpu_id: u32,
+    now: u64,
+    clock_off: Option<&mut u64>,
+) {
     if wake_hook() {
         crate::count(stat::WAKEUP_UNSEEN);
         return;
@@ -252,7 +261,7 @@ fn end_sleep_at_switch_in(a: &mut ThreadAccount, task: &BtfTask, cpu_id: u32, no
     {
         a.state = state::IOWAIT;
     }
-    let woke = wake_instant(a, task, now);
+    let woke = wake_instant(a, task, now, clock_off);
     close_interval_at_switch(a, woke, cpu_id);
     a.wakeups += 1;
     a.state = state::RUNNABLE;
@@ -270,12 +279,18 @@ fn end_sleep_at_switch_in(a: &mut ThreadAccount, task: &BtfTask, cpu_id: u32, no
 /// - otherwise (sleep, blocked, iowait without delay accounting): the
 ///   wait for the CPU this switch-in ends is `rq->clock − last_queued`
 ///   (what `sched_info_arrive` will add to run_delay right after the
-///   tracepoint, both in the rq clock), so the wake-up was that long ago.
-///   When the wake-up preempted an idle CPU the kernel skipped the clock
-///   update (RQCF_ACT_SKIP), the difference is ≈ 0 and the wake-up path
-///   stays in the sleep (docs/ledger.md).
+///   tracepoint, both in the rq clock), so the wake-up was that long ago;
+///   the CPU's `clock_off` (this clock less the rq clock) is taken here.
+/// - when the wake-up preempted the CPU's current task (idle or not),
+///   `wakeup_preempt` had the kernel skip `__schedule`'s clock update
+///   (RQCF_ACT_SKIP): the rq clock is still the enqueue's, equal to
+///   `last_queued`, and says nothing of the time since. The enqueue's
+///   instant in this clock is then `last_queued + clock_off`, off by the
+///   two clocks' drift since the offset was taken (80 ns over 5 s on this
+///   VM's TSC) and the sub-microsecond stretch from `__schedule`'s update
+///   to the tracepoint at the switch that took it (docs/ledger.md).
 #[inline(always)]
-fn wake_instant(a: &ThreadAccount, task: &BtfTask, now: u64) -> u64 {
+fn wake_instant(a: &ThreadAccount, task: &BtfTask, now: u64, clock_off: Option<&mut u64>) -> u64 {
     let since = a.state_since_ns;
     let span = now.saturating_sub(since);
     if a.state == state::IOWAIT
@@ -293,9 +308,26 @@ fn wake_instant(a: &ThreadAccount, task: &BtfTask, now: u64) -> u64 {
     }
     if let (Some(queued), Some(clock)) = (task.last_queued(), task.rq_clock())
         && queued != 0
-        && clock > queued
     {
-        return now - (clock - queued).min(span);
+        if clock > queued {
+            if let Some(off) = clock_off {
+                *off = now.wrapping_sub(clock);
+            }
+            return now - (clock - queued).min(span);
+        }
+        if clock == queued
+            && let Some(off) = clock_off
+            && *off != 0
+        {
+            let woke = queued.wrapping_add(*off);
+            return if woke > now {
+                now
+            } else if woke < since {
+                since.min(now)
+            } else {
+                woke
+            };
+        }
     }
     now
 }

@@ -296,10 +296,17 @@ pub struct CpuAccount {
     /// ∫ (idle ∧ nr_iowait > 0) / nr_iowait dt: each task in iowait on this
     /// CPU accrues the increase of this clock while it waits.
     pub share_cum_ns: u64,
+    /// The ledger's clock (CLOCK_MONOTONIC) less this CPU's run-queue
+    /// clock (`rq->clock`, sched_clock's domain), wrapping: taken at each
+    /// switch-in that ends a sleep while the run-queue clock was updated in
+    /// that `__schedule`, so it places a wake-up whose clock update the
+    /// kernel skipped (ttp-ebpf/src/sched.rs `wake_instant`). 0: none yet.
+    /// Written only by this CPU's `sched_switch`.
+    pub clock_off_ns: u64,
     /// More than a cache line between two CPUs' fields wherever the array's
     /// values start, so that no line holds fields of two CPUs (each CPU
     /// writes its own at every switch and idle event).
-    pub _pad: [u64; 14],
+    pub _pad: [u64; 13],
 }
 
 /// One CPU's interrupt clock (a per-CPU map, loaded with `--irq-time`):
