@@ -429,7 +429,12 @@ mod tests {
     }
 
     fn write(name: &str, text: &str) -> Tmp {
-        let dir = std::env::temp_dir().join(format!("ttp-ttpv2-import-{}", std::process::id()));
+        // A directory of its own: tests run at once, and each removes its
+        // directory when done.
+        let dir = std::env::temp_dir().join(format!(
+            "ttp-ttpv2-import-{}-{name}",
+            std::process::id()
+        ));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join(name);
         std::fs::write(&path, text).unwrap();
