@@ -459,8 +459,13 @@ pub fn backends_runtime(postmaster: u32) -> BTreeMap<u32, u64> {
         };
         let after = &stat[stat.rfind(')').unwrap() + 2..];
         let ppid: u32 = after.split(' ').nth(1).unwrap().parse().unwrap();
-        if ppid == postmaster {
-            m.insert(pid, super::schedstat(pid).0);
+        // A backend that exits between the two reads is left out: its
+        // runtime went with it.
+        if ppid == postmaster
+            && let Ok(s) = std::fs::read_to_string(format!("/proc/{pid}/schedstat"))
+            && let Some(Ok(ran)) = s.split_whitespace().next().map(str::parse::<u64>)
+        {
+            m.insert(pid, ran);
         }
     }
     m
