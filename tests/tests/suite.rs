@@ -19,6 +19,7 @@ mod lab_study;
 mod lab_takeover;
 mod lab_tls;
 mod ledger;
+mod ledger_bytes;
 mod ledger_irq;
 mod ledger_wake;
 mod leftovers;

@@ -4,7 +4,11 @@
 //! comes from the disk) from `--file` (created once if missing or too short,
 //! atomically: see `ensure_file`), in reads of
 //! `--block-kib` KiB (default 1024; 4 makes one wake-up from iowait per 4
-//! KiB). With
+//! KiB; up to 8192). With `--scatter` each read fills every other page of
+//! a buffer twice its size (`readv`), so no two of its pages are adjacent
+//! in memory: a bio then holds 4 KiB a vector, and a read of more than 256
+//! pages takes more than one bio, which the block layer merges into the
+//! read's requests. With
 //! `--wait-stdin` it waits for a line on stdin before working and for EOF
 //! after, so a test can attach first and read /proc after. Prints what it
 //! did as JSON on stdout.
@@ -58,11 +62,12 @@ fn main() -> std::io::Result<()> {
     let cpu_ms: u64 = ttp_tests::arg("--cpu-ms", 100);
     let read_mib: usize = ttp_tests::arg("--read-mib", 4);
     let block: usize =
-        ttp_tests::arg::<usize>("--block-kib", BLOCK >> 10).clamp(4, BLOCK >> 10) << 10;
+        ttp_tests::arg::<usize>("--block-kib", BLOCK >> 10).clamp(4, (8 * BLOCK) >> 10) << 10;
     let default_file =
         std::env::temp_dir().join(format!("ttp-fixture-{}.dat", unsafe { libc::getuid() }));
     let file: PathBuf = ttp_tests::arg("--file", default_file);
     let wait = ttp_tests::flag("--wait-stdin");
+    let scatter = ttp_tests::flag("--scatter");
     ensure_file(&file, read_mib * BLOCK)?;
     let stdin = std::io::stdin();
     if wait {
@@ -76,10 +81,31 @@ fn main() -> std::io::Result<()> {
         .read(true)
         .custom_flags(libc::O_DIRECT)
         .open(&file)?;
-    let buf = aligned(block);
+    let buf = aligned(if scatter { 2 * block } else { block });
+    let pages: Vec<libc::iovec> = (0..if scatter { block / 4096 } else { 0 })
+        .map(|i| libc::iovec {
+            iov_base: buf[2 * i * 4096..].as_mut_ptr().cast(),
+            iov_len: 4096,
+        })
+        .collect();
     let mut read = 0usize;
     while read < read_mib * BLOCK {
-        let n = f.read(buf)?;
+        let n = if scatter {
+            // SAFETY: each vector is a page of `buf`, which outlives the call.
+            let n = unsafe {
+                libc::readv(
+                    std::os::fd::AsRawFd::as_raw_fd(&f),
+                    pages.as_ptr(),
+                    pages.len() as i32,
+                )
+            };
+            if n < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            n as usize
+        } else {
+            f.read(&mut buf[..block])?
+        };
         if n == 0 {
             break;
         }
