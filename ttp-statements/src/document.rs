@@ -3,52 +3,54 @@ use serde::{Deserialize, Serialize};
 
 use super::{Group, GroupBy};
 
-/// Probe counters over the window (losses are shown, never hidden).
+/// Probe counters over the window (losses are shown, never hidden). A
+/// count read from the programs' counters is `None` (null) when they could
+/// not be read (`counters_unread`), never 0.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ProbeCounts {
     /// Probe program runs (every site, every process of the binary).
-    pub hits: u64,
+    pub hits: Option<u64>,
     /// Statement records the kernel sent.
-    pub records: u64,
+    pub records: Option<u64>,
     /// Statement records lost (ring buffer full): those statements are
     /// missing from the groups.
-    pub records_lost: u64,
+    pub records_lost: Option<u64>,
     /// `query__done` without its start (statements under way at attach).
-    pub done_without_start: u64,
+    pub done_without_start: Option<u64>,
     /// Statements started in processes that are not this server's
     /// backends (other servers running the same binary), left out.
-    pub other_processes: u64,
+    pub other_processes: Option<u64>,
     /// Backend threads that got no state (map full): their statements are
     /// missing.
-    pub no_state: u64,
-    pub text_unread: u64,
+    pub no_state: Option<u64>,
+    pub text_unread: Option<u64>,
     /// Statements ended by an error (no `query__done`): not counted.
-    pub restarted: u64,
+    pub restarted: Option<u64>,
     /// Mean time inside the probe program per hit, ns.
-    pub mean_probe_ns: f64,
+    pub mean_probe_ns: Option<f64>,
     /// Parallel workers' shares the kernel sent (docs/statements.md).
     #[serde(default)]
-    pub worker_shares: u64,
+    pub worker_shares: Option<u64>,
     /// Socket boundaries: socket events in the backends, connection
     /// start-ups seen (not statements), statements open when their backend
     /// exited (not in the groups), of them killed by a signal.
     #[serde(default)]
-    pub socket_events: u64,
+    pub socket_events: Option<u64>,
     #[serde(default)]
-    pub connections: u64,
+    pub connections: Option<u64>,
     #[serde(default)]
-    pub exited_open: u64,
+    pub exited_open: Option<u64>,
     #[serde(default)]
-    pub killed_open: u64,
+    pub killed_open: Option<u64>,
     /// Requests that executed nothing (a bare Parse or Describe and Sync,
     /// as `-M prepared` sends once per statement and connection): not
     /// statements.
     #[serde(default)]
-    pub prepares: u64,
+    pub prepares: Option<u64>,
     /// Shares joined to no statement (their leader's statement began before
     /// the probes or ended after the window): left out of the groups.
     #[serde(default)]
-    pub worker_shares_unjoined: u64,
+    pub worker_shares_unjoined: Option<u64>,
     /// Summed in the kernel (the default at the socket): statement keys
     /// in its map at the end (the `other` key included); `None` with a
     /// record a statement (`--each`, `--usdt`).
@@ -57,18 +59,18 @@ pub struct ProbeCounts {
     /// Statements of new keys the kernel's map had no room for: summed
     /// under the `other` group, never lost.
     #[serde(default)]
-    pub summed_other: u64,
+    pub summed_other: Option<u64>,
     /// Key texts the text ring could not take at once (sent again at the
     /// key's next statement on that CPU).
     #[serde(default)]
-    pub texts_lost: u64,
+    pub texts_lost: Option<u64>,
     /// Summed: key reads of the kernel's map that failed (the key's
     /// statements are missing from that read; a later read has them).
     #[serde(default)]
     pub sums_unread: u64,
     /// Reads of the programs' counters that failed while the document
-    /// was built (then every count above is 0, not measured), and the
-    /// error.
+    /// was built (then every count above that they give is null, not
+    /// measured), and the error.
     #[serde(default)]
     pub counters_unread: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -152,8 +154,9 @@ pub struct StatementsReport {
     /// CLOCK_MONOTONIC ns: probes attached, and read for the last time.
     pub window_start_ns: u64,
     pub window_end_ns: u64,
-    /// Backend processes seen.
-    pub backends: usize,
+    /// Backend processes seen; `None` (null) where the programs' counters
+    /// give it and could not be read (`counts.counters_unread`).
+    pub backends: Option<usize>,
     pub statements: u64,
     /// Of them, statements of the extended query protocol (extended.rs);
     /// `None` when it was not seen (`--simple-only`, or the binary lacks

@@ -450,7 +450,7 @@ fn report_with(
         by,
         window_start_ns,
         window_end_ns,
-        backends: backends.len(),
+        backends: Some(backends.len()),
         statements: statements.len() as u64,
         extended_statements: (sp.available[wait::EXECUTE] || socket).then(|| {
             statements
@@ -460,38 +460,63 @@ fn report_with(
         }),
         probes,
         counts: ProbeCounts {
-            hits: stats.hits,
-            records: stats.statements,
-            records_lost: stats.lost_records,
-            done_without_start: stats.done_without_start,
-            other_processes: stats.other_processes,
-            no_state: stats.no_state,
-            text_unread: stats.text_unread,
-            restarted: stats.restarted,
-            mean_probe_ns: if stats.hits > 0 {
-                stats.probe_ns as f64 / stats.hits as f64
-            } else {
-                0.0
-            },
-            worker_shares: stats.workers,
-            worker_shares_unjoined: unjoined,
-            socket_events: stats.socket_events,
-            connections: stats.connections,
-            exited_open: stats.exited_open,
-            killed_open: 0,
-            prepares: stats.prepares,
-            keys: None,
-            summed_other: 0,
-            texts_lost: 0,
-            sums_unread: 0,
-            counters_unread: u64::from(stats_error.is_some()),
-            counters_error: stats_error,
+            // Measured from the records, not the counters.
+            worker_shares_unjoined: Some(unjoined),
+            ..probe_counts(&stats, stats_error)
         },
         groups,
         tranches,
         cross_check: None,
         cross_check_note: None,
     }
+}
+
+/// The document's counts from the programs' counters `stats`, read
+/// unless `error`: then each is `None` (null in the JSON), not 0, and the
+/// failure is counted.
+fn probe_counts(stats: &Stats, error: Option<String>) -> ProbeCounts {
+    let counted = error.is_none();
+    let read = |v: u64| counted.then_some(v);
+    ProbeCounts {
+        hits: read(stats.hits),
+        records: read(stats.statements),
+        records_lost: read(stats.lost_records),
+        done_without_start: read(stats.done_without_start),
+        other_processes: read(stats.other_processes),
+        no_state: read(stats.no_state),
+        text_unread: read(stats.text_unread),
+        restarted: read(stats.restarted),
+        mean_probe_ns: counted.then(|| {
+            if stats.hits > 0 {
+                stats.probe_ns as f64 / stats.hits as f64
+            } else {
+                0.0
+            }
+        }),
+        worker_shares: read(stats.workers),
+        worker_shares_unjoined: read(stats.workers_unjoined),
+        socket_events: read(stats.socket_events),
+        connections: read(stats.connections),
+        exited_open: read(stats.exited_open),
+        killed_open: read(stats.killed_open),
+        prepares: read(stats.prepares),
+        keys: None,
+        summed_other: None,
+        texts_lost: None,
+        sums_unread: 0,
+        counters_unread: u64::from(!counted),
+        counters_error: error,
+    }
+}
+
+/// The counts only the sums have, from the same counters (`None` where
+/// `counts` says they were not read).
+fn add_sums_counts(counts: &mut ProbeCounts, stats: &Stats) {
+    let counted = counts.counters_unread == 0;
+    counts.summed_other = counted.then_some(stats.sums_other);
+    counts.texts_lost = counted.then_some(stats.texts_lost);
+    // The kernel joins the shares: unjoined is its counter here.
+    counts.worker_shares_unjoined = counted.then_some(stats.workers_unjoined);
 }
 
 /// The document of a window from the sums: `window` is what the keys
@@ -520,12 +545,78 @@ pub fn sums_report(
     );
     report.groups = sums::groups(window, &reader.texts, by, &sp.available);
     report.statements = window.calls();
-    report.backends = stats.backends as usize;
+    report.backends = (report.counts.counters_unread == 0).then_some(stats.backends as usize);
     report.extended_statements = Some(report.groups.iter().map(|g| g.extended).sum());
-    report.counts.killed_open = stats.killed_open;
-    report.counts.summed_other = stats.sums_other;
-    report.counts.texts_lost = stats.texts_lost;
+    add_sums_counts(&mut report.counts, &stats);
     report.counts.keys = Some(window.0.len() as u64);
     report.counts.sums_unread = reader.read_errors;
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stats() -> Stats {
+        Stats {
+            hits: 40,
+            probe_ns: 4_000,
+            lost_records: 3,
+            killed_open: 2,
+            sums_other: 7,
+            texts_lost: 5,
+            workers_unjoined: 1,
+            ..Default::default()
+        }
+    }
+
+    /// Counters read: the document carries them as read.
+    #[test]
+    fn read_counters_are_the_counts() {
+        let mut c = probe_counts(&stats(), None);
+        add_sums_counts(&mut c, &stats());
+        assert_eq!(c.records_lost, Some(3));
+        assert_eq!(c.killed_open, Some(2));
+        assert_eq!(c.summed_other, Some(7));
+        assert_eq!(c.texts_lost, Some(5));
+        assert_eq!(c.worker_shares_unjoined, Some(1));
+        assert_eq!(c.mean_probe_ns, Some(100.0));
+        assert_eq!(c.counters_unread, 0);
+    }
+
+    /// Counters not read: every count they give is null in the JSON (not
+    /// 0), and the failure is counted with its reason.
+    #[test]
+    fn unread_counters_are_null_not_zero() {
+        let mut c = probe_counts(&Stats::default(), Some("EBADF".into()));
+        add_sums_counts(&mut c, &Stats::default());
+        assert_eq!(c.counters_unread, 1);
+        let json = serde_json::to_value(&c).unwrap();
+        for field in [
+            "hits",
+            "records",
+            "records_lost",
+            "done_without_start",
+            "other_processes",
+            "no_state",
+            "text_unread",
+            "restarted",
+            "mean_probe_ns",
+            "worker_shares",
+            "worker_shares_unjoined",
+            "socket_events",
+            "connections",
+            "exited_open",
+            "killed_open",
+            "prepares",
+            "summed_other",
+            "texts_lost",
+        ] {
+            assert!(json[field].is_null(), "{field}: {json}");
+        }
+        assert_eq!(json["counters_error"], "EBADF");
+        // Read back, still not measured.
+        let back: ProbeCounts = serde_json::from_value(json).unwrap();
+        assert_eq!(back, c);
+    }
 }

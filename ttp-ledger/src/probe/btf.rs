@@ -1,7 +1,7 @@
 //! Kernel struct field offsets from the running kernel's BTF
 //! (/sys/kernel/btf/vmlinux). aya cannot emit CO-RE relocations from Rust, so
 //! the offsets are resolved here and handed to the programs as globals.
-use std::path::Path;
+use std::{cell::RefCell, collections::HashMap, path::Path};
 
 use btf_rs::{Btf, BtfType, Type};
 
@@ -25,6 +25,10 @@ pub(crate) struct Offsets {
 
 pub(crate) struct KernelBtf {
     btf: Btf,
+    /// Structs found by name so far: each lookup by name walks every type
+    /// of the file (the mapped backend keeps no index), and a session
+    /// asks for `task_struct` alone some twenty times.
+    structs: RefCell<HashMap<String, Option<btf_rs::Struct>>>,
 }
 
 impl KernelBtf {
@@ -49,7 +53,10 @@ impl KernelBtf {
                 reason: e.to_string(),
             }
         })?;
-        Ok(Self { btf })
+        Ok(Self {
+            btf,
+            structs: RefCell::default(),
+        })
     }
 
     /// Position of `path` (e.g. `["bi_iter", "bi_size"]`) inside struct
@@ -77,14 +84,19 @@ impl KernelBtf {
     }
 
     fn find_struct(&self, name: &str) -> Option<btf_rs::Struct> {
-        self.btf
-            .resolve_types_by_name(name)
-            .ok()?
-            .into_iter()
-            .find_map(|t| match t {
+        if let Some(found) = self.structs.borrow().get(name) {
+            return found.clone();
+        }
+        let found = self.btf.resolve_types_by_name(name).ok().and_then(|types| {
+            types.into_iter().find_map(|t| match t {
                 Type::Struct(s) if !s.members.is_empty() => Some(s),
                 _ => None,
             })
+        });
+        self.structs
+            .borrow_mut()
+            .insert(name.to_string(), found.clone());
+        found
     }
 
     /// Follows typedefs and qualifiers down to a struct or union.

@@ -54,6 +54,16 @@ const LEDGER_PROGRAMS: &[(&str, &str)] = &[
     ("block_io_done", "block_io_done"),
 ];
 
+/// Maps only the ledger's programs write (the thread and process
+/// accounts, the block requests in flight).
+const LEDGER_ONLY_MAPS: &[&str] = &[
+    "THREAD_SLOTS",
+    "PROC_SLOTS",
+    "THREADS",
+    "PROC_DISK",
+    "REQUESTS",
+];
+
 /// The interrupt clock of `--irq-time` (ttp-ebpf/src/irq.rs), exits first:
 /// an exit whose entry was not seen adds nothing, an entry whose exit
 /// could not yet be seen would leave its CPU's clock stopped.
@@ -283,6 +293,21 @@ impl Ledger {
                 n
             }
         };
+        let thread_capacity = if options.no_ledger_programs {
+            // No ledger program runs: nothing writes these maps, yet the
+            // arrays and REQUESTS are allocated whole at load (8 MiB of
+            // thread slots at pid_max 2²²): their smallest sizes.
+            for map in LEDGER_ONLY_MAPS {
+                loader.map_max_entries(map, 1);
+            }
+            1
+        } else {
+            thread_capacity
+        };
+        if !options.trace {
+            // Looked up only while tracing, preallocated at load.
+            loader.map_max_entries(trace::TRACED_MAP, 1);
+        }
         let exit_ring_bytes = options
             .exit_ring_bytes
             .unwrap_or_else(|| exits::ring_bytes(exits::DESIGN_EXIT_RATE, exits::DESIGN_STALL_MS));

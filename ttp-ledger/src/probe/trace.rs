@@ -21,6 +21,8 @@ use super::{Ledger, ProbeError, take};
 
 /// Name of the trace ring buffer in the eBPF object.
 pub(crate) const EVENTS_MAP: &str = "TRACE_EVENTS";
+/// The set of traced processes.
+pub(crate) const TRACED_MAP: &str = "TRACED";
 
 /// How often each CPU's run-queue length and iowait tasks are sampled (a
 /// sample is sent only when they changed).
@@ -80,7 +82,7 @@ pub fn attach(ebpf: &mut Ebpf, btf: &Btf) -> Result<TraceMaps, ProbeError> {
             })?;
     }
     Ok(TraceMaps {
-        traced: take(ebpf, "TRACED")?,
+        traced: take(ebpf, TRACED_MAP)?,
         events: Some(take(ebpf, EVENTS_MAP)?),
     })
 }

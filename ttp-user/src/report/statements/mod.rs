@@ -19,7 +19,8 @@ pub fn text(r: &StatementsReport, top: usize) -> String {
         r.binary,
         secs,
         grouped(r.statements),
-        r.backends,
+        r.backends
+            .map_or_else(|| "an unread number of".to_string(), |n| n.to_string()),
         r.semaphores
     );
     let errors: u64 = r.groups.iter().map(|g| g.errors).sum();
@@ -226,12 +227,17 @@ pub fn text(r: &StatementsReport, top: usize) -> String {
         let _ = writeln!(o, "pg_stat_statements cross-check: {n}");
     }
     let c = &r.counts;
-    let lost = c.records_lost + c.no_state;
+    // A count the programs' counters give is None where they were not
+    // read: the UNREAD line below says so, and no line shows it as 0.
+    let n = |v: Option<u64>| v.unwrap_or(0);
+    let lost = n(c.records_lost) + n(c.no_state);
     if lost > 0 {
         let _ = writeln!(
             o,
             "LOST: {} statement records ({} ring buffer full, {} without state): those statements are missing above",
-            lost, c.records_lost, c.no_state
+            lost,
+            n(c.records_lost),
+            n(c.no_state)
         );
     }
     if let Some(keys) = c.keys {
@@ -239,10 +245,10 @@ pub fn text(r: &StatementsReport, top: usize) -> String {
             o,
             "summed in the kernel: {} statement keys{}",
             grouped(keys),
-            if c.texts_lost > 0 {
+            if n(c.texts_lost) > 0 {
                 format!(
                     "; {} key texts waited for room in their ring (sent again later)",
-                    grouped(c.texts_lost)
+                    grouped(n(c.texts_lost))
                 )
             } else {
                 String::new()
@@ -264,50 +270,55 @@ pub fn text(r: &StatementsReport, top: usize) -> String {
             grouped(c.sums_unread)
         );
     }
-    if c.summed_other > 0 {
+    if n(c.summed_other) > 0 {
         let _ = writeln!(
             o,
             "FULL: the kernel's map of statement keys had no room for {} statements of new keys: they are summed in the group `other` above. Keys are query ids or fingerprints (by text or backend with --by); more distinct statements than the map holds need --each",
-            grouped(c.summed_other)
+            grouped(n(c.summed_other))
         );
     }
-    if c.other_processes > 0 {
+    if n(c.other_processes) > 0 {
         let _ = writeln!(
             o,
             "{} statements of other processes running this binary (not this server's backends) left out",
-            grouped(c.other_processes)
+            grouped(n(c.other_processes))
         );
     }
-    if c.worker_shares_unjoined > 0 {
+    if n(c.worker_shares_unjoined) > 0 {
         let _ = writeln!(
             o,
             "{} of {} parallel workers' shares lay in no statement seen (under way at attach, after the window, or of the extended query protocol under --simple-only): left out",
-            grouped(c.worker_shares_unjoined),
-            grouped(c.worker_shares)
+            grouped(n(c.worker_shares_unjoined)),
+            grouped(n(c.worker_shares))
         );
     }
+    // Without the programs' counters (the UNREAD line above) these
+    // counts are not measured: no line shows them as 0.
+    let counted = c.counters_unread == 0;
     if r.boundaries == "socket" {
-        let _ = writeln!(
-            o,
-            "boundaries at the client socket: {} socket events in the backends; {} connection start-ups, {} requests that executed nothing (Parse/Describe only) not counted; {} statements open when their backend exited ({} killed) left out; {} USDT wait-probe hits",
-            grouped(c.socket_events),
-            grouped(c.connections),
-            grouped(c.prepares),
-            grouped(c.exited_open),
-            grouped(c.killed_open),
-            grouped(c.hits),
-        );
+        if counted {
+            let _ = writeln!(
+                o,
+                "boundaries at the client socket: {} socket events in the backends; {} connection start-ups, {} requests that executed nothing (Parse/Describe only) not counted; {} statements open when their backend exited ({} killed) left out; {} USDT wait-probe hits",
+                grouped(n(c.socket_events)),
+                grouped(n(c.connections)),
+                grouped(n(c.prepares)),
+                grouped(n(c.exited_open)),
+                grouped(n(c.killed_open)),
+                grouped(n(c.hits)),
+            );
+        }
         if let Some(e) = &r.status_entry {
             let _ = writeln!(o, "text, query id and idle state: {e}");
         }
-    } else {
+    } else if counted {
         let _ = writeln!(
             o,
             "{} probe hits, {:.2} µs each; {} statements under way at attach not counted; {} ended by an error not counted",
-            grouped(c.hits),
-            c.mean_probe_ns / 1000.0,
-            c.done_without_start,
-            c.restarted
+            grouped(n(c.hits)),
+            c.mean_probe_ns.unwrap_or(0.0) / 1000.0,
+            n(c.done_without_start),
+            n(c.restarted)
         );
     }
     o
@@ -373,7 +384,7 @@ mod tests {
             window_start_ns: 0,
             window_end_ns: 1_000_000_000,
             extended_statements: Some(0),
-            backends: 1,
+            backends: Some(1),
             statements: 5,
             probes: vec![ProbeAvailability {
                 name: "sort__start".into(),
@@ -387,6 +398,28 @@ mod tests {
             cross_check: None,
             cross_check_note: Some("not read (give --pgss CONNINFO)".into()),
         }
+    }
+
+    /// The programs' counters unread: the text says so once and shows
+    /// none of their counts as 0; the JSON has them null.
+    #[test]
+    fn unread_counters_are_neither_shown_nor_zero() {
+        let mut r = report();
+        r.boundaries = "socket".into();
+        r.backends = None;
+        r.counts.counters_unread = 1;
+        r.counts.counters_error = Some("EBADF".into());
+        let t = super::text(&r, 20);
+        assert!(
+            t.contains("UNREAD: 1 reads of the programs' counters failed (EBADF)"),
+            "{t}"
+        );
+        assert!(t.contains("from an unread number of backends"), "{t}");
+        assert!(!t.contains("socket events"), "{t}");
+        let json = serde_json::to_value(&r).unwrap();
+        assert!(json["backends"].is_null(), "{json}");
+        assert!(json["counts"]["killed_open"].is_null(), "{json}");
+        assert!(json["counts"]["records_lost"].is_null(), "{json}");
     }
 
     /// At the socket without the ledger: own iowait reads n/a in the text
@@ -408,7 +441,7 @@ mod tests {
             })
             .collect();
         r.groups = group(&ss, GroupBy::Fingerprint, &[false; WAITS]);
-        r.counts.connections = 4;
+        r.counts.connections = Some(4);
         let t = super::text(&r, 20);
         assert!(t.contains("n/a: no USDT probes"), "{t}");
         assert!(t.contains("4 connection start-ups"), "{t}");
