@@ -125,20 +125,25 @@ fn io_wakeups_without_the_hook_match_delay_accounting() {
             within(ks, hs, 0.01, 2e6),
             "iowait + wake latency {ks} vs the hooked ledger's {hs}"
         );
-        // Where the split falls: within the bound this comparison always
-        // had (5 % or 20 ms, the larger). A recorded wait ends where delay
+        // Where the split falls. A recorded wait ends where delay
         // accounting ends it, before the hooked ledger's tracepoint on the
-        // target CPU; an unrecorded one at the wake-up's enqueue by the rq
-        // clock, also when the wake-up preempted the CPU's current task
-        // and the kernel skipped the clock's update (by the CPU's offset
-        // between the two clocks: docs/ledger.md). Before that case was
-        // placed, its resched stayed in the wait: 21.6 ms over 1 488
-        // unrecorded waits in one run beside the load.
+        // target CPU by the wake-up's IPI (10.6 µs a wait seen beside the
+        // load, module comment): below, the bound this comparison always
+        // had (5 % or 20 ms, the larger), or 15 µs a recorded wait where
+        // that is more (−7.6 to −14.6 ms in three runs beside the load).
+        // An unrecorded wait ends at the wake-up's enqueue by the rq clock,
+        // also when the wake-up preempted the CPU's current task and the
+        // kernel skipped the clock's update (by the CPU's offset between
+        // the two clocks: docs/ledger.md): above, only what the offset
+        // leaves (sub-microsecond a wait) and the windows' edges, 2 % or
+        // 5 ms, the larger (at most +0.7 ms in four runs). Before that
+        // case was placed, its resched stayed in the wait: +21.6 ms over
+        // 1 488 unrecorded waits in one run beside the load.
+        let (kw, hw) = (k.iowait_ns as f64, h.iowait_ns as f64);
+        let below = (0.05 * hw).max(20e6).max(15e3 * recorded as f64);
         assert!(
-            within(k.iowait_ns as f64, h.iowait_ns as f64, 0.05, 20e6),
-            "iowait_ns {} vs the hooked ledger's {}",
-            k.iowait_ns,
-            h.iowait_ns
+            kw >= hw - below && kw <= hw + (0.02 * hw).max(5e6),
+            "iowait_ns {kw} vs the hooked ledger's {hw} ({recorded} waits recorded by delay accounting)"
         );
     }
     common::io_wake::assert_wakeups_match_the_kernel(k.wakeups, 0, &run);

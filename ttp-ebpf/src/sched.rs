@@ -16,7 +16,7 @@
 //! measured. A switch is voluntary when the task blocks (nvcsw),
 //! involuntary when it is preempted or yields while runnable (nivcsw).
 use aya_ebpf::{macros::btf_tracepoint, programs::BtfTracePointContext};
-use ttp_common::{ThreadAccount, flag, stat, state};
+use ttp_common::{ClockOffset, ThreadAccount, flag, stat, state};
 
 use crate::{
     block,
@@ -158,9 +158,9 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
         match a.state {
             state::RUNNING => recover_unseen_switch_out(a, &next),
             state::SLEEPING | state::BLOCKED | state::IOWAIT => {
-                // SAFETY: map value pointer; `clock_off_ns` is written only
-                // by this CPU's sched_switch.
-                let off = acct.map(|p| unsafe { &mut (*p).clock_off_ns });
+                // SAFETY: map value pointer; `clock_off` is written only by
+                // this CPU's sched_switch.
+                let off = acct.map(|p| unsafe { &mut (*p).clock_off });
                 end_sleep_at_switch_in(a, &next, cpu_id, now, off)
             }
             _ => {}
@@ -249,7 +249,7 @@ fn end_sleep_at_switch_in(
     task: &BtfTask,
     cpu_id: u32,
     now: u64,
-    clock_off: Option<&mut u64>,
+    clock_off: Option<&mut ClockOffset>,
 ) {
     if wake_hook() {
         crate::count(stat::WAKEUP_UNSEEN);
@@ -280,17 +280,24 @@ fn end_sleep_at_switch_in(
 ///   wait for the CPU this switch-in ends is `rq->clock − last_queued`
 ///   (what `sched_info_arrive` will add to run_delay right after the
 ///   tracepoint, both in the rq clock), so the wake-up was that long ago;
-///   the CPU's `clock_off` (this clock less the rq clock) is taken here.
+///   it is also a sample of the CPU's offset between this clock and the
+///   rq clock (`ClockOffset`).
 /// - when the wake-up preempted the CPU's current task (idle or not),
 ///   `wakeup_preempt` had the kernel skip `__schedule`'s clock update
 ///   (RQCF_ACT_SKIP): the rq clock is still the enqueue's, equal to
 ///   `last_queued`, and says nothing of the time since. The enqueue's
-///   instant in this clock is then `last_queued + clock_off`, off by the
-///   two clocks' drift since the offset was taken (80 ns over 5 s on this
-///   VM's TSC) and the sub-microsecond stretch from `__schedule`'s update
-///   to the tracepoint at the switch that took it (docs/ledger.md).
+///   instant in this clock is then `last_queued` + the offset: never
+///   early, late by the kept sample's distance from an update of the rq
+///   clock (sub-microsecond where the last second had a switch-in whose
+///   clock `__schedule` updated) and the clocks' drift since
+///   (docs/ledger.md).
 #[inline(always)]
-fn wake_instant(a: &ThreadAccount, task: &BtfTask, now: u64, clock_off: Option<&mut u64>) -> u64 {
+fn wake_instant(
+    a: &ThreadAccount,
+    task: &BtfTask,
+    now: u64,
+    clock_off: Option<&mut ClockOffset>,
+) -> u64 {
     let since = a.state_since_ns;
     let span = now.saturating_sub(since);
     if a.state == state::IOWAIT
@@ -311,22 +318,18 @@ fn wake_instant(a: &ThreadAccount, task: &BtfTask, now: u64, clock_off: Option<&
     {
         if clock > queued {
             if let Some(off) = clock_off {
-                *off = now.wrapping_sub(clock);
+                off.sample(now, clock);
             }
             return now - (clock - queued).min(span);
         }
+        // Before the sleep began or after now, the offset is wrong: the
+        // switch-in, as without one.
         if clock == queued
-            && let Some(off) = clock_off
-            && *off != 0
+            && let Some(woke) = clock_off.and_then(|off| off.monotonic(queued))
+            && woke >= since
+            && woke <= now
         {
-            let woke = queued.wrapping_add(*off);
-            return if woke > now {
-                now
-            } else if woke < since {
-                since.min(now)
-            } else {
-                woke
-            };
+            return woke;
         }
     }
     now

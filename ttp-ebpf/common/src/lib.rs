@@ -296,17 +296,54 @@ pub struct CpuAccount {
     /// ∫ (idle ∧ nr_iowait > 0) / nr_iowait dt: each task in iowait on this
     /// CPU accrues the increase of this clock while it waits.
     pub share_cum_ns: u64,
-    /// The ledger's clock (CLOCK_MONOTONIC) less this CPU's run-queue
-    /// clock (`rq->clock`, sched_clock's domain), wrapping: taken at each
-    /// switch-in that ends a sleep while the run-queue clock was updated in
-    /// that `__schedule`, so it places a wake-up whose clock update the
-    /// kernel skipped (ttp-ebpf/src/sched.rs `wake_instant`). 0: none yet.
-    /// Written only by this CPU's `sched_switch`.
-    pub clock_off_ns: u64,
+    /// The ledger's clock less this CPU's run-queue clock: places a
+    /// wake-up whose clock update the kernel skipped (ttp-ebpf/src/sched.rs
+    /// `wake_instant`). Written only by this CPU's `sched_switch`.
+    pub clock_off: ClockOffset,
     /// More than a cache line between two CPUs' fields wherever the array's
     /// values start, so that no line holds fields of two CPUs (each CPU
     /// writes its own at every switch and idle event).
-    pub _pad: [u64; 13],
+    pub _pad: [u64; 12],
+}
+
+/// CLOCK_MONOTONIC less a CPU's run-queue clock (`rq->clock`,
+/// sched_clock's domain), wrapping, taken at the switch-ins that end a
+/// sleep with `rq->clock` past the task's `last_queued`. Each such sample is
+/// the offset plus the time since the clock's last update, never less: the
+/// smallest sample of the last [`ClockOffset::HORIZON_NS`] is kept, and a
+/// sample older than that gives way to the next (the two clocks drift
+/// apart slowly: 80 ns in 5 s on this VM's TSC).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClockOffset {
+    /// The offset, wrapping (compared as signed).
+    pub off_ns: u64,
+    /// When it was taken (CLOCK_MONOTONIC); 0: none yet.
+    pub at_ns: u64,
+}
+
+impl ClockOffset {
+    pub const HORIZON_NS: u64 = 1_000_000_000;
+
+    /// Takes the sample `now − clock` if it is the smallest of the horizon.
+    #[inline(always)]
+    pub fn sample(&mut self, now: u64, clock: u64) {
+        let s = now.wrapping_sub(clock);
+        if self.at_ns == 0
+            || (s as i64) <= (self.off_ns as i64)
+            || now.saturating_sub(self.at_ns) > Self::HORIZON_NS
+        {
+            self.off_ns = s;
+            self.at_ns = now;
+        }
+    }
+
+    /// The instant in CLOCK_MONOTONIC of the run-queue clock's `clock`,
+    /// None before any sample.
+    #[inline(always)]
+    pub fn monotonic(&self, clock: u64) -> Option<u64> {
+        (self.at_ns != 0).then(|| clock.wrapping_add(self.off_ns))
+    }
 }
 
 /// One CPU's interrupt clock (a per-CPU map, loaded with `--irq-time`):

@@ -223,3 +223,27 @@ fn interrupt_time_grows_by_the_clocks_growth_since_the_switch_in() {
     assert_eq!((a.irq_ns, a.irq_snap_ns), (900, 91_000));
     assert_ne!(a.flags & flag::IRQ_SNAP, 0);
 }
+
+/// The run-queue clock's offset: none before a sample; the smallest
+/// sample of the horizon kept (a larger one is a clock read long after
+/// its update); an old one gives way; a negative offset (the run-queue
+/// clock ahead, as on this VM) places an instant before the clock's value.
+#[test]
+fn clock_offset_keeps_the_smallest_sample_of_the_horizon() {
+    let mut o = crate::ClockOffset::default();
+    assert_eq!(o.monotonic(5_000), None);
+    let rq_ahead = 2_460_000u64;
+    // now − clock = −2.46 ms: the first sample.
+    o.sample(10_000_000, 10_000_000 + rq_ahead);
+    assert_eq!(o.monotonic(20_000_000 + rq_ahead), Some(20_000_000));
+    // The clock 15 µs stale: larger, not kept.
+    o.sample(30_000_000, 30_000_000 + rq_ahead - 15_000);
+    assert_eq!(o.monotonic(20_000_000 + rq_ahead), Some(20_000_000));
+    // 200 ns closer: kept.
+    o.sample(40_000_000, 40_000_000 + rq_ahead + 200);
+    assert_eq!(o.monotonic(20_000_000 + rq_ahead), Some(19_999_800));
+    // Past the horizon any sample replaces it.
+    let later = 40_000_000 + crate::ClockOffset::HORIZON_NS + 1;
+    o.sample(later, later + rq_ahead - 1_000);
+    assert_eq!(o.monotonic(20_000_000 + rq_ahead), Some(20_001_000));
+}
