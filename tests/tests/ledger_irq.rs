@@ -11,7 +11,7 @@ use std::{
 };
 
 use crate::common::*;
-use ttp_common::IrqClock;
+use ttp_common::{IrqClock, state};
 use ttp_ledger::{
     accounts::{Image, LedgerMeasures},
     probe::{AttachOptions, Ledger, Snapshot},
@@ -164,9 +164,11 @@ fn edge(ledger: &Ledger, cpu: usize) -> Edge {
 /// - the sender thread's `irq_ns`: never more than its on-CPU time, and
 ///   never more than the CPU's interrupt clock grew from the first
 ///   snapshot's read of it to a read after the second snapshot's accounts
-///   (a snapshot reads the clocks, then the accounts: a switch-out between
-///   the two reads books interrupt time past the clock's read, 0.34 ms
-///   once), and not 0 (its own datagrams' softirqs run in its context at
+///   (a snapshot reads the clocks, then the thread accounts, then the
+///   CPUs': a switch-out between the first two reads books interrupt time
+///   past the clock's read, 0.34 ms once; one between the last two leaves
+///   the run's time before the first read out of the first snapshot, so a
+///   first snapshot that shows it is taken again), and not 0 (its own datagrams' softirqs run in its context at
 ///   least at times).
 #[test]
 fn softirq_time_and_runs_match_the_kernels_counts() {
@@ -212,7 +214,27 @@ fn softirq_time_and_runs_match_the_kernels_counts() {
     let tid = tid_rx.recv().expect("sender's tid");
     std::thread::sleep(Duration::from_millis(500));
     let t0 = monotonic_ns();
-    let e0 = edge(&ledger, cpu);
+    // A first edge whose accounts show the sender running only while its
+    // CPU, read after them, still has it current: one that switched out
+    // between the two reads has its run's interrupt time up to the clock's
+    // read left out of this edge and counted in the window.
+    let mut e0 = edge(&ledger, cpu);
+    for _ in 0..50 {
+        let running = e0
+            .snap
+            .threads
+            .iter()
+            .any(|a| a.tid == tid && a.state == state::RUNNING);
+        let current = e0
+            .snap
+            .cpus
+            .iter()
+            .any(|(id, c)| *id as usize == cpu && c.current_tid == tid);
+        if !running || current {
+            break;
+        }
+        e0 = edge(&ledger, cpu);
+    }
     std::thread::sleep(Duration::from_secs(5));
     let e1 = edge(&ledger, cpu);
     // The clock again, after e1's accounts were read.
