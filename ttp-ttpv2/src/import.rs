@@ -431,10 +431,8 @@ mod tests {
     fn write(name: &str, text: &str) -> Tmp {
         // A directory of its own: tests run at once, and each removes its
         // directory when done.
-        let dir = std::env::temp_dir().join(format!(
-            "ttp-ttpv2-import-{}-{name}",
-            std::process::id()
-        ));
+        let dir =
+            std::env::temp_dir().join(format!("ttp-ttpv2-import-{}-{name}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join(name);
         std::fs::write(&path, text).unwrap();

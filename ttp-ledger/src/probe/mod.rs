@@ -144,7 +144,8 @@ pub struct Ledger {
     /// CLOCK_MONOTONIC ns when every program was attached.
     pub ready_ns: u64,
     /// How many thread accounts the ledger holds: THREADS' size, or with
-    /// accounts indexed by tid, pid_max (capacity.rs).
+    /// accounts indexed by tid, pid_max (capacity.rs); 1 where no ledger
+    /// program runs (`AttachOptions::no_ledger_programs`).
     pub thread_capacity: u32,
     /// The thread that samples the kernel's BPF run-time statistics in
     /// short windows (cost.rs), or why they are not measured.
@@ -295,8 +296,9 @@ impl Ledger {
         };
         let thread_capacity = if options.no_ledger_programs {
             // No ledger program runs: nothing writes these maps, yet the
-            // arrays and REQUESTS are allocated whole at load (8 MiB of
-            // thread slots at pid_max 2²²): their smallest sizes.
+            // arrays and REQUESTS are allocated whole at load (up to 16 MiB
+            // of thread slots, 256 B a tid up to pid_max 2¹⁶): their
+            // smallest sizes.
             for map in LEDGER_ONLY_MAPS {
                 loader.map_max_entries(map, 1);
             }

@@ -217,6 +217,9 @@ fn round(
             &std::fs::read(json).context("ttp-ebpf statements wrote no JSON")?,
         )?;
         let expected = w.transactions * load.statements_per_tx();
+        if doc["counts"]["counters_unread"].as_u64().unwrap_or(0) > 0 {
+            bail!("the programs' counters were not read: {}", doc["counts"]);
+        }
         let lost = doc["counts"]["records_lost"].as_u64().unwrap_or(0);
         let seen = doc["statements"].as_f64().unwrap_or(0.0);
         if lost > 0 || seen < expected {

@@ -530,6 +530,9 @@ fn one_round(
         )?;
         let c = &doc["counts"];
         let stmts = doc["statements"].as_f64().unwrap_or(0.0);
+        if c["counters_unread"].as_u64().unwrap_or(0) > 0 {
+            bail!("the programs' counters were not read (their counts are null): {c}");
+        }
         if c["records_lost"].as_u64().unwrap_or(0) > 0 {
             bail!("statements lost records: {c}");
         }
