@@ -18,7 +18,8 @@ use std::{
 
 use common::{
     pg::{
-        Cluster, PGSS, TPCB, backend_pids, idle_session, pgss_by_fingerprint, with_pgss_and_pgbench,
+        Cluster, PGSS, TPCB, backend_pids, blkio_beyond_the_ledgers_wait, idle_session,
+        pgss_by_fingerprint, with_pgss_and_pgbench,
     },
     pgver::*,
     serve::Serve,
@@ -670,47 +671,4 @@ fn serve_through_a_restart(c: &Cluster) {
         Some(2000.0)
     );
     assert_eq!(serve.stop(), 0);
-}
-
-/// QE8 (App. E (8)) drops a QE whose query process has a BlockIO delay
-/// (/proc's `delayacct_blkio_ticks`) beyond Time_meas, as it must. Beside
-/// CPU-bound load this kernel's delay accounting can record a wait from a
-/// stale start (a dequeue EEVDF deferred; docs/ledger.md), and the backend
-/// then shows more BlockIO than the QE lasted (seen twice beside two CPU
-/// burners and a disk writer). That is the reference's fault, not ttp's,
-/// when the ledger's own iowait of that process, measured at the
-/// switches, fits in the QE: true when every process over the line has
-/// `iowait_ns` ≤ Time_meas.
-fn blkio_beyond_the_ledgers_wait(qe: &serde_json::Value) -> bool {
-    let tick_ms = 1000.0 / common::user_hz() as f64;
-    let meas_ms = qe["time_meas_ms"].as_f64().unwrap();
-    let over: Vec<&serde_json::Value> = qe["processes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|p| p["class"] == "query")
-        .filter(|p| {
-            p["blkio_ticks"]
-                .as_f64()
-                .is_some_and(|b| b * tick_ms > meas_ms)
-        })
-        .collect();
-    let fits = !over.is_empty()
-        && over
-            .iter()
-            .all(|p| p["iowait_ns"].as_f64().is_some_and(|w| w / 1e6 <= meas_ms));
-    if fits {
-        eprintln!(
-            "QE {}: QE8 on a BlockIO delay beyond Time_meas {meas_ms} ms that the ledger's iowait does not show: {:?}",
-            qe["qe"],
-            over.iter()
-                .map(|p| (
-                    p["pid"].clone(),
-                    p["blkio_ticks"].clone(),
-                    p["iowait_ns"].clone()
-                ))
-                .collect::<Vec<_>>()
-        );
-    }
-    fits
 }
