@@ -222,6 +222,17 @@ fn fingerprint_text(addr: u64, rec: &mut TextRecord) -> Option<u64> {
     Some(fp.h)
 }
 
+/// This CPU's scratch text record. Looked up only where a text is read:
+/// most statements end without one (their key has a query id and its text
+/// was sent), and each map a run touches is a cold cache line or two after
+/// the statement's own work (docs/benchmarks.md, "Where a statement's end
+/// spends its time").
+#[inline(always)]
+fn text_scratch() -> Option<&'static mut TextRecord> {
+    // SAFETY: this CPU's scratch record; only this program run uses it.
+    TEXT_SCRATCH.get_ptr_mut(0).map(|p| unsafe { &mut *p })
+}
+
 /// This CPU's sums of `key`, the key created if new; `None` when the map
 /// is full.
 #[inline(always)]
@@ -274,11 +285,6 @@ fn add_plan(sums: &mut Sums, plan_id: u64) {
 /// text if this CPU has not sent it yet.
 #[inline(always)]
 pub(crate) fn add(e: &Ended) {
-    let Some(rec) = TEXT_SCRATCH.get_ptr_mut(0) else {
-        return;
-    };
-    // SAFETY: this CPU's scratch record.
-    let rec = unsafe { &mut *rec };
     let mut key = SumKey::default();
     let mut have_text = false;
     match e.entry {
@@ -296,7 +302,7 @@ pub(crate) fn add(e: &Ended) {
             } else if by == key_by::QUERY && global(&STMT_FINGERPRINT) != 0 {
                 // No query id: the fingerprint, computed here.
                 key.kind = key_kind::FINGERPRINT;
-                match fingerprint_text(text, rec) {
+                match text_scratch().and_then(|rec| fingerprint_text(text, rec)) {
                     Some(h) => {
                         have_text = true;
                         key.id = h;
@@ -304,9 +310,13 @@ pub(crate) fn add(e: &Ended) {
                     None => key.id = 0,
                 }
             } else {
-                have_text = read_text(text, rec);
                 key.kind = key_kind::TEXT;
-                key.id = if have_text { hash_text(rec) } else { 0 };
+                if let Some(rec) = text_scratch()
+                    && read_text(text, rec)
+                {
+                    have_text = true;
+                    key.id = hash_text(rec);
+                }
             }
         }
     }
@@ -402,6 +412,7 @@ pub(crate) fn add(e: &Ended) {
         sums.flags |= sums_flag::TEXT_SENT;
         return;
     };
+    let Some(rec) = text_scratch() else { return };
     if !have_text && !read_text(text, rec) {
         return;
     }
