@@ -8,7 +8,8 @@ whose name starts with PREFIX:
 
 - by callee: the program's own instructions ("self") or the helper or
   kernel function it called (`bpf_probe_read_user`, the hash walk
-  `lookup_nulls_elem_raw`, the clock, ...);
+  `lookup_nulls_elem_raw`, the clock, ...), and by call site (the offset
+  the call returns to, in the image below: which of two lookups it was);
 - by instruction: the program's JIT image (read through the bpf syscall
   while the workload runs) disassembled with objdump, each instruction
   with the samples that landed on it, the hottest shown with the
@@ -107,6 +108,7 @@ def main():
         timer.join()
         wall = time.time() - t0
         callee = collections.defaultdict(collections.Counter)
+        sites = collections.defaultdict(collections.Counter)
         offsets = collections.defaultdict(collections.Counter)
         for frames in samples(data):
             for i, f in enumerate(frames):
@@ -116,6 +118,8 @@ def main():
                     callee[name]["self" if i == 0 else strip(frames[i - 1])] += 1
                     if i == 0:
                         offsets[name][int(m.group(2), 16)] += 1
+                    else:
+                        sites[name][(strip(frames[i - 1]), int(m.group(2), 16))] += 1
                     break
     print(f"{wall:.1f} s of workload, {HZ} samples a second a CPU")
     for name in sorted(callee):
@@ -123,6 +127,9 @@ def main():
         print(f"\n{name}: {total} samples ({total / HZ * 1e3:.1f} ms of CPU), by callee:")
         for c, n in callee[name].most_common(10):
             print(f"  {n:6d} {100 * n / total:5.1f} %  {c}")
+        print("  by call site (the callee, then the instruction the call returns to):")
+        for (c, off), n in sites[name].most_common(6):
+            print(f"  {n:6d} {100 * n / total:5.1f} %  {c} -> +{off:x}")
         if name not in images:
             print("  (no JIT image read: the program was not loaded 2 s into the workload)")
             continue
