@@ -25,55 +25,22 @@ chains) and objdump must be installed; `kernel.bpf_jit_kallsyms` must be
 1 (the default) for perf to name the programs.
 """
 import collections
-import ctypes
 import os
 import re
-import struct
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 
+import bpfprogs  # docs/examples/bpfprogs.py
+
 HZ = 19999
-BPF_PROG_GET_NEXT_ID, BPF_PROG_GET_FD_BY_ID, BPF_OBJ_GET_INFO_BY_FD = 11, 13, 15
-libc = ctypes.CDLL(None, use_errno=True)
-
-
-def bpf(cmd, attr):
-    buf = ctypes.create_string_buffer(attr, 128)
-    return libc.syscall(321, cmd, buf, 128)
-
-
-def prog_info(fd, info):
-    """Fills `info` (a 256-byte bpf_prog_info) for the program at fd."""
-    bpf(BPF_OBJ_GET_INFO_BY_FD, struct.pack("IIQ", fd, len(info), ctypes.addressof(info)))
 
 
 def jit_images(prefix):
     """{name: JIT image bytes} of the loaded programs named PREFIX*."""
-    images, pid = {}, 0
-    while True:
-        buf = ctypes.create_string_buffer(struct.pack("II", pid, 0), 128)
-        if libc.syscall(321, BPF_PROG_GET_NEXT_ID, buf, 128) < 0:
-            return images
-        pid = struct.unpack_from("II", buf.raw)[1]
-        fd = bpf(BPF_PROG_GET_FD_BY_ID, struct.pack("I", pid))
-        if fd < 0:
-            continue
-        info = ctypes.create_string_buffer(256)
-        prog_info(fd, info)
-        name = info.raw[64:80].split(b"\0")[0].decode(errors="replace")
-        jited_len = struct.unpack_from("I", info.raw, 16)[0]  # bpf_prog_info.jited_prog_len
-        if name.startswith(prefix) and jited_len:
-            image = ctypes.create_string_buffer(jited_len)
-            ask = bytearray(256)
-            struct.pack_into("I", ask, 16, jited_len)
-            struct.pack_into("Q", ask, 24, ctypes.addressof(image))  # .jited_prog_insns
-            ask = ctypes.create_string_buffer(bytes(ask), 256)
-            prog_info(fd, ask)
-            images[name] = image.raw
-        os.close(fd)
+    return {name: bpfprogs.jit_image(fd, raw) for _, name, fd, raw in bpfprogs.programs() if name.startswith(prefix)}
 
 
 def strip(frame):

@@ -33,13 +33,13 @@ target/release, the floor from target/floor, PostgreSQL's from PGBIN or
 /usr/lib/postgresql/15/bin.
 """
 import collections
-import ctypes
 import os
 import re
-import struct
 import subprocess
 import sys
 import threading
+
+import bpfprogs  # docs/examples/bpfprogs.py
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "../..")
 TTP = os.path.join(ROOT, "target/release/ttp-ebpf")
@@ -52,31 +52,6 @@ HZ = 1999
 SERVER = ("standard_Executor", "standard_ProcessUtility", "standard_planner", "ExecutorRun", "ExecutorStart",
           "ExecutorFinish", "ExecutorEnd", "ProcessUtility", "PortalRun", "exec_simple_query", "PostgresMain")
 INSTRUMENTATION = re.compile(r"\b(Instr[A-Z]\w*|BufferUsageAccumDiff|WalUsageAccumDiff)\b")
-
-
-def bpf_programs():
-    """{id: (name, run_time_ns, run_cnt)} of every loaded program."""
-    libc = ctypes.CDLL(None, use_errno=True)
-
-    def bpf(cmd, attr):
-        buf = ctypes.create_string_buffer(attr, 128)
-        return libc.syscall(321, cmd, buf, 128), buf
-
-    out, pid = {}, 0
-    while True:
-        r, buf = bpf(11, struct.pack("II", pid, 0))  # BPF_PROG_GET_NEXT_ID
-        if r < 0:
-            return out
-        pid = struct.unpack_from("II", buf.raw)[1]
-        fd, _ = bpf(13, struct.pack("I", pid))  # BPF_PROG_GET_FD_BY_ID
-        if fd < 0:
-            continue
-        info = ctypes.create_string_buffer(256)
-        bpf(15, struct.pack("IIQ", fd, 256, ctypes.addressof(info)))  # BPF_OBJ_GET_INFO_BY_FD
-        name = info.raw[64:80].split(b"\0")[0].decode(errors="replace")
-        fields = dict(re.findall(r"^(\w+):\s+(\S+)", open(f"/proc/self/fdinfo/{fd}").read(), re.M))
-        out[pid] = (name, int(fields.get("run_time_ns", 0)), int(fields.get("run_cnt", 0)))
-        os.close(fd)
 
 
 def classify(data):
@@ -116,12 +91,12 @@ def pgbench(sock, port, tpcb, data):
     # What pgbench does before a run without -n, outside the measurement.
     subprocess.run(psql + ["-c", "vacuum pgbench_branches", "-c", "vacuum pgbench_tellers",
                            "-c", "truncate pgbench_history", "-c", "checkpoint"], check=True)
-    before = bpf_programs()
+    before = bpfprogs.run_stats()
     out = subprocess.run(["perf", "record", "-q", "-a", "-g", "-F", str(HZ), "-o", data, "--", f"{PG}/pgbench", "-n"]
                          + ([] if tpcb else ["-S"]) + ["-c", "4", "-j", "2", "-T", "10", "-h", sock, "-p", port,
                                                        "-U", "ttp", "postgres"],
                          capture_output=True, text=True, check=True).stdout
-    after = bpf_programs()
+    after = bpfprogs.run_stats()
     tx = int(re.search(r"actually processed: (\d+)", out).group(1))
     progs = {}
     for i, (name, ns, n) in after.items():
