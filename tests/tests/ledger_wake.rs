@@ -146,7 +146,10 @@ fn io_wakeups_without_the_hook_match_delay_accounting() {
             "iowait_ns {kw} vs the hooked ledger's {hw} ({recorded} waits recorded by delay accounting)"
         );
     }
-    common::io_wake::assert_wakeups_match_the_kernel(k.wakeups, 0, &run);
+    // This ledger counts a wake-up at the switch-in after it: one the
+    // kernel never emitted is repaired and counted in `switches_unseen`.
+    let missed = w.lost.switches_unseen;
+    common::io_wake::assert_wakeups_match_the_kernel(k.wakeups, missed, &run);
     // The hooked ledger counts a wake-up when it happens, this one at the
     // switch-in after it, and the two images are read one after the other:
     // a wake-up near either end may fall in one window only. The hooked
@@ -155,11 +158,13 @@ fn io_wakeups_without_the_hook_match_delay_accounting() {
     // the kernel skips a nested program) and says how many in its window's
     // `wakeups_unseen`, machine-wide, so at most that many of this
     // process's. Seen beside two CPU burners and a disk writer: 1 963
-    // against 1 958 with 11 unseen.
+    // against 1 958 with 11 unseen. This ledger misses, in the same way,
+    // the switch-ins the kernel never emitted (`missed`, above): 2 041
+    // against 2 048 with 18 in a CI run.
     let unseen = run.windows[1].lost.wakeups_unseen;
     assert!(
-        k.wakeups <= h.wakeups + 2 + unseen && h.wakeups <= k.wakeups + 2,
-        "{} wake-ups against the hooked ledger's {} ({unseen} it did not see)",
+        k.wakeups <= h.wakeups + 2 + unseen && h.wakeups <= k.wakeups + 2 + missed,
+        "{} wake-ups against the hooked ledger's {} ({unseen} it did not see, {missed} switches this ledger repaired)",
         k.wakeups,
         h.wakeups
     );
