@@ -12,14 +12,14 @@ use aya_ebpf::{
     btf_maps::Array as BtfArray,
     helpers::bpf_get_current_task,
     macros::{btf_map, btf_tracepoint, map},
-    maps::{Array, HashMap},
+    maps::{Array, HashMap, PerCpuArray},
     programs::BtfTracePointContext,
 };
 use ttp_common::{
     DiskAccount, MAX_IO_PROCS, MAX_REQUESTS, ProcDisk, RequestInfo, stat, trace::Kind,
 };
 
-use core::intrinsics::{AtomicOrdering::SeqCst, atomic_xadd};
+use core::intrinsics::{AtomicOrdering::SeqCst, atomic_cxchg, atomic_xadd};
 
 use crate::{
     kernel::{Bio, REQ_OP_READ, REQ_OP_WRITE, Request, Task},
@@ -47,22 +47,99 @@ static PROC_DISK: HashMap<u32, ProcDisk> = HashMap::with_max_entries(MAX_IO_PROC
 #[map]
 static PROC_SLOTS: Array<ProcDisk> = Array::with_max_entries(1, aya_ebpf::bindings::BPF_F_MMAPABLE);
 
+/// A request's state while it is in flight, in the slot its address hashes
+/// to (`slot_of`). `key` is the request's address while it is in flight,
+/// the address with the low bit set once it ended (a `struct request` is
+/// 8-aligned), 0 before any use. A start takes a slot whose request ended,
+/// or the slot of its own request, by a compare-and-exchange on `key`;
+/// only the request in flight changes its slot after that (its issue, its
+/// end), so a slot in flight is never taken. One cache line a slot: the
+/// first touch of a request costs one miss, where the hash's bucket and
+/// then its entry cost two (57 % of `block_io_start` under pgbench TPC-B;
+/// docs/ledger-cost.md).
+#[repr(C, align(64))]
+#[derive(Clone, Copy)]
+pub(crate) struct RequestSlot {
+    key: u64,
+    info: RequestInfo,
+}
+
+/// log2 of the slots: 4 096 (256 KiB). A machine has as many `struct
+/// request`s as its queues' tags (a virtio disk 2 × 256, an NVMe drive
+/// up to 64 × 1 023); a request whose slot is in flight with another is
+/// kept in `REQUESTS` instead.
+const SLOT_BITS: u32 = 12;
+
+/// Sized by the loader (one entry when no ledger program runs).
 #[map]
-pub(crate) static REQUESTS: HashMap<u64, RequestInfo> = HashMap::with_max_entries(MAX_REQUESTS, 0);
+static REQUEST_SLOTS: Array<RequestSlot> = Array::with_max_entries(1 << SLOT_BITS, 0);
+
+/// Requests in flight whose slot another request in flight held, by
+/// address; removed at their end, so that it is empty on most machines and
+/// not looked up at all then (`REQUEST_ENTRIES`).
+#[map]
+static REQUESTS: HashMap<u64, RequestInfo> = HashMap::with_max_entries(MAX_REQUESTS, 0);
 
 /// Entries in `REQUESTS` (added at each insert, taken at each removal).
 #[map]
 static REQUEST_ENTRIES: Array<u64> = Array::with_max_entries(1, 0);
 
-/// Up to this many entries, a request's entry stays after it ended
-/// (`ENDED`), so that the next request in the same `struct request` (the
-/// kernel reuses them from a fixed pool per queue) updates it in place: a
-/// hash insert at `block_io_start` and a removal at `block_io_done` cost
-/// ~100–250 ns each, an update in place a lookup. Beyond it (a machine
-/// with more request structs in use than this: many queues, deep tags),
-/// entries are removed at the end as before, so the table never fills
-/// with ended requests.
-const KEEP_ENDED_UP_TO: u64 = MAX_REQUESTS as u64 / 2;
+/// One word a CPU, through which a request's address becomes a number.
+#[map]
+static ADDRESS: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
+
+/// The address of the kernel object at `p`, as a number the program may
+/// compute with: the verifier allows no arithmetic on a pointer from the
+/// tracepoint's arguments, and a word written as a pointer reads back as a
+/// number. (The value never leaves the machine's maps; userspace sees
+/// request addresses already, in the trace's records.) 0 if the word is
+/// missing.
+#[inline(always)]
+pub(crate) fn address(p: *const u8) -> u64 {
+    let Some(w) = ADDRESS.get_ptr_mut(0) else {
+        return 0;
+    };
+    // SAFETY: this CPU's word of a map value; volatile, so that the load
+    // is not folded into the store.
+    unsafe {
+        core::ptr::write_volatile(w.cast::<*const u8>(), p);
+        core::ptr::read_volatile(w)
+    }
+}
+
+/// The slot of request `rq`: a multiplicative hash of its address (the
+/// golden ratio's 64-bit fraction; `struct request`s of a queue sit a few
+/// hundred bytes apart, which the top bits of the product spread).
+#[inline(always)]
+fn slot_of(rq: u64) -> Option<*mut RequestSlot> {
+    if rq == 0 {
+        return None; // `address` failed; 0 is a free slot's key
+    }
+    let i = rq.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - SLOT_BITS);
+    REQUEST_SLOTS.get_ptr_mut(i as u32)
+}
+
+/// Whether `REQUESTS` holds any entry (an atomic count, read-mostly).
+#[inline(always)]
+fn overflow_used() -> bool {
+    REQUEST_ENTRIES.get(0).is_some_and(|n| *n != 0)
+}
+
+/// Where request `rq` is: its slot's state while it is in flight there,
+/// else its entry in `REQUESTS`. None once it ended (or never started
+/// while the ledger ran).
+#[inline(always)]
+pub(crate) fn find(rq: u64) -> Option<*mut RequestInfo> {
+    let s = slot_of(rq)?;
+    // SAFETY: map value pointer; `key` is read whole (an aligned word).
+    if unsafe { core::ptr::read_volatile(&raw const (*s).key) } == rq {
+        return Some(unsafe { &raw mut (*s).info });
+    }
+    if !overflow_used() {
+        return None;
+    }
+    REQUESTS.get_ptr_mut(rq)
+}
 
 /// Process `tgid`'s own-I/O clock at `now`: the disk time spent on its
 /// requests so far (0 for a process without an entry). None only when
@@ -197,10 +274,6 @@ fn in_service(tgid: u32, now: u64, start: bool) -> bool {
     changed
 }
 
-/// `issue_ns` of a request that ended: its entry is kept for the next
-/// request in the same `struct request` (see [`KEEP_ENDED_UP_TO`]).
-pub(crate) const ENDED: u64 = u64::MAX - 1;
-
 /// Adds `delta` (two's complement) to the count of `REQUESTS` entries.
 #[inline(always)]
 fn count_entries(delta: u64) {
@@ -295,6 +368,83 @@ pub fn block_bio_queue(ctx: BtfTracePointContext) -> i32 {
     0
 }
 
+/// Ends request `rq` if it is still in service: it is starting again, so
+/// it ended without `block_io_done` (the kernel does not emit it for every
+/// request it issued: seen beside an O_DIRECT writer); left in service,
+/// its process would count in the disk's n for good and shrink every
+/// process's own-I/O time (docs/ledger.md).
+#[inline(always)]
+fn end_at_reuse(old: &RequestInfo, now: u64) {
+    if old.issue_ns != 0 && in_service(old.tgid, now, false) {
+        crate::count(stat::REQUEST_END_AT_REUSE);
+    }
+}
+
+/// Records request `rq` as started with `info`: in its slot when the slot
+/// is free, ended, or already its own (a request reused before its end
+/// was seen), else in `REQUESTS`.
+#[inline(always)]
+fn start_request(rq: u64, info: &RequestInfo, now: u64) {
+    let Some(s) = slot_of(rq) else {
+        return;
+    };
+    // SAFETY: map value pointer; `key` is only changed whole, by the
+    // atomic below or by the request in flight that holds the slot.
+    let key = unsafe { core::ptr::read_volatile(&raw const (*s).key) };
+    let mine = if key == rq {
+        // SAFETY: as above; this request's own state, copied.
+        end_at_reuse(&unsafe { (*s).info }, now);
+        true
+    } else {
+        // Free (0) or ended (low bit): taken unless another start took it
+        // first. A key that changed since the read (the ended request
+        // started again) fails the exchange, so a slot in flight is never
+        // taken.
+        (key == 0 || key & 1 != 0)
+            // SAFETY: an aligned word of a map value.
+            && unsafe { atomic_cxchg::<u64, { SeqCst }, { SeqCst }>(&raw mut (*s).key, key, rq) }.1
+    };
+    if mine {
+        // SAFETY: the slot is this request's; nothing reads its state
+        // before the request is issued.
+        unsafe { crate::words::copy(&raw mut (*s).info, info) };
+    }
+    if !overflow_used() {
+        if !mine {
+            insert_overflow(rq, info);
+        }
+        return;
+    }
+    match REQUESTS.get_ptr_mut(rq) {
+        Some(e) => {
+            // SAFETY: map value pointer, copied; nothing else touches the
+            // entry of a request that has not started yet.
+            end_at_reuse(&unsafe { *e }, now);
+            if mine {
+                // It moved to its slot; the entry is stale.
+                if REQUESTS.remove(rq).is_ok() {
+                    count_entries(u64::MAX);
+                }
+            } else {
+                // SAFETY: as above; both 8-aligned RequestInfo.
+                unsafe { crate::words::copy(e, info) };
+            }
+        }
+        None if !mine => insert_overflow(rq, info),
+        None => {}
+    }
+}
+
+/// Puts request `rq` in `REQUESTS` (its slot is in flight with another).
+#[inline(always)]
+fn insert_overflow(rq: u64, info: &RequestInfo) {
+    if REQUESTS.insert(rq, *info, 0).is_err() {
+        crate::count(stat::REQUEST_MAP_FULL);
+    } else {
+        count_entries(1);
+    }
+}
+
 /// block_io_start(struct request *rq): a request is created for the
 /// submitting thread.
 #[btf_tracepoint(function = "block_io_start")]
@@ -318,11 +468,6 @@ pub fn block_io_start(ctx: BtfTracePointContext) -> i32 {
         Ok(_) => {}
         Err(_) => crate::count(stat::READ_FAILED),
     }
-    // A request is reused only after it ended. One still in service here
-    // ended without `block_io_done` (the kernel does not emit it for every
-    // request it issued: seen beside an O_DIRECT writer); left in service,
-    // its process would count in the disk's n for good and shrink every
-    // process's own-I/O time (docs/ledger.md). It ends now.
     let info = RequestInfo {
         tid,
         tgid: a.tgid,
@@ -330,20 +475,7 @@ pub fn block_io_start(ctx: BtfTracePointContext) -> i32 {
         start_ns: now,
         issue_ns: 0,
     };
-    if let Some(slot) = REQUESTS.get_ptr_mut(rq_ptr as u64) {
-        // SAFETY: map value pointer, copied. Nothing else touches the entry
-        // of a request that has not started yet.
-        let old = unsafe { *slot };
-        if old.issue_ns != 0 && old.issue_ns != ENDED && in_service(old.tgid, now, false) {
-            crate::count(stat::REQUEST_END_AT_REUSE);
-        }
-        // SAFETY: as above; both 8-aligned RequestInfo.
-        unsafe { crate::words::copy(slot, &info) };
-    } else if REQUESTS.insert(rq_ptr as u64, info, 0).is_err() {
-        crate::count(stat::REQUEST_MAP_FULL);
-    } else {
-        count_entries(1);
-    }
+    start_request(address(rq_ptr), &info, now);
     trace::block(Kind::BlockSubmit, rq_ptr, tid, info.tgid, now);
     0
 }
@@ -358,8 +490,8 @@ fn owner(info: &RequestInfo) -> Option<ledger::Acct> {
 #[btf_tracepoint(function = "block_rq_issue")]
 pub fn block_rq_issue(ctx: BtfTracePointContext) -> i32 {
     crate::count(stat::RUNS_RQ_ISSUE);
-    let rq = ctx.arg::<*const u8>(0) as u64;
-    let Some(info) = REQUESTS.get_ptr_mut(rq) else {
+    let rq = address(ctx.arg::<*const u8>(0));
+    let Some(info) = find(rq) else {
         return 0;
     };
     // SAFETY: map value pointer.
@@ -387,15 +519,12 @@ pub fn block_rq_issue(ctx: BtfTracePointContext) -> i32 {
 #[btf_tracepoint(function = "block_io_done")]
 pub fn block_io_done(ctx: BtfTracePointContext) -> i32 {
     crate::count(stat::RUNS_IO_DONE);
-    let rq = ctx.arg::<*const u8>(0) as u64;
-    let Some(entry) = REQUESTS.get_ptr_mut(rq) else {
-        return 0;
+    let rq = address(ctx.arg::<*const u8>(0));
+    let Some(entry) = find(rq) else {
+        return 0; // ended already, or started before the ledger ran
     };
-    // SAFETY: map value pointer; copied before the entry is changed.
+    // SAFETY: map value pointer; copied before the request is ended.
     let info = unsafe { *entry };
-    if info.issue_ns == ENDED {
-        return 0; // complete already
-    }
     let now = now_ns();
     if info.issue_ns != 0 {
         if let Some(a) = owner(&info) {
@@ -410,14 +539,27 @@ pub fn block_io_done(ctx: BtfTracePointContext) -> i32 {
         info.tgid,
         now,
     );
-    let kept = REQUEST_ENTRIES
-        .get(0)
-        .is_some_and(|n| *n <= KEEP_ENDED_UP_TO);
-    if kept {
-        // SAFETY: map value pointer.
-        unsafe { (*entry).issue_ns = ENDED };
-    } else if REQUESTS.remove(rq).is_ok() {
+    end_request(rq);
+    0
+}
+
+/// Marks request `rq` ended: its slot keeps the address with the low bit
+/// set (free for the next start that hashes there), an entry of
+/// `REQUESTS` is removed.
+#[inline(always)]
+fn end_request(rq: u64) {
+    if let Some(s) = slot_of(rq) {
+        // SAFETY: map value pointer. Only the request in flight ends its
+        // slot, and a start takes a slot only from an ended key, by a
+        // compare-and-exchange: a plain store is enough.
+        unsafe {
+            if core::ptr::read_volatile(&raw const (*s).key) == rq {
+                core::ptr::write_volatile(&raw mut (*s).key, rq | 1);
+                return;
+            }
+        }
+    }
+    if overflow_used() && REQUESTS.remove(rq).is_ok() {
         count_entries(u64::MAX);
     }
-    0
 }

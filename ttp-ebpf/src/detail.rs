@@ -241,7 +241,7 @@ fn add(io: *mut DeviceIo, bytes: u64, requests: u64) {
 /// nr_bytes): `nr_bytes` of `rq` completed (blk_update_request). The request
 /// is finished when they cover what remained of it (rq->__data_len, not yet
 /// decreased at this point). Bytes and requests go to the thread that
-/// created the request (the ledger's `REQUESTS` entry), else to the device's
+/// created the request (the ledger's state of it, `block::find`), else to the device's
 /// unowned I/O.
 #[btf_tracepoint(function = "block_rq_complete")]
 pub fn detail_block_rq_complete(ctx: BtfTracePointContext) -> i32 {
@@ -265,14 +265,10 @@ pub fn detail_block_rq_complete(ctx: BtfTracePointContext) -> i32 {
     };
     let requests = (nr_bytes >= remaining) as u64;
     let bytes = nr_bytes as u64;
-    if let Some(info) = block::REQUESTS.get_ptr(rq_ptr as u64) {
+    if let Some(info) = block::find(block::address(rq_ptr)) {
         // SAFETY: map value pointer, copied at once.
         let info = unsafe { *info };
-        // An ended entry is kept for the struct's next accounted request
-        // (block.rs `ENDED`): this one is not it.
-        if info.issue_ns != block::ENDED
-            && let Some(e) = thread_dev(info.tid, info.thread_start_ns, dev)
-        {
+        if let Some(e) = thread_dev(info.tid, info.thread_start_ns, dev) {
             add(&raw mut e.io, bytes, requests);
             return 0;
         }

@@ -62,6 +62,7 @@ const LEDGER_ONLY_MAPS: &[&str] = &[
     "THREADS",
     "PROC_DISK",
     "REQUESTS",
+    "REQUEST_SLOTS",
 ];
 
 /// The interrupt clock of `--irq-time` (ttp-ebpf/src/irq.rs), exits first:
