@@ -462,7 +462,7 @@ pub fn block_io_start(ctx: BtfTracePointContext) -> i32 {
     let Some(a) = ledger::get_or_create(tid, &task, now, 0) else {
         return 0;
     };
-    match Request(rq_ptr).op() {
+    match Request(rq_ptr).op_btf() {
         Ok(REQ_OP_READ) => a.io.read_requests += 1,
         Ok(REQ_OP_WRITE) => a.io.write_requests += 1,
         Ok(_) => {}

@@ -268,6 +268,14 @@ impl Request {
     pub fn op(&self) -> Result<u32, i32> {
         unsafe { Ok(read::<u32>(self.0, global(&OFF_RQ_CMD_FLAGS))? & REQ_OP_MASK) }
     }
+    /// The operation by a plain load, as [`BtfTask`]'s fields: only for a
+    /// pointer whose BTF type the verifier knows (the tracepoint's own
+    /// argument). `bpf_probe_read_kernel` was 17 % of `block_io_start`
+    /// under TPC-B (docs/ledger-cost.md).
+    #[inline(always)]
+    pub fn op_btf(&self) -> Result<u32, i32> {
+        unsafe { Ok(load::<u32>(self.0, global(&OFF_RQ_CMD_FLAGS))? & REQ_OP_MASK) }
+    }
     #[inline(always)]
     pub fn data_len(&self) -> Result<u32, i32> {
         unsafe { read::<u32>(self.0, global(&OFF_RQ_DATA_LEN)) }
