@@ -361,10 +361,12 @@ impl Summary {
                     window.end_ns.saturating_sub(window.start_ns),
                     p.threads,
                 );
-                let mut agreement = crosscheck::at_the_ledgers_reads(
+                let agreement = crosscheck::at_the_ledgers_reads(
                     agreement,
                     &refs.sched_reads.bracket(p.tgid, b.is_some(), a.is_some()),
                 );
+                let mut agreement =
+                    crosscheck::missed_switches(agreement, window.lost.switches_unseen);
                 if from_exit {
                     agreement
                         .iter_mut()

@@ -290,3 +290,30 @@ fn iowait_may_exceed_the_blkio_delay_by_the_run_queue_wait() {
     // Short of the kernel's delay: the run-queue wait does not excuse it.
     assert!(row(5 * MS, 6 * MS).flagged());
 }
+
+/// `attach --all` on a VM whose pid 1 never fires the switch tracepoint
+/// on its switches out: the ledger's 0 switches against /proc's 18, with
+/// 26 switches repaired machine-wide in the window. Catches that shortfall
+/// flagged as the ledger's fault, a shortfall beyond the repaired count
+/// losing its flag, and a ledger above the kernel excused.
+#[test]
+fn switches_the_tracepoint_missed_are_not_the_ledgers_fault() {
+    let row = |ledger: u64, kernel: u64| {
+        Agreement::new(
+            "switches",
+            ledger,
+            "/proc status ctxt_switches",
+            kernel,
+            0.02,
+            4,
+        )
+    };
+    let rows = missed_switches(vec![row(0, 18), row(0, 40), row(60, 18), row(18, 18)], 26);
+    assert_eq!(rows[0].informational, Some(MISSED_SWITCHES));
+    assert!(!rows[0].flagged());
+    assert!(rows[1].flagged(), "{:?}", rows[1]);
+    assert!(rows[2].flagged(), "{:?}", rows[2]);
+    assert!(rows[3].within && rows[3].informational.is_none());
+    // Without repairs in the window the shortfall is a fault.
+    assert!(missed_switches(vec![row(0, 18)], 0)[0].flagged());
+}
