@@ -70,9 +70,15 @@ pub(crate) struct RequestSlot {
 /// kept in `REQUESTS` instead.
 const SLOT_BITS: u32 = 12;
 
-/// Sized by the loader (one entry when no ledger program runs).
+/// Sized by the loader (one entry when no ledger program runs, fewer in
+/// the test of the overflow hash).
 #[map]
 static REQUEST_SLOTS: Array<RequestSlot> = Array::with_max_entries(1 << SLOT_BITS, 0);
+
+/// The slots' count less one (a power of two), set by the loader when it
+/// sizes `REQUEST_SLOTS` otherwise.
+#[unsafe(no_mangle)]
+static REQUEST_SLOT_MASK: u32 = (1 << SLOT_BITS) - 1;
 
 /// Requests in flight whose slot another request in flight held, by
 /// address; removed at their end, so that it is empty on most machines and
@@ -115,8 +121,11 @@ fn slot_of(rq: u64) -> Option<*mut RequestSlot> {
     if rq == 0 {
         return None; // `address` failed; 0 is a free slot's key
     }
-    let i = rq.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - SLOT_BITS);
-    REQUEST_SLOTS.get_ptr_mut(i as u32)
+    // SAFETY: a global the loader wrote before load; volatile so that the
+    // compiler does not fold the value it was declared with.
+    let mask = unsafe { core::ptr::read_volatile(&REQUEST_SLOT_MASK) };
+    let i = (rq.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - SLOT_BITS)) as u32 & mask;
+    REQUEST_SLOTS.get_ptr_mut(i)
 }
 
 /// Whether `REQUESTS` holds any entry (an atomic count, read-mostly).
@@ -442,6 +451,7 @@ fn insert_overflow(rq: u64, info: &RequestInfo) {
         crate::count(stat::REQUEST_MAP_FULL);
     } else {
         count_entries(1);
+        crate::count(stat::REQUEST_OVERFLOW);
     }
 }
 

@@ -488,7 +488,10 @@ pub mod stat {
     /// run's wall clock, cut to it (`ThreadAccount::take_irq_clock`). The
     /// clock's rules make it impossible; a count here is a fault.
     pub const IRQ_CAPPED: u32 = 25;
-    pub const COUNT: u32 = 26;
+    /// Block requests kept in the overflow hash because another request in
+    /// flight held their slot (ttp-ebpf/src/block.rs): not a loss.
+    pub const REQUEST_OVERFLOW: u32 = 26;
+    pub const COUNT: u32 = 27;
 
     /// The counter of a program's runs, by the program's name.
     pub fn runs_of(program: &str) -> Option<u32> {

@@ -257,12 +257,19 @@ impl Ledger {
             .statements_socket
             .and_then(|s| s.status)
             .map(|s| s.entry_global);
+        let request_slots = options.request_slot_bits.map(|b| 1u32 << b.min(12));
+        if let Some(n) = request_slots {
+            globals.push(("REQUEST_SLOT_MASK", n - 1));
+        }
         let mut loader = EbpfLoader::new();
         for (name, value) in &globals {
             loader.override_global(name, value, true);
         }
         if let Some(entry_global) = &beentry {
             loader.override_global("STMT_BEENTRY", entry_global, true);
+        }
+        if let Some(n) = request_slots {
+            loader.map_max_entries("REQUEST_SLOTS", n);
         }
         if !options.trace {
             // Ring buffers are allocated at load: one page when unused.
@@ -561,6 +568,10 @@ pub struct AttachOptions {
     /// Exit records wait in a queue of fixed size, reserved at load
     /// (exits.rs, [`exits::queue_records`]), instead of one that grows.
     pub fixed_exit_queue: bool,
+    /// log2 of the slots for block requests in flight (up to 12, the
+    /// default: 4 096): with fewer, more requests find their slot held and
+    /// go to the overflow hash (the test of that path; ttp-ebpf/src/block.rs).
+    pub request_slot_bits: Option<u32>,
 }
 
 /// What the socket programs need to know of the server.

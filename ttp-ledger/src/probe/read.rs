@@ -49,6 +49,11 @@ pub struct KernelStats {
     /// wall clock (a fault of the interrupt clock).
     #[serde(default)]
     pub irq_capped: u64,
+    /// Block requests whose slot another request in flight held, kept in
+    /// the overflow hash instead (not a loss; docs/ledger-cost.md, "A slot
+    /// a request").
+    #[serde(default)]
+    pub requests_in_overflow: u64,
 }
 
 impl KernelStats {
@@ -71,6 +76,7 @@ impl KernelStats {
             traced_map_full: c[stat::TRACED_MAP_FULL as usize],
             requests_ended_at_reuse: c[stat::REQUEST_END_AT_REUSE as usize],
             irq_capped: c[stat::IRQ_CAPPED as usize],
+            requests_in_overflow: c[stat::REQUEST_OVERFLOW as usize],
         }
     }
 
@@ -111,6 +117,7 @@ impl KernelStats {
                 earlier.requests_ended_at_reuse,
             ),
             irq_capped: d(self.irq_capped, earlier.irq_capped),
+            requests_in_overflow: d(self.requests_in_overflow, earlier.requests_in_overflow),
         }
     }
 }

@@ -262,6 +262,8 @@ mod tests {
             traced_map_full: 11,
             requests_ended_at_reuse: 15,
             irq_capped: 16,
+            // Not a loss: no line.
+            requests_in_overflow: 17,
         };
         let extra = Extra {
             vanished_threads: 12,

@@ -146,6 +146,7 @@ impl MeasurementSession {
                 wake_latency: options.wake_latency,
                 irq_time: options.irq_time,
                 fixed_exit_queue: options.fixed_exit_queue,
+                ..Default::default()
             })
         }
         .map_err(probe_error_ctx)?;
