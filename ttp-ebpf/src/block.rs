@@ -59,7 +59,7 @@ static PROC_SLOTS: Array<ProcDisk> = Array::with_max_entries(1, aya_ebpf::bindin
 /// docs/ledger-cost.md).
 #[repr(C, align(64))]
 #[derive(Clone, Copy)]
-pub(crate) struct RequestSlot {
+struct RequestSlot {
     key: u64,
     info: RequestInfo,
 }
