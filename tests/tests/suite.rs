@@ -21,6 +21,7 @@ mod lab_tls;
 mod ledger;
 mod ledger_bytes;
 mod ledger_irq;
+mod ledger_requests;
 mod ledger_wake;
 mod leftovers;
 mod load;
