@@ -35,29 +35,26 @@ fn requests_beside_a_held_slot_are_measured_through_the_overflow_hash() {
         ..Default::default()
     })
     .expect("attach the ledger with one request slot");
-    let args = |f: std::path::PathBuf| {
-        vec![
-            "--cpu-ms".to_string(),
-            "1".into(),
-            "--read-mib".into(),
-            "32".into(),
-            "--block-kib".into(),
-            "16".into(),
-            "--file".into(),
-            f.display().to_string(),
-        ]
-    };
-    let (a1, a2) = (
-        args(dir.join("ttp-test-overflow-1.dat")),
-        args(dir.join("ttp-test-overflow-2.dat")),
-    );
-    let start = |a: &Vec<String>| {
+    let start = |name: &str| {
+        let file = dir.join(name).display().to_string();
         Held::start(
             "fixture-mixed",
-            &a.iter().map(String::as_str).collect::<Vec<_>>(),
+            &[
+                "--cpu-ms",
+                "1",
+                "--read-mib",
+                "32",
+                "--block-kib",
+                "16",
+                "--file",
+                &file,
+            ],
         )
     };
-    let (mut r1, mut r2) = (start(&a1), start(&a2));
+    let (mut r1, mut r2) = (
+        start("ttp-test-overflow-1.dat"),
+        start("ttp-test-overflow-2.dat"),
+    );
     let threads = seed::threads_from_proc();
     full.seed(&threads);
     narrow.seed(&threads);

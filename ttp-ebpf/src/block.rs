@@ -58,7 +58,6 @@ static PROC_SLOTS: Array<ProcDisk> = Array::with_max_entries(1, aya_ebpf::bindin
 /// then its entry cost two (57 % of `block_io_start` under pgbench TPC-B;
 /// docs/ledger-cost.md).
 #[repr(C, align(64))]
-#[derive(Clone, Copy)]
 struct RequestSlot {
     key: u64,
     info: RequestInfo,
