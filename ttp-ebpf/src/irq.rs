@@ -108,10 +108,12 @@ pub fn softirq_exit(_ctx: BtfTracePointContext) -> i32 {
 /// At a thread's switch-out on `cpu_id`: the interrupt time of the run
 /// that ends goes to its `irq_ns`, when the ledger saw the run begin here
 /// (a run whose switch-in was missed has no base: its interrupts are not
-/// counted, never another run's). Called before the switch-out changes
-/// the account's state.
+/// counted, never another run's). `ran` is the runtime the run gained
+/// (sched.rs `take_counters_at_switch_out`), which holds the run's
+/// interrupts on this kernel: the growth is cut to it, else to the run's
+/// wall clock. Called before the switch-out changes the account's state.
 #[inline(always)]
-pub fn switched_out(a: &mut ThreadAccount, cpu_id: u32, now: u64) {
+pub fn switched_out(a: &mut ThreadAccount, cpu_id: u32, now: u64, ran: Option<u64>) {
     if !irq_on() {
         return;
     }
@@ -121,7 +123,8 @@ pub fn switched_out(a: &mut ThreadAccount, cpu_id: u32, now: u64) {
         && let Some(c) = clock()
     {
         // The open interval began at the switch-in.
-        if a.take_irq_clock(c.total_ns, now.saturating_sub(a.state_since_ns)) {
+        let wall = now.saturating_sub(a.state_since_ns);
+        if a.take_irq_clock(c.total_ns, ran.map_or(wall, |r| r.min(wall))) {
             crate::count(stat::IRQ_CAPPED);
         }
     }

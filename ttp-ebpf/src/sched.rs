@@ -84,9 +84,9 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
     if prev_tid != 0
         && let Some(a) = ledger::get_or_create(prev_tid, &prev.task(), now, 0)
     {
-        irq::switched_out(a, cpu_id, now);
         detail::switched_out(a, cpu_id, now);
-        take_counters_at_switch_out(a, &prev, cpu_id, now);
+        let ran = take_counters_at_switch_out(a, &prev, cpu_id, now);
+        irq::switched_out(a, cpu_id, now, ran);
         close_interval_at_switch(a, now, cpu_id);
         if prev_state & TASK_DEAD != 0 {
             trace::exited(a, &prev.task(), cpu_id, now);
@@ -198,14 +198,26 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
 /// so the open interval up to `now − ran` stays in its state (a CPU-bound
 /// run would otherwise be booked entirely as waiting); the caller closes the
 /// rest as on-CPU.
+///
+/// Returns the runtime the run that ends gained, where the ledger saw it
+/// begin and the counters had a base (the interrupt time of the run is
+/// never more: irq.rs `switched_out`).
 #[inline(always)]
-fn take_counters_at_switch_out(a: &mut ThreadAccount, task: &BtfTask, cpu_id: u32, now: u64) {
+fn take_counters_at_switch_out(
+    a: &mut ThreadAccount,
+    task: &BtfTask,
+    cpu_id: u32,
+    now: u64,
+) -> Option<u64> {
     let Ok(exec) = task.sum_exec_runtime() else {
         crate::count(stat::READ_FAILED);
-        return;
+        return None;
     };
-    if let Some(ran) = a.take_sched_counters(exec, task.run_delay())
-        && a.state != state::RUNNING
+    let ran = a.take_sched_counters(exec, task.run_delay());
+    if a.state == state::RUNNING {
+        return ran;
+    }
+    if let Some(ran) = ran
         && a.state != state::UNKNOWN
         && ran > 0
     {
@@ -217,6 +229,7 @@ fn take_counters_at_switch_out(a: &mut ThreadAccount, task: &BtfTask, cpu_id: u3
         trace::switch_in(a, cpu_id, now - ran, 0);
         crate::count(stat::SWITCH_UNSEEN);
     }
+    None
 }
 
 /// A thread switching in that the ledger still has on a CPU: its last

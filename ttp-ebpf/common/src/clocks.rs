@@ -218,17 +218,20 @@ impl ThreadAccount {
     /// thread's runtime on this kernel) and stores it at the switch-in; a
     /// reader takes it for a thread on a CPU when it closes an image, as
     /// it takes the runtime ([`ThreadAccount::take_sched_counters`]).
-    /// The growth is at most `run_ns`, the wall clock since the run
-    /// began: interrupt time inside a run is never longer than the run.
-    /// True when the growth was longer and was cut, which the clock's
-    /// rules rule out: the caller counts it (`stat::IRQ_CAPPED`).
+    /// The growth is at most `cap_ns`: the runtime the run gained where
+    /// the caller has it, which holds the run's interrupts on this kernel,
+    /// else the wall clock since the run began. The clock is wall time, the
+    /// runtime leaves out what the hypervisor stole (PARAVIRT time
+    /// accounting): a steal inside a handler, or a switch the tracepoint
+    /// never fired, makes the growth longer. True when it was longer and
+    /// was cut: the caller counts it (`stat::IRQ_CAPPED`).
     #[inline(always)]
-    pub fn take_irq_clock(&mut self, total_ns: u64, run_ns: u64) -> bool {
+    pub fn take_irq_clock(&mut self, total_ns: u64, cap_ns: u64) -> bool {
         let mut cut = false;
         if self.flags & flag::IRQ_SNAP != 0 {
             let grew = total_ns.saturating_sub(self.irq_snap_ns);
-            cut = grew > run_ns;
-            self.irq_ns += grew.min(run_ns);
+            cut = grew > cap_ns;
+            self.irq_ns += grew.min(cap_ns);
         }
         self.irq_snap_ns = total_ns;
         self.flags |= flag::IRQ_SNAP;

@@ -485,8 +485,9 @@ pub mod stat {
     pub const RUNS_RQ_ISSUE: u32 = 23;
     pub const RUNS_IO_DONE: u32 = 24;
     /// With `--irq-time`: runs whose interrupt clock grew by more than the
-    /// run's wall clock, cut to it (`ThreadAccount::take_irq_clock`). The
-    /// clock's rules make it impossible; a count here is a fault.
+    /// runtime the run gained, cut to it (`ThreadAccount::take_irq_clock`):
+    /// the hypervisor stole time inside a handler, or a switch never
+    /// reached the tracepoint.
     pub const IRQ_CAPPED: u32 = 25;
     /// Block requests kept in the overflow hash because another request in
     /// flight held their slot (ttp-ebpf/src/block.rs): not a loss.

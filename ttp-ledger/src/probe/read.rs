@@ -171,10 +171,11 @@ impl Ledger {
                 .map(|(_, v)| v)
                 .collect(),
         };
-        take_running_counters(&mut threads);
+        let ran = take_running_counters(&mut threads);
         let cpus = self.cpu_accounts()?;
         take_running_irq(
             &mut threads,
+            &ran,
             &irq,
             &cpus,
             ttp_sys::sys::clock::monotonic_ns(),
@@ -346,10 +347,13 @@ pub fn schedstat(tid: u32) -> Option<(u64, u64)> {
 /// Takes, for every thread the ledger has on a CPU that still shows it
 /// current, the interrupt time of its open run as of the clocks' read, by
 /// the rule the kernel takes it with at the switch-out
-/// (`ThreadAccount::take_irq_clock`, ttp_common::clocks). A thread whose
-/// switch-out was missed adds nothing: the CPU runs another.
+/// (`ThreadAccount::take_irq_clock`, ttp_common::clocks), cut to the
+/// runtime `ran[i]` thread `i` gained since the last read where there is
+/// one. A thread whose switch-out was missed adds nothing: the CPU runs
+/// another.
 fn take_running_irq(
     threads: &mut [ThreadAccount],
+    ran: &[Option<u64>],
     irq: &[(u32, IrqClock)],
     cpus: &[(u32, CpuAccount)],
     now: u64,
@@ -357,7 +361,11 @@ fn take_running_irq(
     if irq.is_empty() {
         return;
     }
-    for a in threads.iter_mut().filter(|a| a.state == state::RUNNING) {
+    for (a, ran) in threads
+        .iter_mut()
+        .zip(ran)
+        .filter(|(a, _)| a.state == state::RUNNING)
+    {
         let current = cpus
             .iter()
             .any(|(id, c)| *id == a.run_cpu && c.current_tid == a.tid);
@@ -367,7 +375,8 @@ fn take_running_irq(
         {
             // A cut here is the same fault the switch-out counts
             // (`stat::IRQ_CAPPED`); this copy is not counted again.
-            let _cut = a.take_irq_clock(clock.total_ns, now.saturating_sub(a.state_since_ns));
+            let wall = now.saturating_sub(a.state_since_ns);
+            let _cut = a.take_irq_clock(clock.total_ns, ran.map_or(wall, |r| r.min(wall)));
         }
     }
 }
@@ -377,14 +386,20 @@ fn take_running_irq(
 /// at the switches (`ThreadAccount::take_sched_counters`,
 /// ttp_common::clocks): a thread whose switch-out the tracepoint missed is
 /// never charged the CPU's idle time. A thread that is gone adds nothing (its exit record carries it).
-/// The caller moves `state_since_ns` to the snapshot's instant.
-fn take_running_counters(threads: &mut [ThreadAccount]) {
-    for a in threads.iter_mut().filter(|a| a.state == state::RUNNING) {
-        let Some((exec, run_delay)) = schedstat(a.tid) else {
-            continue;
-        };
-        a.take_sched_counters(exec, Some(run_delay));
-    }
+/// The caller moves `state_since_ns` to the snapshot's instant. Returns,
+/// per thread, the runtime it gained since the last read (None: not on a
+/// CPU, gone, or no base).
+fn take_running_counters(threads: &mut [ThreadAccount]) -> Vec<Option<u64>> {
+    threads
+        .iter_mut()
+        .map(|a| {
+            if a.state != state::RUNNING {
+                return None;
+            }
+            let (exec, run_delay) = schedstat(a.tid)?;
+            a.take_sched_counters(exec, Some(run_delay))
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -425,7 +440,8 @@ mod tests {
     /// base charged with the CPU's whole history, a sleeping thread
     /// charged at all, or the open run's share taken beyond its length:
     /// only a thread its CPU shows current takes the clock's growth since
-    /// its switch-in, at most the run's wall clock.
+    /// its switch-in, at most the run's wall clock and the runtime it
+    /// gained (a steal inside a handler is in the clock, not the runtime).
     #[test]
     fn only_a_current_run_takes_its_interrupts() {
         let mut threads = vec![
@@ -440,20 +456,25 @@ mod tests {
         let mut asleep = running(14, 0, 1_000, Some(0));
         asleep.state = state::SLEEPING;
         threads.push(asleep);
+        // Ran 300 ns of its 9 000 ns run; the clock grew by 4 000 ns.
+        threads.push(running(15, 4, 1_000, Some(0)));
         let irq = [
             (0, clock(2_500)),
             (1, clock(9_000)),
             (2, clock(5_000)),
             (3, clock(7_000)),
+            (4, clock(4_000)),
         ];
         let cpus = [
             (0, cpu_running(10)),
             (1, cpu_running(99)),
             (2, cpu_running(13)),
             (3, cpu_running(12)),
+            (4, cpu_running(15)),
         ];
-        take_running_irq(&mut threads, &irq, &cpus, 10_000);
+        let ran = [Some(5_000), None, None, None, None, Some(300)];
+        take_running_irq(&mut threads, &ran, &irq, &cpus, 10_000);
         let got: Vec<u64> = threads.iter().map(|a| a.irq_ns).collect();
-        assert_eq!(got, [2_000, 0, 0, 100, 0]);
+        assert_eq!(got, [2_000, 0, 0, 100, 0, 300]);
     }
 }

@@ -132,7 +132,7 @@ pub(crate) fn describe(k: &KernelStats, extra: &Extra) -> Vec<Loss> {
             k.irq_capped,
             Processes,
             format!(
-                "{} runs' interrupt time (--irq-time) came out longer than the run and was cut to it: on-CPU without interrupts may be high there",
+                "{} runs' interrupt time (--irq-time) came out longer than the runtime the run gained (the hypervisor stole time inside a handler, or a switch never reached the tracepoint) and was cut to it: on-CPU without interrupts may be high there",
                 n(k.irq_capped)
             ),
         ),

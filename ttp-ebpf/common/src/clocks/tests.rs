@@ -218,7 +218,7 @@ fn interrupt_time_grows_by_the_clocks_growth_since_the_switch_in() {
     assert_eq!(a.irq_ns, 0);
     assert!(!a.take_irq_clock(90_700, u64::MAX));
     assert_eq!((a.irq_ns, a.irq_snap_ns), (700, 90_700));
-    // Never more than the run's wall clock.
+    // Never more than the cap (the run's runtime, else its wall clock).
     assert!(a.take_irq_clock(91_000, 200), "a cut is reported");
     assert_eq!((a.irq_ns, a.irq_snap_ns), (900, 91_000));
     assert_ne!(a.flags & flag::IRQ_SNAP, 0);
