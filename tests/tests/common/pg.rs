@@ -350,6 +350,25 @@ pub fn pgss_by_fingerprint(c: &Cluster) -> BTreeMap<String, (u64, f64)> {
     m
 }
 
+/// The sample sd over the mean of the execution times pg_stat_statements
+/// of cluster `c` keeps for the statement whose text contains `text` (it
+/// keeps the population sd).
+pub fn pgss_exec_time_cv(c: &Cluster, text: &str) -> f64 {
+    let row = c.psql(&format!(
+        "SELECT calls, mean_exec_time, stddev_exec_time FROM pg_stat_statements WHERE query LIKE '%{text}%' AND query NOT LIKE '%pg_stat_statements%'"
+    ));
+    let v: Vec<f64> = row.split('|').map(|f| f.parse().unwrap()).collect();
+    let n = v[0];
+    v[2] * (n / (n - 1.0)).sqrt() / v[1]
+}
+
+/// The sample sd over the mean of `x`.
+pub fn sd_over_mean(x: &[f64]) -> f64 {
+    let n = x.len() as f64;
+    let mean = x.iter().sum::<f64>() / n;
+    (x.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt() / mean
+}
+
 /// pgbench's tables at scale 1 (100 000 accounts), made by pgbench itself.
 pub fn pgbench_tables(c: &Cluster) {
     let out = Command::new(c.bin.join("pgbench"))
