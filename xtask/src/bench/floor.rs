@@ -3,7 +3,9 @@
 //! alone and with the kernel's BPF statistics on (as ttp holds them to
 //! report its own cost): what ttp costs above the second is the ledger's
 //! own work; the two together are what any tool that hooks every switch
-//! and states its cost pays before doing anything. `cargo xtask bench
+//! and states its cost pays before doing anything. It also loads empty
+//! classic tracepoint programs at the same tracepoints, the kind most
+//! tools (bpftrace's `tracepoint:`, bcc) attach. `cargo xtask bench
 //! statements` loads two on `sock_recv_length` and `sock_send_length`, the
 //! floor of statement boundaries at the client socket.
 //!
@@ -22,6 +24,9 @@ use crate::{setup, util};
 pub enum Hook {
     /// Every tracepoint the default ledger hooks (bench overhead).
     Ledger,
+    /// The same tracepoints, classic programs (BPF_PROG_TYPE_TRACEPOINT,
+    /// bench overhead).
+    Classic,
     /// `sock_recv_length` and `sock_send_length` (bench statements).
     Socket,
 }
@@ -30,6 +35,7 @@ impl Hook {
     fn stem(self) -> &'static str {
         match self {
             Hook::Ledger => "empty_ledger",
+            Hook::Classic => "empty_classic",
             Hook::Socket => "empty_socket",
         }
     }

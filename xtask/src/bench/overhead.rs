@@ -40,7 +40,10 @@ pub(super) fn overhead(
         mounted_tracefs = setup::mount_tracefs()?;
     }
     let floor = if with_floor {
-        Some(floor::Floor::build(floor::Hook::Ledger)?)
+        Some((
+            floor::Floor::build(floor::Hook::Ledger)?,
+            floor::Floor::build(floor::Hook::Classic)?,
+        ))
     } else {
         None
     };
@@ -48,7 +51,7 @@ pub(super) fn overhead(
         rounds,
         loops,
         with_bpftrace,
-        floor.as_ref(),
+        floor.as_ref().map(|(f, c)| (f, c)),
         trace_one,
         baseline,
         baseline_args,
@@ -63,7 +66,7 @@ fn overhead_rounds(
     rounds: u32,
     loops: u32,
     with_bpftrace: bool,
-    floor: Option<&floor::Floor>,
+    floor: Option<(&floor::Floor, &floor::Floor)>,
     trace_one: bool,
     baseline: Option<&std::path::Path>,
     baseline_args: &str,
@@ -102,6 +105,8 @@ fn overhead_rounds(
     let mut floor_ratios = Vec::new();
     let mut floor_stats_ratios = Vec::new();
     let mut over_floor = Vec::new();
+    let mut classic_ratios = Vec::new();
+    let mut over_classic = Vec::new();
     let mut ready = Vec::new();
     let mut rss = Vec::new();
     let mut cpu_pct = Vec::new();
@@ -124,6 +129,7 @@ fn overhead_rounds(
     }
     if floor.is_some() {
         println!("       (then: empty hook µs/op  ratio  with BPF stats µs/op  ratio  ttp vs it)");
+        println!("       (then: empty classic tracepoints µs/op  ratio  ttp vs them)");
     }
     // Each round measures every variant once, in an order rotated from
     // round to round, so that no variant always runs first (or right after
@@ -139,10 +145,10 @@ fn overhead_rounds(
         variants.push(Variant::Baseline);
     }
     if floor.is_some() {
-        variants.extend([Variant::Floor, Variant::FloorStats]);
+        variants.extend([Variant::Floor, Variant::FloorStats, Variant::FloorClassic]);
     }
     for r in 0..rounds {
-        let mut us = [0.0f64; 7];
+        let mut us = [0.0f64; 8];
         for k in 0..variants.len() {
             let v = variants[(k + r as usize) % variants.len()];
             us[v as usize] = match v {
@@ -184,8 +190,15 @@ fn overhead_rounds(
                     let _ = t.stop();
                     b
                 }
+                Variant::FloorClassic => {
+                    let (_, c) = floor.expect("variant only with --floor");
+                    let t = c.start(false, None)?;
+                    let b = sched_pipe(loops)?;
+                    let _ = t.stop();
+                    b
+                }
                 Variant::Floor | Variant::FloorStats => {
-                    let f = floor.expect("variant only with --floor");
+                    let (f, _) = floor.expect("variant only with --floor");
                     let stats = v == Variant::FloorStats;
                     let t = f.start(stats, stats.then_some(floor_stats.as_path()))?;
                     let b = sched_pipe(loops)?;
@@ -202,7 +215,7 @@ fn overhead_rounds(
                 std::thread::sleep(Duration::from_millis(500));
             }
         }
-        let [base, with, t, b, bl, fl, fs] = us;
+        let [base, with, t, b, bl, fl, fs, fc] = us;
         ratios.push(with / base);
         let mut line = format!("{r:>5}  {base:>10.3}  {with:>9.3}  {:>5.3}", with / base);
         if sleeper.is_some() {
@@ -229,6 +242,9 @@ fn overhead_rounds(
                 fs / base,
                 with / fs
             );
+            classic_ratios.push(fc / base);
+            over_classic.push(with / fc);
+            line += &format!("  {fc:>14.3}  {:>5.3}  {:>6.3}", fc / base, with / fc);
         }
         println!("{line}");
     }
@@ -258,6 +274,11 @@ fn overhead_rounds(
             median(&mut floor_ratios),
             median(&mut floor_stats_ratios),
             median(&mut over_floor)
+        );
+        println!(
+            "median ratio with empty classic tracepoint programs there: {:.3}; ttp over them: {:.3}",
+            median(&mut classic_ratios),
+            median(&mut over_classic)
         );
     }
     println!(
@@ -313,6 +334,8 @@ enum Variant {
     Floor = 5,
     /// The same, with the kernel's BPF statistics on.
     FloorStats = 6,
+    /// Empty classic tracepoint programs at the same tracepoints.
+    FloorClassic = 7,
 }
 
 /// One `perf bench sched pipe` under `bin attach --all`: ((µs/op,
