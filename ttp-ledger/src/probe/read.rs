@@ -373,8 +373,8 @@ fn take_running_irq(
             && current
             && a.flags & flag::IRQ_SNAP != 0
         {
-            // A cut here is the same fault the switch-out counts
-            // (`stat::IRQ_CAPPED`); this copy is not counted again.
+            // A cut here is the one the switch-out counts when the run
+            // ends (`stat::IRQ_CAPPED`); this copy is not counted again.
             let wall = now.saturating_sub(a.state_since_ns);
             let _cut = a.take_irq_clock(clock.total_ns, ran.map_or(wall, |r| r.min(wall)));
         }
