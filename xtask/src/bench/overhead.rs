@@ -51,7 +51,7 @@ pub(super) fn overhead(
         rounds,
         loops,
         with_bpftrace,
-        floor.as_ref().map(|(f, c)| (f, c)),
+        floor.as_ref(),
         trace_one,
         baseline,
         baseline_args,
@@ -66,7 +66,7 @@ fn overhead_rounds(
     rounds: u32,
     loops: u32,
     with_bpftrace: bool,
-    floor: Option<(&floor::Floor, &floor::Floor)>,
+    floor: Option<&(floor::Floor, floor::Floor)>,
     trace_one: bool,
     baseline: Option<&std::path::Path>,
     baseline_args: &str,
@@ -190,15 +190,13 @@ fn overhead_rounds(
                     let _ = t.stop();
                     b
                 }
-                Variant::FloorClassic => {
-                    let (_, c) = floor.expect("variant only with --floor");
-                    let t = c.start(false, None)?;
-                    let b = sched_pipe(loops)?;
-                    let _ = t.stop();
-                    b
-                }
-                Variant::Floor | Variant::FloorStats => {
-                    let (f, _) = floor.expect("variant only with --floor");
+                Variant::Floor | Variant::FloorStats | Variant::FloorClassic => {
+                    let (tp_btf, classic) = floor.expect("variant only with --floor");
+                    let f = if v == Variant::FloorClassic {
+                        classic
+                    } else {
+                        tp_btf
+                    };
                     let stats = v == Variant::FloorStats;
                     let t = f.start(stats, stats.then_some(floor_stats.as_path()))?;
                     let b = sched_pipe(loops)?;
